@@ -1,0 +1,207 @@
+// Package convert knows the model families: their tensor names and layouts,
+// which norms are zero-centred, and how an MTP head is laid out. It turns a
+// checkpoint inventory into a description of the model and (later) into a
+// plan; it knows nothing of file byte layouts.
+package convert
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+)
+
+// ConfigFile is the Hugging Face model configuration.
+const ConfigFile = "config.json"
+
+// Config is the text-model configuration, read from text_config when the
+// checkpoint nests it (Qwen3.5/3.6) and from the root otherwise (Qwen3-Next).
+type Config struct {
+	ModelType     string   // top-level model_type
+	TextModelType string   // text_config.model_type, or the top-level one
+	Architectures []string // top-level
+	Nested        bool     // text_config present
+
+	HiddenSize            int      `json:"hidden_size"`
+	NumHiddenLayers       int      `json:"num_hidden_layers"`
+	LayerTypes            []string `json:"layer_types"`
+	FullAttentionInterval int      `json:"full_attention_interval"`
+	NumAttentionHeads     int      `json:"num_attention_heads"`
+	NumKeyValueHeads      int      `json:"num_key_value_heads"`
+	HeadDim               int      `json:"head_dim"`
+	PartialRotaryFactor   float64  `json:"partial_rotary_factor"`
+	RopeTheta             float64  `json:"rope_theta"`
+	RopeParameters        *struct {
+		RopeTheta           float64 `json:"rope_theta"`
+		PartialRotaryFactor float64 `json:"partial_rotary_factor"`
+	} `json:"rope_parameters"`
+	LinearNumKeyHeads     int     `json:"linear_num_key_heads"`
+	LinearNumValueHeads   int     `json:"linear_num_value_heads"`
+	LinearKeyHeadDim      int     `json:"linear_key_head_dim"`
+	LinearValueHeadDim    int     `json:"linear_value_head_dim"`
+	LinearConvKernelDim   int     `json:"linear_conv_kernel_dim"`
+	NumExperts            int     `json:"num_experts"`
+	NumExpertsPerTok      int     `json:"num_experts_per_tok"`
+	MoeIntermediateSize   int     `json:"moe_intermediate_size"`
+	SharedExpertIntermed  int     `json:"shared_expert_intermediate_size"`
+	NormTopkProb          *bool   `json:"norm_topk_prob"`
+	MTPNumHiddenLayers    *int    `json:"mtp_num_hidden_layers"`
+	NumNextnPredictLayers *int    `json:"num_nextn_predict_layers"`
+	VocabSize             int     `json:"vocab_size"`
+	RMSNormEps            float64 `json:"rms_norm_eps"`
+	TieWordEmbeddings     bool    `json:"tie_word_embeddings"`
+	AttnOutputGate        *bool   `json:"attn_output_gate"`
+	DType                 string  `json:"dtype"`
+	TorchDType            string  `json:"torch_dtype"`
+	QuantizationConfig    *struct {
+		QuantMethod string `json:"quant_method"`
+	} `json:"quantization_config"`
+
+	// Raw is the whole config.json as read, for writers that copy it.
+	Raw []byte
+}
+
+// LoadConfig reads and validates config.json of a source.
+func LoadConfig(src st.Source) (*Config, error) {
+	raw, err := st.ReadSmallFile(src, ConfigFile, 16<<20)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s: %s is missing", src.Name(), ConfigFile)
+		}
+		return nil, fmt.Errorf("%s: %s: %w", src.Name(), ConfigFile, err)
+	}
+	cfg, err := ParseConfig(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", src.Name(), ConfigFile, err)
+	}
+	return cfg, nil
+}
+
+// ParseConfig decodes config.json, preferring text_config when present.
+func ParseConfig(raw []byte) (*Config, error) {
+	var top struct {
+		ModelType     string          `json:"model_type"`
+		Architectures []string        `json:"architectures"`
+		TextConfig    json.RawMessage `json:"text_config"`
+	}
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", err)
+	}
+	cfg := &Config{ModelType: top.ModelType, Architectures: top.Architectures, Raw: raw}
+	body := raw
+	if len(top.TextConfig) > 0 && !bytes.Equal(bytes.TrimSpace(top.TextConfig), []byte("null")) {
+		cfg.Nested = true
+		body = top.TextConfig
+	}
+	if err := json.Unmarshal(body, cfg); err != nil {
+		return nil, fmt.Errorf("invalid text configuration: %w", err)
+	}
+	var inner struct {
+		ModelType string `json:"model_type"`
+	}
+	_ = json.Unmarshal(body, &inner) // body decoded above, so this cannot fail
+	cfg.TextModelType = inner.ModelType
+	if cfg.TextModelType == "" {
+		cfg.TextModelType = cfg.ModelType
+	}
+	if cfg.RopeParameters != nil {
+		if cfg.RopeTheta == 0 {
+			cfg.RopeTheta = cfg.RopeParameters.RopeTheta
+		}
+		if cfg.PartialRotaryFactor == 0 {
+			cfg.PartialRotaryFactor = cfg.RopeParameters.PartialRotaryFactor
+		}
+	}
+	if cfg.PartialRotaryFactor == 0 {
+		cfg.PartialRotaryFactor = 0.25
+	}
+	if cfg.FullAttentionInterval == 0 {
+		cfg.FullAttentionInterval = 4
+	}
+	if cfg.RMSNormEps == 0 {
+		cfg.RMSNormEps = 1e-6
+	}
+	if cfg.HeadDim == 0 && cfg.NumAttentionHeads > 0 {
+		cfg.HeadDim = cfg.HiddenSize / cfg.NumAttentionHeads
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if len(cfg.LayerTypes) == 0 {
+		for i := 0; i < cfg.NumHiddenLayers; i++ {
+			if (i+1)%cfg.FullAttentionInterval == 0 {
+				cfg.LayerTypes = append(cfg.LayerTypes, FullAttention)
+			} else {
+				cfg.LayerTypes = append(cfg.LayerTypes, LinearAttention)
+			}
+		}
+	}
+	return cfg, nil
+}
+
+// Layer types as spelled in config.json.
+const (
+	FullAttention   = "full_attention"
+	LinearAttention = "linear_attention"
+)
+
+func (c *Config) validate() error {
+	positive := []struct {
+		name string
+		v    int
+	}{
+		{"hidden_size", c.HiddenSize}, {"num_hidden_layers", c.NumHiddenLayers},
+		{"num_attention_heads", c.NumAttentionHeads}, {"num_key_value_heads", c.NumKeyValueHeads},
+		{"head_dim", c.HeadDim}, {"vocab_size", c.VocabSize},
+		{"linear_num_key_heads", c.LinearNumKeyHeads}, {"linear_num_value_heads", c.LinearNumValueHeads},
+		{"linear_key_head_dim", c.LinearKeyHeadDim}, {"linear_value_head_dim", c.LinearValueHeadDim},
+		{"linear_conv_kernel_dim", c.LinearConvKernelDim},
+		{"num_experts", c.NumExperts}, {"num_experts_per_tok", c.NumExpertsPerTok},
+		{"moe_intermediate_size", c.MoeIntermediateSize}, {"shared_expert_intermediate_size", c.SharedExpertIntermed},
+		{"full_attention_interval", c.FullAttentionInterval},
+	}
+	for _, p := range positive {
+		// Bounds keep every product of dimensions far from int64 overflow.
+		if p.v <= 0 || p.v > 1<<24 {
+			return fmt.Errorf("%s is %d; it must be a positive integer below 2^24", p.name, p.v)
+		}
+	}
+	if c.NumExpertsPerTok > c.NumExperts {
+		return fmt.Errorf("num_experts_per_tok %d exceeds num_experts %d", c.NumExpertsPerTok, c.NumExperts)
+	}
+	if c.NumAttentionHeads%c.NumKeyValueHeads != 0 {
+		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.NumAttentionHeads, c.NumKeyValueHeads)
+	}
+	if c.LinearNumValueHeads%c.LinearNumKeyHeads != 0 {
+		return fmt.Errorf("linear_num_value_heads %d is not a multiple of linear_num_key_heads %d", c.LinearNumValueHeads, c.LinearNumKeyHeads)
+	}
+	if n := len(c.LayerTypes); n != 0 && n != c.NumHiddenLayers {
+		return fmt.Errorf("layer_types has %d entries for %d layers", n, c.NumHiddenLayers)
+	}
+	for i, t := range c.LayerTypes {
+		if t != FullAttention && t != LinearAttention {
+			return fmt.Errorf("layer_types[%d] is %q", i, t)
+		}
+	}
+	if c.PartialRotaryFactor < 0 || c.PartialRotaryFactor > 1 {
+		return fmt.Errorf("partial_rotary_factor %g is outside [0, 1]", c.PartialRotaryFactor)
+	}
+	return nil
+}
+
+// ConfigMTPDepth is the MTP depth the config declares, and whether it declares one.
+func (c *Config) ConfigMTPDepth() (int, bool) {
+	if c.MTPNumHiddenLayers != nil {
+		return *c.MTPNumHiddenLayers, true
+	}
+	if c.NumNextnPredictLayers != nil {
+		return *c.NumNextnPredictLayers, true
+	}
+	return 0, false
+}
+
+// RotaryDim is the number of head dimensions RoPE rotates.
+func (c *Config) RotaryDim() int { return int(float64(c.HeadDim) * c.PartialRotaryFactor) }

@@ -1,0 +1,313 @@
+package safetensors
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+// IndexFile is the name of a sharded checkpoint's index.
+const IndexFile = "model.safetensors.index.json"
+
+// SingleFile is the name of an unsharded checkpoint's only file.
+const SingleFile = "model.safetensors"
+
+// File is an open file of a source: random access plus its size.
+type File interface {
+	io.ReaderAt
+	io.Closer
+	Size() int64
+}
+
+// Source gives access to the files of a checkpoint by name, whether they
+// sit in a local folder or behind a remote byte-range reader.
+type Source interface {
+	// Name describes the source in messages.
+	Name() string
+	// Open opens a file of the checkpoint; a missing file gives an error
+	// satisfying errors.Is(err, fs.ErrNotExist).
+	Open(name string) (File, error)
+}
+
+// DirSource is a checkpoint in a local folder.
+type DirSource string
+
+type osFile struct {
+	*os.File
+	size int64
+}
+
+func (f osFile) Size() int64 { return f.size }
+
+// Name is the folder path.
+func (d DirSource) Name() string { return string(d) }
+
+// Open opens a file of the folder; names that leave the folder are refused.
+func (d DirSource) Open(name string) (File, error) {
+	if err := CheckLocalName(name); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(filepath.Join(string(d), filepath.FromSlash(name)))
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a regular file", name)
+	}
+	return osFile{f, st.Size()}, nil
+}
+
+// CheckLocalName refuses a file name that is absolute or leaves the checkpoint folder.
+func CheckLocalName(name string) error {
+	if name == "" || strings.Contains(name, `\`) || strings.HasPrefix(name, "/") || !filepath.IsLocal(filepath.FromSlash(name)) {
+		return fmt.Errorf("file name %q leaves the checkpoint folder", name)
+	}
+	return nil
+}
+
+// ReadSmallFile reads a whole (small) file of a source, such as config.json.
+func ReadSmallFile(src Source, name string, limit int64) ([]byte, error) {
+	f, err := src.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if f.Size() > limit {
+		return nil, fmt.Errorf("%s is %d bytes, over the %d-byte limit", name, f.Size(), limit)
+	}
+	buf := make([]byte, f.Size())
+	if _, err := f.ReadAt(buf, 0); err != nil && !(errors.Is(err, io.EOF) && len(buf) == 0) {
+		return nil, fmt.Errorf("reading %s: %w", name, err)
+	}
+	return buf, nil
+}
+
+// Tensor is a tensor of a checkpoint and the shard that holds it.
+type Tensor struct {
+	TensorInfo
+	Shard *Shard
+}
+
+// Shard is one safetensors file of a checkpoint.
+type Shard struct {
+	Name   string
+	Header *Header
+	file   File
+}
+
+// Checkpoint is the inventory of a (possibly sharded) safetensors checkpoint:
+// every tensor's name, dtype, shape and byte range, and no tensor data.
+type Checkpoint struct {
+	Source  Source
+	Sharded bool
+	Shards  []*Shard // sorted by name
+	Tensors map[string]*Tensor
+	Names   []string // sorted
+}
+
+// Open reads the index (if any) and every shard header of the checkpoint in src.
+func Open(src Source) (*Checkpoint, error) {
+	ck := &Checkpoint{Source: src, Tensors: map[string]*Tensor{}}
+	ok := false
+	defer func() {
+		if !ok {
+			ck.Close()
+		}
+	}()
+	raw, err := ReadSmallFile(src, IndexFile, MaxHeaderSize)
+	switch {
+	case err == nil:
+		ck.Sharded = true
+		if err := ck.openSharded(raw); err != nil {
+			return nil, err
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		if err := ck.openShard(SingleFile); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("%s: no %s and no %s", src.Name(), IndexFile, SingleFile)
+			}
+			return nil, err
+		}
+		for _, t := range ck.Shards[0].Header.Tensors {
+			ck.Tensors[t.Name] = &Tensor{t, ck.Shards[0]}
+		}
+	default:
+		return nil, fmt.Errorf("%s: %w", IndexFile, err)
+	}
+	for name := range ck.Tensors {
+		ck.Names = append(ck.Names, name)
+	}
+	sort.Strings(ck.Names)
+	ok = true
+	return ck, nil
+}
+
+// Index is the parsed model.safetensors.index.json.
+type Index struct {
+	WeightMap map[string]string
+	TotalSize int64 // 0 when absent
+}
+
+// ParseIndex validates an index: a weight_map from tensor names to shard
+// file names that stay inside the checkpoint folder, with no duplicate names.
+func ParseIndex(raw []byte) (*Index, error) {
+	members, err := decodeObject(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not valid JSON: %w", IndexFile, err)
+	}
+	idx := &Index{}
+	var haveMap bool
+	for _, m := range members {
+		switch m.key {
+		case "weight_map":
+			entries, err := decodeObject(m.value)
+			if err != nil {
+				return nil, fmt.Errorf("%s: weight_map: %w", IndexFile, err)
+			}
+			idx.WeightMap = make(map[string]string, len(entries))
+			for _, e := range entries {
+				var file string
+				if err := json.Unmarshal(e.value, &file); err != nil {
+					return nil, fmt.Errorf("%s: tensor %q: shard name is not a string", IndexFile, e.key)
+				}
+				if err := CheckLocalName(file); err != nil {
+					return nil, fmt.Errorf("%s: tensor %q: %w", IndexFile, e.key, err)
+				}
+				idx.WeightMap[e.key] = file
+			}
+			haveMap = true
+		case "metadata":
+			var md struct {
+				TotalSize json.Number `json:"total_size"`
+			}
+			dec := json.NewDecoder(bytes.NewReader(m.value))
+			dec.UseNumber()
+			if err := dec.Decode(&md); err != nil {
+				return nil, fmt.Errorf("%s: metadata: %w", IndexFile, err)
+			}
+			if md.TotalSize != "" {
+				n, err := md.TotalSize.Int64()
+				if err != nil || n < 0 {
+					if f, ferr := md.TotalSize.Float64(); ferr == nil && f >= 0 && f < 1<<62 && f == float64(int64(f)) {
+						n, err = int64(f), nil
+					} else {
+						return nil, fmt.Errorf("%s: metadata.total_size %s is not a byte count", IndexFile, md.TotalSize)
+					}
+				}
+				idx.TotalSize = n
+			}
+		}
+	}
+	if !haveMap {
+		return nil, fmt.Errorf("%s has no weight_map", IndexFile)
+	}
+	return idx, nil
+}
+
+func (ck *Checkpoint) openSharded(raw []byte) error {
+	idx, err := ParseIndex(raw)
+	if err != nil {
+		return err
+	}
+	files := map[string]bool{}
+	for _, f := range idx.WeightMap {
+		files[f] = true
+	}
+	names := make([]string, 0, len(files))
+	for f := range files {
+		names = append(names, f)
+	}
+	sort.Strings(names)
+	for _, f := range names {
+		if err := ck.openShard(f); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("%s names shard %s, which is missing", IndexFile, f)
+			}
+			return err
+		}
+	}
+	// Every tensor of every shard must be listed, once, under its own shard.
+	for _, sh := range ck.Shards {
+		for _, t := range sh.Header.Tensors {
+			if prev, dup := ck.Tensors[t.Name]; dup {
+				return fmt.Errorf("tensor %q is in both %s and %s", t.Name, prev.Shard.Name, sh.Name)
+			}
+			want, listed := idx.WeightMap[t.Name]
+			if !listed {
+				return fmt.Errorf("%s: tensor %q is not listed in %s", sh.Name, t.Name, IndexFile)
+			}
+			if want != sh.Name {
+				return fmt.Errorf("%s: tensor %q is listed in %s under %s", sh.Name, t.Name, IndexFile, want)
+			}
+			ck.Tensors[t.Name] = &Tensor{t, sh}
+		}
+	}
+	for name, file := range idx.WeightMap {
+		if _, ok := ck.Tensors[name]; !ok {
+			return fmt.Errorf("%s: tensor %q is listed in %s but absent from the shard", file, name, IndexFile)
+		}
+	}
+	return nil
+}
+
+func (ck *Checkpoint) openShard(name string) error {
+	f, err := ck.Source.Open(name)
+	if err != nil {
+		return err
+	}
+	h, err := ReadHeader(f, f.Size(), name)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	ck.Shards = append(ck.Shards, &Shard{Name: name, Header: h, file: f})
+	return nil
+}
+
+// ReadTensor reads a tensor's bytes into buf (grown as needed) and returns them.
+func (ck *Checkpoint) ReadTensor(t *Tensor, buf []byte) ([]byte, error) {
+	return ck.ReadRange(t, 0, t.Bytes(), buf)
+}
+
+// ReadRange reads n bytes of a tensor's data starting at byte off of that
+// tensor, so large tensors can be streamed in chunks.
+func (ck *Checkpoint) ReadRange(t *Tensor, off, n int64, buf []byte) ([]byte, error) {
+	if off < 0 || n < 0 || off > t.Bytes() || n > t.Bytes()-off {
+		return nil, fmt.Errorf("%s: tensor %q: range [%d, %d) outside its %d bytes", t.Shard.Name, t.Name, off, off+n, t.Bytes())
+	}
+	if int64(cap(buf)) < n {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := t.Shard.file.ReadAt(buf, t.Begin+off); err != nil {
+		return nil, fmt.Errorf("%s: tensor %q: %w", t.Shard.Name, t.Name, err)
+	}
+	return buf, nil
+}
+
+// Close closes every shard.
+func (ck *Checkpoint) Close() error {
+	var first error
+	for _, s := range ck.Shards {
+		if s.file != nil {
+			if err := s.file.Close(); err != nil && first == nil {
+				first = err
+			}
+			s.file = nil
+		}
+	}
+	return first
+}

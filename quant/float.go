@@ -1,0 +1,103 @@
+// Package quant holds the numeric kernels: float casts, and later the MLX
+// and NNCF quantizers. It knows nothing of models or files.
+package quant
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/x448/float16"
+)
+
+// BF16ToF32 decodes a bfloat16 bit pattern exactly.
+func BF16ToF32(b uint16) float32 { return math.Float32frombits(uint32(b) << 16) }
+
+// F32ToBF16 rounds to the nearest bfloat16, ties to even; NaN stays NaN.
+func F32ToBF16(f float32) uint16 {
+	u := math.Float32bits(f)
+	if u&0x7fffffff > 0x7f800000 { // NaN: keep it quiet and non-zero
+		return uint16(u>>16) | 0x40
+	}
+	u += 0x7fff + (u>>16)&1
+	return uint16(u >> 16)
+}
+
+// F16ToF32 decodes an IEEE half-precision bit pattern exactly.
+func F16ToF32(h uint16) float32 { return float16.Frombits(h).Float32() }
+
+// F32ToF16 rounds to the nearest half, ties to even, and reports whether a
+// finite input overflowed to infinity.
+func F32ToF16(f float32) (h uint16, overflow bool) {
+	v := float16.Fromfloat32(f)
+	if v.IsInf(0) && !math.IsInf(float64(f), 0) {
+		overflow = true
+	}
+	return v.Bits(), overflow
+}
+
+// DecodeF32 decodes little-endian src of the named dtype (BF16, F16 or F32)
+// into dst, which must have one slot per element.
+func DecodeF32(dtype string, src []byte, dst []float32) error {
+	switch dtype {
+	case "BF16":
+		if len(src) != 2*len(dst) {
+			return fmt.Errorf("decode BF16: %d bytes for %d elements", len(src), len(dst))
+		}
+		for i := range dst {
+			dst[i] = BF16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
+		}
+	case "F16":
+		if len(src) != 2*len(dst) {
+			return fmt.Errorf("decode F16: %d bytes for %d elements", len(src), len(dst))
+		}
+		for i := range dst {
+			dst[i] = F16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
+		}
+	case "F32":
+		if len(src) != 4*len(dst) {
+			return fmt.Errorf("decode F32: %d bytes for %d elements", len(src), len(dst))
+		}
+		for i := range dst {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+		}
+	default:
+		return fmt.Errorf("decode: dtype %s is not a float type this tool reads", dtype)
+	}
+	return nil
+}
+
+// EncodeF32 encodes src as little-endian dtype (BF16, F16 or F32) into dst
+// and returns how many finite values overflowed (only F16 can overflow).
+func EncodeF32(dtype string, src []float32, dst []byte) (overflows int, err error) {
+	switch dtype {
+	case "BF16":
+		if len(dst) != 2*len(src) {
+			return 0, fmt.Errorf("encode BF16: %d bytes for %d elements", len(dst), len(src))
+		}
+		for i, v := range src {
+			binary.LittleEndian.PutUint16(dst[2*i:], F32ToBF16(v))
+		}
+	case "F16":
+		if len(dst) != 2*len(src) {
+			return 0, fmt.Errorf("encode F16: %d bytes for %d elements", len(dst), len(src))
+		}
+		for i, v := range src {
+			h, of := F32ToF16(v)
+			if of {
+				overflows++
+			}
+			binary.LittleEndian.PutUint16(dst[2*i:], h)
+		}
+	case "F32":
+		if len(dst) != 4*len(src) {
+			return 0, fmt.Errorf("encode F32: %d bytes for %d elements", len(dst), len(src))
+		}
+		for i, v := range src {
+			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(v))
+		}
+	default:
+		return 0, fmt.Errorf("encode: dtype %s is not a float type this tool writes", dtype)
+	}
+	return overflows, nil
+}
