@@ -278,3 +278,22 @@ func (m *Model) SortedDTypes() []string {
 	sort.Strings(out)
 	return out
 }
+
+// Load reads config.json and the checkpoint inventory of src and describes the model.
+// The caller closes m.Checkpoint.
+func Load(src st.Source) (*Model, error) {
+	cfg, err := LoadConfig(src)
+	if err != nil {
+		return nil, err
+	}
+	ck, err := st.Open(src)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", src.Name(), err)
+	}
+	m, err := Describe(cfg, ck)
+	if err != nil {
+		ck.Close()
+		return nil, fmt.Errorf("%s: %w", src.Name(), err)
+	}
+	return m, nil
+}

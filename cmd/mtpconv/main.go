@@ -1,0 +1,125 @@
+// Command mtpconv exports the multi-token-prediction head of Qwen3.5/3.6-MoE
+// and Qwen3-Next checkpoints for OpenVINO and MLX. This package wires flags,
+// exit codes and output; it knows nothing of tensors.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitFailure = 1 // the input or the work failed
+	exitUsage   = 2 // the command line is wrong
+)
+
+type usageError struct{ error }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes the command line and returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	app := newApp(stdout, stderr)
+	err := app.RunContext(ctx, reorderArgs(app, args))
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "mtpconv:", err)
+	var ue usageError
+	if errors.As(err, &ue) || isCLIUsage(err) {
+		return exitUsage
+	}
+	return exitFailure
+}
+
+func isCLIUsage(err error) bool {
+	s := err.Error()
+	return strings.HasPrefix(s, "flag provided but not defined") || strings.HasPrefix(s, "Required flag") ||
+		strings.HasPrefix(s, "invalid value") || strings.HasPrefix(s, "No help topic")
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	return &cli.App{
+		Name:            "mtpconv",
+		Usage:           "export the MTP head of Qwen3.5/3.6-MoE and Qwen3-Next for OpenVINO and MLX",
+		Version:         version,
+		Writer:          stdout,
+		ErrWriter:       stderr,
+		HideHelpCommand: true,
+		// Errors are printed once, by run, with the exit code it chooses.
+		ExitErrHandler: func(*cli.Context, error) {},
+		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
+			return usageError{err}
+		},
+		Commands: []*cli.Command{inspectCommand()},
+	}
+}
+
+// reorderArgs moves a subcommand's flags in front of its positional
+// arguments, because urfave/cli v2 stops parsing flags at the first
+// positional one and would silently take `inspect SRC --json` as two paths.
+func reorderArgs(app *cli.App, args []string) []string {
+	if len(args) < 2 {
+		return args
+	}
+	var cmd *cli.Command
+	for _, c := range app.Commands {
+		if c.Name == args[1] {
+			cmd = c
+		}
+	}
+	if cmd == nil {
+		return args
+	}
+	takesValue := map[string]bool{}
+	for _, f := range cmd.Flags {
+		_, isBool := f.(*cli.BoolFlag)
+		for _, n := range f.Names() {
+			takesValue[n] = !isBool
+		}
+	}
+	var flags, pos []string
+	rest := args[2:]
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		if a == "--" {
+			pos = append(pos, rest[i+1:]...)
+			break
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if !strings.Contains(name, "=") && takesValue[name] && i+1 < len(rest) {
+			flags = append(flags, rest[i+1])
+			i++
+		}
+	}
+	out := append([]string{args[0], args[1]}, flags...)
+	if len(pos) > 0 {
+		out = append(append(out, "--"), pos...)
+	}
+	return out
+}

@@ -1,0 +1,180 @@
+package convert
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"strings"
+
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+)
+
+// Report is what `mtpconv inspect` says about a source checkpoint.
+type Report struct {
+	Kind          string                 `json:"kind"` // "source_checkpoint"
+	Source        string                 `json:"source"`
+	Family        string                 `json:"family"`
+	ModelType     string                 `json:"model_type"`
+	Architectures []string               `json:"architectures"`
+	NestedConfig  bool                   `json:"nested_text_config"`
+	Dims          map[string]any         `json:"dims"`
+	LayerTypes    []string               `json:"layer_types"`
+	MTP           MTPReport              `json:"mtp"`
+	TrunkExperts  []ExpertBlock          `json:"trunk_experts"`
+	Groups        map[string]*GroupStats `json:"groups"`
+	DTypes        map[string]int         `json:"dtypes"`
+	FP8           bool                   `json:"fp8"`
+	Shards        []ShardReport          `json:"shards"`
+	Tensors       []TensorReport         `json:"tensors"`
+	Problems      []string               `json:"problems"`
+	HeadComplete  bool                   `json:"head_complete"`
+	TrunkComplete bool                   `json:"trunk_complete"`
+}
+
+// MTPReport summarises the MTP head.
+type MTPReport struct {
+	Depth          int           `json:"depth"`
+	ConfigDepth    *int          `json:"config_depth"` // null when config.json does not declare one
+	Tensors        int           `json:"tensors"`
+	Experts        []ExpertBlock `json:"experts"`
+	ExpertsPerTok  int           `json:"experts_per_tok"`
+	NormConvention string        `json:"norm_convention"`
+}
+
+// ShardReport is one file of the checkpoint.
+type ShardReport struct {
+	Name    string `json:"name"`
+	Size    int64  `json:"size"`
+	Tensors int    `json:"tensors"`
+}
+
+// TensorReport is one tensor; SHA256 is of its raw bytes, when asked for.
+type TensorReport struct {
+	Name   string  `json:"name"`
+	DType  string  `json:"dtype"`
+	Shape  []int64 `json:"shape"`
+	Shard  string  `json:"shard"`
+	Bytes  int64   `json:"bytes"`
+	Group  string  `json:"group"`
+	SHA256 string  `json:"sha256,omitempty"`
+}
+
+// Inspect builds the report; with hash, every tensor's bytes are read
+// (streamed in chunks) and hashed.
+func (m *Model) Inspect(hash bool) (*Report, error) {
+	c := m.Config
+	r := &Report{
+		Kind: "source_checkpoint", Source: m.Checkpoint.Source.Name(), Family: m.Family,
+		ModelType: c.ModelType, Architectures: c.Architectures, NestedConfig: c.Nested,
+		LayerTypes: m.LayerTypes, TrunkExperts: m.TrunkExperts, Groups: m.Groups, DTypes: m.DTypes, FP8: m.FP8,
+		Dims: map[string]any{
+			"hidden_size": c.HiddenSize, "num_hidden_layers": c.NumHiddenLayers, "vocab_size": c.VocabSize,
+			"num_attention_heads": c.NumAttentionHeads, "num_key_value_heads": c.NumKeyValueHeads, "head_dim": c.HeadDim,
+			"rotary_dim": c.RotaryDim(), "rope_theta": c.RopeTheta,
+			"linear_num_key_heads": c.LinearNumKeyHeads, "linear_num_value_heads": c.LinearNumValueHeads,
+			"linear_key_head_dim": c.LinearKeyHeadDim, "linear_value_head_dim": c.LinearValueHeadDim,
+			"linear_conv_kernel_dim": c.LinearConvKernelDim,
+			"num_experts":            c.NumExperts, "num_experts_per_tok": c.NumExpertsPerTok,
+			"moe_intermediate_size": c.MoeIntermediateSize, "shared_expert_intermediate_size": c.SharedExpertIntermed,
+			"rms_norm_eps": c.RMSNormEps, "tie_word_embeddings": c.TieWordEmbeddings,
+		},
+		MTP: MTPReport{Depth: m.MTPDepth, Tensors: m.Groups[GroupMTP].Tensors, Experts: m.MTPExperts,
+			ExpertsPerTok: c.NumExpertsPerTok, NormConvention: "zero_centred (stored w, effective 1+w)"},
+		HeadComplete: len(m.MTPProblems) == 0, TrunkComplete: len(m.TrunkProblems) == 0,
+	}
+	if r.MTP.Experts == nil {
+		r.MTP.Experts = []ExpertBlock{}
+	}
+	if m.ConfigDeclares {
+		d := m.ConfigMTPDepth
+		r.MTP.ConfigDepth = &d
+	}
+	r.Problems = append(append([]string{}, m.MTPProblems...), m.TrunkProblems...)
+	if r.Problems == nil {
+		r.Problems = []string{}
+	}
+	count := map[*st.Shard]int{}
+	for _, n := range m.Checkpoint.Names {
+		count[m.Checkpoint.Tensors[n].Shard]++
+	}
+	for _, s := range m.Checkpoint.Shards {
+		r.Shards = append(r.Shards, ShardReport{s.Name, s.Header.FileSize, count[s]})
+	}
+	var buf []byte
+	for _, n := range m.Checkpoint.Names {
+		t := m.Checkpoint.Tensors[n]
+		tr := TensorReport{Name: n, DType: string(t.DType), Shape: t.Shape, Shard: t.Shard.Name, Bytes: t.Bytes(), Group: m.Group(n)}
+		if hash {
+			h := sha256.New()
+			const chunk = 8 << 20
+			for off := int64(0); off < t.Bytes(); off += chunk {
+				var err error
+				buf, err = m.Checkpoint.ReadRange(t, off, min(chunk, t.Bytes()-off), buf)
+				if err != nil {
+					return nil, err
+				}
+				h.Write(buf)
+			}
+			tr.SHA256 = hex.EncodeToString(h.Sum(nil))
+		}
+		r.Tensors = append(r.Tensors, tr)
+	}
+	return r, nil
+}
+
+// WriteText renders the report for a person.
+func (r *Report) WriteText(w io.Writer) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
+	p("source:        %s", r.Source)
+	p("family:        %s (model_type %s, %s, text_config %s)", r.Family, r.ModelType, strings.Join(r.Architectures, ","), map[bool]string{true: "nested", false: "flat"}[r.NestedConfig])
+	d := r.Dims
+	p("dims:          hidden %v, heads %v/%v of dim %v (rotary %v, theta %v), vocab %v", d["hidden_size"], d["num_attention_heads"], d["num_key_value_heads"], d["head_dim"], d["rotary_dim"], d["rope_theta"], d["vocab_size"])
+	full := 0
+	for _, t := range r.LayerTypes {
+		if t == FullAttention {
+			full++
+		}
+	}
+	p("layers:        %d (%d linear attention, %d full attention)", len(r.LayerTypes), len(r.LayerTypes)-full, full)
+	p("experts:       %v routed, top-%v, intermediate %v, shared expert %v", d["num_experts"], d["num_experts_per_tok"], d["moe_intermediate_size"], d["shared_expert_intermediate_size"])
+	cd := "not declared"
+	if r.MTP.ConfigDepth != nil {
+		cd = fmt.Sprint(*r.MTP.ConfigDepth)
+	}
+	p("mtp:           depth %d (config: %s), %d tensors", r.MTP.Depth, cd, r.MTP.Tensors)
+	for _, e := range r.MTP.Experts {
+		p("  experts:     %s %s, %d experts", e.Prefix, e.Layout, e.Count)
+	}
+	layouts := map[ExpertLayout]int{}
+	for _, e := range r.TrunkExperts {
+		layouts[e.Layout]++
+	}
+	p("trunk experts: %v", layouts)
+	for _, g := range []string{GroupTrunk, GroupVision, GroupMTP} {
+		s := r.Groups[g]
+		p("%-14s %d tensors, %s", g+":", s.Tensors, humanBytes(s.Bytes))
+	}
+	p("dtypes:        %v", r.DTypes)
+	p("shards:        %d", len(r.Shards))
+	if len(r.Problems) == 0 {
+		p("problems:      none")
+	} else {
+		p("problems:      %d", len(r.Problems))
+		for _, s := range r.Problems {
+			p("  - %s", s)
+		}
+	}
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.2f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
