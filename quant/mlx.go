@@ -1,0 +1,160 @@
+package quant
+
+import (
+	"fmt"
+	"math"
+)
+
+// MLXRounding picks which MLX kernel to reproduce bit for bit.
+type MLXRounding int
+
+const (
+	// MLXGPU is the Metal/CUDA kernel, what mlx_lm.convert produces on Apple
+	// silicon: the group maximum starts at 0 and halves round away from zero.
+	MLXGPU MLXRounding = iota
+	// MLXCPU is MLX's CPU kernel: the true group maximum, halves to even.
+	MLXCPU
+)
+
+func (r MLXRounding) String() string {
+	if r == MLXCPU {
+		return "cpu"
+	}
+	return "gpu"
+}
+
+// ParseMLXRounding reads "gpu" or "cpu".
+func ParseMLXRounding(s string) (MLXRounding, error) {
+	switch s {
+	case "gpu", "":
+		return MLXGPU, nil
+	case "cpu":
+		return MLXCPU, nil
+	}
+	return 0, fmt.Errorf("MLX rounding %q is not gpu or cpu", s)
+}
+
+// MLXAffineParams are the bits and group size of MLX affine quantization.
+type MLXAffineParams struct {
+	Bits      int
+	GroupSize int
+	Rounding  MLXRounding
+}
+
+// Validate checks the combination against what MLX accepts for a row of cols values.
+func (p MLXAffineParams) Validate(cols int) error {
+	switch p.Bits {
+	case 2, 3, 4, 5, 6, 8:
+	default:
+		return fmt.Errorf("MLX affine bits %d: must be 2, 3, 4, 5, 6 or 8", p.Bits)
+	}
+	switch p.GroupSize {
+	case 32, 64, 128:
+	default:
+		return fmt.Errorf("MLX group size %d: must be 32, 64 or 128", p.GroupSize)
+	}
+	if cols%p.GroupSize != 0 {
+		return fmt.Errorf("row length %d is not a multiple of the group size %d", cols, p.GroupSize)
+	}
+	return nil
+}
+
+// PackedWords is the number of uint32 words of one packed row.
+func (p MLXAffineParams) PackedWords(cols int) int { return cols * p.Bits / 32 }
+
+const mlxEps = float32(1e-7)
+
+// QuantizeMLXAffine quantizes rows of cols float32 values exactly as MLX's
+// affine kernel does. For each row it appends cols*bits/32 little-endian
+// packed words to packed (as bytes) and one scale and one bias per group to
+// scales and biases, as float32 values to be rounded to the weight's dtype
+// by the caller. Arithmetic is float32 throughout, as in MLX.
+func QuantizeMLXAffine(w []float32, cols int, p MLXAffineParams, packed []byte, scales, biases []float32) ([]byte, []float32, []float32) {
+	nBins := float32(int(1)<<p.Bits - 1)
+	codes := make([]uint8, p.GroupSize)
+	rowBytes := cols * p.Bits / 8
+	for r := 0; r+cols <= len(w); r += cols {
+		row := w[r : r+cols]
+		start := len(packed)
+		packed = append(packed, make([]byte, rowBytes)...)
+		out := packed[start:]
+		for g := 0; g < cols; g += p.GroupSize {
+			s, b := affineGroup(row[g:g+p.GroupSize], nBins, p.Rounding, codes)
+			scales = append(scales, s)
+			biases = append(biases, b)
+			packCodes(out, g, codes, p.Bits)
+		}
+	}
+	return packed, scales, biases
+}
+
+// affineGroup computes one group's scale and bias and its codes.
+func affineGroup(group []float32, nBins float32, rounding MLXRounding, codes []uint8) (float32, float32) {
+	wMin := float32(math.Inf(1))
+	wMax := float32(math.Inf(-1))
+	if rounding == MLXGPU {
+		wMax = 0
+	}
+	for _, v := range group {
+		wMin = min(wMin, v)
+		wMax = max(wMax, v)
+	}
+	round := roundHalfEven
+	if rounding == MLXGPU {
+		round = roundHalfAway
+	}
+	s := max((wMax-wMin)/nBins, mlxEps)
+	side := abs32(wMin) > abs32(wMax)
+	if !side {
+		s = -s
+	}
+	edge := wMax
+	if side {
+		edge = wMin
+	}
+	q0 := round(edge / s)
+	b := float32(0)
+	if q0 != 0 {
+		s = edge / q0
+		b = edge
+	}
+	for i, v := range group {
+		q := round((v - b) / s)
+		codes[i] = uint8(min(max(q, 0), nBins))
+	}
+	return s, b
+}
+
+// packCodes writes codes as a little-endian bit stream: element j of the row
+// takes bits [j*bits, j*bits+bits).
+func packCodes(row []byte, first int, codes []uint8, bits int) {
+	for i, c := range codes {
+		bit := (first + i) * bits
+		v := uint16(c) << (bit & 7)
+		row[bit>>3] |= byte(v)
+		if hi := byte(v >> 8); hi != 0 {
+			row[bit>>3+1] |= hi
+		}
+	}
+}
+
+// DequantizeMLXAffine reverses QuantizeMLXAffine for one row: scale*q + bias.
+func DequantizeMLXAffine(packedRow []byte, cols int, p MLXAffineParams, scales, biases []float32, out []float32) {
+	mask := uint16(1)<<p.Bits - 1
+	for j := 0; j < cols; j++ {
+		bit := j * p.Bits
+		v := uint16(packedRow[bit>>3])
+		if bit>>3+1 < len(packedRow) {
+			v |= uint16(packedRow[bit>>3+1]) << 8
+		}
+		q := float32((v >> (bit & 7)) & mask)
+		g := j / p.GroupSize
+		out[j] = scales[g]*q + biases[g]
+	}
+}
+
+func abs32(x float32) float32 { return float32(math.Abs(float64(x))) }
+
+func roundHalfEven(x float32) float32 { return float32(math.RoundToEven(float64(x))) }
+
+func roundHalfAway(x float32) float32 { return float32(math.Round(float64(x))) }
