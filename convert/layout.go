@@ -211,3 +211,20 @@ func compressExpertNames(names []string) []string {
 	}
 	return out
 }
+
+// zeroCentred reports whether a tensor is a zero-centred RMSNorm weight
+// (stored w, effective 1+w) in both Qwen hybrid families: the decoder-layer,
+// q/k and final norms of trunk and head, and the three MTP norms. The gated
+// linear_attn.norm is a plain norm and never matches.
+func zeroCentred(name, textPrefix string) bool {
+	for _, sfx := range []string{".input_layernorm.weight", ".post_attention_layernorm.weight", ".self_attn.q_norm.weight", ".self_attn.k_norm.weight"} {
+		if strings.HasSuffix(name, sfx) {
+			return true
+		}
+	}
+	switch name {
+	case textPrefix + "norm.weight", "mtp.norm.weight", "mtp.pre_fc_norm_embedding.weight", "mtp.pre_fc_norm_hidden.weight":
+		return true
+	}
+	return false
+}

@@ -29,3 +29,9 @@ def fixture_dirs():
 def run_json(*args):
     res = subprocess.run([str(a) for a in args], check=True, capture_output=True, text=True)
     return json.loads(res.stdout)
+
+
+def export(mtpconv, src, out, *args):
+    """Run mtpconv export and return the output folder."""
+    subprocess.run([str(mtpconv), "export", "--src", str(src), "--out", str(out), "--quiet", *map(str, args)], check=True)
+    return out

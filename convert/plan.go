@@ -1,0 +1,175 @@
+package convert
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+)
+
+// Transforms recorded on output tensors, in the order they apply.
+const (
+	TNormPlusOne    = "norm_plus_one"   // zero-centred RMSNorm weight w stored as 1+w (f32 add, one rounding)
+	TConv1dRelayout = "conv1d_relayout" // [C,1,K] -> [C,K,1]; the bytes are the same
+	TSplitGateUp    = "split_gate_up"   // fused experts.gate_up_proj [E,2I,H] -> gate (first half) or up
+	TStackExperts   = "stack_experts"   // per-expert [out,in] tensors -> [E,out,in]
+	TCast           = "cast"            // to the output float dtype, round to nearest even
+	TQuantize       = "quantize"
+)
+
+// Segment is a run of rows of a source tensor viewed as [rows, RowLen].
+type Segment struct {
+	Source string `json:"source"`
+	Row    int64  `json:"row"`
+	Rows   int64  `json:"rows"`
+}
+
+// Quant describes how an output tensor is quantized.
+type Quant struct {
+	Mode      string `json:"mode"` // "mlx_affine"
+	Bits      int    `json:"bits"`
+	GroupSize int    `json:"group_size"`
+	Rounding  string `json:"rounding"` // "gpu" or "cpu"
+}
+
+// OutTensor is one output tensor: where its rows come from, what is done to
+// them, and what is written. A quantized tensor named X.weight is written as
+// X.weight (U32 packed), X.scales and X.biases (DType).
+type OutTensor struct {
+	Name       string    `json:"name"`
+	File       string    `json:"file"`
+	Segments   []Segment `json:"segments"`
+	RowLen     int64     `json:"row_len"`
+	Shape      []int64   `json:"shape"`
+	DType      st.DType  `json:"dtype"`
+	Transforms []string  `json:"transforms"`
+	Quant      *Quant    `json:"quant,omitempty"`
+}
+
+// Rows is the number of rows of the output.
+func (t *OutTensor) Rows() int64 {
+	var n int64
+	for _, s := range t.Segments {
+		n += s.Rows
+	}
+	return n
+}
+
+// Sources lists the distinct source tensors in order.
+func (t *OutTensor) Sources() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range t.Segments {
+		if !seen[s.Source] {
+			seen[s.Source] = true
+			out = append(out, s.Source)
+		}
+	}
+	return out
+}
+
+// Has reports whether the tensor carries a transform.
+func (t *OutTensor) Has(transform string) bool {
+	for _, x := range t.Transforms {
+		if x == transform {
+			return true
+		}
+	}
+	return false
+}
+
+// Entries are the safetensors entries the tensor becomes.
+func (t *OutTensor) Entries() []st.Entry {
+	if t.Quant == nil {
+		return []st.Entry{{Name: t.Name, DType: t.DType, Shape: t.Shape}}
+	}
+	lead := t.Shape[:len(t.Shape)-1]
+	in := t.Shape[len(t.Shape)-1]
+	base := strings.TrimSuffix(t.Name, ".weight")
+	with := func(last int64) []int64 { return append(append([]int64{}, lead...), last) }
+	return []st.Entry{
+		{Name: base + ".biases", DType: t.DType, Shape: with(in / int64(t.Quant.GroupSize))},
+		{Name: base + ".scales", DType: t.DType, Shape: with(in / int64(t.Quant.GroupSize))},
+		{Name: t.Name, DType: st.U32, Shape: with(in * int64(t.Quant.Bits) / 32)},
+	}
+}
+
+// OutFile is a file of the output folder that is not a tensor file.
+type OutFile struct {
+	Name     string `json:"name"`
+	Contents []byte `json:"-"`      // written as is, when set
+	CopyFrom string `json:"source"` // else copied from the source checkpoint
+}
+
+// Plan is a whole export, decided before any tensor byte is read.
+type Plan struct {
+	Target      string            `json:"target"`
+	Options     map[string]string `json:"options"`
+	Tensors     []OutTensor       `json:"tensors"`
+	TensorFiles []string          `json:"tensor_files"`
+	Metadata    map[string]string `json:"metadata"` // safetensors __metadata__
+	Files       []OutFile         `json:"files"`
+	Notes       []string          `json:"notes"` // what the user should know (printed by export)
+}
+
+// FileEntries returns the entries of a tensor file, sorted by name, and the
+// output tensor each belongs to.
+func (p *Plan) FileEntries(file string) ([]st.Entry, []*OutTensor) {
+	type pair struct {
+		e st.Entry
+		t *OutTensor
+	}
+	var pairs []pair
+	for i := range p.Tensors {
+		t := &p.Tensors[i]
+		if t.File != file {
+			continue
+		}
+		for _, e := range t.Entries() {
+			pairs = append(pairs, pair{e, t})
+		}
+	}
+	sort.Slice(pairs, func(i, j int) bool { return pairs[i].e.Name < pairs[j].e.Name })
+	es := make([]st.Entry, len(pairs))
+	ts := make([]*OutTensor, len(pairs))
+	for i, pr := range pairs {
+		es[i], ts[i] = pr.e, pr.t
+	}
+	return es, ts
+}
+
+// Validate checks the plan against the source inventory: every segment in
+// range, rows consistent with shapes, names unique.
+func (p *Plan) Validate(ck *st.Checkpoint) error {
+	seen := map[string]bool{}
+	for _, t := range p.Tensors {
+		for _, e := range t.Entries() {
+			key := t.File + "\x00" + e.Name
+			if seen[key] {
+				return fmt.Errorf("plan: %s: tensor %s twice", t.File, e.Name)
+			}
+			seen[key] = true
+		}
+		elems := int64(1)
+		for _, d := range t.Shape {
+			elems *= d
+		}
+		if t.RowLen <= 0 || t.Rows()*t.RowLen != elems {
+			return fmt.Errorf("plan: %s: %d rows of %d do not make shape %v", t.Name, t.Rows(), t.RowLen, t.Shape)
+		}
+		for _, s := range t.Segments {
+			src, ok := ck.Tensors[s.Source]
+			if !ok {
+				return fmt.Errorf("plan: %s: source %s is not in the checkpoint", t.Name, s.Source)
+			}
+			if src.Elements()%t.RowLen != 0 || s.Row < 0 || s.Rows < 0 || s.Row+s.Rows > src.Elements()/t.RowLen {
+				return fmt.Errorf("plan: %s: rows [%d, %d) of %s (shape %v) out of range", t.Name, s.Row, s.Row+s.Rows, s.Source, src.Shape)
+			}
+		}
+		if t.Quant != nil && t.RowLen%int64(t.Quant.GroupSize) != 0 {
+			return fmt.Errorf("plan: %s: row length %d not a multiple of group size %d", t.Name, t.RowLen, t.Quant.GroupSize)
+		}
+	}
+	return nil
+}

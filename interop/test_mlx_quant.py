@@ -1,0 +1,92 @@
+"""Every quantized tensor mtpconv writes is bit-identical to real MLX's
+mx.quantize (CPU stream) of the same input, with --mlx-rounding cpu; the
+committed golden vectors are still what the pinned MLX produces; and the +1
+of zero-centred norms is present exactly once."""
+import json
+import subprocess
+import sys
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from conftest import ROOT, export
+from reference import load_raw
+
+
+def source_rows(raw, name, cfg):
+    """The source tensor behind an output tensor of the drafter, fixed as the
+    format requires (experts split or stacked), as float32."""
+    full = "mtp." + name
+    if ".switch_mlp." in name:
+        proj = name.split(".switch_mlp.")[1].split(".")[0]
+        p = "mtp.layers.0.mlp.experts."
+        if p + "gate_up_proj" in raw:
+            i = cfg["moe_intermediate_size"]
+            if proj == "down_proj":
+                return raw[p + "down_proj"]
+            gu = raw[p + "gate_up_proj"]
+            return gu[:, :i] if proj == "gate_proj" else gu[:, i:]
+        return np.stack([raw[f"{p}{e}.{proj}.weight"] for e in range(cfg["num_experts"])])
+    return raw[full]
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("group", [32, 64, 128])
+def test_quantized_tensors_match_mx_quantize(bits, group, mtpconv, fixture_dirs, tmp_path):
+    src = fixture_dirs["b"]  # per-expert source: stacking and quantization together
+    out = export(mtpconv, src, tmp_path / "o", "--target", "mlx", "--head-precision", f"int{bits}",
+                 "--group-size", group, "--mlx-rounding", "cpu")
+    cfg = json.loads((src / "config.json").read_text())["text_config"]
+    quant = json.loads((out / "config.json").read_text())["quantization"]
+    raw = load_raw(src, "mtp.")
+    ours = mx.load(str(out / "model.safetensors"))
+    checked = 0
+    for k in sorted(ours):
+        if not k.endswith(".scales"):
+            continue
+        base = k[: -len(".scales")]
+        q = quant.get(base, quant)
+        w = mx.array(source_rows(raw, base + ".weight", cfg).astype(np.float32)).astype(mx.bfloat16)
+        wq, s, b = mx.quantize(w, group_size=q["group_size"], bits=q["bits"], stream=mx.cpu)
+        for name, theirs in ((".weight", wq), (".scales", s), (".biases", b)):
+            mine = ours[base + name]
+            assert mine.dtype == theirs.dtype and mine.shape == theirs.shape, base + name
+            assert bool(mx.array_equal(mine, theirs)), base + name
+        checked += 1
+    # fc, q/k/v/o_proj, the router, the shared expert's three projections and
+    # its gate, and the three stacked expert projections.
+    assert checked == 13
+    # Below 8 bits, routers get mlx-lm's 8-bit group-64 floor, declared per module.
+    routers = sorted(k for k in quant if isinstance(quant[k], dict))
+    want = [] if bits == 8 else ["layers.0.mlp.gate", "layers.0.mlp.shared_expert_gate"]
+    assert routers == want
+    for r in routers:
+        assert (quant[r]["bits"], quant[r]["group_size"]) == (8, 64)
+
+
+def test_golden_vectors_are_current(tmp_path):
+    fresh = tmp_path / "golden.safetensors"
+    subprocess.run([sys.executable, str(ROOT / "interop" / "golden_mlx.py"), str(fresh)], check=True)
+    a = mx.load(str(fresh))
+    b = mx.load(str(ROOT / "testdata" / "golden" / "mlx_affine_cpu.safetensors"))
+    assert sorted(a) == sorted(b)
+    for k in a:
+        assert a[k].dtype == b[k].dtype and bool(mx.array_equal(a[k], b[k])), k
+
+
+@pytest.mark.parametrize("key", ["a", "b", "c"])
+def test_norm_plus_one_exactly_once(key, mtpconv, fixture_dirs, tmp_path):
+    src = fixture_dirs[key]
+    out = export(mtpconv, src, tmp_path / "o", "--target", "mlx", "--head-precision", "f16")
+    raw = load_raw(src, "mtp.")
+    ours = mx.load(str(out / "model.safetensors"))
+    norms = [k for k in ours if ours[k].ndim == 1]
+    assert len(norms) == 7  # 3 MTP norms, input/post-attention, q/k
+    for k in norms:
+        got = np.array(ours[k].astype(mx.float32)).astype(np.float64)
+        w = raw["mtp." + k]
+        want = np.float16(w.astype(np.float32) + np.float32(1)).astype(np.float64)  # f32 add, one rounding
+        assert np.array_equal(got, want), k
+        # Never judged by magnitude: compared with the source, neither w nor w+2.
+        assert np.abs(got - w).min() > 0.5 and np.abs(got - (w + 2)).min() > 0.5, k
