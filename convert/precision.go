@@ -51,8 +51,9 @@ func (o MLXOptions) quantFor(p Precision, name string, in int64) *Quant {
 		return nil
 	}
 	bits, gs := p.Bits, o.GroupSize
-	if o.RouterBits > bits && (strings.HasSuffix(name, "mlp.gate.weight") || strings.HasSuffix(name, "shared_expert_gate.weight")) {
-		// mlx-lm's own predicate for these MoE models: routers at 8 bits, group 64.
+	if o.RouterBits > 0 && (strings.HasSuffix(name, "mlp.gate.weight") || strings.HasSuffix(name, "shared_expert_gate.weight")) {
+		// mlx-lm's own predicate for these MoE models: routers at 8 bits, group 64,
+		// whatever the default.
 		bits, gs = o.RouterBits, 64
 	}
 	if in%int64(gs) != 0 {

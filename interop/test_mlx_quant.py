@@ -57,9 +57,10 @@ def test_quantized_tensors_match_mx_quantize(bits, group, mtpconv, fixture_dirs,
     # fc, q/k/v/o_proj, the router, the shared expert's three projections and
     # its gate, and the three stacked expert projections.
     assert checked == 13
-    # Below 8 bits, routers get mlx-lm's 8-bit group-64 floor, declared per module.
+    # Routers are quantized as mlx-lm's predicate does (8 bits, group 64),
+    # declared per module when that differs from the default.
     routers = sorted(k for k in quant if isinstance(quant[k], dict))
-    want = [] if bits == 8 else ["layers.0.mlp.gate", "layers.0.mlp.shared_expert_gate"]
+    want = [] if (bits, group) == (8, 64) else ["layers.0.mlp.gate", "layers.0.mlp.shared_expert_gate"]
     assert routers == want
     for r in routers:
         assert (quant[r]["bits"], quant[r]["group_size"]) == (8, 64)

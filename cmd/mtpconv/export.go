@@ -27,7 +27,7 @@ func exportCommand() *cli.Command {
 			&cli.StringFlag{Name: "trunk-precision", Value: "bf16", Usage: "combined target: f16 | bf16 | int8 | int4"},
 			&cli.IntFlag{Name: "group-size", Value: 64, Usage: "quantization group size: 32 | 64 | 128"},
 			&cli.StringFlag{Name: "mlx-rounding", Value: "gpu", Usage: "gpu (what mlx_lm.convert gives on Apple silicon) | cpu (MLX's CPU kernel)"},
-			&cli.IntFlag{Name: "router-bits", Value: 8, Usage: "bits floor for the MoE router and shared_expert_gate when quantized (0: no floor)"},
+			&cli.IntFlag{Name: "router-bits", Value: 8, Usage: "bits of the MoE router and shared_expert_gate when quantized, at group size 64, as mlx-lm does (0: same as their component)"},
 			&cli.IntFlag{Name: "jobs", Value: 0, Usage: "tensors converted in parallel (default: all cores); never changes the bytes"},
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing output folder"},
 			&cli.BoolFlag{Name: "json", Usage: "print a machine-readable summary"},

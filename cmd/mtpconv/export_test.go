@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/fixtures"
+)
+
+// readDir returns every file of a folder by name.
+func readDir(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = b
+	}
+	return out
+}
+
+func TestExportDeterministicAcrossJobs(t *testing.T) {
+	cases := []struct {
+		fixture string
+		args    []string
+	}{
+		{fixtures.Qwen36, []string{"--target", "mlx", "--head-precision", "int4"}},
+		{fixtures.Qwen35, []string{"--target", "mlx", "--head-precision", "int8", "--group-size", "32"}},
+		{fixtures.Next, []string{"--target", "mlx", "--head-precision", "f16"}},
+		{fixtures.Qwen36, []string{"--target", "combined", "--trunk-precision", "int4", "--head-precision", "bf16"}},
+	}
+	for _, c := range cases {
+		t.Run(c.fixture+strings.Join(c.args, ""), func(t *testing.T) {
+			src := fixtures.Ensure(t, c.fixture)
+			var runs []map[string][]byte
+			for _, jobs := range []string{"1", "0"} {
+				out := filepath.Join(t.TempDir(), "out")
+				args := append([]string{"export", "--src", src, "--out", out, "--quiet", "--jobs", jobs}, c.args...)
+				if code, _, stderr := runCLI(t, args...); code != 0 {
+					t.Fatalf("exit %d: %s", code, stderr)
+				}
+				runs = append(runs, readDir(t, out))
+			}
+			if len(runs[0]) == 0 || len(runs[0]) != len(runs[1]) {
+				t.Fatalf("file sets differ: %d vs %d", len(runs[0]), len(runs[1]))
+			}
+			for name, b := range runs[0] {
+				if !bytes.Equal(b, runs[1][name]) {
+					t.Errorf("%s differs between --jobs 1 and the default", name)
+				}
+			}
+		})
+	}
+}
+
+// withoutTensors makes a copy of a fixture whose shards lack the dropped
+// tensors (the index too); untouched shards are symlinked.
+func withoutTensors(t *testing.T, fixture string, drop func(string) bool) string {
+	t.Helper()
+	src := fixtures.Ensure(t, fixture)
+	dst := t.TempDir()
+	ck, err := st.Open(st.DirSource(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	weightMap := map[string]string{}
+	for _, sh := range ck.Shards {
+		var keep []st.TensorInfo
+		for _, ti := range sh.Header.Tensors {
+			if !drop(ti.Name) {
+				keep = append(keep, ti)
+				weightMap[ti.Name] = sh.Name
+			}
+		}
+		if len(keep) == len(sh.Header.Tensors) {
+			os.Symlink(filepath.Join(src, sh.Name), filepath.Join(dst, sh.Name))
+			continue
+		}
+		var buf bytes.Buffer
+		var entries []st.Entry
+		for _, ti := range keep {
+			entries = append(entries, st.Entry{Name: ti.Name, DType: ti.DType, Shape: ti.Shape})
+		}
+		w, err := st.NewWriter(&buf, entries, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ti := range keep {
+			b, err := ck.ReadTensor(ck.Tensors[ti.Name], nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Write(b)
+		}
+		os.WriteFile(filepath.Join(dst, sh.Name), buf.Bytes(), 0o644)
+	}
+	idx, _ := json.Marshal(map[string]any{"weight_map": weightMap})
+	os.WriteFile(filepath.Join(dst, st.IndexFile), idx, 0o644)
+	cfg, _ := os.ReadFile(filepath.Join(src, "config.json"))
+	os.WriteFile(filepath.Join(dst, "config.json"), cfg, 0o644)
+	return dst
+}
+
+func TestExportRefusesBadInputAndLeavesNothing(t *testing.T) {
+	missing := withoutTensors(t, fixtures.Qwen35, func(n string) bool {
+		return strings.HasPrefix(n, "mtp.layers.0.mlp.experts.25") && strings.HasSuffix(n, "down_proj.weight")
+	})
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want []string
+	}{
+		{"dropped head experts", []string{"--src", missing, "--target", "mlx"}, exitFailure,
+			[]string{"MTP head is incomplete", "mtp.layers.0.mlp.experts.{25,250..255}.down_proj.weight"}},
+		{"combined of qwen3-next", []string{"--src", fixtures.Ensure(t, fixtures.Next), "--target", "combined"}, exitFailure,
+			[]string{"--target combined supports qwen3_5_moe"}},
+		{"openvino not yet", []string{"--src", fixtures.Ensure(t, fixtures.Qwen36), "--target", "openvino"}, exitUsage,
+			[]string{"not available"}},
+		{"bad precision", []string{"--src", missing, "--target", "mlx", "--head-precision", "int3"}, exitUsage,
+			[]string{`precision "int3"`}},
+		{"bad group size", []string{"--src", missing, "--target", "mlx", "--group-size", "48"}, exitUsage,
+			[]string{"--group-size 48"}},
+		{"missing source", []string{"--src", filepath.Join(t.TempDir(), "none"), "--target", "mlx"}, exitFailure,
+			[]string{"config.json is missing"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			parent := t.TempDir()
+			out := filepath.Join(parent, "out")
+			code, _, stderr := runCLI(t, append([]string{"export", "--out", out}, c.args...)...)
+			if code != c.code {
+				t.Fatalf("exit %d, want %d: %s", code, c.code, stderr)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr)
+				}
+			}
+			if left, _ := os.ReadDir(parent); len(left) != 0 {
+				t.Errorf("left behind: %v", left)
+			}
+		})
+	}
+}
+
+func TestExportOverwriteAndCancel(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	parent := t.TempDir()
+	out := filepath.Join(parent, "out")
+	os.Mkdir(out, 0o755)
+	os.WriteFile(filepath.Join(out, "keep"), []byte("x"), 0o644)
+	code, _, stderr := runCLI(t, "export", "--src", src, "--target", "mlx", "--out", out)
+	if code != exitFailure || !strings.Contains(stderr, "already exists") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "keep")); err != nil {
+		t.Fatal("existing output was touched")
+	}
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "mlx", "--out", out, "--force", "--quiet"); code != 0 {
+		t.Fatalf("--force: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "keep")); err == nil {
+		t.Error("--force kept the old folder's files")
+	}
+	// A cancelled run (Ctrl-C) exits non-zero and leaves nothing.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var o, e bytes.Buffer
+	out2 := filepath.Join(parent, "cancelled")
+	if code := run(ctx, []string{"mtpconv", "export", "--src", src, "--target", "mlx", "--out", out2}, &o, &e); code == 0 {
+		t.Fatal("cancelled export exited 0")
+	}
+	left, _ := os.ReadDir(parent)
+	if len(left) != 1 {
+		t.Errorf("cancelled run left %v", left)
+	}
+}

@@ -1,0 +1,145 @@
+package convert
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mtpconv/mtpconv/internal/fixtures"
+)
+
+func mlxOpts(head string) MLXOptions {
+	h, _ := ParsePrecision(head)
+	t, _ := ParsePrecision("bf16")
+	return MLXOptions{Head: h, Trunk: t, GroupSize: 64, Rounding: "gpu", RouterBits: 8}
+}
+
+func byName(p *Plan) map[string]OutTensor {
+	out := map[string]OutTensor{}
+	for _, t := range p.Tensors {
+		out[t.Name] = t
+	}
+	return out
+}
+
+// The plan is pure data: decided from headers alone, checked here without reading a tensor.
+func TestPlanMLXHead(t *testing.T) {
+	cases := []struct {
+		fixture  string
+		expertTr string
+		segments int
+	}{
+		{fixtures.Qwen36, TSplitGateUp, 256},
+		{fixtures.Qwen35, TStackExperts, 256},
+		{fixtures.Next, TStackExperts, 512},
+	}
+	for _, c := range cases {
+		t.Run(c.fixture, func(t *testing.T) {
+			m := load(t, c.fixture)
+			p, err := PlanMLX(m, mlxOpts("int4"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts := byName(p)
+			if len(p.Tensors) != 20 {
+				t.Fatalf("%d output tensors", len(p.Tensors))
+			}
+			plusOne := 0
+			for _, o := range p.Tensors {
+				if o.Has(TNormPlusOne) {
+					plusOne++
+					if len(o.Shape) != 1 || o.Quant != nil {
+						t.Errorf("%s: shifted but not a float vector", o.Name)
+					}
+				}
+				if strings.HasPrefix(o.Name, "mtp.") {
+					t.Errorf("%s keeps the mtp. prefix", o.Name)
+				}
+			}
+			if plusOne != 7 {
+				t.Errorf("%d norms shifted, want 7", plusOne)
+			}
+			gate := ts["layers.0.mlp.switch_mlp.gate_proj.weight"]
+			if !gate.Has(c.expertTr) || len(gate.Segments) != c.segments || gate.Quant == nil || gate.Quant.Bits != 4 {
+				t.Errorf("gate: %+v", gate.Transforms)
+			}
+			if r := ts["layers.0.mlp.gate.weight"]; r.Quant == nil || r.Quant.Bits != 8 || r.Quant.GroupSize != 64 {
+				t.Errorf("router not at the 8-bit floor: %+v", r.Quant)
+			}
+			if c.expertTr == TSplitGateUp {
+				up := ts["layers.0.mlp.switch_mlp.up_proj.weight"]
+				// Expert 1's up rows start after expert 0's gate and up rows and expert 1's gate rows.
+				if s := up.Segments[1]; s.Row != 3*128 || s.Rows != 128 || s.Source != "mtp.layers.0.mlp.experts.gate_up_proj" {
+					t.Errorf("up segment 1 = %+v", s)
+				}
+			}
+			var cfg map[string]any
+			if err := json.Unmarshal(p.Files[0].Contents, &cfg); err != nil || cfg["model_type"] != "qwen3_5_mtp" {
+				t.Fatalf("config: %v %v", err, cfg["model_type"])
+			}
+		})
+	}
+}
+
+func TestPlanCombined(t *testing.T) {
+	m := load(t, fixtures.Qwen35)
+	o := mlxOpts("bf16")
+	o.Trunk, _ = ParsePrecision("int4")
+	p, err := PlanCombined(m, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := byName(p)
+	conv := ts["language_model.model.layers.0.linear_attn.conv1d.weight"]
+	if !conv.Has(TConv1dRelayout) || conv.Shape[1] != 4 || conv.Shape[2] != 1 || conv.Quant != nil {
+		t.Errorf("conv1d %+v", conv)
+	}
+	if a := ts["language_model.model.layers.0.linear_attn.A_log"]; a.DType != "F32" || a.Has(TCast) {
+		t.Errorf("A_log cast: %+v", a)
+	}
+	if n := ts["language_model.model.layers.0.linear_attn.norm.weight"]; n.Has(TNormPlusOne) {
+		t.Error("linear_attn.norm shifted")
+	}
+	if n := ts["language_model.model.norm.weight"]; !n.Has(TNormPlusOne) {
+		t.Error("final norm not shifted")
+	}
+	if h := ts["mtp.layers.0.mlp.switch_mlp.down_proj.weight"]; h.Quant != nil || h.DType != "BF16" || !h.Has(TStackExperts) {
+		t.Errorf("head experts: %+v", h)
+	}
+	if e := ts["language_model.model.embed_tokens.weight"]; e.Quant == nil || e.Quant.Bits != 4 {
+		t.Error("embedding not quantized with the trunk")
+	}
+	for name := range ts {
+		if strings.Contains(name, "visual") {
+			t.Errorf("vision tensor %s kept", name)
+		}
+	}
+}
+
+// Chunked execution gives the same bytes as whole-tensor execution.
+func TestRunChunkedEqualsWhole(t *testing.T) {
+	m := load(t, fixtures.Qwen36)
+	p, err := PlanMLX(m, mlxOpts("int4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files [][]byte
+	for _, chunk := range []int64{1 << 30, 1000} { // one chunk per tensor, then many chunks per tensor
+		dir := t.TempDir()
+		if _, err := Run(context.Background(), p, m.Checkpoint, dir, RunOptions{Jobs: 2, ChunkElems: chunk}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "model.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, b)
+	}
+	if !bytes.Equal(files[0], files[1]) {
+		t.Fatal("chunked output differs")
+	}
+}

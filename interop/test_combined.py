@@ -1,0 +1,89 @@
+"""--target combined: one MLX file whose trunk stock mlx-lm loads (strictly)
+and whose inline mtp.* head is in the one-file layout."""
+import json
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from mlx.utils import tree_flatten, tree_map_with_path
+from mlx_lm.utils import load_model, quantize_model
+from safetensors import safe_open
+
+from conftest import export
+
+PROMPT = [[3, 14, 15, 92, 65, 35, 89, 79, 32, 38]]
+
+
+def logits(model):
+    model.set_dtype(mx.float32)  # MLX's CPU gather-matmul runs in float32 only
+    out = model(mx.array(PROMPT))
+    mx.eval(out)
+    return np.array(out)
+
+
+def test_bf16_trunk_logits_equal_raw(mtpconv, fixture_dirs, tmp_path):
+    src = fixture_dirs["a"]
+    out = export(mtpconv, src, tmp_path / "c", "--target", "combined", "--trunk-precision", "bf16")
+    ours, _ = load_model(out, strict=True)
+    raw, _ = load_model(src, strict=True)  # mlx-lm's own sanitize of the raw checkpoint
+    a, b = logits(ours), logits(raw)
+    err = np.abs(a - b).max()
+    print(f"combined bf16 vs raw fixture: max |logit diff| {err:.2e}")
+    assert err < 1e-3
+    with safe_open(str(out / "model.safetensors"), framework="numpy") as f:
+        assert f.metadata() == {"format": "mlx"}
+
+
+def mlx_lm_convert(src, bits, group):
+    """What mlx_lm.convert does to the raw fixture: load (its sanitize), cast
+    to the config dtype (bf16, A_log kept), quantize_model with the model's
+    own predicate. (convert itself also needs a tokenizer; the fixture has none.)"""
+    model, config = load_model(src, lazy=True)
+    cast = getattr(model, "cast_predicate", lambda _: True)
+    model.update(tree_map_with_path(
+        lambda k, v: v.astype(mx.bfloat16) if cast(k) and mx.issubdtype(v.dtype, mx.floating) else v,
+        model.parameters()))
+    return quantize_model(model, config, group, bits, mode="affine")
+
+
+@pytest.mark.parametrize("bits,group", [(4, 64), (8, 128), (4, 32)])
+def test_quantized_trunk_matches_mlx_lm_convert(bits, group, mtpconv, fixture_dirs, tmp_path):
+    src = fixture_dirs["a"]
+    out = export(mtpconv, src, tmp_path / "c", "--target", "combined", "--trunk-precision", f"int{bits}",
+                 "--head-precision", "bf16", "--group-size", group, "--mlx-rounding", "cpu")
+    ref_model, ref_config = mlx_lm_convert(src, bits, group)
+    ref = dict(tree_flatten(ref_model.parameters()))
+    mine = mx.load(str(out / "model.safetensors"))
+    trunk = {k: v for k, v in mine.items() if not k.startswith("mtp.")}
+    assert sorted(trunk) == sorted(ref)
+    for k in ref:
+        assert trunk[k].dtype == ref[k].dtype and trunk[k].shape == ref[k].shape, k
+        assert bool(mx.array_equal(trunk[k], ref[k])), k
+    # The config declares the same per-module exceptions, keyed by mlx-lm's module path.
+    ours_q = json.loads((out / "config.json").read_text())["quantization"]
+    strip = lambda q: {k: ({kk: vv for kk, vv in v.items() if kk != "mode"} if isinstance(v, dict) else v)
+                       for k, v in q.items() if not k.startswith("mtp.")}
+    assert strip(ours_q) == strip(ref_config["quantization"])
+    # Stock mlx-lm loads it strictly and computes what the reference model computes.
+    ours_model, _ = load_model(out, strict=True)
+    err = np.abs(logits(ours_model) - logits(ref_model)).max()
+    print(f"combined int{bits} g{group} vs mlx-lm quantized: max |logit diff| {err:.2e}")
+    assert err < 1e-4
+
+
+def test_head_inline_and_independent_precision(mtpconv, fixture_dirs, tmp_path):
+    src = fixture_dirs["a"]
+    comb = export(mtpconv, src, tmp_path / "c", "--target", "combined", "--trunk-precision", "int4",
+                  "--head-precision", "bf16")
+    head = export(mtpconv, src, tmp_path / "h", "--target", "mlx", "--head-precision", "bf16")
+    c = mx.load(str(comb / "model.safetensors"))
+    h = mx.load(str(head / "model.safetensors"))
+    mtp = {k[len("mtp."):]: v for k, v in c.items() if k.startswith("mtp.")}
+    assert sorted(mtp) == sorted(h)
+    assert "layers.0.mlp.switch_mlp.gate_proj.weight" in mtp
+    for k in h:
+        assert mtp[k].dtype == mx.bfloat16 and bool(mx.array_equal(mtp[k], h[k])), k
+    assert c["language_model.model.layers.0.mlp.switch_mlp.gate_proj.weight"].dtype == mx.uint32
+    cfg = json.loads((comb / "config.json").read_text())
+    assert "vision_config" not in cfg and cfg["quantization"] == cfg["quantization_config"]
+    assert list(cfg) == sorted(cfg)
