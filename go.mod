@@ -3,11 +3,15 @@ module github.com/mtpconv/mtpconv
 go 1.26.8
 
 require (
+	github.com/nlpodyssey/safetensors v0.0.0-20250209183917-bfb01cc25f7c
+	github.com/urfave/cli/v2 v2.27.7
+	github.com/x448/float16 v0.8.4
+	golang.org/x/sync v0.25.0
+	gopkg.in/yaml.v3 v3.0.1
+)
+
+require (
 	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect
-	github.com/nlpodyssey/safetensors v0.0.0-20250209183917-bfb01cc25f7c // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
-	github.com/urfave/cli/v2 v2.27.7 // indirect
-	github.com/x448/float16 v0.8.4 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
-	golang.org/x/sync v0.25.0 // indirect
 )

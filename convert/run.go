@@ -2,40 +2,48 @@ package convert
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"hash"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
 
 	"golang.org/x/sync/errgroup"
 
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/manifests"
 	"github.com/mtpconv/mtpconv/quant"
 )
 
 // RunOptions tune execution; they never change the output bytes.
 type RunOptions struct {
-	Jobs       int                           // parallel tensors; 0 means GOMAXPROCS
-	ChunkElems int64                         // elements per processing chunk; 0 means 4 Mi
-	OnFile     func(name string, size int64) // called when an output file is complete
+	Jobs       int   // parallel tensors; 0 means GOMAXPROCS
+	ChunkElems int64 // elements per processing chunk; 0 means 4 Mi
+	// Reuse, when set, may hand back the records of a tensor file finished by
+	// an earlier, interrupted run (already checked against its hash).
+	Reuse func(file string) (FileRecord, bool)
+	// OnFile is called when an output file is complete.
+	OnFile func(rec FileRecord)
 }
 
-// TensorStats is what executing one output tensor measured.
-type TensorStats struct {
-	Name         string  `json:"name"`
-	F16Overflows int64   `json:"f16_overflows"`
-	QuantMaxAbs  float64 `json:"quant_max_abs_error,omitempty"`
-	QuantRMS     float64 `json:"quant_rms_error,omitempty"`
+// FileRecord is one finished output file and the tensors it holds.
+type FileRecord struct {
+	File    manifests.File
+	Tensors []manifests.Tensor
+	Sources []manifests.SourceTensor
+	Read    int64
 }
 
 // Result summarises a run.
 type Result struct {
-	Tensors   []TensorStats
+	Tensors   []manifests.Tensor
+	Sources   []manifests.SourceTensor // source tensors read whole
+	Files     []manifests.File
 	BytesRead int64
 	BytesOut  int64
-	FilesOut  []string
 }
 
 // Run executes a plan: reads the source rows, applies the transforms, and
@@ -53,65 +61,28 @@ func Run(ctx context.Context, p *Plan, ck *st.Checkpoint, dir string, opt RunOpt
 		opt.ChunkElems = 4 << 20
 	}
 	res := &Result{}
-	stats := make(map[*OutTensor]*TensorStats)
-	var mu sync.Mutex
+	add := func(rec FileRecord) {
+		res.Tensors = append(res.Tensors, rec.Tensors...)
+		res.Sources = append(res.Sources, rec.Sources...)
+		res.Files = append(res.Files, rec.File)
+		res.BytesRead += rec.Read
+		res.BytesOut += rec.File.Size
+		if opt.OnFile != nil {
+			opt.OnFile(rec)
+		}
+	}
 	for _, file := range p.TensorFiles {
-		entries, owners := p.FileEntries(file)
-		hdr, sizes, err := st.EncodeHeader(entries, p.Metadata)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		f, err := os.Create(filepath.Join(dir, file))
-		if err != nil {
-			return nil, err
-		}
-		if _, err := f.WriteAt(hdr, 0); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("%s: %w", file, err)
-		}
-		// Offsets of each entry; a tensor's entries are found by name.
-		offsets := map[string]int64{}
-		off := int64(len(hdr))
-		for i, e := range entries {
-			offsets[e.Name] = off
-			off += sizes[i]
-		}
-		g, gctx := errgroup.WithContext(ctx)
-		g.SetLimit(opt.Jobs)
-		done := map[*OutTensor]bool{}
-		for _, t := range owners {
-			if done[t] {
+		if opt.Reuse != nil {
+			if rec, ok := opt.Reuse(file); ok {
+				add(rec)
 				continue
 			}
-			done[t] = true
-			t := t
-			g.Go(func() error {
-				if err := gctx.Err(); err != nil {
-					return err
-				}
-				s, n, err := execTensor(gctx, ck, t, f, offsets, opt.ChunkElems)
-				if err != nil {
-					return fmt.Errorf("%s: tensor %s: %w", file, t.Name, err)
-				}
-				mu.Lock()
-				stats[t] = s
-				res.BytesRead += n
-				mu.Unlock()
-				return nil
-			})
 		}
-		err = g.Wait()
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
+		rec, err := runTensorFile(ctx, p, ck, dir, file, opt)
 		if err != nil {
 			return nil, err
 		}
-		res.BytesOut += off
-		res.FilesOut = append(res.FilesOut, file)
-		if opt.OnFile != nil {
-			opt.OnFile(file, off)
-		}
+		add(rec)
 	}
 	for _, of := range p.Files {
 		data := of.Contents
@@ -125,23 +96,123 @@ func Run(ctx context.Context, p *Plan, ck *st.Checkpoint, dir string, opt RunOpt
 		if err := os.WriteFile(filepath.Join(dir, of.Name), data, 0o644); err != nil {
 			return nil, err
 		}
-		res.BytesOut += int64(len(data))
-		res.FilesOut = append(res.FilesOut, of.Name)
-		if opt.OnFile != nil {
-			opt.OnFile(of.Name, int64(len(data)))
-		}
-	}
-	for i := range p.Tensors {
-		if s := stats[&p.Tensors[i]]; s != nil {
-			res.Tensors = append(res.Tensors, *s)
-		}
+		add(FileRecord{File: manifests.File{Name: of.Name, Size: int64(len(data)), SHA256: manifests.SHA256(data)}})
 	}
 	return res, nil
 }
 
+// runTensorFile writes one safetensors file of the plan.
+func runTensorFile(ctx context.Context, p *Plan, ck *st.Checkpoint, dir, file string, opt RunOptions) (FileRecord, error) {
+	var rec FileRecord
+	entries, owners := p.FileEntries(file)
+	hdr, sizes, err := st.EncodeHeader(entries, p.Metadata)
+	if err != nil {
+		return rec, fmt.Errorf("%s: %w", file, err)
+	}
+	path := filepath.Join(dir, file)
+	f, err := os.Create(path)
+	if err != nil {
+		return rec, err
+	}
+	if _, err := f.WriteAt(hdr, 0); err != nil {
+		f.Close()
+		return rec, fmt.Errorf("%s: %w", file, err)
+	}
+	offsets := map[string]int64{}
+	off := int64(len(hdr))
+	for i, e := range entries {
+		offsets[e.Name] = off
+		off += sizes[i]
+	}
+	// Tensors in plan order; each task writes its own byte ranges.
+	var tensors []*OutTensor
+	seen := map[*OutTensor]bool{}
+	for _, t := range owners {
+		if !seen[t] {
+			seen[t] = true
+			tensors = append(tensors, t)
+		}
+	}
+	done := make([]*tensorResult, len(tensors))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(opt.Jobs)
+	for i, t := range tensors {
+		i, t := i, t
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			r, err := execTensor(gctx, ck, t, f, offsets, opt.ChunkElems)
+			if err != nil {
+				return fmt.Errorf("%s: tensor %s: %w", file, t.Name, err)
+			}
+			done[i] = r
+			return nil
+		})
+	}
+	err = g.Wait()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return rec, err
+	}
+	size, sum, err := manifests.HashFile(path)
+	if err != nil {
+		return rec, err
+	}
+	rec.File = manifests.File{Name: file, Size: size, SHA256: sum}
+	for _, r := range done {
+		rec.Tensors = append(rec.Tensors, r.record)
+		rec.Sources = append(rec.Sources, r.sources...)
+		rec.Read += r.read
+	}
+	return rec, nil
+}
+
+type tensorResult struct {
+	record  manifests.Tensor
+	sources []manifests.SourceTensor
+	read    int64
+}
+
+// record describes an output tensor for the manifest, before execution fills in hashes and errors.
+func (t *OutTensor) record() manifests.Tensor {
+	r := manifests.Tensor{Name: t.Name, File: t.File, Sources: t.Sources(), RowLen: t.RowLen, Shape: t.Shape, DType: string(t.DType)}
+	for _, s := range t.Segments {
+		r.Segments = append(r.Segments, manifests.Segment{Source: s.Source, Row: s.Row, Rows: s.Rows})
+	}
+	for _, x := range t.Transforms {
+		tr := manifests.Transform{Name: x}
+		switch x {
+		case TCast:
+			tr.DType = string(t.DType)
+		case TQuantize:
+			tr.Mode, tr.Bits, tr.Group, tr.Rounding = t.Quant.Mode, t.Quant.Bits, t.Quant.GroupSize, t.Quant.Rounding
+		}
+		r.Transforms = append(r.Transforms, tr)
+	}
+	for _, e := range t.Entries() {
+		r.Entries = append(r.Entries, manifests.Entry{Name: e.Name, DType: string(e.DType), Shape: e.Shape})
+	}
+	return r
+}
+
 // execTensor streams one output tensor in row chunks.
-func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File, offsets map[string]int64, chunkElems int64) (*TensorStats, int64, error) {
-	stats := &TensorStats{Name: t.Name}
+func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File, offsets map[string]int64, chunkElems int64) (*tensorResult, error) {
+	res := &tensorResult{record: t.record()}
+	var f16Overflows int64
+	var maxAbs float64
+	srcHash := sha256.New()
+	entryHash := map[string]hash.Hash{}
+	for _, e := range res.record.Entries {
+		entryHash[e.Name] = sha256.New()
+	}
+	write := func(name string, data []byte, off int64) error {
+		entryHash[name].Write(data)
+		_, err := f.WriteAt(data, off)
+		return err
+	}
 	chunkRows := max(1, chunkElems/t.RowLen)
 	outSize, _ := t.DType.Size()
 	plusOne := t.Has(TNormPlusOne)
@@ -150,7 +221,7 @@ func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File
 	if t.Quant != nil {
 		r, err := quant.ParseMLXRounding(t.Quant.Rounding)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 		qp = quant.MLXAffineParams{Bits: t.Quant.Bits, GroupSize: t.Quant.GroupSize, Rounding: r}
 		base = t.Name[:len(t.Name)-len(".weight")]
@@ -161,27 +232,35 @@ func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File
 		biases, deq      []float32
 		sqErr            float64
 		nElems           int64
-		bytesRead        int64
 	)
 	outRow := int64(0)
 	for _, seg := range t.Segments {
 		src := ck.Tensors[seg.Source]
 		inSize, _ := src.DType.Size()
+		// A segment that covers its whole source tensor fingerprints that tensor.
+		var whole hash.Hash
+		if seg.Row == 0 && seg.Rows*t.RowLen == src.Elements() {
+			whole = sha256.New()
+		}
 		for r := int64(0); r < seg.Rows; r += chunkRows {
 			if err := ctx.Err(); err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 			n := min(chunkRows, seg.Rows-r)
 			elems := n * t.RowLen
 			var err error
 			raw, err = ck.ReadRange(src, (seg.Row+r)*t.RowLen*inSize, elems*inSize, raw)
 			if err != nil {
-				return nil, 0, err
+				return nil, err
 			}
-			bytesRead += int64(len(raw))
+			res.read += int64(len(raw))
+			srcHash.Write(raw)
+			if whole != nil {
+				whole.Write(raw)
+			}
 			vals = grow(vals, elems)
 			if err := quant.DecodeF32(string(src.DType), raw, vals); err != nil {
-				return nil, 0, fmt.Errorf("%s: %w", seg.Source, err)
+				return nil, fmt.Errorf("%s: %w", seg.Source, err)
 			}
 			if plusOne {
 				for i := range vals {
@@ -192,18 +271,18 @@ func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File
 			enc = growBytes(enc, elems*outSize)
 			of, err := quant.EncodeF32(string(t.DType), vals, enc)
 			if err != nil {
-				return nil, 0, err
+				return nil, err
 			}
-			stats.F16Overflows += int64(of)
+			f16Overflows += int64(of)
 			if t.Quant == nil {
-				if _, err := f.WriteAt(enc, offsets[t.Name]+outRow*t.RowLen*outSize); err != nil {
-					return nil, 0, err
+				if err := write(t.Name, enc, offsets[t.Name]+outRow*t.RowLen*outSize); err != nil {
+					return nil, err
 				}
 				outRow += n
 				continue
 			}
 			if err := quant.DecodeF32(string(t.DType), enc, vals); err != nil {
-				return nil, 0, err
+				return nil, err
 			}
 			packed, scales, biases = quant.QuantizeMLXAffine(vals, int(t.RowLen), qp, packed[:0], scales[:0], biases[:0])
 			groups := t.RowLen / int64(qp.GroupSize)
@@ -220,7 +299,7 @@ func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File
 				quant.DequantizeMLXAffine(packed[i*rowBytes:(i+1)*rowBytes], int(t.RowLen), qp, scales[i*groups:], biases[i*groups:], deq)
 				for j, v := range deq {
 					d := math.Abs(float64(v - vals[i*t.RowLen+int64(j)]))
-					stats.QuantMaxAbs = max(stats.QuantMaxAbs, d)
+					maxAbs = max(maxAbs, d)
 					sqErr += d * d
 				}
 			}
@@ -231,17 +310,29 @@ func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File
 				unit int64
 			}{{t.Name, packed, rowBytes}, {base + ".scales", sEnc, groups * outSize}, {base + ".biases", bEnc, groups * outSize}}
 			for _, w := range writes {
-				if _, err := f.WriteAt(w.data, offsets[w.name]+outRow*w.unit); err != nil {
-					return nil, 0, err
+				if err := write(w.name, w.data, offsets[w.name]+outRow*w.unit); err != nil {
+					return nil, err
 				}
 			}
 			outRow += n
 		}
+		if whole != nil {
+			res.sources = append(res.sources, manifests.SourceTensor{Name: seg.Source, SHA256: hex.EncodeToString(whole.Sum(nil))})
+		}
 	}
-	if nElems > 0 {
-		stats.QuantRMS = math.Sqrt(sqErr / float64(nElems))
+	rec := &res.record
+	rec.SourceSHA256 = hex.EncodeToString(srcHash.Sum(nil))
+	rec.F16Overflows = f16Overflows
+	if t.Quant != nil {
+		rec.QuantError = &manifests.QuantError{MaxAbs: maxAbs}
+		if nElems > 0 {
+			rec.QuantError.RMS = math.Sqrt(sqErr / float64(nElems))
+		}
 	}
-	return stats, bytesRead, nil
+	for i := range rec.Entries {
+		rec.Entries[i].SHA256 = hex.EncodeToString(entryHash[rec.Entries[i].Name].Sum(nil))
+	}
+	return res, nil
 }
 
 func grow(s []float32, n int64) []float32 {

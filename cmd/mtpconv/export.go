@@ -2,17 +2,18 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtpconv/mtpconv/convert"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/manifests"
 )
 
 func exportCommand() *cli.Command {
@@ -22,7 +23,7 @@ func exportCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "src", Usage: "source checkpoint folder", Required: true},
 			&cli.StringFlag{Name: "target", Usage: "mlx | combined | openvino", Required: true},
-			&cli.StringFlag{Name: "out", Usage: "output folder (must not exist unless --force)", Required: true},
+			&cli.StringFlag{Name: "out", Usage: "output folder (must not exist unless --force)"},
 			&cli.StringFlag{Name: "head-precision", Value: "bf16", Usage: "f16 | bf16 | int8 | int4"},
 			&cli.StringFlag{Name: "trunk-precision", Value: "bf16", Usage: "combined target: f16 | bf16 | int8 | int4"},
 			&cli.IntFlag{Name: "group-size", Value: 64, Usage: "quantization group size: 32 | 64 | 128"},
@@ -30,6 +31,12 @@ func exportCommand() *cli.Command {
 			&cli.IntFlag{Name: "router-bits", Value: 8, Usage: "bits of the MoE router and shared_expert_gate when quantized, at group size 64, as mlx-lm does (0: same as their component)"},
 			&cli.IntFlag{Name: "jobs", Value: 0, Usage: "tensors converted in parallel (default: all cores); never changes the bytes"},
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing output folder"},
+			&cli.BoolFlag{Name: "resume", Usage: "continue an interrupted export into the same --out, reusing finished files whose hashes match"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "print the plan (tensors, files, sizes, peak memory) and write nothing"},
+			&cli.BoolFlag{Name: "no-card", Usage: "do not write README.md (the model card)"},
+			&cli.BoolFlag{Name: "timestamp", Usage: "record the time in the manifest (outputs are otherwise byte-identical across runs)"},
+			&cli.StringFlag{Name: "base-model", Usage: "Hub id of the source model for the card (default: from the source)"},
+			&cli.StringFlag{Name: "license", Usage: "license for the card (default: the source README's, else other)"},
 			&cli.BoolFlag{Name: "json", Usage: "print a machine-readable summary"},
 			&cli.BoolFlag{Name: "quiet", Usage: "print nothing but errors"},
 		},
@@ -38,15 +45,43 @@ func exportCommand() *cli.Command {
 }
 
 type exportSummary struct {
-	Target    string                `json:"target"`
-	Out       string                `json:"out"`
-	Files     []string              `json:"files"`
-	BytesRead int64                 `json:"bytes_read"`
-	BytesOut  int64                 `json:"bytes_written"`
-	Seconds   float64               `json:"seconds"`
-	Tensors   int                   `json:"tensors"`
-	Notes     []string              `json:"notes"`
-	Stats     []convert.TensorStats `json:"tensor_stats"`
+	Target      string   `json:"target"`
+	Out         string   `json:"out"`
+	Files       []string `json:"files"`
+	BytesRead   int64    `json:"bytes_read"`
+	BytesOut    int64    `json:"bytes_written"`
+	Seconds     float64  `json:"seconds"`
+	PeakRSS     int64    `json:"peak_rss_bytes"`
+	Tensors     int      `json:"tensors"`
+	ReusedFiles []string `json:"reused_files"`
+	Notes       []string `json:"notes"`
+}
+
+// holdAfterEnv is a test hook: the export blocks after writing the named
+// file, so a test can kill it mid-way.
+const holdAfterEnv = "MTPCONV_TEST_HOLD_AFTER_FILE"
+
+func mlxOptions(c *cli.Context) (convert.MLXOptions, error) {
+	o := convert.MLXOptions{GroupSize: c.Int("group-size"), Rounding: c.String("mlx-rounding"), RouterBits: c.Int("router-bits")}
+	var err error
+	if o.Head, err = convert.ParsePrecision(c.String("head-precision")); err != nil {
+		return o, usagef("--head-precision: %v", err)
+	}
+	if o.Trunk, err = convert.ParsePrecision(c.String("trunk-precision")); err != nil {
+		return o, usagef("--trunk-precision: %v", err)
+	}
+	switch o.GroupSize {
+	case 32, 64, 128:
+	default:
+		return o, usagef("--group-size %d: must be 32, 64 or 128", o.GroupSize)
+	}
+	if o.Rounding != "gpu" && o.Rounding != "cpu" {
+		return o, usagef("--mlx-rounding %q: must be gpu or cpu", o.Rounding)
+	}
+	if o.RouterBits != 0 && o.RouterBits != 8 {
+		return o, usagef("--router-bits %d: must be 8 or 0", o.RouterBits)
+	}
+	return o, nil
 }
 
 func runExport(c *cli.Context) error {
@@ -55,30 +90,19 @@ func runExport(c *cli.Context) error {
 	}
 	start := time.Now()
 	target := c.String("target")
-	o := convert.MLXOptions{GroupSize: c.Int("group-size"), Rounding: c.String("mlx-rounding"), RouterBits: c.Int("router-bits")}
-	var err error
-	if o.Head, err = convert.ParsePrecision(c.String("head-precision")); err != nil {
-		return usagef("--head-precision: %v", err)
-	}
-	if o.Trunk, err = convert.ParsePrecision(c.String("trunk-precision")); err != nil {
-		return usagef("--trunk-precision: %v", err)
-	}
-	switch o.GroupSize {
-	case 32, 64, 128:
-	default:
-		return usagef("--group-size %d: must be 32, 64 or 128", o.GroupSize)
-	}
-	if o.Rounding != "gpu" && o.Rounding != "cpu" {
-		return usagef("--mlx-rounding %q: must be gpu or cpu", o.Rounding)
-	}
-	if o.RouterBits != 0 && o.RouterBits != 8 {
-		return usagef("--router-bits %d: must be 8 or 0", o.RouterBits)
+	o, err := mlxOptions(c)
+	if err != nil {
+		return err
 	}
 	out := c.String("out")
-	if _, err := os.Stat(out); err == nil && !c.Bool("force") {
-		return fmt.Errorf("%s already exists; pass --force to replace it", out)
+	if out == "" && !c.Bool("dry-run") {
+		return usagef("--out is required")
 	}
-
+	if out != "" && !c.Bool("dry-run") {
+		if _, err := os.Stat(out); err == nil && !c.Bool("force") {
+			return fmt.Errorf("%s already exists; pass --force to replace it", out)
+		}
+	}
 	m, err := convert.Load(st.DirSource(c.String("src")))
 	if err != nil {
 		return err
@@ -98,31 +122,73 @@ func runExport(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-
-	res, err := writeAtomically(c, out, func(dir string) (*convert.Result, error) {
-		jobs := c.Int("jobs")
-		if jobs <= 0 {
-			jobs = runtime.GOMAXPROCS(0)
-		}
-		return convert.Run(c.Context, plan, m.Checkpoint, dir, convert.RunOptions{
-			Jobs: jobs,
-			OnFile: func(name string, size int64) {
-				if !c.Bool("quiet") && !c.Bool("json") {
-					fmt.Fprintf(c.App.ErrWriter, "wrote %s (%d bytes)\n", name, size)
-				}
-			},
-		})
-	})
+	jobs := c.Int("jobs")
+	if jobs <= 0 {
+		jobs = runtime.GOMAXPROCS(0)
+	}
+	if c.Bool("dry-run") {
+		return printDryRun(c, m, plan, jobs)
+	}
+	source, err := manifests.Fingerprint(m.Checkpoint, m.Config.Raw)
 	if err != nil {
 		return err
 	}
-	sum := exportSummary{Target: target, Out: out, Files: res.FilesOut, BytesRead: res.BytesRead, BytesOut: res.BytesOut,
-		Seconds: time.Since(start).Seconds(), Tensors: len(plan.Tensors), Notes: plan.Notes, Stats: res.Tensors}
-	for _, s := range res.Tensors {
-		if s.F16Overflows > 0 {
-			sum.Notes = append(sum.Notes, fmt.Sprintf("%s: %d values above the f16 range became infinite", s.Name, s.F16Overflows))
+	w := &partialDir{out: out, resume: c.Bool("resume"), planHash: planHash(plan, source)}
+	sum := exportSummary{Target: target, Out: out, Tensors: len(plan.Tensors), Notes: plan.Notes, ReusedFiles: []string{}}
+	err = w.write(func(dir string) error {
+		res, err := convert.Run(c.Context, plan, m.Checkpoint, dir, convert.RunOptions{
+			Jobs:  jobs,
+			Reuse: w.reuse,
+			OnFile: func(rec convert.FileRecord) {
+				w.finished(rec)
+				if !c.Bool("quiet") && !c.Bool("json") {
+					fmt.Fprintf(c.App.ErrWriter, "wrote %s (%d bytes)\n", rec.File.Name, rec.File.Size)
+				}
+				if os.Getenv(holdAfterEnv) == rec.File.Name {
+					time.Sleep(time.Hour)
+				}
+			},
+		})
+		if err != nil {
+			return err
 		}
+		man := &manifests.Manifest{
+			Schema: manifests.SchemaVersion, Tool: manifests.Tool{Name: "mtpconv", Version: version},
+			Source: source, Target: target, Options: plan.Options, Model: describe(c, m),
+			Tensors: res.Tensors, Files: res.Files, BytesRead: res.BytesRead,
+		}
+		man.Source.Tensors = res.Sources
+		if c.Bool("timestamp") {
+			man.CreatedAt = time.Now().UTC().Format(time.RFC3339)
+		}
+		if err := man.Write(dir); err != nil {
+			return err
+		}
+		if !c.Bool("no-card") {
+			if err := os.WriteFile(filepath.Join(dir, "README.md"), manifests.Card(man, nil), 0o644); err != nil {
+				return err
+			}
+		}
+		for _, f := range res.Files {
+			sum.Files = append(sum.Files, f.Name)
+		}
+		sum.BytesRead, sum.BytesOut = res.BytesRead, res.BytesOut
+		for _, t := range res.Tensors {
+			if t.F16Overflows > 0 {
+				sum.Notes = append(sum.Notes, fmt.Sprintf("%s: %d values above the f16 range became infinite", t.Name, t.F16Overflows))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if c.Context.Err() != nil {
+			return fmt.Errorf("interrupted; nothing was written to %s", out)
+		}
+		return err
 	}
+	sum.ReusedFiles = append(sum.ReusedFiles, w.reused...)
+	sum.Seconds = time.Since(start).Seconds()
+	sum.PeakRSS = peakRSS()
 	if sum.Notes == nil {
 		sum.Notes = []string{}
 	}
@@ -135,50 +201,206 @@ func runExport(c *cli.Context) error {
 		for _, n := range sum.Notes {
 			fmt.Fprintln(c.App.ErrWriter, "note:", n)
 		}
-		fmt.Fprintf(c.App.Writer, "exported %s: %d tensors, %d files, %d bytes in %.1fs (%d source bytes read)\n",
-			out, sum.Tensors, len(sum.Files), sum.BytesOut, sum.Seconds, sum.BytesRead)
+		fmt.Fprintf(c.App.Writer, "exported %s: %d tensors, %d files, %d bytes in %.1fs (%d source bytes read, peak RSS %d MiB)\n",
+			out, sum.Tensors, len(sum.Files), sum.BytesOut, sum.Seconds, sum.BytesRead, sum.PeakRSS>>20)
 	}
 	return nil
 }
 
-// writeAtomically runs write into a temporary sibling of out and renames it
-// into place only when everything succeeded, so an interrupted or failed run
-// never leaves a folder that looks complete.
-func writeAtomically(c *cli.Context, out string, write func(dir string) (*convert.Result, error)) (*convert.Result, error) {
-	parent := filepath.Dir(filepath.Clean(out))
+// describe fills the manifest's model section.
+func describe(c *cli.Context, m *convert.Model) manifests.Model {
+	base := c.String("base-model")
+	if base == "" {
+		base = m.BaseModelGuess()
+	}
+	lic := c.String("license")
+	if lic == "" {
+		lic = m.License()
+	}
+	d := manifests.Model{Family: m.Family, ModelType: m.Config.ModelType, BaseModel: base, License: lic,
+		HiddenSize: m.Config.HiddenSize, NumExperts: m.Config.NumExperts, ExpertsPerTok: m.Config.NumExpertsPerTok,
+		MTPDepth: m.MTPDepth, NormConvention: "zero-centred RMSNorm weights stored shifted: 1+w (the +1 is applied by mtpconv; loaders must not add it again)"}
+	return d
+}
+
+func planHash(p *convert.Plan, s manifests.Source) string {
+	b, _ := json.Marshal(struct {
+		Version string
+		Plan    *convert.Plan
+		Files   []string
+		Source  manifests.Source
+	}{version, p, fileNames(p), s})
+	return manifests.SHA256(b)
+}
+
+func fileNames(p *convert.Plan) []string {
+	var out []string
+	for _, f := range p.Files {
+		out = append(out, f.Name+":"+manifests.SHA256(f.Contents)+":"+f.CopyFrom)
+	}
+	return out
+}
+
+// partialDir writes an export into a hidden sibling of the output folder and
+// renames it into place only when complete, so an interrupted run (Ctrl-C,
+// kill, full disk) never leaves a folder that looks complete. A killed run
+// leaves the sibling behind; --resume reuses its finished files.
+type partialDir struct {
+	out      string
+	resume   bool
+	planHash string
+	dir      string
+	reused   []string
+}
+
+const (
+	planMarker = ".mtpconv-plan"
+	doneDir    = ".mtpconv-done"
+)
+
+func (w *partialDir) write(fn func(dir string) error) error {
+	parent := filepath.Dir(filepath.Clean(w.out))
 	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return nil, err
+		return err
 	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(out)+".partial-")
-	if err != nil {
-		return nil, err
+	w.dir = filepath.Join(parent, "."+filepath.Base(filepath.Clean(w.out))+".partial")
+	prev, _ := os.ReadFile(filepath.Join(w.dir, planMarker))
+	if !w.resume || string(prev) != w.planHash {
+		if err := os.RemoveAll(w.dir); err != nil {
+			return err
+		}
 	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		return nil, err
+	if err := os.MkdirAll(filepath.Join(w.dir, doneDir), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(w.dir, planMarker), []byte(w.planHash), 0o644); err != nil {
+		return err
 	}
 	ok := false
 	defer func() {
 		if !ok {
-			os.RemoveAll(tmp)
+			os.RemoveAll(w.dir)
 		}
 	}()
-	res, err := write(tmp)
-	if err != nil {
-		if errors.Is(err, c.Context.Err()) && c.Context.Err() != nil {
-			return nil, fmt.Errorf("interrupted; nothing was written to %s", out)
-		}
-		return nil, err
+	if err := fn(w.dir); err != nil {
+		return err
 	}
-	if _, err := os.Stat(out); err == nil {
-		old := tmp + ".old"
-		if err := os.Rename(out, old); err != nil {
-			return nil, err
+	os.Remove(filepath.Join(w.dir, planMarker))
+	os.RemoveAll(filepath.Join(w.dir, doneDir))
+	if _, err := os.Stat(w.out); err == nil {
+		old := w.dir + ".old"
+		os.RemoveAll(old)
+		if err := os.Rename(w.out, old); err != nil {
+			return err
 		}
 		defer os.RemoveAll(old)
 	}
-	if err := os.Rename(tmp, out); err != nil {
-		return nil, err
+	if err := os.Rename(w.dir, w.out); err != nil {
+		return err
 	}
 	ok = true
-	return res, nil
+	return nil
+}
+
+// finished records a completed tensor file so a later --resume can reuse it.
+func (w *partialDir) finished(rec convert.FileRecord) {
+	if b, err := json.Marshal(rec); err == nil {
+		os.WriteFile(filepath.Join(w.dir, doneDir, rec.File.Name+".json"), b, 0o644)
+	}
+}
+
+// reuse hands back a file finished by an interrupted run, if its bytes still hash to the record.
+func (w *partialDir) reuse(file string) (convert.FileRecord, bool) {
+	var rec convert.FileRecord
+	if !w.resume {
+		return rec, false
+	}
+	b, err := os.ReadFile(filepath.Join(w.dir, doneDir, file+".json"))
+	if err != nil || json.Unmarshal(b, &rec) != nil {
+		return rec, false
+	}
+	size, sum, err := manifests.HashFile(filepath.Join(w.dir, file))
+	if err != nil || size != rec.File.Size || sum != rec.File.SHA256 {
+		return rec, false
+	}
+	w.reused = append(w.reused, file)
+	return rec, true
+}
+
+// peakRSS is the process's peak resident set size as the kernel reports it.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(rest), "%d", &kb)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// printDryRun prints the plan without writing anything.
+func printDryRun(c *cli.Context, m *convert.Model, p *convert.Plan, jobs int) error {
+	type row struct {
+		Name      string `json:"name"`
+		File      string `json:"file"`
+		Precision string `json:"precision"`
+		Bytes     int64  `json:"bytes"`
+	}
+	type fileRow struct {
+		Name  string `json:"name"`
+		Bytes int64  `json:"bytes"`
+	}
+	var rows []row
+	files := map[string]int64{}
+	for _, t := range p.Tensors {
+		var b int64
+		for _, e := range t.Entries() {
+			size, _ := e.DType.Size()
+			n := size
+			for _, d := range e.Shape {
+				n *= d
+			}
+			b += n
+		}
+		prec := string(t.DType)
+		if t.Quant != nil {
+			prec = fmt.Sprintf("%s %d-bit g%d (%s)", t.Quant.Mode, t.Quant.Bits, t.Quant.GroupSize, t.DType)
+		}
+		rows = append(rows, row{t.Name, t.File, prec, b})
+		files[t.File] += b
+	}
+	var fl []fileRow
+	var total int64
+	for _, f := range p.TensorFiles {
+		fl = append(fl, fileRow{f, files[f]})
+		total += files[f]
+	}
+	for _, f := range p.Files {
+		fl = append(fl, fileRow{f.Name, int64(len(f.Contents))})
+		total += int64(len(f.Contents))
+	}
+	peak := m.EstimatePeakMemory(p, jobs)
+	if c.Bool("json") {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"target": p.Target, "tensors": rows, "files": fl, "total_bytes": total, "estimated_peak_memory_bytes": peak, "notes": p.Notes})
+	}
+	out := c.App.Writer
+	for _, r := range rows {
+		fmt.Fprintf(out, "%-70s %-40s %12d  %s\n", r.Name, r.Precision, r.Bytes, r.File)
+	}
+	fmt.Fprintln(out)
+	for _, f := range fl {
+		fmt.Fprintf(out, "file %-40s %14d bytes\n", f.Name, f.Bytes)
+	}
+	fmt.Fprintf(out, "total %d bytes in %d files; estimated peak memory %d MiB with --jobs %d\n", total, len(fl), peak>>20, jobs)
+	for _, n := range p.Notes {
+		fmt.Fprintln(out, "note:", n)
+	}
+	return nil
 }

@@ -71,7 +71,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return usageError{err}
 		},
-		Commands: []*cli.Command{inspectCommand(), exportCommand()},
+		Commands: []*cli.Command{inspectCommand(), exportCommand(), verifyCommand(), cardCommand()},
 	}
 }
 

@@ -311,3 +311,15 @@ func (ck *Checkpoint) Close() error {
 	}
 	return first
 }
+
+// HeaderBytes returns the shard's 8-byte length prefix and JSON header, as stored.
+func (s *Shard) HeaderBytes() ([]byte, error) {
+	if s.file == nil {
+		return nil, fmt.Errorf("%s: shard is closed", s.Name)
+	}
+	b := make([]byte, s.Header.DataStart)
+	if _, err := s.file.ReadAt(b, 0); err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Name, err)
+	}
+	return b, nil
+}

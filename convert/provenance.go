@@ -1,0 +1,68 @@
+package convert
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+)
+
+// BaseModelGuess names the source model for cards: config.json's
+// _name_or_path when it is a Hub id, the repo of a Hugging Face cache
+// snapshot path, else the folder name.
+func (m *Model) BaseModelGuess() string {
+	var c struct {
+		NameOrPath string `json:"_name_or_path"`
+	}
+	if json.Unmarshal(m.Config.Raw, &c) == nil && strings.Count(c.NameOrPath, "/") == 1 && !strings.HasPrefix(c.NameOrPath, ".") {
+		return c.NameOrPath
+	}
+	dir := filepath.Clean(m.Checkpoint.Source.Name())
+	parts := strings.Split(filepath.ToSlash(dir), "/")
+	for i, p := range parts {
+		if rest, ok := strings.CutPrefix(p, "models--"); ok && i+2 < len(parts) && parts[i+1] == "snapshots" {
+			return strings.Replace(rest, "--", "/", 1)
+		}
+	}
+	return filepath.Base(dir)
+}
+
+// License reads the license from the front matter of the source's README.md,
+// as the Hub writes it; "other" when there is none.
+func (m *Model) License() string {
+	b, err := st.ReadSmallFile(m.Checkpoint.Source, "README.md", 4<<20)
+	if err != nil {
+		return "other"
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) == 0 || strings.TrimSpace(lines[0]) != "---" {
+		return "other"
+	}
+	for _, l := range lines[1:] {
+		if strings.TrimSpace(l) == "---" {
+			break
+		}
+		if v, ok := strings.CutPrefix(l, "license:"); ok {
+			if v = strings.Trim(strings.TrimSpace(v), `"'`); v != "" {
+				return v
+			}
+		}
+	}
+	return "other"
+}
+
+// EstimatePeakMemory estimates the export's peak memory: per worker, one
+// chunk of rows as source bytes, float32 values, encoded output and packed
+// codes, plus the inventory and the plan.
+func (m *Model) EstimatePeakMemory(p *Plan, jobs int) int64 {
+	const chunk = 4 << 20 // RunOptions default
+	perWorker := int64(chunk) * (2 + 4 + 4 + 2 + 1)
+	inventory := int64(len(m.Checkpoint.Names)) * 512
+	var segs int64
+	for _, t := range p.Tensors {
+		segs += int64(len(t.Segments))
+	}
+	const runtime = 32 << 20 // Go runtime, binary, buffers
+	return int64(jobs)*perWorker + inventory + segs*64 + runtime
+}

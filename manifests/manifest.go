@@ -1,0 +1,201 @@
+// Package manifests holds the provenance of an export: the manifest schema
+// written next to every output, hashing, verification of an output folder
+// against its manifest (and its source), and the model card rendered from it.
+// It does not know how tensors were computed; it knows the recorded
+// transforms well enough to recompute and check them.
+package manifests
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// FileName is the manifest's name inside an output folder.
+const FileName = "mtpconv-manifest.json"
+
+// SchemaVersion changes whenever the manifest's meaning changes.
+const SchemaVersion = 1
+
+// Manifest records what an export wrote and where it came from.
+type Manifest struct {
+	Schema    int               `json:"schema_version"`
+	Tool      Tool              `json:"tool"`
+	CreatedAt string            `json:"created_at,omitempty"` // only when asked for; otherwise runs are byte-identical
+	Source    Source            `json:"source"`
+	Target    string            `json:"target"`
+	Options   map[string]string `json:"options"`
+	Model     Model             `json:"model"`
+	Tensors   []Tensor          `json:"tensors"`
+	Files     []File            `json:"files"`
+	BytesRead int64             `json:"source_bytes_read"`
+}
+
+// Tool names the producer.
+type Tool struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// Source fingerprints the checkpoint an export read.
+type Source struct {
+	Name         string         `json:"name"`
+	ConfigSHA256 string         `json:"config_sha256"`
+	Shards       []Shard        `json:"shards"`
+	TotalBytes   int64          `json:"total_bytes"`
+	Tensors      []SourceTensor `json:"tensors_read"` // every source tensor read whole, with the sha256 of its bytes
+}
+
+// Shard is one source file: its size and the sha256 of its header.
+type Shard struct {
+	Name         string `json:"name"`
+	Size         int64  `json:"size"`
+	HeaderSHA256 string `json:"header_sha256"`
+}
+
+// SourceTensor is the hash of one source tensor's bytes.
+type SourceTensor struct {
+	Name   string `json:"name"`
+	SHA256 string `json:"sha256"`
+}
+
+// Model is what the outputs are, for people and model cards.
+type Model struct {
+	Family         string `json:"family"`
+	ModelType      string `json:"model_type"`
+	BaseModel      string `json:"base_model"`
+	License        string `json:"license"`
+	HiddenSize     int    `json:"hidden_size"`
+	NumExperts     int    `json:"num_experts"`
+	ExpertsPerTok  int    `json:"experts_per_tok"`
+	MTPDepth       int    `json:"mtp_depth"`
+	NormConvention string `json:"norm_convention"`
+}
+
+// Segment is a run of rows of a source tensor viewed as [rows, row_len].
+type Segment struct {
+	Source string `json:"source"`
+	Row    int64  `json:"row"`
+	Rows   int64  `json:"rows"`
+}
+
+// Transform is one step applied to an output tensor; quantize carries its parameters.
+type Transform struct {
+	Name     string `json:"name"`
+	Mode     string `json:"mode,omitempty"`
+	Bits     int    `json:"bits,omitempty"`
+	Group    int    `json:"group,omitempty"`
+	Sym      bool   `json:"sym,omitempty"`
+	Rounding string `json:"rounding,omitempty"`
+	DType    string `json:"dtype,omitempty"` // for cast
+}
+
+// Entry is one stored tensor of an output file.
+type Entry struct {
+	Name   string  `json:"name"`
+	DType  string  `json:"dtype"`
+	Shape  []int64 `json:"shape"`
+	SHA256 string  `json:"sha256"`
+}
+
+// QuantError is the quantization error against the cast source values.
+type QuantError struct {
+	MaxAbs float64 `json:"max_abs"`
+	RMS    float64 `json:"rms"`
+}
+
+// Tensor is one output tensor: where it came from, what was done, what was written.
+type Tensor struct {
+	Name         string      `json:"name"`
+	File         string      `json:"file"`
+	Sources      []string    `json:"sources"`
+	Segments     []Segment   `json:"segments"`
+	RowLen       int64       `json:"row_len"`
+	Transforms   []Transform `json:"transforms"`
+	Shape        []int64     `json:"shape"`
+	DType        string      `json:"dtype"`
+	Entries      []Entry     `json:"entries"`
+	SourceSHA256 string      `json:"source_sha256"` // of every source byte read for it, in segment order
+	QuantError   *QuantError `json:"quant_error,omitempty"`
+	F16Overflows int64       `json:"f16_overflows,omitempty"`
+}
+
+// Has reports whether the tensor carries the named transform.
+func (t *Tensor) Has(name string) (Transform, bool) {
+	for _, x := range t.Transforms {
+		if x.Name == name {
+			return x, true
+		}
+	}
+	return Transform{}, false
+}
+
+// File is one output file.
+type File struct {
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// Encode renders the manifest deterministically (indented, trailing newline).
+func (m *Manifest) Encode() ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(m); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// Write writes the manifest into dir.
+func (m *Manifest) Write(dir string) error {
+	b, err := m.Encode()
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, FileName), b, 0o644)
+}
+
+// Load reads the manifest of an output folder.
+func Load(dir string) (*Manifest, error) {
+	b, err := os.ReadFile(filepath.Join(dir, FileName))
+	if err != nil {
+		return nil, err
+	}
+	m := &Manifest{}
+	if err := json.Unmarshal(b, m); err != nil {
+		return nil, fmt.Errorf("%s: %w", FileName, err)
+	}
+	if m.Schema != SchemaVersion {
+		return nil, fmt.Errorf("%s: schema version %d, this tool reads %d", FileName, m.Schema, SchemaVersion)
+	}
+	return m, nil
+}
+
+// SHA256 is the hex sha256 of b.
+func SHA256(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// HashFile returns the size and hex sha256 of a file.
+func HashFile(path string) (int64, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return 0, "", err
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), nil
+}

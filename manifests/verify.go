@@ -1,0 +1,370 @@
+package manifests
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/quant"
+)
+
+// ReportFile is where `verify --save` records its report, for the card.
+const ReportFile = "mtpconv-verify.json"
+
+// Problem is one thing verify found wrong.
+type Problem struct {
+	Kind    string `json:"kind"`
+	File    string `json:"file,omitempty"`
+	Tensor  string `json:"tensor,omitempty"`
+	Message string `json:"message"`
+}
+
+// Report is the outcome of Verify.
+type Report struct {
+	Out        string    `json:"out"`
+	Source     string    `json:"source,omitempty"`
+	OK         bool      `json:"ok"`
+	Files      int       `json:"files_checked"`
+	Entries    int       `json:"tensors_checked"`
+	Recomputed int       `json:"tensors_recomputed"`
+	Problems   []Problem `json:"problems"`
+}
+
+func (r *Report) add(kind, file, tensor, format string, a ...any) {
+	r.Problems = append(r.Problems, Problem{kind, file, tensor, fmt.Sprintf(format, a...)})
+}
+
+// Verify checks an output folder against its manifest: every file's size and
+// hash, every tensor's dtype, shape and hash, and expert completeness. With a
+// source checkpoint it also recomputes every output tensor from the source:
+// float tensors must equal the cast source exactly (a norm lacking or doubling
+// its +1 is named as such, found by comparing with the source, never by
+// magnitude), quantized ones must dequantize to within one step of it.
+func Verify(dir string, src *st.Checkpoint) (*Report, error) {
+	m, err := Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{Out: dir, Problems: []Problem{}}
+	for _, f := range m.Files {
+		r.Files++
+		size, sum, err := HashFile(filepath.Join(dir, f.Name))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			r.add("file_missing", f.Name, "", "%s is missing", f.Name)
+		case err != nil:
+			r.add("file_unreadable", f.Name, "", "%v", err)
+		case size != f.Size || sum != f.SHA256:
+			r.add("file_hash", f.Name, "", "%s: %d bytes with sha256 %s; the manifest records %d bytes with %s", f.Name, size, sum, f.Size, f.SHA256)
+		}
+	}
+	outs := map[string]*outFile{}
+	defer func() {
+		for _, o := range outs {
+			o.f.Close()
+		}
+	}()
+	for i := range m.Tensors {
+		t := &m.Tensors[i]
+		o, err := openOut(dir, t.File, outs)
+		if err != nil {
+			r.add("file_unreadable", t.File, t.Name, "%v", err)
+			continue
+		}
+		for _, e := range t.Entries {
+			r.Entries++
+			info, ok := o.h.Lookup(e.Name)
+			if !ok {
+				r.add("tensor_missing", t.File, e.Name, "%s: tensor %s is missing", t.File, e.Name)
+				continue
+			}
+			if string(info.DType) != e.DType || !equal(info.Shape, e.Shape) {
+				r.add("tensor_shape", t.File, e.Name, "%s: tensor %s is %s %v; the manifest records %s %v", t.File, e.Name, info.DType, info.Shape, e.DType, e.Shape)
+				continue
+			}
+			if sum, err := hashRange(o.f, info.Begin, info.End); err != nil || sum != e.SHA256 {
+				r.add("tensor_hash", t.File, e.Name, "%s: tensor %s does not hash to the manifest's sha256", t.File, e.Name)
+			}
+		}
+		checkExperts(r, m, t)
+	}
+	if src != nil {
+		r.Source = src.Source.Name()
+		cfg, err := st.ReadSmallFile(src.Source, "config.json", 16<<20)
+		if err != nil {
+			return nil, err
+		}
+		fp, err := Fingerprint(src, cfg)
+		if err != nil {
+			return nil, err
+		}
+		if d := SameSource(fp, m.Source); d != "" {
+			r.add("source_mismatch", "", "", "the source is not the one this output was made from: %s", d)
+		}
+		for i := range m.Tensors {
+			t := &m.Tensors[i]
+			o, err := openOut(dir, t.File, outs)
+			if err != nil {
+				continue // reported above
+			}
+			if err := recompute(r, src, o, t); err != nil {
+				r.add("recompute_failed", t.File, t.Name, "%v", err)
+			}
+			r.Recomputed++
+		}
+	}
+	r.OK = len(r.Problems) == 0
+	return r, nil
+}
+
+// checkExperts checks that a stacked or split expert tensor holds all E experts.
+func checkExperts(r *Report, m *Manifest, t *Tensor) {
+	_, split := t.Has("split_gate_up")
+	_, stack := t.Has("stack_experts")
+	if !split && !stack {
+		return
+	}
+	e := m.Model.NumExperts
+	if len(t.Shape) != 3 || t.Shape[0] != int64(e) || len(t.Segments) != e {
+		r.add("experts_incomplete", t.File, t.Name, "%s holds %v experts from %d segments; the model has %d", t.Name, t.Shape, len(t.Segments), e)
+	}
+}
+
+type outFile struct {
+	f *os.File
+	h *st.Header
+}
+
+func openOut(dir, name string, cache map[string]*outFile) (*outFile, error) {
+	if o, ok := cache[name]; ok {
+		return o, nil
+	}
+	if err := st.CheckLocalName(name); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(filepath.Join(dir, name))
+	if err != nil {
+		return nil, err
+	}
+	stat, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	h, err := st.ReadHeader(f, stat.Size(), name)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	o := &outFile{f, h}
+	cache[name] = o
+	return o, nil
+}
+
+func hashRange(f *os.File, begin, end int64) (string, error) {
+	h := sha256.New()
+	buf := make([]byte, 1<<20)
+	for off := begin; off < end; {
+		n := min(int64(len(buf)), end-off)
+		if _, err := f.ReadAt(buf[:n], off); err != nil {
+			return "", err
+		}
+		h.Write(buf[:n])
+		off += n
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func equal(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// recompute rebuilds a tensor's values from the source, row chunk by row
+// chunk, and compares them with what the output holds.
+func recompute(r *Report, src *st.Checkpoint, o *outFile, t *Tensor) error {
+	_, plusOne := t.Has("norm_plus_one")
+	q, quantized := t.Has("quantize")
+	var qp quant.MLXAffineParams
+	if quantized {
+		if q.Mode != "mlx_affine" {
+			return fmt.Errorf("quantization mode %q is not one verify knows", q.Mode)
+		}
+		rounding, err := quant.ParseMLXRounding(q.Rounding)
+		if err != nil {
+			return err
+		}
+		qp = quant.MLXAffineParams{Bits: q.Bits, GroupSize: q.Group, Rounding: rounding}
+	}
+	outSize, err := st.DType(t.DType).Size()
+	if err != nil {
+		return err
+	}
+	entry := func(name string) (st.TensorInfo, error) {
+		info, ok := o.h.Lookup(name)
+		if !ok {
+			return info, fmt.Errorf("entry %s is missing", name)
+		}
+		return info, nil
+	}
+	main, err := entry(t.Name)
+	if err != nil {
+		return err
+	}
+	var scalesE, biasesE st.TensorInfo
+	if quantized {
+		base := t.Name[:len(t.Name)-len(".weight")]
+		if scalesE, err = entry(base + ".scales"); err != nil {
+			return err
+		}
+		if biasesE, err = entry(base + ".biases"); err != nil {
+			return err
+		}
+	}
+	const chunkRows = 1024
+	srcHash := sha256.New()
+	var raw []byte
+	lacks, doubles, differs, beyond := 0, 0, 0, 0
+	var worst float64
+	outRow := int64(0)
+	for _, seg := range t.Segments {
+		s, ok := src.Tensors[seg.Source]
+		if !ok {
+			return fmt.Errorf("source tensor %s is not in the source", seg.Source)
+		}
+		inSize, _ := s.DType.Size()
+		for row := int64(0); row < seg.Rows; row += chunkRows {
+			n := min(int64(chunkRows), seg.Rows-row)
+			elems := n * t.RowLen
+			raw, err = src.ReadRange(s, (seg.Row+row)*t.RowLen*inSize, elems*inSize, raw)
+			if err != nil {
+				return err
+			}
+			srcHash.Write(raw)
+			v := make([]float32, elems)
+			if err := quant.DecodeF32(string(s.DType), raw, v); err != nil {
+				return err
+			}
+			cast := func(add float32) []float32 {
+				out := make([]float32, elems)
+				for i := range v {
+					out[i] = v[i] + add
+				}
+				enc := make([]byte, elems*outSize)
+				quant.EncodeF32(t.DType, out, enc)
+				quant.DecodeF32(t.DType, enc, out)
+				return out
+			}
+			want := cast(map[bool]float32{true: 1, false: 0}[plusOne])
+			if !quantized {
+				got, err := readF32(o.f, main, outRow*t.RowLen*outSize, elems, t.DType)
+				if err != nil {
+					return err
+				}
+				if !sameBits(got, want) {
+					switch {
+					case sameBits(got, cast(0)) && plusOne:
+						lacks++
+					case sameBits(got, cast(2)) && plusOne:
+						doubles++
+					case sameBits(got, cast(1)) && !plusOne:
+						r.add("norm_unexpected_plus_one", t.File, t.Name, "%s holds source+1 but no +1 was recorded", t.Name)
+					default:
+						differs++
+					}
+				}
+			} else {
+				groups := t.RowLen / int64(qp.GroupSize)
+				rowBytes := t.RowLen * int64(qp.Bits) / 8
+				packed := make([]byte, n*rowBytes)
+				if _, err := o.f.ReadAt(packed, main.Begin+outRow*rowBytes); err != nil {
+					return err
+				}
+				scales, err := readF32(o.f, scalesE, outRow*groups*outSize, n*groups, t.DType)
+				if err != nil {
+					return err
+				}
+				biases, err := readF32(o.f, biasesE, outRow*groups*outSize, n*groups, t.DType)
+				if err != nil {
+					return err
+				}
+				// The stored scale is rounded to the dtype (relative error rel),
+				// which moves code c by up to c*rel steps.
+				rel := map[string]float64{"BF16": 1.0 / 256, "F16": 1.0 / 2048}[t.DType]
+				slack := 1 + float64(int(1)<<qp.Bits-1)*rel
+				deq := make([]float32, t.RowLen)
+				for i := int64(0); i < n; i++ {
+					quant.DequantizeMLXAffine(packed[i*rowBytes:(i+1)*rowBytes], int(t.RowLen), qp, scales[i*groups:], biases[i*groups:], deq)
+					for j, x := range deq {
+						step := math.Abs(float64(scales[i*groups+int64(j)/int64(qp.GroupSize)]))
+						d := math.Abs(float64(x - want[i*t.RowLen+int64(j)]))
+						worst = max(worst, d)
+						// One step at a clamped end, plus the scale's own rounding over the code range.
+						if d > step*slack+1e-6 {
+							beyond++
+						}
+					}
+				}
+			}
+			outRow += n
+		}
+	}
+	if hex.EncodeToString(srcHash.Sum(nil)) != t.SourceSHA256 {
+		r.add("source_changed", t.File, t.Name, "the source bytes of %s differ from those it was made from", t.Name)
+	}
+	switch {
+	case lacks > 0:
+		r.add("norm_missing_plus_one", t.File, t.Name, "%s: %d chunks equal the source without its +1: the zero-centred norm lacks the shift", t.Name, lacks)
+	case doubles > 0:
+		r.add("norm_double_plus_one", t.File, t.Name, "%s: %d chunks equal the source plus 2: the +1 was applied twice", t.Name, doubles)
+	case differs > 0:
+		r.add("values_differ", t.File, t.Name, "%s: %d chunks differ from the cast source", t.Name, differs)
+	case beyond > 0:
+		r.add("quant_bound", t.File, t.Name, "%s: %d values dequantize further than one step from the source (worst %g)", t.Name, beyond, worst)
+	}
+	if quantized && t.QuantError != nil && worst > t.QuantError.MaxAbs*1.0001+1e-9 {
+		r.add("quant_error_record", t.File, t.Name, "%s: recomputed max error %g exceeds the recorded %g", t.Name, worst, t.QuantError.MaxAbs)
+	}
+	return nil
+}
+
+func readF32(f *os.File, e st.TensorInfo, off, elems int64, dtype string) ([]float32, error) {
+	size, err := st.DType(dtype).Size()
+	if err != nil {
+		return nil, err
+	}
+	if off < 0 || e.Begin+off+elems*size > e.End {
+		return nil, fmt.Errorf("tensor %s is shorter than its manifest says", e.Name)
+	}
+	b := make([]byte, elems*size)
+	if _, err := f.ReadAt(b, e.Begin+off); err != nil {
+		return nil, err
+	}
+	out := make([]float32, elems)
+	return out, quant.DecodeF32(dtype, b, out)
+}
+
+func sameBits(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return false
+		}
+	}
+	return true
+}
