@@ -2,11 +2,18 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtpconv/mtpconv/convert"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/manifests"
 )
 
 func inspectCommand() *cli.Command {
@@ -23,7 +30,11 @@ func inspectCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return usagef("inspect takes one SRC folder, got %d arguments", c.NArg())
 			}
-			m, err := convert.Load(st.DirSource(c.Args().First()))
+			dir := c.Args().First()
+			if done, err := inspectOutput(c, dir); done || err != nil {
+				return err
+			}
+			m, err := convert.Load(st.DirSource(dir))
 			if err != nil {
 				return err
 			}
@@ -47,4 +58,64 @@ func inspectCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// inspectOutput describes a folder written by mtpconv (it has a manifest), or
+// warns about an MLX file from elsewhere that carries mtp.* tensors. It
+// reports done when the folder was such an output.
+func inspectOutput(c *cli.Context, dir string) (bool, error) {
+	m, err := manifests.Load(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, foreignMLXWarning(c, dir)
+	}
+	if err != nil {
+		return true, fmt.Errorf("%s: %w", dir, err)
+	}
+	s := manifests.Summarize(m)
+	if c.Bool("json") {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		return true, enc.Encode(s)
+	}
+	w := c.App.Writer
+	fmt.Fprintf(w, "output:        %s (mtpconv %s, target %s)\n", dir, s.Tool.Version, s.Target)
+	fmt.Fprintf(w, "source:        %s (base model %s, family %s)\n", s.Source, s.Model.BaseModel, s.Model.Family)
+	fmt.Fprintf(w, "head:          MTP depth %d, %d experts top-%d, hidden %d\n", s.Model.MTPDepth, s.Model.NumExperts, s.Model.ExpertsPerTok, s.Model.HiddenSize)
+	fmt.Fprintf(w, "norms:         %s\n", s.Model.NormConvention)
+	fmt.Fprintf(w, "tensors:       %d\n", s.Tensors)
+	for _, p := range s.Precisions {
+		fmt.Fprintf(w, "  %-6s %-45s %d\n", p.Component, p.Precision, p.Tensors)
+	}
+	for _, f := range s.Files {
+		fmt.Fprintf(w, "file:          %s %d bytes sha256 %s\n", f.Name, f.Size, f.SHA256)
+	}
+	for _, x := range s.Warnings {
+		fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", x)
+	}
+	return true, nil
+}
+
+// foreignMLXWarning warns when an MLX safetensors file (format mlx) in dir
+// carries mtp.* tensors, whoever wrote it.
+func foreignMLXWarning(c *cli.Context, dir string) error {
+	names, _ := filepath.Glob(filepath.Join(dir, "model*.safetensors"))
+	for _, n := range names {
+		f, err := os.Open(n)
+		if err != nil {
+			continue
+		}
+		fi, _ := f.Stat()
+		h, err := st.ReadHeader(f, fi.Size(), filepath.Base(n))
+		f.Close()
+		if err != nil || h.Metadata["format"] != "mlx" {
+			continue
+		}
+		for _, t := range h.Tensors {
+			if strings.HasPrefix(t.Name, "mtp.") || strings.Contains(t.Name, ".mtp.") {
+				fmt.Fprintf(c.App.ErrWriter, "warning: %s: %s\n", filepath.Base(n), manifests.OldMLXLMWarning)
+				return nil
+			}
+		}
+	}
+	return nil
 }

@@ -297,3 +297,29 @@ func TestDryRunWritesNothingAndPredictsSizes(t *testing.T) {
 	}
 	_ = convert.TargetMLX
 }
+
+func TestInspectOwnOutputs(t *testing.T) {
+	for _, c := range []struct {
+		target string
+		warn   bool
+	}{{"mlx", false}, {"combined", true}} {
+		out := filepath.Join(t.TempDir(), "o")
+		exportTo(t, fixtures.Qwen36, out, "--target", c.target)
+		code, stdout, stderr := runCLI(t, "inspect", "--json", out)
+		if code != 0 {
+			t.Fatal(stderr)
+		}
+		var s manifests.Summary
+		if err := json.Unmarshal([]byte(stdout), &s); err != nil || s.Kind != "mtpconv_output" || s.Target != c.target || s.Model.NumExperts != 256 {
+			t.Fatalf("%s: %v %+v", c.target, err, s)
+		}
+		if got := len(s.Warnings) > 0; got != c.warn {
+			t.Errorf("%s: warnings %v", c.target, s.Warnings)
+		}
+		// Text mode warns on stderr for files that carry mtp.* next to a trunk.
+		_, _, stderr = runCLI(t, "inspect", out)
+		if strings.Contains(stderr, "mlx-lm 0.30.7 to 0.31.3") != c.warn {
+			t.Errorf("%s: stderr %q", c.target, stderr)
+		}
+	}
+}

@@ -1,0 +1,38 @@
+package manifests
+
+// Summary is what `mtpconv inspect` says about one of this tool's outputs.
+type Summary struct {
+	Kind       string            `json:"kind"` // "mtpconv_output"
+	Target     string            `json:"target"`
+	Tool       Tool              `json:"tool"`
+	Source     string            `json:"source"`
+	Model      Model             `json:"model"`
+	Options    map[string]string `json:"options"`
+	Tensors    int               `json:"tensors"`
+	Precisions []PrecisionCount  `json:"precisions"`
+	Files      []File            `json:"files"`
+	Warnings   []string          `json:"warnings"`
+}
+
+// PrecisionCount is how many tensors of a component have one precision.
+type PrecisionCount struct {
+	Component string `json:"component"`
+	Precision string `json:"precision"`
+	Tensors   int    `json:"tensors"`
+}
+
+// OldMLXLMWarning is the caveat of every MLX file that carries mtp.* keys.
+const OldMLXLMWarning = "this MLX file carries mtp.* tensors: mlx-lm 0.30.7 to 0.31.3 add +1 to every norm a second time when mtp.* keys are present (silent garbage); use mlx-lm >= 0.32.0, which drops mtp.* without shifting"
+
+// Summarize condenses a manifest.
+func Summarize(m *Manifest) *Summary {
+	s := &Summary{Kind: "mtpconv_output", Target: m.Target, Tool: m.Tool, Source: m.Source.Name, Model: m.Model,
+		Options: m.Options, Tensors: len(m.Tensors), Files: m.Files, Warnings: []string{}}
+	for _, r := range precisionRows(m) {
+		s.Precisions = append(s.Precisions, PrecisionCount{r.component, r.precision, r.count})
+	}
+	if m.Target == "combined" {
+		s.Warnings = append(s.Warnings, OldMLXLMWarning)
+	}
+	return s
+}
