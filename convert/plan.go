@@ -173,3 +173,18 @@ func (p *Plan) Validate(ck *st.Checkpoint) error {
 	}
 	return nil
 }
+
+// SourceRanges lists, per shard, the byte ranges [begin, end) the plan reads,
+// so a remote source can fetch exactly those.
+func (p *Plan) SourceRanges(ck *st.Checkpoint) map[string][][2]int64 {
+	out := map[string][][2]int64{}
+	for _, t := range p.Tensors {
+		for _, s := range t.Segments {
+			src := ck.Tensors[s.Source]
+			size, _ := src.DType.Size()
+			b := src.Begin + s.Row*t.RowLen*size
+			out[src.Shard.Name] = append(out[src.Shard.Name], [2]int64{b, b + s.Rows*t.RowLen*size})
+		}
+	}
+	return out
+}

@@ -48,7 +48,8 @@ type Source struct {
 	ConfigSHA256 string         `json:"config_sha256"`
 	Shards       []Shard        `json:"shards"`
 	TotalBytes   int64          `json:"total_bytes"`
-	Tensors      []SourceTensor `json:"tensors_read"` // every source tensor read whole, with the sha256 of its bytes
+	BytesFetched int64          `json:"bytes_fetched,omitempty"` // remote sources: bytes received over HTTP
+	Tensors      []SourceTensor `json:"tensors_read"`            // every source tensor read whole, with the sha256 of its bytes
 }
 
 // Shard is one source file: its size and the sha256 of its header.

@@ -12,7 +12,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtpconv/mtpconv/convert"
-	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -21,7 +20,7 @@ func exportCommand() *cli.Command {
 		Name:  "export",
 		Usage: "export the MTP head (and for combined, the trunk) of a checkpoint",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "src", Usage: "source checkpoint folder", Required: true},
+			&cli.StringFlag{Name: "src", Usage: "source: a folder, ORG/NAME[@rev] from the Hugging Face cache, or hf://ORG/NAME[@rev] read from the Hub by range", Required: true},
 			&cli.StringFlag{Name: "target", Usage: "mlx | combined | openvino", Required: true},
 			&cli.StringFlag{Name: "out", Usage: "output folder (must not exist unless --force)"},
 			&cli.StringFlag{Name: "head-precision", Value: "bf16", Usage: "f16 | bf16 | int8 | int4"},
@@ -54,7 +53,10 @@ type exportSummary struct {
 	PeakRSS     int64    `json:"peak_rss_bytes"`
 	Tensors     int      `json:"tensors"`
 	ReusedFiles []string `json:"reused_files"`
-	Notes       []string `json:"notes"`
+	// Remote sources: bytes received over HTTP versus the whole repo.
+	BytesFetched int64    `json:"bytes_fetched,omitempty"`
+	SourceTotal  int64    `json:"source_total_bytes,omitempty"`
+	Notes        []string `json:"notes"`
 }
 
 // holdAfterEnv is a test hook: the export blocks after writing the named
@@ -103,7 +105,14 @@ func runExport(c *cli.Context) error {
 			return fmt.Errorf("%s already exists; pass --force to replace it", out)
 		}
 	}
-	m, err := convert.Load(st.DirSource(c.String("src")))
+	source, remote, err := openSource(c, c.String("src"))
+	if err != nil {
+		return err
+	}
+	if remote != nil {
+		defer remote.Close()
+	}
+	m, err := convert.Load(source)
 	if err != nil {
 		return err
 	}
@@ -129,11 +138,16 @@ func runExport(c *cli.Context) error {
 	if c.Bool("dry-run") {
 		return printDryRun(c, m, plan, jobs)
 	}
-	source, err := manifests.Fingerprint(m.Checkpoint, m.Config.Raw)
+	fingerprint, err := manifests.Fingerprint(m.Checkpoint, m.Config.Raw)
 	if err != nil {
 		return err
 	}
-	w := &partialDir{out: out, resume: c.Bool("resume"), planHash: planHash(plan, source)}
+	if remote != nil {
+		if err := prefetch(remote, plan, m.Checkpoint); err != nil {
+			return err
+		}
+	}
+	w := &partialDir{out: out, resume: c.Bool("resume"), planHash: planHash(plan, fingerprint)}
 	sum := exportSummary{Target: target, Out: out, Tensors: len(plan.Tensors), Notes: plan.Notes, ReusedFiles: []string{}}
 	err = w.write(func(dir string) error {
 		res, err := convert.Run(c.Context, plan, m.Checkpoint, dir, convert.RunOptions{
@@ -154,10 +168,15 @@ func runExport(c *cli.Context) error {
 		}
 		man := &manifests.Manifest{
 			Schema: manifests.SchemaVersion, Tool: manifests.Tool{Name: "mtpconv", Version: version},
-			Source: source, Target: target, Options: plan.Options, Model: describe(c, m),
+			Source: fingerprint, Target: target, Options: plan.Options, Model: describe(c, m),
 			Tensors: res.Tensors, Files: res.Files, BytesRead: res.BytesRead,
 		}
 		man.Source.Tensors = res.Sources
+		if remote != nil {
+			man.Source.BytesFetched = remote.BytesFetched()
+			sum.BytesFetched = remote.BytesFetched()
+			sum.SourceTotal = remote.TotalBytes()
+		}
 		if c.Bool("timestamp") {
 			man.CreatedAt = time.Now().UTC().Format(time.RFC3339)
 		}
@@ -203,6 +222,10 @@ func runExport(c *cli.Context) error {
 		}
 		fmt.Fprintf(c.App.Writer, "exported %s: %d tensors, %d files, %d bytes in %.1fs (%d source bytes read, peak RSS %d MiB)\n",
 			out, sum.Tensors, len(sum.Files), sum.BytesOut, sum.Seconds, sum.BytesRead, sum.PeakRSS>>20)
+		if remote != nil {
+			fmt.Fprintf(c.App.Writer, "fetched %d of the checkpoint's %d bytes from %s (%.2f%%)\n",
+				sum.BytesFetched, sum.SourceTotal, remote.Name(), 100*float64(sum.BytesFetched)/float64(max(1, sum.SourceTotal)))
+		}
 	}
 	return nil
 }

@@ -135,7 +135,7 @@ func TestExportRefusesBadInputAndLeavesNothing(t *testing.T) {
 		{"bad group size", []string{"--src", missing, "--target", "mlx", "--group-size", "48"}, exitUsage,
 			[]string{"--group-size 48"}},
 		{"missing source", []string{"--src", filepath.Join(t.TempDir(), "none"), "--target", "mlx"}, exitFailure,
-			[]string{"config.json is missing"}},
+			[]string{"no such folder"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -31,10 +31,19 @@ func inspectCommand() *cli.Command {
 				return usagef("inspect takes one SRC folder, got %d arguments", c.NArg())
 			}
 			dir := c.Args().First()
-			if done, err := inspectOutput(c, dir); done || err != nil {
+			if !strings.HasPrefix(dir, "hf://") {
+				if done, err := inspectOutput(c, dir); done || err != nil {
+					return err
+				}
+			}
+			source, remote, err := openSource(c, dir)
+			if err != nil {
 				return err
 			}
-			m, err := convert.Load(st.DirSource(dir))
+			if remote != nil {
+				defer remote.Close()
+			}
+			m, err := convert.Load(source)
 			if err != nil {
 				return err
 			}

@@ -33,7 +33,14 @@ func verifyCommand() *cli.Command {
 			dir := c.Args().First()
 			var src *st.Checkpoint
 			if s := c.String("src"); s != "" {
-				ck, err := st.Open(st.DirSource(s))
+				source, remote, err := openSource(c, s)
+				if err != nil {
+					return err
+				}
+				if remote != nil {
+					defer remote.Close()
+				}
+				ck, err := st.Open(source)
 				if err != nil {
 					return fmt.Errorf("%s: %w", s, err)
 				}

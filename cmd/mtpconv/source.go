@@ -1,0 +1,31 @@
+package main
+
+import (
+	"github.com/urfave/cli/v2"
+
+	"github.com/mtpconv/mtpconv/convert"
+	"github.com/mtpconv/mtpconv/formats/hub"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+)
+
+// openSource resolves --src (folder, HF cache id, or hf:// repo) and returns
+// the source and, for a remote one, its handle (to prefetch and count bytes).
+func openSource(c *cli.Context, src string) (st.Source, *hub.Remote, error) {
+	s, err := hub.Resolve(src, hub.RemoteOptions{Context: c.Context})
+	if err != nil {
+		return nil, nil, err
+	}
+	r, _ := s.(*hub.Remote)
+	return s, r, nil
+}
+
+// prefetch fetches the byte ranges a plan reads from a remote source.
+func prefetch(r *hub.Remote, p *convert.Plan, ck *st.Checkpoint) error {
+	ranges := map[string][]hub.Range{}
+	for file, rs := range p.SourceRanges(ck) {
+		for _, x := range rs {
+			ranges[file] = append(ranges[file], hub.Range{Begin: x[0], End: x[1]})
+		}
+	}
+	return r.Prefetch(ranges)
+}

@@ -1,0 +1,95 @@
+// Package hub resolves where a checkpoint lives: a local folder, a Hugging
+// Face cache entry (ORG/NAME[@rev], no network), or a Hub repo read over
+// HTTPS by byte range (hf://ORG/NAME[@rev]). Each is a safetensors.Source.
+package hub
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+)
+
+var repoID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+// Resolve turns a --src value into a source: an existing folder, hf://ORG/NAME[@rev]
+// (remote), or ORG/NAME[@rev] found in the local Hugging Face cache.
+func Resolve(src string, remote RemoteOptions) (st.Source, error) {
+	if rest, ok := strings.CutPrefix(src, "hf://"); ok {
+		repo, rev := splitRev(rest)
+		if !repoID.MatchString(repo) {
+			return nil, fmt.Errorf("--src %s: %q is not a Hub repo id ORG/NAME", src, repo)
+		}
+		return OpenRemote(repo, rev, remote)
+	}
+	if fi, err := os.Stat(src); err == nil {
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("--src %s is not a folder", src)
+		}
+		return st.DirSource(src), nil
+	}
+	repo, rev := splitRev(src)
+	if !repoID.MatchString(repo) {
+		return nil, fmt.Errorf("--src %s: no such folder", src)
+	}
+	dir, err := CacheSnapshot(repo, rev)
+	if err != nil {
+		return nil, fmt.Errorf("--src %s: no such folder, and not in the Hugging Face cache (%v); use hf://%s to read it from the Hub", src, err, src)
+	}
+	return st.DirSource(dir), nil
+}
+
+func splitRev(s string) (repo, rev string) {
+	repo, rev, _ = strings.Cut(s, "@")
+	if rev == "" {
+		rev = "main"
+	}
+	return repo, rev
+}
+
+// CacheDir is the Hugging Face hub cache: $HF_HUB_CACHE, else $HF_HOME/hub,
+// else ~/.cache/huggingface/hub.
+func CacheDir() string {
+	if d := os.Getenv("HF_HUB_CACHE"); d != "" {
+		return d
+	}
+	if d := os.Getenv("HF_HOME"); d != "" {
+		return filepath.Join(d, "hub")
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "huggingface", "hub")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "huggingface", "hub")
+}
+
+var commitHash = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// CacheSnapshot finds models--ORG--NAME/snapshots/COMMIT for a revision: a
+// commit hash as is, or a branch or tag through refs/REV.
+func CacheSnapshot(repo, rev string) (string, error) {
+	base := filepath.Join(CacheDir(), "models--"+strings.ReplaceAll(repo, "/", "--"))
+	commit := rev
+	if !commitHash.MatchString(rev) {
+		if strings.Contains(rev, "..") {
+			return "", fmt.Errorf("revision %q is not a branch, tag or commit", rev)
+		}
+		b, err := os.ReadFile(filepath.Join(base, "refs", rev))
+		if err != nil {
+			return "", fmt.Errorf("%s has no refs/%s", base, rev)
+		}
+		commit = strings.TrimSpace(string(b))
+		if !commitHash.MatchString(commit) {
+			return "", fmt.Errorf("%s/refs/%s does not hold a commit hash", base, rev)
+		}
+	}
+	dir := filepath.Join(base, "snapshots", commit)
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return "", errors.New(dir + " is missing")
+	}
+	return dir, nil
+}
