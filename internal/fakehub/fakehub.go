@@ -39,7 +39,7 @@ type Server struct {
 	SizeLie int64
 	// RedirectTo, when set, answers file requests with a redirect to this base URL (a CDN).
 	RedirectTo string
-	faults  []*Fault
+	faults     []*Fault
 }
 
 // New starts a server for repo backed by dir.
