@@ -188,3 +188,60 @@ func (p *Plan) SourceRanges(ck *st.Checkpoint) map[string][][2]int64 {
 	}
 	return out
 }
+
+// FileLayout is where every entry of a tensor file goes.
+type FileLayout struct {
+	Entries []st.Entry
+	Owners  []*OutTensor
+	Offsets map[string]int64
+	Sizes   map[string]int64
+	Header  []byte // safetensors header; empty for a raw OpenVINO .bin
+	Size    int64  // bytes of tensor data and header
+}
+
+// binAlign aligns every weight in an OpenVINO .bin.
+const binAlign = 64
+
+// Layout places the entries of a tensor file: after a safetensors header, or
+// for an OpenVINO .bin back to back at 64-byte alignment.
+func (p *Plan) Layout(file string) (*FileLayout, error) {
+	entries, owners := p.FileEntries(file)
+	lay := &FileLayout{Entries: entries, Owners: owners, Offsets: map[string]int64{}, Sizes: map[string]int64{}}
+	if strings.HasSuffix(file, ".bin") {
+		var off int64
+		for _, e := range entries {
+			off = (off + binAlign - 1) / binAlign * binAlign
+			n := entryBytes(e)
+			lay.Offsets[e.Name], lay.Sizes[e.Name] = off, n
+			off += n
+		}
+		lay.Size = off
+		return lay, nil
+	}
+	hdr, sizes, err := st.EncodeHeader(entries, p.Metadata)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	lay.Header = hdr
+	off := int64(len(hdr))
+	for i, e := range entries {
+		lay.Offsets[e.Name], lay.Sizes[e.Name] = off, sizes[i]
+		off += sizes[i]
+	}
+	lay.Size = off
+	return lay, nil
+}
+
+// entryBytes is the stored size of an entry; U4 and I4 pack two per byte.
+func entryBytes(e st.Entry) int64 {
+	n := int64(1)
+	for _, d := range e.Shape {
+		n *= d
+	}
+	switch e.DType {
+	case "U4", "I4":
+		return (n + 1) / 2
+	}
+	size, _ := e.DType.Size()
+	return n * size
+}

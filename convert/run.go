@@ -104,25 +104,23 @@ func Run(ctx context.Context, p *Plan, ck *st.Checkpoint, dir string, opt RunOpt
 // runTensorFile writes one safetensors file of the plan.
 func runTensorFile(ctx context.Context, p *Plan, ck *st.Checkpoint, dir, file string, opt RunOptions) (FileRecord, error) {
 	var rec FileRecord
-	entries, owners := p.FileEntries(file)
-	hdr, sizes, err := st.EncodeHeader(entries, p.Metadata)
+	lay, err := p.Layout(file)
 	if err != nil {
-		return rec, fmt.Errorf("%s: %w", file, err)
+		return rec, err
 	}
+	owners, offsets := lay.Owners, lay.Offsets
 	path := filepath.Join(dir, file)
 	f, err := os.Create(path)
 	if err != nil {
 		return rec, err
 	}
-	if _, err := f.WriteAt(hdr, 0); err != nil {
+	if _, err := f.WriteAt(lay.Header, 0); err != nil {
 		f.Close()
 		return rec, fmt.Errorf("%s: %w", file, err)
 	}
-	offsets := map[string]int64{}
-	off := int64(len(hdr))
-	for i, e := range entries {
-		offsets[e.Name] = off
-		off += sizes[i]
+	if err := f.Truncate(lay.Size); err != nil { // alignment gaps read as zeros
+		f.Close()
+		return rec, err
 	}
 	// Tensors in plan order; each task writes its own byte ranges.
 	var tensors []*OutTensor
