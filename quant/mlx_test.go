@@ -14,7 +14,7 @@ import (
 // vectors produced by real MLX (interop/golden_mlx.py) for every bits x group
 // size x weight dtype, byte for byte: packed weights, scales and biases.
 func TestMLXAffineGoldenCPU(t *testing.T) {
-	ck, err := st.Open(goldenSource{})
+	ck, err := st.Open(fileSource(filepath.Join("..", "testdata", "golden", "mlx_affine_cpu.safetensors")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,16 +67,6 @@ func TestMLXAffineGoldenCPU(t *testing.T) {
 	if checked != 54 {
 		t.Fatalf("checked %d combinations", checked)
 	}
-}
-
-type goldenSource struct{}
-
-func (goldenSource) Name() string { return "testdata/golden" }
-func (goldenSource) Open(name string) (st.File, error) {
-	if name == st.SingleFile {
-		name = "mlx_affine_cpu.safetensors"
-	}
-	return st.DirSource(filepath.Join("..", "testdata", "golden")).Open(name)
 }
 
 // TestMLXAffineGPUVariant covers the cases where the GPU kernel differs from

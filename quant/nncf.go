@@ -1,0 +1,124 @@
+package quant
+
+import "fmt"
+
+// NNCFParams selects one of NNCF's integer weight compression modes:
+// INT8_ASYM / INT8_SYM per output channel (GroupSize <= 0), INT4_ASYM /
+// INT4_SYM group-wise.
+type NNCFParams struct {
+	Bits      int // 8 or 4
+	Sym       bool
+	GroupSize int // <= 0: per output channel (the whole row is one group)
+}
+
+// Name is NNCF's mode name.
+func (p NNCFParams) Name() string {
+	s := "ASYM"
+	if p.Sym {
+		s = "SYM"
+	}
+	return fmt.Sprintf("INT%d_%s", p.Bits, s)
+}
+
+// Group returns the group length for rows of cols values.
+func (p NNCFParams) Group(cols int) int {
+	if p.GroupSize <= 0 {
+		return cols
+	}
+	return p.GroupSize
+}
+
+// Validate checks the mode against a row length.
+func (p NNCFParams) Validate(cols int) error {
+	if p.Bits != 8 && p.Bits != 4 {
+		return fmt.Errorf("NNCF bits %d: must be 8 or 4", p.Bits)
+	}
+	if cols%p.Group(cols) != 0 {
+		return fmt.Errorf("row length %d is not a multiple of the group size %d", cols, p.GroupSize)
+	}
+	return nil
+}
+
+// nncfEps is float32 machine epsilon, NNCF's floor for a scale's magnitude.
+const nncfEps = float32(1.0 / (1 << 23))
+
+// QuantizeNNCF compresses rows of cols float32 values as NNCF does, bit for
+// bit: float32 arithmetic with every operation rounded to float32, real
+// division, rounding half to even, q computed with the float32 scale. It
+// appends the codes (one byte each for 8 bits, two per byte for 4 bits,
+// element 0 in the low nibble), one float32 scale per group (the caller
+// stores it as f16) and, for asymmetric modes, one zero point per group.
+func QuantizeNNCF(w []float32, cols int, p NNCFParams, codes []uint8, scales []float32, zps []uint8) ([]uint8, []float32, []uint8) {
+	g := p.Group(cols)
+	lo, hi := float32(0), float32(int(1)<<p.Bits-1)
+	if p.Sym {
+		lo, hi = -float32(int(1)<<(p.Bits-1)), float32(int(1)<<(p.Bits-1)-1)
+	}
+	for start := 0; start+g <= len(w); start += g {
+		grp := w[start : start+g]
+		var s, zp, mn float32
+		if p.Sym {
+			mn, mx := grp[0], grp[0]
+			for _, v := range grp {
+				mn, mx = min(mn, v), max(mx, v)
+			}
+			a := abs32(mn)
+			if a >= mx {
+				s = a / -lo
+			} else {
+				s = -mx / -lo
+			}
+		} else {
+			mx := float32(0) // the range always includes 0
+			for _, v := range grp {
+				mn, mx = min(mn, v), max(mx, v)
+			}
+			s = (mx - mn) / hi
+		}
+		if abs32(s) < nncfEps {
+			s = nncfEps
+		}
+		if !p.Sym {
+			zp = min(max(0-roundHalfEven(float32(mn/s)), 0), hi)
+			zps = append(zps, uint8(zp))
+		}
+		scales = append(scales, s)
+		for _, v := range grp {
+			t := float32(v / s)
+			if !p.Sym {
+				t = float32(t + zp)
+			}
+			q := min(max(roundHalfEven(t), lo), hi)
+			codes = append(codes, uint8(int8(q))&uint8(int(1)<<p.Bits-1))
+		}
+	}
+	return codes, scales, zps
+}
+
+// PackNibbles packs 4-bit codes two per byte, element 2k in the low nibble.
+// An odd count leaves the last high nibble zero.
+func PackNibbles(codes []uint8, out []byte) []byte {
+	for i := 0; i < len(codes); i += 2 {
+		b := codes[i] & 0xf
+		if i+1 < len(codes) {
+			b |= (codes[i+1] & 0xf) << 4
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// DequantizeNNCF reconstructs one code: (q - zp) * scale, or q * scale for
+// symmetric modes (codes are the raw stored bits).
+func DequantizeNNCF(code uint8, zp uint8, scale float32, p NNCFParams) float32 {
+	if p.Sym {
+		q := int(code)
+		if p.Bits == 4 && q >= 8 {
+			q -= 16
+		} else if p.Bits == 8 && q >= 128 {
+			q -= 256
+		}
+		return float32(q) * scale
+	}
+	return (float32(code) - float32(zp)) * scale
+}
