@@ -27,10 +27,29 @@ type Segment struct {
 
 // Quant describes how an output tensor is quantized.
 type Quant struct {
-	Mode      string `json:"mode"` // "mlx_affine"
+	Mode      string `json:"mode"` // "mlx_affine" or "nncf"
 	Bits      int    `json:"bits"`
-	GroupSize int    `json:"group_size"`
-	Rounding  string `json:"rounding"` // "gpu" or "cpu"
+	GroupSize int    `json:"group_size"`         // nncf: <= 0 per output channel
+	Rounding  string `json:"rounding,omitempty"` // mlx_affine: "gpu" or "cpu"
+	Sym       bool   `json:"sym,omitempty"`      // nncf
+}
+
+// Quantization modes.
+const (
+	ModeMLXAffine = "mlx_affine"
+	ModeNNCF      = "nncf"
+)
+
+// nncfTypes are NNCF's storage types.
+var nncfTypes = map[[2]int]st.DType{{8, 0}: "U8", {8, 1}: "I8", {4, 0}: "U4", {4, 1}: "I4"}
+
+// CodeType is the storage type of NNCF codes (and zero points).
+func (q *Quant) CodeType() st.DType {
+	sym := 0
+	if q.Sym {
+		sym = 1
+	}
+	return nncfTypes[[2]int{q.Bits, sym}]
 }
 
 // OutTensor is one output tensor: where its rows come from, what is done to
@@ -87,7 +106,20 @@ func (t *OutTensor) Entries() []st.Entry {
 	lead := t.Shape[:len(t.Shape)-1]
 	in := t.Shape[len(t.Shape)-1]
 	base := strings.TrimSuffix(t.Name, ".weight")
-	with := func(last int64) []int64 { return append(append([]int64{}, lead...), last) }
+	with := func(last ...int64) []int64 { return append(append([]int64{}, lead...), last...) }
+	if t.Quant.Mode == ModeNNCF {
+		// NNCF's layout: codes [.., N, K] per channel or [.., N, K/G, G] grouped;
+		// f16 scale (and zero point, for asymmetric modes) [.., N, 1] or [.., N, K/G, 1].
+		q, s := with(in), with(1)
+		if g := int64(t.Quant.GroupSize); g > 0 {
+			q, s = with(in/g, g), with(in/g, 1)
+		}
+		es := []st.Entry{{Name: t.Name, DType: t.Quant.CodeType(), Shape: q}, {Name: base + ".scale", DType: st.F16, Shape: s}}
+		if !t.Quant.Sym {
+			es = append(es, st.Entry{Name: base + ".zero_point", DType: t.Quant.CodeType(), Shape: s})
+		}
+		return es
+	}
 	return []st.Entry{
 		{Name: base + ".biases", DType: t.DType, Shape: with(in / int64(t.Quant.GroupSize))},
 		{Name: base + ".scales", DType: t.DType, Shape: with(in / int64(t.Quant.GroupSize))},
@@ -167,8 +199,20 @@ func (p *Plan) Validate(ck *st.Checkpoint) error {
 				return fmt.Errorf("plan: %s: rows [%d, %d) of %s (shape %v) out of range", t.Name, s.Row, s.Row+s.Rows, s.Source, src.Shape)
 			}
 		}
-		if t.Quant != nil && t.RowLen%int64(t.Quant.GroupSize) != 0 {
+		if t.Quant != nil && t.Quant.GroupSize > 0 && t.RowLen%int64(t.Quant.GroupSize) != 0 {
 			return fmt.Errorf("plan: %s: row length %d not a multiple of group size %d", t.Name, t.RowLen, t.Quant.GroupSize)
+		}
+		if q := t.Quant; q != nil && q.Mode == ModeNNCF && q.Bits == 4 {
+			// Zero points pack two per byte across rows: every run of rows must hold an even count.
+			groups := int64(1)
+			if q.GroupSize > 0 {
+				groups = t.RowLen / int64(q.GroupSize)
+			}
+			for _, s := range t.Segments {
+				if s.Rows*groups%2 != 0 {
+					return fmt.Errorf("plan: %s: %d rows of %d groups cannot be nibble-packed in pieces", t.Name, s.Rows, groups)
+				}
+			}
 		}
 	}
 	return nil

@@ -200,7 +200,6 @@ func (t *OutTensor) record() manifests.Tensor {
 func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File, offsets map[string]int64, chunkElems int64) (*tensorResult, error) {
 	res := &tensorResult{record: t.record()}
 	var f16Overflows int64
-	var maxAbs float64
 	srcHash := sha256.New()
 	entryHash := map[string]hash.Hash{}
 	for _, e := range res.record.Entries {
@@ -214,22 +213,18 @@ func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File
 	chunkRows := max(1, chunkElems/t.RowLen)
 	outSize, _ := t.DType.Size()
 	plusOne := t.Has(TNormPlusOne)
-	var qp quant.MLXAffineParams
-	var base string
+	var qz chunkQuantizer
 	if t.Quant != nil {
-		r, err := quant.ParseMLXRounding(t.Quant.Rounding)
-		if err != nil {
+		var err error
+		if qz, err = newChunkQuantizer(t); err != nil {
 			return nil, err
 		}
-		qp = quant.MLXAffineParams{Bits: t.Quant.Bits, GroupSize: t.Quant.GroupSize, Rounding: r}
-		base = t.Name[:len(t.Name)-len(".weight")]
+		chunkRows = max(2, chunkRows&^1) // nibble-packed zero points need even row counts
 	}
 	var (
-		raw, enc, packed []byte
-		vals, scales     []float32
-		biases, deq      []float32
-		sqErr            float64
-		nElems           int64
+		raw, enc []byte
+		vals     []float32
+		qe       quantErr
 	)
 	outRow := int64(0)
 	for _, seg := range t.Segments {
@@ -272,43 +267,15 @@ func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File
 				return nil, err
 			}
 			f16Overflows += int64(of)
-			if t.Quant == nil {
-				if err := write(t.Name, enc, offsets[t.Name]+outRow*t.RowLen*outSize); err != nil {
+			pieces := []piece{{t.Name, enc, t.RowLen * outSize, 1}}
+			if qz != nil {
+				if err := quant.DecodeF32(string(t.DType), enc, vals); err != nil {
 					return nil, err
 				}
-				outRow += n
-				continue
+				pieces = qz.quantize(vals, n, &qe)
 			}
-			if err := quant.DecodeF32(string(t.DType), enc, vals); err != nil {
-				return nil, err
-			}
-			packed, scales, biases = quant.QuantizeMLXAffine(vals, int(t.RowLen), qp, packed[:0], scales[:0], biases[:0])
-			groups := t.RowLen / int64(qp.GroupSize)
-			sEnc := make([]byte, int64(len(scales))*outSize)
-			bEnc := make([]byte, int64(len(biases))*outSize)
-			quant.EncodeF32(string(t.DType), scales, sEnc)
-			quant.EncodeF32(string(t.DType), biases, bEnc)
-			// Measure the error with the stored (rounded) scales and biases.
-			quant.DecodeF32(string(t.DType), sEnc, scales)
-			quant.DecodeF32(string(t.DType), bEnc, biases)
-			deq = grow(deq, t.RowLen)
-			rowBytes := int64(qp.PackedWords(int(t.RowLen)) * 4)
-			for i := int64(0); i < n; i++ {
-				quant.DequantizeMLXAffine(packed[i*rowBytes:(i+1)*rowBytes], int(t.RowLen), qp, scales[i*groups:], biases[i*groups:], deq)
-				for j, v := range deq {
-					d := math.Abs(float64(v - vals[i*t.RowLen+int64(j)]))
-					maxAbs = max(maxAbs, d)
-					sqErr += d * d
-				}
-			}
-			nElems += elems
-			writes := []struct {
-				name string
-				data []byte
-				unit int64
-			}{{t.Name, packed, rowBytes}, {base + ".scales", sEnc, groups * outSize}, {base + ".biases", bEnc, groups * outSize}}
-			for _, w := range writes {
-				if err := write(w.name, w.data, offsets[w.name]+outRow*w.unit); err != nil {
+			for _, pc := range pieces {
+				if err := write(pc.name, pc.data, offsets[pc.name]+pc.offset(outRow)); err != nil {
 					return nil, err
 				}
 			}
@@ -322,9 +289,9 @@ func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File
 	rec.SourceSHA256 = hex.EncodeToString(srcHash.Sum(nil))
 	rec.F16Overflows = f16Overflows
 	if t.Quant != nil {
-		rec.QuantError = &manifests.QuantError{MaxAbs: maxAbs}
-		if nElems > 0 {
-			rec.QuantError.RMS = math.Sqrt(sqErr / float64(nElems))
+		rec.QuantError = &manifests.QuantError{MaxAbs: qe.max}
+		if qe.n > 0 {
+			rec.QuantError.RMS = math.Sqrt(qe.sq / float64(qe.n))
 		}
 	}
 	for i := range rec.Entries {

@@ -1,0 +1,132 @@
+package convert
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/mtpconv/mtpconv/quant"
+)
+
+// piece is bytes for one stored entry covering some rows, which start at
+// byte outRow*num/den of the entry (den is 2 for nibble-packed zero points).
+type piece struct {
+	name     string
+	data     []byte
+	num, den int64
+}
+
+func (p piece) offset(outRow int64) int64 {
+	if p.den == 0 {
+		return outRow * p.num
+	}
+	return outRow * p.num / p.den
+}
+
+// quantErr accumulates the error of dequantized against cast values.
+type quantErr struct {
+	max, sq float64
+	n       int64
+}
+
+func (q *quantErr) add(got, want float32) {
+	d := math.Abs(float64(got - want))
+	q.max = max(q.max, d)
+	q.sq += d * d
+	q.n++
+}
+
+// chunkQuantizer turns rows of cast values into the stored entries of one mode.
+type chunkQuantizer interface {
+	quantize(vals []float32, rows int64, qe *quantErr) []piece
+}
+
+func newChunkQuantizer(t *OutTensor) (chunkQuantizer, error) {
+	base := strings.TrimSuffix(t.Name, ".weight")
+	switch t.Quant.Mode {
+	case ModeMLXAffine:
+		r, err := quant.ParseMLXRounding(t.Quant.Rounding)
+		if err != nil {
+			return nil, err
+		}
+		p := quant.MLXAffineParams{Bits: t.Quant.Bits, GroupSize: t.Quant.GroupSize, Rounding: r}
+		return &mlxChunks{t: t, base: base, p: p}, p.Validate(int(t.RowLen))
+	case ModeNNCF:
+		p := quant.NNCFParams{Bits: t.Quant.Bits, Sym: t.Quant.Sym, GroupSize: t.Quant.GroupSize}
+		return &nncfChunks{t: t, base: base, p: p}, p.Validate(int(t.RowLen))
+	}
+	return nil, fmt.Errorf("quantization mode %q", t.Quant.Mode)
+}
+
+// mlxChunks writes MLX affine: packed U32 codes, scales and biases in the weight dtype.
+type mlxChunks struct {
+	t      *OutTensor
+	base   string
+	p      quant.MLXAffineParams
+	packed []byte
+	s, b   []float32
+	deq    []float32
+}
+
+func (m *mlxChunks) quantize(vals []float32, rows int64, qe *quantErr) []piece {
+	t, p := m.t, m.p
+	outSize, _ := t.DType.Size()
+	m.packed, m.s, m.b = quant.QuantizeMLXAffine(vals, int(t.RowLen), p, m.packed[:0], m.s[:0], m.b[:0])
+	groups := t.RowLen / int64(p.GroupSize)
+	sEnc := make([]byte, int64(len(m.s))*outSize)
+	bEnc := make([]byte, int64(len(m.b))*outSize)
+	quant.EncodeF32(string(t.DType), m.s, sEnc)
+	quant.EncodeF32(string(t.DType), m.b, bEnc)
+	// The error is measured with the stored (rounded) scales and biases.
+	quant.DecodeF32(string(t.DType), sEnc, m.s)
+	quant.DecodeF32(string(t.DType), bEnc, m.b)
+	m.deq = grow(m.deq, t.RowLen)
+	rowBytes := int64(p.PackedWords(int(t.RowLen)) * 4)
+	for i := int64(0); i < rows; i++ {
+		quant.DequantizeMLXAffine(m.packed[i*rowBytes:(i+1)*rowBytes], int(t.RowLen), p, m.s[i*groups:], m.b[i*groups:], m.deq)
+		for j, v := range m.deq {
+			qe.add(v, vals[i*t.RowLen+int64(j)])
+		}
+	}
+	return []piece{{t.Name, m.packed, rowBytes, 1}, {m.base + ".scales", sEnc, groups * outSize, 1}, {m.base + ".biases", bEnc, groups * outSize, 1}}
+}
+
+// nncfChunks writes NNCF's layout: integer codes (nibble-packed for 4 bits),
+// f16 scales and, for asymmetric modes, zero points of the codes' type.
+type nncfChunks struct {
+	t     *OutTensor
+	base  string
+	p     quant.NNCFParams
+	codes []uint8
+	s     []float32
+	zps   []uint8
+}
+
+func (q *nncfChunks) quantize(vals []float32, rows int64, qe *quantErr) []piece {
+	t, p := q.t, q.p
+	q.codes, q.s, q.zps = quant.QuantizeNNCF(vals, int(t.RowLen), p, q.codes[:0], q.s[:0], q.zps[:0])
+	g := int64(p.Group(int(t.RowLen)))
+	groups := t.RowLen / g
+	sEnc := make([]byte, 2*len(q.s))
+	quant.EncodeF32("F16", q.s, sEnc)
+	stored := make([]float32, len(q.s))
+	quant.DecodeF32("F16", sEnc, stored)
+	for i, c := range q.codes {
+		grp := int64(i) / g
+		var zp uint8
+		if !p.Sym {
+			zp = q.zps[grp]
+		}
+		qe.add(quant.DequantizeNNCF(c, zp, stored[grp], p), vals[i])
+	}
+	codes, zps, den := []byte(q.codes), []byte(q.zps), int64(1)
+	if p.Bits == 4 {
+		// Two codes per byte; the plan keeps outRow*groups even for zero points.
+		codes, zps, den = quant.PackNibbles(q.codes, nil), quant.PackNibbles(q.zps, nil), 2
+	}
+	pieces := []piece{{t.Name, codes, t.RowLen, den}, {q.base + ".scale", sEnc, groups * 2, 1}}
+	if !p.Sym {
+		pieces = append(pieces, piece{q.base + ".zero_point", zps, groups, den})
+	}
+	return pieces
+}
