@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"golang.org/x/sync/errgroup"
 
@@ -295,7 +296,12 @@ func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File
 		}
 	}
 	for i := range rec.Entries {
-		rec.Entries[i].SHA256 = hex.EncodeToString(entryHash[rec.Entries[i].Name].Sum(nil))
+		e := &rec.Entries[i]
+		e.SHA256 = hex.EncodeToString(entryHash[e.Name].Sum(nil))
+		if strings.HasSuffix(t.File, ".bin") { // no header to find it by
+			e.Offset = offsets[e.Name]
+			e.Size = entryBytes(st.Entry{Name: e.Name, DType: st.DType(e.DType), Shape: e.Shape})
+		}
 	}
 	return res, nil
 }

@@ -102,6 +102,8 @@ type Entry struct {
 	DType  string  `json:"dtype"`
 	Shape  []int64 `json:"shape"`
 	SHA256 string  `json:"sha256"`
+	Offset int64   `json:"offset,omitempty"` // raw .bin files: where the bytes start
+	Size   int64   `json:"size,omitempty"`   // raw .bin files: how many bytes
 }
 
 // QuantError is the quantization error against the cast source values.

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtpconv/mtpconv/convert"
+	ov "github.com/mtpconv/mtpconv/formats/openvino"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -23,7 +24,9 @@ func exportCommand() *cli.Command {
 			&cli.StringFlag{Name: "src", Usage: "source: a folder, ORG/NAME[@rev] from the Hugging Face cache, or hf://ORG/NAME[@rev] read from the Hub by range", Required: true},
 			&cli.StringFlag{Name: "target", Usage: "mlx | combined | openvino", Required: true},
 			&cli.StringFlag{Name: "out", Usage: "output folder (must not exist unless --force)"},
-			&cli.StringFlag{Name: "head-precision", Value: "bf16", Usage: "f16 | bf16 | int8 | int4"},
+			&cli.StringFlag{Name: "head-precision", Usage: "f16 | bf16 | int8 | int4 (default bf16; openvino: f16)"},
+			&cli.StringFlag{Name: "lm-head-precision", Value: "int8", Usage: "openvino: f16 | int8 | int4 for the lm_head IR"},
+			&cli.BoolFlag{Name: "sym", Usage: "openvino: symmetric i8/i4 instead of asymmetric u8/u4 (NNCF INT*_SYM)"},
 			&cli.StringFlag{Name: "trunk-precision", Value: "bf16", Usage: "combined target: f16 | bf16 | int8 | int4"},
 			&cli.IntFlag{Name: "group-size", Value: 64, Usage: "quantization group size: 32 | 64 | 128"},
 			&cli.StringFlag{Name: "mlx-rounding", Value: "gpu", Usage: "gpu (what mlx_lm.convert gives on Apple silicon) | cpu (MLX's CPU kernel)"},
@@ -66,7 +69,11 @@ const holdAfterEnv = "MTPCONV_TEST_HOLD_AFTER_FILE"
 func mlxOptions(c *cli.Context) (convert.MLXOptions, error) {
 	o := convert.MLXOptions{GroupSize: c.Int("group-size"), Rounding: c.String("mlx-rounding"), RouterBits: c.Int("router-bits")}
 	var err error
-	if o.Head, err = convert.ParsePrecision(c.String("head-precision")); err != nil {
+	head := c.String("head-precision")
+	if head == "" {
+		head = "bf16"
+	}
+	if o.Head, err = convert.ParsePrecision(head); err != nil {
 		return o, usagef("--head-precision: %v", err)
 	}
 	if o.Trunk, err = convert.ParsePrecision(c.String("trunk-precision")); err != nil {
@@ -123,8 +130,15 @@ func runExport(c *cli.Context) error {
 		plan, err = convert.PlanMLX(m, o)
 	case convert.TargetCombined:
 		plan, err = convert.PlanCombined(m, o)
-	case "openvino":
-		return usagef("--target openvino is not available in this version yet; use mlx or combined")
+	case convert.TargetOpenVINO:
+		ovo := convert.OVOptions{Head: c.String("head-precision"), LMHead: c.String("lm-head-precision"), GroupSize: c.Int("group-size"), Sym: c.Bool("sym")}
+		if ovo.Head == "" {
+			ovo.Head = "f16"
+		}
+		if _, err := ovo.Validate(); err != nil {
+			return usageError{err}
+		}
+		plan, err = convert.PlanOpenVINO(m, ovo)
 	default:
 		return usagef("--target %q: must be mlx, combined or openvino", target)
 	}
@@ -165,6 +179,13 @@ func runExport(c *cli.Context) error {
 		})
 		if err != nil {
 			return err
+		}
+		if plan.Target == convert.TargetOpenVINO {
+			files, err := convert.WriteOpenVINOGraphs(dir, m, plan, ovRtInfo(plan, m))
+			if err != nil {
+				return err
+			}
+			res.Files = replaceFiles(res.Files, files)
 		}
 		man := &manifests.Manifest{
 			Schema: manifests.SchemaVersion, Tool: manifests.Tool{Name: "mtpconv", Version: version},
@@ -426,4 +447,35 @@ func printDryRun(c *cli.Context, m *convert.Model, p *convert.Plan, jobs int) er
 		fmt.Fprintln(out, "note:", n)
 	}
 	return nil
+}
+
+// ovRtInfo is the model-level rt_info of our IRs: tool, source, precisions, norm convention.
+func ovRtInfo(p *convert.Plan, m *convert.Model) []ov.Attr {
+	return []ov.Attr{
+		{Key: "mtpconv_version", Value: version},
+		{Key: "mtpconv_source", Value: m.Checkpoint.Source.Name()},
+		{Key: "mtpconv_family", Value: m.Family},
+		{Key: "mtpconv_head_precision", Value: p.Options["head_precision"]},
+		{Key: "mtpconv_lm_head_precision", Value: p.Options["lm_head_precision"]},
+		{Key: "mtpconv_group_size", Value: p.Options["group_size"]},
+		{Key: "mtpconv_sym", Value: p.Options["sym"]},
+		{Key: "mtpconv_norm_convention", Value: "zero-centred RMSNorm weights baked as 1+w"},
+		{Key: "mtpconv_kv_variables", Value: convert.OVKeyVariable + "," + convert.OVValueVariable},
+	}
+}
+
+// replaceFiles swaps in the final records of files rewritten after Run and appends new ones.
+func replaceFiles(files []manifests.File, final []manifests.File) []manifests.File {
+	idx := map[string]int{}
+	for i, f := range files {
+		idx[f.Name] = i
+	}
+	for _, f := range final {
+		if i, ok := idx[f.Name]; ok {
+			files[i] = f
+		} else {
+			files = append(files, f)
+		}
+	}
+	return files
 }

@@ -377,3 +377,18 @@ func (g *Graph) Range(name string, start, stop, step Output, et ElemType) Output
 func (g *Graph) Nodes() []*Node { return g.nodes }
 
 func (g *Graph) String() string { return fmt.Sprintf("graph %s: %d nodes", g.Name, len(g.nodes)) }
+
+// compare adds a comparison or logical op producing booleans.
+func (g *Graph) compare(typ, name string, a, b Output) Output {
+	return g.add(name, typ, "opset1", []Attr{{"auto_broadcast", "numpy"}}, []Output{a, b}, port{Boolean, broadcastShape(a.Shape(), b.Shape()), nil}).Out(0)
+}
+
+// LessEqual, NotEqual and LogicalAnd compare elementwise.
+func (g *Graph) LessEqual(name string, a, b Output) Output  { return g.compare("LessEqual", name, a, b) }
+func (g *Graph) NotEqual(name string, a, b Output) Output   { return g.compare("NotEqual", name, a, b) }
+func (g *Graph) LogicalAnd(name string, a, b Output) Output { return g.compare("LogicalAnd", name, a, b) }
+
+// Squeeze drops every unit axis (a [1] tensor becomes a scalar).
+func (g *Graph) Squeeze(name string, x Output) Output {
+	return g.add(name, "Squeeze", "opset1", nil, []Output{x}, port{x.Type(), nil, nil}).Out(0)
+}
