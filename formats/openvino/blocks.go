@@ -63,7 +63,7 @@ func (g *Graph) RMSNorm(name string, x Output, gamma Region, eps float32) Output
 	root := g.Sqrt(name+"/sqrt", add)
 	inv := g.Power(name+"/inv", root, g.ScalarF32(name+"/minus_one", -1))
 	norm := g.Multiply(name+"/normalize", x, inv)
-	gm := g.ConstAt(name+"/weight", F32, gamma.Shape, gamma.Offset, gamma.Size)
+	gm := g.ConstAt(name+".weight", F32, gamma.Shape, gamma.Offset, gamma.Size)
 	return g.Multiply(name+"/scale", gm, norm)
 }
 
