@@ -143,3 +143,49 @@ func TestRunChunkedEqualsWhole(t *testing.T) {
 		t.Fatal("chunked output differs")
 	}
 }
+
+func TestPlanOpenVINO(t *testing.T) {
+	for _, fx := range []string{fixtures.Qwen36, fixtures.Qwen35, fixtures.Next} {
+		m := load(t, fx)
+		p, err := PlanOpenVINO(m, OVOptions{Head: "int4", LMHead: "int8", GroupSize: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := byName(p)
+		if len(p.Tensors) != 21 {
+			t.Fatalf("%s: %d tensors", fx, len(p.Tensors))
+		}
+		for _, n := range []string{"mtp.layers.0.mlp.gate.weight", "mtp.layers.0.mlp.shared_expert_gate.weight"} {
+			if ts[n].Quant != nil || ts[n].DType != "F16" {
+				t.Errorf("%s: %s should stay f16: %+v", fx, n, ts[n].Quant)
+			}
+		}
+		if n := ts["mtp.norm.weight"]; n.DType != "F32" || !n.Has(TNormPlusOne) {
+			t.Errorf("%s: final norm %+v", fx, n)
+		}
+		e := ts["mtp.layers.0.mlp.switch_mlp.down_proj.weight"]
+		if e.Quant == nil || e.Quant.Mode != ModeNNCF || e.Quant.Bits != 4 || e.Quant.Sym || e.Quant.GroupSize != 64 || e.File != OVLayerBin {
+			t.Errorf("%s: experts %+v", fx, e.Quant)
+		}
+		entries := e.Entries()
+		if len(entries) != 3 || entries[0].DType != "U4" || len(entries[0].Shape) != 4 || entries[2].Name != "mtp.layers.0.mlp.switch_mlp.down_proj.zero_point" {
+			t.Errorf("%s: expert entries %+v", fx, entries)
+		}
+		if h := ts["lm_head.weight"]; h.File != OVLMHeadBin || h.Quant == nil || h.Quant.Bits != 8 || h.Quant.GroupSize != -1 {
+			t.Errorf("%s: lm_head %+v", fx, h.Quant)
+		}
+		lay, err := p.Layout(OVLayerBin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, off := range lay.Offsets {
+			if off%64 != 0 {
+				t.Errorf("%s: %s at unaligned offset %d", fx, name, off)
+			}
+		}
+	}
+	m := load(t, fixtures.Qwen36)
+	if _, err := PlanOpenVINO(m, OVOptions{Head: "int4", LMHead: "int8", GroupSize: 32}); err == nil {
+		t.Error("int4 group 32 accepted")
+	}
+}

@@ -187,7 +187,7 @@ func (t *OutTensor) record() manifests.Tensor {
 		case TCast:
 			tr.DType = string(t.DType)
 		case TQuantize:
-			tr.Mode, tr.Bits, tr.Group, tr.Rounding = t.Quant.Mode, t.Quant.Bits, t.Quant.GroupSize, t.Quant.Rounding
+			tr.Mode, tr.Bits, tr.Group, tr.Rounding, tr.Sym = t.Quant.Mode, t.Quant.Bits, t.Quant.GroupSize, t.Quant.Rounding, t.Quant.Sym
 		}
 		r.Transforms = append(r.Transforms, tr)
 	}

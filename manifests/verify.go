@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/quant"
@@ -72,7 +73,7 @@ func Verify(dir string, src *st.Checkpoint) (*Report, error) {
 	}()
 	for i := range m.Tensors {
 		t := &m.Tensors[i]
-		o, err := openOut(dir, t.File, outs)
+		o, err := openOut(dir, t.File, outs, m)
 		if err != nil {
 			r.add("file_unreadable", t.File, t.Name, "%v", err)
 			continue
@@ -109,7 +110,7 @@ func Verify(dir string, src *st.Checkpoint) (*Report, error) {
 		}
 		for i := range m.Tensors {
 			t := &m.Tensors[i]
-			o, err := openOut(dir, t.File, outs)
+			o, err := openOut(dir, t.File, outs, m)
 			if err != nil {
 				continue // reported above
 			}
@@ -136,12 +137,14 @@ func checkExperts(r *Report, m *Manifest, t *Tensor) {
 	}
 }
 
+// outFile is an output tensor file: a safetensors file found by its
+// header, or a raw OpenVINO .bin whose entries the manifest places.
 type outFile struct {
 	f *os.File
 	h *st.Header
 }
 
-func openOut(dir, name string, cache map[string]*outFile) (*outFile, error) {
+func openOut(dir, name string, cache map[string]*outFile, m *Manifest) (*outFile, error) {
 	if o, ok := cache[name]; ok {
 		return o, nil
 	}
@@ -157,8 +160,22 @@ func openOut(dir, name string, cache map[string]*outFile) (*outFile, error) {
 		f.Close()
 		return nil, err
 	}
-	h, err := st.ReadHeader(f, stat.Size(), name)
-	if err != nil {
+	var h *st.Header
+	if strings.HasSuffix(name, ".bin") {
+		h = &st.Header{File: name, FileSize: stat.Size()}
+		for _, t := range m.Tensors {
+			if t.File != name {
+				continue
+			}
+			for _, e := range t.Entries {
+				if e.Offset < 0 || e.Size < 0 || e.Offset+e.Size > stat.Size() {
+					f.Close()
+					return nil, fmt.Errorf("%s: tensor %s lies outside the %d-byte file", name, e.Name, stat.Size())
+				}
+				h.Tensors = append(h.Tensors, st.TensorInfo{Name: e.Name, DType: st.DType(e.DType), Shape: e.Shape, Begin: e.Offset, End: e.Offset + e.Size})
+			}
+		}
+	} else if h, err = st.ReadHeader(f, stat.Size(), name); err != nil {
 		f.Close()
 		return nil, err
 	}
@@ -198,6 +215,9 @@ func equal(a, b []int64) bool {
 func recompute(r *Report, src *st.Checkpoint, o *outFile, t *Tensor) error {
 	_, plusOne := t.Has("norm_plus_one")
 	q, quantized := t.Has("quantize")
+	if quantized && q.Mode == "nncf" {
+		return recomputeNNCF(r, src, o, t, q)
+	}
 	var qp quant.MLXAffineParams
 	if quantized {
 		if q.Mode != "mlx_affine" {
@@ -367,4 +387,87 @@ func sameBits(a, b []float32) bool {
 		}
 	}
 	return true
+}
+
+// recomputeNNCF checks an NNCF-compressed tensor: every code dequantizes,
+// with its stored f16 scale and zero point, to within one step of the
+// source cast to f16, and the codes hash as the manifest says (checked above).
+func recomputeNNCF(r *Report, src *st.Checkpoint, o *outFile, t *Tensor, q Transform) error {
+	p := quant.NNCFParams{Bits: q.Bits, Sym: q.Sym, GroupSize: q.Group}
+	base := strings.TrimSuffix(t.Name, ".weight")
+	codesE, ok1 := o.h.Lookup(t.Name)
+	scaleE, ok2 := o.h.Lookup(base + ".scale")
+	zpE, ok3 := o.h.Lookup(base + ".zero_point")
+	if !ok1 || !ok2 || (!p.Sym && !ok3) {
+		return fmt.Errorf("the codes, scale or zero point of %s are missing", t.Name)
+	}
+	read := func(e st.TensorInfo) ([]byte, error) {
+		b := make([]byte, e.End-e.Begin)
+		_, err := o.f.ReadAt(b, e.Begin)
+		return b, err
+	}
+	codes, err := read(codesE)
+	if err != nil {
+		return err
+	}
+	sb, err := read(scaleE)
+	if err != nil {
+		return err
+	}
+	var zps []byte
+	if !p.Sym {
+		if zps, err = read(zpE); err != nil {
+			return err
+		}
+	}
+	unpack := func(b []byte, i int64) uint8 {
+		if p.Bits == 8 {
+			return b[i]
+		}
+		return (b[i/2] >> (4 * (i % 2))) & 0xf
+	}
+	scales := make([]float32, len(sb)/2)
+	quant.DecodeF32("F16", sb, scales)
+	g := int64(p.Group(int(t.RowLen)))
+	var i int64
+	beyond := 0
+	var worst float64
+	h := sha256.New()
+	for _, seg := range t.Segments {
+		s, ok := src.Tensors[seg.Source]
+		if !ok {
+			return fmt.Errorf("source tensor %s is not in the source", seg.Source)
+		}
+		size, _ := s.DType.Size()
+		raw, err := src.ReadRange(s, seg.Row*t.RowLen*size, seg.Rows*t.RowLen*size, nil)
+		if err != nil {
+			return err
+		}
+		h.Write(raw)
+		v := make([]float32, seg.Rows*t.RowLen)
+		quant.DecodeF32(string(s.DType), raw, v)
+		enc := make([]byte, 2*len(v))
+		quant.EncodeF32("F16", v, enc)
+		quant.DecodeF32("F16", enc, v)
+		for _, want := range v {
+			grp := i / g
+			var zp uint8
+			if !p.Sym {
+				zp = unpack(zps, grp)
+			}
+			d := math.Abs(float64(quant.DequantizeNNCF(unpack(codes, i), zp, scales[grp], p) - want))
+			worst = max(worst, d)
+			if d > math.Abs(float64(scales[grp]))*1.001+1e-6 {
+				beyond++
+			}
+			i++
+		}
+	}
+	if hex.EncodeToString(h.Sum(nil)) != t.SourceSHA256 {
+		r.add("source_changed", t.File, t.Name, "the source bytes of %s differ from those it was made from", t.Name)
+	}
+	if beyond > 0 {
+		r.add("quant_bound", t.File, t.Name, "%s: %d values dequantize further than one step from the source (worst %g)", t.Name, beyond, worst)
+	}
+	return nil
 }

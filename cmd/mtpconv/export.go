@@ -186,6 +186,10 @@ func runExport(c *cli.Context) error {
 				return err
 			}
 			res.Files = replaceFiles(res.Files, files)
+			res.BytesOut = 0
+			for _, f := range res.Files {
+				res.BytesOut += f.Size
+			}
 		}
 		man := &manifests.Manifest{
 			Schema: manifests.SchemaVersion, Tool: manifests.Tool{Name: "mtpconv", Version: version},

@@ -40,6 +40,8 @@ func TestExportDeterministicAcrossJobs(t *testing.T) {
 		{fixtures.Qwen35, []string{"--target", "mlx", "--head-precision", "int8", "--group-size", "32"}},
 		{fixtures.Next, []string{"--target", "mlx", "--head-precision", "f16"}},
 		{fixtures.Qwen36, []string{"--target", "combined", "--trunk-precision", "int4", "--head-precision", "bf16"}},
+		{fixtures.Qwen35, []string{"--target", "openvino", "--head-precision", "int4", "--group-size", "128"}},
+		{fixtures.Next, []string{"--target", "openvino", "--head-precision", "int8", "--sym"}},
 	}
 	for _, c := range cases {
 		t.Run(c.fixture+strings.Join(c.args, ""), func(t *testing.T) {
@@ -128,8 +130,8 @@ func TestExportRefusesBadInputAndLeavesNothing(t *testing.T) {
 			[]string{"MTP head is incomplete", "mtp.layers.0.mlp.experts.{25,250..255}.down_proj.weight"}},
 		{"combined of qwen3-next", []string{"--src", fixtures.Ensure(t, fixtures.Next), "--target", "combined"}, exitFailure,
 			[]string{"--target combined supports qwen3_5_moe"}},
-		{"openvino not yet", []string{"--src", fixtures.Ensure(t, fixtures.Qwen36), "--target", "openvino"}, exitUsage,
-			[]string{"not available"}},
+		{"openvino bf16", []string{"--src", fixtures.Ensure(t, fixtures.Qwen36), "--target", "openvino", "--head-precision", "bf16"}, exitUsage,
+			[]string{`OpenVINO precision "bf16"`}},
 		{"bad precision", []string{"--src", missing, "--target", "mlx", "--head-precision", "int3"}, exitUsage,
 			[]string{`precision "int3"`}},
 		{"bad group size", []string{"--src", missing, "--target", "mlx", "--group-size", "48"}, exitUsage,
