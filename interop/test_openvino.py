@@ -236,3 +236,17 @@ def test_golden_nncf_vectors_are_current(tmp_path):
     assert sorted(a) == sorted(b)
     for k in a:
         assert a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]), k
+
+
+def test_readme_draft_step_runs(mtpconv, fixture_dirs, tmp_path_factory):
+    """The README's Python example drives the two IRs for one draft step."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("#### One draft step in Python", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    out = ir(mtpconv, fixture_dirs, tmp_path_factory, "a", "int4-g64")
+    emb, _ = embedding(fixture_dirs["a"])
+    rng = np.random.default_rng(3)
+    scope = {"out": str(out), "embed_tokens": emb.astype(np.float32), "tokens": [5, 17, 99, 3],
+             "next_token": 42, "trunk_hidden": rng.standard_normal((4, emb.shape[1])).astype(np.float32)}
+    exec(block, scope)
+    assert 0 <= scope["draft"] < emb.shape[0]
+    assert scope["last"].shape == (1, 4, emb.shape[1])
