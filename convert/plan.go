@@ -289,3 +289,14 @@ func entryBytes(e st.Entry) int64 {
 	size, _ := e.DType.Size()
 	return n * size
 }
+
+// SourceBytes is how many source bytes executing the plan reads.
+func (p *Plan) SourceBytes(ck *st.Checkpoint) int64 {
+	var n int64
+	for _, rs := range p.SourceRanges(ck) {
+		for _, r := range rs {
+			n += r[1] - r[0]
+		}
+	}
+	return n
+}

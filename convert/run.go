@@ -28,6 +28,9 @@ type RunOptions struct {
 	Reuse func(file string) (FileRecord, bool)
 	// OnFile is called when an output file is complete.
 	OnFile func(rec FileRecord)
+	// Progress, when set, is called with the source bytes of each chunk read
+	// (from several workers at once).
+	Progress func(n int64)
 }
 
 // FileRecord is one finished output file and the tensors it holds.
@@ -141,7 +144,7 @@ func runTensorFile(ctx context.Context, p *Plan, ck *st.Checkpoint, dir, file st
 			if err := gctx.Err(); err != nil {
 				return err
 			}
-			r, err := execTensor(gctx, ck, t, f, offsets, opt.ChunkElems)
+			r, err := execTensor(gctx, ck, t, f, offsets, opt.ChunkElems, opt.Progress)
 			if err != nil {
 				return fmt.Errorf("%s: tensor %s: %w", file, t.Name, err)
 			}
@@ -198,7 +201,7 @@ func (t *OutTensor) record() manifests.Tensor {
 }
 
 // execTensor streams one output tensor in row chunks.
-func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File, offsets map[string]int64, chunkElems int64) (*tensorResult, error) {
+func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File, offsets map[string]int64, chunkElems int64, progress func(int64)) (*tensorResult, error) {
 	res := &tensorResult{record: t.record()}
 	var f16Overflows int64
 	srcHash := sha256.New()
@@ -206,8 +209,16 @@ func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File
 	for _, e := range res.record.Entries {
 		entryHash[e.Name] = sha256.New()
 	}
+	// A tensor copied through unchanged (same dtype, no transform on values)
+	// has the bytes of its source: one hash serves both.
+	copyThrough := t.Quant == nil && !t.Has(TNormPlusOne)
+	for _, seg := range t.Segments {
+		copyThrough = copyThrough && ck.Tensors[seg.Source].DType == t.DType
+	}
 	write := func(name string, data []byte, off int64) error {
-		entryHash[name].Write(data)
+		if !copyThrough {
+			entryHash[name].Write(data)
+		}
 		_, err := f.WriteAt(data, off)
 		return err
 	}
@@ -232,8 +243,10 @@ func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File
 		src := ck.Tensors[seg.Source]
 		inSize, _ := src.DType.Size()
 		// A segment that covers its whole source tensor fingerprints that tensor.
+		// (With a single segment that is the tensor's own source hash.)
 		var whole hash.Hash
-		if seg.Row == 0 && seg.Rows*t.RowLen == src.Elements() {
+		isWhole := seg.Row == 0 && seg.Rows*t.RowLen == src.Elements()
+		if isWhole && len(t.Segments) > 1 {
 			whole = sha256.New()
 		}
 		for r := int64(0); r < seg.Rows; r += chunkRows {
@@ -248,9 +261,19 @@ func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File
 				return nil, err
 			}
 			res.read += int64(len(raw))
+			if progress != nil {
+				progress(int64(len(raw)))
+			}
 			srcHash.Write(raw)
 			if whole != nil {
 				whole.Write(raw)
+			}
+			if copyThrough {
+				if err := write(t.Name, raw, offsets[t.Name]+outRow*t.RowLen*outSize); err != nil {
+					return nil, err
+				}
+				outRow += n
+				continue
 			}
 			vals = grow(vals, elems)
 			if err := quant.DecodeF32(string(src.DType), raw, vals); err != nil {
@@ -282,12 +305,18 @@ func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File
 			}
 			outRow += n
 		}
-		if whole != nil {
+		switch {
+		case whole != nil:
 			res.sources = append(res.sources, manifests.SourceTensor{Name: seg.Source, SHA256: hex.EncodeToString(whole.Sum(nil))})
+		case isWhole:
+			res.sources = append(res.sources, manifests.SourceTensor{Name: seg.Source, SHA256: hex.EncodeToString(srcHash.Sum(nil))})
 		}
 	}
 	rec := &res.record
 	rec.SourceSHA256 = hex.EncodeToString(srcHash.Sum(nil))
+	if copyThrough {
+		entryHash[t.Name] = srcHash
+	}
 	rec.F16Overflows = f16Overflows
 	if t.Quant != nil {
 		rec.QuantError = &manifests.QuantError{MaxAbs: qe.max}

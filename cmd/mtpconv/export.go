@@ -163,20 +163,31 @@ func runExport(c *cli.Context) error {
 	}
 	w := &partialDir{out: out, resume: c.Bool("resume"), planHash: planHash(plan, fingerprint)}
 	sum := exportSummary{Target: target, Out: out, Tensors: len(plan.Tensors), Notes: plan.Notes, ReusedFiles: []string{}}
+	var bar *progress
+	if !c.Bool("quiet") && !c.Bool("json") && isTerminal(c.App.ErrWriter) {
+		bar = startProgress(c.App.ErrWriter, plan.SourceBytes(m.Checkpoint))
+	}
 	err = w.write(func(dir string) error {
-		res, err := convert.Run(c.Context, plan, m.Checkpoint, dir, convert.RunOptions{
+		opts := convert.RunOptions{
 			Jobs:  jobs,
 			Reuse: w.reuse,
 			OnFile: func(rec convert.FileRecord) {
 				w.finished(rec)
-				if !c.Bool("quiet") && !c.Bool("json") {
+				if !c.Bool("quiet") && !c.Bool("json") && bar == nil {
 					fmt.Fprintf(c.App.ErrWriter, "wrote %s (%d bytes)\n", rec.File.Name, rec.File.Size)
 				}
 				if os.Getenv(holdAfterEnv) == rec.File.Name {
 					time.Sleep(time.Hour)
 				}
 			},
-		})
+		}
+		if bar != nil {
+			opts.Progress = bar.add
+		}
+		res, err := convert.Run(c.Context, plan, m.Checkpoint, dir, opts)
+		if bar != nil {
+			bar.finish()
+		}
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -31,10 +32,19 @@ type usageError struct{ error }
 func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
 func main() {
+	if path := os.Getenv("MTPCONV_CPUPROFILE"); path != "" { // for performance work
+		if f, err := os.Create(path); err == nil {
+			pprof.StartCPUProfile(f)
+			defer pprof.StopCPUProfile()
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args, os.Stdout, os.Stderr)
 	stop()
-	os.Exit(code)
+	if code != 0 {
+		pprof.StopCPUProfile()
+		os.Exit(code)
+	}
 }
 
 // run executes the command line and returns the exit code.

@@ -1,0 +1,74 @@
+// Command readbound measures the read bound of an export: it plans the same
+// export as mtpconv would and reads exactly the source byte ranges the plan
+// needs, in 8 MiB preads, discarding them. It prints JSON: bytes, seconds.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/mtpconv/mtpconv/convert"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+)
+
+func main() {
+	src := flag.String("src", "", "source checkpoint folder")
+	target := flag.String("target", "mlx", "mlx | combined | openvino")
+	flag.Parse()
+	if err := run(*src, *target); err != nil {
+		fmt.Fprintln(os.Stderr, "readbound:", err)
+		os.Exit(1)
+	}
+}
+
+func run(src, target string) error {
+	m, err := convert.Load(st.DirSource(src))
+	if err != nil {
+		return err
+	}
+	defer m.Checkpoint.Close()
+	bf16, _ := convert.ParsePrecision("bf16")
+	o := convert.MLXOptions{Head: bf16, Trunk: bf16, GroupSize: 64, Rounding: "gpu", RouterBits: 8}
+	var p *convert.Plan
+	switch target {
+	case "mlx":
+		p, err = convert.PlanMLX(m, o)
+	case "combined":
+		p, err = convert.PlanCombined(m, o)
+	case "openvino":
+		p, err = convert.PlanOpenVINO(m, convert.OVOptions{Head: "f16", LMHead: "f16", GroupSize: 64})
+	default:
+		err = fmt.Errorf("target %q", target)
+	}
+	if err != nil {
+		return err
+	}
+	files := map[string]*os.File{}
+	for name := range p.SourceRanges(m.Checkpoint) {
+		f, err := os.Open(src + "/" + name)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		files[name] = f
+	}
+	buf := make([]byte, 8<<20)
+	start := time.Now()
+	var total int64
+	for name, ranges := range p.SourceRanges(m.Checkpoint) {
+		for _, r := range ranges {
+			for off := r[0]; off < r[1]; {
+				n := min(int64(len(buf)), r[1]-off)
+				if _, err := files[name].ReadAt(buf[:n], off); err != nil {
+					return err
+				}
+				off += n
+				total += n
+			}
+		}
+	}
+	return json.NewEncoder(os.Stdout).Encode(map[string]any{"bytes": total, "seconds": time.Since(start).Seconds()})
+}
