@@ -2,7 +2,6 @@ package convert
 
 import (
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/mtpconv/mtpconv/quant"
@@ -30,9 +29,12 @@ type quantErr struct {
 }
 
 func (q *quantErr) add(got, want float32) {
-	d := math.Abs(float64(got - want))
-	q.max = max(q.max, d)
-	q.sq += d * d
+	d := got - want
+	if d < 0 {
+		d = -d
+	}
+	q.max = max(q.max, float64(d))
+	q.sq += float64(d) * float64(d)
 	q.n++
 }
 
@@ -65,13 +67,16 @@ type mlxChunks struct {
 	p      quant.MLXAffineParams
 	packed []byte
 	s, b   []float32
-	deq    []float32
+	codes  []uint8
 }
 
 func (m *mlxChunks) quantize(vals []float32, rows int64, qe *quantErr) []piece {
 	t, p := m.t, m.p
 	outSize, _ := t.DType.Size()
-	m.packed, m.s, m.b = quant.QuantizeMLXAffine(vals, int(t.RowLen), p, m.packed[:0], m.s[:0], m.b[:0])
+	if m.codes == nil {
+		m.codes = make([]uint8, 0, len(vals)) // non-nil: ask for the codes
+	}
+	m.packed, m.s, m.b, m.codes = quant.QuantizeMLXAffineCodes(vals, int(t.RowLen), p, m.packed[:0], m.s[:0], m.b[:0], m.codes[:0])
 	groups := t.RowLen / int64(p.GroupSize)
 	sEnc := make([]byte, int64(len(m.s))*outSize)
 	bEnc := make([]byte, int64(len(m.b))*outSize)
@@ -80,13 +85,11 @@ func (m *mlxChunks) quantize(vals []float32, rows int64, qe *quantErr) []piece {
 	// The error is measured with the stored (rounded) scales and biases.
 	quant.DecodeF32(string(t.DType), sEnc, m.s)
 	quant.DecodeF32(string(t.DType), bEnc, m.b)
-	m.deq = grow(m.deq, t.RowLen)
 	rowBytes := int64(p.PackedWords(int(t.RowLen)) * 4)
-	for i := int64(0); i < rows; i++ {
-		quant.DequantizeMLXAffine(m.packed[i*rowBytes:(i+1)*rowBytes], int(t.RowLen), p, m.s[i*groups:], m.b[i*groups:], m.deq)
-		for j, v := range m.deq {
-			qe.add(v, vals[i*t.RowLen+int64(j)])
-		}
+	gs := p.GroupSize
+	for i, c := range m.codes {
+		g := i / gs
+		qe.add(m.s[g]*float32(c)+m.b[g], vals[i])
 	}
 	return []piece{{t.Name, m.packed, rowBytes, 1}, {m.base + ".scales", sEnc, groups * outSize, 1}, {m.base + ".biases", bEnc, groups * outSize, 1}}
 }

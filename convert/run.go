@@ -126,6 +126,15 @@ func runTensorFile(ctx context.Context, p *Plan, ck *st.Checkpoint, dir, file st
 		f.Close()
 		return rec, err
 	}
+	fh := newFileHasher(f, lay.Size)
+	fh.mark(0, int64(len(lay.Header)))
+	// Alignment gaps hold their final zeros already.
+	prev := int64(len(lay.Header))
+	for _, e := range lay.Entries {
+		fh.mark(prev, lay.Offsets[e.Name]-prev)
+		prev = lay.Offsets[e.Name] + lay.Sizes[e.Name]
+	}
+	fh.mark(prev, lay.Size-prev)
 	// Tensors in plan order; each task writes its own byte ranges.
 	var tensors []*OutTensor
 	seen := map[*OutTensor]bool{}
@@ -144,7 +153,7 @@ func runTensorFile(ctx context.Context, p *Plan, ck *st.Checkpoint, dir, file st
 			if err := gctx.Err(); err != nil {
 				return err
 			}
-			r, err := execTensor(gctx, ck, t, f, offsets, opt.ChunkElems, opt.Progress)
+			r, err := execTensor(gctx, ck, t, f, offsets, opt.ChunkElems, opt.Progress, fh.mark)
 			if err != nil {
 				return fmt.Errorf("%s: tensor %s: %w", file, t.Name, err)
 			}
@@ -152,18 +161,19 @@ func runTensorFile(ctx context.Context, p *Plan, ck *st.Checkpoint, dir, file st
 			return nil
 		})
 	}
-	err = g.Wait()
+	if err = g.Wait(); err != nil {
+		fh.stop()
+		f.Close()
+		return rec, err
+	}
+	sum, err := fh.sum()
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return rec, err
+		return rec, fmt.Errorf("%s: hashing: %w", file, err)
 	}
-	size, sum, err := manifests.HashFile(path)
-	if err != nil {
-		return rec, err
-	}
-	rec.File = manifests.File{Name: file, Size: size, SHA256: sum}
+	rec.File = manifests.File{Name: file, Size: lay.Size, SHA256: sum}
 	for _, r := range done {
 		rec.Tensors = append(rec.Tensors, r.record)
 		rec.Sources = append(rec.Sources, r.sources...)
@@ -201,7 +211,7 @@ func (t *OutTensor) record() manifests.Tensor {
 }
 
 // execTensor streams one output tensor in row chunks.
-func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File, offsets map[string]int64, chunkElems int64, progress func(int64)) (*tensorResult, error) {
+func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File, offsets map[string]int64, chunkElems int64, progress func(int64), written func(off, n int64)) (*tensorResult, error) {
 	res := &tensorResult{record: t.record()}
 	var f16Overflows int64
 	srcHash := sha256.New()
@@ -219,8 +229,11 @@ func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File
 		if !copyThrough {
 			entryHash[name].Write(data)
 		}
-		_, err := f.WriteAt(data, off)
-		return err
+		if _, err := f.WriteAt(data, off); err != nil {
+			return err
+		}
+		written(off, int64(len(data)))
+		return nil
 	}
 	chunkRows := max(1, chunkElems/t.RowLen)
 	outSize, _ := t.DType.Size()
@@ -284,19 +297,25 @@ func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File
 					vals[i] += 1
 				}
 			}
-			// Cast: round to the output dtype once; quantization sees the cast values.
-			enc = growBytes(enc, elems*outSize)
-			of, err := quant.EncodeF32(string(t.DType), vals, enc)
-			if err != nil {
-				return nil, err
-			}
-			f16Overflows += int64(of)
-			pieces := []piece{{t.Name, enc, t.RowLen * outSize, 1}}
-			if qz != nil {
-				if err := quant.DecodeF32(string(t.DType), enc, vals); err != nil {
+			var pieces []piece
+			if qz != nil && src.DType == t.DType && !plusOne {
+				// The cast is the identity: quantize the decoded values directly.
+				pieces = qz.quantize(vals, n, &qe)
+			} else {
+				// Cast: round to the output dtype once; quantization sees the cast values.
+				enc = growBytes(enc, elems*outSize)
+				of, err := quant.EncodeF32(string(t.DType), vals, enc)
+				if err != nil {
 					return nil, err
 				}
-				pieces = qz.quantize(vals, n, &qe)
+				f16Overflows += int64(of)
+				pieces = []piece{{t.Name, enc, t.RowLen * outSize, 1}}
+				if qz != nil {
+					if err := quant.DecodeF32(string(t.DType), enc, vals); err != nil {
+						return nil, err
+					}
+					pieces = qz.quantize(vals, n, &qe)
+				}
 			}
 			for _, pc := range pieces {
 				if err := write(pc.name, pc.data, offsets[pc.name]+pc.offset(outRow)); err != nil {

@@ -70,6 +70,13 @@ const mlxEps = float32(1e-7)
 // scales and biases, as float32 values to be rounded to the weight's dtype
 // by the caller. Arithmetic is float32 throughout, as in MLX.
 func QuantizeMLXAffine(w []float32, cols int, p MLXAffineParams, packed []byte, scales, biases []float32) ([]byte, []float32, []float32) {
+	packed, scales, biases, _ = QuantizeMLXAffineCodes(w, cols, p, packed, scales, biases, nil)
+	return packed, scales, biases
+}
+
+// QuantizeMLXAffineCodes is QuantizeMLXAffine that also appends every code
+// unpacked, one byte each, for callers that measure the error.
+func QuantizeMLXAffineCodes(w []float32, cols int, p MLXAffineParams, packed []byte, scales, biases []float32, all []uint8) ([]byte, []float32, []float32, []uint8) {
 	nBins := float32(int(1)<<p.Bits - 1)
 	codes := make([]uint8, p.GroupSize)
 	rowBytes := cols * p.Bits / 8
@@ -83,9 +90,12 @@ func QuantizeMLXAffine(w []float32, cols int, p MLXAffineParams, packed []byte, 
 			scales = append(scales, s)
 			biases = append(biases, b)
 			packCodes(out, g, codes, p.Bits)
+			if all != nil {
+				all = append(all, codes...)
+			}
 		}
 	}
-	return packed, scales, biases
+	return packed, scales, biases, all
 }
 
 // affineGroup computes one group's scale and bias and its codes.
@@ -118,9 +128,15 @@ func affineGroup(group []float32, nBins float32, rounding MLXRounding, codes []u
 		s = edge / q0
 		b = edge
 	}
-	for i, v := range group {
-		q := round((v - b) / s)
-		codes[i] = uint8(min(max(q, 0), nBins))
+	// Direct calls (not through round) so the hot loop inlines.
+	if rounding == MLXGPU {
+		for i, v := range group {
+			codes[i] = uint8(min(max(float32(math.Round(float64((v-b)/s))), 0), nBins))
+		}
+	} else {
+		for i, v := range group {
+			codes[i] = uint8(min(max(float32(math.RoundToEven(float64((v-b)/s))), 0), nBins))
+		}
 	}
 	return s, b
 }

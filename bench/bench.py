@@ -1,0 +1,169 @@
+"""Benchmark mtpconv on a real-size synthetic Qwen3.6 head (bench/run.sh runs it).
+
+For each target and precision it measures the export's wall time, source
+bytes and rate, and peak RSS (the kernel's VmHWM, read by mtpconv from /proc,
+and /usr/bin/time's maximum RSS), and prints ratios measured in the same run
+against (a) the read bound: reading exactly the same source byte ranges to
+nothing, and (b) the reference quantizers on the same tensors: mx.quantize
+(MLX CPU) for MLX int8/int4, nncf.compress_weights for OpenVINO int8/int4.
+Caches are dropped before every timed read or export when the machine allows
+it ("cold"); otherwise every number is with a warm page cache.
+"""
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = ROOT / "bench" / ".bin"
+SRC = ROOT / "bench" / ".data" / "qwen3.6-moe-full"
+WORK = ROOT / "bench" / ".data" / "out"
+
+CONFIGS = [
+    ("mlx", "bf16", ["--target", "mlx", "--head-precision", "bf16"]),
+    ("mlx", "f16", ["--target", "mlx", "--head-precision", "f16"]),
+    ("mlx", "int8", ["--target", "mlx", "--head-precision", "int8"]),
+    ("mlx", "int4", ["--target", "mlx", "--head-precision", "int4"]),
+    ("openvino", "f16", ["--target", "openvino", "--head-precision", "f16", "--lm-head-precision", "f16"]),
+    ("openvino", "int8", ["--target", "openvino", "--head-precision", "int8", "--lm-head-precision", "int8"]),
+    ("openvino", "int4", ["--target", "openvino", "--head-precision", "int4", "--lm-head-precision", "int8"]),
+    ("combined", "int4 trunk + bf16 head", ["--target", "combined", "--trunk-precision", "int4", "--head-precision", "bf16"]),
+]
+
+
+def drop_caches():
+    try:
+        subprocess.run(["sync"], check=True)
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def read_bound(target, cold):
+    if cold:
+        drop_caches()
+    out = subprocess.run([str(BIN / "readbound"), "--src", str(SRC), "--target", target], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)["seconds"]
+
+
+def export(args, cold):
+    out = WORK / "o"
+    shutil.rmtree(out, ignore_errors=True)
+    if cold:
+        drop_caches()
+    t0 = time.perf_counter()
+    res = subprocess.run(["/usr/bin/time", "-v", str(BIN / "mtpconv"), "export", "--src", str(SRC), "--out", str(out), "--json", *args],
+                         check=True, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    summary = json.loads(res.stdout)
+    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", res.stderr)
+    summary["time_maxrss"] = int(m.group(1)) * 1024 if m else 0
+    summary["wall"] = wall
+    return summary, out
+
+
+def mlx_reference(bits, out_f16_dir):
+    """mx.quantize on the CPU over the tensors our export quantizes, as bf16 inputs
+    already fixed (split/stacked) — only the quantization is timed."""
+    import mlx.core as mx
+    ours = mx.load(str(out_f16_dir / "model.safetensors"))
+    quant = json.loads((out_f16_dir.parent / f"mlx-int{bits}" / "config.json").read_text())["quantization"]
+    names = [k[: -len(".scales")] for k in mx.load(str(out_f16_dir.parent / f"mlx-int{bits}" / "model.safetensors")) if k.endswith(".scales")]
+    ws = {n: ours[n + ".weight"].astype(mx.bfloat16) for n in names}
+    mx.eval(list(ws.values()))
+    t0 = time.perf_counter()
+    outs = []
+    for n, w in ws.items():
+        q = quant.get(n, quant)
+        outs.append(mx.quantize(w, group_size=q["group_size"], bits=q["bits"], stream=mx.cpu))
+        mx.eval(outs[-1])
+    return time.perf_counter() - t0
+
+
+def nncf_reference(mode, f16_dir):
+    """nncf.compress_weights on our f16 IRs with the modes our export used — only the compression is timed."""
+    import nncf
+    import openvino as ov
+    core = ov.Core()
+    layer = core.read_model(f16_dir / "openvino_mtp_layer.xml")
+    head = core.read_model(f16_dir / "openvino_mtp_lm_head.xml")
+    ignored = nncf.IgnoredScope(names=["mtp.layers.0.mlp.experts/router", "mtp.layers.0.mlp.shared_expert_gate"])
+    kw = {"mode": getattr(nncf.CompressWeightsMode, mode), "ratio": 1.0}
+    if mode.startswith("INT4"):
+        kw.update(group_size=64, all_layers=True)
+    t0 = time.perf_counter()
+    nncf.compress_weights(layer, ignored_scope=ignored, **kw)
+    nncf.compress_weights(head, mode=nncf.CompressWeightsMode.INT8_ASYM)
+    return time.perf_counter() - t0
+
+
+def machine():
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
+    mem = next((l.split(":", 1)[1].strip() for l in open("/proc/meminfo") if l.startswith("MemTotal")), "?")
+    go = subprocess.run(["go", "version"], capture_output=True, text=True).stdout.strip()
+    return f"{os.cpu_count()} cores ({cpu}), {mem} RAM, {platform.system()} {platform.release()}, {go}, Python {platform.python_version()}"
+
+
+def main():
+    WORK.mkdir(parents=True, exist_ok=True)
+    cold = drop_caches()
+    rows = []
+    keep = {}
+    for target, prec, args in CONFIGS:
+        bound = read_bound(target, cold)
+        summary, out = export(args, cold)
+        name = f"{target}-{prec.split()[0]}"
+        if target in ("mlx", "openvino") and prec in ("bf16", "f16", "int8", "int4"):
+            dest = WORK / name
+            shutil.rmtree(dest, ignore_errors=True)
+            out.rename(dest)
+            keep[name] = dest
+        rows.append({"target": target, "precision": prec, "summary": summary, "read_bound": bound})
+        print(f"{target:9s} {prec:24s} {summary['wall']:7.2f} s  read bound {bound:6.2f} s", flush=True)
+    for r in rows:
+        ref = None
+        if r["target"] == "mlx" and r["precision"] in ("int8", "int4"):
+            ref = ("mx.quantize (MLX CPU)", mlx_reference(int(r["precision"][3:]), keep["mlx-bf16"]))
+        if r["target"] == "openvino" and r["precision"] in ("int8", "int4"):
+            ref = ("nncf.compress_weights", nncf_reference({"int8": "INT8_ASYM", "int4": "INT4_ASYM"}[r["precision"]], keep["openvino-f16"]))
+        r["reference"] = ref
+    lines = [
+        f"# mtpconv benchmark, {datetime.date.today().isoformat()}",
+        "",
+        f"Machine: {machine()}.",
+        f"Source: synthetic Qwen3.6-35B-A3B head at real size (hidden 2048, 16/2 heads of 256, 256 experts of 512, fused; "
+        f"lm_head 248320 x 2048; 4 trunk layers), generated by `go run ./cmd/mkfixtures qwen3.6-moe-full`.",
+        f"Page cache: {'dropped before every timed read and export (cold)' if cold else 'warm (dropping caches is not allowed here)'}.",
+        "Peak RSS: the kernel's VmHWM as mtpconv reports it (`--json`), and `/usr/bin/time -v` maximum RSS.",
+        "Reference times cover only the quantization call on already-loaded tensors; ours cover the whole export "
+        "(read, fix, quantize, write, hash, manifest).",
+        "",
+        "| target | precision | wall s | source GB | source GB/s | peak RSS MiB (VmHWM / time) | read bound s | × read bound | reference | reference s | × reference |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        s = r["summary"]
+        gb = s["bytes_read"] / 1e9
+        ref_name, ref_s = r["reference"] or ("", None)
+        ref_time = "" if ref_s is None else "%.2f" % ref_s
+        ref_ratio = "" if ref_s is None else "%.2f" % (s["wall"] / ref_s)
+        lines.append(
+            f"| {r['target']} | {r['precision']} | {s['wall']:.2f} | {gb:.2f} | {gb / s['wall']:.2f} | "
+            f"{s['peak_rss_bytes'] / 2**20:.0f} / {s['time_maxrss'] / 2**20:.0f} | {r['read_bound']:.2f} | {s['wall'] / r['read_bound']:.2f} | "
+            f"{ref_name} | {ref_time} | {ref_ratio} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    dest = ROOT / "bench" / "results" / f"{datetime.date.today().isoformat()}.md"
+    dest.write_text(text)
+    print(f"written to {dest.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Benchmark: builds mtpconv and the read-bound tool, generates (once, about
+# 10 GB) the real-size synthetic Qwen3.6 checkpoint, and runs bench.py, which
+# prints the table and writes bench/results/DATE.md. Needs the interop venv
+# (scripts/setup-interop.sh) for the reference quantizers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p bench/.bin
+go build -o bench/.bin/mtpconv ./cmd/mtpconv
+go build -o bench/.bin/readbound ./bench/readbound
+go run ./cmd/mkfixtures -out bench/.data qwen3.6-moe-full > /dev/null
+.venv/bin/python bench/bench.py
