@@ -22,25 +22,9 @@ func (p piece) offset(outRow int64) int64 {
 	return outRow * p.num / p.den
 }
 
-// quantErr accumulates the error of dequantized against cast values.
-type quantErr struct {
-	max, sq float64
-	n       int64
-}
-
-func (q *quantErr) add(got, want float32) {
-	d := got - want
-	if d < 0 {
-		d = -d
-	}
-	q.max = max(q.max, float64(d))
-	q.sq += float64(d) * float64(d)
-	q.n++
-}
-
 // chunkQuantizer turns rows of cast values into the stored entries of one mode.
 type chunkQuantizer interface {
-	quantize(vals []float32, rows int64, qe *quantErr) []piece
+	quantize(vals []float32, rows int64, qe *quant.ErrStats) []piece
 }
 
 func newChunkQuantizer(t *OutTensor) (chunkQuantizer, error) {
@@ -67,30 +51,18 @@ type mlxChunks struct {
 	p      quant.MLXAffineParams
 	packed []byte
 	s, b   []float32
-	codes  []uint8
 }
 
-func (m *mlxChunks) quantize(vals []float32, rows int64, qe *quantErr) []piece {
+func (m *mlxChunks) quantize(vals []float32, rows int64, qe *quant.ErrStats) []piece {
 	t, p := m.t, m.p
 	outSize, _ := t.DType.Size()
-	if m.codes == nil {
-		m.codes = make([]uint8, 0, len(vals)) // non-nil: ask for the codes
-	}
-	m.packed, m.s, m.b, m.codes = quant.QuantizeMLXAffineCodes(vals, int(t.RowLen), p, m.packed[:0], m.s[:0], m.b[:0], m.codes[:0])
+	m.packed, m.s, m.b = quant.QuantizeMLXAffineStats(vals, int(t.RowLen), p, m.packed[:0], m.s[:0], m.b[:0], string(t.DType), qe)
 	groups := t.RowLen / int64(p.GroupSize)
 	sEnc := make([]byte, int64(len(m.s))*outSize)
 	bEnc := make([]byte, int64(len(m.b))*outSize)
 	quant.EncodeF32(string(t.DType), m.s, sEnc)
 	quant.EncodeF32(string(t.DType), m.b, bEnc)
-	// The error is measured with the stored (rounded) scales and biases.
-	quant.DecodeF32(string(t.DType), sEnc, m.s)
-	quant.DecodeF32(string(t.DType), bEnc, m.b)
 	rowBytes := int64(p.PackedWords(int(t.RowLen)) * 4)
-	gs := p.GroupSize
-	for i, c := range m.codes {
-		g := i / gs
-		qe.add(m.s[g]*float32(c)+m.b[g], vals[i])
-	}
 	return []piece{{t.Name, m.packed, rowBytes, 1}, {m.base + ".scales", sEnc, groups * outSize, 1}, {m.base + ".biases", bEnc, groups * outSize, 1}}
 }
 
@@ -105,23 +77,14 @@ type nncfChunks struct {
 	zps   []uint8
 }
 
-func (q *nncfChunks) quantize(vals []float32, rows int64, qe *quantErr) []piece {
+func (q *nncfChunks) quantize(vals []float32, rows int64, qe *quant.ErrStats) []piece {
 	t, p := q.t, q.p
-	q.codes, q.s, q.zps = quant.QuantizeNNCF(vals, int(t.RowLen), p, q.codes[:0], q.s[:0], q.zps[:0])
+	q.codes, q.s, q.zps = quant.QuantizeNNCFStats(vals, int(t.RowLen), p, q.codes[:0], q.s[:0], q.zps[:0], qe)
 	g := int64(p.Group(int(t.RowLen)))
 	groups := t.RowLen / g
 	sEnc := make([]byte, 2*len(q.s))
 	quant.EncodeF32("F16", q.s, sEnc)
-	stored := make([]float32, len(q.s))
-	quant.DecodeF32("F16", sEnc, stored)
-	for i, c := range q.codes {
-		grp := int64(i) / g
-		var zp uint8
-		if !p.Sym {
-			zp = q.zps[grp]
-		}
-		qe.add(quant.DequantizeNNCF(c, zp, stored[grp], p), vals[i])
-	}
+
 	codes, zps, den := []byte(q.codes), []byte(q.zps), int64(1)
 	if p.Bits == 4 {
 		// Two codes per byte; the plan keeps outRow*groups even for zero points.

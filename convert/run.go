@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -249,7 +248,7 @@ func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File
 	var (
 		raw, enc []byte
 		vals     []float32
-		qe       quantErr
+		qe       quant.ErrStats
 	)
 	outRow := int64(0)
 	for _, seg := range t.Segments {
@@ -338,10 +337,7 @@ func execTensor(ctx context.Context, ck *st.Checkpoint, t *OutTensor, f *os.File
 	}
 	rec.F16Overflows = f16Overflows
 	if t.Quant != nil {
-		rec.QuantError = &manifests.QuantError{MaxAbs: qe.max}
-		if qe.n > 0 {
-			rec.QuantError.RMS = math.Sqrt(qe.sq / float64(qe.n))
-		}
+		rec.QuantError = &manifests.QuantError{MaxAbs: qe.Max, RMS: qe.RMS()}
 	}
 	for i := range rec.Entries {
 		e := &rec.Entries[i]

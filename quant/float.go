@@ -23,17 +23,41 @@ func F32ToBF16(f float32) uint16 {
 	return uint16(u >> 16)
 }
 
+// f16Table holds every half-precision value decoded (x448/float16 fills it once).
+var f16Table = func() *[1 << 16]float32 {
+	var t [1 << 16]float32
+	for i := range t {
+		t[i] = float16.Frombits(uint16(i)).Float32()
+	}
+	return &t
+}()
+
 // F16ToF32 decodes an IEEE half-precision bit pattern exactly.
-func F16ToF32(h uint16) float32 { return float16.Frombits(h).Float32() }
+func F16ToF32(h uint16) float32 { return f16Table[h] }
 
 // F32ToF16 rounds to the nearest half, ties to even, and reports whether a
-// finite input overflowed to infinity.
+// finite input overflowed to infinity. (Bit arithmetic; the tests check it
+// against x448/float16.)
 func F32ToF16(f float32) (h uint16, overflow bool) {
-	v := float16.Fromfloat32(f)
-	if v.IsInf(0) && !math.IsInf(float64(f), 0) {
-		overflow = true
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	abs := b & 0x7fffffff
+	switch {
+	case abs > 0x7f800000: // NaN: keep it quiet
+		return sign | 0x7e00 | uint16(abs>>13)&0x3ff, false
+	case abs == 0x7f800000:
+		return sign | 0x7c00, false
+	case abs >= 0x38800000: // at least 2^-14: a normal half, unless it rounds past the top
+		r := abs - (112 << 23) // rebias the exponent from 127 to 15
+		r += 0x0fff + (r>>13)&1
+		if r >= 0x0f800000 { // 65520 and above round to infinity
+			return sign | 0x7c00, true
+		}
+		return sign | uint16(r>>13), false
+	default: // a subnormal half (or zero): scale by 2^24 exactly and round to even
+		v := math.Float32frombits(abs) * (1 << 24)
+		return sign | uint16(math.RoundToEven(float64(v))), false
 	}
-	return v.Bits(), overflow
 }
 
 // DecodeF32 decodes little-endian src of the named dtype (BF16, F16 or F32)

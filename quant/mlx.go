@@ -77,6 +77,18 @@ func QuantizeMLXAffine(w []float32, cols int, p MLXAffineParams, packed []byte, 
 // QuantizeMLXAffineCodes is QuantizeMLXAffine that also appends every code
 // unpacked, one byte each, for callers that measure the error.
 func QuantizeMLXAffineCodes(w []float32, cols int, p MLXAffineParams, packed []byte, scales, biases []float32, all []uint8) ([]byte, []float32, []float32, []uint8) {
+	return quantizeMLX(w, cols, p, packed, scales, biases, all, "", nil)
+}
+
+// QuantizeMLXAffineStats is QuantizeMLXAffine that also accumulates the error
+// of the stored form: codes dequantized with the scale and bias rounded to
+// dtype (the weight's BF16, F16 or F32).
+func QuantizeMLXAffineStats(w []float32, cols int, p MLXAffineParams, packed []byte, scales, biases []float32, dtype string, stats *ErrStats) ([]byte, []float32, []float32) {
+	packed, scales, biases, _ = quantizeMLX(w, cols, p, packed, scales, biases, nil, dtype, stats)
+	return packed, scales, biases
+}
+
+func quantizeMLX(w []float32, cols int, p MLXAffineParams, packed []byte, scales, biases []float32, all []uint8, dtype string, stats *ErrStats) ([]byte, []float32, []float32, []uint8) {
 	nBins := float32(int(1)<<p.Bits - 1)
 	codes := make([]uint8, p.GroupSize)
 	rowBytes := cols * p.Bits / 8
@@ -93,6 +105,14 @@ func QuantizeMLXAffineCodes(w []float32, cols int, p MLXAffineParams, packed []b
 			if all != nil {
 				all = append(all, codes...)
 			}
+			if stats != nil {
+				sr, br := roundTo(dtype, s), roundTo(dtype, b)
+				var e errAcc
+				for i, v := range row[g : g+p.GroupSize] {
+					e.add(sr*float32(codes[i]) + br - v)
+				}
+				stats.merge(&e, p.GroupSize)
+			}
 		}
 	}
 	return packed, scales, biases, all
@@ -106,8 +126,12 @@ func affineGroup(group []float32, nBins float32, rounding MLXRounding, codes []u
 		wMax = 0
 	}
 	for _, v := range group {
-		wMin = min(wMin, v)
-		wMax = max(wMax, v)
+		if v < wMin {
+			wMin = v
+		}
+		if v > wMax {
+			wMax = v
+		}
 	}
 	round := roundHalfEven
 	if rounding == MLXGPU {
@@ -128,14 +152,15 @@ func affineGroup(group []float32, nBins float32, rounding MLXRounding, codes []u
 		s = edge / q0
 		b = edge
 	}
-	// Direct calls (not through round) so the hot loop inlines.
+	// The quotient is limited to [-1, nBins+1] before rounding: the clamped
+	// code is unchanged, and small values round with plain float32 arithmetic.
 	if rounding == MLXGPU {
 		for i, v := range group {
-			codes[i] = uint8(min(max(float32(math.Round(float64((v-b)/s))), 0), nBins))
+			codes[i] = uint8(clamp(roundAwayNonNeg(clamp(float32((v-b)/s), 0, nBins+1)), 0, nBins))
 		}
 	} else {
 		for i, v := range group {
-			codes[i] = uint8(min(max(float32(math.RoundToEven(float64((v-b)/s))), 0), nBins))
+			codes[i] = uint8(clamp(roundEvenSmall(clamp(float32((v-b)/s), -1, nBins+1)), 0, nBins))
 		}
 	}
 	return s, b
@@ -173,4 +198,33 @@ func abs32(x float32) float32 { return float32(math.Abs(float64(x))) }
 
 func roundHalfEven(x float32) float32 { return float32(math.RoundToEven(float64(x))) }
 
+// rneMagic is 1.5*2^23: adding and subtracting it rounds a float32 of
+// magnitude below 2^22 to an integer, ties to even (the FPU's mode).
+const rneMagic = float32(12582912)
+
+// roundEvenSmall rounds x, |x| < 2^22, half to even.
+func roundEvenSmall(x float32) float32 { return float32(float32(x+rneMagic) - rneMagic) }
+
+// roundAwayNonNeg rounds x, 0 <= x < 2^31, half away from zero. (A negative
+// quotient clamps to code 0 either way, so callers pass max(x, 0).)
+func roundAwayNonNeg(x float32) float32 {
+	t := float32(int32(x))
+	if x-t >= 0.5 {
+		t++
+	}
+	return t
+}
+
 func roundHalfAway(x float32) float32 { return float32(math.Round(float64(x))) }
+
+// roundTo rounds one value to a float dtype as stored.
+func roundTo(dtype string, v float32) float32 {
+	switch dtype {
+	case "BF16":
+		return BF16ToF32(F32ToBF16(v))
+	case "F16":
+		h, _ := F32ToF16(v)
+		return F16ToF32(h)
+	}
+	return v
+}

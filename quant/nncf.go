@@ -1,6 +1,9 @@
 package quant
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // NNCFParams selects one of NNCF's integer weight compression modes:
 // INT8_ASYM / INT8_SYM per output channel (GroupSize <= 0), INT4_ASYM /
@@ -49,6 +52,12 @@ const nncfEps = float32(1.0 / (1 << 23))
 // element 0 in the low nibble), one float32 scale per group (the caller
 // stores it as f16) and, for asymmetric modes, one zero point per group.
 func QuantizeNNCF(w []float32, cols int, p NNCFParams, codes []uint8, scales []float32, zps []uint8) ([]uint8, []float32, []uint8) {
+	return QuantizeNNCFStats(w, cols, p, codes, scales, zps, nil)
+}
+
+// QuantizeNNCFStats is QuantizeNNCF that also accumulates, when stats is not
+// nil, the error of the stored form: codes dequantized with the f16 scale.
+func QuantizeNNCFStats(w []float32, cols int, p NNCFParams, codes []uint8, scales []float32, zps []uint8, stats *ErrStats) ([]uint8, []float32, []uint8) {
 	g := p.Group(cols)
 	lo, hi := float32(0), float32(int(1)<<p.Bits-1)
 	if p.Sym {
@@ -60,7 +69,12 @@ func QuantizeNNCF(w []float32, cols int, p NNCFParams, codes []uint8, scales []f
 		if p.Sym {
 			mn, mx := grp[0], grp[0]
 			for _, v := range grp {
-				mn, mx = min(mn, v), max(mx, v)
+				if v < mn {
+					mn = v
+				}
+				if v > mx {
+					mx = v
+				}
 			}
 			a := abs32(mn)
 			if a >= mx {
@@ -71,7 +85,12 @@ func QuantizeNNCF(w []float32, cols int, p NNCFParams, codes []uint8, scales []f
 		} else {
 			mx := float32(0) // the range always includes 0
 			for _, v := range grp {
-				mn, mx = min(mn, v), max(mx, v)
+				if v < mn {
+					mn = v
+				}
+				if v > mx {
+					mx = v
+				}
 			}
 			s = (mx - mn) / hi
 		}
@@ -83,13 +102,46 @@ func QuantizeNNCF(w []float32, cols int, p NNCFParams, codes []uint8, scales []f
 			zps = append(zps, uint8(zp))
 		}
 		scales = append(scales, s)
-		for _, v := range grp {
-			t := float32(v / s)
-			if !p.Sym {
-				t = float32(t + zp)
+		n := len(codes)
+		codes = append(codes, make([]uint8, len(grp))...)
+		out := codes[n:]
+		mask := uint8(int(1)<<p.Bits - 1)
+		h, _ := F32ToF16(s)
+		stored := F16ToF32(h)
+		// The error accumulators stay in registers: a float32 max and two
+		// float32 partial sums per group (promoted when merged).
+		var emax, sq0, sq1 float32
+		if p.Sym {
+			for i, v := range grp {
+				q := clamp(roundEvenSmall(clamp(float32(v/s), lo-1, hi+1)), lo, hi)
+				out[i] = uint8(int8(q)) & mask
+				d := abs32f(q*stored - v)
+				if d > emax {
+					emax = d
+				}
+				if i&1 == 0 {
+					sq0 += d * d
+				} else {
+					sq1 += d * d
+				}
 			}
-			q := min(max(roundHalfEven(t), lo), hi)
-			codes = append(codes, uint8(int8(q))&uint8(int(1)<<p.Bits-1))
+		} else {
+			for i, v := range grp {
+				q := clamp(roundEvenSmall(clamp(float32(float32(v/s)+zp), lo-1, hi+1)), lo, hi)
+				out[i] = uint8(q)
+				d := abs32f((q-zp)*stored - v)
+				if d > emax {
+					emax = d
+				}
+				if i&1 == 0 {
+					sq0 += d * d
+				} else {
+					sq1 += d * d
+				}
+			}
+		}
+		if stats != nil {
+			stats.mergeGroup(emax, float64(sq0)+float64(sq1), len(grp))
 		}
 	}
 	return codes, scales, zps
@@ -121,4 +173,67 @@ func DequantizeNNCF(code uint8, zp uint8, scale float32, p NNCFParams) float32 {
 		return float32(q) * scale
 	}
 	return (float32(code) - float32(zp)) * scale
+}
+
+// ErrStats accumulates the quantization error of stored against input values.
+type ErrStats struct {
+	Max   float64
+	SumSq float64
+	N     int64
+}
+
+// RMS is the root mean square error.
+func (s *ErrStats) RMS() float64 {
+	if s.N == 0 {
+		return 0
+	}
+	return math.Sqrt(s.SumSq / float64(s.N))
+}
+
+// errAcc is a group's error in registers.
+type errAcc struct {
+	max float32
+	sq  float64
+}
+
+func (e *errAcc) add(d float32) {
+	if d < 0 {
+		d = -d
+	}
+	if d > e.max {
+		e.max = d
+	}
+	e.sq += float64(d * d)
+}
+
+// clamp limits x to [lo, hi] with plain comparisons (the min and max
+// builtins handle NaN and signed zeros, which costs in hot loops).
+func clamp(x, lo, hi float32) float32 {
+	if x < lo {
+		return lo
+	}
+	if x > hi {
+		return hi
+	}
+	return x
+}
+
+func (s *ErrStats) mergeGroup(emax float32, sq float64, n int) {
+	s.Max = max(s.Max, float64(emax))
+	s.SumSq += sq
+	s.N += int64(n)
+}
+
+// abs32f is |x| without a float64 round trip.
+func abs32f(x float32) float32 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+func (s *ErrStats) merge(e *errAcc, n int) {
+	s.Max = max(s.Max, float64(e.max))
+	s.SumSq += e.sq
+	s.N += int64(n)
 }
