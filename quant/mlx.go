@@ -156,7 +156,7 @@ func affineGroup(group []float32, nBins float32, rounding MLXRounding, codes []u
 	// code is unchanged, and small values round with plain float32 arithmetic.
 	if rounding == MLXGPU {
 		for i, v := range group {
-			codes[i] = uint8(clamp(roundAwayNonNeg(clamp(float32((v-b)/s), 0, nBins+1)), 0, nBins))
+			codes[i] = uint8(clamp(float32(math.Round(float64((v-b)/s))), 0, nBins))
 		}
 	} else {
 		for i, v := range group {
@@ -205,15 +205,6 @@ const rneMagic = float32(12582912)
 // roundEvenSmall rounds x, |x| < 2^22, half to even.
 func roundEvenSmall(x float32) float32 { return float32(float32(x+rneMagic) - rneMagic) }
 
-// roundAwayNonNeg rounds x, 0 <= x < 2^31, half away from zero. (A negative
-// quotient clamps to code 0 either way, so callers pass max(x, 0).)
-func roundAwayNonNeg(x float32) float32 {
-	t := float32(int32(x))
-	if x-t >= 0.5 {
-		t++
-	}
-	return t
-}
 
 func roundHalfAway(x float32) float32 { return float32(math.Round(float64(x))) }
 

@@ -384,9 +384,11 @@ func (g *Graph) compare(typ, name string, a, b Output) Output {
 }
 
 // LessEqual, NotEqual and LogicalAnd compare elementwise.
-func (g *Graph) LessEqual(name string, a, b Output) Output  { return g.compare("LessEqual", name, a, b) }
-func (g *Graph) NotEqual(name string, a, b Output) Output   { return g.compare("NotEqual", name, a, b) }
-func (g *Graph) LogicalAnd(name string, a, b Output) Output { return g.compare("LogicalAnd", name, a, b) }
+func (g *Graph) LessEqual(name string, a, b Output) Output { return g.compare("LessEqual", name, a, b) }
+func (g *Graph) NotEqual(name string, a, b Output) Output  { return g.compare("NotEqual", name, a, b) }
+func (g *Graph) LogicalAnd(name string, a, b Output) Output {
+	return g.compare("LogicalAnd", name, a, b)
+}
 
 // Squeeze drops every unit axis (a [1] tensor becomes a scalar).
 func (g *Graph) Squeeze(name string, x Output) Output {
