@@ -2,6 +2,7 @@ package convert
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -133,7 +134,7 @@ func checkTensors(names map[string]*st.Tensor, prefix string, wants []want, foun
 			continue
 		}
 		found[name] = true
-		if !equalShape(t.Shape, w.shape) {
+		if !slices.Equal(t.Shape, w.shape) {
 			problems = append(problems, fmt.Sprintf("%s: tensor %s has shape %v, the config implies %v", t.Shard.Name, name, t.Shape, w.shape))
 		}
 		switch t.DType {
@@ -148,18 +149,6 @@ func checkTensors(names map[string]*st.Tensor, prefix string, wants []want, foun
 		problems = append(problems, "missing: "+strings.Join(compressExpertNames(missing), ", "))
 	}
 	return problems
-}
-
-func equalShape(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // compressExpertNames folds runs like experts.3.x, experts.4.x into experts.{3..4}.x

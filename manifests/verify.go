@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
@@ -85,7 +86,7 @@ func Verify(dir string, src *st.Checkpoint) (*Report, error) {
 				r.add("tensor_missing", t.File, e.Name, "%s: tensor %s is missing", t.File, e.Name)
 				continue
 			}
-			if string(info.DType) != e.DType || !equal(info.Shape, e.Shape) {
+			if string(info.DType) != e.DType || !slices.Equal(info.Shape, e.Shape) {
 				r.add("tensor_shape", t.File, e.Name, "%s: tensor %s is %s %v; the manifest records %s %v", t.File, e.Name, info.DType, info.Shape, e.DType, e.Shape)
 				continue
 			}
@@ -196,18 +197,6 @@ func hashRange(f *os.File, begin, end int64) (string, error) {
 		off += n
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-func equal(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // recompute rebuilds a tensor's values from the source, row chunk by row

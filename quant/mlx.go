@@ -205,7 +205,6 @@ const rneMagic = float32(12582912)
 // roundEvenSmall rounds x, |x| < 2^22, half to even.
 func roundEvenSmall(x float32) float32 { return float32(float32(x+rneMagic) - rneMagic) }
 
-
 func roundHalfAway(x float32) float32 { return float32(math.Round(float64(x))) }
 
 // roundTo rounds one value to a float dtype as stored.

@@ -116,9 +116,7 @@ func runExport(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if remote != nil {
-		defer remote.Close()
-	}
+	defer remote.Close()
 	m, err := convert.Load(source)
 	if err != nil {
 		return err

@@ -40,9 +40,7 @@ func inspectCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if remote != nil {
-				defer remote.Close()
-			}
+			defer remote.Close()
 			m, err := convert.Load(source)
 			if err != nil {
 				return err

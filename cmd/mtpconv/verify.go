@@ -37,9 +37,7 @@ func verifyCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				if remote != nil {
-					defer remote.Close()
-				}
+				defer remote.Close()
 				ck, err := st.Open(source)
 				if err != nil {
 					return fmt.Errorf("%s: %w", s, err)

@@ -136,8 +136,11 @@ func (r *Remote) TotalBytes() int64 {
 	return n
 }
 
-// Close removes the spooled ranges.
+// Close removes the spooled ranges. A nil Remote (a local source) has nothing to close.
 func (r *Remote) Close() error {
+	if r == nil {
+		return nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, s := range r.spools {
