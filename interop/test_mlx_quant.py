@@ -91,3 +91,32 @@ def test_norm_plus_one_exactly_once(key, mtpconv, fixture_dirs, tmp_path):
         assert np.array_equal(got, want), k
         # Never judged by magnitude: compared with the source, neither w nor w+2.
         assert np.abs(got - w).min() > 0.5 and np.abs(got - (w + 2)).min() > 0.5, k
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_dequantized_head_within_bound_of_source(bits, mtpconv, fixture_dirs, tmp_path):
+    """Every quantized head tensor, dequantized with the format's formula, is
+    within one step (plus the bf16 rounding of its scale) of the fixed source."""
+    from test_mlx_head import dequantize
+
+    src = fixture_dirs["a"]
+    out = export(mtpconv, src, tmp_path / "o", "--target", "mlx", "--head-precision", f"int{bits}")
+    cfg = json.loads((src / "config.json").read_text())["text_config"]
+    quant = json.loads((out / "config.json").read_text())["quantization"]
+    raw = load_raw(src, "mtp.")
+    ours = mx.load(str(out / "model.safetensors"))
+    checked = 0
+    for k in sorted(ours):
+        if not k.endswith(".scales"):
+            continue
+        base = k[: -len(".scales")]
+        q = quant.get(base, quant)
+        w = source_rows(raw, base + ".weight", cfg)
+        w = np.array(mx.array(w.astype(np.float32)).astype(mx.bfloat16).astype(mx.float32)).astype(np.float64)
+        deq = dequantize(ours[base + ".weight"], ours[k], ours[base + ".biases"], q["bits"], q["group_size"])
+        step = np.abs(np.array(ours[k].astype(mx.float32))).repeat(q["group_size"], axis=-1).reshape(deq.shape)
+        slack = 1 + (2 ** q["bits"] - 1) / 256
+        err = np.abs(deq - w)
+        assert np.all(err <= step * slack + 1e-6), (base, float((err / np.maximum(step, 1e-12)).max()))
+        checked += 1
+    assert checked == 13

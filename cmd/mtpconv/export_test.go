@@ -191,3 +191,32 @@ func TestExportOverwriteAndCancel(t *testing.T) {
 		t.Errorf("cancelled run left %v", left)
 	}
 }
+
+func TestTokenizerAndGenerationFilesCopied(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	dir := t.TempDir()
+	entries, _ := os.ReadDir(src)
+	for _, e := range entries {
+		os.Symlink(filepath.Join(src, e.Name()), filepath.Join(dir, e.Name()))
+	}
+	extra := map[string]string{
+		"tokenizer.json":         `{"version":"1.0","model":{"type":"BPE"}}`,
+		"tokenizer_config.json":  `{"eos_token":"<|im_end|>"}`,
+		"generation_config.json": `{"eos_token_id":[248046,248044]}`,
+	}
+	for name, body := range extra {
+		os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644)
+	}
+	for _, target := range []string{"combined", "mlx"} {
+		out := filepath.Join(t.TempDir(), "o")
+		if code, _, stderr := runCLI(t, "export", "--src", dir, "--target", target, "--out", out, "--quiet"); code != 0 {
+			t.Fatal(stderr)
+		}
+		for name, body := range extra {
+			b, err := os.ReadFile(filepath.Join(out, name))
+			if err != nil || string(b) != body {
+				t.Errorf("%s: %s not copied: %v", target, name, err)
+			}
+		}
+	}
+}

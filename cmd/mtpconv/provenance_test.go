@@ -210,7 +210,7 @@ func TestKilledExportResumes(t *testing.T) {
 }
 
 func TestCardFrontMatter(t *testing.T) {
-	for _, target := range []string{"mlx", "combined"} {
+	for _, target := range []string{"mlx", "combined", "openvino"} {
 		t.Run(target, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "o")
 			exportTo(t, fixtures.Qwen36, out, "--target", target, "--base-model", "Qwen/Qwen3.6-35B-A3B", "--head-precision", "int8")
@@ -231,7 +231,8 @@ func TestCardFrontMatter(t *testing.T) {
 					t.Errorf("front matter lacks %s", k)
 				}
 			}
-			if fm["base_model"] != "Qwen/Qwen3.6-35B-A3B" || fm["library_name"] != "mlx" || fm["base_model_relation"] != "quantized" {
+			library := map[string]string{"mlx": "mlx", "combined": "mlx", "openvino": "openvino"}[target]
+			if fm["base_model"] != "Qwen/Qwen3.6-35B-A3B" || fm["library_name"] != library || fm["base_model_relation"] != "quantized" {
 				t.Errorf("front matter %v", fm)
 			}
 			tags, _ := fm["tags"].([]any)
