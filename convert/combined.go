@@ -3,8 +3,11 @@ package convert
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
+
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
 // PlanCombined plans --target combined: one MLX safetensors file holding the
@@ -44,8 +47,12 @@ func PlanCombined(m *Model, o MLXOptions) (*Plan, error) {
 	}
 	pl.head(func(s string) string { return "mtp." + s }, o)
 
+	tensors, files, index, err := shard(pl.out, o.MaxShard)
+	if err != nil {
+		return nil, err
+	}
 	p := &Plan{
-		Target: TargetCombined, Tensors: pl.out, TensorFiles: []string{pl.file},
+		Target: TargetCombined, Tensors: tensors, TensorFiles: files,
 		Metadata: map[string]string{"format": "mlx"},
 		Options: map[string]string{"head_precision": o.Head.Name, "trunk_precision": o.Trunk.Name,
 			"group_size": strconv.Itoa(o.GroupSize), "mlx_rounding": o.Rounding, "router_bits": strconv.Itoa(o.RouterBits)},
@@ -55,6 +62,10 @@ func PlanCombined(m *Model, o MLXOptions) (*Plan, error) {
 		return nil, err
 	}
 	p.Files = append(p.Files, OutFile{Name: "config.json", Contents: cfg})
+	if index != nil {
+		p.Files = append(p.Files, OutFile{Name: st.IndexFile, Contents: index})
+		p.Options["max_shard_size"] = strconv.FormatInt(o.MaxShard, 10)
+	}
 	p.Files = append(p.Files, copies(m)...)
 	p.Notes = append(p.Notes, "stock mlx-lm >= 0.32.0 loads this file (it drops mtp.* and shifts no norm on converted files); mlx-lm 0.30.7 to 0.31.3 shift every norm a second time when mtp.* keys are present")
 	return p, nil
@@ -83,4 +94,49 @@ func combinedConfig(m *Model, p *Plan, o MLXOptions) ([]byte, error) {
 		cfg["quantization_config"] = q
 	}
 	return indentJSON(cfg, "    ")
+}
+
+// shard assigns tensors, in name order, to files of at most max tensor bytes
+// (mlx-lm's rule: a new shard when the next tensor would overflow the
+// current one), names them model-0000i-of-0000N.safetensors, and returns
+// the index (nil for a single model.safetensors).
+func shard(tensors []OutTensor, max int64) ([]OutTensor, []string, []byte, error) {
+	if max <= 0 {
+		return tensors, []string{"model.safetensors"}, nil, nil
+	}
+	sorted := append([]OutTensor(nil), tensors...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+	var sizes []int64
+	assign := make([]int, len(sorted))
+	for i, t := range sorted {
+		var n int64
+		for _, e := range t.Entries() {
+			n += entryBytes(e)
+		}
+		if len(sizes) == 0 || (sizes[len(sizes)-1] > 0 && sizes[len(sizes)-1]+n > max) {
+			sizes = append(sizes, 0)
+		}
+		sizes[len(sizes)-1] += n
+		assign[i] = len(sizes) - 1
+	}
+	if len(sizes) == 1 {
+		return tensors, []string{"model.safetensors"}, nil, nil
+	}
+	var files []string
+	for i := range sizes {
+		files = append(files, fmt.Sprintf("model-%05d-of-%05d.safetensors", i+1, len(sizes)))
+	}
+	weightMap := map[string]string{}
+	var total int64
+	for i := range sorted {
+		sorted[i].File = files[assign[i]]
+		for _, e := range sorted[i].Entries() {
+			weightMap[e.Name] = sorted[i].File
+		}
+	}
+	for _, s := range sizes {
+		total += s
+	}
+	index, err := indentJSON(object{{"metadata", object{{"total_size", total}}}, {"weight_map", weightMap}}, "    ")
+	return sorted, files, index, err
 }

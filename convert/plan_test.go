@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -187,5 +188,49 @@ func TestPlanOpenVINO(t *testing.T) {
 	m := load(t, fixtures.Qwen36)
 	if _, err := PlanOpenVINO(m, OVOptions{Head: "int4", LMHead: "int8", GroupSize: 32}); err == nil {
 		t.Error("int4 group 32 accepted")
+	}
+}
+
+func TestCombinedShards(t *testing.T) {
+	m := load(t, fixtures.Qwen36)
+	o := mlxOpts("bf16")
+	o.MaxShard = 40_000_000
+	p, err := PlanCombined(m, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.TensorFiles) < 3 || p.TensorFiles[0] != "model-00001-of-0000"+strconv.Itoa(len(p.TensorFiles))+".safetensors" {
+		t.Fatalf("files %v", p.TensorFiles)
+	}
+	var index struct {
+		WeightMap map[string]string `json:"weight_map"`
+	}
+	var raw []byte
+	for _, f := range p.Files {
+		if f.Name == "model.safetensors.index.json" {
+			raw = f.Contents
+		}
+	}
+	if err := json.Unmarshal(raw, &index); err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range p.TensorFiles {
+		lay, err := p.Layout(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for _, e := range lay.Entries {
+			n += lay.Sizes[e.Name]
+			if index.WeightMap[e.Name] != file {
+				t.Errorf("index puts %s in %s, plan in %s", e.Name, index.WeightMap[e.Name], file)
+			}
+		}
+		if n > o.MaxShard && len(lay.Entries) > 1 {
+			t.Errorf("%s holds %d tensor bytes, over %d", file, n, o.MaxShard)
+		}
+	}
+	if len(index.WeightMap) != 96 {
+		t.Errorf("index lists %d tensors", len(index.WeightMap))
 	}
 }

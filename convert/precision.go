@@ -42,6 +42,7 @@ type MLXOptions struct {
 	GroupSize  int       // 32, 64 or 128
 	Rounding   string    // gpu or cpu
 	RouterBits int       // floor for mlp.gate and shared_expert_gate when quantized; 0 keeps the component's bits
+	MaxShard   int64     // combined target: split model.safetensors into shards of at most this many tensor bytes (0: one file)
 }
 
 // quantFor decides the quantization of one linear weight of a component, or

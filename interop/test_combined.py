@@ -87,3 +87,12 @@ def test_head_inline_and_independent_precision(mtpconv, fixture_dirs, tmp_path):
     cfg = json.loads((comb / "config.json").read_text())
     assert "vision_config" not in cfg and cfg["quantization"] == cfg["quantization_config"]
     assert list(cfg) == sorted(cfg)
+
+
+def test_sharded_combined_loads(mtpconv, fixture_dirs, tmp_path):
+    src = fixture_dirs["a"]
+    out = export(mtpconv, src, tmp_path / "c", "--target", "combined", "--max-shard-size", "40MB")
+    assert len(list(out.glob("model-*-of-*.safetensors"))) >= 3 and (out / "model.safetensors.index.json").exists()
+    ours, _ = load_model(out, strict=True)
+    raw, _ = load_model(src, strict=True)
+    assert np.abs(logits(ours) - logits(raw)).max() < 1e-3

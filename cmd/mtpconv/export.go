@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +29,7 @@ func exportCommand() *cli.Command {
 			&cli.StringFlag{Name: "lm-head-precision", Value: "int8", Usage: "openvino: f16 | int8 | int4 for the lm_head IR"},
 			&cli.BoolFlag{Name: "sym", Usage: "openvino: symmetric i8/i4 instead of asymmetric u8/u4 (NNCF INT*_SYM)"},
 			&cli.StringFlag{Name: "trunk-precision", Value: "bf16", Usage: "combined target: f16 | bf16 | int8 | int4"},
+			&cli.StringFlag{Name: "max-shard-size", Usage: "combined target: split the file into shards of at most this size (e.g. 5GB, 500MiB)"},
 			&cli.IntFlag{Name: "group-size", Value: 64, Usage: "quantization group size: 32 | 64 | 128"},
 			&cli.StringFlag{Name: "mlx-rounding", Value: "gpu", Usage: "gpu (what mlx_lm.convert gives on Apple silicon) | cpu (MLX's CPU kernel)"},
 			&cli.IntFlag{Name: "router-bits", Value: 8, Usage: "bits of the MoE router and shared_expert_gate when quantized, at group size 64, as mlx-lm does (0: same as their component)"},
@@ -89,6 +91,13 @@ func mlxOptions(c *cli.Context) (convert.MLXOptions, error) {
 	}
 	if o.RouterBits != 0 && o.RouterBits != 8 {
 		return o, usagef("--router-bits %d: must be 8 or 0", o.RouterBits)
+	}
+	if v := c.String("max-shard-size"); v != "" {
+		n, err := parseSize(v)
+		if err != nil {
+			return o, usagef("--max-shard-size: %v", err)
+		}
+		o.MaxShard = n
 	}
 	return o, nil
 }
@@ -491,4 +500,26 @@ func replaceFiles(files []manifests.File, final []manifests.File) []manifests.Fi
 		}
 	}
 	return files
+}
+
+// parseSize reads a byte count with an optional unit: B, KB, MB, GB (powers
+// of 1000) or KiB, MiB, GiB (powers of 1024).
+func parseSize(v string) (int64, error) {
+	units := []struct {
+		suffix string
+		scale  int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}}
+	scale := int64(1)
+	num := strings.TrimSpace(v)
+	for _, u := range units {
+		if rest, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, scale = strings.TrimSpace(rest), u.scale
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/scale {
+		return 0, fmt.Errorf("%q is not a positive size such as 5GB or 500MiB", v)
+	}
+	return n * scale, nil
 }
