@@ -121,27 +121,38 @@ func TestPlanCombined(t *testing.T) {
 	}
 }
 
-// Chunked execution gives the same bytes as whole-tensor execution.
+// Chunked execution gives the same bytes as whole-tensor execution, for
+// MLX packing and for NNCF's nibble-packed codes and zero points.
 func TestRunChunkedEqualsWhole(t *testing.T) {
 	m := load(t, fixtures.Qwen36)
-	p, err := PlanMLX(m, mlxOpts("int4"))
+	mlx, err := PlanMLX(m, mlxOpts("int4"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var files [][]byte
-	for _, chunk := range []int64{1 << 30, 1000} { // one chunk per tensor, then many chunks per tensor
-		dir := t.TempDir()
-		if _, err := Run(context.Background(), p, m.Checkpoint, dir, RunOptions{Jobs: 2, ChunkElems: chunk}); err != nil {
-			t.Fatal(err)
-		}
-		b, err := os.ReadFile(filepath.Join(dir, "model.safetensors"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, b)
+	ov, err := PlanOpenVINO(m, OVOptions{Head: "int4", LMHead: "int4", GroupSize: 128})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !bytes.Equal(files[0], files[1]) {
-		t.Fatal("chunked output differs")
+	for _, p := range []*Plan{mlx, ov} {
+		var files [][]byte
+		for _, chunk := range []int64{1 << 30, 1000} { // one chunk per tensor, then many chunks per tensor
+			dir := t.TempDir()
+			if _, err := Run(context.Background(), p, m.Checkpoint, dir, RunOptions{Jobs: 2, ChunkElems: chunk}); err != nil {
+				t.Fatal(err)
+			}
+			var all []byte
+			for _, f := range p.TensorFiles {
+				b, err := os.ReadFile(filepath.Join(dir, f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				all = append(all, b...)
+			}
+			files = append(files, all)
+		}
+		if !bytes.Equal(files[0], files[1]) {
+			t.Fatalf("%s: chunked output differs", p.Target)
+		}
 	}
 }
 
