@@ -20,7 +20,7 @@ const (
 	OVLogits         = "logits"
 	OVKeyVariable    = "mtp.layers.0.self_attn.key_cache"
 	OVValueVariable  = "mtp.layers.0.self_attn.value_cache"
-	ovNormConvention = "zero-centred RMSNorm weights baked as 1+w into f32 constants"
+	OVNormConvention = "zero-centred RMSNorm weights baked as 1+w into f32 constants"
 )
 
 var ovTypes = map[st.DType]ov.ElemType{st.F32: ov.F32, st.F16: ov.F16, "U8": ov.U8, "I8": ov.I8, "U4": ov.U4, "I4": ov.I4}

@@ -70,25 +70,17 @@ const mlxEps = float32(1e-7)
 // scales and biases, as float32 values to be rounded to the weight's dtype
 // by the caller. Arithmetic is float32 throughout, as in MLX.
 func QuantizeMLXAffine(w []float32, cols int, p MLXAffineParams, packed []byte, scales, biases []float32) ([]byte, []float32, []float32) {
-	packed, scales, biases, _ = QuantizeMLXAffineCodes(w, cols, p, packed, scales, biases, nil)
-	return packed, scales, biases
-}
-
-// QuantizeMLXAffineCodes is QuantizeMLXAffine that also appends every code
-// unpacked, one byte each, for callers that measure the error.
-func QuantizeMLXAffineCodes(w []float32, cols int, p MLXAffineParams, packed []byte, scales, biases []float32, all []uint8) ([]byte, []float32, []float32, []uint8) {
-	return quantizeMLX(w, cols, p, packed, scales, biases, all, "", nil)
+	return quantizeMLX(w, cols, p, packed, scales, biases, "", nil)
 }
 
 // QuantizeMLXAffineStats is QuantizeMLXAffine that also accumulates the error
 // of the stored form: codes dequantized with the scale and bias rounded to
 // dtype (the weight's BF16, F16 or F32).
 func QuantizeMLXAffineStats(w []float32, cols int, p MLXAffineParams, packed []byte, scales, biases []float32, dtype string, stats *ErrStats) ([]byte, []float32, []float32) {
-	packed, scales, biases, _ = quantizeMLX(w, cols, p, packed, scales, biases, nil, dtype, stats)
-	return packed, scales, biases
+	return quantizeMLX(w, cols, p, packed, scales, biases, dtype, stats)
 }
 
-func quantizeMLX(w []float32, cols int, p MLXAffineParams, packed []byte, scales, biases []float32, all []uint8, dtype string, stats *ErrStats) ([]byte, []float32, []float32, []uint8) {
+func quantizeMLX(w []float32, cols int, p MLXAffineParams, packed []byte, scales, biases []float32, dtype string, stats *ErrStats) ([]byte, []float32, []float32) {
 	nBins := float32(int(1)<<p.Bits - 1)
 	codes := make([]uint8, p.GroupSize)
 	rowBytes := cols * p.Bits / 8
@@ -102,20 +94,17 @@ func quantizeMLX(w []float32, cols int, p MLXAffineParams, packed []byte, scales
 			scales = append(scales, s)
 			biases = append(biases, b)
 			packCodes(out, g, codes, p.Bits)
-			if all != nil {
-				all = append(all, codes...)
-			}
 			if stats != nil {
 				sr, br := roundTo(dtype, s), roundTo(dtype, b)
 				var e errAcc
 				for i, v := range row[g : g+p.GroupSize] {
 					e.add(sr*float32(codes[i]) + br - v)
 				}
-				stats.merge(&e, p.GroupSize)
+				stats.mergeGroup(e.max, e.sq, p.GroupSize)
 			}
 		}
 	}
-	return packed, scales, biases, all
+	return packed, scales, biases
 }
 
 // affineGroup computes one group's scale and bias and its codes.

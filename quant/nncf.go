@@ -231,9 +231,3 @@ func abs32f(x float32) float32 {
 	}
 	return x
 }
-
-func (s *ErrStats) merge(e *errAcc, n int) {
-	s.Max = max(s.Max, float64(e.max))
-	s.SumSq += e.sq
-	s.N += int64(n)
-}

@@ -481,7 +481,7 @@ func ovRtInfo(p *convert.Plan, m *convert.Model) []ov.Attr {
 		{Key: "mtpconv_lm_head_precision", Value: p.Options["lm_head_precision"]},
 		{Key: "mtpconv_group_size", Value: p.Options["group_size"]},
 		{Key: "mtpconv_sym", Value: p.Options["sym"]},
-		{Key: "mtpconv_norm_convention", Value: "zero-centred RMSNorm weights baked as 1+w"},
+		{Key: "mtpconv_norm_convention", Value: convert.OVNormConvention},
 		{Key: "mtpconv_kv_variables", Value: convert.OVKeyVariable + "," + convert.OVValueVariable},
 	}
 }
