@@ -220,3 +220,41 @@ func TestTokenizerAndGenerationFilesCopied(t *testing.T) {
 		}
 	}
 }
+
+// A bf16 value beyond the f16 range is counted and reported, never silent.
+func TestF16OverflowIsReported(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	dir := t.TempDir()
+	ck, err := st.Open(st.DirSource(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := ck.Tensors["mtp.fc.weight"]
+	shard, begin := fc.Shard.Name, fc.Begin
+	ck.Close()
+	entries, _ := os.ReadDir(src)
+	for _, e := range entries {
+		if e.Name() != shard {
+			os.Symlink(filepath.Join(src, e.Name()), filepath.Join(dir, e.Name()))
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(src, shard))
+	for i := int64(0); i < 3; i++ { // three values of 1e6 (bf16 0x4974)
+		b[begin+2*i], b[begin+2*i+1] = 0x74, 0x49
+	}
+	os.WriteFile(filepath.Join(dir, shard), b, 0o644)
+	out := filepath.Join(t.TempDir(), "o")
+	code, stdout, stderr := runCLI(t, "export", "--src", dir, "--target", "mlx", "--head-precision", "f16", "--out", out, "--json")
+	if code != 0 {
+		t.Fatal(stderr)
+	}
+	var sum exportSummary
+	json.Unmarshal([]byte(stdout), &sum)
+	if len(sum.Notes) != 1 || !strings.Contains(sum.Notes[0], "fc.weight: 3 values above the f16 range became infinite") {
+		t.Errorf("notes %v", sum.Notes)
+	}
+	raw, _ := os.ReadFile(filepath.Join(out, "mtpconv-manifest.json"))
+	if !strings.Contains(string(raw), `"f16_overflows": 3`) {
+		t.Error("the manifest does not record the overflow")
+	}
+}
