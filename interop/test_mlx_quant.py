@@ -31,23 +31,29 @@ def source_rows(raw, name, cfg):
     return raw[full]
 
 
+def quantized_tensors(src, out):
+    """Each quantized tensor of an --target mlx output: (module name, its
+    quantization entry, the fixed source rows, the output's tensors)."""
+    cfg = json.loads((src / "config.json").read_text())["text_config"]
+    quant = json.loads((out / "config.json").read_text())["quantization"]
+    raw = load_raw(src, "mtp.")
+    ours = mx.load(str(out / "model.safetensors"))
+    for k in sorted(ours):
+        if k.endswith(".scales"):
+            base = k[: -len(".scales")]
+            yield base, quant.get(base, quant), source_rows(raw, base + ".weight", cfg), ours
+
+
 @pytest.mark.parametrize("bits", [4, 8])
 @pytest.mark.parametrize("group", [32, 64, 128])
 def test_quantized_tensors_match_mx_quantize(bits, group, mtpconv, fixture_dirs, tmp_path):
     src = fixture_dirs["b"]  # per-expert source: stacking and quantization together
     out = export(mtpconv, src, tmp_path / "o", "--target", "mlx", "--head-precision", f"int{bits}",
                  "--group-size", group, "--mlx-rounding", "cpu")
-    cfg = json.loads((src / "config.json").read_text())["text_config"]
     quant = json.loads((out / "config.json").read_text())["quantization"]
-    raw = load_raw(src, "mtp.")
-    ours = mx.load(str(out / "model.safetensors"))
     checked = 0
-    for k in sorted(ours):
-        if not k.endswith(".scales"):
-            continue
-        base = k[: -len(".scales")]
-        q = quant.get(base, quant)
-        w = mx.array(source_rows(raw, base + ".weight", cfg).astype(np.float32)).astype(mx.bfloat16)
+    for base, q, rows, ours in quantized_tensors(src, out):
+        w = mx.array(rows.astype(np.float32)).astype(mx.bfloat16)
         wq, s, b = mx.quantize(w, group_size=q["group_size"], bits=q["bits"], stream=mx.cpu)
         for name, theirs in ((".weight", wq), (".scales", s), (".biases", b)):
             mine = ours[base + name]
@@ -101,17 +107,9 @@ def test_dequantized_head_within_bound_of_source(bits, mtpconv, fixture_dirs, tm
 
     src = fixture_dirs["a"]
     out = export(mtpconv, src, tmp_path / "o", "--target", "mlx", "--head-precision", f"int{bits}")
-    cfg = json.loads((src / "config.json").read_text())["text_config"]
-    quant = json.loads((out / "config.json").read_text())["quantization"]
-    raw = load_raw(src, "mtp.")
-    ours = mx.load(str(out / "model.safetensors"))
     checked = 0
-    for k in sorted(ours):
-        if not k.endswith(".scales"):
-            continue
-        base = k[: -len(".scales")]
-        q = quant.get(base, quant)
-        w = source_rows(raw, base + ".weight", cfg)
+    for base, q, w, ours in quantized_tensors(src, out):
+        k = base + ".scales"
         w = np.array(mx.array(w.astype(np.float32)).astype(mx.bfloat16).astype(mx.float32)).astype(np.float64)
         deq = dequantize(ours[base + ".weight"], ours[k], ours[base + ".biases"], q["bits"], q["group_size"])
         step = np.abs(np.array(ours[k].astype(mx.float32))).repeat(q["group_size"], axis=-1).reshape(deq.shape)

@@ -395,10 +395,6 @@ func recomputeNNCF(r *Report, src *st.Checkpoint, o *outFile, t *Tensor, q Trans
 		_, err := o.f.ReadAt(b, e.Begin)
 		return b, err
 	}
-	codes, err := read(codesE)
-	if err != nil {
-		return err
-	}
 	sb, err := read(scaleE)
 	if err != nil {
 		return err
@@ -418,38 +414,49 @@ func recomputeNNCF(r *Report, src *st.Checkpoint, o *outFile, t *Tensor, q Trans
 	scales := make([]float32, len(sb)/2)
 	quant.DecodeF32("F16", sb, scales)
 	g := int64(p.Group(int(t.RowLen)))
-	var i int64
+	var i int64 // element index across the whole tensor
 	beyond := 0
 	var worst float64
 	h := sha256.New()
+	// Rows are checked in chunks (an even count, so 4-bit codes start on a byte):
+	// memory stays bounded however large the tensor.
+	const chunkRows = 1024
 	for _, seg := range t.Segments {
 		s, ok := src.Tensors[seg.Source]
 		if !ok {
 			return fmt.Errorf("source tensor %s is not in the source", seg.Source)
 		}
 		size, _ := s.DType.Size()
-		raw, err := src.ReadRange(s, seg.Row*t.RowLen*size, seg.Rows*t.RowLen*size, nil)
-		if err != nil {
-			return err
-		}
-		h.Write(raw)
-		v := make([]float32, seg.Rows*t.RowLen)
-		quant.DecodeF32(string(s.DType), raw, v)
-		enc := make([]byte, 2*len(v))
-		quant.EncodeF32("F16", v, enc)
-		quant.DecodeF32("F16", enc, v)
-		for _, want := range v {
-			grp := i / g
-			var zp uint8
-			if !p.Sym {
-				zp = unpack(zps, grp)
+		for row := int64(0); row < seg.Rows; row += chunkRows {
+			n := min(int64(chunkRows), seg.Rows-row) * t.RowLen
+			raw, err := src.ReadRange(s, (seg.Row+row)*t.RowLen*size, n*size, nil)
+			if err != nil {
+				return err
 			}
-			d := math.Abs(float64(quant.DequantizeNNCF(unpack(codes, i), zp, scales[grp], p) - want))
-			worst = max(worst, d)
-			if d > math.Abs(float64(scales[grp]))*1.001+1e-6 {
-				beyond++
+			h.Write(raw)
+			v := make([]float32, n)
+			quant.DecodeF32(string(s.DType), raw, v)
+			enc := make([]byte, 2*n)
+			quant.EncodeF32("F16", v, enc)
+			quant.DecodeF32("F16", enc, v)
+			start := i * int64(p.Bits) / 8
+			codes, err := read(st.TensorInfo{Begin: codesE.Begin + start, End: codesE.Begin + start + n*int64(p.Bits)/8})
+			if err != nil {
+				return err
 			}
-			i++
+			for k, want := range v {
+				grp := i / g
+				var zp uint8
+				if !p.Sym {
+					zp = unpack(zps, grp)
+				}
+				d := math.Abs(float64(quant.DequantizeNNCF(unpack(codes, int64(k)), zp, scales[grp], p) - want))
+				worst = max(worst, d)
+				if d > math.Abs(float64(scales[grp]))*1.001+1e-6 {
+					beyond++
+				}
+				i++
+			}
 		}
 	}
 	if hex.EncodeToString(h.Sum(nil)) != t.SourceSHA256 {

@@ -121,16 +121,11 @@ func runExport(c *cli.Context) error {
 			return fmt.Errorf("%s already exists; pass --force to replace it", out)
 		}
 	}
-	source, remote, err := openSource(c, c.String("src"))
+	m, remote, closeModel, err := loadModel(c, c.String("src"))
 	if err != nil {
 		return err
 	}
-	defer remote.Close()
-	m, err := convert.Load(source)
-	if err != nil {
-		return err
-	}
-	defer m.Checkpoint.Close()
+	defer closeModel()
 	var plan *convert.Plan
 	switch target {
 	case convert.TargetMLX:
@@ -256,9 +251,7 @@ func runExport(c *cli.Context) error {
 	}
 	switch {
 	case c.Bool("json"):
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		return enc.Encode(sum)
+		return printJSON(c, sum)
 	case !c.Bool("quiet"):
 		for _, n := range sum.Notes {
 			fmt.Fprintln(c.App.ErrWriter, "note:", n)
@@ -452,9 +445,7 @@ func printDryRun(c *cli.Context, m *convert.Model, p *convert.Plan, jobs int) er
 	}
 	peak := m.EstimatePeakMemory(p, jobs)
 	if c.Bool("json") {
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"target": p.Target, "tensors": rows, "files": fl, "total_bytes": total, "estimated_peak_memory_bytes": peak, "notes": p.Notes})
+		return printJSON(c, map[string]any{"target": p.Target, "tensors": rows, "files": fl, "total_bytes": total, "estimated_peak_memory_bytes": peak, "notes": p.Notes})
 	}
 	out := c.App.Writer
 	for _, r := range rows {

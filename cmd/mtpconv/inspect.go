@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/mtpconv/mtpconv/convert"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
 )
@@ -36,24 +34,17 @@ func inspectCommand() *cli.Command {
 					return err
 				}
 			}
-			source, remote, err := openSource(c, dir)
+			m, _, closeModel, err := loadModel(c, dir)
 			if err != nil {
 				return err
 			}
-			defer remote.Close()
-			m, err := convert.Load(source)
-			if err != nil {
-				return err
-			}
-			defer m.Checkpoint.Close()
+			defer closeModel()
 			r, err := m.Inspect(c.Bool("hash"))
 			if err != nil {
 				return err
 			}
 			if c.Bool("json") {
-				enc := json.NewEncoder(c.App.Writer)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(r); err != nil {
+				if err := printJSON(c, r); err != nil {
 					return err
 				}
 			} else {
@@ -80,9 +71,7 @@ func inspectOutput(c *cli.Context, dir string) (bool, error) {
 	}
 	s := manifests.Summarize(m)
 	if c.Bool("json") {
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		return true, enc.Encode(s)
+		return true, printJSON(c, s)
 	}
 	w := c.App.Writer
 	fmt.Fprintf(w, "output:        %s (mtpconv %s, target %s)\n", dir, s.Tool.Version, s.Target)

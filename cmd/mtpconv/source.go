@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtpconv/mtpconv/convert"
@@ -28,4 +30,26 @@ func prefetch(r *hub.Remote, p *convert.Plan, ck *st.Checkpoint) error {
 		}
 	}
 	return r.Prefetch(ranges)
+}
+
+// loadModel resolves --src and describes the checkpoint. The caller calls
+// the returned close when done (it closes the shards and any remote spool).
+func loadModel(c *cli.Context, src string) (*convert.Model, *hub.Remote, func(), error) {
+	source, remote, err := openSource(c, src)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	m, err := convert.Load(source)
+	if err != nil {
+		remote.Close()
+		return nil, nil, nil, err
+	}
+	return m, remote, func() { m.Checkpoint.Close(); remote.Close() }, nil
+}
+
+// printJSON writes v indented to the command's output.
+func printJSON(c *cli.Context, v any) error {
+	enc := json.NewEncoder(c.App.Writer)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

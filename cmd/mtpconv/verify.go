@@ -56,9 +56,7 @@ func verifyCommand() *cli.Command {
 				}
 			}
 			if c.Bool("json") {
-				enc := json.NewEncoder(c.App.Writer)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(r); err != nil {
+				if err := printJSON(c, r); err != nil {
 					return err
 				}
 			} else {
