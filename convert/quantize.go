@@ -23,8 +23,16 @@ func (p piece) offset(outRow int64) int64 {
 }
 
 // chunkQuantizer turns rows of cast values into the stored entries of one mode.
+// The pieces it returns live in bufs until its next call.
 type chunkQuantizer interface {
-	quantize(vals []float32, rows int64, qe *quant.ErrStats) []piece
+	quantize(vals []float32, rows int64, qe *quant.ErrStats, bufs *quantBufs) []piece
+}
+
+// quantBufs are one worker's quantization buffers.
+type quantBufs struct {
+	packed, sEnc, bEnc, codesPacked, zpsPacked []byte
+	codes, zps                                 []uint8
+	s, b                                       []float32
 }
 
 func newChunkQuantizer(t *OutTensor) (chunkQuantizer, error) {
@@ -46,53 +54,50 @@ func newChunkQuantizer(t *OutTensor) (chunkQuantizer, error) {
 
 // mlxChunks writes MLX affine: packed U32 codes, scales and biases in the weight dtype.
 type mlxChunks struct {
-	t      *OutTensor
-	base   string
-	p      quant.MLXAffineParams
-	packed []byte
-	s, b   []float32
+	t    *OutTensor
+	base string
+	p    quant.MLXAffineParams
 }
 
-func (m *mlxChunks) quantize(vals []float32, rows int64, qe *quant.ErrStats) []piece {
+func (m *mlxChunks) quantize(vals []float32, rows int64, qe *quant.ErrStats, q *quantBufs) []piece {
 	t, p := m.t, m.p
 	outSize, _ := t.DType.Size()
-	m.packed, m.s, m.b = quant.QuantizeMLXAffineStats(vals, int(t.RowLen), p, m.packed[:0], m.s[:0], m.b[:0], string(t.DType), qe)
+	q.packed, q.s, q.b = quant.QuantizeMLXAffineStats(vals, int(t.RowLen), p, q.packed[:0], q.s[:0], q.b[:0], string(t.DType), qe)
 	groups := t.RowLen / int64(p.GroupSize)
-	sEnc := make([]byte, int64(len(m.s))*outSize)
-	bEnc := make([]byte, int64(len(m.b))*outSize)
-	quant.EncodeF32(string(t.DType), m.s, sEnc)
-	quant.EncodeF32(string(t.DType), m.b, bEnc)
+	q.sEnc = growBytes(q.sEnc, int64(len(q.s))*outSize)
+	q.bEnc = growBytes(q.bEnc, int64(len(q.b))*outSize)
+	quant.EncodeF32(string(t.DType), q.s, q.sEnc)
+	quant.EncodeF32(string(t.DType), q.b, q.bEnc)
 	rowBytes := int64(p.PackedWords(int(t.RowLen)) * 4)
-	return []piece{{t.Name, m.packed, rowBytes, 1}, {m.base + ".scales", sEnc, groups * outSize, 1}, {m.base + ".biases", bEnc, groups * outSize, 1}}
+	return []piece{{t.Name, q.packed, rowBytes, 1}, {m.base + ".scales", q.sEnc, groups * outSize, 1}, {m.base + ".biases", q.bEnc, groups * outSize, 1}}
 }
 
 // nncfChunks writes NNCF's layout: integer codes (nibble-packed for 4 bits),
 // f16 scales and, for asymmetric modes, zero points of the codes' type.
 type nncfChunks struct {
-	t     *OutTensor
-	base  string
-	p     quant.NNCFParams
-	codes []uint8
-	s     []float32
-	zps   []uint8
+	t    *OutTensor
+	base string
+	p    quant.NNCFParams
 }
 
-func (q *nncfChunks) quantize(vals []float32, rows int64, qe *quant.ErrStats) []piece {
-	t, p := q.t, q.p
+func (n *nncfChunks) quantize(vals []float32, rows int64, qe *quant.ErrStats, q *quantBufs) []piece {
+	t, p := n.t, n.p
 	q.codes, q.s, q.zps = quant.QuantizeNNCFStats(vals, int(t.RowLen), p, q.codes[:0], q.s[:0], q.zps[:0], qe)
 	g := int64(p.Group(int(t.RowLen)))
 	groups := t.RowLen / g
-	sEnc := make([]byte, 2*len(q.s))
-	quant.EncodeF32("F16", q.s, sEnc)
+	q.sEnc = growBytes(q.sEnc, int64(2*len(q.s)))
+	quant.EncodeF32("F16", q.s, q.sEnc)
 
 	codes, zps, den := []byte(q.codes), []byte(q.zps), int64(1)
 	if p.Bits == 4 {
 		// Two codes per byte; the plan keeps outRow*groups even for zero points.
-		codes, zps, den = quant.PackNibbles(q.codes, nil), quant.PackNibbles(q.zps, nil), 2
+		q.codesPacked = quant.PackNibbles(q.codes, q.codesPacked[:0])
+		q.zpsPacked = quant.PackNibbles(q.zps, q.zpsPacked[:0])
+		codes, zps, den = q.codesPacked, q.zpsPacked, 2
 	}
-	pieces := []piece{{t.Name, codes, t.RowLen, den}, {q.base + ".scale", sEnc, groups * 2, 1}}
+	pieces := []piece{{t.Name, codes, t.RowLen, den}, {n.base + ".scale", q.sEnc, groups * 2, 1}}
 	if !p.Sym {
-		pieces = append(pieces, piece{q.base + ".zero_point", zps, groups, den})
+		pieces = append(pieces, piece{n.base + ".zero_point", zps, groups, den})
 	}
 	return pieces
 }

@@ -363,8 +363,12 @@ func (w *partialDir) write(fn func(dir string) error) error {
 
 // finished records a completed tensor file so a later --resume can reuse it.
 func (w *partialDir) finished(rec convert.FileRecord) {
+	// Written aside and renamed, so a kill never leaves a half-written record.
 	if b, err := json.Marshal(rec); err == nil {
-		os.WriteFile(filepath.Join(w.dir, doneDir, rec.File.Name+".json"), b, 0o644)
+		path := filepath.Join(w.dir, doneDir, rec.File.Name+".json")
+		if os.WriteFile(path+".tmp", b, 0o644) == nil {
+			os.Rename(path+".tmp", path)
+		}
 	}
 }
 

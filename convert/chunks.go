@@ -1,0 +1,314 @@
+package convert
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"os"
+	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/manifests"
+	"github.com/mtpconv/mtpconv/quant"
+)
+
+// A tensor is processed as row chunks that run in parallel: the three
+// expert tensors of the real head hold most of its bytes, so parallel
+// tensors alone leave cores idle. What must see the bytes in order (the
+// source and entry hashes, the error sums) happens in two ordered stages per
+// tensor; chunk boundaries depend only on the tensor, never on the number of
+// jobs, so the output and the manifest are the same for any --jobs.
+
+// tensorState is one output tensor's execution: its chunks and what the
+// ordered stages accumulate.
+type tensorState struct {
+	t           *OutTensor
+	offsets     map[string]int64
+	chunks      []chunk
+	wholeSeg    []bool // segment i covers its whole source tensor
+	copyThrough bool
+	plusOne     bool
+	outSize     int64
+	qz          chunkQuantizer
+
+	res          *tensorResult
+	srcHash      hash.Hash
+	whole        hash.Hash // the current segment's own hash, when the tensor has several
+	entryHash    map[string]hash.Hash
+	qe           quant.ErrStats
+	f16Overflows int64
+	srcNext      int // next chunk for the source stage
+	outNext      int // next chunk for the output stage
+}
+
+// chunk is rows [row, row+rows) of one segment's source tensor, landing at
+// output row outRow.
+type chunk struct {
+	seg         int
+	row, rows   int64
+	outRow      int64
+	first, last bool // first and last chunk of its segment
+}
+
+func newTensorState(ck *st.Checkpoint, t *OutTensor, offsets map[string]int64, chunkElems int64) (*tensorState, error) {
+	s := &tensorState{t: t, offsets: offsets, res: &tensorResult{record: t.record()}, srcHash: sha256.New(), entryHash: map[string]hash.Hash{}}
+	for _, e := range s.res.record.Entries {
+		s.entryHash[e.Name] = sha256.New()
+	}
+	// A tensor copied through unchanged (same dtype, no transform on values)
+	// has the bytes of its source: one hash serves both.
+	s.plusOne = t.Has(TNormPlusOne)
+	s.copyThrough = t.Quant == nil && !s.plusOne
+	for _, seg := range t.Segments {
+		s.copyThrough = s.copyThrough && ck.Tensors[seg.Source].DType == t.DType
+	}
+	s.outSize, _ = t.DType.Size()
+	chunkRows := max(1, chunkElems/t.RowLen)
+	if t.Quant != nil {
+		var err error
+		if s.qz, err = newChunkQuantizer(t); err != nil {
+			return nil, err
+		}
+		chunkRows = max(2, chunkRows&^1) // nibble-packed zero points need even row counts
+	}
+	outRow := int64(0)
+	for i, seg := range t.Segments {
+		s.wholeSeg = append(s.wholeSeg, seg.Row == 0 && seg.Rows*t.RowLen == ck.Tensors[seg.Source].Elements())
+		for r := int64(0); r < seg.Rows; r += chunkRows {
+			n := min(chunkRows, seg.Rows-r)
+			s.chunks = append(s.chunks, chunk{seg: i, row: r, rows: n, outRow: outRow, first: r == 0, last: r+n == seg.Rows})
+			outRow += n
+		}
+	}
+	return s, nil
+}
+
+// scratch is one worker's buffers, reused from chunk to chunk.
+type scratch struct {
+	raw, enc []byte
+	vals     []float32
+	q        quantBufs
+}
+
+// stages orders the per-tensor stages of chunks running in parallel. One
+// lock serves all tensors: stages are short next to a chunk's work.
+type stages struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	aborted bool
+}
+
+var errAborted = errors.New("aborted")
+
+// enter waits until *next == i, runs fn and advances *next. fn runs
+// without the lock: only the chunk whose turn it is can be in that stage.
+func (sg *stages) enter(next *int, i int, fn func() error) error {
+	sg.mu.Lock()
+	for *next != i && !sg.aborted {
+		sg.cond.Wait()
+	}
+	aborted := sg.aborted
+	sg.mu.Unlock()
+	if aborted {
+		return errAborted
+	}
+	err := fn()
+	sg.mu.Lock()
+	*next++
+	sg.cond.Broadcast()
+	sg.mu.Unlock()
+	return err
+}
+
+func (sg *stages) abort() {
+	sg.mu.Lock()
+	sg.aborted = true
+	sg.cond.Broadcast()
+	sg.mu.Unlock()
+}
+
+// runChunks executes every chunk of the tensors with opt.Jobs workers.
+// Chunks start in order, and a chunk only waits for earlier chunks of its
+// own tensor, so the ordered stages cannot deadlock.
+func runChunks(ctx context.Context, ck *st.Checkpoint, states []*tensorState, f *os.File, opt RunOptions, written func(off, n int64)) error {
+	sg := &stages{}
+	sg.cond = sync.NewCond(&sg.mu)
+	pool := make(chan *scratch, opt.Jobs)
+	for range opt.Jobs {
+		pool <- &scratch{}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(opt.Jobs)
+	for _, s := range states {
+		if len(s.chunks) == 0 {
+			s.finish()
+			continue
+		}
+		for i := range s.chunks {
+			if gctx.Err() != nil {
+				break
+			}
+			g.Go(func() error {
+				sc := <-pool
+				defer func() { pool <- sc }()
+				if err := s.runChunk(gctx, ck, i, sc, sg, f, opt.Progress, written); err != nil {
+					sg.abort()
+					if errors.Is(err, errAborted) {
+						return err
+					}
+					return fmt.Errorf("tensor %s: %w", s.t.Name, err)
+				}
+				return nil
+			})
+		}
+	}
+	err := g.Wait()
+	if err == nil {
+		err = ctx.Err()
+	}
+	return err
+}
+
+// runChunk reads, transforms and writes one chunk.
+func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc *scratch, sg *stages, f *os.File, progress func(int64), written func(off, n int64)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t, c := s.t, s.chunks[i]
+	seg := t.Segments[c.seg]
+	src := ck.Tensors[seg.Source]
+	inSize, _ := src.DType.Size()
+	elems := c.rows * t.RowLen
+	var err error
+	sc.raw, err = ck.ReadRange(src, (seg.Row+c.row)*t.RowLen*inSize, elems*inSize, sc.raw)
+	if err != nil {
+		return err
+	}
+	raw := sc.raw
+	if progress != nil {
+		progress(int64(len(raw)))
+	}
+	if err := sg.enter(&s.srcNext, i, func() error { s.hashSource(c, raw); return nil }); err != nil {
+		return err
+	}
+	var pieces []piece
+	var qe quant.ErrStats
+	var overflows int
+	if s.copyThrough {
+		pieces = []piece{{t.Name, raw, t.RowLen * s.outSize, 1}}
+	} else {
+		if pieces, overflows, err = s.transform(sc, src.DType, raw, elems, c.rows, &qe); err != nil {
+			return fmt.Errorf("%s: %w", seg.Source, err)
+		}
+	}
+	for _, pc := range pieces {
+		off := s.offsets[pc.name] + pc.offset(c.outRow)
+		if _, err := f.WriteAt(pc.data, off); err != nil {
+			return err
+		}
+		written(off, int64(len(pc.data)))
+	}
+	return sg.enter(&s.outNext, i, func() error {
+		if !s.copyThrough {
+			for _, pc := range pieces {
+				s.entryHash[pc.name].Write(pc.data)
+			}
+		}
+		s.f16Overflows += int64(overflows)
+		s.qe.Max = max(s.qe.Max, qe.Max)
+		s.qe.SumSq += qe.SumSq
+		s.qe.N += qe.N
+		if i == len(s.chunks)-1 {
+			s.finish()
+		}
+		return nil
+	})
+}
+
+// hashSource feeds a chunk's source bytes, in order, to the tensor's source
+// hash and to its segment's own hash.
+func (s *tensorState) hashSource(c chunk, raw []byte) {
+	seg := s.t.Segments[c.seg]
+	s.res.read += int64(len(raw))
+	s.srcHash.Write(raw)
+	multi := len(s.t.Segments) > 1
+	if multi && c.first {
+		s.whole = sha256.New()
+	}
+	if multi {
+		s.whole.Write(raw)
+	}
+	if !c.last {
+		return
+	}
+	// A segment that covers its whole source tensor fingerprints that tensor.
+	// (With a single segment that is the tensor's own source hash.)
+	if !s.wholeSeg[c.seg] {
+		return
+	}
+	h := s.srcHash
+	if multi {
+		h = s.whole
+	}
+	s.res.sources = append(s.res.sources, manifests.SourceTensor{Name: seg.Source, SHA256: hex.EncodeToString(h.Sum(nil))})
+}
+
+// transform decodes a chunk, applies the value transforms and the cast or
+// quantization, and returns the bytes to store.
+func (s *tensorState) transform(sc *scratch, inType st.DType, raw []byte, elems, rows int64, qe *quant.ErrStats) ([]piece, int, error) {
+	t := s.t
+	sc.vals = grow(sc.vals, elems)
+	vals := sc.vals
+	if err := quant.DecodeF32(string(inType), raw, vals); err != nil {
+		return nil, 0, err
+	}
+	if s.plusOne {
+		for i := range vals {
+			vals[i] += 1
+		}
+	}
+	if s.qz != nil && inType == t.DType && !s.plusOne {
+		// The cast is the identity: quantize the decoded values directly.
+		return s.qz.quantize(vals, rows, qe, &sc.q), 0, nil
+	}
+	// Cast: round to the output dtype once; quantization sees the cast values.
+	sc.enc = growBytes(sc.enc, elems*s.outSize)
+	overflows, err := quant.EncodeF32(string(t.DType), vals, sc.enc)
+	if err != nil {
+		return nil, 0, err
+	}
+	if s.qz == nil {
+		return []piece{{t.Name, sc.enc, t.RowLen * s.outSize, 1}}, overflows, nil
+	}
+	if err := quant.DecodeF32(string(t.DType), sc.enc, vals); err != nil {
+		return nil, 0, err
+	}
+	return s.qz.quantize(vals, rows, qe, &sc.q), overflows, nil
+}
+
+// finish completes the tensor's manifest record once its last chunk is stored.
+func (s *tensorState) finish() {
+	t, rec := s.t, &s.res.record
+	rec.SourceSHA256 = hex.EncodeToString(s.srcHash.Sum(nil))
+	if s.copyThrough {
+		s.entryHash[t.Name] = s.srcHash
+	}
+	rec.F16Overflows = s.f16Overflows
+	if t.Quant != nil {
+		rec.QuantError = &manifests.QuantError{MaxAbs: s.qe.Max, RMS: s.qe.RMS()}
+	}
+	for i := range rec.Entries {
+		e := &rec.Entries[i]
+		e.SHA256 = hex.EncodeToString(s.entryHash[e.Name].Sum(nil))
+		if strings.HasSuffix(t.File, ".bin") { // no header to find it by
+			e.Offset = s.offsets[e.Name]
+			e.Size = entryBytes(st.Entry{Name: e.Name, DType: st.DType(e.DType), Shape: e.Shape})
+		}
+	}
+}

@@ -1,0 +1,81 @@
+package convert
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/fixtures"
+)
+
+// failingSource fails the reads that cover byte failAt of one shard.
+type failingSource struct {
+	st.Source
+	shard  string
+	failAt int64
+}
+
+type failingFile struct {
+	st.File
+	failAt int64
+}
+
+var errDisk = errors.New("simulated read failure")
+
+func (s failingSource) Open(name string) (st.File, error) {
+	f, err := s.Source.Open(name)
+	if err != nil || name != s.shard {
+		return f, err
+	}
+	return failingFile{f, s.failAt}, nil
+}
+
+func (f failingFile) ReadAt(p []byte, off int64) (int, error) {
+	if off <= f.failAt && f.failAt < off+int64(len(p)) {
+		return 0, errDisk
+	}
+	return f.File.ReadAt(p, off)
+}
+
+// A chunk that fails in the middle of a tensor stops the run with an error
+// naming the tensor, while other chunks of that tensor wait in the ordered
+// stages: none may be left waiting.
+func TestRunChunkFailureDoesNotHang(t *testing.T) {
+	dir := fixtures.Ensure(t, fixtures.Qwen36)
+	whole := load(t, fixtures.Qwen36)
+	// The middle of the largest head tensor: earlier chunks of it succeed.
+	var big *st.Tensor
+	for name, tn := range whole.Checkpoint.Tensors {
+		if strings.HasPrefix(name, "mtp.") && (big == nil || tn.Bytes() > big.Bytes()) {
+			big = tn
+		}
+	}
+	m, err := Load(failingSource{st.DirSource(dir), big.Shard.Name, big.Begin + big.Bytes()/2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Checkpoint.Close()
+	p, err := PlanMLX(m, mlxOpts("int4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, jobs := range []int{1, 2, 4} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := Run(context.Background(), p, m.Checkpoint, t.TempDir(), RunOptions{Jobs: jobs, ChunkElems: 1000})
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			t.Logf("jobs %d: %v", jobs, err)
+			if !errors.Is(err, errDisk) || !strings.Contains(err.Error(), "tensor ") {
+				t.Fatalf("jobs %d: got %v, want the read failure with its tensor", jobs, err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("jobs %d: run did not return after a failed chunk", jobs)
+		}
+	}
+}
