@@ -39,8 +39,8 @@ type tensorState struct {
 
 	res          *tensorResult
 	srcHash      hash.Hash
-	whole        hash.Hash // the current segment's own hash, when the tensor has several
-	entryHash    map[string]hash.Hash
+	whole        hash.Hash              // the current segment's own hash, when the tensor has several
+	entryHash    map[string]hash.Hash32 // CRC-32C per stored entry
 	qe           quant.ErrStats
 	f16Overflows int64
 	srcNext      int // next chunk for the source stage
@@ -57,12 +57,12 @@ type chunk struct {
 }
 
 func newTensorState(ck *st.Checkpoint, t *OutTensor, offsets map[string]int64, chunkElems int64) (*tensorState, error) {
-	s := &tensorState{t: t, offsets: offsets, res: &tensorResult{record: t.record()}, srcHash: sha256.New(), entryHash: map[string]hash.Hash{}}
+	s := &tensorState{t: t, offsets: offsets, res: &tensorResult{record: t.record()}, srcHash: sha256.New(), entryHash: map[string]hash.Hash32{}}
 	for _, e := range s.res.record.Entries {
-		s.entryHash[e.Name] = sha256.New()
+		s.entryHash[e.Name] = manifests.NewEntryHash()
 	}
 	// A tensor copied through unchanged (same dtype, no transform on values)
-	// has the bytes of its source: one hash serves both.
+	// stores its source bytes as they are.
 	s.plusOne = t.Has(TNormPlusOne)
 	s.copyThrough = t.Quant == nil && !s.plusOne
 	for _, seg := range t.Segments {
@@ -215,10 +215,8 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 		written(off, int64(len(pc.data)))
 	}
 	return sg.enter(&s.outNext, i, func() error {
-		if !s.copyThrough {
-			for _, pc := range pieces {
-				s.entryHash[pc.name].Write(pc.data)
-			}
+		for _, pc := range pieces {
+			s.entryHash[pc.name].Write(pc.data)
 		}
 		s.f16Overflows += int64(overflows)
 		s.qe.Max = max(s.qe.Max, qe.Max)
@@ -296,16 +294,13 @@ func (s *tensorState) transform(sc *scratch, inType st.DType, raw []byte, elems,
 func (s *tensorState) finish() {
 	t, rec := s.t, &s.res.record
 	rec.SourceSHA256 = hex.EncodeToString(s.srcHash.Sum(nil))
-	if s.copyThrough {
-		s.entryHash[t.Name] = s.srcHash
-	}
 	rec.F16Overflows = s.f16Overflows
 	if t.Quant != nil {
 		rec.QuantError = &manifests.QuantError{MaxAbs: s.qe.Max, RMS: s.qe.RMS()}
 	}
 	for i := range rec.Entries {
 		e := &rec.Entries[i]
-		e.SHA256 = hex.EncodeToString(s.entryHash[e.Name].Sum(nil))
+		e.CRC32C = manifests.EntrySum(s.entryHash[e.Name])
 		if strings.HasSuffix(t.File, ".bin") { // no header to find it by
 			e.Offset = s.offsets[e.Name]
 			e.Size = entryBytes(st.Entry{Name: e.Name, DType: st.DType(e.DType), Shape: e.Shape})

@@ -90,8 +90,8 @@ func Verify(dir string, src *st.Checkpoint) (*Report, error) {
 				r.add("tensor_shape", t.File, e.Name, "%s: tensor %s is %s %v; the manifest records %s %v", t.File, e.Name, info.DType, info.Shape, e.DType, e.Shape)
 				continue
 			}
-			if sum, err := hashRange(o.f, info.Begin, info.End); err != nil || sum != e.SHA256 {
-				r.add("tensor_hash", t.File, e.Name, "%s: tensor %s does not hash to the manifest's sha256", t.File, e.Name)
+			if sum, err := entryChecksum(o.f, info.Begin, info.End); err != nil || sum != e.CRC32C {
+				r.add("tensor_hash", t.File, e.Name, "%s: tensor %s does not match the manifest's CRC-32C", t.File, e.Name)
 			}
 		}
 		checkExperts(r, m, t)
@@ -185,8 +185,8 @@ func openOut(dir, name string, cache map[string]*outFile, m *Manifest) (*outFile
 	return o, nil
 }
 
-func hashRange(f *os.File, begin, end int64) (string, error) {
-	h := sha256.New()
+func entryChecksum(f *os.File, begin, end int64) (string, error) {
+	h := NewEntryHash()
 	buf := make([]byte, 1<<20)
 	for off := begin; off < end; {
 		n := min(int64(len(buf)), end-off)
@@ -196,7 +196,7 @@ func hashRange(f *os.File, begin, end int64) (string, error) {
 		h.Write(buf[:n])
 		off += n
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return EntrySum(h), nil
 }
 
 // recompute rebuilds a tensor's values from the source, row chunk by row
