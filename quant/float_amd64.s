@@ -196,17 +196,12 @@ f16encdone:
 
 // func encodeBF16AVX2(dst *byte, src *float32, n int)
 // Per element: NaN -> u>>16 | 0x40, else (u + 0x7fff + (u>>16)&1) >> 16.
+// Blocks without a NaN (all real weights) skip the blend.
 TEXT ·encodeBF16AVX2(SB), NOSPLIT, $0-24
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), CX
 
-	MOVL         $0x7fffffff, AX
-	MOVQ         AX, X15
-	VPBROADCASTD X15, Y15 // abs mask
-	MOVL         $0x7f800000, AX
-	MOVQ         AX, X14
-	VPBROADCASTD X14, Y14 // +inf
 	MOVL         $0x7fff, AX
 	MOVQ         AX, X13
 	VPBROADCASTD X13, Y13
@@ -225,6 +220,8 @@ bf16enc16:
 	VMOVDQU   32(SI), Y1
 	VPSRLD    $16, Y0, Y2       // u>>16
 	VPSRLD    $16, Y1, Y3
+	VCMPPS    $3, Y0, Y0, Y6    // NaN mask (unordered with itself)
+	VCMPPS    $3, Y1, Y1, Y7
 	VPAND     Y12, Y2, Y4       // (u>>16)&1
 	VPAND     Y12, Y3, Y5
 	VPADDD    Y13, Y4, Y4       // + 0x7fff
@@ -233,14 +230,11 @@ bf16enc16:
 	VPADDD    Y1, Y5, Y5
 	VPSRLD    $16, Y4, Y4       // rounded
 	VPSRLD    $16, Y5, Y5
-	VPOR      Y11, Y2, Y2       // NaN result
-	VPOR      Y11, Y3, Y3
-	VPAND     Y15, Y0, Y0
-	VPAND     Y15, Y1, Y1
-	VPCMPGTD  Y14, Y0, Y0       // NaN mask
-	VPCMPGTD  Y14, Y1, Y1
-	VPBLENDVB Y0, Y2, Y4, Y4
-	VPBLENDVB Y1, Y3, Y5, Y5
+	VPOR      Y7, Y6, Y8
+	VPTEST    Y8, Y8
+	JNZ       bf16encnan
+
+bf16encpack:
 	VPACKUSDW Y5, Y4, Y4        // lanes: a.lo b.lo a.hi b.hi
 	VPERMQ    $0xd8, Y4, Y4     // a.lo a.hi b.lo b.hi
 	VMOVDQU   Y4, (DI)
@@ -253,3 +247,10 @@ bf16enc16:
 bf16encdone:
 	VZEROUPPER
 	RET
+
+bf16encnan:
+	VPOR      Y11, Y2, Y2       // NaN result
+	VPOR      Y11, Y3, Y3
+	VPBLENDVB Y6, Y2, Y4, Y4
+	VPBLENDVB Y7, Y3, Y5, Y5
+	JMP       bf16encpack
