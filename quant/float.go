@@ -68,14 +68,14 @@ func DecodeF32(dtype string, src []byte, dst []float32) error {
 		if len(src) != 2*len(dst) {
 			return fmt.Errorf("decode BF16: %d bytes for %d elements", len(src), len(dst))
 		}
-		for i := range dst {
+		for i := decodeBF16Vec(dst, src); i < len(dst); i++ {
 			dst[i] = BF16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
 		}
 	case "F16":
 		if len(src) != 2*len(dst) {
 			return fmt.Errorf("decode F16: %d bytes for %d elements", len(src), len(dst))
 		}
-		for i := range dst {
+		for i := decodeF16Vec(dst, src); i < len(dst); i++ {
 			dst[i] = F16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
 		}
 	case "F32":
@@ -99,15 +99,17 @@ func EncodeF32(dtype string, src []float32, dst []byte) (overflows int, err erro
 		if len(dst) != 2*len(src) {
 			return 0, fmt.Errorf("encode BF16: %d bytes for %d elements", len(dst), len(src))
 		}
-		for i, v := range src {
-			binary.LittleEndian.PutUint16(dst[2*i:], F32ToBF16(v))
+		for i := encodeBF16Vec(dst, src); i < len(src); i++ {
+			binary.LittleEndian.PutUint16(dst[2*i:], F32ToBF16(src[i]))
 		}
 	case "F16":
 		if len(dst) != 2*len(src) {
 			return 0, fmt.Errorf("encode F16: %d bytes for %d elements", len(dst), len(src))
 		}
-		for i, v := range src {
-			h, of := F32ToF16(v)
+		done, vecOverflows := encodeF16Vec(dst, src)
+		overflows = vecOverflows
+		for i := done; i < len(src); i++ {
+			h, of := F32ToF16(src[i])
 			if of {
 				overflows++
 			}

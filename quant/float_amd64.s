@@ -1,0 +1,256 @@
+//go:build amd64
+
+#include "textflag.h"
+
+// AVX2 + F16C kernels for the float casts in float.go. Each processes n
+// elements, n a multiple of 8 (16 for encodeBF16AVX2); the Go caller does the
+// tail. All loads and stores are unaligned.
+
+// func decodeBF16AVX2(dst *float32, src *byte, n int)
+TEXT ·decodeBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	CMPQ CX, $32
+	JB   bf16dec8
+
+bf16dec32:
+	VPMOVZXWD 0(SI), Y0
+	VPMOVZXWD 16(SI), Y1
+	VPMOVZXWD 32(SI), Y2
+	VPMOVZXWD 48(SI), Y3
+	VPSLLD    $16, Y0, Y0
+	VPSLLD    $16, Y1, Y1
+	VPSLLD    $16, Y2, Y2
+	VPSLLD    $16, Y3, Y3
+	VMOVDQU   Y0, 0(DI)
+	VMOVDQU   Y1, 32(DI)
+	VMOVDQU   Y2, 64(DI)
+	VMOVDQU   Y3, 96(DI)
+	ADDQ      $64, SI
+	ADDQ      $128, DI
+	SUBQ      $32, CX
+	CMPQ      CX, $32
+	JAE       bf16dec32
+
+bf16dec8:
+	CMPQ CX, $8
+	JB   bf16decdone
+
+bf16dec8loop:
+	VPMOVZXWD (SI), Y0
+	VPSLLD    $16, Y0, Y0
+	VMOVDQU   Y0, (DI)
+	ADDQ      $16, SI
+	ADDQ      $32, DI
+	SUBQ      $8, CX
+	CMPQ      CX, $8
+	JAE       bf16dec8loop
+
+bf16decdone:
+	VZEROUPPER
+	RET
+
+// func decodeF16AVX2(dst *float32, src *byte, n int)
+// VCVTPH2PS is exact for every half, and quiets NaNs the way x448/float16
+// does (sign | 0x7fc00000 | payload<<13).
+TEXT ·decodeF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	CMPQ CX, $32
+	JB   f16dec8
+
+f16dec32:
+	VCVTPH2PS 0(SI), Y0
+	VCVTPH2PS 16(SI), Y1
+	VCVTPH2PS 32(SI), Y2
+	VCVTPH2PS 48(SI), Y3
+	VMOVUPS   Y0, 0(DI)
+	VMOVUPS   Y1, 32(DI)
+	VMOVUPS   Y2, 64(DI)
+	VMOVUPS   Y3, 96(DI)
+	ADDQ      $64, SI
+	ADDQ      $128, DI
+	SUBQ      $32, CX
+	CMPQ      CX, $32
+	JAE       f16dec32
+
+f16dec8:
+	CMPQ CX, $8
+	JB   f16decdone
+
+f16dec8loop:
+	VCVTPH2PS (SI), Y0
+	VMOVUPS   Y0, (DI)
+	ADDQ      $16, SI
+	ADDQ      $32, DI
+	SUBQ      $8, CX
+	CMPQ      CX, $8
+	JAE       f16dec8loop
+
+f16decdone:
+	VZEROUPPER
+	RET
+
+// func encodeF16AVX2(dst *byte, src *float32, n int) (overflows int)
+// VCVTPS2PH with imm8 0 rounds to nearest even regardless of MXCSR. The
+// overflow count is the number of finite inputs with |x| >= 65520
+// (bits 0x477ff000), counted per dword lane as -1 per hit.
+TEXT ·encodeF16AVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+	MOVL         $0x7fffffff, AX
+	MOVQ         AX, X15
+	VPBROADCASTD X15, Y15 // abs mask
+	MOVL         $0x477fefff, AX
+	MOVQ         AX, X14
+	VPBROADCASTD X14, Y14 // largest f32 that rounds to a finite half
+	MOVL         $0x7f800000, AX
+	MOVQ         AX, X13
+	VPBROADCASTD X13, Y13 // +inf
+	VPXOR        Y12, Y12, Y12 // -overflows per lane
+	VPXOR        Y11, Y11, Y11
+
+	CMPQ CX, $32
+	JB   f16enc8
+
+f16enc32:
+	VMOVUPS   0(SI), Y0
+	VMOVUPS   32(SI), Y1
+	VMOVUPS   64(SI), Y2
+	VMOVUPS   96(SI), Y3
+	VCVTPS2PH $0, Y0, 0(DI)
+	VCVTPS2PH $0, Y1, 16(DI)
+	VCVTPS2PH $0, Y2, 32(DI)
+	VCVTPS2PH $0, Y3, 48(DI)
+	VPAND     Y15, Y0, Y0
+	VPAND     Y15, Y1, Y1
+	VPAND     Y15, Y2, Y2
+	VPAND     Y15, Y3, Y3
+	VPCMPGTD  Y14, Y0, Y4 // |x| >= 65520
+	VPCMPGTD  Y0, Y13, Y0 // |x| < inf (and not NaN)
+	VPCMPGTD  Y14, Y1, Y5
+	VPCMPGTD  Y1, Y13, Y1
+	VPCMPGTD  Y14, Y2, Y6
+	VPCMPGTD  Y2, Y13, Y2
+	VPCMPGTD  Y14, Y3, Y7
+	VPCMPGTD  Y3, Y13, Y3
+	VPAND     Y4, Y0, Y0
+	VPAND     Y5, Y1, Y1
+	VPAND     Y6, Y2, Y2
+	VPAND     Y7, Y3, Y3
+	VPADDD    Y1, Y0, Y0
+	VPADDD    Y3, Y2, Y2
+	VPADDD    Y0, Y12, Y12
+	VPADDD    Y2, Y11, Y11
+	ADDQ      $128, SI
+	ADDQ      $64, DI
+	SUBQ      $32, CX
+	CMPQ      CX, $32
+	JAE       f16enc32
+
+f16enc8:
+	CMPQ CX, $8
+	JB   f16encdone
+
+f16enc8loop:
+	VMOVUPS   (SI), Y0
+	VCVTPS2PH $0, Y0, (DI)
+	VPAND     Y15, Y0, Y0
+	VPCMPGTD  Y14, Y0, Y4
+	VPCMPGTD  Y0, Y13, Y0
+	VPAND     Y4, Y0, Y0
+	VPADDD    Y0, Y12, Y12
+	ADDQ      $32, SI
+	ADDQ      $16, DI
+	SUBQ      $8, CX
+	CMPQ      CX, $8
+	JAE       f16enc8loop
+
+f16encdone:
+	// Each lane of Y12 and Y11 holds minus its count; widen to 64 bits
+	// before summing so no total can wrap.
+	VPXOR       Y10, Y10, Y10
+	VPSUBD      Y12, Y10, Y12
+	VPSUBD      Y11, Y10, Y11
+	VPMOVZXDQ   X12, Y0
+	VEXTRACTI128 $1, Y12, X1
+	VPMOVZXDQ   X1, Y1
+	VPMOVZXDQ   X11, Y2
+	VEXTRACTI128 $1, Y11, X3
+	VPMOVZXDQ   X3, Y3
+	VPADDQ      Y1, Y0, Y0
+	VPADDQ      Y3, Y2, Y2
+	VPADDQ      Y2, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPADDQ      X1, X0, X0
+	VPSHUFD     $0x4e, X0, X1
+	VPADDQ      X1, X0, X0
+	MOVQ        X0, AX
+	MOVQ        AX, overflows+24(FP)
+	VZEROUPPER
+	RET
+
+// func encodeBF16AVX2(dst *byte, src *float32, n int)
+// Per element: NaN -> u>>16 | 0x40, else (u + 0x7fff + (u>>16)&1) >> 16.
+// Blocks without a NaN (all real weights) skip the blend.
+TEXT ·encodeBF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+	MOVL         $0x7fff, AX
+	MOVQ         AX, X13
+	VPBROADCASTD X13, Y13
+	MOVL         $1, AX
+	MOVQ         AX, X12
+	VPBROADCASTD X12, Y12
+	MOVL         $0x40, AX
+	MOVQ         AX, X11
+	VPBROADCASTD X11, Y11
+
+	CMPQ CX, $16
+	JB   bf16encdone
+
+bf16enc16:
+	VMOVDQU   0(SI), Y0
+	VMOVDQU   32(SI), Y1
+	VPSRLD    $16, Y0, Y2       // u>>16
+	VPSRLD    $16, Y1, Y3
+	VCMPPS    $3, Y0, Y0, Y6    // NaN mask (unordered with itself)
+	VCMPPS    $3, Y1, Y1, Y7
+	VPAND     Y12, Y2, Y4       // (u>>16)&1
+	VPAND     Y12, Y3, Y5
+	VPADDD    Y13, Y4, Y4       // + 0x7fff
+	VPADDD    Y13, Y5, Y5
+	VPADDD    Y0, Y4, Y4        // + u
+	VPADDD    Y1, Y5, Y5
+	VPSRLD    $16, Y4, Y4       // rounded
+	VPSRLD    $16, Y5, Y5
+	VPOR      Y7, Y6, Y8
+	VPTEST    Y8, Y8
+	JNZ       bf16encnan
+
+bf16encpack:
+	VPACKUSDW Y5, Y4, Y4        // lanes: a.lo b.lo a.hi b.hi
+	VPERMQ    $0xd8, Y4, Y4     // a.lo a.hi b.lo b.hi
+	VMOVDQU   Y4, (DI)
+	ADDQ      $64, SI
+	ADDQ      $32, DI
+	SUBQ      $16, CX
+	CMPQ      CX, $16
+	JAE       bf16enc16
+
+bf16encdone:
+	VZEROUPPER
+	RET
+
+bf16encnan:
+	VPOR      Y11, Y2, Y2       // NaN result
+	VPOR      Y11, Y3, Y3
+	VPBLENDVB Y6, Y2, Y4, Y4
+	VPBLENDVB Y7, Y3, Y5, Y5
+	JMP       bf16encpack
