@@ -102,6 +102,7 @@ type stages struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
 	aborted bool
+	cause   error // the failure that aborted the run
 }
 
 var errAborted = errors.New("aborted")
@@ -126,8 +127,13 @@ func (sg *stages) enter(next *int, i int, fn func() error) error {
 	return err
 }
 
-func (sg *stages) abort() {
+// abort wakes every waiting chunk; the first real failure is kept, since
+// woken chunks may reach the errgroup before it.
+func (sg *stages) abort(cause error) {
 	sg.mu.Lock()
+	if !sg.aborted && !errors.Is(cause, errAborted) {
+		sg.cause = cause
+	}
 	sg.aborted = true
 	sg.cond.Broadcast()
 	sg.mu.Unlock()
@@ -158,17 +164,20 @@ func runChunks(ctx context.Context, ck *st.Checkpoint, states []*tensorState, f 
 				sc := <-pool
 				defer func() { pool <- sc }()
 				if err := s.runChunk(gctx, ck, i, sc, sg, f, opt.Progress, written); err != nil {
-					sg.abort()
-					if errors.Is(err, errAborted) {
-						return err
+					if !errors.Is(err, errAborted) {
+						err = fmt.Errorf("tensor %s: %w", s.t.Name, err)
 					}
-					return fmt.Errorf("tensor %s: %w", s.t.Name, err)
+					sg.abort(err)
+					return err
 				}
 				return nil
 			})
 		}
 	}
 	err := g.Wait()
+	if sg.cause != nil {
+		return sg.cause
+	}
 	if err == nil {
 		err = ctx.Err()
 	}
