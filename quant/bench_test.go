@@ -14,30 +14,82 @@ func benchData(n int) []float32 {
 	return w
 }
 
-func BenchmarkNNCFInt4(b *testing.B) {
-	w := benchData(2048 * 512)
-	var st ErrStats
-	b.SetBytes(int64(len(w)) * 4)
-	for i := 0; i < b.N; i++ {
-		QuantizeNNCFStats(w, 2048, NNCFParams{4, false, 64}, nil, nil, nil, &st)
+// kernelPaths are the implementations a benchmark or test runs: the portable
+// Go code always, the AVX2 assembly where the CPU has it.
+func kernelPaths() []struct {
+	name string
+	avx2 bool
+} {
+	paths := []struct {
+		name string
+		avx2 bool
+	}{{"go", false}}
+	if useAVX2 {
+		paths = append(paths, struct {
+			name string
+			avx2 bool
+		}{"avx2", true})
+	}
+	return paths
+}
+
+// setAVX2 switches the kernels for the rest of a test or benchmark.
+func setAVX2(tb testing.TB, on bool) {
+	old := useAVX2
+	useAVX2 = on
+	tb.Cleanup(func() { useAVX2 = old })
+}
+
+// BenchmarkQuant measures the quantizers with error statistics, on 2048x512
+// weights, reusing the output buffers as the converter does; ns/elem is the
+// time per weight.
+func BenchmarkQuant(b *testing.B) {
+	const cols, rows = 2048, 512
+	w := benchData(cols * rows)
+	cases := []struct {
+		name string
+		run  func(packed []byte, s, bi []float32, z []uint8, st *ErrStats) ([]byte, []float32, []float32, []uint8)
+	}{
+		{"mlx-int4-g64-cpu", mlxBench(w, cols, MLXAffineParams{4, 64, MLXCPU})},
+		{"mlx-int8-g64-cpu", mlxBench(w, cols, MLXAffineParams{8, 64, MLXCPU})},
+		{"mlx-int4-g64-gpu", mlxBench(w, cols, MLXAffineParams{4, 64, MLXGPU})},
+		{"nncf-int8-asym-channel", nncfBench(w, cols, NNCFParams{8, false, -1})},
+		{"nncf-int4-asym-g128", nncfBench(w, cols, NNCFParams{4, false, 128})},
+		{"nncf-int4-sym-g64", nncfBench(w, cols, NNCFParams{4, true, 64})},
+	}
+	for _, c := range cases {
+		for _, path := range kernelPaths() {
+			b.Run(c.name+"/"+path.name, func(b *testing.B) {
+				setAVX2(b, path.avx2)
+				var st ErrStats
+				packed, s, bi, z := c.run(nil, nil, nil, nil, &st)
+				b.SetBytes(int64(len(w)) * 4)
+				b.ResetTimer()
+				for b.Loop() {
+					packed, s, bi, z = c.run(packed[:0], s[:0], bi[:0], z[:0], &st)
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(w)), "ns/elem")
+			})
+		}
 	}
 }
 
-func BenchmarkNNCFInt8(b *testing.B) {
-	w := benchData(2048 * 512)
-	var st ErrStats
-	b.SetBytes(int64(len(w)) * 4)
-	for i := 0; i < b.N; i++ {
-		QuantizeNNCFStats(w, 2048, NNCFParams{8, false, -1}, nil, nil, nil, &st)
+func mlxBench(w []float32, cols int, p MLXAffineParams) func([]byte, []float32, []float32, []uint8, *ErrStats) ([]byte, []float32, []float32, []uint8) {
+	return func(packed []byte, s, b []float32, z []uint8, st *ErrStats) ([]byte, []float32, []float32, []uint8) {
+		packed, s, b = QuantizeMLXAffineStats(w, cols, p, packed, s, b, "BF16", st)
+		return packed, s, b, z
 	}
 }
 
-func BenchmarkMLXInt4(b *testing.B) {
-	w := benchData(2048 * 512)
-	var st ErrStats
-	b.SetBytes(int64(len(w)) * 4)
-	for i := 0; i < b.N; i++ {
-		QuantizeMLXAffineStats(w, 2048, MLXAffineParams{4, 64, MLXGPU}, nil, nil, nil, "BF16", &st)
+// nncfBench also packs 4-bit codes and zero points, as the converter does.
+func nncfBench(w []float32, cols int, p NNCFParams) func([]byte, []float32, []float32, []uint8, *ErrStats) ([]byte, []float32, []float32, []uint8) {
+	var nib []byte
+	return func(codes []byte, s, b []float32, z []uint8, st *ErrStats) ([]byte, []float32, []float32, []uint8) {
+		codes, s, z = QuantizeNNCFStats(w, cols, p, codes, s, z, st)
+		if p.Bits == 4 {
+			nib = PackNibbles(codes, nib[:0])
+		}
+		return codes, s, b, z
 	}
 }
 

@@ -3,6 +3,7 @@ package quant
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // MLXRounding picks which MLX kernel to reproduce bit for bit.
@@ -75,57 +76,80 @@ func QuantizeMLXAffine(w []float32, cols int, p MLXAffineParams, packed []byte, 
 
 // QuantizeMLXAffineStats is QuantizeMLXAffine that also accumulates the error
 // of the stored form: codes dequantized with the scale and bias rounded to
-// dtype (the weight's BF16, F16 or F32).
+// dtype (the weight's BF16, F16 or F32), float32(sr*q) + br, summed as
+// groupErr describes so that the result does not depend on the kernels used.
 func QuantizeMLXAffineStats(w []float32, cols int, p MLXAffineParams, packed []byte, scales, biases []float32, dtype string, stats *ErrStats) ([]byte, []float32, []float32) {
 	return quantizeMLX(w, cols, p, packed, scales, biases, dtype, stats)
 }
 
 func quantizeMLX(w []float32, cols int, p MLXAffineParams, packed []byte, scales, biases []float32, dtype string, stats *ErrStats) ([]byte, []float32, []float32) {
 	nBins := float32(int(1)<<p.Bits - 1)
+	gpu := p.Rounding == MLXGPU
+	mode := 0
+	if gpu {
+		mode = kernGPU
+	}
 	codes := make([]uint8, p.GroupSize)
 	rowBytes := cols * p.Bits / 8
+	rows := len(w) / max(cols, 1)
+	packed = slices.Grow(packed, rows*rowBytes)
+	scales = slices.Grow(scales, rows*cols/p.GroupSize)
+	biases = slices.Grow(biases, rows*cols/p.GroupSize)
+	var e groupErr
+	ep := &e
+	if stats == nil {
+		ep = nil
+	}
 	for r := 0; r+cols <= len(w); r += cols {
 		row := w[r : r+cols]
 		start := len(packed)
 		packed = append(packed, make([]byte, rowBytes)...)
 		out := packed[start:]
 		for g := 0; g < cols; g += p.GroupSize {
-			s, b := affineGroup(row[g:g+p.GroupSize], nBins, p.Rounding, codes)
+			grp := row[g : g+p.GroupSize]
+			s, b := mlxScaleBias(grp, nBins, p.Rounding)
 			scales = append(scales, s)
 			biases = append(biases, b)
-			packCodes(out, g, codes, p.Bits)
+			k := kernArgs{b: b, s: s, lo1: -1, hi1: nBins + 1, lo: 0, hi: nBins, dm: s, da: b, mask: 0xff}
 			if stats != nil {
-				sr, br := roundTo(dtype, s), roundTo(dtype, b)
-				var e errAcc
-				for i, v := range row[g : g+p.GroupSize] {
-					e.add(sr*float32(codes[i]) + br - v)
+				// The error is that of the stored form: scale and bias in dtype.
+				k.dm, k.da = roundTo(dtype, s), roundTo(dtype, b)
+			}
+			e = groupErr{}
+			// The assembly quantizes the first i elements, writing packed
+			// bytes for 4 and 8 bits (done = i), else one code a byte.
+			i, done := 0, 0
+			if useAVX2 && len(grp) >= 8 {
+				i = len(grp) &^ 7
+				switch p.Bits {
+				case 8:
+					mlxKernelAVX2(&grp[0], i, &out[g], &k, &e, mode)
+					done = i
+				case 4:
+					mlxKernelAVX2(&grp[0], i, &out[g/2], &k, &e, mode|kernNibbles)
+					done = i
+				default:
+					mlxKernelAVX2(&grp[0], i, &codes[0], &k, &e, mode)
 				}
-				stats.mergeGroup(e.max, e.sq, p.GroupSize)
+			}
+			mlxCodes(grp, i, &k, gpu, codes, ep)
+			packCodes(out, g+done, codes[done:], p.Bits)
+			if stats != nil {
+				e.merge(stats, len(grp))
 			}
 		}
 	}
 	return packed, scales, biases
 }
 
-// affineGroup computes one group's scale and bias and its codes.
-func affineGroup(group []float32, nBins float32, rounding MLXRounding, codes []uint8) (float32, float32) {
-	wMin := float32(math.Inf(1))
+// mlxScaleBias computes one group's scale and bias. The codes are then
+// clamp(round((v-b)/s), 0, nBins), rounding as the kernel does (mlxCode).
+func mlxScaleBias(group []float32, nBins float32, rounding MLXRounding) (float32, float32) {
 	wMax := float32(math.Inf(-1))
 	if rounding == MLXGPU {
 		wMax = 0
 	}
-	for _, v := range group {
-		if v < wMin {
-			wMin = v
-		}
-		if v > wMax {
-			wMax = v
-		}
-	}
-	round := roundHalfEven
-	if rounding == MLXGPU {
-		round = roundHalfAway
-	}
+	wMin, wMax := minMax(group, float32(math.Inf(1)), wMax)
 	s := max((wMax-wMin)/nBins, mlxEps)
 	side := abs32(wMin) > abs32(wMax)
 	if !side {
@@ -135,22 +159,16 @@ func affineGroup(group []float32, nBins float32, rounding MLXRounding, codes []u
 	if side {
 		edge = wMin
 	}
-	q0 := round(edge / s)
+	var q0 float32
+	if rounding == MLXGPU {
+		q0 = roundHalfAway(edge / s)
+	} else {
+		q0 = roundHalfEven(edge / s)
+	}
 	b := float32(0)
 	if q0 != 0 {
 		s = edge / q0
 		b = edge
-	}
-	// The quotient is limited to [-1, nBins+1] before rounding: the clamped
-	// code is unchanged, and small values round with plain float32 arithmetic.
-	if rounding == MLXGPU {
-		for i, v := range group {
-			codes[i] = uint8(clamp(float32(math.Round(float64((v-b)/s))), 0, nBins))
-		}
-	} else {
-		for i, v := range group {
-			codes[i] = uint8(clamp(roundEvenSmall(clamp(float32((v-b)/s), -1, nBins+1)), 0, nBins))
-		}
 	}
 	return s, b
 }

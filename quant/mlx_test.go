@@ -10,10 +10,12 @@ import (
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
-// TestMLXAffineGoldenCPU compares our quantizer, in cpu rounding, with
+// TestMLXAffineGoldenCPU compares, with the Go and the AVX2 kernels, our quantizer, in cpu rounding, with
 // vectors produced by real MLX (interop/golden_mlx.py) for every bits x group
 // size x weight dtype, byte for byte: packed weights, scales and biases.
-func TestMLXAffineGoldenCPU(t *testing.T) {
+func TestMLXAffineGoldenCPU(t *testing.T) { forEachPath(t, testMLXAffineGoldenCPU) }
+
+func testMLXAffineGoldenCPU(t *testing.T) {
 	ck, err := st.Open(fileSource(filepath.Join("..", "testdata", "golden", "mlx_affine_cpu.safetensors")))
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +74,9 @@ func TestMLXAffineGoldenCPU(t *testing.T) {
 // TestMLXAffineGPUVariant covers the cases where the GPU kernel differs from
 // the CPU one: all-negative groups (the GPU maximum starts at 0) and exact
 // .5 ties (the GPU rounds half away from zero).
-func TestMLXAffineGPUVariant(t *testing.T) {
+func TestMLXAffineGPUVariant(t *testing.T) { forEachPath(t, testMLXAffineGPUVariant) }
+
+func testMLXAffineGPUVariant(t *testing.T) {
 	neg := make([]float32, 32)
 	for i := range neg {
 		neg[i] = -0.5 - float32(i)/64
@@ -109,7 +113,9 @@ func TestMLXAffineGPUVariant(t *testing.T) {
 }
 
 // TestMLXAffineRoundTrip checks the dequantized error bound for every bit width.
-func TestMLXAffineRoundTrip(t *testing.T) {
+func TestMLXAffineRoundTrip(t *testing.T) { forEachPath(t, testMLXAffineRoundTrip) }
+
+func testMLXAffineRoundTrip(t *testing.T) {
 	w := make([]float32, 4*128)
 	for i := range w {
 		w[i] = float32(math.Sin(float64(i)*0.37)) * 0.3

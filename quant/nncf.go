@@ -3,6 +3,7 @@ package quant
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // NNCFParams selects one of NNCF's integer weight compression modes:
@@ -56,26 +57,29 @@ func QuantizeNNCF(w []float32, cols int, p NNCFParams, codes []uint8, scales []f
 }
 
 // QuantizeNNCFStats is QuantizeNNCF that also accumulates, when stats is not
-// nil, the error of the stored form: codes dequantized with the f16 scale.
+// nil, the error of the stored form: codes dequantized with the f16 scale,
+// float32((q - zp) * scale), summed as groupErr describes.
 func QuantizeNNCFStats(w []float32, cols int, p NNCFParams, codes []uint8, scales []float32, zps []uint8, stats *ErrStats) ([]uint8, []float32, []uint8) {
 	g := p.Group(cols)
+	if g <= 0 {
+		return codes, scales, zps
+	}
 	lo, hi := float32(0), float32(int(1)<<p.Bits-1)
 	if p.Sym {
 		lo, hi = -float32(int(1)<<(p.Bits-1)), float32(int(1)<<(p.Bits-1)-1)
 	}
+	mask := int32(1)<<p.Bits - 1
+	codes = slices.Grow(codes, len(w)-len(w)%g)
+	scales = slices.Grow(scales, len(w)/g)
+	if !p.Sym {
+		zps = slices.Grow(zps, len(w)/g)
+	}
+	var e groupErr
 	for start := 0; start+g <= len(w); start += g {
 		grp := w[start : start+g]
 		var s, zp, mn float32
 		if p.Sym {
-			mn, mx := grp[0], grp[0]
-			for _, v := range grp {
-				if v < mn {
-					mn = v
-				}
-				if v > mx {
-					mx = v
-				}
-			}
+			mn, mx := minMax(grp, grp[0], grp[0])
 			a := abs32(mn)
 			if a >= mx {
 				s = a / -lo
@@ -83,15 +87,8 @@ func QuantizeNNCFStats(w []float32, cols int, p NNCFParams, codes []uint8, scale
 				s = -mx / -lo
 			}
 		} else {
-			mx := float32(0) // the range always includes 0
-			for _, v := range grp {
-				if v < mn {
-					mn = v
-				}
-				if v > mx {
-					mx = v
-				}
-			}
+			var mx float32
+			mn, mx = minMax(grp, 0, 0) // the range always includes 0
 			s = (mx - mn) / hi
 		}
 		if abs32(s) < nncfEps {
@@ -105,43 +102,20 @@ func QuantizeNNCFStats(w []float32, cols int, p NNCFParams, codes []uint8, scale
 		n := len(codes)
 		codes = append(codes, make([]uint8, len(grp))...)
 		out := codes[n:]
-		mask := uint8(int(1)<<p.Bits - 1)
 		h, _ := F32ToF16(s)
 		stored := F16ToF32(h)
-		// The error accumulators stay in registers: a float32 max and two
-		// float32 partial sums per group (promoted when merged).
-		var emax, sq0, sq1 float32
-		if p.Sym {
-			for i, v := range grp {
-				q := clamp(roundEvenSmall(clamp(float32(v/s), lo-1, hi+1)), lo, hi)
-				out[i] = uint8(int8(q)) & mask
-				d := abs32f(q*stored - v)
-				if d > emax {
-					emax = d
-				}
-				if i&1 == 0 {
-					sq0 += d * d
-				} else {
-					sq1 += d * d
-				}
-			}
-		} else {
-			for i, v := range grp {
-				q := clamp(roundEvenSmall(clamp(float32(float32(v/s)+zp), lo-1, hi+1)), lo, hi)
-				out[i] = uint8(q)
-				d := abs32f((q-zp)*stored - v)
-				if d > emax {
-					emax = d
-				}
-				if i&1 == 0 {
-					sq0 += d * d
-				} else {
-					sq1 += d * d
-				}
-			}
+		// q = clamp(roundHalfEven(clamp(v/s + zp, lo-1, hi+1)), lo, hi), the
+		// code its low bits, and the error that of (q - zp) * stored.
+		k := kernArgs{b: zp, s: s, lo1: lo - 1, hi1: hi + 1, lo: lo, hi: hi, dm: stored, da: zp, mask: mask}
+		e = groupErr{}
+		i := 0
+		if useAVX2 && len(grp) >= 8 {
+			i = len(grp) &^ 7
+			nncfKernelAVX2(&grp[0], i, &out[0], &k, &e)
 		}
+		nncfCodes(grp, i, &k, out, &e)
 		if stats != nil {
-			stats.mergeGroup(emax, float64(sq0)+float64(sq1), len(grp))
+			e.merge(stats, len(grp))
 		}
 	}
 	return codes, scales, zps
@@ -150,12 +124,17 @@ func QuantizeNNCFStats(w []float32, cols int, p NNCFParams, codes []uint8, scale
 // PackNibbles packs 4-bit codes two per byte, element 2k in the low nibble.
 // An odd count leaves the last high nibble zero.
 func PackNibbles(codes []uint8, out []byte) []byte {
-	for i := 0; i < len(codes); i += 2 {
+	start := len(out)
+	out = slices.Grow(out, (len(codes)+1)/2)[:start+(len(codes)+1)/2]
+	dst := out[start:]
+	n8 := len(codes) &^ 7
+	packNibbles8(codes[:n8], dst)
+	for i := n8; i < len(codes); i += 2 {
 		b := codes[i] & 0xf
 		if i+1 < len(codes) {
 			b |= (codes[i+1] & 0xf) << 4
 		}
-		out = append(out, b)
+		dst[i/2] = b
 	}
 	return out
 }
@@ -188,22 +167,6 @@ func (s *ErrStats) RMS() float64 {
 		return 0
 	}
 	return math.Sqrt(s.SumSq / float64(s.N))
-}
-
-// errAcc is a group's error in registers.
-type errAcc struct {
-	max float32
-	sq  float64
-}
-
-func (e *errAcc) add(d float32) {
-	if d < 0 {
-		d = -d
-	}
-	if d > e.max {
-		e.max = d
-	}
-	e.sq += float64(d * d)
 }
 
 // clamp limits x to [lo, hi] with plain comparisons (the min and max

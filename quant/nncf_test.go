@@ -22,8 +22,11 @@ func (f fileSource) Open(name string) (st.File, error) {
 }
 
 // TestNNCFGolden compares our NNCF compression with vectors produced by real
-// NNCF (interop/golden_nncf.py): codes, f16 scales and zero points, every mode.
-func TestNNCFGolden(t *testing.T) {
+// NNCF (interop/golden_nncf.py): codes, f16 scales and zero points, every
+// mode, with the Go and the AVX2 kernels.
+func TestNNCFGolden(t *testing.T) { forEachPath(t, testNNCFGolden) }
+
+func testNNCFGolden(t *testing.T) {
 	ck, err := st.Open(fileSource(filepath.Join("..", "testdata", "golden", "nncf_int.safetensors")))
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,23 @@
+package quant
+
+// Kernel variants (the mode argument of mlxKernelAVX2).
+const (
+	kernGPU     = 1 // round half away from zero (else half to even)
+	kernNibbles = 2 // pack two codes a byte, element 2k in the low nibble (else a byte each)
+)
+
+// minMaxAVX2 is minMax over x[:n&^7].
+//
+//go:noescape
+func minMaxAVX2(x *float32, n int, mn, mx float32) (rmn, rmx float32)
+
+// mlxKernelAVX2 is mlxCodes over x[:n], n a multiple of 8, writing the codes
+// to dst as mode says and adding the error to e (always, in its canonical form).
+//
+//go:noescape
+func mlxKernelAVX2(x *float32, n int, dst *byte, k *kernArgs, e *groupErr, mode int)
+
+// nncfKernelAVX2 is nncfCodes over x[:n], n a multiple of 8, one code a byte.
+//
+//go:noescape
+func nncfKernelAVX2(x *float32, n int, dst *byte, k *kernArgs, e *groupErr)

@@ -1,0 +1,22 @@
+//go:build !amd64
+
+package quant
+
+// Off amd64 useAVX2 is false and these are never called.
+
+const (
+	kernGPU     = 1
+	kernNibbles = 2
+)
+
+func minMaxAVX2(x *float32, n int, mn, mx float32) (float32, float32) {
+	panic("quant: no AVX2 kernels on this architecture")
+}
+
+func mlxKernelAVX2(x *float32, n int, dst *byte, k *kernArgs, e *groupErr, mode int) {
+	panic("quant: no AVX2 kernels on this architecture")
+}
+
+func nncfKernelAVX2(x *float32, n int, dst *byte, k *kernArgs, e *groupErr) {
+	panic("quant: no AVX2 kernels on this architecture")
+}
