@@ -2,8 +2,6 @@ package convert
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
@@ -38,8 +36,8 @@ type tensorState struct {
 	qz          chunkQuantizer
 
 	res          *tensorResult
-	srcHash      hash.Hash
-	whole        hash.Hash              // the current segment's own hash, when the tensor has several
+	srcHash      hash.Hash32
+	whole        hash.Hash32            // the current segment's own checksum, when the tensor has several
 	entryHash    map[string]hash.Hash32 // CRC-32C per stored entry
 	qe           quant.ErrStats
 	f16Overflows int64
@@ -57,9 +55,9 @@ type chunk struct {
 }
 
 func newTensorState(ck *st.Checkpoint, t *OutTensor, offsets map[string]int64, chunkElems int64) (*tensorState, error) {
-	s := &tensorState{t: t, offsets: offsets, res: &tensorResult{record: t.record()}, srcHash: sha256.New(), entryHash: map[string]hash.Hash32{}}
+	s := &tensorState{t: t, offsets: offsets, res: &tensorResult{record: t.record()}, srcHash: manifests.NewTensorHash(), entryHash: map[string]hash.Hash32{}}
 	for _, e := range s.res.record.Entries {
-		s.entryHash[e.Name] = manifests.NewEntryHash()
+		s.entryHash[e.Name] = manifests.NewTensorHash()
 	}
 	// A tensor copied through unchanged (same dtype, no transform on values)
 	// stores its source bytes as they are.
@@ -246,7 +244,7 @@ func (s *tensorState) hashSource(c chunk, raw []byte) {
 	s.srcHash.Write(raw)
 	multi := len(s.t.Segments) > 1
 	if multi && c.first {
-		s.whole = sha256.New()
+		s.whole = manifests.NewTensorHash()
 	}
 	if multi {
 		s.whole.Write(raw)
@@ -263,7 +261,7 @@ func (s *tensorState) hashSource(c chunk, raw []byte) {
 	if multi {
 		h = s.whole
 	}
-	s.res.sources = append(s.res.sources, manifests.SourceTensor{Name: seg.Source, SHA256: hex.EncodeToString(h.Sum(nil))})
+	s.res.sources = append(s.res.sources, manifests.SourceTensor{Name: seg.Source, CRC32C: manifests.TensorSum(h)})
 }
 
 // transform decodes a chunk, applies the value transforms and the cast or
@@ -302,14 +300,14 @@ func (s *tensorState) transform(sc *scratch, inType st.DType, raw []byte, elems,
 // finish completes the tensor's manifest record once its last chunk is stored.
 func (s *tensorState) finish() {
 	t, rec := s.t, &s.res.record
-	rec.SourceSHA256 = hex.EncodeToString(s.srcHash.Sum(nil))
+	rec.SourceCRC32C = manifests.TensorSum(s.srcHash)
 	rec.F16Overflows = s.f16Overflows
 	if t.Quant != nil {
 		rec.QuantError = &manifests.QuantError{MaxAbs: s.qe.Max, RMS: s.qe.RMS()}
 	}
 	for i := range rec.Entries {
 		e := &rec.Entries[i]
-		e.CRC32C = manifests.EntrySum(s.entryHash[e.Name])
+		e.CRC32C = manifests.TensorSum(s.entryHash[e.Name])
 		if strings.HasSuffix(t.File, ".bin") { // no header to find it by
 			e.Offset = s.offsets[e.Name]
 			e.Size = entryBytes(st.Entry{Name: e.Name, DType: st.DType(e.DType), Shape: e.Shape})

@@ -1,8 +1,6 @@
 package manifests
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -186,7 +184,7 @@ func openOut(dir, name string, cache map[string]*outFile, m *Manifest) (*outFile
 }
 
 func entryChecksum(f *os.File, begin, end int64) (string, error) {
-	h := NewEntryHash()
+	h := NewTensorHash()
 	buf := make([]byte, 1<<20)
 	for off := begin; off < end; {
 		n := min(int64(len(buf)), end-off)
@@ -196,7 +194,7 @@ func entryChecksum(f *os.File, begin, end int64) (string, error) {
 		h.Write(buf[:n])
 		off += n
 	}
-	return EntrySum(h), nil
+	return TensorSum(h), nil
 }
 
 // recompute rebuilds a tensor's values from the source, row chunk by row
@@ -244,7 +242,7 @@ func recompute(r *Report, src *st.Checkpoint, o *outFile, t *Tensor) error {
 		}
 	}
 	const chunkRows = 1024
-	srcHash := sha256.New()
+	srcHash := NewTensorHash()
 	var raw []byte
 	lacks, doubles, differs, beyond := 0, 0, 0, 0
 	var worst float64
@@ -331,7 +329,7 @@ func recompute(r *Report, src *st.Checkpoint, o *outFile, t *Tensor) error {
 			outRow += n
 		}
 	}
-	if hex.EncodeToString(srcHash.Sum(nil)) != t.SourceSHA256 {
+	if TensorSum(srcHash) != t.SourceCRC32C {
 		r.add("source_changed", t.File, t.Name, "the source bytes of %s differ from those it was made from", t.Name)
 	}
 	switch {
@@ -417,7 +415,7 @@ func recomputeNNCF(r *Report, src *st.Checkpoint, o *outFile, t *Tensor, q Trans
 	var i int64 // element index across the whole tensor
 	beyond := 0
 	var worst float64
-	h := sha256.New()
+	h := NewTensorHash()
 	// Rows are checked in chunks (an even count, so 4-bit codes start on a byte):
 	// memory stays bounded however large the tensor.
 	const chunkRows = 1024
@@ -459,7 +457,7 @@ func recomputeNNCF(r *Report, src *st.Checkpoint, o *outFile, t *Tensor, q Trans
 			}
 		}
 	}
-	if hex.EncodeToString(h.Sum(nil)) != t.SourceSHA256 {
+	if TensorSum(h) != t.SourceCRC32C {
 		r.add("source_changed", t.File, t.Name, "the source bytes of %s differ from those it was made from", t.Name)
 	}
 	if beyond > 0 {
