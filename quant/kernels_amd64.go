@@ -21,3 +21,8 @@ func mlxKernelAVX2(x *float32, n int, dst *byte, k *kernArgs, e *groupErr, mode 
 //
 //go:noescape
 func nncfKernelAVX2(x *float32, n int, dst *byte, k *kernArgs, e *groupErr)
+
+// packNibblesAVX2 is packNibbles8 for the first n&^31 codes of src.
+//
+//go:noescape
+func packNibblesAVX2(src *byte, n int, dst *byte)

@@ -127,8 +127,13 @@ func PackNibbles(codes []uint8, out []byte) []byte {
 	start := len(out)
 	out = slices.Grow(out, (len(codes)+1)/2)[:start+(len(codes)+1)/2]
 	dst := out[start:]
+	n32 := 0
+	if useAVX2 && len(codes) >= 32 {
+		n32 = len(codes) &^ 31
+		packNibblesAVX2(&codes[0], n32, &dst[0])
+	}
 	n8 := len(codes) &^ 7
-	packNibbles8(codes[:n8], dst)
+	packNibbles8(codes[n32:n8], dst[n32/2:])
 	for i := n8; i < len(codes); i += 2 {
 		b := codes[i] & 0xf
 		if i+1 < len(codes) {
