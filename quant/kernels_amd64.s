@@ -75,8 +75,9 @@ mmreduce:
 	RET
 
 // Broadcast a kernArgs (AX) into Y9 b, Y8 s, Y13 lo1, Y12 hi1, Y11 lo,
-// Y10 hi, Y7 dm, Y6 da; Y5 = abs mask; the error lanes of e (BX) into
-// Y14 (sums of squares) and Y15 (maxima).
+// Y10 hi, Y7 dm, Y6 da; Y5 = abs mask; zero the error lanes Y14 (sums of
+// squares) and Y15 (maxima). (Loading them from e would stall on the
+// caller's narrower stores.)
 #define LOAD_ARGS \
 	VBROADCASTSS kernArgs_b(AX), Y9; \
 	VBROADCASTSS kernArgs_s(AX), Y8; \
@@ -88,8 +89,8 @@ mmreduce:
 	VBROADCASTSS kernArgs_da(AX), Y6; \
 	VPCMPEQD     Y5, Y5, Y5; \
 	VPSRLD       $1, Y5, Y5; \
-	VMOVUPS      groupErr_sq(BX), Y14; \
-	VMOVUPS      groupErr_max(BX), Y15
+	VXORPS       Y14, Y14, Y14; \
+	VXORPS       Y15, Y15, Y15
 
 // Store the lanes back to e, and the group's maximum and sum of squares as
 // groupErr.reduce computes them: the largest lane, and the lanes as float64

@@ -107,9 +107,10 @@ func QuantizeNNCFStats(w []float32, cols int, p NNCFParams, codes []uint8, scale
 		// q = clamp(roundHalfEven(clamp(v/s + zp, lo-1, hi+1)), lo, hi), the
 		// code its low bits, and the error that of (q - zp) * stored.
 		k := kernArgs{b: zp, s: s, lo1: lo - 1, hi1: hi + 1, lo: lo, hi: hi, dm: stored, da: zp, mask: mask}
-		e = groupErr{}
 		i := 0
-		if useAVX2 && len(grp) >= 8 {
+		if !useAVX2 || len(grp) < 8 {
+			e = groupErr{}
+		} else { // the assembly sets e
 			i = len(grp) &^ 7
 			nncfKernelAVX2(&grp[0], i, &out[0], &k, &e)
 		}
