@@ -12,12 +12,19 @@ const (
 func minMaxAVX2(x *float32, n int, mn, mx float32) (rmn, rmx float32)
 
 // mlxKernelAVX2 is mlxCodes over x[:n], n a multiple of 8, writing the codes
-// to dst as mode says and adding the error to e (always, in its canonical form).
+// to dst as mode says and the error to e (always, in its canonical form; e
+// need not be zeroed before: the kernel sets all of it).
 //
 //go:noescape
 func mlxKernelAVX2(x *float32, n int, dst *byte, k *kernArgs, e *groupErr, mode int)
 
-// nncfKernelAVX2 is nncfCodes over x[:n], n a multiple of 8, one code a byte.
+// nncfKernelAVX2 is nncfCodes over x[:n], n a multiple of 8, one code a
+// byte, setting e as mlxKernelAVX2 does.
 //
 //go:noescape
 func nncfKernelAVX2(x *float32, n int, dst *byte, k *kernArgs, e *groupErr)
+
+// packNibblesAVX2 is packNibbles8 for the first n&^31 codes of src.
+//
+//go:noescape
+func packNibblesAVX2(src *byte, n int, dst *byte)

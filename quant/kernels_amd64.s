@@ -75,8 +75,9 @@ mmreduce:
 	RET
 
 // Broadcast a kernArgs (AX) into Y9 b, Y8 s, Y13 lo1, Y12 hi1, Y11 lo,
-// Y10 hi, Y7 dm, Y6 da; Y5 = abs mask; the error lanes of e (BX) into
-// Y14 (sums of squares) and Y15 (maxima).
+// Y10 hi, Y7 dm, Y6 da; Y5 = abs mask; zero the error lanes Y14 (sums of
+// squares) and Y15 (maxima). (Loading them from e would stall on the
+// caller's narrower stores.)
 #define LOAD_ARGS \
 	VBROADCASTSS kernArgs_b(AX), Y9; \
 	VBROADCASTSS kernArgs_s(AX), Y8; \
@@ -88,8 +89,8 @@ mmreduce:
 	VBROADCASTSS kernArgs_da(AX), Y6; \
 	VPCMPEQD     Y5, Y5, Y5; \
 	VPSRLD       $1, Y5, Y5; \
-	VMOVUPS      groupErr_sq(BX), Y14; \
-	VMOVUPS      groupErr_max(BX), Y15
+	VXORPS       Y14, Y14, Y14; \
+	VXORPS       Y15, Y15, Y15
 
 // Store the lanes back to e, and the group's maximum and sum of squares as
 // groupErr.reduce computes them: the largest lane, and the lanes as float64
@@ -123,13 +124,13 @@ mmreduce:
 	VMOVSD       X3, groupErr_gsum(BX); \
 	MOVB         $1, groupErr_reduced(BX)
 
-// Y1 = clamp((v-b)/s, lo1, hi1), Y0 = v.
+// Y1 = (v-b)/s, Y0 = v. The Go code first clamps the quotient to [lo1, hi1]
+// for its rounding trick; rounding is monotonic, so after the clamp to the
+// code range the kernels need not.
 #define MLX_QUOT \
 	VMOVUPS (SI), Y0; \
 	VSUBPS  Y9, Y0, Y1; \
-	VDIVPS  Y8, Y1, Y1; \
-	VMAXPS  Y1, Y13, Y1; \
-	VMINPS  Y1, Y12, Y1
+	VDIVPS  Y8, Y1, Y1
 
 // Round Y1 half to even.
 #define ROUND_EVEN \
@@ -148,13 +149,13 @@ mmreduce:
 	VADDPS   Y4, Y2, Y1
 
 // Clamp Y1 to [lo, hi], codes in Y2 (int32) and X2 (bytes 0-7); the error
-// |float32(dm*q) + da - v| into the lanes.
+// |float32(dm*q) + da - v| into the lanes. q may be -0 here where the Go code
+// has +0, which changes no code and, under the absolute value, no error.
 #define MLX_CODES \
 	VMAXPS       Y1, Y11, Y1; \
 	VMINPS       Y1, Y10, Y1; \
 	VCVTTPS2DQ   Y1, Y2; \
-	VCVTDQ2PS    Y2, Y3; \
-	VMULPS       Y7, Y3, Y3; \
+	VMULPS       Y7, Y1, Y3; \
 	VADDPS       Y6, Y3, Y3; \
 	VSUBPS       Y0, Y3, Y3; \
 	VANDPS       Y5, Y3, Y3; \
@@ -247,20 +248,18 @@ TEXT ·nncfKernelAVX2(SB), NOSPLIT, $0-40
 	JZ           nncfdone
 
 nncfloop:
-	// q = clamp(roundEven(clamp(v/s + b, lo1, hi1)), lo, hi)
+	// q = clamp(roundEven(v/s + b), lo, hi): as with MLX, the Go code's
+	// clamp to [lo1, hi1] before rounding changes nothing here.
 	VMOVUPS    (SI), Y0
 	VDIVPS     Y8, Y0, Y1
 	VADDPS     Y9, Y1, Y1
-	VMAXPS     Y1, Y13, Y1
-	VMINPS     Y1, Y12, Y1
 	VROUNDPS   $0, Y1, Y1
 	VMAXPS     Y1, Y11, Y1
 	VMINPS     Y1, Y10, Y1
 	VCVTTPS2DQ Y1, Y2
 
-	// error |float32((q - da) * dm) - v|
-	VCVTDQ2PS Y2, Y3
-	VSUBPS    Y6, Y3, Y3
+	// error |float32((q - da) * dm) - v| (q may be -0, as with MLX)
+	VSUBPS    Y6, Y1, Y3
 	VMULPS    Y7, Y3, Y3
 	VSUBPS    Y0, Y3, Y3
 	VANDPS    Y5, Y3, Y3
@@ -279,5 +278,36 @@ nncfloop:
 
 nncfdone:
 	STORE_ERR
+	VZEROUPPER
+	RET
+
+DATA lownib<>+0x00(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA lownib<>+0x08(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA lownib<>+0x10(SB)/8, $0x0f0f0f0f0f0f0f0f
+DATA lownib<>+0x18(SB)/8, $0x0f0f0f0f0f0f0f0f
+GLOBL lownib<>(SB), RODATA|NOPTR, $32
+
+// func packNibblesAVX2(src *byte, n int, dst *byte)
+TEXT ·packNibblesAVX2(SB), NOSPLIT, $0-24
+	MOVQ           src+0(FP), SI
+	MOVQ           n+8(FP), CX
+	MOVQ           dst+16(FP), DI
+	VBROADCASTI128 nib<>(SB), Y1
+	VMOVDQU        lownib<>(SB), Y2
+	SHRQ           $5, CX
+	JZ             nibdone
+
+nibloop:
+	VPAND      (SI), Y2, Y0
+	VPMADDUBSW Y1, Y0, Y0   // word k = c[2k] + 16*c[2k+1]
+	VPACKUSWB  Y0, Y0, Y0   // each lane's 8 bytes in its low half
+	VPERMQ     $0x08, Y0, Y0
+	VMOVDQU    X0, (DI)
+	ADDQ       $32, SI
+	ADDQ       $16, DI
+	DECQ       CX
+	JNZ        nibloop
+
+nibdone:
 	VZEROUPPER
 	RET

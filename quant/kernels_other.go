@@ -20,3 +20,7 @@ func mlxKernelAVX2(x *float32, n int, dst *byte, k *kernArgs, e *groupErr, mode 
 func nncfKernelAVX2(x *float32, n int, dst *byte, k *kernArgs, e *groupErr) {
 	panic("quant: no AVX2 kernels on this architecture")
 }
+
+func packNibblesAVX2(src *byte, n int, dst *byte) {
+	panic("quant: no AVX2 kernels on this architecture")
+}

@@ -333,9 +333,11 @@ func TestErrStatsCanonical(t *testing.T) {
 	})
 }
 
-func TestPackNibblesLengths(t *testing.T) {
+func TestPackNibblesLengths(t *testing.T) { forEachPath(t, testPackNibblesLengths) }
+
+func testPackNibblesLengths(t *testing.T) {
 	r := rand.New(rand.NewPCG(2, 2))
-	for n := 0; n < 70; n++ {
+	for n := 0; n < 200; n++ {
 		codes := make([]uint8, n)
 		for i := range codes {
 			codes[i] = uint8(r.IntN(256))

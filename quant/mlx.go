@@ -105,21 +105,29 @@ func quantizeMLX(w []float32, cols int, p MLXAffineParams, packed []byte, scales
 		start := len(packed)
 		packed = append(packed, make([]byte, rowBytes)...)
 		out := packed[start:]
+		// All the row's scales first: the groups' scalar divisions are
+		// independent and overlap in this loop.
+		first := len(scales)
 		for g := 0; g < cols; g += p.GroupSize {
-			grp := row[g : g+p.GroupSize]
-			s, b := mlxScaleBias(grp, nBins, p.Rounding)
+			s, b := mlxScaleBias(row[g:g+p.GroupSize], nBins, p.Rounding)
 			scales = append(scales, s)
 			biases = append(biases, b)
+		}
+		for j, g := first, 0; g < cols; j, g = j+1, g+p.GroupSize {
+			grp := row[g : g+p.GroupSize]
+			s, b := scales[j], biases[j]
 			k := kernArgs{b: b, s: s, lo1: -1, hi1: nBins + 1, lo: 0, hi: nBins, dm: s, da: b, mask: 0xff}
 			if stats != nil {
 				// The error is that of the stored form: scale and bias in dtype.
 				k.dm, k.da = roundTo(dtype, s), roundTo(dtype, b)
 			}
-			e = groupErr{}
 			// The assembly quantizes the first i elements, writing packed
-			// bytes for 4 and 8 bits (done = i), else one code a byte.
+			// bytes for 4 and 8 bits (done = i), else one code a byte, and
+			// sets e.
 			i, done := 0, 0
-			if useAVX2 && len(grp) >= 8 {
+			if !useAVX2 || len(grp) < 8 {
+				e = groupErr{}
+			} else {
 				i = len(grp) &^ 7
 				switch p.Bits {
 				case 8:

@@ -107,9 +107,10 @@ func QuantizeNNCFStats(w []float32, cols int, p NNCFParams, codes []uint8, scale
 		// q = clamp(roundHalfEven(clamp(v/s + zp, lo-1, hi+1)), lo, hi), the
 		// code its low bits, and the error that of (q - zp) * stored.
 		k := kernArgs{b: zp, s: s, lo1: lo - 1, hi1: hi + 1, lo: lo, hi: hi, dm: stored, da: zp, mask: mask}
-		e = groupErr{}
 		i := 0
-		if useAVX2 && len(grp) >= 8 {
+		if !useAVX2 || len(grp) < 8 {
+			e = groupErr{}
+		} else { // the assembly sets e
 			i = len(grp) &^ 7
 			nncfKernelAVX2(&grp[0], i, &out[0], &k, &e)
 		}
@@ -127,8 +128,13 @@ func PackNibbles(codes []uint8, out []byte) []byte {
 	start := len(out)
 	out = slices.Grow(out, (len(codes)+1)/2)[:start+(len(codes)+1)/2]
 	dst := out[start:]
+	n32 := 0
+	if useAVX2 && len(codes) >= 32 {
+		n32 = len(codes) &^ 31
+		packNibblesAVX2(&codes[0], n32, &dst[0])
+	}
 	n8 := len(codes) &^ 7
-	packNibbles8(codes[:n8], dst)
+	packNibbles8(codes[n32:n8], dst[n32/2:])
 	for i := n8; i < len(codes); i += 2 {
 		b := codes[i] & 0xf
 		if i+1 < len(codes) {
