@@ -2,7 +2,9 @@ package convert
 
 import (
 	"bytes"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -134,8 +136,9 @@ func (pl *planner) expertsOV(blk ExpertBlock, layer string, q *Quant) {
 
 // WriteOpenVINOGraphs builds the IR graphs over the weights Run wrote into
 // dir, appends their small constants to each .bin and writes the .xml files.
-// It returns the final records of the four files.
-func WriteOpenVINOGraphs(dir string, m *Model, p *Plan, info []ov.Attr) ([]manifests.File, error) {
+// It returns the final records of the four files; res, when it has the
+// weights' hash states, spares hashing each .bin again.
+func WriteOpenVINOGraphs(dir string, m *Model, p *Plan, info []ov.Attr, res *Result) ([]manifests.File, error) {
 	layer, head, err := OpenVINOGraphs(m, p, info)
 	if err != nil {
 		return nil, err
@@ -156,7 +159,13 @@ func WriteOpenVINOGraphs(dir string, m *Model, p *Plan, info []ov.Attr) ([]manif
 			return nil, err
 		}
 		var xmlBuf bytes.Buffer
-		if _, err := x.g.Serialize(&xmlBuf, bf, fi.Size()); err != nil {
+		h := res.fileHash(x.bin)
+		var bin io.Writer = bf
+		if h != nil {
+			bin = io.MultiWriter(bf, h)
+		}
+		binLen, err := x.g.Serialize(&xmlBuf, bin, fi.Size())
+		if err != nil {
 			bf.Close()
 			return nil, fmt.Errorf("%s: %w", x.xml, err)
 		}
@@ -167,6 +176,10 @@ func WriteOpenVINOGraphs(dir string, m *Model, p *Plan, info []ov.Attr) ([]manif
 			return nil, err
 		}
 		out = append(out, manifests.File{Name: x.xml, Size: int64(xmlBuf.Len()), SHA256: manifests.SHA256(xmlBuf.Bytes())})
+		if h != nil {
+			out = append(out, manifests.File{Name: x.bin, Size: binLen, SHA256: hex.EncodeToString(h.Sum(nil))})
+			continue
+		}
 		size, sum, err := manifests.HashFile(binPath)
 		if err != nil {
 			return nil, err

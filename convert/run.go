@@ -3,6 +3,7 @@ package convert
 import (
 	"context"
 	"fmt"
+	"hash"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -31,6 +32,7 @@ type FileRecord struct {
 	Tensors []manifests.Tensor
 	Sources []manifests.SourceTensor
 	Read    int64
+	hash    hash.Hash // the file's sha256 state at its end (not for reused files)
 }
 
 // Result summarises a run.
@@ -40,6 +42,16 @@ type Result struct {
 	Files     []manifests.File
 	BytesRead int64
 	BytesOut  int64
+	hashes    map[string]hash.Hash
+}
+
+// fileHash is the sha256 state at the end of a file this run wrote, so that
+// bytes appended later extend it without hashing the file again.
+func (r *Result) fileHash(file string) hash.Hash {
+	if r == nil {
+		return nil
+	}
+	return r.hashes[file]
 }
 
 // Run executes a plan: reads the source rows, applies the transforms, and
@@ -56,8 +68,11 @@ func Run(ctx context.Context, p *Plan, ck *st.Checkpoint, dir string, opt RunOpt
 	if opt.ChunkElems <= 0 {
 		opt.ChunkElems = 4 << 20
 	}
-	res := &Result{}
+	res := &Result{hashes: map[string]hash.Hash{}}
 	add := func(rec FileRecord) {
+		if rec.hash != nil {
+			res.hashes[rec.File.Name] = rec.hash
+		}
 		res.Tensors = append(res.Tensors, rec.Tensors...)
 		res.Sources = append(res.Sources, rec.Sources...)
 		res.Files = append(res.Files, rec.File)
@@ -156,6 +171,7 @@ func runTensorFile(ctx context.Context, p *Plan, ck *st.Checkpoint, dir, file st
 		return rec, fmt.Errorf("%s: hashing: %w", file, err)
 	}
 	rec.File = manifests.File{Name: file, Size: lay.Size, SHA256: sum}
+	rec.hash = fh.h
 	for _, s := range states {
 		r := s.res
 		rec.Tensors = append(rec.Tensors, r.record)

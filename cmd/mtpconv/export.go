@@ -194,7 +194,7 @@ func runExport(c *cli.Context) error {
 			return err
 		}
 		if plan.Target == convert.TargetOpenVINO {
-			files, err := convert.WriteOpenVINOGraphs(dir, m, plan, ovRtInfo(plan, m))
+			files, err := convert.WriteOpenVINOGraphs(dir, m, plan, ovRtInfo(plan, m), res)
 			if err != nil {
 				return err
 			}
