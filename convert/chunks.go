@@ -268,6 +268,12 @@ func (s *tensorState) hashSource(c chunk, raw []byte) {
 // quantization, and returns the bytes to store.
 func (s *tensorState) transform(sc *scratch, inType st.DType, raw []byte, elems, rows int64, qe *quant.ErrStats) ([]piece, int, error) {
 	t := s.t
+	if inType == st.BF16 && t.DType == st.F16 && !s.plusOne && s.qz == nil {
+		// The common cast in one pass, without a float32 buffer.
+		sc.enc = growBytes(sc.enc, elems*2)
+		overflows, err := quant.CastBF16ToF16(raw, sc.enc)
+		return []piece{{t.Name, sc.enc, t.RowLen * 2, 1}}, overflows, err
+	}
 	sc.vals = grow(sc.vals, elems)
 	vals := sc.vals
 	if err := quant.DecodeF32(string(inType), raw, vals); err != nil {

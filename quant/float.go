@@ -127,3 +127,21 @@ func EncodeF32(dtype string, src []float32, dst []byte) (overflows int, err erro
 	}
 	return overflows, nil
 }
+
+// CastBF16ToF16 converts little-endian bf16 src to f16 dst in one pass, the
+// same bits as DecodeF32 then EncodeF32 without the float32 buffer, and
+// returns how many finite values overflowed to infinity.
+func CastBF16ToF16(src, dst []byte) (overflows int, err error) {
+	if len(src) != len(dst) || len(src)%2 != 0 {
+		return 0, fmt.Errorf("cast BF16 to F16: %d bytes in, %d out", len(src), len(dst))
+	}
+	done, overflows := castBF16F16Vec(dst, src)
+	for i := done; i < len(src)/2; i++ {
+		h, of := F32ToF16(BF16ToF32(binary.LittleEndian.Uint16(src[2*i:])))
+		if of {
+			overflows++
+		}
+		binary.LittleEndian.PutUint16(dst[2*i:], h)
+	}
+	return overflows, nil
+}

@@ -15,6 +15,9 @@ func encodeF16AVX2(dst *byte, src *float32, n int) (overflows int)
 //go:noescape
 func encodeBF16AVX2(dst *byte, src *float32, n int)
 
+//go:noescape
+func castBF16F16AVX2(dst *byte, src *byte, n int) (overflows int)
+
 // The *Vec helpers run the assembly on the longest prefix it handles and
 // return how many elements they converted; the Go loops do the rest.
 // Callers have already checked that len(src) and len(dst) agree.
@@ -52,4 +55,12 @@ func encodeBF16Vec(dst []byte, src []float32) int {
 	}
 	encodeBF16AVX2(&dst[0], &src[0], n)
 	return n
+}
+
+func castBF16F16Vec(dst, src []byte) (done, overflows int) {
+	n := len(src) / 2 &^ 15
+	if !useAVX2 || n == 0 {
+		return 0, 0
+	}
+	return n, castBF16F16AVX2(&dst[0], &src[0], n)
 }

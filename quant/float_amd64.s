@@ -254,3 +254,72 @@ bf16encnan:
 	VPBLENDVB Y6, Y2, Y4, Y4
 	VPBLENDVB Y7, Y3, Y5, Y5
 	JMP       bf16encpack
+
+// func castBF16F16AVX2(dst *byte, src *byte, n int) (overflows int)
+// bf16 -> f32 (exact: a shift) -> f16 with VCVTPS2PH, round to nearest even,
+// counting finite values at or above 65520 as encodeF16AVX2 does.
+TEXT ·castBF16F16AVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+
+	MOVL         $0x7fffffff, AX
+	MOVQ         AX, X15
+	VPBROADCASTD X15, Y15 // abs mask
+	MOVL         $0x477fefff, AX
+	MOVQ         AX, X14
+	VPBROADCASTD X14, Y14 // largest f32 that rounds to a finite half
+	MOVL         $0x7f800000, AX
+	MOVQ         AX, X13
+	VPBROADCASTD X13, Y13 // +inf
+	VPXOR        Y12, Y12, Y12 // -overflows per lane
+	VPXOR        Y11, Y11, Y11
+
+	CMPQ CX, $16
+	JB   castdone
+
+cast16:
+	VPMOVZXWD 0(SI), Y0
+	VPMOVZXWD 16(SI), Y1
+	VPSLLD    $16, Y0, Y0
+	VPSLLD    $16, Y1, Y1
+	VCVTPS2PH $0, Y0, 0(DI)
+	VCVTPS2PH $0, Y1, 16(DI)
+	VPAND     Y15, Y0, Y0
+	VPAND     Y15, Y1, Y1
+	VPCMPGTD  Y14, Y0, Y4 // |x| >= 65520
+	VPCMPGTD  Y0, Y13, Y0 // |x| < inf (and not NaN)
+	VPCMPGTD  Y14, Y1, Y5
+	VPCMPGTD  Y1, Y13, Y1
+	VPAND     Y4, Y0, Y0
+	VPAND     Y5, Y1, Y1
+	VPADDD    Y0, Y12, Y12
+	VPADDD    Y1, Y11, Y11
+	ADDQ      $32, SI
+	ADDQ      $32, DI
+	SUBQ      $16, CX
+	CMPQ      CX, $16
+	JAE       cast16
+
+castdone:
+	// Lanes hold minus their counts; widen to 64 bits before summing.
+	VPXOR        Y10, Y10, Y10
+	VPSUBD       Y12, Y10, Y12
+	VPSUBD       Y11, Y10, Y11
+	VPMOVZXDQ    X12, Y0
+	VEXTRACTI128 $1, Y12, X1
+	VPMOVZXDQ    X1, Y1
+	VPMOVZXDQ    X11, Y2
+	VEXTRACTI128 $1, Y11, X3
+	VPMOVZXDQ    X3, Y3
+	VPADDQ       Y1, Y0, Y0
+	VPADDQ       Y3, Y2, Y2
+	VPADDQ       Y2, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPADDQ       X1, X0, X0
+	VPSHUFD      $0x4e, X0, X1
+	VPADDQ       X1, X0, X0
+	MOVQ         X0, AX
+	MOVQ         AX, overflows+24(FP)
+	VZEROUPPER
+	RET

@@ -254,3 +254,40 @@ func testEncode(t *testing.T, dtype string) {
 
 func TestEncodeF16AVX2(t *testing.T)  { testEncode(t, "F16") }
 func TestEncodeBF16AVX2(t *testing.T) { testEncode(t, "BF16") }
+
+// The fused bf16 -> f16 cast gives the bits and overflow count of decoding to
+// float32 and encoding, on both paths, for every bf16 pattern and for short
+// lengths at odd offsets.
+func TestCastBF16ToF16(t *testing.T) {
+	needAVX2(t)
+	src := halfPatterns()
+	for _, off := range []int{0, 1, 3, 7} {
+		lengths := []int{1<<16 - off}
+		for n := 0; n <= 40; n++ {
+			lengths = append(lengths, n)
+		}
+		for _, n := range lengths {
+			s := src[2*off:][:2*n]
+			vals := make([]float32, n)
+			want := make([]byte, 2*n)
+			useAVX2 = false
+			DecodeF32("BF16", s, vals)
+			wantOF, _ := EncodeF32("F16", vals, want)
+			for _, avx := range []bool{false, true} {
+				useAVX2 = avx
+				got := make([]byte, 2*n+3)
+				got[2*n], got[2*n+1], got[2*n+2] = 0xa5, 0xa5, 0xa5
+				of, err := CastBF16ToF16(s, got[:2*n])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if of != wantOF || string(got[:2*n]) != string(want) {
+					t.Fatalf("avx2 %v off %d n %d: %d overflows (want %d) or bits differ", avx, off, n, of, wantOF)
+				}
+				if got[2*n] != 0xa5 || got[2*n+1] != 0xa5 || got[2*n+2] != 0xa5 {
+					t.Fatalf("avx2 %v off %d n %d: wrote past the end", avx, off, n)
+				}
+			}
+		}
+	}
+}
