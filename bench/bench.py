@@ -7,7 +7,9 @@ against (a) the read bound: reading exactly the same source byte ranges to
 nothing, and (b) the reference quantizers on the same tensors: mx.quantize
 (MLX CPU) for MLX int8/int4, nncf.compress_weights for OpenVINO int8/int4.
 Caches are dropped before every timed read or export when the machine allows
-it ("cold"); otherwise every number is with a warm page cache.
+it ("cold"); otherwise every number is with a warm page cache. Every timing is
+the median of BENCH_REPEAT runs (default 3), with the range shown, because
+a shared 2-core VM varies by a third from run to run.
 """
 import datetime
 import json
@@ -15,6 +17,7 @@ import os
 import platform
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -24,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "bench" / ".bin"
 SRC = ROOT / "bench" / ".data" / "qwen3.6-moe-full"
 WORK = ROOT / "bench" / ".data" / "out"
+REPEAT = int(os.environ.get("BENCH_REPEAT", "3"))
 
 CONFIGS = [
     ("mlx", "bf16", ["--target", "mlx", "--head-precision", "bf16"]),
@@ -117,8 +121,17 @@ def main():
     rows = []
     keep = {}
     for target, prec, args in CONFIGS:
-        bound = read_bound(target, cold)
-        summary, out = export(args, cold)
+        bounds, walls, rss = [], [], []
+        for _ in range(REPEAT):
+            bounds.append(read_bound(target, cold))
+            summary, out = export(args, cold)
+            walls.append(summary["wall"])
+            rss.append((summary["peak_rss_bytes"], summary["time_maxrss"]))
+        bound = statistics.median(bounds)
+        summary["walls"] = walls
+        summary["wall"] = statistics.median(walls)
+        summary["peak_rss_bytes"] = max(r[0] for r in rss)
+        summary["time_maxrss"] = max(r[1] for r in rss)
         name = f"{target}-{prec.split()[0]}"
         if target in ("mlx", "openvino") and prec in ("bf16", "f16", "int8", "int4"):
             dest = WORK / name
@@ -130,9 +143,10 @@ def main():
     for r in rows:
         ref = None
         if r["target"] == "mlx" and r["precision"] in ("int8", "int4"):
-            ref = ("mx.quantize (MLX CPU)", mlx_reference(int(r["precision"][3:]), keep["mlx-bf16"]))
+            ref = ("mx.quantize (MLX CPU)", statistics.median(mlx_reference(int(r["precision"][3:]), keep["mlx-bf16"]) for _ in range(REPEAT)))
         if r["target"] == "openvino" and r["precision"] in ("int8", "int4"):
-            ref = ("nncf.compress_weights", nncf_reference({"int8": "INT8_ASYM", "int4": "INT4_ASYM"}[r["precision"]], keep["openvino-f16"]))
+            mode = {"int8": "INT8_ASYM", "int4": "INT4_ASYM"}[r["precision"]]
+            ref = ("nncf.compress_weights", statistics.median(nncf_reference(mode, keep["openvino-f16"]) for _ in range(REPEAT)))
         r["reference"] = ref
     lines = [
         f"# mtpconv benchmark, {datetime.date.today().isoformat()}",
@@ -144,6 +158,7 @@ def main():
         "Peak RSS: the kernel's VmHWM as mtpconv reports it (`--json`), and `/usr/bin/time -v` maximum RSS.",
         "Reference times cover only the quantization call on already-loaded tensors; ours cover the whole export "
         "(read, fix, quantize, write, hash, manifest).",
+        f"Each time is the median of {REPEAT} runs (the export's range in brackets); peak RSS is the largest seen.",
         "",
         "| target | precision | wall s | source GB | source GB/s | peak RSS MiB (VmHWM / time) | read bound s | × read bound | reference | reference s | × reference |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -155,7 +170,7 @@ def main():
         ref_time = "" if ref_s is None else "%.2f" % ref_s
         ref_ratio = "" if ref_s is None else "%.2f" % (s["wall"] / ref_s)
         lines.append(
-            f"| {r['target']} | {r['precision']} | {s['wall']:.2f} | {gb:.2f} | {gb / s['wall']:.2f} | "
+            f"| {r['target']} | {r['precision']} | {s['wall']:.2f} ({min(s['walls']):.2f}–{max(s['walls']):.2f}) | {gb:.2f} | {gb / s['wall']:.2f} | "
             f"{s['peak_rss_bytes'] / 2**20:.0f} / {s['time_maxrss'] / 2**20:.0f} | {r['read_bound']:.2f} | {s['wall'] / r['read_bound']:.2f} | "
             f"{ref_name} | {ref_time} | {ref_ratio} |")
     text = "\n".join(lines) + "\n"
