@@ -88,6 +88,21 @@ func (t *OutTensor) Sources() []string {
 	return out
 }
 
+// SourceNames lists every source tensor the plan reads, once each.
+func (p *Plan) SourceNames() []string {
+	var out []string
+	seen := map[string]bool{}
+	for i := range p.Tensors {
+		for _, s := range p.Tensors[i].Sources() {
+			if !seen[s] {
+				seen[s] = true
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
 // Has reports whether the tensor carries a transform.
 func (t *OutTensor) Has(transform string) bool {
 	for _, x := range t.Transforms {

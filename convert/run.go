@@ -24,6 +24,9 @@ type RunOptions struct {
 	// Progress, when set, is called with the source bytes of each chunk read
 	// (from several workers at once).
 	Progress func(n int64)
+	// KeepSourceCache leaves the source bytes read in the page cache even
+	// when they were not there before the run.
+	KeepSourceCache bool
 }
 
 // FileRecord is one finished output file and the tensors it holds.
@@ -67,6 +70,9 @@ func Run(ctx context.Context, p *Plan, ck *st.Checkpoint, dir string, opt RunOpt
 	}
 	if opt.ChunkElems <= 0 {
 		opt.ChunkElems = 4 << 20
+	}
+	if !opt.KeepSourceCache {
+		ck.StreamUncached(p.SourceNames())
 	}
 	res := &Result{hashes: map[string]hash.Hash{}}
 	add := func(rec FileRecord) {

@@ -33,7 +33,8 @@ func exportCommand() *cli.Command {
 			&cli.IntFlag{Name: "group-size", Value: 64, Usage: "quantization group size: 32 | 64 | 128"},
 			&cli.StringFlag{Name: "mlx-rounding", Value: "gpu", Usage: "gpu (what mlx_lm.convert gives on Apple silicon) | cpu (MLX's CPU kernel)"},
 			&cli.IntFlag{Name: "router-bits", Value: 8, Usage: "bits of the MoE router and shared_expert_gate when quantized, at group size 64, as mlx-lm does (0: same as their component)"},
-			&cli.IntFlag{Name: "jobs", Value: 0, Usage: "tensors converted in parallel (default: all cores); never changes the bytes"},
+			&cli.IntFlag{Name: "jobs", Value: 0, Usage: "chunks converted in parallel (default: all cores); never changes the bytes"},
+			&cli.BoolFlag{Name: "keep-source-cache", Usage: "keep the source bytes read in the page cache (by default, bytes that were not cached before are dropped once read)"},
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing output folder"},
 			&cli.BoolFlag{Name: "resume", Usage: "continue an interrupted export into the same --out, reusing finished files whose hashes match"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the plan (tensors, files, sizes, peak memory) and write nothing"},
@@ -171,8 +172,9 @@ func runExport(c *cli.Context) error {
 	}
 	err = w.write(func(dir string) error {
 		opts := convert.RunOptions{
-			Jobs:  jobs,
-			Reuse: w.reuse,
+			Jobs:            jobs,
+			KeepSourceCache: c.Bool("keep-source-cache"),
+			Reuse:           w.reuse,
 			OnFile: func(rec convert.FileRecord) {
 				w.finished(rec)
 				if !c.Bool("quiet") && !c.Bool("json") && bar == nil {

@@ -99,6 +99,9 @@ func ReadSmallFile(src Source, name string, limit int64) ([]byte, error) {
 type Tensor struct {
 	TensorInfo
 	Shard *Shard
+	// dropAfterRead: the bytes were not in the page cache; reading them
+	// gives their pages back (see StreamUncached).
+	dropAfterRead bool
 }
 
 // Shard is one safetensors file of a checkpoint.
@@ -142,7 +145,7 @@ func Open(src Source) (*Checkpoint, error) {
 			return nil, err
 		}
 		for _, t := range ck.Shards[0].Header.Tensors {
-			ck.Tensors[t.Name] = &Tensor{t, ck.Shards[0]}
+			ck.Tensors[t.Name] = &Tensor{TensorInfo: t, Shard: ck.Shards[0]}
 		}
 	default:
 		return nil, fmt.Errorf("%s: %w", IndexFile, err)
@@ -252,7 +255,7 @@ func (ck *Checkpoint) openSharded(raw []byte) error {
 			if want != sh.Name {
 				return fmt.Errorf("%s: tensor %q is listed in %s under %s", sh.Name, t.Name, IndexFile, want)
 			}
-			ck.Tensors[t.Name] = &Tensor{t, sh}
+			ck.Tensors[t.Name] = &Tensor{TensorInfo: t, Shard: sh}
 		}
 	}
 	for name, file := range idx.WeightMap {
@@ -295,7 +298,51 @@ func (ck *Checkpoint) ReadRange(t *Tensor, off, n int64, buf []byte) ([]byte, er
 	if _, err := t.Shard.file.ReadAt(buf, t.Begin+off); err != nil {
 		return nil, fmt.Errorf("%s: tensor %q: %w", t.Shard.Name, t.Name, err)
 	}
+	if t.dropAfterRead {
+		if f, ok := localFile(t.Shard.file); ok {
+			// Large folios that straddle the previous read's end are only
+			// dropped by a range that holds them whole: reach back a little.
+			back := min(off, dropLag)
+			dropCached(f, t.Begin+off-back, n+back)
+		}
+	}
 	return buf, nil
+}
+
+// StreamUncached marks the named tensors whose bytes are mostly not in the
+// page cache, so that reading them gives their pages back: a conversion
+// reads each byte once, and leaves the cache as it found it instead of
+// filling it with gigabytes (which on the machine we measure on also made
+// every later page allocation, the output's included, far more expensive).
+// Tensors already cached stay cached for the next run. Only local files
+// take part; it returns how many tensors were marked.
+func (ck *Checkpoint) StreamUncached(names []string) int {
+	marked := 0
+	for _, name := range names {
+		t, ok := ck.Tensors[name]
+		if !ok || t.Bytes() == 0 {
+			continue
+		}
+		f, ok := localFile(t.Shard.file)
+		if !ok {
+			continue
+		}
+		if frac, ok := cachedFraction(f, t.Begin, t.Bytes()); ok && frac < 0.5 {
+			t.dropAfterRead = true
+			marked++
+		}
+	}
+	return marked
+}
+
+// dropLag is how far behind a read its pages are dropped from (at least a large folio).
+const dropLag = 16 << 20
+
+func localFile(f File) (*os.File, bool) {
+	if of, ok := f.(osFile); ok {
+		return of.File, true
+	}
+	return nil, false
 }
 
 // Close closes every shard.
