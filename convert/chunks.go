@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"os"
 	"strings"
 	"sync"
 
@@ -34,6 +33,7 @@ type tensorState struct {
 	plusOne     bool
 	outSize     int64
 	qz          chunkQuantizer
+	out         *fileRun
 
 	res          *tensorResult
 	srcHash      hash.Hash32
@@ -137,10 +137,11 @@ func (sg *stages) abort(cause error) {
 	sg.mu.Unlock()
 }
 
-// runChunks executes every chunk of the tensors with opt.Jobs workers.
+// runChunks executes every chunk of the tensors, of every file, with
+// opt.Jobs workers.
 // Chunks start in order, and a chunk only waits for earlier chunks of its
 // own tensor, so the ordered stages cannot deadlock.
-func runChunks(ctx context.Context, ck *st.Checkpoint, states []*tensorState, f *os.File, opt RunOptions, written func(off, n int64)) error {
+func runChunks(ctx context.Context, ck *st.Checkpoint, states []*tensorState, opt RunOptions) error {
 	sg := &stages{}
 	sg.cond = sync.NewCond(&sg.mu)
 	pool := make(chan *scratch, opt.Jobs)
@@ -152,6 +153,7 @@ func runChunks(ctx context.Context, ck *st.Checkpoint, states []*tensorState, f 
 	for _, s := range states {
 		if len(s.chunks) == 0 {
 			s.finish()
+			s.out.tensorDone()
 			continue
 		}
 		for i := range s.chunks {
@@ -161,9 +163,9 @@ func runChunks(ctx context.Context, ck *st.Checkpoint, states []*tensorState, f 
 			g.Go(func() error {
 				sc := <-pool
 				defer func() { pool <- sc }()
-				if err := s.runChunk(gctx, ck, i, sc, sg, f, opt.Progress, written); err != nil {
+				if err := s.runChunk(gctx, ck, i, sc, sg, opt.Progress); err != nil {
 					if !errors.Is(err, errAborted) {
-						err = fmt.Errorf("tensor %s: %w", s.t.Name, err)
+						err = fmt.Errorf("%s: tensor %s: %w", s.out.name, s.t.Name, err)
 					}
 					sg.abort(err)
 					return err
@@ -183,7 +185,7 @@ func runChunks(ctx context.Context, ck *st.Checkpoint, states []*tensorState, f 
 }
 
 // runChunk reads, transforms and writes one chunk.
-func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc *scratch, sg *stages, f *os.File, progress func(int64), written func(off, n int64)) error {
+func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc *scratch, sg *stages, progress func(int64)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -216,10 +218,10 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 	}
 	for _, pc := range pieces {
 		off := s.offsets[pc.name] + pc.offset(c.outRow)
-		if _, err := f.WriteAt(pc.data, off); err != nil {
+		if _, err := s.out.f.WriteAt(pc.data, off); err != nil {
 			return err
 		}
-		written(off, int64(len(pc.data)))
+		s.out.fh.mark(off, int64(len(pc.data)))
 	}
 	return sg.enter(&s.outNext, i, func() error {
 		for _, pc := range pieces {
@@ -231,6 +233,7 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 		s.qe.N += qe.N
 		if i == len(s.chunks)-1 {
 			s.finish()
+			s.out.tensorDone()
 		}
 		return nil
 	})

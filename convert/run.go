@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
+	"sync/atomic"
 
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
@@ -75,7 +77,56 @@ func Run(ctx context.Context, p *Plan, ck *st.Checkpoint, dir string, opt RunOpt
 		ck.StreamUncached(p.SourceNames())
 	}
 	res := &Result{hashes: map[string]hash.Hash{}}
-	add := func(rec FileRecord) {
+	// Every tensor file runs at once (chunks are still started in plan
+	// order): each file's sha256 is a serial chain, and two files' chains
+	// run on two cores.
+	var runs []*fileRun
+	var onFile sync.Mutex
+	notify := func(rec FileRecord) {
+		if opt.OnFile != nil {
+			onFile.Lock()
+			opt.OnFile(rec)
+			onFile.Unlock()
+		}
+	}
+	recs := make([]*FileRecord, len(p.TensorFiles))
+	var states []*tensorState
+	for i, file := range p.TensorFiles {
+		if opt.Reuse != nil {
+			if rec, ok := opt.Reuse(file); ok {
+				recs[i] = &rec
+				notify(rec)
+				continue
+			}
+		}
+		fr, err := openFileRun(ck, p, dir, file, opt.ChunkElems, notify)
+		if err != nil {
+			for _, r := range runs {
+				r.abandon()
+			}
+			return nil, err
+		}
+		runs = append(runs, fr)
+		states = append(states, fr.states...)
+	}
+	if err := runChunks(ctx, ck, states, opt); err != nil {
+		for _, r := range runs {
+			r.abandon()
+		}
+		return nil, err
+	}
+	for _, r := range runs {
+		<-r.done
+		if r.err != nil {
+			return nil, r.err
+		}
+	}
+	for i, r := 0, 0; i < len(recs); i++ {
+		if recs[i] == nil {
+			recs[i] = &runs[r].rec
+			r++
+		}
+		rec := *recs[i]
 		if rec.hash != nil {
 			res.hashes[rec.File.Name] = rec.hash
 		}
@@ -84,22 +135,6 @@ func Run(ctx context.Context, p *Plan, ck *st.Checkpoint, dir string, opt RunOpt
 		res.Files = append(res.Files, rec.File)
 		res.BytesRead += rec.Read
 		res.BytesOut += rec.File.Size
-		if opt.OnFile != nil {
-			opt.OnFile(rec)
-		}
-	}
-	for _, file := range p.TensorFiles {
-		if opt.Reuse != nil {
-			if rec, ok := opt.Reuse(file); ok {
-				add(rec)
-				continue
-			}
-		}
-		rec, err := runTensorFile(ctx, p, ck, dir, file, opt)
-		if err != nil {
-			return nil, err
-		}
-		add(rec)
 	}
 	for _, of := range p.Files {
 		data := of.Contents
@@ -113,78 +148,118 @@ func Run(ctx context.Context, p *Plan, ck *st.Checkpoint, dir string, opt RunOpt
 		if err := os.WriteFile(filepath.Join(dir, of.Name), data, 0o644); err != nil {
 			return nil, err
 		}
-		add(FileRecord{File: manifests.File{Name: of.Name, Size: int64(len(data)), SHA256: manifests.SHA256(data)}})
+		rec := FileRecord{File: manifests.File{Name: of.Name, Size: int64(len(data)), SHA256: manifests.SHA256(data)}}
+		res.Files = append(res.Files, rec.File)
+		res.BytesOut += rec.File.Size
+		notify(rec)
 	}
 	return res, nil
 }
 
-// runTensorFile writes one safetensors file of the plan.
-func runTensorFile(ctx context.Context, p *Plan, ck *st.Checkpoint, dir, file string, opt RunOptions) (FileRecord, error) {
-	var rec FileRecord
+// fileRun is one tensor file of the plan being written.
+type fileRun struct {
+	name    string
+	f       *os.File
+	fh      *fileHasher
+	size    int64
+	states  []*tensorState
+	left    atomic.Int64 // tensors not yet finished
+	started atomic.Bool  // finalize has begun
+	notify  func(FileRecord)
+	rec     FileRecord
+	err     error
+	done    chan struct{}
+}
+
+// openFileRun creates the file with its header and size, starts its hasher
+// and cuts its tensors into chunks.
+func openFileRun(ck *st.Checkpoint, p *Plan, dir, file string, chunkElems int64, notify func(FileRecord)) (*fileRun, error) {
 	lay, err := p.Layout(file)
 	if err != nil {
-		return rec, err
+		return nil, err
 	}
-	owners, offsets := lay.Owners, lay.Offsets
-	path := filepath.Join(dir, file)
-	f, err := os.Create(path)
+	f, err := os.Create(filepath.Join(dir, file))
 	if err != nil {
-		return rec, err
+		return nil, err
 	}
 	if _, err := f.WriteAt(lay.Header, 0); err != nil {
 		f.Close()
-		return rec, fmt.Errorf("%s: %w", file, err)
+		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	if err := f.Truncate(lay.Size); err != nil { // alignment gaps read as zeros
 		f.Close()
-		return rec, err
+		return nil, err
 	}
-	fh := newFileHasher(f, lay.Size)
-	fh.mark(0, int64(len(lay.Header)))
+	fr := &fileRun{name: file, f: f, fh: newFileHasher(f, lay.Size), size: lay.Size, notify: notify, done: make(chan struct{})}
+	fr.fh.mark(0, int64(len(lay.Header)))
 	// Alignment gaps hold their final zeros already.
 	prev := int64(len(lay.Header))
 	for _, e := range lay.Entries {
-		fh.mark(prev, lay.Offsets[e.Name]-prev)
+		fr.fh.mark(prev, lay.Offsets[e.Name]-prev)
 		prev = lay.Offsets[e.Name] + lay.Sizes[e.Name]
 	}
-	fh.mark(prev, lay.Size-prev)
-	// Tensors in plan order, each cut into row chunks; chunks run in
-	// parallel, and each writes its own byte ranges.
-	var states []*tensorState
+	fr.fh.mark(prev, lay.Size-prev)
+	// Tensors in plan order, each cut into row chunks.
 	seen := map[*OutTensor]bool{}
-	for _, t := range owners {
+	for _, t := range lay.Owners {
 		if !seen[t] {
 			seen[t] = true
-			s, err := newTensorState(ck, t, offsets, opt.ChunkElems)
+			s, err := newTensorState(ck, t, lay.Offsets, chunkElems)
 			if err != nil {
-				fh.stop()
-				f.Close()
-				return rec, fmt.Errorf("%s: tensor %s: %w", file, t.Name, err)
+				fr.abandon()
+				return nil, fmt.Errorf("%s: tensor %s: %w", file, t.Name, err)
 			}
-			states = append(states, s)
+			s.out = fr
+			fr.states = append(fr.states, s)
 		}
 	}
-	if err = runChunks(ctx, ck, states, f, opt, fh.mark); err != nil {
-		fh.stop()
-		f.Close()
-		return rec, fmt.Errorf("%s: %w", file, err)
+	fr.left.Store(int64(len(fr.states)))
+	if len(fr.states) == 0 {
+		fr.started.Store(true)
+		go fr.finalize()
 	}
-	sum, err := fh.sum()
-	if cerr := f.Close(); err == nil {
+	return fr, nil
+}
+
+// tensorDone is called once per finished tensor; the last one finalizes the file.
+func (fr *fileRun) tensorDone() {
+	if fr.left.Add(-1) == 0 {
+		fr.started.Store(true)
+		go fr.finalize()
+	}
+}
+
+// finalize waits for the file's hash, closes it and reports its record.
+func (fr *fileRun) finalize() {
+	defer close(fr.done)
+	sum, err := fr.fh.sum()
+	if cerr := fr.f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return rec, fmt.Errorf("%s: hashing: %w", file, err)
+		fr.err = fmt.Errorf("%s: hashing: %w", fr.name, err)
+		return
 	}
-	rec.File = manifests.File{Name: file, Size: lay.Size, SHA256: sum}
-	rec.hash = fh.h
-	for _, s := range states {
+	rec := &fr.rec
+	rec.File = manifests.File{Name: fr.name, Size: fr.size, SHA256: sum}
+	rec.hash = fr.fh.h
+	for _, s := range fr.states {
 		r := s.res
 		rec.Tensors = append(rec.Tensors, r.record)
 		rec.Sources = append(rec.Sources, r.sources...)
 		rec.Read += r.read
 	}
-	return rec, nil
+	fr.notify(*rec)
+}
+
+// abandon stops a file after a failure (the caller removes the folder).
+func (fr *fileRun) abandon() {
+	if fr.started.Load() {
+		<-fr.done
+		return
+	}
+	fr.fh.stop()
+	fr.f.Close()
 }
 
 type tensorResult struct {
