@@ -65,7 +65,7 @@ func (fh *fileHasher) ready() int64 {
 
 func (fh *fileHasher) run() {
 	defer close(fh.ended)
-	buf := make([]byte, 8<<20)
+	var buf []byte // grown when needed: a file waiting for its turn holds only its header's worth
 	for {
 		fh.mu.Lock()
 		for fh.ready() <= fh.hashed && fh.hashed < fh.total && !fh.quit {
@@ -75,6 +75,9 @@ func (fh *fileHasher) run() {
 		fh.mu.Unlock()
 		if quit || start >= fh.total {
 			return
+		}
+		if need := min(end-start, 8<<20); int64(len(buf)) < need {
+			buf = make([]byte, need)
 		}
 		for off := start; off < end; {
 			n := min(int64(len(buf)), end-off)
