@@ -60,7 +60,8 @@ func newTensorState(ck *st.Checkpoint, t *OutTensor, offsets map[string]int64, c
 		s.entryHash[e.Name] = manifests.NewTensorHash()
 	}
 	// A tensor copied through unchanged (same dtype, no transform on values)
-	// stores its source bytes as they are.
+	// stores its source bytes as they are, in segment order: its entry
+	// checksum is its source checksum.
 	s.plusOne = t.Has(TNormPlusOne)
 	s.copyThrough = t.Quant == nil && !s.plusOne
 	for _, seg := range t.Segments {
@@ -224,8 +225,10 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 		s.out.fh.mark(off, int64(len(pc.data)))
 	}
 	return sg.enter(&s.outNext, i, func() error {
-		for _, pc := range pieces {
-			s.entryHash[pc.name].Write(pc.data)
+		if !s.copyThrough {
+			for _, pc := range pieces {
+				s.entryHash[pc.name].Write(pc.data)
+			}
 		}
 		s.f16Overflows += int64(overflows)
 		s.qe.Max = max(s.qe.Max, qe.Max)
@@ -310,6 +313,9 @@ func (s *tensorState) transform(sc *scratch, inType st.DType, raw []byte, elems,
 func (s *tensorState) finish() {
 	t, rec := s.t, &s.res.record
 	rec.SourceCRC32C = manifests.TensorSum(s.srcHash)
+	if s.copyThrough {
+		s.entryHash[t.Name] = s.srcHash
+	}
 	rec.F16Overflows = s.f16Overflows
 	if t.Quant != nil {
 		rec.QuantError = &manifests.QuantError{MaxAbs: s.qe.Max, RMS: s.qe.RMS()}
