@@ -16,7 +16,7 @@ import (
 
 // RunOptions tune execution; they never change the output bytes.
 type RunOptions struct {
-	Jobs       int   // parallel tensors; 0 means GOMAXPROCS
+	Jobs       int   // chunks processed at once; 0 means GOMAXPROCS
 	ChunkElems int64 // elements per processing chunk; 0 means 4 Mi
 	// Reuse, when set, may hand back the records of a tensor file finished by
 	// an earlier, interrupted run (already checked against its hash).
@@ -60,8 +60,8 @@ func (r *Result) fileHash(file string) hash.Hash {
 }
 
 // Run executes a plan: reads the source rows, applies the transforms, and
-// writes every file of the plan into dir, which must exist. Each tensor is
-// written at its precomputed offset, so tensors run in parallel and the
+// writes every file of the plan into dir, which must exist. Each chunk is
+// written at its precomputed offset, so chunks run in parallel and the
 // bytes do not depend on the number of jobs.
 func Run(ctx context.Context, p *Plan, ck *st.Checkpoint, dir string, opt RunOptions) (*Result, error) {
 	if err := p.Validate(ck); err != nil {

@@ -241,96 +241,75 @@ func recompute(r *Report, src *st.Checkpoint, o *outFile, t *Tensor) error {
 			return err
 		}
 	}
-	const chunkRows = 1024
-	srcHash := NewTensorHash()
-	var raw []byte
 	lacks, doubles, differs, beyond := 0, 0, 0, 0
 	var worst float64
-	outRow := int64(0)
-	for _, seg := range t.Segments {
-		s, ok := src.Tensors[seg.Source]
-		if !ok {
-			return fmt.Errorf("source tensor %s is not in the source", seg.Source)
+	err = sourceChunks(r, src, t, func(v []float32, n, outRow int64) error {
+		elems := n * t.RowLen
+		cast := func(add float32) []float32 {
+			out := make([]float32, elems)
+			for i := range v {
+				out[i] = v[i] + add
+			}
+			enc := make([]byte, elems*outSize)
+			quant.EncodeF32(t.DType, out, enc)
+			quant.DecodeF32(t.DType, enc, out)
+			return out
 		}
-		inSize, _ := s.DType.Size()
-		for row := int64(0); row < seg.Rows; row += chunkRows {
-			n := min(int64(chunkRows), seg.Rows-row)
-			elems := n * t.RowLen
-			raw, err = src.ReadRange(s, (seg.Row+row)*t.RowLen*inSize, elems*inSize, raw)
+		want := cast(map[bool]float32{true: 1, false: 0}[plusOne])
+		if !quantized {
+			got, err := readF32(o.f, main, outRow*t.RowLen*outSize, elems, t.DType)
 			if err != nil {
 				return err
 			}
-			srcHash.Write(raw)
-			v := make([]float32, elems)
-			if err := quant.DecodeF32(string(s.DType), raw, v); err != nil {
+			if !sameBits(got, want) {
+				switch {
+				case sameBits(got, cast(0)) && plusOne:
+					lacks++
+				case sameBits(got, cast(2)) && plusOne:
+					doubles++
+				case sameBits(got, cast(1)) && !plusOne:
+					r.add("norm_unexpected_plus_one", t.File, t.Name, "%s holds source+1 but no +1 was recorded", t.Name)
+				default:
+					differs++
+				}
+			}
+		} else {
+			groups := t.RowLen / int64(qp.GroupSize)
+			rowBytes := t.RowLen * int64(qp.Bits) / 8
+			packed := make([]byte, n*rowBytes)
+			if _, err := o.f.ReadAt(packed, main.Begin+outRow*rowBytes); err != nil {
 				return err
 			}
-			cast := func(add float32) []float32 {
-				out := make([]float32, elems)
-				for i := range v {
-					out[i] = v[i] + add
-				}
-				enc := make([]byte, elems*outSize)
-				quant.EncodeF32(t.DType, out, enc)
-				quant.DecodeF32(t.DType, enc, out)
-				return out
+			scales, err := readF32(o.f, scalesE, outRow*groups*outSize, n*groups, t.DType)
+			if err != nil {
+				return err
 			}
-			want := cast(map[bool]float32{true: 1, false: 0}[plusOne])
-			if !quantized {
-				got, err := readF32(o.f, main, outRow*t.RowLen*outSize, elems, t.DType)
-				if err != nil {
-					return err
-				}
-				if !sameBits(got, want) {
-					switch {
-					case sameBits(got, cast(0)) && plusOne:
-						lacks++
-					case sameBits(got, cast(2)) && plusOne:
-						doubles++
-					case sameBits(got, cast(1)) && !plusOne:
-						r.add("norm_unexpected_plus_one", t.File, t.Name, "%s holds source+1 but no +1 was recorded", t.Name)
-					default:
-						differs++
-					}
-				}
-			} else {
-				groups := t.RowLen / int64(qp.GroupSize)
-				rowBytes := t.RowLen * int64(qp.Bits) / 8
-				packed := make([]byte, n*rowBytes)
-				if _, err := o.f.ReadAt(packed, main.Begin+outRow*rowBytes); err != nil {
-					return err
-				}
-				scales, err := readF32(o.f, scalesE, outRow*groups*outSize, n*groups, t.DType)
-				if err != nil {
-					return err
-				}
-				biases, err := readF32(o.f, biasesE, outRow*groups*outSize, n*groups, t.DType)
-				if err != nil {
-					return err
-				}
-				// The stored scale is rounded to the dtype (relative error rel),
-				// which moves code c by up to c*rel steps.
-				rel := map[string]float64{"BF16": 1.0 / 256, "F16": 1.0 / 2048}[t.DType]
-				slack := 1 + float64(int(1)<<qp.Bits-1)*rel
-				deq := make([]float32, t.RowLen)
-				for i := int64(0); i < n; i++ {
-					quant.DequantizeMLXAffine(packed[i*rowBytes:(i+1)*rowBytes], int(t.RowLen), qp, scales[i*groups:], biases[i*groups:], deq)
-					for j, x := range deq {
-						step := math.Abs(float64(scales[i*groups+int64(j)/int64(qp.GroupSize)]))
-						d := math.Abs(float64(x - want[i*t.RowLen+int64(j)]))
-						worst = max(worst, d)
-						// One step at a clamped end, plus the scale's own rounding over the code range.
-						if d > step*slack+1e-6 {
-							beyond++
-						}
+			biases, err := readF32(o.f, biasesE, outRow*groups*outSize, n*groups, t.DType)
+			if err != nil {
+				return err
+			}
+			// The stored scale is rounded to the dtype (relative error rel),
+			// which moves code c by up to c*rel steps.
+			rel := map[string]float64{"BF16": 1.0 / 256, "F16": 1.0 / 2048}[t.DType]
+			slack := 1 + float64(int(1)<<qp.Bits-1)*rel
+			deq := make([]float32, t.RowLen)
+			for i := int64(0); i < n; i++ {
+				quant.DequantizeMLXAffine(packed[i*rowBytes:(i+1)*rowBytes], int(t.RowLen), qp, scales[i*groups:], biases[i*groups:], deq)
+				for j, x := range deq {
+					step := math.Abs(float64(scales[i*groups+int64(j)/int64(qp.GroupSize)]))
+					d := math.Abs(float64(x - want[i*t.RowLen+int64(j)]))
+					worst = max(worst, d)
+					// One step at a clamped end, plus the scale's own rounding over the code range.
+					if d > step*slack+1e-6 {
+						beyond++
 					}
 				}
 			}
-			outRow += n
 		}
-	}
-	if TensorSum(srcHash) != t.SourceCRC32C {
-		r.add("source_changed", t.File, t.Name, "the source bytes of %s differ from those it was made from", t.Name)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	switch {
 	case lacks > 0:
@@ -347,6 +326,46 @@ func recompute(r *Report, src *st.Checkpoint, o *outFile, t *Tensor) error {
 	}
 	return nil
 }
+
+// sourceChunks streams a tensor's source rows, in segment order as the
+// export read them, in chunks of verifyChunkRows rows (an even count)
+// decoded to float32, so memory stays bounded however large the tensor; it
+// then reports source bytes that differ from the manifest's checksum.
+func sourceChunks(r *Report, src *st.Checkpoint, t *Tensor, fn func(vals []float32, rows, outRow int64) error) error {
+	h := NewTensorHash()
+	var raw []byte
+	outRow := int64(0)
+	for _, seg := range t.Segments {
+		s, ok := src.Tensors[seg.Source]
+		if !ok {
+			return fmt.Errorf("source tensor %s is not in the source", seg.Source)
+		}
+		inSize, _ := s.DType.Size()
+		for row := int64(0); row < seg.Rows; row += verifyChunkRows {
+			n := min(verifyChunkRows, seg.Rows-row)
+			var err error
+			raw, err = src.ReadRange(s, (seg.Row+row)*t.RowLen*inSize, n*t.RowLen*inSize, raw)
+			if err != nil {
+				return err
+			}
+			h.Write(raw)
+			v := make([]float32, n*t.RowLen)
+			if err := quant.DecodeF32(string(s.DType), raw, v); err != nil {
+				return err
+			}
+			if err := fn(v, n, outRow); err != nil {
+				return err
+			}
+			outRow += n
+		}
+	}
+	if TensorSum(h) != t.SourceCRC32C {
+		r.add("source_changed", t.File, t.Name, "the source bytes of %s differ from those it was made from", t.Name)
+	}
+	return nil
+}
+
+const verifyChunkRows = 1024
 
 func readF32(f *os.File, e st.TensorInfo, off, elems int64, dtype string) ([]float32, error) {
 	size, err := st.DType(dtype).Size()
@@ -415,50 +434,34 @@ func recomputeNNCF(r *Report, src *st.Checkpoint, o *outFile, t *Tensor, q Trans
 	var i int64 // element index across the whole tensor
 	beyond := 0
 	var worst float64
-	h := NewTensorHash()
-	// Rows are checked in chunks (an even count, so 4-bit codes start on a byte):
-	// memory stays bounded however large the tensor.
-	const chunkRows = 1024
-	for _, seg := range t.Segments {
-		s, ok := src.Tensors[seg.Source]
-		if !ok {
-			return fmt.Errorf("source tensor %s is not in the source", seg.Source)
+	// Rows are checked in chunks of an even count, so 4-bit codes start on a byte.
+	err = sourceChunks(r, src, t, func(v []float32, rows, _ int64) error {
+		n := rows * t.RowLen
+		enc := make([]byte, 2*n)
+		quant.EncodeF32("F16", v, enc)
+		quant.DecodeF32("F16", enc, v)
+		start := i * int64(p.Bits) / 8
+		codes, err := read(st.TensorInfo{Begin: codesE.Begin + start, End: codesE.Begin + start + n*int64(p.Bits)/8})
+		if err != nil {
+			return err
 		}
-		size, _ := s.DType.Size()
-		for row := int64(0); row < seg.Rows; row += chunkRows {
-			n := min(int64(chunkRows), seg.Rows-row) * t.RowLen
-			raw, err := src.ReadRange(s, (seg.Row+row)*t.RowLen*size, n*size, nil)
-			if err != nil {
-				return err
+		for k, want := range v {
+			grp := i / g
+			var zp uint8
+			if !p.Sym {
+				zp = unpack(zps, grp)
 			}
-			h.Write(raw)
-			v := make([]float32, n)
-			quant.DecodeF32(string(s.DType), raw, v)
-			enc := make([]byte, 2*n)
-			quant.EncodeF32("F16", v, enc)
-			quant.DecodeF32("F16", enc, v)
-			start := i * int64(p.Bits) / 8
-			codes, err := read(st.TensorInfo{Begin: codesE.Begin + start, End: codesE.Begin + start + n*int64(p.Bits)/8})
-			if err != nil {
-				return err
+			d := math.Abs(float64(quant.DequantizeNNCF(unpack(codes, int64(k)), zp, scales[grp], p) - want))
+			worst = max(worst, d)
+			if d > math.Abs(float64(scales[grp]))*1.001+1e-6 {
+				beyond++
 			}
-			for k, want := range v {
-				grp := i / g
-				var zp uint8
-				if !p.Sym {
-					zp = unpack(zps, grp)
-				}
-				d := math.Abs(float64(quant.DequantizeNNCF(unpack(codes, int64(k)), zp, scales[grp], p) - want))
-				worst = max(worst, d)
-				if d > math.Abs(float64(scales[grp]))*1.001+1e-6 {
-					beyond++
-				}
-				i++
-			}
+			i++
 		}
-	}
-	if TensorSum(h) != t.SourceCRC32C {
-		r.add("source_changed", t.File, t.Name, "the source bytes of %s differ from those it was made from", t.Name)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if beyond > 0 {
 		r.add("quant_bound", t.File, t.Name, "%s: %d values dequantize further than one step from the source (worst %g)", t.Name, beyond, worst)

@@ -6,6 +6,51 @@
 // elements, n a multiple of 8 (16 for encodeBF16AVX2); the Go caller does the
 // tail. All loads and stores are unaligned.
 
+// The f16 encoders count overflows: finite inputs with |x| >= 65520 (bits
+// 0x477ff000), which VCVTPS2PH rounds to infinity. OVERFLOW_SETUP loads the
+// constants (Y13-Y15) and zeroes the per-lane counters Y11 and Y12, which
+// OVERFLOW_COUNT decrements (a compare gives -1 per hit) for the f32 values in
+// a register; OVERFLOW_SUM widens the lanes to 64 bits, so no total can wrap,
+// leaving the total in AX.
+#define OVERFLOW_SETUP \
+	MOVL         $0x7fffffff, AX; \
+	MOVQ         AX, X15; \
+	VPBROADCASTD X15, Y15; \
+	MOVL         $0x477fefff, AX; \
+	MOVQ         AX, X14; \
+	VPBROADCASTD X14, Y14; \
+	MOVL         $0x7f800000, AX; \
+	MOVQ         AX, X13; \
+	VPBROADCASTD X13, Y13; \
+	VPXOR        Y12, Y12, Y12; \
+	VPXOR        Y11, Y11, Y11
+
+#define OVERFLOW_COUNT(v, tmp, acc) \
+	VPAND    Y15, v, v; \
+	VPCMPGTD Y14, v, tmp; \
+	VPCMPGTD v, Y13, v; \
+	VPAND    tmp, v, v; \
+	VPADDD   v, acc, acc
+
+#define OVERFLOW_SUM \
+	VPXOR        Y10, Y10, Y10; \
+	VPSUBD       Y12, Y10, Y12; \
+	VPSUBD       Y11, Y10, Y11; \
+	VPMOVZXDQ    X12, Y0; \
+	VEXTRACTI128 $1, Y12, X1; \
+	VPMOVZXDQ    X1, Y1; \
+	VPMOVZXDQ    X11, Y2; \
+	VEXTRACTI128 $1, Y11, X3; \
+	VPMOVZXDQ    X3, Y3; \
+	VPADDQ       Y1, Y0, Y0; \
+	VPADDQ       Y3, Y2, Y2; \
+	VPADDQ       Y2, Y0, Y0; \
+	VEXTRACTI128 $1, Y0, X1; \
+	VPADDQ       X1, X0, X0; \
+	VPSHUFD      $0x4e, X0, X1; \
+	VPADDQ       X1, X0, X0; \
+	MOVQ         X0, AX
+
 // func decodeBF16AVX2(dst *float32, src *byte, n int)
 TEXT ·decodeBF16AVX2(SB), NOSPLIT, $0-24
 	MOVQ dst+0(FP), DI
@@ -94,25 +139,13 @@ f16decdone:
 	RET
 
 // func encodeF16AVX2(dst *byte, src *float32, n int) (overflows int)
-// VCVTPS2PH with imm8 0 rounds to nearest even regardless of MXCSR. The
-// overflow count is the number of finite inputs with |x| >= 65520
-// (bits 0x477ff000), counted per dword lane as -1 per hit.
+// VCVTPS2PH with imm8 0 rounds to nearest even regardless of MXCSR.
 TEXT ·encodeF16AVX2(SB), NOSPLIT, $0-32
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), CX
 
-	MOVL         $0x7fffffff, AX
-	MOVQ         AX, X15
-	VPBROADCASTD X15, Y15 // abs mask
-	MOVL         $0x477fefff, AX
-	MOVQ         AX, X14
-	VPBROADCASTD X14, Y14 // largest f32 that rounds to a finite half
-	MOVL         $0x7f800000, AX
-	MOVQ         AX, X13
-	VPBROADCASTD X13, Y13 // +inf
-	VPXOR        Y12, Y12, Y12 // -overflows per lane
-	VPXOR        Y11, Y11, Y11
+	OVERFLOW_SETUP
 
 	CMPQ CX, $32
 	JB   f16enc8
@@ -126,26 +159,10 @@ f16enc32:
 	VCVTPS2PH $0, Y1, 16(DI)
 	VCVTPS2PH $0, Y2, 32(DI)
 	VCVTPS2PH $0, Y3, 48(DI)
-	VPAND     Y15, Y0, Y0
-	VPAND     Y15, Y1, Y1
-	VPAND     Y15, Y2, Y2
-	VPAND     Y15, Y3, Y3
-	VPCMPGTD  Y14, Y0, Y4 // |x| >= 65520
-	VPCMPGTD  Y0, Y13, Y0 // |x| < inf (and not NaN)
-	VPCMPGTD  Y14, Y1, Y5
-	VPCMPGTD  Y1, Y13, Y1
-	VPCMPGTD  Y14, Y2, Y6
-	VPCMPGTD  Y2, Y13, Y2
-	VPCMPGTD  Y14, Y3, Y7
-	VPCMPGTD  Y3, Y13, Y3
-	VPAND     Y4, Y0, Y0
-	VPAND     Y5, Y1, Y1
-	VPAND     Y6, Y2, Y2
-	VPAND     Y7, Y3, Y3
-	VPADDD    Y1, Y0, Y0
-	VPADDD    Y3, Y2, Y2
-	VPADDD    Y0, Y12, Y12
-	VPADDD    Y2, Y11, Y11
+	OVERFLOW_COUNT(Y0, Y4, Y12)
+	OVERFLOW_COUNT(Y1, Y5, Y11)
+	OVERFLOW_COUNT(Y2, Y6, Y12)
+	OVERFLOW_COUNT(Y3, Y7, Y11)
 	ADDQ      $128, SI
 	ADDQ      $64, DI
 	SUBQ      $32, CX
@@ -159,11 +176,7 @@ f16enc8:
 f16enc8loop:
 	VMOVUPS   (SI), Y0
 	VCVTPS2PH $0, Y0, (DI)
-	VPAND     Y15, Y0, Y0
-	VPCMPGTD  Y14, Y0, Y4
-	VPCMPGTD  Y0, Y13, Y0
-	VPAND     Y4, Y0, Y0
-	VPADDD    Y0, Y12, Y12
+	OVERFLOW_COUNT(Y0, Y4, Y12)
 	ADDQ      $32, SI
 	ADDQ      $16, DI
 	SUBQ      $8, CX
@@ -171,26 +184,8 @@ f16enc8loop:
 	JAE       f16enc8loop
 
 f16encdone:
-	// Each lane of Y12 and Y11 holds minus its count; widen to 64 bits
-	// before summing so no total can wrap.
-	VPXOR       Y10, Y10, Y10
-	VPSUBD      Y12, Y10, Y12
-	VPSUBD      Y11, Y10, Y11
-	VPMOVZXDQ   X12, Y0
-	VEXTRACTI128 $1, Y12, X1
-	VPMOVZXDQ   X1, Y1
-	VPMOVZXDQ   X11, Y2
-	VEXTRACTI128 $1, Y11, X3
-	VPMOVZXDQ   X3, Y3
-	VPADDQ      Y1, Y0, Y0
-	VPADDQ      Y3, Y2, Y2
-	VPADDQ      Y2, Y0, Y0
-	VEXTRACTI128 $1, Y0, X1
-	VPADDQ      X1, X0, X0
-	VPSHUFD     $0x4e, X0, X1
-	VPADDQ      X1, X0, X0
-	MOVQ        X0, AX
-	MOVQ        AX, overflows+24(FP)
+	OVERFLOW_SUM
+	MOVQ AX, overflows+24(FP)
 	VZEROUPPER
 	RET
 
@@ -256,24 +251,14 @@ bf16encnan:
 	JMP       bf16encpack
 
 // func castBF16F16AVX2(dst *byte, src *byte, n int) (overflows int)
-// bf16 -> f32 (exact: a shift) -> f16 with VCVTPS2PH, round to nearest even,
-// counting finite values at or above 65520 as encodeF16AVX2 does.
+// bf16 -> f32 (exact: a shift) -> f16 with VCVTPS2PH, round to nearest
+// even, counting overflows as encodeF16AVX2 does.
 TEXT ·castBF16F16AVX2(SB), NOSPLIT, $0-32
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), CX
 
-	MOVL         $0x7fffffff, AX
-	MOVQ         AX, X15
-	VPBROADCASTD X15, Y15 // abs mask
-	MOVL         $0x477fefff, AX
-	MOVQ         AX, X14
-	VPBROADCASTD X14, Y14 // largest f32 that rounds to a finite half
-	MOVL         $0x7f800000, AX
-	MOVQ         AX, X13
-	VPBROADCASTD X13, Y13 // +inf
-	VPXOR        Y12, Y12, Y12 // -overflows per lane
-	VPXOR        Y11, Y11, Y11
+	OVERFLOW_SETUP
 
 	CMPQ CX, $16
 	JB   castdone
@@ -285,16 +270,8 @@ cast16:
 	VPSLLD    $16, Y1, Y1
 	VCVTPS2PH $0, Y0, 0(DI)
 	VCVTPS2PH $0, Y1, 16(DI)
-	VPAND     Y15, Y0, Y0
-	VPAND     Y15, Y1, Y1
-	VPCMPGTD  Y14, Y0, Y4 // |x| >= 65520
-	VPCMPGTD  Y0, Y13, Y0 // |x| < inf (and not NaN)
-	VPCMPGTD  Y14, Y1, Y5
-	VPCMPGTD  Y1, Y13, Y1
-	VPAND     Y4, Y0, Y0
-	VPAND     Y5, Y1, Y1
-	VPADDD    Y0, Y12, Y12
-	VPADDD    Y1, Y11, Y11
+	OVERFLOW_COUNT(Y0, Y4, Y12)
+	OVERFLOW_COUNT(Y1, Y5, Y11)
 	ADDQ      $32, SI
 	ADDQ      $32, DI
 	SUBQ      $16, CX
@@ -302,24 +279,7 @@ cast16:
 	JAE       cast16
 
 castdone:
-	// Lanes hold minus their counts; widen to 64 bits before summing.
-	VPXOR        Y10, Y10, Y10
-	VPSUBD       Y12, Y10, Y12
-	VPSUBD       Y11, Y10, Y11
-	VPMOVZXDQ    X12, Y0
-	VEXTRACTI128 $1, Y12, X1
-	VPMOVZXDQ    X1, Y1
-	VPMOVZXDQ    X11, Y2
-	VEXTRACTI128 $1, Y11, X3
-	VPMOVZXDQ    X3, Y3
-	VPADDQ       Y1, Y0, Y0
-	VPADDQ       Y3, Y2, Y2
-	VPADDQ       Y2, Y0, Y0
-	VEXTRACTI128 $1, Y0, X1
-	VPADDQ       X1, X0, X0
-	VPSHUFD      $0x4e, X0, X1
-	VPADDQ       X1, X0, X0
-	MOVQ         X0, AX
-	MOVQ         AX, overflows+24(FP)
+	OVERFLOW_SUM
+	MOVQ AX, overflows+24(FP)
 	VZEROUPPER
 	RET
