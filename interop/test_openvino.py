@@ -229,6 +229,38 @@ def test_cpu_fuses_moe_attention_norms_and_rope(config, mtpconv, fixture_dirs, t
     assert sorted(s.name for s in req.query_state()) == ["mtp.layers.0.self_attn.key_cache", "mtp.layers.0.self_attn.value_cache"]
 
 
+COMPRESSED = {"int8": "u8", "int8-sym": "i8", "int4-g64": "u4", "int4-g128": "u4", "int4-sym-g64": "i4", "int4-sym-g128": "i4"}
+F16_FLOOR = ("mtp.layers.0.mlp.experts/router", "mtp.layers.0.mlp.shared_expert_gate")
+
+
+def weight_precisions(compiled):
+    """Each FullyConnected / GatherMatmul of the compiled model and the precision of its weight input."""
+    out = {}
+    for op in compiled.get_runtime_model().get_ordered_ops():
+        if op.get_rt_info()["layerType"].astype(str) in ("FullyConnected", "GatherMatmul"):
+            w = op.input(1).get_source_output().get_node()
+            out[op.get_friendly_name()] = w.get_rt_info()["outputPrecisions"].astype(str)
+    return out
+
+
+@pytest.mark.parametrize("config", list(COMPRESSED))
+def test_compiled_model_keeps_compressed_weights(config, mtpconv, fixture_dirs, tmp_path_factory):
+    """With the default CPU compile, int8/int4 weights stay u8/i8/u4/i4 inside the
+    FullyConnected and GatherMatmul nodes (not folded to f32 at compile time),
+    in the layer and in the lm_head; the f16 router and shared-expert gate stay f16."""
+    out = ir(mtpconv, fixture_dirs, tmp_path_factory, "a", config)
+    layer = weight_precisions(CORE.compile_model(CORE.read_model(out / "openvino_mtp_layer.xml"), "CPU"))
+    print(config, layer)
+    want = COMPRESSED[config]
+    assert len(layer) == 13, layer  # fc, q/k/v/o, router, shared gate + 3 shared expert, 3 expert stacks
+    for name, prec in layer.items():
+        assert prec == ("f16" if name.startswith(F16_FLOOR) else want), (name, prec)
+    # The lm_head: int8 unless the config asks int4 for it, symmetric with --sym like the layer.
+    lm_want = ("i" if "sym" in config else "u") + ("4" if "--lm-head-precision" in CONFIGS[config] and CONFIGS[config][-1] == "int4" else "8")
+    head = weight_precisions(CORE.compile_model(CORE.read_model(out / "openvino_mtp_lm_head.xml"), "CPU"))
+    assert list(head.values()) == [lm_want], head
+
+
 def test_golden_nncf_vectors_are_current(tmp_path):
     fresh = tmp_path / "g.safetensors"
     subprocess.run([sys.executable, str(ROOT / "interop" / "golden_nncf.py"), str(fresh)], check=True, capture_output=True)

@@ -23,9 +23,12 @@ type Weight struct {
 }
 
 // Weight emits the decompression subgraph the plugins recognise and returns
-// an f32 output: f16 as Const -> Convert(f32, marked decompression);
-// integers exactly as NNCF writes them: Const -> Convert(f16) ->
+// an f32 output: f16 as Const -> Convert(f32, marked decompression, as
+// OpenVINO's own f16 compression marks it); integers exactly as NNCF writes
+// them, with no rt_info on any node: Const -> Convert(f16) ->
 // [Subtract(Convert(zp))] -> Multiply(scale) -> [Reshape to Shape] -> Convert(f32).
+// A decompression mark on the integer Converts makes the CPU plugin fold the
+// weights to f32 at compile time (4x the bytes per step, ~10 GB to compile).
 func (g *Graph) Weight(w Weight) Output {
 	if w.Plain != nil {
 		c := g.ConstAt(w.Name, w.Plain.Type, w.Plain.Shape, w.Plain.Offset, w.Plain.Size)
@@ -35,10 +38,10 @@ func (g *Graph) Weight(w Weight) Output {
 		return g.Convert(w.Name+"/convert", c, F32, true)
 	}
 	q := g.ConstAt(w.Name, w.Q.Type, w.Q.Shape, w.Q.Offset, w.Q.Size)
-	x := g.Convert(w.Name+"/convert", q, F16, true)
+	x := g.Convert(w.Name+"/convert", q, F16, false)
 	if w.ZP != nil {
 		zp := g.ConstAt(w.Name+"/zero_point", w.ZP.Type, w.ZP.Shape, w.ZP.Offset, w.ZP.Size)
-		zpc := g.Convert(w.Name+"/zero_point/convert", zp, F16, true)
+		zpc := g.Convert(w.Name+"/zero_point/convert", zp, F16, false)
 		x = g.Subtract(w.Name+"/zero_point/subtract", x, zpc)
 	}
 	s := g.ConstAt(w.Name+"/scale", F16, w.Scale.Shape, w.Scale.Offset, w.Scale.Size)
