@@ -14,6 +14,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert"
 	ov "github.com/mtpconv/mtpconv/formats/openvino"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -117,9 +118,11 @@ func runExport(c *cli.Context) error {
 	if out == "" && !c.Bool("dry-run") {
 		return usagef("--out is required")
 	}
-	if out != "" && !c.Bool("dry-run") {
-		if _, err := os.Stat(out); err == nil && !c.Bool("force") {
-			return fmt.Errorf("%s already exists; pass --force to replace it", out)
+	writing := out != "" && !c.Bool("dry-run")
+	if writing && strings.HasPrefix(c.String("src"), "hf://") {
+		// No local source folder: refuse early, before reading over the network.
+		if err := checkOutTarget(out, c.Bool("force")); err != nil {
+			return err
 		}
 	}
 	m, remote, closeModel, err := loadModel(c, c.String("src"))
@@ -127,6 +130,18 @@ func runExport(c *cli.Context) error {
 		return err
 	}
 	defer closeModel()
+	if writing {
+		// The source folder (an HF cache id resolves to its snapshot) first:
+		// refusing --out S for "already exists" would suggest --force.
+		if dir, ok := m.Checkpoint.Source.(st.DirSource); ok {
+			if err := checkOutSource(out, string(dir)); err != nil {
+				return err
+			}
+		}
+		if err := checkOutTarget(out, c.Bool("force")); err != nil {
+			return err
+		}
+	}
 	var plan *convert.Plan
 	switch target {
 	case convert.TargetMLX:
@@ -164,7 +179,7 @@ func runExport(c *cli.Context) error {
 			return err
 		}
 	}
-	w := &partialDir{out: out, resume: c.Bool("resume"), planHash: planHash(plan, fingerprint)}
+	w := &partialDir{out: out, force: c.Bool("force"), resume: c.Bool("resume"), planHash: planHash(plan, fingerprint), source: m.Checkpoint}
 	sum := exportSummary{Target: target, Out: out, Tensors: len(plan.Tensors), Notes: plan.Notes, ReusedFiles: []string{}}
 	var bar *progress
 	if !c.Bool("quiet") && !c.Bool("json") && isTerminal(c.App.ErrWriter) {
@@ -246,6 +261,7 @@ func runExport(c *cli.Context) error {
 		return err
 	}
 	sum.ReusedFiles = append(sum.ReusedFiles, w.reused...)
+	sum.Notes = append(sum.Notes, w.notes...)
 	sum.Seconds = time.Since(start).Seconds()
 	sum.PeakRSS = peakRSS()
 	if sum.Notes == nil {
@@ -300,96 +316,6 @@ func fileNames(p *convert.Plan) []string {
 		out = append(out, f.Name+":"+manifests.SHA256(f.Contents)+":"+f.CopyFrom)
 	}
 	return out
-}
-
-// partialDir writes an export into a hidden sibling of the output folder and
-// renames it into place only when complete, so an interrupted run (Ctrl-C,
-// kill, full disk) never leaves a folder that looks complete. A killed run
-// leaves the sibling behind; --resume reuses its finished files.
-type partialDir struct {
-	out      string
-	resume   bool
-	planHash string
-	dir      string
-	reused   []string
-}
-
-const (
-	planMarker = ".mtpconv-plan"
-	doneDir    = ".mtpconv-done"
-)
-
-func (w *partialDir) write(fn func(dir string) error) error {
-	parent := filepath.Dir(filepath.Clean(w.out))
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return err
-	}
-	w.dir = filepath.Join(parent, "."+filepath.Base(filepath.Clean(w.out))+".partial")
-	prev, _ := os.ReadFile(filepath.Join(w.dir, planMarker))
-	if !w.resume || string(prev) != w.planHash {
-		if err := os.RemoveAll(w.dir); err != nil {
-			return err
-		}
-	}
-	if err := os.MkdirAll(filepath.Join(w.dir, doneDir), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(w.dir, planMarker), []byte(w.planHash), 0o644); err != nil {
-		return err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			os.RemoveAll(w.dir)
-		}
-	}()
-	if err := fn(w.dir); err != nil {
-		return err
-	}
-	os.Remove(filepath.Join(w.dir, planMarker))
-	os.RemoveAll(filepath.Join(w.dir, doneDir))
-	if _, err := os.Stat(w.out); err == nil {
-		old := w.dir + ".old"
-		os.RemoveAll(old)
-		if err := os.Rename(w.out, old); err != nil {
-			return err
-		}
-		defer os.RemoveAll(old)
-	}
-	if err := os.Rename(w.dir, w.out); err != nil {
-		return err
-	}
-	ok = true
-	return nil
-}
-
-// finished records a completed tensor file so a later --resume can reuse it.
-func (w *partialDir) finished(rec convert.FileRecord) {
-	// Written aside and renamed, so a kill never leaves a half-written record.
-	if b, err := json.Marshal(rec); err == nil {
-		path := filepath.Join(w.dir, doneDir, rec.File.Name+".json")
-		if os.WriteFile(path+".tmp", b, 0o644) == nil {
-			os.Rename(path+".tmp", path)
-		}
-	}
-}
-
-// reuse hands back a file finished by an interrupted run, if its bytes still hash to the record.
-func (w *partialDir) reuse(file string) (convert.FileRecord, bool) {
-	var rec convert.FileRecord
-	if !w.resume {
-		return rec, false
-	}
-	b, err := os.ReadFile(filepath.Join(w.dir, doneDir, file+".json"))
-	if err != nil || json.Unmarshal(b, &rec) != nil {
-		return rec, false
-	}
-	size, sum, err := manifests.HashFile(filepath.Join(w.dir, file))
-	if err != nil || size != rec.File.Size || sum != rec.File.SHA256 {
-		return rec, false
-	}
-	w.reused = append(w.reused, file)
-	return rec, true
 }
 
 // peakRSS is the process's peak resident set size as the kernel reports it.

@@ -172,6 +172,17 @@ func TestExportOverwriteAndCancel(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "keep")); err != nil {
 		t.Fatal("existing output was touched")
 	}
+	// --force replaces only an earlier export, never another folder.
+	code, _, stderr = runCLI(t, "export", "--src", src, "--target", "mlx", "--out", out, "--force")
+	if code != exitFailure || !strings.Contains(stderr, "is not an mtpconv output") {
+		t.Fatalf("--force over a foreign folder: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "keep")); err != nil {
+		t.Fatal("--force deleted a folder that is not an mtpconv output")
+	}
+	os.RemoveAll(out)
+	exportTo(t, fixtures.Qwen36, out, "--target", "mlx")
+	os.WriteFile(filepath.Join(out, "keep"), []byte("x"), 0o644)
 	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "mlx", "--out", out, "--force", "--quiet"); code != 0 {
 		t.Fatalf("--force: exit %d: %s", code, stderr)
 	}
