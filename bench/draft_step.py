@@ -44,7 +44,8 @@ def step_bytes(xml, experts, topk):
         d = layer.find("data")
         n = int(d.get("size"))
         shape = [int(x) for x in d.get("shape").split(",") if x]
-        total += n * topk / experts if "mlp.experts/" in layer.get("name") and shape and shape[0] == experts else n
+        # Expert stacks (codes, scales, zero points) lead with the expert axis.
+        total += n * topk / experts if len(shape) >= 3 and shape[0] == experts else n
     return total
 
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"strings"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -31,6 +30,7 @@ type tensorState struct {
 	wholeSeg    []bool // segment i covers its whole source tensor
 	copyThrough bool
 	plusOne     bool
+	raw         bool // the file has no header: the manifest places each entry
 	outSize     int64
 	qz          chunkQuantizer
 	out         *fileRun
@@ -323,9 +323,9 @@ func (s *tensorState) finish() {
 	for i := range rec.Entries {
 		e := &rec.Entries[i]
 		e.CRC32C = manifests.TensorSum(s.entryHash[e.Name])
-		if strings.HasSuffix(t.File, ".bin") { // no header to find it by
+		if s.raw { // no header to find it by
 			e.Offset = s.offsets[e.Name]
-			e.Size = entryBytes(st.Entry{Name: e.Name, DType: st.DType(e.DType), Shape: e.Shape})
+			e.Size = EntryBytes(st.Entry{Name: e.Name, DType: st.DType(e.DType), Shape: e.Shape})
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package convert
+package convert_test
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/convert"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 )
 
@@ -55,19 +56,19 @@ func TestRunChunkFailureDoesNotHang(t *testing.T) {
 			big = tn
 		}
 	}
-	m, err := Load(failingSource{st.DirSource(dir), big.Shard.Name, big.Begin + big.Bytes()/2})
+	m, err := convert.Load(failingSource{st.DirSource(dir), big.Shard.Name, big.Begin + big.Bytes()/2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Checkpoint.Close()
-	p, err := PlanMLX(m, mlxOpts("int4"))
+	p, err := plan(t, m, "mlx", convert.Options{HeadPrecision: "int4"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, jobs := range []int{1, 2, 4} {
 		done := make(chan error, 1)
 		go func() {
-			_, err := Run(context.Background(), p, m.Checkpoint, t.TempDir(), RunOptions{Jobs: jobs, ChunkElems: 1000})
+			_, err := convert.Run(context.Background(), p, m.Checkpoint, t.TempDir(), convert.RunOptions{Jobs: jobs, ChunkElems: 1000})
 			done <- err
 		}()
 		select {
@@ -87,19 +88,19 @@ func TestRunChunkFailureDoesNotHang(t *testing.T) {
 // stages see chunks in the same order whatever runs in parallel.
 func TestRunDeterministicAcrossJobsWithManyChunks(t *testing.T) {
 	m := load(t, fixtures.Qwen36)
-	mlx, err := PlanMLX(m, mlxOpts("int4"))
+	mlx, err := plan(t, m, "mlx", convert.Options{HeadPrecision: "int4"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ov, err := PlanOpenVINO(m, OVOptions{Head: "f16", LMHead: "int8"})
+	ov, err := plan(t, m, "openvino", convert.Options{HeadPrecision: "f16", LMHeadPrecision: "int8"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []*Plan{mlx, ov} {
+	for _, p := range []*convert.Plan{mlx, ov} {
 		var first []byte
 		for _, jobs := range []int{1, 2, 5} {
 			dir := t.TempDir()
-			res, err := Run(context.Background(), p, m.Checkpoint, dir, RunOptions{Jobs: jobs, ChunkElems: 999})
+			res, err := convert.Run(context.Background(), p, m.Checkpoint, dir, convert.RunOptions{Jobs: jobs, ChunkElems: 999})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,7 +1,8 @@
-// Package convert knows the model families: their tensor names and layouts,
-// which norms are zero-centred, and how an MTP head is laid out. It turns a
-// checkpoint inventory into a description of the model and (later) into a
-// plan; it knows nothing of file byte layouts.
+// Package convert is the conversion library: it reads a checkpoint's
+// inventory into a Model (through the family that recognises it, one file
+// per family), has a target plan the export as pure data, executes plans
+// (Run) and owns a whole export (Export: dry-run, atomic output, resume,
+// manifest, card). File byte layouts belong to formats/*, kernels to quant.
 package convert
 
 import (
@@ -202,6 +203,9 @@ func (c *Config) ConfigMTPDepth() (int, bool) {
 	}
 	return 0, false
 }
+
+// outputGate reports whether q_proj carries a sigmoid output gate per head (the default).
+func (c *Config) outputGate() bool { return c.AttnOutputGate == nil || *c.AttnOutputGate }
 
 // RotaryDim is the number of head dimensions RoPE rotates.
 func (c *Config) RotaryDim() int { return int(float64(c.HeadDim) * c.PartialRotaryFactor) }

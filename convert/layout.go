@@ -9,12 +9,6 @@ import (
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
-// want is one tensor a layer must have, with the shape the config implies.
-type want struct {
-	suffix string
-	shape  []int64
-}
-
 // ExpertLayout is how a MoE block stores its routed experts on disk.
 type ExpertLayout string
 
@@ -32,64 +26,12 @@ type ExpertBlock struct {
 	Count  int          `json:"count"` // experts present (all E when complete)
 }
 
-// fullAttention lists a gated full-attention block (trunk every 4th layer, and the MTP layer).
-func fullAttention(c *Config) []want {
-	h := int64(c.HiddenSize)
-	q := int64(c.NumAttentionHeads * c.HeadDim)
-	kv := int64(c.NumKeyValueHeads * c.HeadDim)
-	qOut := q
-	if c.AttnOutputGate == nil || *c.AttnOutputGate {
-		qOut = 2 * q // queries and their sigmoid gate, interleaved per head
-	}
-	return []want{
-		{"self_attn.q_proj.weight", []int64{qOut, h}},
-		{"self_attn.k_proj.weight", []int64{kv, h}},
-		{"self_attn.v_proj.weight", []int64{kv, h}},
-		{"self_attn.o_proj.weight", []int64{h, q}},
-		{"self_attn.q_norm.weight", []int64{int64(c.HeadDim)}},
-		{"self_attn.k_norm.weight", []int64{int64(c.HeadDim)}},
-	}
-}
-
-// sparseMoE lists the non-expert tensors of a MoE block with a gated shared expert.
-func sparseMoE(c *Config) []want {
-	h, e, si := int64(c.HiddenSize), int64(c.NumExperts), int64(c.SharedExpertIntermed)
-	return []want{
-		{"mlp.gate.weight", []int64{e, h}},
-		{"mlp.shared_expert.gate_proj.weight", []int64{si, h}},
-		{"mlp.shared_expert.up_proj.weight", []int64{si, h}},
-		{"mlp.shared_expert.down_proj.weight", []int64{h, si}},
-		{"mlp.shared_expert_gate.weight", []int64{1, h}},
-	}
-}
-
-// expertTensors lists the routed-expert tensors of one block in a layout.
-func expertTensors(c *Config, layout ExpertLayout) []want {
-	h, i := int64(c.HiddenSize), int64(c.MoeIntermediateSize)
-	if layout == Fused {
-		e := int64(c.NumExperts)
-		return []want{
-			{"mlp.experts.gate_up_proj", []int64{e, 2 * i, h}},
-			{"mlp.experts.down_proj", []int64{e, h, i}},
-		}
-	}
-	out := make([]want, 0, 3*c.NumExperts)
-	for e := 0; e < c.NumExperts; e++ {
-		p := "mlp.experts." + strconv.Itoa(e) + "."
-		out = append(out,
-			want{p + "gate_proj.weight", []int64{i, h}},
-			want{p + "up_proj.weight", []int64{i, h}},
-			want{p + "down_proj.weight", []int64{h, i}})
-	}
-	return out
-}
-
 // detectExperts finds how the block under layerPrefix stores its experts.
-func detectExperts(names map[string]*st.Tensor, layerPrefix string) (ExpertBlock, error) {
-	p := layerPrefix + "mlp.experts."
+func detectExperts(names map[string]*st.Tensor, moe *MoE, layerPrefix string) (ExpertBlock, error) {
+	p := layerPrefix + moe.Experts
 	blk := ExpertBlock{Prefix: p}
-	_, fused := names[p+"gate_up_proj"]
-	if _, down := names[p+"down_proj"]; down {
+	_, fused := names[p+moe.FusedGateUp]
+	if _, down := names[p+moe.FusedDown]; down {
 		fused = true
 	}
 	ids := map[int]bool{}
@@ -123,19 +65,19 @@ func detectExperts(names map[string]*st.Tensor, layerPrefix string) (ExpertBlock
 
 // checkTensors compares wanted tensors under prefix with the inventory and
 // returns what is missing or misshapen; found records the names it matched.
-func checkTensors(names map[string]*st.Tensor, prefix string, wants []want, found map[string]bool) []string {
+func checkTensors(names map[string]*st.Tensor, prefix string, wants []Want, found map[string]Role) []string {
 	var problems []string
 	var missing []string
 	for _, w := range wants {
-		name := prefix + w.suffix
+		name := prefix + w.Suffix
 		t, ok := names[name]
 		if !ok {
 			missing = append(missing, name)
 			continue
 		}
-		found[name] = true
-		if !slices.Equal(t.Shape, w.shape) {
-			problems = append(problems, fmt.Sprintf("%s: tensor %s has shape %v, the config implies %v", t.Shard.Name, name, t.Shape, w.shape))
+		found[name] = w.Role
+		if !slices.Equal(t.Shape, w.Shape) {
+			problems = append(problems, fmt.Sprintf("%s: tensor %s has shape %v, the config implies %v", t.Shard.Name, name, t.Shape, w.Shape))
 		}
 		switch t.DType {
 		case st.BF16, st.F16, st.F32:
@@ -199,21 +141,4 @@ func compressExpertNames(names []string) []string {
 		}
 	}
 	return out
-}
-
-// zeroCentred reports whether a tensor is a zero-centred RMSNorm weight
-// (stored w, effective 1+w) in both Qwen hybrid families: the decoder-layer,
-// q/k and final norms of trunk and head, and the three MTP norms. The gated
-// linear_attn.norm is a plain norm and never matches.
-func zeroCentred(name, textPrefix string) bool {
-	for _, sfx := range []string{".input_layernorm.weight", ".post_attention_layernorm.weight", ".self_attn.q_norm.weight", ".self_attn.k_norm.weight"} {
-		if strings.HasSuffix(name, sfx) {
-			return true
-		}
-	}
-	switch name {
-	case textPrefix + "norm.weight", "mtp.norm.weight", "mtp.pre_fc_norm_embedding.weight", "mtp.pre_fc_norm_hidden.weight":
-		return true
-	}
-	return false
 }

@@ -2,39 +2,11 @@ package convert
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
-
-// family is the knowledge about one model family's checkpoint layout.
-type family struct {
-	name            string
-	matches         func(*Config) bool
-	textPrefixes    []string // candidates, most specific first
-	visionPrefixes  []string
-	linearAttention func(*Config) []want // the family-specific GatedDeltaNet tensors
-}
-
-var families = []*family{qwen35MoE, qwen3Next}
-
-// gatedDeltaCommon lists the GatedDeltaNet tensors both families share.
-// conv1d is expected in the raw PyTorch layout [C, 1, K].
-func gatedDeltaCommon(c *Config) []want {
-	h := int64(c.HiddenSize)
-	kd := int64(c.LinearNumKeyHeads * c.LinearKeyHeadDim)
-	vd := int64(c.LinearNumValueHeads * c.LinearValueHeadDim)
-	nv := int64(c.LinearNumValueHeads)
-	return []want{
-		{"linear_attn.conv1d.weight", []int64{2*kd + vd, 1, int64(c.LinearConvKernelDim)}},
-		{"linear_attn.A_log", []int64{nv}},
-		{"linear_attn.dt_bias", []int64{nv}},
-		{"linear_attn.norm.weight", []int64{int64(c.LinearValueHeadDim)}},
-		{"linear_attn.out_proj.weight", []int64{h, vd}},
-	}
-}
 
 // Group names for tensor accounting.
 const (
@@ -52,7 +24,8 @@ type GroupStats struct {
 // Model is what a checkpoint is: family, dimensions, layer types, MTP head
 // and expert layouts, with every problem found. It holds no tensor data.
 type Model struct {
-	Family     string
+	Family     string // the family's name
+	Spec       *Spec  // what the family's checkpoints hold, for this config
 	Config     *Config
 	Checkpoint *st.Checkpoint
 	TextPrefix string // e.g. "model.language_model."
@@ -73,14 +46,31 @@ type Model struct {
 	// targets that need the trunk.
 	MTPProblems   []string
 	TrunkProblems []string
+
+	roles map[string]Role // of every tensor the family explains
+}
+
+// Role is what the family says a tensor is for (zero for tensors it does not name).
+func (m *Model) Role(name string) Role { return m.roles[name] }
+
+// Is reports whether a tensor has a role.
+func (m *Model) Is(name string, r Role) bool { return m.roles[name]&r != 0 }
+
+// IsHead reports whether a tensor belongs to the MTP head.
+func (m *Model) IsHead(name string) bool { return strings.HasPrefix(name, m.Spec.HeadPrefix) }
+
+// IsRoutedExpert reports whether a tensor is one of a MoE block's routed experts
+// (planned as stacked [E, out, in] weights, never one by one).
+func (m *Model) IsRoutedExpert(name string) bool {
+	return m.Spec.MoE != nil && strings.Contains(name, "."+m.Spec.MoE.Experts)
 }
 
 // Group returns the accounting group of a tensor name.
 func (m *Model) Group(name string) string {
-	if strings.HasPrefix(name, "mtp.") {
+	if m.IsHead(name) {
 		return GroupMTP
 	}
-	for _, p := range familyByName(m.Family).visionPrefixes {
+	for _, p := range m.Spec.VisionPrefixes {
 		if strings.HasPrefix(name, p) {
 			return GroupVision
 		}
@@ -88,43 +78,19 @@ func (m *Model) Group(name string) string {
 	return GroupTrunk
 }
 
-func familyByName(name string) *family {
-	for _, f := range families {
-		if f.name == name {
-			return f
-		}
-	}
-	return &family{}
-}
-
-// Families lists the supported family names.
-func Families() []string {
-	var out []string
-	for _, f := range families {
-		out = append(out, f.name)
-	}
-	return out
-}
-
 // Describe detects the family of a checkpoint and checks its trunk and MTP
 // head for completeness against the config. It fails only when the family is
 // unknown; everything else is recorded as a problem.
 func Describe(cfg *Config, ck *st.Checkpoint) (*Model, error) {
-	var fam *family
-	for _, f := range families {
-		if f.matches(cfg) {
-			fam = f
-			break
-		}
+	fam, err := detectFamily(cfg)
+	if err != nil {
+		return nil, err
 	}
-	if fam == nil {
-		return nil, fmt.Errorf("%s: model_type %q (architectures %v) is not a supported family (%s)",
-			ConfigFile, cfg.ModelType, cfg.Architectures, strings.Join(Families(), ", "))
-	}
-	m := &Model{Family: fam.name, Config: cfg, Checkpoint: ck, LayerTypes: cfg.LayerTypes,
+	spec := fam.Spec(cfg)
+	m := &Model{Family: fam.Name(), Spec: spec, Config: cfg, Checkpoint: ck, LayerTypes: cfg.LayerTypes,
 		Groups: map[string]*GroupStats{GroupTrunk: {}, GroupVision: {}, GroupMTP: {}}, DTypes: map[string]int{}}
-	m.TextPrefix = fam.textPrefixes[0]
-	for _, p := range fam.textPrefixes {
+	m.TextPrefix = spec.TextPrefixes[0]
+	for _, p := range spec.TextPrefixes {
 		if _, ok := ck.Tensors[p+"embed_tokens.weight"]; ok {
 			m.TextPrefix = p
 			break
@@ -140,15 +106,15 @@ func Describe(cfg *Config, ck *st.Checkpoint) (*Model, error) {
 			m.FP8 = true
 		}
 	}
-	found := map[string]bool{}
-	m.describeTrunk(fam, found)
-	m.describeMTP(found)
+	m.roles = map[string]Role{}
+	m.describeTrunk()
+	m.describeMTP()
 	// Anything left over is unexplained; scales of an FP8 release are named as such.
 	for _, n := range ck.Names {
-		if found[n] || m.Group(n) == GroupVision {
+		if _, ok := m.roles[n]; ok || m.Group(n) == GroupVision {
 			continue
 		}
-		msg := fmt.Sprintf("%s: tensor %s is not part of the %s layout", ck.Tensors[n].Shard.Name, n, fam.name)
+		msg := fmt.Sprintf("%s: tensor %s is not part of the %s layout", ck.Tensors[n].Shard.Name, n, m.Family)
 		if strings.HasSuffix(n, "weight_scale_inv") {
 			msg = fmt.Sprintf("%s: tensor %s is an FP8 block scale; FP8 releases must be dequantised to bf16 first", ck.Tensors[n].Shard.Name, n)
 		}
@@ -161,40 +127,41 @@ func Describe(cfg *Config, ck *st.Checkpoint) (*Model, error) {
 	return m, nil
 }
 
-func (m *Model) describeTrunk(fam *family, found map[string]bool) {
-	c, ck, p := m.Config, m.Checkpoint.Tensors, m.TextPrefix
-	h, v := int64(c.HiddenSize), int64(c.VocabSize)
-	top := []want{{"embed_tokens.weight", []int64{v, h}}, {"norm.weight", []int64{h}}}
-	m.TrunkProblems = append(m.TrunkProblems, checkTensors(ck, p, top, found)...)
-	if !c.TieWordEmbeddings {
-		m.TrunkProblems = append(m.TrunkProblems, checkTensors(ck, "", []want{{"lm_head.weight", []int64{v, h}}}, found)...)
+func (m *Model) describeTrunk() {
+	ck, p, spec := m.Checkpoint.Tensors, m.TextPrefix, m.Spec
+	m.TrunkProblems = append(m.TrunkProblems, checkTensors(ck, p, spec.TrunkTop, m.roles)...)
+	if spec.LMHead != nil {
+		m.TrunkProblems = append(m.TrunkProblems, checkTensors(ck, "", []Want{*spec.LMHead}, m.roles)...)
 	}
 	for i, lt := range m.LayerTypes {
 		lp := p + "layers." + strconv.Itoa(i) + "."
-		wants := []want{{"input_layernorm.weight", []int64{h}}, {"post_attention_layernorm.weight", []int64{h}}}
-		if lt == FullAttention {
-			wants = append(wants, fullAttention(c)...)
-		} else {
-			wants = append(wants, fam.linearAttention(c)...)
+		wants := spec.TrunkLayer(lt)
+		if blk, ok := m.experts(lp, &m.TrunkProblems); ok {
+			wants = append(wants, spec.Experts(blk.Layout)...)
+			m.TrunkExperts = append(m.TrunkExperts, blk)
 		}
-		wants = append(wants, sparseMoE(c)...)
-		blk, err := detectExperts(ck, lp)
-		if err != nil {
-			m.TrunkProblems = append(m.TrunkProblems, err.Error())
-		} else {
-			wants = append(wants, expertTensors(c, blk.Layout)...)
-			m.TrunkExperts = append(m.TrunkExperts, m.countExperts(blk))
-		}
-		m.TrunkProblems = append(m.TrunkProblems, checkTensors(ck, lp, wants, found)...)
+		m.TrunkProblems = append(m.TrunkProblems, checkTensors(ck, lp, wants, m.roles)...)
 	}
 }
 
-func (m *Model) describeMTP(found map[string]bool) {
-	c, ck := m.Config, m.Checkpoint.Tensors
-	h := int64(c.HiddenSize)
+// experts detects the routed experts of the layer under lp, recording a failure in problems.
+func (m *Model) experts(lp string, problems *[]string) (ExpertBlock, bool) {
+	if m.Spec.MoE == nil {
+		return ExpertBlock{}, false
+	}
+	blk, err := detectExperts(m.Checkpoint.Tensors, m.Spec.MoE, lp)
+	if err != nil {
+		*problems = append(*problems, err.Error())
+		return blk, false
+	}
+	return m.countExperts(blk), true
+}
+
+func (m *Model) describeMTP() {
+	c, ck, hp := m.Config, m.Checkpoint.Tensors, m.Spec.HeadPrefix
 	layers := map[int]bool{}
 	for _, n := range m.Checkpoint.Names {
-		rest, ok := strings.CutPrefix(n, "mtp.layers.")
+		rest, ok := strings.CutPrefix(n, hp+"layers.")
 		if !ok {
 			continue
 		}
@@ -212,33 +179,22 @@ func (m *Model) describeMTP(found map[string]bool) {
 	hasMTP := m.Groups[GroupMTP].Tensors > 0
 	switch {
 	case !hasMTP:
-		m.MTPProblems = append(m.MTPProblems, "the checkpoint has no mtp.* tensors: there is no MTP head to export")
+		m.MTPProblems = append(m.MTPProblems, fmt.Sprintf("the checkpoint has no %s* tensors: there is no MTP head to export", hp))
 		return
 	case m.MTPDepth == 0:
-		m.MTPProblems = append(m.MTPProblems, "the checkpoint has mtp.* tensors but no mtp.layers.{j}.* layer")
+		m.MTPProblems = append(m.MTPProblems, fmt.Sprintf("the checkpoint has %s* tensors but no %slayers.{j}.* layer", hp, hp))
 	case m.ConfigDeclares && m.ConfigMTPDepth != m.MTPDepth:
 		m.MTPProblems = append(m.MTPProblems, fmt.Sprintf("%s declares %d MTP layers, the tensors hold %d", ConfigFile, m.ConfigMTPDepth, m.MTPDepth))
 	}
-	top := []want{
-		{"fc.weight", []int64{h, 2 * h}},
-		{"pre_fc_norm_embedding.weight", []int64{h}},
-		{"pre_fc_norm_hidden.weight", []int64{h}},
-		{"norm.weight", []int64{h}},
-	}
-	m.MTPProblems = append(m.MTPProblems, checkTensors(ck, "mtp.", top, found)...)
+	m.MTPProblems = append(m.MTPProblems, checkTensors(ck, hp, m.Spec.HeadTop, m.roles)...)
 	for j := 0; j < m.MTPDepth; j++ {
-		lp := "mtp.layers." + strconv.Itoa(j) + "."
-		wants := []want{{"input_layernorm.weight", []int64{h}}, {"post_attention_layernorm.weight", []int64{h}}}
-		wants = append(wants, fullAttention(c)...)
-		wants = append(wants, sparseMoE(c)...)
-		blk, err := detectExperts(ck, lp)
-		if err != nil {
-			m.MTPProblems = append(m.MTPProblems, err.Error())
-		} else {
-			wants = append(wants, expertTensors(c, blk.Layout)...)
-			m.MTPExperts = append(m.MTPExperts, m.countExperts(blk))
+		lp := hp + "layers." + strconv.Itoa(j) + "."
+		wants := m.Spec.HeadLayer
+		if blk, ok := m.experts(lp, &m.MTPProblems); ok {
+			wants = append(append([]Want{}, wants...), m.Spec.Experts(blk.Layout)...)
+			m.MTPExperts = append(m.MTPExperts, blk)
 		}
-		m.MTPProblems = append(m.MTPProblems, checkTensors(ck, lp, wants, found)...)
+		m.MTPProblems = append(m.MTPProblems, checkTensors(ck, lp, wants, m.roles)...)
 	}
 }
 
@@ -246,7 +202,7 @@ func (m *Model) describeMTP(found map[string]bool) {
 func (m *Model) countExperts(b ExpertBlock) ExpertBlock {
 	if b.Layout == Fused {
 		b.Count = 0
-		if t, ok := m.Checkpoint.Tensors[b.Prefix+"gate_up_proj"]; ok && len(t.Shape) == 3 {
+		if t, ok := m.Checkpoint.Tensors[b.Prefix+m.Spec.MoE.FusedGateUp]; ok && len(t.Shape) == 3 {
 			b.Count = int(t.Shape[0])
 		}
 	}
@@ -267,16 +223,6 @@ func (m *Model) TrunkError() error {
 		return nil
 	}
 	return fmt.Errorf("%s: the trunk is incomplete or inconsistent:\n  - %s", m.Checkpoint.Source.Name(), strings.Join(m.TrunkProblems, "\n  - "))
-}
-
-// SortedDTypes lists the dtypes present, for stable reports.
-func (m *Model) SortedDTypes() []string {
-	var out []string
-	for d := range m.DTypes {
-		out = append(out, d)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // Load reads config.json and the checkpoint inventory of src and describes the model.

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	ov "github.com/mtpconv/mtpconv/formats/openvino"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
@@ -149,12 +150,24 @@ type OutFile struct {
 	CopyFrom string `json:"source"` // else copied from the source checkpoint
 }
 
+// FileFormat is how a tensor file lays out its entries.
+type FileFormat string
+
+const (
+	// FormatSafetensors: a safetensors header, then the entries in name order.
+	FormatSafetensors FileFormat = ""
+	// FormatOpenVINOBin: an OpenVINO weights .bin, entries back to back at the
+	// format's alignment, placed by the manifest (no header).
+	FormatOpenVINOBin FileFormat = "openvino_bin"
+)
+
 // Plan is a whole export, decided before any tensor byte is read.
 type Plan struct {
-	Target      string            `json:"target"`
-	Options     map[string]string `json:"options"`
-	Tensors     []OutTensor       `json:"tensors"`
-	TensorFiles []string          `json:"tensor_files"`
+	Target      string                `json:"target"`
+	Options     map[string]string     `json:"options"`
+	Tensors     []OutTensor           `json:"tensors"`
+	TensorFiles []string              `json:"tensor_files"`
+	Formats     map[string]FileFormat `json:"formats,omitempty"` // of tensor files not in safetensors
 	Metadata    map[string]string `json:"metadata"` // safetensors __metadata__
 	Files       []OutFile         `json:"files"`
 	Notes       []string          `json:"notes"` // what the user should know (printed by export)
@@ -258,23 +271,21 @@ type FileLayout struct {
 	Size    int64  // bytes of tensor data and header
 }
 
-// binAlign aligns every weight in an OpenVINO .bin.
-const binAlign = 64
-
 // Layout places the entries of a tensor file: after a safetensors header, or
-// for an OpenVINO .bin back to back at 64-byte alignment.
+// as its format package places them.
 func (p *Plan) Layout(file string) (*FileLayout, error) {
 	entries, owners := p.FileEntries(file)
 	lay := &FileLayout{Entries: entries, Owners: owners, Offsets: map[string]int64{}, Sizes: map[string]int64{}}
-	if strings.HasSuffix(file, ".bin") {
-		var off int64
-		for _, e := range entries {
-			off = (off + binAlign - 1) / binAlign * binAlign
-			n := entryBytes(e)
-			lay.Offsets[e.Name], lay.Sizes[e.Name] = off, n
-			off += n
+	if p.Formats[file] == FormatOpenVINOBin {
+		sizes := make([]int64, len(entries))
+		for i, e := range entries {
+			sizes[i] = EntryBytes(e)
 		}
-		lay.Size = off
+		offsets, total := ov.PlaceWeights(sizes)
+		for i, e := range entries {
+			lay.Offsets[e.Name], lay.Sizes[e.Name] = offsets[i], sizes[i]
+		}
+		lay.Size = total
 		return lay, nil
 	}
 	hdr, sizes, err := st.EncodeHeader(entries, p.Metadata)
@@ -291,8 +302,8 @@ func (p *Plan) Layout(file string) (*FileLayout, error) {
 	return lay, nil
 }
 
-// entryBytes is the stored size of an entry; U4 and I4 pack two per byte.
-func entryBytes(e st.Entry) int64 {
+// EntryBytes is the stored size of an entry; U4 and I4 pack two per byte.
+func EntryBytes(e st.Entry) int64 {
 	n := int64(1)
 	for _, d := range e.Shape {
 		n *= d

@@ -1,4 +1,4 @@
-package convert
+package convert_test
 
 import (
 	"bytes"
@@ -10,17 +10,36 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mtpconv/mtpconv/convert"
+	_ "github.com/mtpconv/mtpconv/convert/target/mlx"
+	_ "github.com/mtpconv/mtpconv/convert/target/openvino"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 )
 
-func mlxOpts(head string) MLXOptions {
-	h, _ := ParsePrecision(head)
-	t, _ := ParsePrecision("bf16")
-	return MLXOptions{Head: h, Trunk: t, GroupSize: 64, Rounding: "gpu", RouterBits: 8}
+// load describes a fixture (the checkpoint closes with the test).
+func load(t *testing.T, fixture string) *convert.Model {
+	t.Helper()
+	m, err := convert.Load(st.DirSource(fixtures.Ensure(t, fixture)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Checkpoint.Close() })
+	return m
 }
 
-func byName(p *Plan) map[string]OutTensor {
-	out := map[string]OutTensor{}
+// plan plans an export through the target registry.
+func plan(t *testing.T, m *convert.Model, target string, o convert.Options) (*convert.Plan, error) {
+	t.Helper()
+	tg, err := convert.LookupTarget(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tg.Plan(m, o)
+}
+
+func byName(p *convert.Plan) map[string]convert.OutTensor {
+	out := map[string]convert.OutTensor{}
 	for _, t := range p.Tensors {
 		out[t.Name] = t
 	}
@@ -34,14 +53,14 @@ func TestPlanMLXHead(t *testing.T) {
 		expertTr string
 		segments int
 	}{
-		{fixtures.Qwen36, TSplitGateUp, 256},
-		{fixtures.Qwen35, TStackExperts, 256},
-		{fixtures.Next, TStackExperts, 512},
+		{fixtures.Qwen36, convert.TSplitGateUp, 256},
+		{fixtures.Qwen35, convert.TStackExperts, 256},
+		{fixtures.Next, convert.TStackExperts, 512},
 	}
 	for _, c := range cases {
 		t.Run(c.fixture, func(t *testing.T) {
 			m := load(t, c.fixture)
-			p, err := PlanMLX(m, mlxOpts("int4"))
+			p, err := plan(t, m, "mlx", convert.Options{HeadPrecision: "int4"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -51,7 +70,7 @@ func TestPlanMLXHead(t *testing.T) {
 			}
 			plusOne := 0
 			for _, o := range p.Tensors {
-				if o.Has(TNormPlusOne) {
+				if o.Has(convert.TNormPlusOne) {
 					plusOne++
 					if len(o.Shape) != 1 || o.Quant != nil {
 						t.Errorf("%s: shifted but not a float vector", o.Name)
@@ -71,7 +90,7 @@ func TestPlanMLXHead(t *testing.T) {
 			if r := ts["layers.0.mlp.gate.weight"]; r.Quant == nil || r.Quant.Bits != 8 || r.Quant.GroupSize != 64 {
 				t.Errorf("router not at the 8-bit floor: %+v", r.Quant)
 			}
-			if c.expertTr == TSplitGateUp {
+			if c.expertTr == convert.TSplitGateUp {
 				up := ts["layers.0.mlp.switch_mlp.up_proj.weight"]
 				// Expert 1's up rows start after expert 0's gate and up rows and expert 1's gate rows.
 				if s := up.Segments[1]; s.Row != 3*128 || s.Rows != 128 || s.Source != "mtp.layers.0.mlp.experts.gate_up_proj" {
@@ -88,27 +107,25 @@ func TestPlanMLXHead(t *testing.T) {
 
 func TestPlanCombined(t *testing.T) {
 	m := load(t, fixtures.Qwen35)
-	o := mlxOpts("bf16")
-	o.Trunk, _ = ParsePrecision("int4")
-	p, err := PlanCombined(m, o)
+	p, err := plan(t, m, "combined", convert.Options{TrunkPrecision: "int4"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := byName(p)
 	conv := ts["language_model.model.layers.0.linear_attn.conv1d.weight"]
-	if !conv.Has(TConv1dRelayout) || conv.Shape[1] != 4 || conv.Shape[2] != 1 || conv.Quant != nil {
+	if !conv.Has(convert.TConv1dRelayout) || conv.Shape[1] != 4 || conv.Shape[2] != 1 || conv.Quant != nil {
 		t.Errorf("conv1d %+v", conv)
 	}
-	if a := ts["language_model.model.layers.0.linear_attn.A_log"]; a.DType != "F32" || a.Has(TCast) {
+	if a := ts["language_model.model.layers.0.linear_attn.A_log"]; a.DType != "F32" || a.Has(convert.TCast) {
 		t.Errorf("A_log cast: %+v", a)
 	}
-	if n := ts["language_model.model.layers.0.linear_attn.norm.weight"]; n.Has(TNormPlusOne) {
+	if n := ts["language_model.model.layers.0.linear_attn.norm.weight"]; n.Has(convert.TNormPlusOne) {
 		t.Error("linear_attn.norm shifted")
 	}
-	if n := ts["language_model.model.norm.weight"]; !n.Has(TNormPlusOne) {
+	if n := ts["language_model.model.norm.weight"]; !n.Has(convert.TNormPlusOne) {
 		t.Error("final norm not shifted")
 	}
-	if h := ts["mtp.layers.0.mlp.switch_mlp.down_proj.weight"]; h.Quant != nil || h.DType != "BF16" || !h.Has(TStackExperts) {
+	if h := ts["mtp.layers.0.mlp.switch_mlp.down_proj.weight"]; h.Quant != nil || h.DType != "BF16" || !h.Has(convert.TStackExperts) {
 		t.Errorf("head experts: %+v", h)
 	}
 	if e := ts["language_model.model.embed_tokens.weight"]; e.Quant == nil || e.Quant.Bits != 4 {
@@ -125,19 +142,19 @@ func TestPlanCombined(t *testing.T) {
 // MLX packing and for NNCF's nibble-packed codes and zero points.
 func TestRunChunkedEqualsWhole(t *testing.T) {
 	m := load(t, fixtures.Qwen36)
-	mlx, err := PlanMLX(m, mlxOpts("int4"))
+	mlx, err := plan(t, m, "mlx", convert.Options{HeadPrecision: "int4"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ov, err := PlanOpenVINO(m, OVOptions{Head: "int4", LMHead: "int4", GroupSize: 128})
+	ov, err := plan(t, m, "openvino", convert.Options{HeadPrecision: "int4", LMHeadPrecision: "int4", GroupSize: 128, Set: map[string]bool{"group-size": true}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []*Plan{mlx, ov} {
+	for _, p := range []*convert.Plan{mlx, ov} {
 		var files [][]byte
 		for _, chunk := range []int64{1 << 30, 1000} { // one chunk per tensor, then many chunks per tensor
 			dir := t.TempDir()
-			if _, err := Run(context.Background(), p, m.Checkpoint, dir, RunOptions{Jobs: 2, ChunkElems: chunk}); err != nil {
+			if _, err := convert.Run(context.Background(), p, m.Checkpoint, dir, convert.RunOptions{Jobs: 2, ChunkElems: chunk}); err != nil {
 				t.Fatal(err)
 			}
 			var all []byte
@@ -159,7 +176,7 @@ func TestRunChunkedEqualsWhole(t *testing.T) {
 func TestPlanOpenVINO(t *testing.T) {
 	for _, fx := range []string{fixtures.Qwen36, fixtures.Qwen35, fixtures.Next} {
 		m := load(t, fx)
-		p, err := PlanOpenVINO(m, OVOptions{Head: "int4", LMHead: "int8", GroupSize: 64})
+		p, err := plan(t, m, "openvino", convert.Options{HeadPrecision: "int4", LMHeadPrecision: "int8", GroupSize: 64})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,21 +189,21 @@ func TestPlanOpenVINO(t *testing.T) {
 				t.Errorf("%s: %s should stay f16: %+v", fx, n, ts[n].Quant)
 			}
 		}
-		if n := ts["mtp.norm.weight"]; n.DType != "F32" || !n.Has(TNormPlusOne) {
+		if n := ts["mtp.norm.weight"]; n.DType != "F32" || !n.Has(convert.TNormPlusOne) {
 			t.Errorf("%s: final norm %+v", fx, n)
 		}
 		e := ts["mtp.layers.0.mlp.switch_mlp.down_proj.weight"]
-		if e.Quant == nil || e.Quant.Mode != ModeNNCF || e.Quant.Bits != 4 || e.Quant.Sym || e.Quant.GroupSize != 64 || e.File != OVLayerBin {
+		if e.Quant == nil || e.Quant.Mode != convert.ModeNNCF || e.Quant.Bits != 4 || e.Quant.Sym || e.Quant.GroupSize != 64 || e.File != "openvino_mtp_layer.bin" {
 			t.Errorf("%s: experts %+v", fx, e.Quant)
 		}
 		entries := e.Entries()
 		if len(entries) != 3 || entries[0].DType != "U4" || len(entries[0].Shape) != 4 || entries[2].Name != "mtp.layers.0.mlp.switch_mlp.down_proj.zero_point" {
 			t.Errorf("%s: expert entries %+v", fx, entries)
 		}
-		if h := ts["lm_head.weight"]; h.File != OVLMHeadBin || h.Quant == nil || h.Quant.Bits != 8 || h.Quant.GroupSize != -1 {
+		if h := ts["lm_head.weight"]; h.File != "openvino_mtp_lm_head.bin" || h.Quant == nil || h.Quant.Bits != 8 || h.Quant.GroupSize != -1 {
 			t.Errorf("%s: lm_head %+v", fx, h.Quant)
 		}
-		lay, err := p.Layout(OVLayerBin)
+		lay, err := p.Layout("openvino_mtp_layer.bin")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,16 +214,15 @@ func TestPlanOpenVINO(t *testing.T) {
 		}
 	}
 	m := load(t, fixtures.Qwen36)
-	if _, err := PlanOpenVINO(m, OVOptions{Head: "int4", LMHead: "int8", GroupSize: 32}); err == nil {
+	if _, err := plan(t, m, "openvino", convert.Options{HeadPrecision: "int4", LMHeadPrecision: "int8", GroupSize: 32, Set: map[string]bool{"group-size": true}}); err == nil {
 		t.Error("int4 group 32 accepted")
 	}
 }
 
 func TestCombinedShards(t *testing.T) {
 	m := load(t, fixtures.Qwen36)
-	o := mlxOpts("bf16")
-	o.MaxShard = 40_000_000
-	p, err := PlanCombined(m, o)
+	const maxShard = 40_000_000
+	p, err := plan(t, m, "combined", convert.Options{MaxShardSize: maxShard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,8 +253,8 @@ func TestCombinedShards(t *testing.T) {
 				t.Errorf("index puts %s in %s, plan in %s", e.Name, index.WeightMap[e.Name], file)
 			}
 		}
-		if n > o.MaxShard && len(lay.Entries) > 1 {
-			t.Errorf("%s holds %d tensor bytes, over %d", file, n, o.MaxShard)
+		if n > maxShard && len(lay.Entries) > 1 {
+			t.Errorf("%s holds %d tensor bytes, over %d", file, n, maxShard)
 		}
 	}
 	if len(index.WeightMap) != 96 {

@@ -50,9 +50,9 @@ type Result struct {
 	hashes    map[string]hash.Hash
 }
 
-// fileHash is the sha256 state at the end of a file this run wrote, so that
+// FileHash is the sha256 state at the end of a file this run wrote, so that
 // bytes appended later extend it without hashing the file again.
-func (r *Result) fileHash(file string) hash.Hash {
+func (r *Result) FileHash(file string) hash.Hash {
 	if r == nil {
 		return nil
 	}
@@ -209,6 +209,7 @@ func openFileRun(ck *st.Checkpoint, p *Plan, dir, file string, chunkElems int64,
 				fr.abandon()
 				return nil, fmt.Errorf("%s: tensor %s: %w", file, t.Name, err)
 			}
+			s.raw = p.Formats[file] == FormatOpenVINOBin
 			s.out = fr
 			fr.states = append(fr.states, s)
 		}

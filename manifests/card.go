@@ -8,6 +8,9 @@ import (
 	"strings"
 )
 
+// CardFile is the model card's file name.
+const CardFile = "README.md"
+
 // Card renders README.md, a Hugging Face model card, from a manifest and,
 // when there is one, a verify report.
 func Card(m *Manifest, report *Report) []byte {

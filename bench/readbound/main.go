@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/mtpconv/mtpconv/convert"
+	_ "github.com/mtpconv/mtpconv/convert/target/mlx"
+	_ "github.com/mtpconv/mtpconv/convert/target/openvino"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
@@ -30,19 +32,12 @@ func run(src, target string) error {
 		return err
 	}
 	defer m.Checkpoint.Close()
-	bf16, _ := convert.ParsePrecision("bf16")
-	o := convert.MLXOptions{Head: bf16, Trunk: bf16, GroupSize: 64, Rounding: "gpu", RouterBits: 8}
-	var p *convert.Plan
-	switch target {
-	case "mlx":
-		p, err = convert.PlanMLX(m, o)
-	case "combined":
-		p, err = convert.PlanCombined(m, o)
-	case "openvino":
-		p, err = convert.PlanOpenVINO(m, convert.OVOptions{Head: "f16", LMHead: "f16", GroupSize: 64})
-	default:
-		err = fmt.Errorf("target %q", target)
+	// The source ranges depend on the target, not on its precisions: its defaults do.
+	t, err := convert.LookupTarget(target)
+	if err != nil {
+		return err
 	}
+	p, err := t.Plan(m, convert.Options{})
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -13,27 +10,32 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtpconv/mtpconv/convert"
-	ov "github.com/mtpconv/mtpconv/formats/openvino"
-	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/formats/hub"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
 func exportCommand() *cli.Command {
+	var targetHelp []string
+	for _, n := range convert.TargetNames() {
+		t, _ := convert.LookupTarget(n)
+		targetHelp = append(targetHelp, n+": "+t.Usage()+" (takes "+strings.Join(dashed(t.Accepts()), ", ")+")")
+	}
 	return &cli.Command{
-		Name:  "export",
-		Usage: "export the MTP head (and for combined, the trunk) of a checkpoint",
+		Name:        "export",
+		Usage:       "export the MTP head (and for combined, the trunk) of a checkpoint",
+		Description: "Targets:\n   " + strings.Join(targetHelp, "\n   ") + "\n\nA target-specific flag given to a target that does not take it is an error.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "src", Usage: "source: a folder, ORG/NAME[@rev] from the Hugging Face cache, or hf://ORG/NAME[@rev] read from the Hub by range", Required: true},
-			&cli.StringFlag{Name: "target", Usage: "mlx | combined | openvino", Required: true},
+			&cli.StringFlag{Name: "target", Usage: strings.Join(convert.TargetNames(), " | "), Required: true},
 			&cli.StringFlag{Name: "out", Usage: "output folder (must not exist unless --force)"},
-			&cli.StringFlag{Name: "head-precision", Usage: "f16 | bf16 | int8 | int4 (default bf16; openvino: f16)"},
-			&cli.StringFlag{Name: "lm-head-precision", Value: "int8", Usage: "openvino: f16 | int8 | int4 for the lm_head IR"},
-			&cli.BoolFlag{Name: "sym", Usage: "openvino: symmetric i8/i4 instead of asymmetric u8/u4 (NNCF INT*_SYM)"},
-			&cli.StringFlag{Name: "trunk-precision", Value: "bf16", Usage: "combined target: f16 | bf16 | int8 | int4"},
-			&cli.StringFlag{Name: "max-shard-size", Usage: "combined target: split the file into shards of at most this size (e.g. 5GB, 500MiB)"},
-			&cli.IntFlag{Name: "group-size", Value: 64, Usage: "quantization group size: 32 | 64 | 128"},
-			&cli.StringFlag{Name: "mlx-rounding", Value: "gpu", Usage: "gpu (what mlx_lm.convert gives on Apple silicon) | cpu (MLX's CPU kernel)"},
-			&cli.IntFlag{Name: "router-bits", Value: 8, Usage: "bits of the MoE router and shared_expert_gate when quantized, at group size 64, as mlx-lm does (0: same as their component)"},
+			&cli.StringFlag{Name: convert.OptHeadPrecision, Usage: "f16 | bf16 | int8 | int4 (default bf16; openvino: f16 | int8 | int4, default f16)"},
+			&cli.StringFlag{Name: convert.OptLMHeadPrecision, Usage: "openvino: f16 | int8 | int4 for the lm_head IR (default int8)"},
+			&cli.BoolFlag{Name: convert.OptSym, Usage: "openvino: symmetric i8/i4 instead of asymmetric u8/u4 (NNCF INT*_SYM)"},
+			&cli.StringFlag{Name: convert.OptTrunkPrecision, Usage: "combined: f16 | bf16 | int8 | int4 (default bf16)"},
+			&cli.StringFlag{Name: convert.OptMaxShardSize, Usage: "combined: split the file into shards of at most this size (e.g. 5GB, 500MiB)"},
+			&cli.IntFlag{Name: convert.OptGroupSize, Value: 64, Usage: "quantization group size: mlx, combined 32 | 64 | 128; openvino int4 64 | 128"},
+			&cli.StringFlag{Name: convert.OptMLXRounding, Usage: "mlx, combined: gpu (what mlx_lm.convert gives on Apple silicon, the default) | cpu (MLX's CPU kernel)"},
+			&cli.IntFlag{Name: convert.OptRouterBits, Value: 8, Usage: "mlx, combined: bits of the MoE router and shared_expert_gate when quantized, at group size 64, as mlx-lm does (0: same as their component)"},
 			&cli.IntFlag{Name: "jobs", Value: 0, Usage: "chunks converted in parallel (default: all cores); never changes the bytes"},
 			&cli.BoolFlag{Name: "keep-source-cache", Usage: "keep the source bytes read in the page cache (by default, bytes that were not cached before are dropped once read)"},
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing output folder"},
@@ -48,6 +50,14 @@ func exportCommand() *cli.Command {
 		},
 		Action: runExport,
 	}
+}
+
+func dashed(names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = "--" + n
+	}
+	return out
 }
 
 type exportSummary struct {
@@ -70,58 +80,65 @@ type exportSummary struct {
 // file, so a test can kill it mid-way.
 const holdAfterEnv = "MTPCONV_TEST_HOLD_AFTER_FILE"
 
-func mlxOptions(c *cli.Context) (convert.MLXOptions, error) {
-	o := convert.MLXOptions{GroupSize: c.Int("group-size"), Rounding: c.String("mlx-rounding"), RouterBits: c.Int("router-bits")}
-	var err error
-	head := c.String("head-precision")
-	if head == "" {
-		head = "bf16"
+// exportOptions reads the target options from the flags, recording which were given.
+func exportOptions(c *cli.Context) (convert.Options, error) {
+	o := convert.Options{
+		HeadPrecision: c.String(convert.OptHeadPrecision), TrunkPrecision: c.String(convert.OptTrunkPrecision),
+		LMHeadPrecision: c.String(convert.OptLMHeadPrecision), GroupSize: c.Int(convert.OptGroupSize), Sym: c.Bool(convert.OptSym),
+		MLXRounding: c.String(convert.OptMLXRounding), RouterBits: c.Int(convert.OptRouterBits), Set: map[string]bool{},
 	}
-	if o.Head, err = convert.ParsePrecision(head); err != nil {
-		return o, usagef("--head-precision: %v", err)
+	for _, n := range []string{convert.OptHeadPrecision, convert.OptTrunkPrecision, convert.OptLMHeadPrecision, convert.OptGroupSize,
+		convert.OptSym, convert.OptMLXRounding, convert.OptRouterBits, convert.OptMaxShardSize} {
+		o.Set[n] = c.IsSet(n)
 	}
-	if o.Trunk, err = convert.ParsePrecision(c.String("trunk-precision")); err != nil {
-		return o, usagef("--trunk-precision: %v", err)
-	}
-	switch o.GroupSize {
-	case 32, 64, 128:
-	default:
-		return o, usagef("--group-size %d: must be 32, 64 or 128", o.GroupSize)
-	}
-	if o.Rounding != "gpu" && o.Rounding != "cpu" {
-		return o, usagef("--mlx-rounding %q: must be gpu or cpu", o.Rounding)
-	}
-	if o.RouterBits != 0 && o.RouterBits != 8 {
-		return o, usagef("--router-bits %d: must be 8 or 0", o.RouterBits)
-	}
-	if v := c.String("max-shard-size"); v != "" {
+	if v := c.String(convert.OptMaxShardSize); v != "" {
 		n, err := parseSize(v)
 		if err != nil {
 			return o, usagef("--max-shard-size: %v", err)
 		}
-		o.MaxShard = n
+		o.MaxShardSize = n
 	}
 	return o, nil
 }
+
+// remoteFetcher adapts a Hub source to the library's Fetcher.
+type remoteFetcher struct{ r *hub.Remote }
+
+func (f remoteFetcher) Prefetch(ranges map[string][][2]int64) error {
+	rs := map[string][]hub.Range{}
+	for file, xs := range ranges {
+		for _, x := range xs {
+			rs[file] = append(rs[file], hub.Range{Begin: x[0], End: x[1]})
+		}
+	}
+	return f.r.Prefetch(rs)
+}
+func (f remoteFetcher) BytesFetched() int64 { return f.r.BytesFetched() }
+func (f remoteFetcher) TotalBytes() int64   { return f.r.TotalBytes() }
 
 func runExport(c *cli.Context) error {
 	if c.NArg() != 0 {
 		return usagef("export takes no positional arguments, got %v", c.Args().Slice())
 	}
 	start := time.Now()
-	target := c.String("target")
-	o, err := mlxOptions(c)
+	o, err := exportOptions(c)
 	if err != nil {
 		return err
 	}
-	out := c.String("out")
-	if out == "" && !c.Bool("dry-run") {
+	req := convert.Request{
+		Target: c.String("target"), Options: o, Out: c.String("out"), Force: c.Bool("force"), Resume: c.Bool("resume"),
+		DryRun: c.Bool("dry-run"), Jobs: c.Int("jobs"), KeepSourceCache: c.Bool("keep-source-cache"), NoCard: c.Bool("no-card"),
+		Timestamp: c.Bool("timestamp"), BaseModel: c.String("base-model"), License: c.String("license"), Version: version,
+	}
+	if _, err := convert.LookupTarget(req.Target); err != nil {
+		return usageError{err}
+	}
+	if req.Out == "" && !req.DryRun {
 		return usagef("--out is required")
 	}
-	writing := out != "" && !c.Bool("dry-run")
-	if writing && strings.HasPrefix(c.String("src"), "hf://") {
+	if !req.DryRun && strings.HasPrefix(c.String("src"), "hf://") {
 		// No local source folder: refuse early, before reading over the network.
-		if err := checkOutTarget(out, c.Bool("force")); err != nil {
+		if err := convert.CheckOut(req.Out, req.Force); err != nil {
 			return err
 		}
 	}
@@ -130,143 +147,41 @@ func runExport(c *cli.Context) error {
 		return err
 	}
 	defer closeModel()
-	if writing {
-		// The source folder (an HF cache id resolves to its snapshot) first:
-		// refusing --out S for "already exists" would suggest --force.
-		if dir, ok := m.Checkpoint.Source.(st.DirSource); ok {
-			if err := checkOutSource(out, string(dir)); err != nil {
-				return err
-			}
-		}
-		if err := checkOutTarget(out, c.Bool("force")); err != nil {
-			return err
-		}
-	}
-	var plan *convert.Plan
-	switch target {
-	case convert.TargetMLX:
-		plan, err = convert.PlanMLX(m, o)
-	case convert.TargetCombined:
-		plan, err = convert.PlanCombined(m, o)
-	case convert.TargetOpenVINO:
-		ovo := convert.OVOptions{Head: c.String("head-precision"), LMHead: c.String("lm-head-precision"), GroupSize: c.Int("group-size"), Sym: c.Bool("sym")}
-		if ovo.Head == "" {
-			ovo.Head = "f16"
-		}
-		if _, err := ovo.Validate(); err != nil {
-			return usageError{err}
-		}
-		plan, err = convert.PlanOpenVINO(m, ovo)
-	default:
-		return usagef("--target %q: must be mlx, combined or openvino", target)
-	}
-	if err != nil {
-		return err
-	}
-	jobs := c.Int("jobs")
-	if jobs <= 0 {
-		jobs = runtime.GOMAXPROCS(0)
-	}
-	if c.Bool("dry-run") {
-		return printDryRun(c, m, plan, jobs)
-	}
-	fingerprint, err := manifests.Fingerprint(m.Checkpoint, m.Config.Raw)
-	if err != nil {
-		return err
-	}
+	req.Model = m
 	if remote != nil {
-		if err := prefetch(remote, plan, m.Checkpoint); err != nil {
-			return err
-		}
+		req.Fetcher = remoteFetcher{remote}
 	}
-	w := &partialDir{out: out, force: c.Bool("force"), resume: c.Bool("resume"), planHash: planHash(plan, fingerprint), source: m.Checkpoint}
-	sum := exportSummary{Target: target, Out: out, Tensors: len(plan.Tensors), Notes: plan.Notes, ReusedFiles: []string{}}
+	quiet := c.Bool("quiet") || c.Bool("json")
 	var bar *progress
-	if !c.Bool("quiet") && !c.Bool("json") && isTerminal(c.App.ErrWriter) {
-		bar = startProgress(c.App.ErrWriter, plan.SourceBytes(m.Checkpoint))
+	if !quiet && !req.DryRun && isTerminal(c.App.ErrWriter) {
+		bar = startProgress(c.App.ErrWriter, 0)
+		req.Progress = bar.add
 	}
-	err = w.write(func(dir string) error {
-		opts := convert.RunOptions{
-			Jobs:            jobs,
-			KeepSourceCache: c.Bool("keep-source-cache"),
-			Reuse:           w.reuse,
-			OnFile: func(rec convert.FileRecord) {
-				w.finished(rec)
-				if !c.Bool("quiet") && !c.Bool("json") && bar == nil {
-					fmt.Fprintf(c.App.ErrWriter, "wrote %s (%d bytes)\n", rec.File.Name, rec.File.Size)
-				}
-				if os.Getenv(holdAfterEnv) == rec.File.Name {
-					time.Sleep(time.Hour)
-				}
-			},
+	req.OnFile = func(rec convert.FileRecord) {
+		if !quiet && bar == nil {
+			fmt.Fprintf(c.App.ErrWriter, "wrote %s (%d bytes)\n", rec.File.Name, rec.File.Size)
 		}
-		if bar != nil {
-			opts.Progress = bar.add
+		if os.Getenv(holdAfterEnv) == rec.File.Name {
+			time.Sleep(time.Hour)
 		}
-		res, err := convert.Run(c.Context, plan, m.Checkpoint, dir, opts)
-		if bar != nil {
-			bar.finish()
-		}
-		if err != nil {
-			return err
-		}
-		if plan.Target == convert.TargetOpenVINO {
-			files, err := convert.WriteOpenVINOGraphs(dir, m, plan, ovRtInfo(plan, m), res)
-			if err != nil {
-				return err
-			}
-			res.Files = replaceFiles(res.Files, files)
-			res.BytesOut = 0
-			for _, f := range res.Files {
-				res.BytesOut += f.Size
-			}
-		}
-		man := &manifests.Manifest{
-			Schema: manifests.SchemaVersion, Tool: manifests.Tool{Name: "mtpconv", Version: version},
-			Source: fingerprint, Target: target, Options: plan.Options, Model: describe(c, m),
-			Tensors: res.Tensors, Files: res.Files, BytesRead: res.BytesRead,
-		}
-		man.Source.Tensors = res.Sources
-		if remote != nil {
-			man.Source.BytesFetched = remote.BytesFetched()
-			sum.BytesFetched = remote.BytesFetched()
-			sum.SourceTotal = remote.TotalBytes()
-		}
-		if c.Bool("timestamp") {
-			man.CreatedAt = time.Now().UTC().Format(time.RFC3339)
-		}
-		if err := man.Write(dir); err != nil {
-			return err
-		}
-		if !c.Bool("no-card") {
-			if err := os.WriteFile(filepath.Join(dir, "README.md"), manifests.Card(man, nil), 0o644); err != nil {
-				return err
-			}
-		}
-		for _, f := range res.Files {
-			sum.Files = append(sum.Files, f.Name)
-		}
-		sum.BytesRead, sum.BytesOut = res.BytesRead, res.BytesOut
-		for _, t := range res.Tensors {
-			if t.F16Overflows > 0 {
-				sum.Notes = append(sum.Notes, fmt.Sprintf("%s: %d values above the f16 range became infinite", t.Name, t.F16Overflows))
-			}
-		}
-		return nil
-	})
+	}
+	oc, err := convert.Export(c.Context, req)
+	if bar != nil {
+		bar.finish()
+	}
 	if err != nil {
-		if c.Context.Err() != nil {
-			return fmt.Errorf("interrupted; nothing was written to %s", out)
-		}
 		return err
 	}
-	sum.ReusedFiles = append(sum.ReusedFiles, w.reused...)
-	sum.Notes = append(sum.Notes, w.notes...)
+	if req.DryRun {
+		return printDryRun(c, oc, req.Jobs)
+	}
+	sum := exportSummary{Target: req.Target, Out: req.Out, Tensors: oc.Tensors, Notes: oc.Notes, ReusedFiles: oc.Reused,
+		BytesRead: oc.BytesRead, BytesOut: oc.BytesOut, BytesFetched: oc.BytesFetched, SourceTotal: oc.SourceTotal}
+	for _, f := range oc.Files {
+		sum.Files = append(sum.Files, f.Name)
+	}
 	sum.Seconds = time.Since(start).Seconds()
 	sum.PeakRSS = peakRSS()
-	if sum.Notes == nil {
-		sum.Notes = []string{}
-	}
 	switch {
 	case c.Bool("json"):
 		return printJSON(c, sum)
@@ -275,47 +190,13 @@ func runExport(c *cli.Context) error {
 			fmt.Fprintln(c.App.ErrWriter, "note:", n)
 		}
 		fmt.Fprintf(c.App.Writer, "exported %s: %d tensors, %d files, %d bytes in %.1fs (%d source bytes read, peak RSS %d MiB)\n",
-			out, sum.Tensors, len(sum.Files), sum.BytesOut, sum.Seconds, sum.BytesRead, sum.PeakRSS>>20)
+			req.Out, sum.Tensors, len(sum.Files), sum.BytesOut, sum.Seconds, sum.BytesRead, sum.PeakRSS>>20)
 		if remote != nil {
 			fmt.Fprintf(c.App.Writer, "fetched %d of the checkpoint's %d bytes from %s (%.2f%%)\n",
 				sum.BytesFetched, sum.SourceTotal, remote.Name(), 100*float64(sum.BytesFetched)/float64(max(1, sum.SourceTotal)))
 		}
 	}
 	return nil
-}
-
-// describe fills the manifest's model section.
-func describe(c *cli.Context, m *convert.Model) manifests.Model {
-	base := c.String("base-model")
-	if base == "" {
-		base = m.BaseModelGuess()
-	}
-	lic := c.String("license")
-	if lic == "" {
-		lic = m.License()
-	}
-	d := manifests.Model{Family: m.Family, ModelType: m.Config.ModelType, BaseModel: base, License: lic,
-		HiddenSize: m.Config.HiddenSize, NumExperts: m.Config.NumExperts, ExpertsPerTok: m.Config.NumExpertsPerTok,
-		MTPDepth: m.MTPDepth, NormConvention: "zero-centred RMSNorm weights stored shifted: 1+w (the +1 is applied by mtpconv; loaders must not add it again)"}
-	return d
-}
-
-func planHash(p *convert.Plan, s manifests.Source) string {
-	b, _ := json.Marshal(struct {
-		Version string
-		Plan    *convert.Plan
-		Files   []string
-		Source  manifests.Source
-	}{version, p, fileNames(p), s})
-	return manifests.SHA256(b)
-}
-
-func fileNames(p *convert.Plan) []string {
-	var out []string
-	for _, f := range p.Files {
-		out = append(out, f.Name+":"+manifests.SHA256(f.Contents)+":"+f.CopyFrom)
-	}
-	return out
 }
 
 // peakRSS is the process's peak resident set size as the kernel reports it.
@@ -334,95 +215,49 @@ func peakRSS() int64 {
 	return 0
 }
 
-// printDryRun prints the plan without writing anything.
-func printDryRun(c *cli.Context, m *convert.Model, p *convert.Plan, jobs int) error {
+// printDryRun prints the plan without writing anything: every tensor, and
+// every file with the size the export would write.
+func printDryRun(c *cli.Context, oc *convert.Outcome, jobs int) error {
 	type row struct {
 		Name      string `json:"name"`
 		File      string `json:"file"`
 		Precision string `json:"precision"`
 		Bytes     int64  `json:"bytes"`
 	}
-	type fileRow struct {
-		Name  string `json:"name"`
-		Bytes int64  `json:"bytes"`
-	}
+	p := oc.Plan
 	var rows []row
-	files := map[string]int64{}
 	for _, t := range p.Tensors {
 		var b int64
 		for _, e := range t.Entries() {
-			size, _ := e.DType.Size()
-			n := size
-			for _, d := range e.Shape {
-				n *= d
-			}
-			b += n
+			b += convert.EntryBytes(e)
 		}
 		prec := string(t.DType)
 		if t.Quant != nil {
 			prec = fmt.Sprintf("%s %d-bit g%d (%s)", t.Quant.Mode, t.Quant.Bits, t.Quant.GroupSize, t.DType)
 		}
 		rows = append(rows, row{t.Name, t.File, prec, b})
-		files[t.File] += b
 	}
-	var fl []fileRow
 	var total int64
-	for _, f := range p.TensorFiles {
-		fl = append(fl, fileRow{f, files[f]})
-		total += files[f]
+	for _, f := range oc.Planned {
+		total += f.Bytes
 	}
-	for _, f := range p.Files {
-		fl = append(fl, fileRow{f.Name, int64(len(f.Contents))})
-		total += int64(len(f.Contents))
-	}
-	peak := m.EstimatePeakMemory(p, jobs)
 	if c.Bool("json") {
-		return printJSON(c, map[string]any{"target": p.Target, "tensors": rows, "files": fl, "total_bytes": total, "estimated_peak_memory_bytes": peak, "notes": p.Notes})
+		return printJSON(c, map[string]any{"target": p.Target, "tensors": rows, "files": oc.Planned, "total_bytes": total, "estimated_peak_memory_bytes": oc.PeakMemory, "notes": oc.Notes})
 	}
 	out := c.App.Writer
 	for _, r := range rows {
 		fmt.Fprintf(out, "%-70s %-40s %12d  %s\n", r.Name, r.Precision, r.Bytes, r.File)
 	}
 	fmt.Fprintln(out)
-	for _, f := range fl {
+	for _, f := range oc.Planned {
 		fmt.Fprintf(out, "file %-40s %14d bytes\n", f.Name, f.Bytes)
 	}
-	fmt.Fprintf(out, "total %d bytes in %d files; estimated peak memory %d MiB with --jobs %d\n", total, len(fl), peak>>20, jobs)
-	for _, n := range p.Notes {
+	fmt.Fprintf(out, "total %d bytes in %d files (plus %s and %s); estimated peak memory %d MiB with --jobs %d\n",
+		total, len(oc.Planned), manifests.FileName, "README.md", oc.PeakMemory>>20, jobs)
+	for _, n := range oc.Notes {
 		fmt.Fprintln(out, "note:", n)
 	}
 	return nil
-}
-
-// ovRtInfo is the model-level rt_info of our IRs: tool, source, precisions, norm convention.
-func ovRtInfo(p *convert.Plan, m *convert.Model) []ov.Attr {
-	return []ov.Attr{
-		{Key: "mtpconv_version", Value: version},
-		{Key: "mtpconv_source", Value: m.Checkpoint.Source.Name()},
-		{Key: "mtpconv_family", Value: m.Family},
-		{Key: "mtpconv_head_precision", Value: p.Options["head_precision"]},
-		{Key: "mtpconv_lm_head_precision", Value: p.Options["lm_head_precision"]},
-		{Key: "mtpconv_group_size", Value: p.Options["group_size"]},
-		{Key: "mtpconv_sym", Value: p.Options["sym"]},
-		{Key: "mtpconv_norm_convention", Value: convert.OVNormConvention},
-		{Key: "mtpconv_kv_variables", Value: convert.OVKeyVariable + "," + convert.OVValueVariable},
-	}
-}
-
-// replaceFiles swaps in the final records of files rewritten after Run and appends new ones.
-func replaceFiles(files []manifests.File, final []manifests.File) []manifests.File {
-	idx := map[string]int{}
-	for i, f := range files {
-		idx[f.Name] = i
-	}
-	for _, f := range final {
-		if i, ok := idx[f.Name]; ok {
-			files[i] = f
-		} else {
-			files = append(files, f)
-		}
-	}
-	return files
 }
 
 // parseSize reads a byte count with an optional unit: B, KB, MB, GB (powers

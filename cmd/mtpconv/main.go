@@ -15,6 +15,10 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/mtpconv/mtpconv/convert"
+	_ "github.com/mtpconv/mtpconv/convert/target/mlx"      // registers mlx and combined
+	_ "github.com/mtpconv/mtpconv/convert/target/openvino" // registers openvino
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -56,7 +60,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "mtpconv:", err)
 	var ue usageError
-	if errors.As(err, &ue) || isCLIUsage(err) {
+	var ce convert.UsageError
+	if errors.As(err, &ue) || errors.As(err, &ce) || isCLIUsage(err) {
 		return exitUsage
 	}
 	return exitFailure

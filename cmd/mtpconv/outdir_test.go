@@ -211,7 +211,7 @@ func startHeld(t *testing.T, out, hold string, args ...string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	marker := filepath.Join(filepath.Dir(out), "."+filepath.Base(out)+".partial", doneDir, hold+".json")
+	marker := filepath.Join(filepath.Dir(out), "."+filepath.Base(out)+".partial", ".mtpconv-done", hold+".json")
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if _, err := os.Stat(marker); err == nil {
 			return cmd

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -81,6 +82,10 @@ func TestOutputsUnchanged(t *testing.T) {
 		src := fixtures.Ensure(t, c.fixture)
 		out := filepath.Join(t.TempDir(), "o")
 		args := append([]string{"export", "--src", src, "--out", out, "--quiet"}, c.args...)
+		code, dry, stderr := runCLI(t, append(args, "--dry-run", "--json")...)
+		if code != 0 {
+			t.Fatalf("%s %s: dry run: exit %d: %s", c.name, c.fixture, code, stderr)
+		}
 		if code, _, stderr := runCLI(t, args...); code != 0 {
 			t.Fatalf("%s %s: exit %d: %s", c.name, c.fixture, code, stderr)
 		}
@@ -88,6 +93,7 @@ func TestOutputsUnchanged(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		checkDryRunSizes(t, c.fixture+"/"+c.name, dry, out, ents)
 		for _, e := range ents {
 			if !modelFile(e.Name()) {
 				continue
@@ -124,5 +130,44 @@ func TestOutputsUnchanged(t *testing.T) {
 		if _, ok := got[k]; !ok {
 			t.Errorf("%s: pinned but not written", k)
 		}
+	}
+}
+
+// checkDryRunSizes asserts that dry run listed every file the export wrote
+// but the manifest and card, each with its exact size.
+func checkDryRunSizes(t *testing.T, name, dryJSON, out string, written []os.DirEntry) {
+	t.Helper()
+	var plan struct {
+		Files []struct {
+			Name  string `json:"name"`
+			Bytes int64  `json:"bytes"`
+		} `json:"files"`
+	}
+	if err := json.Unmarshal([]byte(dryJSON), &plan); err != nil {
+		t.Fatalf("%s: dry run: %v", name, err)
+	}
+	planned := map[string]int64{}
+	for _, f := range plan.Files {
+		planned[f.Name] = f.Bytes
+	}
+	for _, e := range written {
+		if e.Name() == "mtpconv-manifest.json" || e.Name() == "README.md" {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, ok := planned[e.Name()]
+		switch {
+		case !ok:
+			t.Errorf("%s: %s written (%d bytes) but not in the dry run", name, e.Name(), fi.Size())
+		case want != fi.Size():
+			t.Errorf("%s: %s: dry run said %d bytes, the export wrote %d", name, e.Name(), want, fi.Size())
+		}
+		delete(planned, e.Name())
+	}
+	for f := range planned {
+		t.Errorf("%s: dry run lists %s, the export did not write it", name, f)
 	}
 }

@@ -98,7 +98,7 @@ func cardCommand() *cli.Command {
 					return fmt.Errorf("%s: %w", manifests.ReportFile, err)
 				}
 			}
-			return os.WriteFile(filepath.Join(dir, "README.md"), manifests.Card(m, report), 0o644)
+			return os.WriteFile(filepath.Join(dir, manifests.CardFile), manifests.Card(m, report), 0o644)
 		},
 	}
 }

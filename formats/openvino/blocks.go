@@ -107,3 +107,15 @@ func (g *Graph) Rope(name string, x, cos, sin Output, rot, dim int64) Output {
 	}
 	return out
 }
+
+// PlaceWeights lays weights of the given sizes back to back in a .bin, each
+// at BinAlign, and returns their offsets and the end of the last.
+func PlaceWeights(sizes []int64) (offsets []int64, end int64) {
+	offsets = make([]int64, len(sizes))
+	for i, n := range sizes {
+		end = (end + BinAlign - 1) / BinAlign * BinAlign
+		offsets[i] = end
+		end += n
+	}
+	return offsets, end
+}

@@ -1,4 +1,4 @@
-package main
+package convert
 
 // The output folder of an export: where it may go, one writer at a time,
 // written aside and renamed into place, and which files of an interrupted
@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/mtpconv/mtpconv/convert"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
 )
@@ -255,7 +254,7 @@ func (w *partialDir) write(fn func(dir string) error) error {
 // finished records a completed tensor file so a later --resume can reuse
 // it. The record holds the checksums of the source bytes each of its
 // tensors was made from.
-func (w *partialDir) finished(rec convert.FileRecord) {
+func (w *partialDir) finished(rec FileRecord) {
 	// Written aside and renamed, so a kill never leaves a half-written record.
 	if b, err := json.Marshal(rec); err == nil {
 		path := filepath.Join(w.dir, doneDir, rec.File.Name+".json")
@@ -268,8 +267,8 @@ func (w *partialDir) finished(rec convert.FileRecord) {
 // reuse hands back a file finished by an interrupted run if its bytes
 // still hash to the record and the source bytes it was made from still
 // have their recorded checksums.
-func (w *partialDir) reuse(file string) (convert.FileRecord, bool) {
-	var rec convert.FileRecord
+func (w *partialDir) reuse(file string) (FileRecord, bool) {
+	var rec FileRecord
 	if !w.resume {
 		return rec, false
 	}
@@ -298,7 +297,7 @@ const sourceReadChunk = 16 << 20
 // sourceUnchanged re-reads the source bytes every tensor of a finished file
 // was made from (its segments' rows, in order, as the run read them) and
 // returns an error naming the first whose CRC-32C differs from the record.
-func sourceUnchanged(ck *st.Checkpoint, rec convert.FileRecord) error {
+func sourceUnchanged(ck *st.Checkpoint, rec FileRecord) error {
 	if ck == nil {
 		return errors.New("no source to check it against")
 	}

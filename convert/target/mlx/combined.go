@@ -1,4 +1,4 @@
-package convert
+package mlx
 
 import (
 	"encoding/json"
@@ -7,52 +7,64 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mtpconv/mtpconv/convert"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
-// PlanCombined plans --target combined: one MLX safetensors file holding the
-// trunk in stock mlx-lm's post-sanitize names and layout (norms shifted,
-// conv1d relayed, experts as switch_mlp, vision dropped) plus the mtp.* head
-// inline in the layout one-file engines read (norms shifted, experts split
-// into mtp.layers.{j}.mlp.switch_mlp.*). The trunk and head precisions are
-// independent.
-func PlanCombined(m *Model, o MLXOptions) (*Plan, error) {
+// combined is --target combined: one MLX safetensors file holding the trunk
+// in stock mlx-lm's post-sanitize names and layout (norms shifted, conv1d
+// relayed, experts stacked, vision dropped) plus the head inline under its
+// own prefix in the layout one-file engines read. Trunk and head precisions
+// are independent.
+type combined struct{}
+
+var _ convert.Target = combined{}
+
+func (combined) Name() string { return "combined" }
+func (combined) Usage() string {
+	return "one mlx-lm safetensors file with the trunk and the MTP head"
+}
+func (combined) Accepts() []string {
+	return []string{convert.OptHeadPrecision, convert.OptTrunkPrecision, convert.OptGroupSize, convert.OptMLXRounding,
+		convert.OptRouterBits, convert.OptMaxShardSize}
+}
+
+func (cb combined) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, error) {
+	o, err := options(uo)
+	if err != nil {
+		return nil, convert.UsageError{Err: err}
+	}
 	if err := m.HeadError(); err != nil {
 		return nil, err
 	}
 	if err := m.TrunkError(); err != nil {
 		return nil, err
 	}
-	if m.Family != qwen35MoE.name {
-		// mlx-lm's qwen3_next loader only sanitizes raw per-expert files; on a
-		// converted file it keeps mtp.* keys and the strict load fails.
-		return nil, fmt.Errorf("--target combined supports %s checkpoints; stock mlx-lm cannot load a converted %s file that carries mtp.* tensors (use --target mlx for the head)", qwen35MoE.name, m.Family)
+	if r := m.Spec.MLX.CombinedRefusal; r != "" {
+		ok := convert.FamiliesWhere(func(s *convert.Spec) bool { return s.MLX.CombinedRefusal == "" })
+		return nil, fmt.Errorf("--target combined supports %s checkpoints; %s", strings.Join(ok, ", "), r)
 	}
-	pl := &planner{m: m, file: "model.safetensors"}
-	// Trunk: model.language_model.X -> language_model.model.X, lm_head.weight -> language_model.lm_head.weight.
-	trunkName := func(n string) string {
-		if rest, ok := strings.CutPrefix(n, m.TextPrefix); ok {
-			return "language_model.model." + rest
-		}
-		return "language_model." + n
-	}
+	pl := &convert.Planner{M: m, File: "model.safetensors"}
+	trunkName := func(n string) string { return m.Spec.MLX.TrunkName(m, n) }
+	trunkRule := o.rule(m, o.Trunk)
 	for _, n := range m.Checkpoint.Names {
-		if m.Group(n) != GroupTrunk || strings.Contains(n, ".mlp.experts.") {
+		if m.Group(n) != convert.GroupTrunk || m.IsRoutedExpert(n) {
 			continue
 		}
-		pl.plain(n, trunkName(n), o.Trunk, o)
+		pl.Plain(n, trunkName(n), o.Trunk.Float, trunkRule)
 	}
 	for i, blk := range m.TrunkExperts {
-		pl.experts(blk, trunkName(m.TextPrefix+"layers."+strconv.Itoa(i)+"."), o.Trunk, o)
+		pl.Experts(blk, trunkName(m.TextPrefix+"layers."+strconv.Itoa(i)+"."), o.Trunk.Float, trunkRule)
 	}
-	pl.head(func(s string) string { return "mtp." + s }, o)
+	hp := m.Spec.HeadPrefix
+	pl.Head(func(s string) string { return hp + s }, o.Head.Float, o.rule(m, o.Head))
 
-	tensors, files, index, err := shard(pl.out, o.MaxShard)
+	tensors, files, index, err := shard(pl.Out, o.MaxShard)
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{
-		Target: TargetCombined, Tensors: tensors, TensorFiles: files,
+	p := &convert.Plan{
+		Target: cb.Name(), Tensors: tensors, TensorFiles: files,
 		Metadata: map[string]string{"format": "mlx"},
 		Options: map[string]string{"head_precision": o.Head.Name, "trunk_precision": o.Trunk.Name,
 			"group_size": strconv.Itoa(o.GroupSize), "mlx_rounding": o.Rounding, "router_bits": strconv.Itoa(o.RouterBits)},
@@ -61,23 +73,23 @@ func PlanCombined(m *Model, o MLXOptions) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.Files = append(p.Files, OutFile{Name: "config.json", Contents: cfg})
+	p.Files = append(p.Files, convert.OutFile{Name: "config.json", Contents: cfg})
 	if index != nil {
-		p.Files = append(p.Files, OutFile{Name: st.IndexFile, Contents: index})
+		p.Files = append(p.Files, convert.OutFile{Name: st.IndexFile, Contents: index})
 		p.Options["max_shard_size"] = strconv.FormatInt(o.MaxShard, 10)
 	}
 	p.Files = append(p.Files, copies(m)...)
-	p.Notes = append(p.Notes, "stock mlx-lm >= 0.32.0 loads this file (it drops mtp.* and shifts no norm on converted files); mlx-lm 0.30.7 to 0.31.3 shift every norm a second time when mtp.* keys are present")
+	p.Notes = append(p.Notes, fmt.Sprintf("stock mlx-lm >= 0.32.0 loads this file (it drops %s* and shifts no norm on converted files); mlx-lm 0.30.7 to 0.31.3 shift every norm a second time when %s* keys are present", hp, hp))
 	return p, nil
 }
 
 // combinedConfig is the source config.json with vision_config dropped and
 // mlx-lm's quantization block (plus an identical quantization_config), top
 // level keys sorted, as mlx_lm.convert writes it.
-func combinedConfig(m *Model, p *Plan, o MLXOptions) ([]byte, error) {
+func combinedConfig(m *convert.Model, p *convert.Plan, o Options) ([]byte, error) {
 	var root map[string]json.RawMessage
 	if err := json.Unmarshal(m.Config.Raw, &root); err != nil {
-		return nil, fmt.Errorf("%s: %w", ConfigFile, err)
+		return nil, fmt.Errorf("%s: %w", convert.ConfigFile, err)
 	}
 	delete(root, "vision_config")
 	cfg := map[string]any{}
@@ -89,7 +101,7 @@ func combinedConfig(m *Model, p *Plan, o MLXOptions) ([]byte, error) {
 		def = o.Head
 	}
 	if def.Bits > 0 {
-		q := quantizationConfig(p.Tensors, Quant{Bits: def.Bits, GroupSize: o.GroupSize}, func(s string) string { return s })
+		q := quantizationConfig(p.Tensors, def.Bits, o.GroupSize)
 		cfg["quantization"] = q
 		cfg["quantization_config"] = q
 	}
@@ -100,18 +112,18 @@ func combinedConfig(m *Model, p *Plan, o MLXOptions) ([]byte, error) {
 // (mlx-lm's rule: a new shard when the next tensor would overflow the
 // current one), names them model-0000i-of-0000N.safetensors, and returns
 // the index (nil for a single model.safetensors).
-func shard(tensors []OutTensor, max int64) ([]OutTensor, []string, []byte, error) {
+func shard(tensors []convert.OutTensor, max int64) ([]convert.OutTensor, []string, []byte, error) {
 	if max <= 0 {
 		return tensors, []string{"model.safetensors"}, nil, nil
 	}
-	sorted := append([]OutTensor(nil), tensors...)
+	sorted := append([]convert.OutTensor(nil), tensors...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
 	var sizes []int64
 	assign := make([]int, len(sorted))
 	for i, t := range sorted {
 		var n int64
 		for _, e := range t.Entries() {
-			n += entryBytes(e)
+			n += convert.EntryBytes(e)
 		}
 		if len(sizes) == 0 || (sizes[len(sizes)-1] > 0 && sizes[len(sizes)-1]+n > max) {
 			sizes = append(sizes, 0)

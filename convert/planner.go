@@ -1,0 +1,115 @@
+package convert
+
+import (
+	"strconv"
+	"strings"
+
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+)
+
+// Planner accumulates the output tensors of one file, applying the fixes
+// every target needs from the family's roles: the +1 of zero-centred norms,
+// the conv1d relayout, dtypes kept as stored. Targets choose names, files,
+// dtypes and quantization.
+type Planner struct {
+	M    *Model
+	File string
+	Out  []OutTensor
+}
+
+// QuantRule decides the quantization of a linear weight (src the source
+// tensor, name the output, in its row length), or nil to keep it float.
+type QuantRule func(src, name string, in int64) *Quant
+
+// Plain plans a one-source tensor, renamed, as dtype (quantized by rule when
+// it is a linear weight and rule says so).
+func (pl *Planner) Plain(src, name string, dtype st.DType, rule QuantRule) {
+	t := pl.M.Checkpoint.Tensors[src]
+	shape := append([]int64{}, t.Shape...)
+	rowLen := int64(1)
+	if len(shape) > 0 {
+		rowLen = shape[len(shape)-1]
+	}
+	var transforms []string
+	if pl.M.Is(src, RoleZeroCentredNorm) && len(shape) == 1 {
+		transforms = append(transforms, TNormPlusOne)
+	}
+	conv := pl.M.Is(src, RoleConv1d)
+	if conv && len(shape) == 3 && shape[1] == 1 {
+		shape = []int64{shape[0], shape[2], 1}
+		rowLen = 1 // element order is unchanged; rows are single elements
+		transforms = append(transforms, TConv1dRelayout)
+	}
+	if pl.M.Is(src, RoleKeepDType) {
+		dtype = t.DType
+	}
+	var q *Quant
+	if rule != nil && len(shape) >= 2 && strings.HasSuffix(name, ".weight") && !conv {
+		q = rule(src, name, rowLen)
+	}
+	pl.Add(OutTensor{Name: name, Segments: []Segment{{src, 0, t.Elements() / rowLen}}, RowLen: rowLen, Shape: shape, DType: dtype, Transforms: transforms}, q)
+}
+
+// Add appends a planned tensor, recording its cast and quantization.
+func (pl *Planner) Add(t OutTensor, q *Quant) {
+	t.File = pl.File
+	if t.DType != pl.M.Checkpoint.Tensors[t.Segments[0].Source].DType {
+		t.Transforms = append(t.Transforms, TCast)
+	}
+	if q != nil {
+		t.Quant = q
+		t.Transforms = append(t.Transforms, TQuantize)
+	}
+	pl.Out = append(pl.Out, t)
+}
+
+// Experts plans the routed experts of blk as the family's stacked
+// [E, out, in] gate, up and down weights under outLayer.
+func (pl *Planner) Experts(blk ExpertBlock, outLayer string, dtype st.DType, rule QuantRule) {
+	c, moe := pl.M.Config, pl.M.Spec.MoE
+	e, h, i := int64(c.NumExperts), int64(c.HiddenSize), int64(c.MoeIntermediateSize)
+	proj := [3]struct{ out, in int64 }{{i, h}, {i, h}, {h, i}}
+	for k, p := range proj {
+		var segs []Segment
+		var tr string
+		switch {
+		case blk.Layout == Fused && k == 2:
+			segs = []Segment{{blk.Prefix + moe.FusedDown, 0, e * h}}
+		case blk.Layout == Fused:
+			tr = TSplitGateUp
+			for x := int64(0); x < e; x++ {
+				segs = append(segs, Segment{blk.Prefix + moe.FusedGateUp, x*2*i + int64(k)*i, i})
+			}
+		default:
+			tr = TStackExperts
+			for x := 0; x < int(e); x++ {
+				segs = append(segs, Segment{blk.Prefix + strconv.Itoa(x) + "." + moe.PerExpert[k], 0, p.out})
+			}
+		}
+		name := outLayer + moe.Stacked[k]
+		t := OutTensor{Name: name, Segments: segs, RowLen: p.in, Shape: []int64{e, p.out, p.in}, DType: dtype}
+		if tr != "" {
+			t.Transforms = []string{tr}
+		}
+		var q *Quant
+		if rule != nil {
+			q = rule(blk.Prefix, name, p.in)
+		}
+		pl.Add(t, q)
+	}
+}
+
+// Head plans every tensor of the MTP head, renamed by rename (applied to
+// the name without the head prefix), experts stacked.
+func (pl *Planner) Head(rename func(string) string, dtype st.DType, rule QuantRule) {
+	hp := pl.M.Spec.HeadPrefix
+	for _, n := range pl.M.Checkpoint.Names {
+		if !pl.M.IsHead(n) || pl.M.IsRoutedExpert(n) {
+			continue
+		}
+		pl.Plain(n, rename(strings.TrimPrefix(n, hp)), dtype, rule)
+	}
+	for j, blk := range pl.M.MTPExperts {
+		pl.Experts(blk, rename("layers."+strconv.Itoa(j)+"."), dtype, rule)
+	}
+}

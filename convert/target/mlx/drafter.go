@@ -1,0 +1,104 @@
+package mlx
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/mtpconv/mtpconv/convert"
+)
+
+func init() {
+	convert.RegisterTarget(drafter{})
+	convert.RegisterTarget(combined{})
+}
+
+// drafter is --target mlx: the MTP head as an mlx-vlm drafter folder
+// (model.safetensors with bare names, norms shifted, experts stacked, and a
+// config.json carrying the source text_config).
+type drafter struct{}
+
+var _ convert.Target = drafter{}
+
+func (drafter) Name() string { return "mlx" }
+func (drafter) Usage() string {
+	return "the MTP head as an mlx-vlm drafter folder (model.safetensors + config.json)"
+}
+func (drafter) Accepts() []string {
+	return []string{convert.OptHeadPrecision, convert.OptGroupSize, convert.OptMLXRounding, convert.OptRouterBits}
+}
+
+func (d drafter) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, error) {
+	o, err := options(uo)
+	if err != nil {
+		return nil, convert.UsageError{Err: err}
+	}
+	if err := m.HeadError(); err != nil {
+		return nil, err
+	}
+	pl := &convert.Planner{M: m, File: "model.safetensors"}
+	pl.Head(func(s string) string { return s }, o.Head.Float, o.rule(m, o.Head))
+	p := &convert.Plan{
+		Target: d.Name(), Tensors: pl.Out, TensorFiles: []string{pl.File},
+		Metadata: map[string]string{"format": "mlx"},
+		Options:  map[string]string{"head_precision": o.Head.Name, "group_size": strconv.Itoa(o.GroupSize), "mlx_rounding": o.Rounding, "router_bits": strconv.Itoa(o.RouterBits)},
+	}
+	cfg, err := drafterConfig(m, p, o)
+	if err != nil {
+		return nil, err
+	}
+	p.Files = append(p.Files, convert.OutFile{Name: "config.json", Contents: cfg})
+	p.Files = append(p.Files, copies(m)...)
+	return p, nil
+}
+
+// drafterConfig writes the drafter's config.json the way mlx-vlm's splitter
+// does: the family's drafter model_type, the source text_config (for a flat
+// config the whole config plus rope_parameters), block_size = depth + 2,
+// and the quantization block when the head is quantized.
+func drafterConfig(m *convert.Model, p *convert.Plan, o Options) ([]byte, error) {
+	text, err := textConfigObject(m)
+	if err != nil {
+		return nil, err
+	}
+	cfg := map[string]any{
+		"model_type":          m.Spec.MLX.DrafterModelType,
+		"block_size":          m.MTPDepth + 2,
+		"text_config":         text,
+		"tie_word_embeddings": m.Config.TieWordEmbeddings,
+	}
+	if o.Head.Bits > 0 {
+		q := quantizationConfig(p.Tensors, o.Head.Bits, o.GroupSize)
+		cfg["quantization"] = q
+		cfg["quantization_config"] = q
+	}
+	return indentJSON(cfg, "  ")
+}
+
+// textConfigObject returns the source's text configuration as a JSON value
+// that the drafter's TextConfig reads: nested text_config as is, or a flat
+// config with the rope_parameters the drafter expects, plus what the family adds.
+func textConfigObject(m *convert.Model) (map[string]any, error) {
+	var root map[string]any
+	if err := json.Unmarshal(m.Config.Raw, &root); err != nil {
+		return nil, fmt.Errorf("%s: %w", convert.ConfigFile, err)
+	}
+	text := root
+	if tc, ok := root["text_config"].(map[string]any); ok {
+		text = tc
+	}
+	c := m.Config
+	if _, ok := text["rope_parameters"]; !ok {
+		text["rope_parameters"] = map[string]any{
+			"type": "default", "rope_theta": c.RopeTheta, "partial_rotary_factor": c.PartialRotaryFactor,
+			"mrope_section": []int{c.RotaryDim() / 2, 0, 0},
+		}
+	}
+	if f := m.Spec.MLX.DrafterTextConfig; f != nil {
+		f(m, text)
+	}
+	if _, ok := text["mtp_num_hidden_layers"]; !ok {
+		text["mtp_num_hidden_layers"] = m.MTPDepth
+	}
+	return text, nil
+}

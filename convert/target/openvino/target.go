@@ -1,0 +1,255 @@
+// Package openvino is the OpenVINO target: it plans the MTP head's weights
+// into two .bin files and lowers the family's abstract MTP forward onto the
+// IR blocks of formats/openvino.
+package openvino
+
+import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/mtpconv/mtpconv/convert"
+	ov "github.com/mtpconv/mtpconv/formats/openvino"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/manifests"
+)
+
+func init() { convert.RegisterTarget(target{}) }
+
+// OpenVINO output files.
+const (
+	LayerXML  = "openvino_mtp_layer.xml"
+	LayerBin  = "openvino_mtp_layer.bin"
+	LMHeadXML = "openvino_mtp_lm_head.xml"
+	LMHeadBin = "openvino_mtp_lm_head.bin"
+)
+
+// target is --target openvino: the MTP layer and the lm_head as two IRs.
+type target struct{}
+
+var (
+	_ convert.Target   = target{}
+	_ convert.Finisher = target{}
+)
+
+func (target) Name() string { return "openvino" }
+func (target) Usage() string {
+	return "the MTP layer and the lm_head as OpenVINO IRs (NNCF-identical int8/int4)"
+}
+func (target) Accepts() []string {
+	return []string{convert.OptHeadPrecision, convert.OptLMHeadPrecision, convert.OptGroupSize, convert.OptSym}
+}
+
+// Defaults: an f16 head (what the plugins run fastest at draft fidelity) and
+// an int8 lm_head (NNCF's mode for a last layer).
+const (
+	defaultHead      = "f16"
+	defaultLMHead    = "int8"
+	defaultGroupSize = 64
+)
+
+// options are the choices of the OpenVINO target.
+type options struct {
+	Head      string // f16 | int8 | int4
+	LMHead    string // f16 | int8 | int4
+	GroupSize int    // int4: 64 or 128
+	Sym       bool   // symmetric (i8/i4) instead of asymmetric (u8/u4)
+}
+
+func parseOptions(o convert.Options) options {
+	out := options{Head: o.HeadPrecision, LMHead: o.LMHeadPrecision, GroupSize: defaultGroupSize, Sym: o.Sym}
+	if out.Head == "" {
+		out.Head = defaultHead
+	}
+	if out.LMHead == "" {
+		out.LMHead = defaultLMHead
+	}
+	if o.Set[convert.OptGroupSize] {
+		out.GroupSize = o.GroupSize
+	}
+	return out
+}
+
+// nncf is the NNCF mode of a precision name, or nil for f16.
+func (o options) nncf(prec string) (*convert.Quant, error) {
+	switch prec {
+	case "f16":
+		return nil, nil
+	case "int8":
+		return &convert.Quant{Mode: convert.ModeNNCF, Bits: 8, GroupSize: -1, Sym: o.Sym}, nil
+	case "int4":
+		if o.GroupSize != 64 && o.GroupSize != 128 {
+			return nil, fmt.Errorf("int4 group size %d: must be 64 or 128", o.GroupSize)
+		}
+		return &convert.Quant{Mode: convert.ModeNNCF, Bits: 4, GroupSize: o.GroupSize, Sym: o.Sym}, nil
+	}
+	return nil, fmt.Errorf("OpenVINO precision %q is not f16, int8 or int4", prec)
+}
+
+// Plan plans every weight of the MTP layer in openvino_mtp_layer.bin and
+// the lm_head in openvino_mtp_lm_head.bin, as f16 or NNCF-compressed
+// integers, norms as f32 (1+w). The graphs that use them are built by
+// Finish once the weights are laid out.
+func (t target) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, error) {
+	o := parseOptions(uo)
+	hq, err := o.nncf(o.Head)
+	if err != nil {
+		return nil, convert.UsageError{Err: fmt.Errorf("--head-precision: %w", err)}
+	}
+	lq, err := o.nncf(o.LMHead)
+	if err != nil {
+		return nil, convert.UsageError{Err: fmt.Errorf("--lm-head-precision: %w", err)}
+	}
+	if err := m.HeadError(); err != nil {
+		return nil, err
+	}
+	if m.MTPDepth != 1 {
+		return nil, fmt.Errorf("the OpenVINO target writes one MTP layer; this head has %d", m.MTPDepth)
+	}
+	if m.Spec.LMHead == nil {
+		return nil, fmt.Errorf("%s: the lm_head is tied to the embedding, which the OpenVINO target does not support yet", m.Checkpoint.Source.Name())
+	}
+	lmHead := m.Spec.LMHead.Suffix
+	if _, ok := m.Checkpoint.Tensors[lmHead]; !ok {
+		return nil, fmt.Errorf("%s: %s is missing", m.Checkpoint.Source.Name(), lmHead)
+	}
+	pl := &convert.Planner{M: m, File: LayerBin}
+	for _, n := range m.Checkpoint.Names {
+		if !m.IsHead(n) || m.IsRoutedExpert(n) {
+			continue
+		}
+		src := m.Checkpoint.Tensors[n]
+		switch {
+		case len(src.Shape) == 1:
+			// Norm weights stay f32 Consts (1+w), the form the RMSNorm fusion wants.
+			pl.Plain(n, n, st.F32, nil)
+		case m.Is(n, convert.RoleRouter):
+			// The router and the shared-expert gate stay f16: the CPU plugin quantizes
+			// the activations of compressed layers, which can flip top-k choices.
+			linear(pl, n, nil)
+		default:
+			linear(pl, n, hq)
+		}
+	}
+	for j, blk := range m.MTPExperts {
+		pl.Experts(blk, m.Spec.HeadPrefix+"layers."+strconv.Itoa(j)+".", st.F16, func(string, string, int64) *convert.Quant { return clone(hq) })
+	}
+	pl.File = LMHeadBin
+	linear(pl, lmHead, lq)
+	p := &convert.Plan{
+		Target: t.Name(), Tensors: pl.Out, TensorFiles: []string{LayerBin, LMHeadBin},
+		Formats: map[string]convert.FileFormat{LayerBin: convert.FormatOpenVINOBin, LMHeadBin: convert.FormatOpenVINOBin},
+		Options: map[string]string{"head_precision": o.Head, "lm_head_precision": o.LMHead, "group_size": strconv.Itoa(o.GroupSize), "sym": strconv.FormatBool(o.Sym)},
+	}
+	return p, nil
+}
+
+func clone(q *convert.Quant) *convert.Quant {
+	if q == nil {
+		return nil
+	}
+	c := *q
+	return &c
+}
+
+// linear plans a 2-D linear weight [N, K] as f16 or with an NNCF mode.
+func linear(pl *convert.Planner, src string, q *convert.Quant) {
+	t := pl.M.Checkpoint.Tensors[src]
+	rows, cols := t.Shape[0], t.Shape[1]
+	out := convert.OutTensor{Name: src, Segments: []convert.Segment{{Source: src, Row: 0, Rows: rows}}, RowLen: cols, Shape: []int64{rows, cols}, DType: st.F16}
+	pl.Add(out, clone(q))
+}
+
+// rtInfo is the model-level rt_info of our IRs: tool, source, precisions, norm convention.
+func rtInfo(p *convert.Plan, m *convert.Model, prov convert.Provenance, f convert.Forward) []ov.Attr {
+	var kv []string
+	for _, l := range f.Layers {
+		kv = append(kv, keyVariable(l.Attention), valueVariable(l.Attention))
+	}
+	return []ov.Attr{
+		{Key: "mtpconv_version", Value: prov.Version},
+		{Key: "mtpconv_source", Value: prov.Source},
+		{Key: "mtpconv_family", Value: m.Family},
+		{Key: "mtpconv_head_precision", Value: p.Options["head_precision"]},
+		{Key: "mtpconv_lm_head_precision", Value: p.Options["lm_head_precision"]},
+		{Key: "mtpconv_group_size", Value: p.Options["group_size"]},
+		{Key: "mtpconv_sym", Value: p.Options["sym"]},
+		{Key: "mtpconv_norm_convention", Value: NormConvention},
+		{Key: "mtpconv_kv_variables", Value: strings.Join(kv, ",")},
+	}
+}
+
+// Finish builds the IR graphs over the weights Run wrote into dir, appends
+// their small constants to each .bin and writes the .xml files. It returns
+// the final records of the four files; res, when it has the weights' hash
+// states, spares hashing each .bin again. With dir empty it writes nothing
+// and returns the files' sizes only.
+func (target) Finish(dir string, m *convert.Model, p *convert.Plan, prov convert.Provenance, res *convert.Result) ([]manifests.File, error) {
+	f := m.Spec.Forward(m)
+	layer, head, err := Graphs(m, p, f, rtInfo(p, m, prov, f))
+	if err != nil {
+		return nil, err
+	}
+	var out []manifests.File
+	for _, x := range []struct {
+		g        *ov.Graph
+		xml, bin string
+	}{{layer, LayerXML, LayerBin}, {head, LMHeadXML, LMHeadBin}} {
+		if dir == "" {
+			lay, err := p.Layout(x.bin)
+			if err != nil {
+				return nil, err
+			}
+			var xmlBuf bytes.Buffer
+			binLen, err := x.g.Serialize(&xmlBuf, io.Discard, lay.Size)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", x.xml, err)
+			}
+			out = append(out, manifests.File{Name: x.xml, Size: int64(xmlBuf.Len())}, manifests.File{Name: x.bin, Size: binLen})
+			continue
+		}
+		binPath := filepath.Join(dir, x.bin)
+		bf, err := os.OpenFile(binPath, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return nil, err
+		}
+		fi, err := bf.Stat()
+		if err != nil {
+			bf.Close()
+			return nil, err
+		}
+		var xmlBuf bytes.Buffer
+		h := res.FileHash(x.bin)
+		var bin io.Writer = bf
+		if h != nil {
+			bin = io.MultiWriter(bf, h)
+		}
+		binLen, err := x.g.Serialize(&xmlBuf, bin, fi.Size())
+		if err != nil {
+			bf.Close()
+			return nil, fmt.Errorf("%s: %w", x.xml, err)
+		}
+		if err := bf.Close(); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, x.xml), xmlBuf.Bytes(), 0o644); err != nil {
+			return nil, err
+		}
+		out = append(out, manifests.File{Name: x.xml, Size: int64(xmlBuf.Len()), SHA256: manifests.SHA256(xmlBuf.Bytes())})
+		if h != nil {
+			out = append(out, manifests.File{Name: x.bin, Size: binLen, SHA256: hex.EncodeToString(h.Sum(nil))})
+			continue
+		}
+		size, sum, err := manifests.HashFile(binPath)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, manifests.File{Name: x.bin, Size: size, SHA256: sum})
+	}
+	return out, nil
+}
