@@ -64,13 +64,21 @@ func neededBytes(t *testing.T, dir string) int64 {
 	return n
 }
 
+// hubEnv points the Hub client at endpoint, with no token (not even the
+// caller's token file) and not offline.
+func hubEnv(t *testing.T, endpoint string) {
+	t.Setenv("HF_ENDPOINT", endpoint)
+	t.Setenv("HF_TOKEN", "")
+	t.Setenv("HF_TOKEN_PATH", filepath.Join(t.TempDir(), "no-token"))
+	t.Setenv("HF_HUB_OFFLINE", "")
+}
+
 func TestExportFromHubReadsOnlyWhatItNeeds(t *testing.T) {
 	dir := fixtures.Ensure(t, fixtures.Qwen36)
 	local, _ := exportFiles(t, dir)
 	hub := fakehub.New(hubRepo, dir)
 	defer hub.Close()
-	t.Setenv("HF_ENDPOINT", hub.URL)
-	t.Setenv("HF_TOKEN", "")
+	hubEnv(t, hub.URL)
 	remote, sum := exportFiles(t, "hf://"+hubRepo)
 	sameFiles(t, local, remote)
 	need := neededBytes(t, dir)
@@ -90,35 +98,127 @@ func TestHubFaultsAreSurvived(t *testing.T) {
 	local, _ := exportFiles(t, dir)
 	hub := fakehub.New(hubRepo, dir)
 	defer hub.Close()
-	t.Setenv("HF_ENDPOINT", hub.URL)
+	hubEnv(t, hub.URL)
 	hub.Inject(fakehub.Fault{File: "model-00003-of-00003.safetensors", Kind: "drop", Times: 2})
 	hub.Inject(fakehub.Fault{File: "model-00002-of-00003.safetensors", Kind: "503", Times: 2})
 	hub.Inject(fakehub.Fault{File: "config.json", Kind: "429", Times: 1})
-	remote, _ := exportFiles(t, "hf://"+hubRepo)
+	out := filepath.Join(t.TempDir(), "o")
+	code, _, stderr := runCLI(t, "export", "--src", "hf://"+hubRepo, "--out", out, "--target", "mlx", "--head-precision", "int4")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	remote := readDir(t, out)
+	delete(remote, "mtpconv-manifest.json")
+	delete(remote, "README.md")
 	sameFiles(t, local, remote)
+	// Each of the five faults is retried once, and each retry is one line on stderr.
+	retries := 0
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "hub: retry ") {
+			retries++
+		}
+	}
+	if retries != 5 {
+		t.Errorf("%d retry lines, want 5:\n%s", retries, stderr)
+	}
+	if testing.Verbose() {
+		t.Logf("stderr:\n%s", stderr)
+	}
+}
+
+// TestHubWithoutSizes: a listing without sizes and a server that answers a
+// range with the whole file (200) is legal, and used to panic (makeslice).
+func TestHubWithoutSizes(t *testing.T) {
+	dir := fixtures.Ensure(t, fixtures.Qwen36)
+	local, _ := exportFiles(t, dir)
+	cases := []struct {
+		name  string
+		files []string
+		kind  string
+		want  string // "" for an export equal to the local one
+	}{
+		{"small files answer 200", []string{"config.json", "model.safetensors.index.json"}, "full", ""},
+		{"a shard answers 200 without a length", []string{"model-00002-of-00003.safetensors"}, "full-nolength", "neither does the server's Content-Length"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			hub := fakehub.New(hubRepo, dir)
+			defer hub.Close()
+			hubEnv(t, hub.URL)
+			hub.NoSizes = true
+			for _, f := range c.files {
+				hub.Inject(fakehub.Fault{File: f, Kind: c.kind})
+			}
+			out := filepath.Join(t.TempDir(), "o")
+			code, _, stderr := runCLI(t, "export", "--src", "hf://"+hubRepo, "--out", out, "--target", "mlx", "--head-precision", "int4")
+			if c.want != "" {
+				if code != exitFailure || !strings.Contains(stderr, c.want) {
+					t.Fatalf("exit %d: %s", code, stderr)
+				}
+				return
+			}
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			remote := readDir(t, out)
+			delete(remote, "mtpconv-manifest.json")
+			delete(remote, "README.md")
+			sameFiles(t, local, remote)
+		})
+	}
+}
+
+func TestHubOffline(t *testing.T) {
+	dir := fixtures.Ensure(t, fixtures.Qwen36)
+	hub := fakehub.New(hubRepo, dir)
+	defer hub.Close()
+	hubEnv(t, hub.URL)
+	t.Setenv("HF_HUB_CACHE", t.TempDir())
+	t.Setenv("HF_HUB_OFFLINE", "1")
+	code, _, stderr := runCLI(t, "inspect", "hf://"+hubRepo)
+	if code != exitFailure || !strings.Contains(stderr, "HF_HUB_OFFLINE") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if n := len(hub.Requests()); n != 0 {
+		t.Errorf("offline, yet the hub got %d requests", n)
+	}
 }
 
 func TestHubTokenGoesOnlyToTheEndpoint(t *testing.T) {
 	dir := fixtures.Ensure(t, fixtures.Qwen36)
-	cdn := fakehub.New(hubRepo, dir)
-	defer cdn.Close()
-	hub := fakehub.New(hubRepo, dir)
-	defer hub.Close()
-	// The CDN is another host: 127.0.0.1 versus localhost.
-	hub.RedirectTo = strings.Replace(cdn.URL, "127.0.0.1", "localhost", 1)
-	t.Setenv("HF_ENDPOINT", hub.URL)
-	t.Setenv("HF_TOKEN", "hf_secret_token_123")
-	files, _ := exportFiles(t, "hf://"+hubRepo)
-	if len(hub.Tokens) == 0 || hub.Tokens[0] != "Bearer hf_secret_token_123" {
-		t.Errorf("the endpoint got tokens %v", hub.Tokens)
-	}
-	if len(cdn.Tokens) != 0 {
-		t.Errorf("the CDN got the token: %v", cdn.Tokens)
-	}
-	for name, b := range files {
-		if bytes.Contains(b, []byte("hf_secret")) {
-			t.Errorf("%s contains the token", name)
-		}
+	// The CDN the endpoint (127.0.0.1) redirects to: another port, or another host.
+	for _, addr := range []string{"127.0.0.1:0", "127.0.0.2:0"} {
+		t.Run(addr, func(t *testing.T) {
+			cdn, err := fakehub.NewAt(addr, hubRepo, dir)
+			if err != nil {
+				t.Skipf("cannot listen on %s: %v", addr, err)
+			}
+			defer cdn.Close()
+			hub := fakehub.New(hubRepo, dir)
+			defer hub.Close()
+			hub.RedirectTo = cdn.URL
+			hubEnv(t, hub.URL)
+			t.Setenv("HF_TOKEN", "hf_secret_token_123")
+			out := filepath.Join(t.TempDir(), "o")
+			code, stdout, stderr := runCLI(t, "export", "--src", "hf://"+hubRepo, "--out", out, "--target", "mlx", "--json")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if len(hub.Tokens) == 0 || hub.Tokens[0] != "Bearer hf_secret_token_123" {
+				t.Errorf("the endpoint got tokens %v", hub.Tokens)
+			}
+			if len(cdn.Requests()) == 0 || len(cdn.Tokens) != 0 {
+				t.Errorf("the CDN got %d requests, %d with the token", len(cdn.Requests()), len(cdn.Tokens))
+			}
+			if strings.Contains(stdout+stderr, "hf_secret") {
+				t.Errorf("the output shows the token")
+			}
+			for name, b := range readDir(t, out) {
+				if bytes.Contains(b, []byte("hf_secret")) {
+					t.Errorf("%s contains the token", name)
+				}
+			}
+		})
 	}
 }
 
@@ -141,7 +241,7 @@ func TestHubPermanentErrors(t *testing.T) {
 			hub := fakehub.New(hubRepo, dir)
 			defer hub.Close()
 			c.setup(hub)
-			t.Setenv("HF_ENDPOINT", hub.URL)
+			hubEnv(t, hub.URL)
 			parent := t.TempDir()
 			code, _, stderr := runCLI(t, "export", "--src", c.src, "--out", filepath.Join(parent, "o"), "--target", "mlx")
 			if code != exitFailure || !strings.Contains(stderr, c.want) {
@@ -169,9 +269,12 @@ func TestExportFromHFCacheWithoutNetwork(t *testing.T) {
 		os.Symlink(filepath.Join(dir, e.Name()), filepath.Join(snap, e.Name()))
 	}
 	t.Setenv("HF_HUB_CACHE", cache)
-	t.Setenv("HF_ENDPOINT", "http://127.0.0.1:9") // nothing listens: any network use fails
-	cached, _ := exportFiles(t, hubRepo)
-	sameFiles(t, local, cached)
-	pinned, _ := exportFiles(t, hubRepo+"@"+fakehub.Commit)
-	sameFiles(t, local, pinned)
+	hubEnv(t, "http://127.0.0.1:9") // nothing listens: any network use fails
+	for _, offline := range []string{"", "1"} {
+		t.Setenv("HF_HUB_OFFLINE", offline)
+		cached, _ := exportFiles(t, hubRepo)
+		sameFiles(t, local, cached)
+		pinned, _ := exportFiles(t, hubRepo+"@"+fakehub.Commit)
+		sameFiles(t, local, pinned)
+	}
 }

@@ -13,7 +13,7 @@ import (
 // openSource resolves --src (folder, HF cache id, or hf:// repo) and returns
 // the source and, for a remote one, its handle (to prefetch and count bytes).
 func openSource(c *cli.Context, src string) (st.Source, *hub.Remote, error) {
-	s, err := hub.Resolve(src, hub.RemoteOptions{Context: c.Context})
+	s, err := hub.Resolve(src, hub.RemoteOptions{Context: c.Context, Log: c.App.ErrWriter})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -38,6 +38,9 @@ func Resolve(src string, remote RemoteOptions) (st.Source, error) {
 	}
 	dir, err := CacheSnapshot(repo, rev)
 	if err != nil {
+		if Offline() {
+			return nil, fmt.Errorf("--src %s: no such folder, and not in the Hugging Face cache (%v); HF_HUB_OFFLINE is set, so the Hub is not asked", src, err)
+		}
 		return nil, fmt.Errorf("--src %s: no such folder, and not in the Hugging Face cache (%v); use hf://%s to read it from the Hub", src, err, src)
 	}
 	return st.DirSource(dir), nil

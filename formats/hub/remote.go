@@ -3,7 +3,6 @@ package hub
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,18 +23,28 @@ import (
 
 // RemoteOptions configure reading from the Hub.
 type RemoteOptions struct {
-	Endpoint  string        // default $HF_ENDPOINT, else https://huggingface.co
-	Token     string        // default $HF_TOKEN; sent only to Endpoint's host, never printed or stored
-	Client    *http.Client  // default: 60 s per request
-	Parallel  int           // concurrent range requests; default 4
-	Retries   int           // attempts per request after the first; default 6
-	BaseDelay time.Duration // first backoff; default 250 ms, doubling, capped at 8 s
-	MaxGap    int64         // neighbouring ranges closer than this are fetched as one; default 64 KiB
-	SpoolDir  string        // where prefetched ranges are kept during the run; default the system temp dir
-	Context   context.Context
+	Endpoint string // default $HF_ENDPOINT, else https://huggingface.co
+	// Token defaults to $HF_TOKEN, else the token file of the Hugging Face
+	// CLI's login (see FindToken). It is sent only to Endpoint's exact origin
+	// (scheme, host and port), also after a redirect that stays there, and is
+	// never printed or stored.
+	Token string
+	// Client defaults to one without a total timeout: StallTimeout bounds each
+	// request instead. Its CheckRedirect is wrapped (on a copy) to keep the
+	// token on the endpoint's origin.
+	Client       *http.Client
+	Parallel     int           // concurrent range requests; default 4
+	Retries      int           // failed attempts in a row retried; default 6, negative for none
+	BaseDelay    time.Duration // first backoff; default 250 ms, doubling, capped at 8 s (and MaxDelay)
+	MaxDelay     time.Duration // longest pause between attempts, a server's Retry-After included; default 30 s
+	StallTimeout time.Duration // an attempt that receives no byte for this long is dropped (and resumed); default 30 s
+	MaxGap       int64         // neighbouring ranges closer than this are fetched as one; default 64 KiB
+	SpoolDir     string        // where prefetched ranges are kept during the run; default the system temp dir
+	Log          io.Writer     // one line per retry; default os.Stderr (io.Discard silences)
+	Context      context.Context
 }
 
-func (o *RemoteOptions) defaults() {
+func (o *RemoteOptions) defaults() error {
 	if o.Endpoint == "" {
 		o.Endpoint = os.Getenv("HF_ENDPOINT")
 	}
@@ -45,48 +53,81 @@ func (o *RemoteOptions) defaults() {
 	}
 	o.Endpoint = strings.TrimRight(o.Endpoint, "/")
 	if o.Token == "" {
-		o.Token = os.Getenv("HF_TOKEN")
+		t, err := FindToken()
+		if err != nil {
+			return err
+		}
+		o.Token = t
 	}
-	if o.Client == nil {
-		o.Client = &http.Client{Timeout: 60 * time.Second}
+	switch {
+	case o.Retries == 0:
+		o.Retries = 6
+	case o.Retries < 0:
+		o.Retries = 0
 	}
 	if o.Parallel <= 0 {
 		o.Parallel = 4
 	}
-	if o.Retries <= 0 {
-		o.Retries = 6
+	if o.MaxDelay <= 0 {
+		o.MaxDelay = 30 * time.Second
 	}
 	if o.BaseDelay <= 0 {
 		o.BaseDelay = 250 * time.Millisecond
 	}
+	o.BaseDelay = min(o.BaseDelay, o.MaxDelay)
+	if o.StallTimeout <= 0 {
+		o.StallTimeout = 30 * time.Second
+	}
 	if o.MaxGap <= 0 {
 		o.MaxGap = 64 << 10
+	}
+	if o.Log == nil {
+		o.Log = os.Stderr
 	}
 	if o.Context == nil {
 		o.Context = context.Background()
 	}
+	return nil
 }
+
+// maxFileSize bounds the file sizes believed from a listing or an answer (1 PiB).
+const maxFileSize = 1 << 50
 
 // Remote is a Hub repo pinned to one commit, read by HTTP range requests.
 type Remote struct {
 	repo, commit string
 	opt          RemoteOptions
-	sizes        map[string]int64
+	origin       string // the endpoint's scheme://host:port, the only one the token goes to
+	client       *http.Client
 	fetched      atomic.Int64
 	spool        string
 	mu           sync.Mutex
+	sizes        map[string]int64 // -1: unknown until a range answer tells
 	spools       map[string]*spoolFile
+	logMu        sync.Mutex
+	noRange      sync.Once
 }
 
 // OpenRemote resolves rev to a commit and lists the repo's files and sizes,
 // so that every byte read later comes from that commit.
 func OpenRemote(repo, rev string, opt RemoteOptions) (*Remote, error) {
-	opt.defaults()
-	r := &Remote{repo: repo, opt: opt, spools: map[string]*spoolFile{}}
+	src := "hf://" + repo + "@" + rev
+	if Offline() {
+		return nil, fmt.Errorf("%s: HF_HUB_OFFLINE is set, so the Hub is not contacted: only the local Hugging Face cache can be used (--src %s@%s)", src, repo, rev)
+	}
+	if err := opt.defaults(); err != nil {
+		return nil, fmt.Errorf("%s: %w", src, err)
+	}
+	end, err := url.Parse(opt.Endpoint)
+	if err != nil || (end.Scheme != "http" && end.Scheme != "https") || end.Host == "" {
+		return nil, fmt.Errorf("%s: the endpoint (HF_ENDPOINT) is not an http(s) URL", src)
+	}
+	r := &Remote{repo: repo, opt: opt, origin: origin(end), spools: map[string]*spoolFile{}}
+	r.client = r.wrapClient(opt.Client)
 	u := fmt.Sprintf("%s/api/models/%s/revision/%s?blobs=true", opt.Endpoint, repo, url.PathEscape(rev))
-	body, err := r.get(u, -1, 0)
+	body, err := r.getAll(opt.Context, u)
 	if err != nil {
-		return nil, fmt.Errorf("hf://%s@%s: %w", repo, rev, err)
+		return nil, fmt.Errorf("%s: %w", src, err)
 	}
 	var info struct {
 		SHA      string `json:"sha"`
@@ -98,20 +139,26 @@ func OpenRemote(repo, rev string, opt RemoteOptions) (*Remote, error) {
 			} `json:"lfs"`
 		} `json:"siblings"`
 	}
-	if err := json.Unmarshal(body, &info); err != nil || !commitHash.MatchString(info.SHA) {
-		return nil, fmt.Errorf("hf://%s@%s: the Hub's answer names no commit", repo, rev)
+	if err := json.Unmarshal(body, &info); err != nil {
+		return nil, fmt.Errorf("%s: the Hub's answer is not a revision listing (%v)", src, err)
+	}
+	if !commitHash.MatchString(info.SHA) {
+		return nil, fmt.Errorf("%s: the Hub's answer names no commit", src)
 	}
 	r.commit = info.SHA
 	r.sizes = map[string]int64{}
 	for _, s := range info.Siblings {
+		size := int64(-1) // unknown: taken from the first range answer
 		switch {
 		case s.LFS != nil:
-			r.sizes[s.Name] = s.LFS.Size
+			size = s.LFS.Size
 		case s.Size != nil:
-			r.sizes[s.Name] = *s.Size
-		default:
-			r.sizes[s.Name] = -1 // size unknown: taken from the first range answer
+			size = *s.Size
 		}
+		if size < 0 || size > maxFileSize {
+			size = -1
+		}
+		r.sizes[s.Name] = size
 	}
 	return r, nil
 }
@@ -119,14 +166,13 @@ func OpenRemote(repo, rev string, opt RemoteOptions) (*Remote, error) {
 // Name is hf://ORG/NAME@COMMIT.
 func (r *Remote) Name() string { return "hf://" + r.repo + "@" + r.commit }
 
-// Commit is the pinned commit.
-func (r *Remote) Commit() string { return r.commit }
-
 // BytesFetched counts the bytes received from the server.
 func (r *Remote) BytesFetched() int64 { return r.fetched.Load() }
 
-// TotalBytes is the size of every file of the repo.
+// TotalBytes is the size of every file of the repo (those of known size).
 func (r *Remote) TotalBytes() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	var n int64
 	for _, s := range r.sizes {
 		if s > 0 {
@@ -157,20 +203,32 @@ func (r *Remote) fileURL(name string) string {
 	return fmt.Sprintf("%s/%s/resolve/%s/%s", r.opt.Endpoint, r.repo, r.commit, name)
 }
 
+// size is a file's size, -1 when unknown; ok is false for a file not listed.
+func (r *Remote) size(name string) (int64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.sizes[name]
+	return s, ok
+}
+
 // Open opens a file of the repo for range reads.
 func (r *Remote) Open(name string) (st.File, error) {
 	if err := st.CheckLocalName(name); err != nil {
 		return nil, err
 	}
-	size, ok := r.sizes[name]
+	size, ok := r.size(name)
 	if !ok {
 		return nil, fmt.Errorf("%s: %s: %w", r.Name(), name, fs.ErrNotExist)
 	}
 	if size < 0 {
-		if _, err := r.get(r.fileURL(name), 0, 1); err != nil {
+		// The listing gave no size: the first byte's answer tells it.
+		var b [1]byte
+		if err := r.fetch(r.opt.Context, r.fileURL(name), 0, 1, &sliceAt{b[:], 0}); err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		size = r.sizes[name]
+		if size, _ = r.size(name); size < 0 {
+			return nil, fmt.Errorf("%s: neither the Hub listing nor the server gives its size", name)
+		}
 	}
 	return &remoteFile{r: r, name: name, size: size}, nil
 }
@@ -190,8 +248,11 @@ func (f *remoteFile) Close() error { return nil }
 const maxPrefix = st.MaxHeaderSize + 8
 
 func (f *remoteFile) ReadAt(p []byte, off int64) (int, error) {
-	if off < 0 || off+int64(len(p)) > f.size {
+	if off < 0 || off > f.size || int64(len(p)) > f.size-off {
 		return 0, fmt.Errorf("%s: read [%d, %d) past the %d-byte file: %w", f.name, off, off+int64(len(p)), f.size, io.ErrUnexpectedEOF)
+	}
+	if len(p) == 0 {
+		return 0, nil
 	}
 	f.mu.Lock()
 	if off+int64(len(p)) <= int64(len(f.prefix)) {
@@ -203,164 +264,15 @@ func (f *remoteFile) ReadAt(p []byte, off int64) (int, error) {
 	if f.r.readSpool(f.name, p, off) {
 		return len(p), nil
 	}
-	b, err := f.r.get(f.r.fileURL(f.name), off, int64(len(p)))
-	if err != nil {
+	if err := f.r.fetch(f.r.opt.Context, f.r.fileURL(f.name), off, int64(len(p)), &sliceAt{p, off}); err != nil {
 		return 0, fmt.Errorf("%s: %w", f.name, err)
 	}
-	copy(p, b)
 	f.mu.Lock()
 	if off == int64(len(f.prefix)) && off+int64(len(p)) <= maxPrefix {
-		f.prefix = append(f.prefix, b...)
+		f.prefix = append(f.prefix, p...)
 	}
 	f.mu.Unlock()
 	return len(p), nil
-}
-
-// errPermanent marks answers that retrying cannot fix.
-type errPermanent struct{ error }
-
-// get fetches url, or the n bytes at off when n > 0, retrying transient
-// failures (connection errors, short bodies, 429, 5xx) with capped backoff.
-func (r *Remote) get(u string, off, n int64) ([]byte, error) {
-	var last error
-	delay := r.opt.BaseDelay
-	for attempt := 0; attempt <= r.opt.Retries; attempt++ {
-		if attempt > 0 {
-			select {
-			case <-time.After(delay):
-			case <-r.opt.Context.Done():
-				return nil, r.opt.Context.Err()
-			}
-			delay = min(2*delay, 8*time.Second)
-		}
-		b, wait, err := r.getOnce(u, off, n)
-		if err == nil {
-			return b, nil
-		}
-		var perm errPermanent
-		if errors.As(err, &perm) {
-			return nil, perm.error
-		}
-		if r.opt.Context.Err() != nil {
-			return nil, r.opt.Context.Err()
-		}
-		last = err
-		if wait > 0 {
-			delay = min(wait, 30*time.Second)
-		}
-	}
-	return nil, fmt.Errorf("giving up after %d attempts: %w", r.opt.Retries+1, last)
-}
-
-func (r *Remote) getOnce(u string, off, n int64) ([]byte, time.Duration, error) {
-	req, err := http.NewRequestWithContext(r.opt.Context, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, 0, errPermanent{err}
-	}
-	if n > 0 {
-		req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", off, off+n-1))
-	}
-	if r.opt.Token != "" && sameHost(u, r.opt.Endpoint) {
-		req.Header.Set("Authorization", "Bearer "+r.opt.Token)
-	}
-	resp, err := r.opt.Client.Do(req)
-	if err != nil {
-		return nil, 0, err // connection refused, reset, timeout: transient
-	}
-	defer resp.Body.Close()
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
-		return nil, 0, errPermanent{fmt.Errorf("%s: not found (404)", redact(u))}
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return nil, 0, errPermanent{fmt.Errorf("%s: access denied (%d); gated repos need HF_TOKEN", redact(u), resp.StatusCode)}
-	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
-		wait := time.Duration(0)
-		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s >= 0 {
-			wait = time.Duration(s) * time.Second
-		}
-		return nil, wait, fmt.Errorf("%s: %s", redact(u), resp.Status)
-	case n > 0 && resp.StatusCode == http.StatusPartialContent:
-		if err := r.checkRange(u, resp.Header.Get("Content-Range"), off, n); err != nil {
-			return nil, 0, errPermanent{err}
-		}
-	case resp.StatusCode == http.StatusOK:
-		if n > 0 {
-			if resp.ContentLength >= 0 && r.knownSize(u) >= 0 && resp.ContentLength != r.knownSize(u) {
-				return nil, 0, errPermanent{fmt.Errorf("%s: the server's size %d differs from the listed %d", redact(u), resp.ContentLength, r.knownSize(u))}
-			}
-			// A server that ignores Range: read up to the wanted bytes only.
-			if _, err := io.CopyN(io.Discard, resp.Body, off); err != nil {
-				return nil, 0, err
-			}
-		}
-	default:
-		return nil, 0, errPermanent{fmt.Errorf("%s: unexpected answer %s", redact(u), resp.Status)}
-	}
-	var body []byte
-	if n > 0 {
-		body = make([]byte, n)
-		k, err := io.ReadFull(resp.Body, body)
-		r.fetched.Add(int64(k))
-		if err != nil {
-			return nil, 0, fmt.Errorf("%s: connection dropped after %d of %d bytes: %w", redact(u), k, n, err)
-		}
-		return body, 0, nil
-	}
-	body, err = io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	r.fetched.Add(int64(len(body)))
-	if err != nil {
-		return nil, 0, err
-	}
-	return body, 0, nil
-}
-
-// checkRange checks a Content-Range answer against the request and the listed size.
-func (r *Remote) checkRange(u, cr string, off, n int64) error {
-	var a, b, total int64
-	if _, err := fmt.Sscanf(cr, "bytes %d-%d/%d", &a, &b, &total); err != nil {
-		return fmt.Errorf("%s: malformed Content-Range %q", redact(u), cr)
-	}
-	if a != off || b != off+n-1 {
-		return fmt.Errorf("%s: asked for bytes %d-%d, got %d-%d", redact(u), off, off+n-1, a, b)
-	}
-	name := r.nameOf(u)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if want, ok := r.sizes[name]; ok {
-		if want < 0 {
-			r.sizes[name] = total
-		} else if want != total {
-			return fmt.Errorf("%s: the server says the file has %d bytes, the Hub listing says %d (size mismatch)", name, total, want)
-		}
-	}
-	return nil
-}
-
-func (r *Remote) nameOf(u string) string {
-	return strings.TrimPrefix(u, fmt.Sprintf("%s/%s/resolve/%s/", r.opt.Endpoint, r.repo, r.commit))
-}
-
-func (r *Remote) knownSize(u string) int64 {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if s, ok := r.sizes[r.nameOf(u)]; ok {
-		return s
-	}
-	return -1
-}
-
-func sameHost(u, endpoint string) bool {
-	a, err1 := url.Parse(u)
-	b, err2 := url.Parse(endpoint)
-	return err1 == nil && err2 == nil && a.Scheme == b.Scheme && a.Host == b.Host
-}
-
-// redact drops the query (never holds a token here, but keeps messages short).
-func redact(u string) string {
-	if i := strings.IndexByte(u, '?'); i >= 0 {
-		return u[:i]
-	}
-	return u
 }
 
 // Range is a byte range [Begin, End) of a file.
@@ -391,8 +303,8 @@ type spoolFile struct {
 }
 
 // Prefetch fetches the given ranges of each file (coalesced, in pieces of at
-// most 64 MiB, Parallel at a time) into a local spool, so the conversion that
-// follows reads them from disk in bounded memory.
+// most 64 MiB, Parallel at a time) straight into a local spool, so the
+// conversion that follows reads them from disk in bounded memory.
 func (r *Remote) Prefetch(ranges map[string][]Range) error {
 	if r.spool == "" {
 		d, err := os.MkdirTemp(r.opt.SpoolDir, "mtpconv-hub-")
@@ -401,7 +313,7 @@ func (r *Remote) Prefetch(ranges map[string][]Range) error {
 		}
 		r.spool = d
 	}
-	g, _ := errgroup.WithContext(r.opt.Context)
+	g, ctx := errgroup.WithContext(r.opt.Context)
 	g.SetLimit(r.opt.Parallel)
 	files := make([]string, 0, len(ranges))
 	for f := range ranges {
@@ -409,8 +321,13 @@ func (r *Remote) Prefetch(ranges map[string][]Range) error {
 	}
 	sort.Strings(files)
 	for i, name := range files {
+		if _, ok := r.size(name); !ok {
+			g.Wait()
+			return fmt.Errorf("%s: %s: %w", r.Name(), name, fs.ErrNotExist)
+		}
 		sf, err := os.Create(filepath.Join(r.spool, fmt.Sprintf("%d.part", i)))
 		if err != nil {
+			g.Wait()
 			return err
 		}
 		spool := &spoolFile{f: sf}
@@ -424,14 +341,12 @@ func (r *Remote) Prefetch(ranges map[string][]Range) error {
 			}
 		}
 		for _, p := range pieces {
-			name, p := name, p
 			g.Go(func() error {
-				b, err := r.get(r.fileURL(name), p.Begin, p.End-p.Begin)
-				if err != nil {
-					return fmt.Errorf("%s: %w", name, err)
+				if p.Begin < 0 {
+					return fmt.Errorf("%s: range [%d, %d) starts before the file", name, p.Begin, p.End)
 				}
-				if _, err := spool.f.WriteAt(b, p.Begin); err != nil {
-					return err
+				if err := r.fetch(ctx, r.fileURL(name), p.Begin, p.End-p.Begin, spool.f); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
 				}
 				r.mu.Lock()
 				spool.covered = append(spool.covered, p)

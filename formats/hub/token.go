@@ -1,0 +1,80 @@
+package hub
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// FindToken finds the Hugging Face token as the Hugging Face tools do:
+// $HF_TOKEN, else the file the Hugging Face CLI's login writes ($HF_TOKEN_PATH,
+// else $HF_HOME/token, else $XDG_CACHE_HOME/huggingface/token, else
+// ~/.cache/huggingface/token), trimmed. No file means no token. The token
+// itself never appears in an error.
+func FindToken() (string, error) {
+	if t := cleanToken(os.Getenv("HF_TOKEN")); t != "" {
+		return t, nil
+	}
+	path := TokenPath()
+	if path == "" {
+		return "", nil
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("the Hugging Face token file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
+	if err != nil {
+		return "", fmt.Errorf("the Hugging Face token file %s: %w", path, err)
+	}
+	return cleanToken(string(b)), nil
+}
+
+// TokenPath is where the Hugging Face CLI keeps the token of its login.
+func TokenPath() string {
+	if p := os.Getenv("HF_TOKEN_PATH"); p != "" {
+		return p
+	}
+	home := hfHome()
+	if home == "" {
+		return ""
+	}
+	return filepath.Join(home, "token")
+}
+
+// hfHome is $HF_HOME, else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface.
+func hfHome() string {
+	if d := os.Getenv("HF_HOME"); d != "" {
+		return d
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "huggingface")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".cache", "huggingface")
+}
+
+// cleanToken drops line breaks and surrounding space, as the Hugging Face tools do.
+func cleanToken(s string) string {
+	return strings.TrimSpace(strings.NewReplacer("\r", "", "\n", "").Replace(s))
+}
+
+// Offline reports whether HF_HUB_OFFLINE asks for no network use (1, ON, YES or TRUE).
+func Offline() bool {
+	switch strings.ToUpper(strings.TrimSpace(os.Getenv("HF_HUB_OFFLINE"))) {
+	case "1", "ON", "YES", "TRUE":
+		return true
+	}
+	return false
+}
