@@ -66,7 +66,8 @@ type Outcome struct {
 	SourceTotal  int64
 	Reused       []string
 	Notes        []string
-	PeakMemory   int64 // dry run: the estimate for Jobs
+	Warnings     []string // what the card leaves out and why
+	PeakMemory   int64    // dry run: the estimate for Jobs
 }
 
 // Export plans the request's target, then (unless a dry run) writes the
@@ -147,9 +148,13 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 		for _, f := range res.Files {
 			res.BytesOut += f.Size
 		}
+		model, notes := describeModel(r)
+		if !r.NoCard {
+			oc.Warnings = append(oc.Warnings, notes...)
+		}
 		man := &manifests.Manifest{
 			Schema: manifests.SchemaVersion, Tool: manifests.Tool{Name: "mtpconv", Version: r.Version},
-			Source: fingerprint, Target: plan.Target, Options: plan.Options, Model: describeModel(r),
+			Source: fingerprint, Target: plan.Target, Options: plan.Options, Model: model,
 			Tensors: res.Tensors, Files: res.Files, BytesRead: res.BytesRead,
 		}
 		man.Source.Tensors = res.Sources
@@ -168,7 +173,7 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 			oc.Files = append(oc.Files, mf)
 		}
 		if !r.NoCard {
-			card := manifests.Card(man, nil)
+			card := manifests.Card(man, t.Card(man), nil)
 			if err := os.WriteFile(filepath.Join(dir, manifests.CardFile), card, 0o644); err != nil {
 				return err
 			}
@@ -245,12 +250,20 @@ func fileRecord(dir, name string) (manifests.File, error) {
 // NormConvention is how every output stores zero-centred norms.
 const NormConvention = "zero-centred RMSNorm weights stored shifted: 1+w (the +1 is applied by mtpconv; loaders must not add it again)"
 
-// describeModel fills the manifest's model section.
-func describeModel(r Request) manifests.Model {
+// describeModel fills the manifest's model section; notes say what the
+// card leaves out and why.
+func describeModel(r Request) (manifests.Model, []string) {
 	m := r.Model
+	var notes []string
 	base := r.BaseModel
-	if base == "" {
-		base = m.BaseModelGuess()
+	switch {
+	case base != "" && !IsHubID(base):
+		notes = append(notes, fmt.Sprintf("--base-model %q is not a Hub id ORG/NAME: the card names no base model", base))
+		base = ""
+	case base == "":
+		if base = m.BaseModelGuess(); base == "" {
+			notes = append(notes, "the source names no Hub model: the card names no base model (pass --base-model ORG/NAME)")
+		}
 	}
 	lic := r.License
 	if lic == "" {
@@ -258,7 +271,7 @@ func describeModel(r Request) manifests.Model {
 	}
 	return manifests.Model{Family: m.Family, ModelType: m.Config.ModelType, BaseModel: base, License: lic,
 		HiddenSize: m.Config.HiddenSize, NumExperts: m.Config.NumExperts, ExpertsPerTok: m.Config.NumExpertsPerTok,
-		MTPDepth: m.MTPDepth, NormConvention: NormConvention}
+		MTPDepth: m.MTPDepth, NormConvention: NormConvention}, notes
 }
 
 // planHash identifies a plan over a source, so a resumed run only reuses

@@ -58,6 +58,7 @@ func (q *Quant) CodeType() st.DType {
 // X.weight (U32 packed), X.scales and X.biases (DType).
 type OutTensor struct {
 	Name       string    `json:"name"`
+	Component  string    `json:"component"`
 	File       string    `json:"file"`
 	Segments   []Segment `json:"segments"`
 	RowLen     int64     `json:"row_len"`

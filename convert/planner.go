@@ -12,10 +12,18 @@ import (
 // the conv1d relayout, dtypes kept as stored. Targets choose names, files,
 // dtypes and quantization.
 type Planner struct {
-	M    *Model
-	File string
-	Out  []OutTensor
+	M         *Model
+	File      string
+	Component string // of the tensors added next: ComponentTrunk, ComponentHead or ComponentLMHead
+	Out       []OutTensor
 }
+
+// Components of an output, as cards and summaries group tensors.
+const (
+	ComponentTrunk  = "trunk"
+	ComponentHead   = "head"
+	ComponentLMHead = "lm_head"
+)
 
 // QuantRule decides the quantization of a linear weight (src the source
 // tensor, name the output, in its row length), or nil to keep it float.
@@ -53,6 +61,7 @@ func (pl *Planner) Plain(src, name string, dtype st.DType, rule QuantRule) {
 // Add appends a planned tensor, recording its cast and quantization.
 func (pl *Planner) Add(t OutTensor, q *Quant) {
 	t.File = pl.File
+	t.Component = pl.Component
 	if t.DType != pl.M.Checkpoint.Tensors[t.Segments[0].Source].DType {
 		t.Transforms = append(t.Transforms, TCast)
 	}
@@ -103,6 +112,7 @@ func (pl *Planner) Experts(blk ExpertBlock, outLayer string, dtype st.DType, rul
 // the name without the head prefix), experts stacked.
 func (pl *Planner) Head(rename func(string) string, dtype st.DType, rule QuantRule) {
 	hp := pl.M.Spec.HeadPrefix
+	pl.Component = ComponentHead
 	for _, n := range pl.M.Checkpoint.Names {
 		if !pl.M.IsHead(n) || pl.M.IsRoutedExpert(n) {
 			continue

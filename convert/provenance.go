@@ -3,29 +3,43 @@ package convert
 import (
 	"encoding/json"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
+// hubID is what the Hub accepts as a repo id: ORG/NAME.
+var hubID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
+// IsHubID reports whether s is a Hub repo id (ORG/NAME).
+func IsHubID(s string) bool { return hubID.MatchString(s) && !strings.Contains(s, "..") }
+
 // BaseModelGuess names the source model for cards: config.json's
 // _name_or_path when it is a Hub id, the repo of a Hugging Face cache
-// snapshot path, else the folder name.
+// snapshot path or of a hf:// source; "" when none is known.
 func (m *Model) BaseModelGuess() string {
 	var c struct {
 		NameOrPath string `json:"_name_or_path"`
 	}
-	if json.Unmarshal(m.Config.Raw, &c) == nil && strings.Count(c.NameOrPath, "/") == 1 && !strings.HasPrefix(c.NameOrPath, ".") {
+	if json.Unmarshal(m.Config.Raw, &c) == nil && IsHubID(c.NameOrPath) {
 		return c.NameOrPath
 	}
 	dir := filepath.Clean(m.Checkpoint.Source.Name())
 	parts := strings.Split(filepath.ToSlash(dir), "/")
 	for i, p := range parts {
 		if rest, ok := strings.CutPrefix(p, "models--"); ok && i+2 < len(parts) && parts[i+1] == "snapshots" {
-			return strings.Replace(rest, "--", "/", 1)
+			if id := strings.Replace(rest, "--", "/", 1); IsHubID(id) {
+				return id
+			}
 		}
 	}
-	return filepath.Base(dir)
+	if rest, ok := strings.CutPrefix(m.Checkpoint.Source.Name(), "hf://"); ok {
+		if id, _, _ := strings.Cut(rest, "@"); IsHubID(id) {
+			return id
+		}
+	}
+	return ""
 }
 
 // License reads the license from the front matter of the source's README.md,

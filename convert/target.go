@@ -22,6 +22,8 @@ type Target interface {
 	Accepts() []string
 	// Plan decides the whole export. o holds every option, defaults not yet applied.
 	Plan(m *Model, o Options) (*Plan, error)
+	// Card is what the model card and summaries say about an output of this target.
+	Card(man *manifests.Manifest) manifests.TargetCard
 }
 
 // Finisher is a Target whose files are completed after Run: Finish writes
@@ -124,3 +126,12 @@ type UsageError struct{ Err error }
 
 func (e UsageError) Error() string { return e.Err.Error() }
 func (e UsageError) Unwrap() error { return e.Err }
+
+// CardOf is what an output's target says about it on cards and summaries
+// (nothing for a target this build does not know).
+func CardOf(man *manifests.Manifest) manifests.TargetCard {
+	if t, ok := targets[man.Target]; ok {
+		return t.Card(man)
+	}
+	return manifests.TargetCard{}
+}

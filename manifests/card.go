@@ -11,19 +11,39 @@ import (
 // CardFile is the model card's file name.
 const CardFile = "README.md"
 
-// Card renders README.md, a Hugging Face model card, from a manifest and,
-// when there is one, a verify report.
-func Card(m *Manifest, report *Report) []byte {
+// TargetCard is what a target says about its outputs on a card: the Hub
+// library, one sentence on what the folder holds, how it pairs with the
+// trunk, how the experts are stored, how to run it (markdown), and warnings.
+type TargetCard struct {
+	Library  string
+	What     string
+	Pairing  string
+	Experts  string
+	HowToRun []string
+	Warnings []string
+}
+
+// Card renders README.md, a Hugging Face model card, from a manifest, what
+// its target says about it and, when there is one, a verify report.
+func Card(m *Manifest, tc TargetCard, report *Report) []byte {
 	var b bytes.Buffer
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
 	q := func(s string) string { j, _ := json.Marshal(s); return string(j) } // a JSON string is a YAML scalar
-	library := map[string]string{"mlx": "mlx", "combined": "mlx", "openvino": "openvino"}[m.Target]
+	library := tc.Library
 	if library == "" {
 		library = m.Target
 	}
+	name := m.Model.BaseModel
+	if name == "" {
+		name = m.Source.Name
+	}
 	p("---")
-	p("base_model: %s", q(m.Model.BaseModel))
-	p("base_model_relation: quantized")
+	if m.Model.BaseModel != "" {
+		p("base_model: %s", q(m.Model.BaseModel))
+		if quantized(m) {
+			p("base_model_relation: quantized")
+		}
+	}
 	p("library_name: %s", library)
 	p("pipeline_tag: text-generation")
 	p("license: %s", q(m.Model.License))
@@ -33,19 +53,15 @@ func Card(m *Manifest, report *Report) []byte {
 	}
 	p("---")
 	p("")
-	what := map[string]string{
-		"mlx":      "the multi-token-prediction (MTP) head as an MLX speculative drafter (mlx-vlm's `qwen3_5_mtp` format)",
-		"combined": "one MLX file holding the trunk in stock mlx-lm's layout plus the MTP head inline (`mtp.*`)",
-		"openvino": "the MTP layer and an lm_head as OpenVINO IR",
-	}[m.Target]
-	p("# %s: MTP head (%s)", m.Model.BaseModel, m.Target)
+	p("# %s: MTP head (%s)", name, m.Target)
 	p("")
-	p("This folder holds %s, exported from `%s` by %s %s.", what, m.Model.BaseModel, m.Tool.Name, m.Tool.Version)
-	switch m.Target {
-	case "mlx":
-		p("It pairs with an MLX conversion of the same trunk (`%s`): the drafter shares the trunk's embedding and lm_head.", m.Model.BaseModel)
-	case "combined":
-		p("The trunk is the whole model; the head in the same file drafts for it.")
+	p("This folder holds %s, exported from `%s` by %s %s.", tc.What, name, m.Tool.Name, m.Tool.Version)
+	if tc.Pairing != "" {
+		p("%s", strings.ReplaceAll(tc.Pairing, "{base}", name))
+	}
+	for _, w := range tc.Warnings {
+		p("")
+		p("Warning: %s", w)
 	}
 	p("")
 	p("## Precision")
@@ -61,40 +77,13 @@ func Card(m *Manifest, report *Report) []byte {
 	p("## Model")
 	p("")
 	p("- family `%s`, hidden size %d, MTP depth %d", m.Model.Family, m.Model.HiddenSize, m.Model.MTPDepth)
-	p("- experts: all %d routed experts (top-%d) are present in every MoE block, stacked as `switch_mlp` `[E, out, in]`", m.Model.NumExperts, m.Model.ExpertsPerTok)
+	p("- experts: all %d routed experts (top-%d) are present in every MoE block, %s", m.Model.NumExperts, m.Model.ExpertsPerTok, tc.Experts)
 	p("- norm convention: %s", m.Model.NormConvention)
 	p("")
 	p("## How to run")
 	p("")
-	switch m.Target {
-	case "mlx":
-		p("With mlx-vlm (0.7.10 tested) as the drafter of the matching trunk:")
-		p("")
-		p("```python")
-		p("from mlx_vlm.speculative.drafters import load_drafter")
-		p("drafter, kind = load_drafter(\"PATH/TO/THIS/FOLDER\")  # kind == \"mtp\"")
-		p("```")
-	case "combined":
-		p("The trunk loads with stock mlx-lm (0.32.2 tested; versions 0.30.7 to 0.31.3 shift the norms a second time when `mtp.*` keys are present, do not use them):")
-		p("")
-		p("```sh")
-		p("mlx_lm.generate --model PATH/TO/THIS/FOLDER --prompt \"Hello\"")
-		p("```")
-		p("")
-		p("One-file engines such as lemon-mlx-engine read the `mtp.*` head from the same file.")
-	case "openvino":
-		p("With the OpenVINO runtime (2026.4.1 tested), next to the trunk that produces `hidden_states` (after its final norm) and the embeddings of the next tokens:")
-		p("")
-		p("```python")
-		p("import openvino as ov")
-		p("core = ov.Core()")
-		p("layer = core.compile_model(\"openvino_mtp_layer.xml\", \"CPU\")")
-		p("lm_head = core.compile_model(\"openvino_mtp_lm_head.xml\", \"CPU\")")
-		p("req = layer.create_infer_request()  # holds the MTP layer's own KV cache; req.reset_state() starts over")
-		p("h = req.infer({\"inputs_embeds\": e, \"hidden_states\": h_trunk, \"attention_mask\": mask,")
-		p("               \"position_ids\": pos, \"beam_idx\": beam})[\"last_hidden_state\"]")
-		p("draft_token = lm_head(h[:, -1:])[\"logits\"].argmax(-1)")
-		p("```")
+	for _, l := range tc.HowToRun {
+		p("%s", l)
 	}
 	p("")
 	p("## Verification")
@@ -128,15 +117,11 @@ type precisionRow struct {
 func precisionRows(m *Manifest) []precisionRow {
 	counts := map[[2]string]int{}
 	for _, t := range m.Tensors {
-		comp := "head"
-		if m.Target == "combined" && !strings.HasPrefix(t.Name, "mtp.") {
-			comp = "trunk"
+		comp := t.Component
+		if comp == "" {
+			comp = "head"
 		}
-		prec := t.DType
-		if q, ok := t.Has("quantize"); ok {
-			prec = fmt.Sprintf("%d-bit affine, group %d (%s scales)", q.Bits, q.Group, t.DType)
-		}
-		counts[[2]string{comp, prec}]++
+		counts[[2]string{comp, precisionWords(&t)}]++
 	}
 	var rows []precisionRow
 	for k, n := range counts {
@@ -144,7 +129,7 @@ func precisionRows(m *Manifest) []precisionRow {
 	}
 	sort.Slice(rows, func(i, j int) bool {
 		if rows[i].component != rows[j].component {
-			return rows[i].component > rows[j].component // trunk before head
+			return componentOrder[rows[i].component] < componentOrder[rows[j].component]
 		}
 		return rows[i].precision < rows[j].precision
 	})
@@ -162,4 +147,33 @@ func options(o map[string]string) string {
 		parts = append(parts, fmt.Sprintf("`%s=%s`", k, o[k]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+var componentOrder = map[string]int{"trunk": 0, "head": 1, "lm_head": 2}
+
+// precisionWords says how a tensor is stored, in the words of its format.
+func precisionWords(t *Tensor) string {
+	q, ok := t.Has("quantize")
+	if !ok {
+		return t.DType
+	}
+	if q.Mode == "nncf" {
+		kind := map[bool]string{true: "symmetric", false: "asymmetric"}[q.Sym]
+		group := fmt.Sprintf("group %d", q.Group)
+		if q.Group <= 0 {
+			group = "per output channel"
+		}
+		return fmt.Sprintf("int%d %s, %s (f16 scales, NNCF)", q.Bits, kind, group)
+	}
+	return fmt.Sprintf("%d-bit affine, group %d (%s scales)", q.Bits, q.Group, t.DType)
+}
+
+// quantized reports whether any tensor of the output is quantized.
+func quantized(m *Manifest) bool {
+	for i := range m.Tensors {
+		if _, ok := m.Tensors[i].Has("quantize"); ok {
+			return true
+		}
+	}
+	return false
 }

@@ -123,6 +123,7 @@ type QuantError struct {
 // Tensor is one output tensor: where it came from, what was done, what was written.
 type Tensor struct {
 	Name         string      `json:"name"`
+	Component    string      `json:"component,omitempty"` // trunk, head or lm_head
 	File         string      `json:"file"`
 	Sources      []string    `json:"sources"`
 	Segments     []Segment   `json:"segments"`

@@ -24,15 +24,13 @@ type PrecisionCount struct {
 // OldMLXLMWarning is the caveat of every MLX file that carries mtp.* keys.
 const OldMLXLMWarning = "this MLX file carries mtp.* tensors: mlx-lm 0.30.7 to 0.31.3 add +1 to every norm a second time when mtp.* keys are present (silent garbage); use mlx-lm >= 0.32.0, which drops mtp.* without shifting"
 
-// Summarize condenses a manifest.
-func Summarize(m *Manifest) *Summary {
+// Summarize condenses a manifest, with its target's warnings.
+func Summarize(m *Manifest, tc TargetCard) *Summary {
 	s := &Summary{Kind: "mtpconv_output", Target: m.Target, Tool: m.Tool, Source: m.Source.Name, Model: m.Model,
 		Options: m.Options, Tensors: len(m.Tensors), Files: m.Files, Warnings: []string{}}
 	for _, r := range precisionRows(m) {
 		s.Precisions = append(s.Precisions, PrecisionCount{r.component, r.precision, r.count})
 	}
-	if m.Target == "combined" {
-		s.Warnings = append(s.Warnings, OldMLXLMWarning)
-	}
+	s.Warnings = append(s.Warnings, tc.Warnings...)
 	return s
 }

@@ -74,6 +74,7 @@ type exportSummary struct {
 	BytesFetched int64    `json:"bytes_fetched,omitempty"`
 	SourceTotal  int64    `json:"source_total_bytes,omitempty"`
 	Notes        []string `json:"notes"`
+	Warnings     []string `json:"warnings"`
 }
 
 // holdAfterEnv is a test hook: the export blocks after writing the named
@@ -175,7 +176,7 @@ func runExport(c *cli.Context) error {
 	if req.DryRun {
 		return printDryRun(c, oc, req.Jobs)
 	}
-	sum := exportSummary{Target: req.Target, Out: req.Out, Tensors: oc.Tensors, Notes: oc.Notes, ReusedFiles: oc.Reused,
+	sum := exportSummary{Target: req.Target, Out: req.Out, Tensors: oc.Tensors, Notes: oc.Notes, Warnings: append([]string{}, oc.Warnings...), ReusedFiles: oc.Reused,
 		BytesRead: oc.BytesRead, BytesOut: oc.BytesOut, BytesFetched: oc.BytesFetched, SourceTotal: oc.SourceTotal}
 	for _, f := range oc.Files {
 		sum.Files = append(sum.Files, f.Name)
@@ -188,6 +189,9 @@ func runExport(c *cli.Context) error {
 	case !c.Bool("quiet"):
 		for _, n := range sum.Notes {
 			fmt.Fprintln(c.App.ErrWriter, "note:", n)
+		}
+		for _, w := range sum.Warnings {
+			fmt.Fprintln(c.App.ErrWriter, "warning:", w)
 		}
 		fmt.Fprintf(c.App.Writer, "exported %s: %d tensors, %d files, %d bytes in %.1fs (%d source bytes read, peak RSS %d MiB)\n",
 			req.Out, sum.Tensors, len(sum.Files), sum.BytesOut, sum.Seconds, sum.BytesRead, sum.PeakRSS>>20)

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/convert"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -69,7 +70,7 @@ func inspectOutput(c *cli.Context, dir string) (bool, error) {
 	if err != nil {
 		return true, fmt.Errorf("%s: %w", dir, err)
 	}
-	s := manifests.Summarize(m)
+	s := manifests.Summarize(m, convert.CardOf(m))
 	if c.Bool("json") {
 		return true, printJSON(c, s)
 	}

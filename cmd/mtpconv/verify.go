@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/convert"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -98,7 +99,7 @@ func cardCommand() *cli.Command {
 					return fmt.Errorf("%s: %w", manifests.ReportFile, err)
 				}
 			}
-			return os.WriteFile(filepath.Join(dir, manifests.CardFile), manifests.Card(m, report), 0o644)
+			return os.WriteFile(filepath.Join(dir, manifests.CardFile), manifests.Card(m, convert.CardOf(m), report), 0o644)
 		},
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/manifests"
 )
 
 // combined is --target combined: one MLX safetensors file holding the trunk
@@ -47,6 +48,7 @@ func (cb combined) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, er
 	pl := &convert.Planner{M: m, File: "model.safetensors"}
 	trunkName := func(n string) string { return m.Spec.MLX.TrunkName(m, n) }
 	trunkRule := o.rule(m, o.Trunk)
+	pl.Component = convert.ComponentTrunk
 	for _, n := range m.Checkpoint.Names {
 		if m.Group(n) != convert.GroupTrunk || m.IsRoutedExpert(n) {
 			continue
@@ -152,3 +154,22 @@ func shard(tensors []convert.OutTensor, max int64) ([]convert.OutTensor, []strin
 	index, err := indentJSON(object{{"metadata", object{{"total_size", total}}}, {"weight_map", weightMap}}, "    ")
 	return sorted, files, index, err
 }
+
+// Card: the trunk loads with stock mlx-lm; the head rides along inline.
+func (combined) Card(man *manifests.Manifest) manifests.TargetCard {
+	return manifests.TargetCard{
+		Library:  "mlx",
+		What:     "one MLX file holding the trunk in stock mlx-lm's layout plus the MTP head inline (`mtp.*`)",
+		Pairing:  "The trunk is the whole model; the head in the same file drafts for it.",
+		Experts:  "stacked as mlx-lm's `switch_mlp` `[E, out, in]`",
+		Warnings: []string{OldMLXLMWarning},
+		HowToRun: []string{
+			"The trunk loads with stock mlx-lm (0.32.2 tested; versions 0.30.7 to 0.31.3 shift the norms a second time when `mtp.*` keys are present, do not use them):",
+			"", "```sh", "mlx_lm.generate --model PATH/TO/THIS/FOLDER --prompt \"Hello\"", "```", "",
+			"One-file engines such as lemon-mlx-engine read the `mtp.*` head from the same file.",
+		},
+	}
+}
+
+// OldMLXLMWarning is the caveat of every MLX file that carries mtp.* keys.
+const OldMLXLMWarning = manifests.OldMLXLMWarning

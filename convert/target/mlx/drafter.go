@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/mtpconv/mtpconv/convert"
+	"github.com/mtpconv/mtpconv/manifests"
 )
 
 func init() {
@@ -101,4 +102,19 @@ func textConfigObject(m *convert.Model) (map[string]any, error) {
 		text["mtp_num_hidden_layers"] = m.MTPDepth
 	}
 	return text, nil
+}
+
+// Card: the drafter pairs with an MLX conversion of the same trunk.
+func (drafter) Card(man *manifests.Manifest) manifests.TargetCard {
+	return manifests.TargetCard{
+		Library: "mlx",
+		What:    "the multi-token-prediction (MTP) head as an MLX speculative drafter (mlx-vlm's `qwen3_5_mtp` format)",
+		Pairing: "It pairs with an MLX conversion of the same trunk (`{base}`): the drafter shares the trunk's embedding and lm_head.",
+		Experts: "stacked as mlx-lm's `switch_mlp` `[E, out, in]`",
+		HowToRun: []string{
+			"With mlx-vlm (0.7.10 tested) as the drafter of the matching trunk:",
+			"", "```python", "from mlx_vlm.speculative.drafters import load_drafter",
+			"drafter, kind = load_drafter(\"PATH/TO/THIS/FOLDER\")  # kind == \"mtp\"", "```",
+		},
+	}
 }

@@ -118,7 +118,7 @@ func (t target) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, error
 	if _, ok := m.Checkpoint.Tensors[lmHead]; !ok {
 		return nil, fmt.Errorf("%s: %s is missing", m.Checkpoint.Source.Name(), lmHead)
 	}
-	pl := &convert.Planner{M: m, File: LayerBin}
+	pl := &convert.Planner{M: m, File: LayerBin, Component: convert.ComponentHead}
 	for _, n := range m.Checkpoint.Names {
 		if !m.IsHead(n) || m.IsRoutedExpert(n) {
 			continue
@@ -139,7 +139,7 @@ func (t target) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, error
 	for j, blk := range m.MTPExperts {
 		pl.Experts(blk, m.Spec.HeadPrefix+"layers."+strconv.Itoa(j)+".", st.F16, func(string, string, int64) *convert.Quant { return clone(hq) })
 	}
-	pl.File = LMHeadBin
+	pl.File, pl.Component = LMHeadBin, convert.ComponentLMHead
 	linear(pl, lmHead, lq)
 	p := &convert.Plan{
 		Target: t.Name(), Tensors: pl.Out, TensorFiles: []string{LayerBin, LMHeadBin},
@@ -163,6 +163,25 @@ func linear(pl *convert.Planner, src string, q *convert.Quant) {
 	rows, cols := t.Shape[0], t.Shape[1]
 	out := convert.OutTensor{Name: src, Segments: []convert.Segment{{Source: src, Row: 0, Rows: rows}}, RowLen: cols, Shape: []int64{rows, cols}, DType: st.F16}
 	pl.Add(out, clone(q))
+}
+
+// Card: two IRs next to the trunk that produces the hidden states.
+func (target) Card(man *manifests.Manifest) manifests.TargetCard {
+	return manifests.TargetCard{
+		Library: "openvino",
+		What:    "the MTP layer and an lm_head as OpenVINO IR",
+		Experts: "as `[E, out, in]` constants the CPU plugin runs as gather-matmuls (only the top-k experts per token)",
+		HowToRun: []string{
+			"With the OpenVINO runtime (2026.4.1 tested), next to the trunk that produces `hidden_states` (after its final norm) and the embeddings of the next tokens:",
+			"", "```python", "import openvino as ov", "core = ov.Core()",
+			"layer = core.compile_model(\"" + LayerXML + "\", \"CPU\")",
+			"lm_head = core.compile_model(\"" + LMHeadXML + "\", \"CPU\")",
+			"req = layer.create_infer_request()  # holds the MTP layer's own KV cache; req.reset_state() starts over",
+			"h = req.infer({\"inputs_embeds\": e, \"hidden_states\": h_trunk, \"attention_mask\": mask,",
+			"               \"position_ids\": pos, \"beam_idx\": beam})[\"last_hidden_state\"]",
+			"draft_token = lm_head(h[:, -1:])[\"logits\"].argmax(-1)", "```",
+		},
+	}
 }
 
 // rtInfo is the model-level rt_info of our IRs: tool, source, precisions, norm convention.
