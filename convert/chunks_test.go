@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/convert"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 )
 

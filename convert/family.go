@@ -63,12 +63,12 @@ type Spec struct {
 	VisionPrefixes []string // the vision tower, dropped by every target
 	HeadPrefix     string   // every MTP tensor starts with it, e.g. "mtp."
 
-	TrunkTop   []Want                          // under the text prefix
-	LMHead     *Want                           // at the root; nil when tied to the embedding
-	TrunkLayer func(layerType string) []Want   // under the text prefix + "layers.{i}."
-	HeadTop    []Want                          // under HeadPrefix
-	HeadLayer  []Want                          // under HeadPrefix + "layers.{j}."
-	MoE        *MoE                            // nil for a dense MLP
+	TrunkTop   []Want                           // under the text prefix
+	LMHead     *Want                            // at the root; nil when tied to the embedding
+	TrunkLayer func(layerType string) []Want    // under the text prefix + "layers.{i}."
+	HeadTop    []Want                           // under HeadPrefix
+	HeadLayer  []Want                           // under HeadPrefix + "layers.{j}."
+	MoE        *MoE                             // nil for a dense MLP
 	Experts    func(layout ExpertLayout) []Want // the routed-expert tensors of one block, under a layer
 	Forward    func(m *Model) Forward           // the MTP forward, for targets that lower it
 	MLX        MLXSpec
@@ -137,15 +137,15 @@ type MLP struct {
 	Kind   string
 	Prefix string
 	// Sparse MoE: router, stacked expert weights, shared expert and its gate.
-	Router            string
-	Gate, Up, Down    string // stacked [E, out, in] (MoE) or [out, in] (dense)
-	Experts, TopK     int
-	NormTopK          bool
-	SharedPrefix      string
-	SharedGate        string
-	SharedUp          string
-	SharedDown        string
-	SharedExpertGate  string
+	Router           string
+	Gate, Up, Down   string // stacked [E, out, in] (MoE) or [out, in] (dense)
+	Experts, TopK    int
+	NormTopK         bool
+	SharedPrefix     string
+	SharedGate       string
+	SharedUp         string
+	SharedDown       string
+	SharedExpertGate string
 }
 
 // detectFamily finds the family of a config.

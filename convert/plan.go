@@ -169,9 +169,9 @@ type Plan struct {
 	Tensors     []OutTensor           `json:"tensors"`
 	TensorFiles []string              `json:"tensor_files"`
 	Formats     map[string]FileFormat `json:"formats,omitempty"` // of tensor files not in safetensors
-	Metadata    map[string]string `json:"metadata"` // safetensors __metadata__
-	Files       []OutFile         `json:"files"`
-	Notes       []string          `json:"notes"` // what the user should know (printed by export)
+	Metadata    map[string]string     `json:"metadata"`          // safetensors __metadata__
+	Files       []OutFile             `json:"files"`
+	Notes       []string              `json:"notes"` // what the user should know (printed by export)
 }
 
 // FileEntries returns the entries of a tensor file, sorted by name, and the

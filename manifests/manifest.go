@@ -7,6 +7,7 @@ package manifests
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -16,6 +17,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
 // FileName is the manifest's name inside an output folder.
@@ -177,7 +180,7 @@ func (m *Manifest) Write(dir string) error {
 
 // Load reads the manifest of an output folder.
 func Load(dir string) (*Manifest, error) {
-	b, err := os.ReadFile(filepath.Join(dir, FileName))
+	b, err := ReadRegularFile(filepath.Join(dir, FileName))
 	if err != nil {
 		return nil, err
 	}
@@ -189,6 +192,17 @@ func Load(dir string) (*Manifest, error) {
 		return nil, fmt.Errorf("%s: schema version %d, this tool reads %d", FileName, m.Schema, SchemaVersion)
 	}
 	return m, nil
+}
+
+// ReadRegularFile reads a whole local file, refusing anything but a regular
+// file (a FIFO would block the read forever, a device never end it).
+func ReadRegularFile(path string) ([]byte, error) {
+	f, _, err := st.OpenRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -207,15 +221,36 @@ func SHA256(b []byte) string {
 
 // HashFile returns the size and hex sha256 of a file.
 func HashFile(path string) (int64, string, error) {
-	f, err := os.Open(path)
+	return HashFileContext(context.Background(), path)
+}
+
+// HashFileContext returns the size and hex sha256 of a regular file (see
+// st.OpenRegular), stopping early with ctx's error when ctx is done.
+func HashFileContext(ctx context.Context, path string) (int64, string, error) {
+	f, _, err := st.OpenRegular(path)
 	if err != nil {
 		return 0, "", err
 	}
 	defer f.Close()
 	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return 0, "", err
+	buf := make([]byte, hashChunk)
+	var n int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, "", err
+		}
+		k, err := f.Read(buf)
+		h.Write(buf[:k])
+		n += int64(k)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, "", err
+		}
 	}
 	return n, hex.EncodeToString(h.Sum(nil)), nil
 }
+
+// hashChunk is how many bytes are read between two looks at the context.
+const hashChunk = 1 << 20

@@ -1,17 +1,18 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
-	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/convert"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -40,9 +41,14 @@ func inspectCommand() *cli.Command {
 				return err
 			}
 			defer closeModel()
-			r, err := m.Inspect(c.Bool("hash"))
+			r, err := m.Inspect(false)
 			if err != nil {
 				return err
+			}
+			if c.Bool("hash") {
+				if err := hashTensors(c, m.Checkpoint, r); err != nil {
+					return err
+				}
 			}
 			if c.Bool("json") {
 				if err := printJSON(c, r); err != nil {
@@ -57,6 +63,34 @@ func inspectCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// hashTensors fills in the sha256 of every tensor of the report, reading
+// each in chunks and stopping within a chunk when the command is interrupted.
+func hashTensors(c *cli.Context, ck *st.Checkpoint, r *convert.Report) error {
+	delay := newTestDelay(c.App.ErrWriter)
+	delay.arm()
+	var buf []byte
+	for i := range r.Tensors {
+		tr := &r.Tensors[i]
+		t := ck.Tensors[tr.Name]
+		h := sha256.New()
+		const chunk = 8 << 20
+		for off := int64(0); off < t.Bytes(); off += chunk {
+			if err := c.Context.Err(); err != nil {
+				return err
+			}
+			delay.wait()
+			var err error
+			buf, err = ck.ReadRange(t, off, min(chunk, t.Bytes()-off), buf)
+			if err != nil {
+				return err
+			}
+			h.Write(buf)
+		}
+		tr.SHA256 = hex.EncodeToString(h.Sum(nil))
+	}
+	return nil
 }
 
 // inspectOutput describes a folder written by mtpconv (it has a manifest), or
@@ -97,11 +131,10 @@ func inspectOutput(c *cli.Context, dir string) (bool, error) {
 func foreignMLXWarning(c *cli.Context, dir string) error {
 	names, _ := filepath.Glob(filepath.Join(dir, "model*.safetensors"))
 	for _, n := range names {
-		f, err := os.Open(n)
+		f, fi, err := st.OpenRegular(n)
 		if err != nil {
 			continue
 		}
-		fi, _ := f.Stat()
 		h, err := st.ReadHeader(f, fi.Size(), filepath.Base(n))
 		f.Close()
 		if err != nil || h.Metadata["format"] != "mlx" {

@@ -12,13 +12,17 @@ import (
 	"os/signal"
 	"runtime/pprof"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtpconv/mtpconv/convert"
 	_ "github.com/mtpconv/mtpconv/convert/target/mlx"      // registers mlx and combined
 	_ "github.com/mtpconv/mtpconv/convert/target/openvino" // registers openvino
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -26,9 +30,10 @@ var version = "0.1.0-dev"
 
 // Exit codes.
 const (
-	exitOK      = 0
-	exitFailure = 1 // the input or the work failed
-	exitUsage   = 2 // the command line is wrong
+	exitOK          = 0
+	exitFailure     = 1   // the input or the work failed
+	exitUsage       = 2   // the command line is wrong
+	exitInterrupted = 130 // SIGINT or SIGTERM stopped the command (128 + SIGINT, as shells report it)
 )
 
 type usageError struct{ error }
@@ -42,13 +47,25 @@ func main() {
 			defer pprof.StopCPUProfile()
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args, os.Stdout, os.Stderr)
-	stop()
+	code := runWithSignals(os.Args, os.Stdout, os.Stderr)
 	if code != 0 {
 		pprof.StopCPUProfile()
 		os.Exit(code)
 	}
+}
+
+// runWithSignals runs the command line with a context that the first SIGINT
+// or SIGTERM cancels: every command's long loops watch it and stop within a
+// chunk, and the command exits with exitInterrupted. A second signal kills
+// the process outright.
+func runWithSignals(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // the default action again, for the second signal
+	}()
+	return run(ctx, args, stdout, stderr)
 }
 
 // run executes the command line and returns the exit code.
@@ -57,6 +74,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err := app.RunContext(ctx, reorderArgs(app, args))
 	if err == nil {
 		return exitOK
+	}
+	if ctx.Err() != nil {
+		if errors.Is(err, context.Canceled) {
+			err = errors.New("interrupted")
+		}
+		fmt.Fprintln(stderr, "mtpconv:", err)
+		return exitInterrupted
 	}
 	fmt.Fprintln(stderr, "mtpconv:", err)
 	var ue usageError
@@ -137,4 +161,71 @@ func reorderArgs(app *cli.App, args []string) []string {
 		out = append(append(out, "--"), pos...)
 	}
 	return out
+}
+
+// readDelayEnv is a test hook: set to a duration, it makes verify --src wait
+// that long before each source read once verification is under way, and
+// inspect --hash before each chunk it hashes, and announce the first wait on
+// stderr, so that a test can interrupt a run that would otherwise end too soon.
+const readDelayEnv = "MTPCONV_TEST_READ_DELAY"
+
+type testDelay struct {
+	d     time.Duration
+	w     io.Writer
+	armed atomic.Bool
+	once  sync.Once
+}
+
+// newTestDelay reads readDelayEnv; nil (no waits) when it is unset.
+func newTestDelay(w io.Writer) *testDelay {
+	d, err := time.ParseDuration(os.Getenv(readDelayEnv))
+	if err != nil || d <= 0 {
+		return nil
+	}
+	return &testDelay{d: d, w: w}
+}
+
+func (t *testDelay) arm() {
+	if t != nil {
+		t.armed.Store(true)
+	}
+}
+
+func (t *testDelay) wait() {
+	if t == nil || !t.armed.Load() {
+		return
+	}
+	t.once.Do(func() { fmt.Fprintln(t.w, "mtpconv: test hook: reading slowly") })
+	time.Sleep(t.d)
+}
+
+// source wraps src so that its files wait before each read.
+func (t *testDelay) source(src st.Source) st.Source {
+	if t == nil {
+		return src
+	}
+	return delayedSource{src, t}
+}
+
+type delayedSource struct {
+	st.Source
+	t *testDelay
+}
+
+func (s delayedSource) Open(name string) (st.File, error) {
+	f, err := s.Source.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return delayedFile{f, s.t}, nil
+}
+
+type delayedFile struct {
+	st.File
+	t *testDelay
+}
+
+func (f delayedFile) ReadAt(p []byte, off int64) (int, error) {
+	f.t.wait()
+	return f.File.ReadAt(p, off)
 }

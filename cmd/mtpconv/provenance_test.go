@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -20,10 +19,11 @@ import (
 	"github.com/mtpconv/mtpconv/quant"
 )
 
-// TestMain lets a test start this binary as the real command (for SIGKILL tests).
+// TestMain lets a test start this binary as the real command, signal handling
+// included (for the SIGKILL and SIGINT tests).
 func TestMain(m *testing.M) {
 	if os.Getenv("MTPCONV_AS_MAIN") == "1" {
-		os.Exit(run(context.Background(), append([]string{"mtpconv"}, os.Args[1:]...), os.Stdout, os.Stderr))
+		os.Exit(runWithSignals(append([]string{"mtpconv"}, os.Args[1:]...), os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }

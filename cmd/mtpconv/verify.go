@@ -4,13 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
-	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/convert"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -32,6 +33,7 @@ func verifyCommand() *cli.Command {
 				return usagef("verify takes one OUT folder, got %d arguments", c.NArg())
 			}
 			dir := c.Args().First()
+			delay := newTestDelay(c.App.ErrWriter)
 			var src *st.Checkpoint
 			if s := c.String("src"); s != "" {
 				source, remote, err := openSource(c, s)
@@ -39,20 +41,20 @@ func verifyCommand() *cli.Command {
 					return err
 				}
 				defer remote.Close()
-				ck, err := st.Open(source)
+				ck, err := st.Open(delay.source(source))
 				if err != nil {
 					return fmt.Errorf("%s: %w", s, err)
 				}
 				defer ck.Close()
 				src = ck
 			}
-			r, err := manifests.Verify(dir, src)
+			delay.arm()
+			r, err := manifests.Verify(c.Context, dir, src)
 			if err != nil {
 				return fmt.Errorf("%s: %w", dir, err)
 			}
 			if c.Bool("save") {
-				b, _ := json.MarshalIndent(r, "", "  ")
-				if err := os.WriteFile(filepath.Join(dir, manifests.ReportFile), append(b, '\n'), 0o644); err != nil {
+				if err := saveReport(c, dir, r); err != nil {
 					return err
 				}
 			}
@@ -78,6 +80,48 @@ func verifyCommand() *cli.Command {
 	}
 }
 
+// saveReport records the report in OUT for the card, unless the manifest
+// names files outside OUT or files that are not regular: such a report is
+// not published, and an earlier one is removed so the card cannot show it.
+func saveReport(c *cli.Context, dir string, r *manifests.Report) error {
+	path := filepath.Join(dir, manifests.ReportFile)
+	if r.Unsafe() {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		fmt.Fprintf(c.App.ErrWriter, "mtpconv: not saving %s: the manifest names files outside %s or files that are not regular\n", manifests.ReportFile, dir)
+		return nil
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileReplacing(path, append(b, '\n'))
+}
+
+// writeFileReplacing writes a file through a temporary sibling renamed over
+// it, so a symbolic link at path is replaced, never written through.
+func writeFileReplacing(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}
+
 func cardCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "card",
@@ -93,13 +137,17 @@ func cardCommand() *cli.Command {
 				return fmt.Errorf("%s: %w", dir, err)
 			}
 			var report *manifests.Report
-			if b, err := os.ReadFile(filepath.Join(dir, manifests.ReportFile)); err == nil {
+			b, err := manifests.ReadRegularFile(filepath.Join(dir, manifests.ReportFile))
+			switch {
+			case err == nil:
 				report = &manifests.Report{}
 				if err := json.Unmarshal(b, report); err != nil {
 					return fmt.Errorf("%s: %w", manifests.ReportFile, err)
 				}
+			case !errors.Is(err, fs.ErrNotExist):
+				return err
 			}
-			return os.WriteFile(filepath.Join(dir, manifests.CardFile), manifests.Card(m, convert.CardOf(m), report), 0o644)
+			return writeFileReplacing(filepath.Join(dir, manifests.CardFile), manifests.Card(m, convert.CardOf(m), report))
 		},
 	}
 }

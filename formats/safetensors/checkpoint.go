@@ -9,8 +9,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 // IndexFile is the name of a sharded checkpoint's index.
@@ -49,30 +51,88 @@ func (f osFile) Size() int64 { return f.size }
 // Name is the folder path.
 func (d DirSource) Name() string { return string(d) }
 
-// Open opens a file of the folder; names that leave the folder are refused.
+// Open opens a file of the folder; names that leave the folder are refused,
+// and so is anything but a regular file (see OpenRegular).
 func (d DirSource) Open(name string) (File, error) {
 	if err := CheckLocalName(name); err != nil {
 		return nil, err
 	}
-	f, err := os.Open(filepath.Join(string(d), filepath.FromSlash(name)))
+	f, st, err := OpenRegular(filepath.Join(string(d), filepath.FromSlash(name)))
 	if err != nil {
 		return nil, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("%s is not a regular file", name)
 	}
 	return osFile{f, st.Size()}, nil
 }
 
-// CheckLocalName refuses a file name that is absolute or leaves the checkpoint folder.
+// ErrNotRegular is what OpenRegular refuses: a FIFO, device, socket or folder.
+var ErrNotRegular = errors.New("not a regular file")
+
+// NotRegularError is OpenRegular's refusal of a path; it satisfies
+// errors.Is(err, ErrNotRegular).
+type NotRegularError struct {
+	Path string
+	Mode fs.FileMode
+}
+
+func (e *NotRegularError) Error() string {
+	return fmt.Sprintf("%s is not a regular file: it is %s", e.Path, e.What())
+}
+
+// What names the kind of file, such as "a named pipe (FIFO)".
+func (e *NotRegularError) What() string {
+	m := e.Mode
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a folder"
+	}
+	return "a " + m.Type().String()
+}
+
+// Is makes errors.Is(err, ErrNotRegular) hold.
+func (e *NotRegularError) Is(target error) bool { return target == ErrNotRegular }
+
+// OpenRegular opens a local file for reading if it is a regular file. A
+// FIFO or a device would block the open or the reads forever (or never
+// end), so the path is checked before it is opened, it is opened
+// non-blocking (a FIFO swapped in after the check cannot block the open
+// either), and the open file is checked again. Symbolic links are followed.
+func OpenRegular(path string) (*os.File, fs.FileInfo, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, nil, &NotRegularError{path, fi.Mode()}
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	if fi, err = f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = &NotRegularError{path, fi.Mode()}
+		}
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// CheckLocalName refuses a file name that is empty, absolute, holds a
+// backslash or a ".." component, or otherwise leaves the checkpoint folder.
+// (A ".." after a symlinked folder would leave it even when the name looks
+// local once cleaned.)
 func CheckLocalName(name string) error {
-	if name == "" || strings.Contains(name, `\`) || strings.HasPrefix(name, "/") || !filepath.IsLocal(filepath.FromSlash(name)) {
+	if name == "" || strings.Contains(name, `\`) || strings.HasPrefix(name, "/") || !filepath.IsLocal(filepath.FromSlash(name)) ||
+		slices.Contains(strings.Split(name, "/"), "..") {
 		return fmt.Errorf("file name %q leaves the checkpoint folder", name)
 	}
 	return nil

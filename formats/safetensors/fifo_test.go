@@ -1,0 +1,125 @@
+//go:build unix
+
+package safetensors
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// mkfifo makes a FIFO at path. If a test leaves a reader blocked on it,
+// cleanup opens the write end once, so the reader sees end of file.
+func mkfifo(t *testing.T, path string) {
+	t.Helper()
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	t.Cleanup(func() {
+		if f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	})
+}
+
+// within runs fn and fails the test if it does not return in time.
+func within(t *testing.T, d time.Duration, fn func() error) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		t.Fatalf("blocked for %v", d)
+		return nil
+	}
+}
+
+func TestLocalSourceRefusesNonRegularFiles(t *testing.T) {
+	const a = "model-00001-of-00001.safetensors"
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, dir string)
+		open  func(dir string) error
+		want  string
+	}{
+		{"FIFO shard", func(t *testing.T, dir string) {
+			mkfifo(t, filepath.Join(dir, a))
+			writeIndex(t, dir, map[string]string{"x": a})
+		}, func(dir string) error {
+			ck, err := Open(DirSource(dir))
+			if err == nil {
+				ck.Close()
+			}
+			return err
+		}, a + " is not a regular file: it is a named pipe (FIFO)"},
+		{"FIFO single file", func(t *testing.T, dir string) {
+			mkfifo(t, filepath.Join(dir, SingleFile))
+		}, func(dir string) error {
+			_, err := Open(DirSource(dir))
+			return err
+		}, SingleFile + " is not a regular file"},
+		{"FIFO index", func(t *testing.T, dir string) {
+			mkfifo(t, filepath.Join(dir, IndexFile))
+		}, func(dir string) error {
+			_, err := Open(DirSource(dir))
+			return err
+		}, IndexFile},
+		{"FIFO config.json", func(t *testing.T, dir string) {
+			mkfifo(t, filepath.Join(dir, "config.json"))
+		}, func(dir string) error {
+			_, err := ReadSmallFile(DirSource(dir), "config.json", 1<<20)
+			return err
+		}, "config.json is not a regular file: it is a named pipe (FIFO)"},
+		{"symlink to a FIFO", func(t *testing.T, dir string) {
+			mkfifo(t, filepath.Join(dir, "pipe"))
+			os.Symlink("pipe", filepath.Join(dir, "config.json"))
+		}, func(dir string) error {
+			_, err := ReadSmallFile(DirSource(dir), "config.json", 1<<20)
+			return err
+		}, "config.json is not a regular file"},
+		{"character device", func(t *testing.T, dir string) {
+			if err := os.Symlink("/dev/zero", filepath.Join(dir, "config.json")); err != nil {
+				t.Skip(err)
+			}
+		}, func(dir string) error {
+			_, err := ReadSmallFile(DirSource(dir), "config.json", 1<<20)
+			return err
+		}, "config.json is not a regular file: it is a character device"},
+		{"folder", func(t *testing.T, dir string) {
+			os.Mkdir(filepath.Join(dir, "config.json"), 0o755)
+		}, func(dir string) error {
+			_, err := ReadSmallFile(DirSource(dir), "config.json", 1<<20)
+			return err
+		}, "config.json is not a regular file: it is a folder"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			c.setup(t, dir)
+			err := within(t, 5*time.Second, func() error { return c.open(dir) })
+			if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrNotRegular) {
+				t.Fatalf("error %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestOpenRegularRegularFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(p, []byte("abc"), 0o644)
+	f, fi, err := OpenRegular(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, 3)
+	if n, err := f.ReadAt(b, 0); n != 3 || err != nil || string(b) != "abc" || fi.Size() != 3 {
+		t.Fatalf("%d %v %q %d", n, err, b, fi.Size())
+	}
+}
