@@ -36,7 +36,7 @@ func exportCommand() *cli.Command {
 			&cli.IntFlag{Name: convert.OptGroupSize, Value: 64, Usage: "quantization group size: mlx, combined 32 | 64 | 128; openvino int4 64 | 128"},
 			&cli.StringFlag{Name: convert.OptMLXRounding, Usage: "mlx, combined: gpu (what mlx_lm.convert gives on Apple silicon, the default) | cpu (MLX's CPU kernel)"},
 			&cli.IntFlag{Name: convert.OptRouterBits, Value: 8, Usage: "mlx, combined: bits of the MoE router and shared_expert_gate when quantized, at group size 64, as mlx-lm does (0: same as their component)"},
-			&cli.IntFlag{Name: "jobs", Value: 0, Usage: "chunks converted in parallel (default: all cores); never changes the bytes"},
+			&cli.IntFlag{Name: "jobs", Value: 0, Usage: "chunks converted in parallel, at least 1 (default: all cores); never changes the bytes"},
 			&cli.BoolFlag{Name: "keep-source-cache", Usage: "keep the source bytes read in the page cache (by default, bytes that were not cached before are dropped once read)"},
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing output folder"},
 			&cli.BoolFlag{Name: "resume", Usage: "continue an interrupted export into the same --out, reusing finished files whose hashes match"},
@@ -125,6 +125,9 @@ func runExport(c *cli.Context) error {
 	o, err := exportOptions(c)
 	if err != nil {
 		return err
+	}
+	if c.IsSet("jobs") && c.Int("jobs") < 1 {
+		return usagef("--jobs %d: must be 1 or more (leave it out to use every core)", c.Int("jobs"))
 	}
 	req := convert.Request{
 		Target: c.String("target"), Options: o, Out: c.String("out"), Force: c.Bool("force"), Resume: c.Bool("resume"),

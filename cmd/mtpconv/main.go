@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -98,7 +99,7 @@ func isCLIUsage(err error) bool {
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:            "mtpconv",
 		Usage:           "export the MTP head of Qwen3.5/3.6-MoE and Qwen3-Next for OpenVINO and MLX",
 		Version:         version,
@@ -112,6 +113,101 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		},
 		Commands: []*cli.Command{inspectCommand(), exportCommand(), verifyCommand(), cardCommand()},
 	}
+	for _, c := range app.Commands {
+		name := c.Name
+		// One line, with a hint, instead of the whole help on stdout and the error twice.
+		c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
+			return usagef("%v (see mtpconv %s --help)", err, name)
+		}
+	}
+	app.Commands = append(app.Commands, &cli.Command{
+		Name: "version", Usage: "print the version and the commit it was built from",
+		Action: func(c *cli.Context) error {
+			fmt.Fprintf(c.App.Writer, "mtpconv %s%s\n", version, buildCommit())
+			return nil
+		},
+	}, &cli.Command{
+		Name: "help", Usage: "show the commands, or one command's help", ArgsUsage: "[COMMAND]",
+		Action: func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				return cli.ShowAppHelp(c)
+			}
+			if c.App.Command(c.Args().First()) == nil {
+				return unknownCommand(c.App, c.Args().First())
+			}
+			parent := c
+			if l := c.Lineage(); len(l) > 1 {
+				parent = l[1] // the app's context: commands are looked up there
+			}
+			return cli.ShowCommandHelp(parent, c.Args().First())
+		},
+	})
+	app.CommandNotFound = func(c *cli.Context, name string) {}
+	app.Action = func(c *cli.Context) error {
+		if c.NArg() > 0 {
+			return unknownCommand(c.App, c.Args().First())
+		}
+		return cli.ShowAppHelp(c)
+	}
+	return app
+}
+
+// unknownCommand refuses a command name, suggesting the closest one.
+func unknownCommand(app *cli.App, name string) error {
+	best, dist := "", 3
+	for _, c := range app.Commands {
+		if d := editDistance(name, c.Name); d < dist {
+			best, dist = c.Name, d
+		}
+	}
+	if best != "" {
+		return usagef("%q is not a command; did you mean %s? (see mtpconv help)", name, best)
+	}
+	return usagef("%q is not a command (see mtpconv help)", name)
+}
+
+// editDistance is the Levenshtein distance of two short words.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// buildCommit is " (commit X)" from the build's VCS stamp, when Go recorded one.
+func buildCommit() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	var rev, dirty string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = ", modified"
+			}
+		}
+	}
+	if rev == "" {
+		return " (commit unknown: built without VCS information)"
+	}
+	return " (commit " + rev + dirty + ")"
 }
 
 // reorderArgs moves a subcommand's flags in front of its positional
@@ -120,6 +216,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 func reorderArgs(app *cli.App, args []string) []string {
 	if len(args) < 2 {
 		return args
+	}
+	if len(args) == 3 && args[2] == "help" && app.Command(args[1]) != nil {
+		return []string{args[0], "help", args[1]} // `mtpconv export help` is `mtpconv help export`
 	}
 	var cmd *cli.Command
 	for _, c := range app.Commands {

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mtpconv/mtpconv/internal/fixtures"
+)
+
+// What a user expects from help, version, typos and bad flags: the right
+// stream, one error line with a hint, and the usage exit code.
+func TestCLIHygiene(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	out := filepath.Join(t.TempDir(), "o")
+	cases := []struct {
+		args       []string
+		code       int
+		stdout     string // substring of stdout ("" : stdout must be empty)
+		stderr     string // substring of stderr ("" : stderr must be empty)
+		maxErrLine int
+	}{
+		{[]string{"help"}, 0, "COMMANDS", "", 0},
+		{[]string{"version"}, 0, "mtpconv " + version, "", 0},
+		{[]string{"--version"}, 0, "mtpconv version " + version, "", 0},
+		{[]string{"export", "help"}, 0, "mtpconv export - ", "", 0},
+		{[]string{"help", "export"}, 0, "--head-precision", "", 0},
+		{[]string{"exprot"}, 2, "", "did you mean export?", 1},
+		{[]string{"help", "verfy"}, 2, "", "did you mean verify?", 1},
+		{[]string{"export", "--bogus"}, 2, "", "see mtpconv export --help", 1},
+		{[]string{"export", "--src", src, "--target", "mlx", "--out", out, "--jobs", "0"}, 2, "", "--jobs 0: must be 1 or more", 1},
+		// Flags a target does not take are errors, never silently ignored.
+		{[]string{"export", "--src", src, "--target", "mlx", "--out", out, "--trunk-precision", "int4"}, 2, "", "--target mlx does not take --trunk-precision", 1},
+		{[]string{"export", "--src", src, "--target", "mlx", "--out", out, "--sym"}, 2, "", "does not take --sym", 1},
+		{[]string{"export", "--src", src, "--target", "mlx", "--out", out, "--lm-head-precision", "int8"}, 2, "", "does not take --lm-head-precision", 1},
+		{[]string{"export", "--src", src, "--target", "mlx", "--out", out, "--max-shard-size", "5GB"}, 2, "", "does not take --max-shard-size", 1},
+		{[]string{"export", "--src", src, "--target", "openvino", "--out", out, "--mlx-rounding", "cpu"}, 2, "", "--target openvino does not take --mlx-rounding", 1},
+		{[]string{"export", "--src", src, "--target", "openvino", "--out", out, "--router-bits", "0"}, 2, "", "does not take --router-bits", 1},
+		{[]string{"export", "--src", src, "--target", "nope", "--out", out}, 2, "", "must be combined, mlx, openvino", 1},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, c.args...)
+			if code != c.code {
+				t.Errorf("exit %d, want %d (stderr %q)", code, c.code, stderr)
+			}
+			if c.stdout == "" && stdout != "" || !strings.Contains(stdout, c.stdout) {
+				t.Errorf("stdout %q, want %q", stdout, c.stdout)
+			}
+			if c.stderr == "" && stderr != "" || !strings.Contains(stderr, c.stderr) {
+				t.Errorf("stderr %q, want %q", stderr, c.stderr)
+			}
+			if n := strings.Count(strings.TrimSpace(stderr), "\n") + 1; c.maxErrLine > 0 && n > c.maxErrLine {
+				t.Errorf("stderr has %d lines: %q", n, stderr)
+			}
+		})
+	}
+}
