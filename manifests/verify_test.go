@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/mtpconv/mtpconv/convert"
-	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	_ "github.com/mtpconv/mtpconv/convert/target/mlx"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/manifests"
 	"github.com/mtpconv/mtpconv/quant"
