@@ -123,12 +123,19 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 		}
 	}
 	w := &partialDir{out: r.Out, force: r.Force, resume: r.Resume, planHash: planHash(r.Version, plan, fingerprint), source: m.Checkpoint}
+	fin, finishes := t.(Finisher)
 	err = w.write(func(dir string) error {
+		// Files a Finisher completes are announced once final, so the sizes
+		// the caller prints are those on disk.
+		var held []FileRecord
 		opts := RunOptions{
 			Jobs: r.Jobs, KeepSourceCache: r.KeepSourceCache, Reuse: w.reuse, Progress: r.Progress,
 			OnFile: func(rec FileRecord) {
 				w.finished(rec)
-				if r.OnFile != nil {
+				switch {
+				case finishes:
+					held = append(held, rec)
+				case r.OnFile != nil:
 					r.OnFile(rec)
 				}
 			},
@@ -137,12 +144,27 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 		if err != nil {
 			return err
 		}
-		if f, ok := t.(Finisher); ok {
-			files, err := f.Finish(dir, m, plan, prov, res)
+		if finishes {
+			files, err := fin.Finish(dir, m, plan, prov, res)
 			if err != nil {
 				return err
 			}
 			res.Files = replaceFiles(res.Files, files)
+			final := map[string]manifests.File{}
+			for _, f := range res.Files {
+				final[f.Name] = f
+			}
+			for _, rec := range held {
+				rec.File = final[rec.File.Name]
+				if r.OnFile != nil {
+					r.OnFile(rec)
+				}
+			}
+			for _, f := range files {
+				if r.OnFile != nil && !heldFile(held, f.Name) {
+					r.OnFile(FileRecord{File: f})
+				}
+			}
 		}
 		res.BytesOut = 0
 		for _, f := range res.Files {
@@ -179,7 +201,10 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 			}
 			oc.Files = append(oc.Files, manifests.File{Name: manifests.CardFile, Size: int64(len(card)), SHA256: manifests.SHA256(card)})
 		}
-		oc.BytesRead, oc.BytesOut = res.BytesRead, res.BytesOut
+		oc.BytesRead = res.BytesRead
+		for _, f := range oc.Files {
+			oc.BytesOut += f.Size // every file of the folder, manifest and card included
+		}
 		for _, t := range res.Tensors {
 			if t.F16Overflows > 0 {
 				oc.Notes = append(oc.Notes, fmt.Sprintf("%s: %d values above the f16 range became infinite", t.Name, t.F16Overflows))
@@ -311,3 +336,12 @@ func replaceFiles(files []manifests.File, final []manifests.File) []manifests.Fi
 // Export checks it too; callers reading a remote source check it first, so
 // nothing is fetched for an export that cannot land.
 func CheckOut(out string, force bool) error { return checkOutTarget(out, force) }
+
+func heldFile(recs []FileRecord, name string) bool {
+	for _, r := range recs {
+		if r.File.Name == name {
+			return true
+		}
+	}
+	return false
+}

@@ -93,7 +93,7 @@ func Card(m *Manifest, tc TargetCard, report *Report) []byte {
 		if !report.OK {
 			status = fmt.Sprintf("FAILED with %d problems", len(report.Problems))
 		}
-		p("`mtpconv verify` %s: %d files and %d tensors re-hashed, %d tensors recomputed from the source.", status, report.Files, report.Entries, report.Recomputed)
+		p("`mtpconv verify` %s: %d files and %d tensors (%d stored entries) re-hashed, %d tensors recomputed from the source.", status, report.Files, report.Tensors, report.Entries, report.Recomputed)
 	} else {
 		p("Not yet run on this folder. Check it with `mtpconv verify . --src SOURCE` (exit 0 when every file, tensor and norm holds).")
 	}

@@ -31,8 +31,9 @@ type Report struct {
 	Out        string    `json:"out"`
 	Source     string    `json:"source,omitempty"`
 	OK         bool      `json:"ok"`
-	Files      int       `json:"files_checked"`
-	Entries    int       `json:"tensors_checked"`
+	Files      int       `json:"files_checked"`   // the files the manifest lists (not itself, nor the card)
+	Tensors    int       `json:"tensors"`         // the output tensors the manifest records
+	Entries    int       `json:"tensors_checked"` // their stored entries (a quantized tensor is codes, scales and biases or zero points)
 	Recomputed int       `json:"tensors_recomputed"`
 	Problems   []Problem `json:"problems"`
 }
@@ -65,7 +66,7 @@ func Verify(ctx context.Context, dir string, src *st.Checkpoint) (*Report, error
 	if err != nil {
 		return nil, err
 	}
-	v := &verifier{dir: dir, root: root, m: m, r: &Report{Out: dir, Problems: []Problem{}},
+	v := &verifier{dir: dir, root: root, m: m, r: &Report{Out: dir, Tensors: len(m.Tensors), Problems: []Problem{}},
 		outs: map[string]*outFile{}, reported: map[string]bool{}}
 	defer v.close()
 	r := v.r

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,6 +55,64 @@ func TestCLIHygiene(t *testing.T) {
 			}
 			if n := strings.Count(strings.TrimSpace(stderr), "\n") + 1; c.maxErrLine > 0 && n > c.maxErrLine {
 				t.Errorf("stderr has %d lines: %q", n, stderr)
+			}
+		})
+	}
+}
+
+// The per-file log lines, the --json summary, the dry run and the folder on
+// disk give the same files and sizes.
+func TestNumbersAgree(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	for _, target := range [][]string{{"--target", "openvino", "--head-precision", "int4"}, {"--target", "mlx"}, {"--target", "combined", "--trunk-precision", "int4"}} {
+		t.Run(target[1], func(t *testing.T) {
+			dir := t.TempDir()
+			out := filepath.Join(dir, "log")
+			code, stdout, stderr := runCLI(t, append([]string{"export", "--src", src, "--out", out}, target...)...)
+			if code != 0 {
+				t.Fatal(stderr)
+			}
+			disk := map[string]int64{}
+			var total int64
+			ents, _ := os.ReadDir(out)
+			for _, e := range ents {
+				fi, _ := e.Info()
+				disk[e.Name()] = fi.Size()
+				total += fi.Size()
+			}
+			logged := 0
+			for _, l := range strings.Split(stderr, "\n") {
+				var name string
+				var n int64
+				if _, err := fmt.Sscanf(l, "wrote %s (%d bytes)", &name, &n); err == nil {
+					logged++
+					if disk[name] != n {
+						t.Errorf("log says %s is %d bytes, disk %d", name, n, disk[name])
+					}
+				}
+			}
+			if logged == 0 {
+				t.Errorf("no per-file lines in %q", stderr)
+			}
+			if want := fmt.Sprintf("%d files, %d bytes", len(disk), total); !strings.Contains(stdout, want) {
+				t.Errorf("summary %q lacks %q", stdout, want)
+			}
+			jout := filepath.Join(dir, "json")
+			code, js, stderr := runCLI(t, append([]string{"export", "--src", src, "--out", jout, "--json"}, target...)...)
+			if code != 0 {
+				t.Fatal(stderr)
+			}
+			var sum exportSummary
+			if err := json.Unmarshal([]byte(js), &sum); err != nil {
+				t.Fatal(err)
+			}
+			if len(sum.Files) != len(disk) || sum.BytesOut != total {
+				t.Errorf("--json lists %d files, %d bytes; disk %d files, %d bytes", len(sum.Files), sum.BytesOut, len(disk), total)
+			}
+			for _, f := range sum.Files {
+				if _, ok := disk[f]; !ok {
+					t.Errorf("--json lists %s, not on disk", f)
+				}
 			}
 		})
 	}

@@ -70,7 +70,7 @@ func verifyCommand() *cli.Command {
 				if !r.OK {
 					status = fmt.Sprintf("FAILED (%d problems)", len(r.Problems))
 				}
-				fmt.Fprintf(c.App.Writer, "%s: %d files, %d tensors checked, %d recomputed from the source: %s\n", dir, r.Files, r.Entries, r.Recomputed, status)
+				fmt.Fprintf(c.App.Writer, "%s: %d files listed in the manifest, %d tensors (%d stored entries) checked, %d recomputed from the source: %s\n", dir, r.Files, r.Tensors, r.Entries, r.Recomputed, status)
 			}
 			if !r.OK {
 				return errVerifyFailed
