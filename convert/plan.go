@@ -7,16 +7,20 @@ import (
 
 	ov "github.com/mtpconv/mtpconv/formats/openvino"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/manifests"
 )
 
-// Transforms recorded on output tensors, in the order they apply.
+// Transform names a step applied to an output tensor; the manifest records it.
+type Transform = manifests.TransformName
+
+// The transforms, in the order they apply.
 const (
-	TNormPlusOne    = "norm_plus_one"   // zero-centred RMSNorm weight w stored as 1+w (f32 add, one rounding)
-	TConv1dRelayout = "conv1d_relayout" // [C,1,K] -> [C,K,1]; the bytes are the same
-	TSplitGateUp    = "split_gate_up"   // fused experts.gate_up_proj [E,2I,H] -> gate (first half) or up
-	TStackExperts   = "stack_experts"   // per-expert [out,in] tensors -> [E,out,in]
-	TCast           = "cast"            // to the output float dtype, round to nearest even
-	TQuantize       = "quantize"
+	TNormPlusOne    = manifests.TNormPlusOne
+	TConv1dRelayout = manifests.TConv1dRelayout
+	TSplitGateUp    = manifests.TSplitGateUp
+	TStackExperts   = manifests.TStackExperts
+	TCast           = manifests.TCast
+	TQuantize       = manifests.TQuantize
 )
 
 // Segment is a run of rows of a source tensor viewed as [rows, RowLen].
@@ -28,17 +32,20 @@ type Segment struct {
 
 // Quant describes how an output tensor is quantized.
 type Quant struct {
-	Mode      string `json:"mode"` // "mlx_affine" or "nncf"
+	Mode      QuantMode `json:"mode"`
 	Bits      int    `json:"bits"`
 	GroupSize int    `json:"group_size"`         // nncf: <= 0 per output channel
 	Rounding  string `json:"rounding,omitempty"` // mlx_affine: "gpu" or "cpu"
 	Sym       bool   `json:"sym,omitempty"`      // nncf
 }
 
+// QuantMode names a quantization scheme.
+type QuantMode = manifests.QuantMode
+
 // Quantization modes.
 const (
-	ModeMLXAffine = "mlx_affine"
-	ModeNNCF      = "nncf"
+	ModeMLXAffine = manifests.ModeMLXAffine
+	ModeNNCF      = manifests.ModeNNCF
 )
 
 // nncfTypes are NNCF's storage types.
@@ -64,7 +71,7 @@ type OutTensor struct {
 	RowLen     int64     `json:"row_len"`
 	Shape      []int64   `json:"shape"`
 	DType      st.DType  `json:"dtype"`
-	Transforms []string  `json:"transforms"`
+	Transforms []Transform `json:"transforms"`
 	Quant      *Quant    `json:"quant,omitempty"`
 }
 
@@ -106,7 +113,7 @@ func (p *Plan) SourceNames() []string {
 }
 
 // Has reports whether the tensor carries a transform.
-func (t *OutTensor) Has(transform string) bool {
+func (t *OutTensor) Has(transform Transform) bool {
 	for _, x := range t.Transforms {
 		if x == transform {
 			return true

@@ -50,7 +50,7 @@ func byName(p *convert.Plan) map[string]convert.OutTensor {
 func TestPlanMLXHead(t *testing.T) {
 	cases := []struct {
 		fixture  string
-		expertTr string
+		expertTr convert.Transform
 		segments int
 	}{
 		{fixtures.Qwen36, convert.TSplitGateUp, 256},

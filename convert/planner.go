@@ -38,7 +38,7 @@ func (pl *Planner) Plain(src, name string, dtype st.DType, rule QuantRule) {
 	if len(shape) > 0 {
 		rowLen = shape[len(shape)-1]
 	}
-	var transforms []string
+	var transforms []Transform
 	if pl.M.Is(src, RoleZeroCentredNorm) && len(shape) == 1 {
 		transforms = append(transforms, TNormPlusOne)
 	}
@@ -80,7 +80,7 @@ func (pl *Planner) Experts(blk ExpertBlock, outLayer string, dtype st.DType, rul
 	proj := [3]struct{ out, in int64 }{{i, h}, {i, h}, {h, i}}
 	for k, p := range proj {
 		var segs []Segment
-		var tr string
+		var tr Transform
 		switch {
 		case blk.Layout == Fused && k == 2:
 			segs = []Segment{{blk.Prefix + moe.FusedDown, 0, e * h}}
@@ -98,7 +98,7 @@ func (pl *Planner) Experts(blk ExpertBlock, outLayer string, dtype st.DType, rul
 		name := outLayer + moe.Stacked[k]
 		t := OutTensor{Name: name, Segments: segs, RowLen: p.in, Shape: []int64{e, p.out, p.in}, DType: dtype}
 		if tr != "" {
-			t.Transforms = []string{tr}
+			t.Transforms = []Transform{tr}
 		}
 		var q *Quant
 		if rule != nil {

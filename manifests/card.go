@@ -153,11 +153,11 @@ var componentOrder = map[string]int{"trunk": 0, "head": 1, "lm_head": 2}
 
 // precisionWords says how a tensor is stored, in the words of its format.
 func precisionWords(t *Tensor) string {
-	q, ok := t.Has("quantize")
+	q, ok := t.Has(TQuantize)
 	if !ok {
 		return t.DType
 	}
-	if q.Mode == "nncf" {
+	if q.Mode == ModeNNCF {
 		kind := map[bool]string{true: "symmetric", false: "asymmetric"}[q.Sym]
 		group := fmt.Sprintf("group %d", q.Group)
 		if q.Group <= 0 {
@@ -171,7 +171,7 @@ func precisionWords(t *Tensor) string {
 // quantized reports whether any tensor of the output is quantized.
 func quantized(m *Manifest) bool {
 	for i := range m.Tensors {
-		if _, ok := m.Tensors[i].Has("quantize"); ok {
+		if _, ok := m.Tensors[i].Has(TQuantize); ok {
 			return true
 		}
 	}

@@ -92,10 +92,32 @@ type Segment struct {
 	Rows   int64  `json:"rows"`
 }
 
+// TransformName names one step applied to an output tensor, in the order applied.
+type TransformName string
+
+// The transforms an export records.
+const (
+	TNormPlusOne    TransformName = "norm_plus_one"   // zero-centred RMSNorm weight w stored as 1+w (f32 add, one rounding)
+	TConv1dRelayout TransformName = "conv1d_relayout" // [C,1,K] -> [C,K,1]; the bytes are the same
+	TSplitGateUp    TransformName = "split_gate_up"   // fused experts.gate_up_proj [E,2I,H] -> gate (first half) or up
+	TStackExperts   TransformName = "stack_experts"   // per-expert [out,in] tensors -> [E,out,in]
+	TCast           TransformName = "cast"            // to the output float dtype, round to nearest even
+	TQuantize       TransformName = "quantize"
+)
+
+// QuantMode names a quantization scheme.
+type QuantMode string
+
+// The quantization modes.
+const (
+	ModeMLXAffine QuantMode = "mlx_affine" // MLX affine: codes, scales and biases
+	ModeNNCF      QuantMode = "nncf"       // NNCF weight compression: codes, f16 scales, zero points when asymmetric
+)
+
 // Transform is one step applied to an output tensor; quantize carries its parameters.
 type Transform struct {
-	Name     string `json:"name"`
-	Mode     string `json:"mode,omitempty"`
+	Name     TransformName `json:"name"`
+	Mode     QuantMode     `json:"mode,omitempty"`
 	Bits     int    `json:"bits,omitempty"`
 	Group    int    `json:"group,omitempty"`
 	Sym      bool   `json:"sym,omitempty"`
@@ -141,7 +163,7 @@ type Tensor struct {
 }
 
 // Has reports whether the tensor carries the named transform.
-func (t *Tensor) Has(name string) (Transform, bool) {
+func (t *Tensor) Has(name TransformName) (Transform, bool) {
 	for _, x := range t.Transforms {
 		if x.Name == name {
 			return x, true

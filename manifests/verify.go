@@ -281,8 +281,8 @@ func (v *verifier) checkExtra() {
 
 // checkExperts checks that a stacked or split expert tensor holds all E experts.
 func checkExperts(r *Report, m *Manifest, t *Tensor) {
-	_, split := t.Has("split_gate_up")
-	_, stack := t.Has("stack_experts")
+	_, split := t.Has(TSplitGateUp)
+	_, stack := t.Has(TStackExperts)
 	if !split && !stack {
 		return
 	}
@@ -352,14 +352,14 @@ func entryChecksum(ctx context.Context, f *os.File, begin, end int64) (string, e
 // the source bytes are those the tensor was made from; only then do the
 // problems it added to r mean anything.
 func recompute(ctx context.Context, r *Report, src *st.Checkpoint, o *outFile, t *Tensor) (sameSource bool, err error) {
-	_, plusOne := t.Has("norm_plus_one")
-	q, quantized := t.Has("quantize")
-	if quantized && q.Mode == "nncf" {
+	_, plusOne := t.Has(TNormPlusOne)
+	q, quantized := t.Has(TQuantize)
+	if quantized && q.Mode == ModeNNCF {
 		return recomputeNNCF(ctx, r, src, o, t, q)
 	}
 	var qp quant.MLXAffineParams
 	if quantized {
-		if q.Mode != "mlx_affine" {
+		if q.Mode != ModeMLXAffine {
 			return false, fmt.Errorf("quantization mode %q is not one verify knows", q.Mode)
 		}
 		rounding, err := quant.ParseMLXRounding(q.Rounding)
