@@ -33,10 +33,10 @@ type Segment struct {
 // Quant describes how an output tensor is quantized.
 type Quant struct {
 	Mode      QuantMode `json:"mode"`
-	Bits      int    `json:"bits"`
-	GroupSize int    `json:"group_size"`         // nncf: <= 0 per output channel
-	Rounding  string `json:"rounding,omitempty"` // mlx_affine: "gpu" or "cpu"
-	Sym       bool   `json:"sym,omitempty"`      // nncf
+	Bits      int       `json:"bits"`
+	GroupSize int       `json:"group_size"`         // nncf: <= 0 per output channel
+	Rounding  string    `json:"rounding,omitempty"` // mlx_affine: "gpu" or "cpu"
+	Sym       bool      `json:"sym,omitempty"`      // nncf
 }
 
 // QuantMode names a quantization scheme.
@@ -64,15 +64,15 @@ func (q *Quant) CodeType() st.DType {
 // them, and what is written. A quantized tensor named X.weight is written as
 // X.weight (U32 packed), X.scales and X.biases (DType).
 type OutTensor struct {
-	Name       string    `json:"name"`
-	Component  string    `json:"component"`
-	File       string    `json:"file"`
-	Segments   []Segment `json:"segments"`
-	RowLen     int64     `json:"row_len"`
-	Shape      []int64   `json:"shape"`
-	DType      st.DType  `json:"dtype"`
+	Name       string      `json:"name"`
+	Component  string      `json:"component"`
+	File       string      `json:"file"`
+	Segments   []Segment   `json:"segments"`
+	RowLen     int64       `json:"row_len"`
+	Shape      []int64     `json:"shape"`
+	DType      st.DType    `json:"dtype"`
 	Transforms []Transform `json:"transforms"`
-	Quant      *Quant    `json:"quant,omitempty"`
+	Quant      *Quant      `json:"quant,omitempty"`
 }
 
 // Rows is the number of rows of the output.

@@ -118,11 +118,11 @@ const (
 type Transform struct {
 	Name     TransformName `json:"name"`
 	Mode     QuantMode     `json:"mode,omitempty"`
-	Bits     int    `json:"bits,omitempty"`
-	Group    int    `json:"group,omitempty"`
-	Sym      bool   `json:"sym,omitempty"`
-	Rounding string `json:"rounding,omitempty"`
-	DType    string `json:"dtype,omitempty"` // for cast
+	Bits     int           `json:"bits,omitempty"`
+	Group    int           `json:"group,omitempty"`
+	Sym      bool          `json:"sym,omitempty"`
+	Rounding string        `json:"rounding,omitempty"`
+	DType    string        `json:"dtype,omitempty"` // for cast
 }
 
 // Entry is one stored tensor of an output file. Tensor checksums are CRC-32C:
