@@ -135,8 +135,8 @@ type Entry struct {
 	DType  string  `json:"dtype"`
 	Shape  []int64 `json:"shape"`
 	CRC32C string  `json:"crc32c"`
-	Offset int64   `json:"offset,omitempty"` // raw .bin files: where the bytes start
-	Size   int64   `json:"size,omitempty"`   // raw .bin files: how many bytes
+	Offset int64   `json:"offset,omitempty"` // files without a header (OpenVINO .bin): where the bytes start
+	Size   int64   `json:"size,omitempty"`   // files without a header: how many bytes
 }
 
 // QuantError is the quantization error against the cast source values.

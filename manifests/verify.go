@@ -268,7 +268,7 @@ func (v *verifier) checkExtra() {
 	}
 	for _, file := range files {
 		o := v.outs[file]
-		if o == nil || strings.HasSuffix(file, ".bin") {
+		if o == nil || o.placed {
 			continue
 		}
 		for _, ti := range o.h.Tensors {
@@ -293,10 +293,27 @@ func checkExperts(r *Report, m *Manifest, t *Tensor) {
 }
 
 // outFile is an output tensor file: a safetensors file found by its
-// header, or a raw OpenVINO .bin whose entries the manifest places.
+// header, or a headerless file (an OpenVINO .bin) whose entries the manifest places.
 type outFile struct {
-	f *os.File
-	h *st.Header
+	f      *os.File
+	h      *st.Header
+	placed bool // the manifest, not a header, says where each entry lies
+}
+
+// placed reports whether the manifest places the entries of a file itself:
+// a file without a header records each entry's size (and offset).
+func (m *Manifest) placed(file string) bool {
+	for _, t := range m.Tensors {
+		if t.File != file {
+			continue
+		}
+		for _, e := range t.Entries {
+			if e.Size > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (v *verifier) openOut(name string) (*outFile, error) {
@@ -309,7 +326,8 @@ func (v *verifier) openOut(name string) (*outFile, error) {
 		return nil, err
 	}
 	var h *st.Header
-	if strings.HasSuffix(name, ".bin") {
+	placed := v.m.placed(name)
+	if placed {
 		h = &st.Header{File: name, FileSize: stat.Size()}
 		for _, t := range v.m.Tensors {
 			if t.File != name {
@@ -327,7 +345,7 @@ func (v *verifier) openOut(name string) (*outFile, error) {
 		f.Close()
 		return nil, err
 	}
-	return &outFile{f, h}, nil
+	return &outFile{f, h, placed}, nil
 }
 
 func entryChecksum(ctx context.Context, f *os.File, begin, end int64) (string, error) {
