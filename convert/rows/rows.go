@@ -1,0 +1,138 @@
+// Package rows reads the source rows a plan entry is made from and decodes
+// them to float32: one reader for the runner, verify --src and resume's
+// source check, so every path reads and decodes the same bytes the same way.
+// A plan entry's rows come from one or more source tensors: the weight, and
+// for an FP8 weight its block scales.
+package rows
+
+import (
+	"fmt"
+	"slices"
+
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/quant"
+)
+
+// Segment is rows [Row, Row+Rows) of a source tensor viewed as [rows, row
+// length]. An FP8 source names its block-scale tensor and block size: its
+// rows decode as code × the float32 scale of their block.
+type Segment struct {
+	Source string  `json:"source"`
+	Row    int64   `json:"row"`
+	Rows   int64   `json:"rows"`
+	Scale  string  `json:"scale,omitempty"` // e.g. X.weight_scale_inv
+	Block  []int64 `json:"block,omitempty"` // [rows, cols] of a scale block
+}
+
+// Reader reads and decodes segment rows of one checkpoint. It is not safe
+// for concurrent use: each worker has its own.
+type Reader struct {
+	ck        *st.Checkpoint
+	raw       []byte
+	scaleName string
+	scaleRaw  []byte
+	scales    []float32
+}
+
+// NewReader reads from ck.
+func NewReader(ck *st.Checkpoint) *Reader { return &Reader{ck: ck} }
+
+// Raw reads n rows of seg from row (relative to the segment) as stored. The
+// slice is reused by the next call.
+func (r *Reader) Raw(seg Segment, rowLen, row, n int64) ([]byte, error) {
+	t, ok := r.ck.Tensors[seg.Source]
+	if !ok {
+		return nil, fmt.Errorf("source tensor %s is not in the source", seg.Source)
+	}
+	size, err := t.DType.Size()
+	if err != nil {
+		return nil, fmt.Errorf("source tensor %s: %w", seg.Source, err)
+	}
+	r.raw, err = r.ck.ReadRange(t, (seg.Row+row)*rowLen*size, n*rowLen*size, r.raw)
+	return r.raw, err
+}
+
+// Decode turns n rows read by Raw (from row, relative to the segment) into
+// float32 values, dequantizing an FP8 source with its block scales.
+func (r *Reader) Decode(seg Segment, rowLen, row, n int64, raw []byte, vals []float32) error {
+	t, ok := r.ck.Tensors[seg.Source]
+	if !ok {
+		return fmt.Errorf("source tensor %s is not in the source", seg.Source)
+	}
+	if seg.Scale == "" {
+		return quant.DecodeF32(string(t.DType), raw, vals)
+	}
+	scales, _, err := r.Scales(seg.Scale)
+	if err != nil {
+		return err
+	}
+	abs := seg.Row + row
+	cols := (rowLen + seg.Block[1] - 1) / seg.Block[1]
+	from := abs / seg.Block[0] * cols
+	if from > int64(len(scales)) {
+		return fmt.Errorf("%s: no scale for row %d", seg.Scale, abs)
+	}
+	if err := quant.DequantizeF8E4M3Blocks(raw, rowLen, n, abs, seg.Block[0], seg.Block[1], scales[from:], vals); err != nil {
+		return fmt.Errorf("%s with %s: %w", seg.Source, seg.Scale, err)
+	}
+	return nil
+}
+
+// Scales returns a block-scale tensor decoded to float32 and its bytes as
+// stored (to checksum); the last one read is kept.
+func (r *Reader) Scales(name string) ([]float32, []byte, error) {
+	if name == r.scaleName {
+		return r.scales, r.scaleRaw, nil
+	}
+	t, ok := r.ck.Tensors[name]
+	if !ok {
+		return nil, nil, fmt.Errorf("scale tensor %s is not in the source", name)
+	}
+	raw, err := r.ck.ReadRange(t, 0, t.Bytes(), nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	vals := make([]float32, t.Elements())
+	if err := quant.DecodeF32(string(t.DType), raw, vals); err != nil {
+		return nil, nil, fmt.Errorf("scale tensor %s: %w", name, err)
+	}
+	r.scaleName, r.scaleRaw, r.scales = name, raw, vals
+	return vals, raw, nil
+}
+
+// Check refuses a segment the reader cannot decode: an FP8 weight without
+// its scale, a scale of the wrong shape or dtype, a block that is not two
+// positive sizes, or rows that are not the weight's own rows.
+func Check(ck *st.Checkpoint, seg Segment, rowLen int64) error {
+	t, ok := ck.Tensors[seg.Source]
+	if !ok {
+		return fmt.Errorf("source %s is not in the checkpoint", seg.Source)
+	}
+	fp8 := t.DType == st.F8E4M3
+	switch {
+	case !fp8 && seg.Scale == "":
+		return nil
+	case fp8 && seg.Scale == "":
+		return fmt.Errorf("%s: tensor %s is F8_E4M3 and has no block scale", t.Shard.Name, seg.Source)
+	case !fp8:
+		return fmt.Errorf("%s: tensor %s is %s, not F8_E4M3, but has a block scale %s", t.Shard.Name, seg.Source, t.DType, seg.Scale)
+	}
+	if len(t.Shape) != 2 || t.Shape[1] != rowLen {
+		return fmt.Errorf("%s: tensor %s: FP8 weights are read as whole rows of a 2-D tensor (shape %v, rows of %d)", t.Shard.Name, seg.Source, t.Shape, rowLen)
+	}
+	if len(seg.Block) != 2 || seg.Block[0] <= 0 || seg.Block[1] <= 0 {
+		return fmt.Errorf("%s: tensor %s: block size %v is not two positive sizes", t.Shard.Name, seg.Source, seg.Block)
+	}
+	s, ok := ck.Tensors[seg.Scale]
+	if !ok {
+		return fmt.Errorf("%s: tensor %s: its block scale %s is missing", t.Shard.Name, seg.Source, seg.Scale)
+	}
+	if s.DType != st.F32 && s.DType != st.BF16 {
+		return fmt.Errorf("%s: tensor %s: block scale dtype %s, want F32 or BF16", s.Shard.Name, seg.Scale, s.DType)
+	}
+	want := []int64{(t.Shape[0] + seg.Block[0] - 1) / seg.Block[0], (t.Shape[1] + seg.Block[1] - 1) / seg.Block[1]}
+	if !slices.Equal(s.Shape, want) {
+		return fmt.Errorf("%s: tensor %s has shape %v; for %s %v in blocks of %v it must be %v", s.Shard.Name, seg.Scale, s.Shape, seg.Source, t.Shape, seg.Block, want)
+	}
+	return nil
+}
