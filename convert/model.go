@@ -121,6 +121,9 @@ func Describe(cfg *Config, ck *st.Checkpoint) (*Model, error) {
 		return nil, fmt.Errorf("%s: model_type %q (architectures %v) is not a supported family (%s)",
 			ConfigFile, cfg.ModelType, cfg.Architectures, strings.Join(Families(), ", "))
 	}
+	if err := checkLimits(cfg, ck); err != nil {
+		return nil, err
+	}
 	m := &Model{Family: fam.name, Config: cfg, Checkpoint: ck, LayerTypes: cfg.LayerTypes,
 		Groups: map[string]*GroupStats{GroupTrunk: {}, GroupVision: {}, GroupMTP: {}}, DTypes: map[string]int{}}
 	m.TextPrefix = fam.textPrefixes[0]
@@ -258,7 +261,7 @@ func (m *Model) HeadError() error {
 	if len(m.MTPProblems) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s: the MTP head is incomplete or inconsistent:\n  - %s", m.Checkpoint.Source.Name(), strings.Join(m.MTPProblems, "\n  - "))
+	return fmt.Errorf("%s: the MTP head is incomplete or inconsistent:\n  - %s", m.Checkpoint.Source.Name(), strings.Join(capList(m.MTPProblems, "problems"), "\n  - "))
 }
 
 // TrunkError refuses an incomplete trunk, for targets that convert it.
@@ -266,7 +269,7 @@ func (m *Model) TrunkError() error {
 	if len(m.TrunkProblems) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s: the trunk is incomplete or inconsistent:\n  - %s", m.Checkpoint.Source.Name(), strings.Join(m.TrunkProblems, "\n  - "))
+	return fmt.Errorf("%s: the trunk is incomplete or inconsistent:\n  - %s", m.Checkpoint.Source.Name(), strings.Join(capList(m.TrunkProblems, "problems"), "\n  - "))
 }
 
 // SortedDTypes lists the dtypes present, for stable reports.

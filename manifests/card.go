@@ -60,6 +60,9 @@ func Card(m *Manifest, report *Report) []byte {
 	p("- family `%s`, hidden size %d, MTP depth %d", m.Model.Family, m.Model.HiddenSize, m.Model.MTPDepth)
 	p("- experts: all %d routed experts (top-%d) are present in every MoE block, stacked as `switch_mlp` `[E, out, in]`", m.Model.NumExperts, m.Model.ExpertsPerTok)
 	p("- norm convention: %s", m.Model.NormConvention)
+	for _, w := range nonFiniteWarnings(m) {
+		p("- warning: %s", w)
+	}
 	p("")
 	p("## How to run")
 	p("")

@@ -34,5 +34,6 @@ func Summarize(m *Manifest) *Summary {
 	if m.Target == "combined" {
 		s.Warnings = append(s.Warnings, OldMLXLMWarning)
 	}
+	s.Warnings = append(s.Warnings, nonFiniteWarnings(m)...)
 	return s
 }

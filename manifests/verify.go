@@ -34,6 +34,9 @@ type Report struct {
 	Entries    int       `json:"tensors_checked"`
 	Recomputed int       `json:"tensors_recomputed"`
 	Problems   []Problem `json:"problems"`
+	// Warnings do not fail verification: tensors that hold NaN or infinite
+	// values, as the manifest records.
+	Warnings []Problem `json:"warnings"`
 }
 
 func (r *Report) add(kind, file, tensor, format string, a ...any) {
@@ -51,7 +54,7 @@ func Verify(dir string, src *st.Checkpoint) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{Out: dir, Problems: []Problem{}}
+	r := &Report{Out: dir, Problems: []Problem{}, Warnings: []Problem{}}
 	for _, f := range m.Files {
 		r.Files++
 		size, sum, err := HashFile(filepath.Join(dir, f.Name))
@@ -77,6 +80,7 @@ func Verify(dir string, src *st.Checkpoint) (*Report, error) {
 			r.add("file_unreadable", t.File, t.Name, "%v", err)
 			continue
 		}
+		nonfinite, counted := int64(0), false
 		for _, e := range t.Entries {
 			r.Entries++
 			info, ok := o.h.Lookup(e.Name)
@@ -88,9 +92,18 @@ func Verify(dir string, src *st.Checkpoint) (*Report, error) {
 				r.add("tensor_shape", t.File, e.Name, "%s: tensor %s is %s %v; the manifest records %s %v", t.File, e.Name, info.DType, info.Shape, e.DType, e.Shape)
 				continue
 			}
-			if sum, err := entryChecksum(o.f, info.Begin, info.End); err != nil || sum != e.CRC32C {
+			dtype := nonFiniteDType(t, e)
+			sum, n, err := entryChecksumCount(o.f, info.Begin, info.End, dtype)
+			if err != nil || sum != e.CRC32C {
 				r.add("tensor_hash", t.File, e.Name, "%s: tensor %s does not match the manifest's CRC-32C", t.File, e.Name)
+				continue
 			}
+			if dtype != "" {
+				nonfinite, counted = n, true
+			}
+		}
+		if counted {
+			checkNonFinite(r, m, t, nonfinite)
 		}
 		checkExperts(r, m, t)
 	}
@@ -183,18 +196,28 @@ func openOut(dir, name string, cache map[string]*outFile, m *Manifest) (*outFile
 	return o, nil
 }
 
-func entryChecksum(f *os.File, begin, end int64) (string, error) {
+// entryChecksumCount returns an entry's checksum and, when dtype is a float
+// type, how many of its values are NaN or infinite.
+func entryChecksumCount(f *os.File, begin, end int64, dtype string) (string, int64, error) {
 	h := NewTensorHash()
-	buf := make([]byte, 1<<20)
+	buf := make([]byte, 1<<20) // a multiple of every element size
+	var nonfinite int64
 	for off := begin; off < end; {
 		n := min(int64(len(buf)), end-off)
 		if _, err := f.ReadAt(buf[:n], off); err != nil {
-			return "", err
+			return "", 0, err
 		}
 		h.Write(buf[:n])
+		if dtype != "" {
+			c, err := quant.CountNonFinite(dtype, buf[:n])
+			if err != nil {
+				return "", 0, err
+			}
+			nonfinite += int64(c)
+		}
 		off += n
 	}
-	return TensorSum(h), nil
+	return TensorSum(h), nonfinite, nil
 }
 
 // recompute rebuilds a tensor's values from the source, row chunk by row
@@ -241,12 +264,24 @@ func recompute(r *Report, src *st.Checkpoint, o *outFile, t *Tensor) error {
 			return err
 		}
 	}
+	// A tensor of the source's dtype without +1 was copied, bits and all
+	// (a signalling NaN too, which arithmetic or a cast would quieten).
+	copied := !plusOne
+	for _, seg := range t.Segments {
+		if s, ok := src.Tensors[seg.Source]; ok && string(s.DType) != t.DType {
+			copied = false
+		}
+	}
 	lacks, doubles, differs, beyond := 0, 0, 0, 0
 	var worst float64
 	err = sourceChunks(r, src, t, func(v []float32, n, outRow int64) error {
 		elems := n * t.RowLen
 		cast := func(add float32) []float32 {
 			out := make([]float32, elems)
+			if add == 0 && copied && !quantized {
+				copy(out, v)
+				return out
+			}
 			for i := range v {
 				out[i] = v[i] + add
 			}

@@ -232,11 +232,7 @@ func runExport(c *cli.Context) error {
 			sum.Files = append(sum.Files, f.Name)
 		}
 		sum.BytesRead, sum.BytesOut = res.BytesRead, res.BytesOut
-		for _, t := range res.Tensors {
-			if t.F16Overflows > 0 {
-				sum.Notes = append(sum.Notes, fmt.Sprintf("%s: %d values above the f16 range became infinite", t.Name, t.F16Overflows))
-			}
-		}
+		sum.Notes = append(sum.Notes, valueNotes(res.Tensors)...)
 		return nil
 	})
 	if err != nil {
