@@ -41,6 +41,7 @@ type tensorState struct {
 	entryHash    map[string]hash.Hash32 // CRC-32C per stored entry
 	qe           quant.ErrStats
 	f16Overflows int64
+	nonfinite    int64
 	srcNext      int // next chunk for the source stage
 	outNext      int // next chunk for the output stage
 }
@@ -217,6 +218,10 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 			return fmt.Errorf("%s: %w", seg.Source, err)
 		}
 	}
+	nonfinite, err := s.checkFinite(src.DType, raw, pieces, overflows, &qe)
+	if err != nil {
+		return fmt.Errorf("%s: %w", seg.Source, err)
+	}
 	for _, pc := range pieces {
 		off := s.offsets[pc.name] + pc.offset(c.outRow)
 		if _, err := s.out.f.WriteAt(pc.data, off); err != nil {
@@ -231,6 +236,7 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 			}
 		}
 		s.f16Overflows += int64(overflows)
+		s.nonfinite += nonfinite
 		s.qe.Max = max(s.qe.Max, qe.Max)
 		s.qe.SumSq += qe.SumSq
 		s.qe.N += qe.N
@@ -317,6 +323,7 @@ func (s *tensorState) finish() {
 		s.entryHash[t.Name] = s.srcHash
 	}
 	rec.F16Overflows = s.f16Overflows
+	rec.NonFinite = s.nonfinite
 	if t.Quant != nil {
 		rec.QuantError = &manifests.QuantError{MaxAbs: s.qe.Max, RMS: s.qe.RMS()}
 	}

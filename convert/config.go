@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
@@ -63,6 +64,9 @@ type Config struct {
 
 	// Raw is the whole config.json as read, for writers that copy it.
 	Raw []byte
+
+	// The keys rope_theta and partial_rotary_factor were read from, for messages.
+	ropeThetaKey, rotaryKey string
 }
 
 // LoadConfig reads and validates config.json of a source.
@@ -108,26 +112,7 @@ func ParseConfig(raw []byte) (*Config, error) {
 	if cfg.TextModelType == "" {
 		cfg.TextModelType = cfg.ModelType
 	}
-	if cfg.RopeParameters != nil {
-		if cfg.RopeTheta == 0 {
-			cfg.RopeTheta = cfg.RopeParameters.RopeTheta
-		}
-		if cfg.PartialRotaryFactor == 0 {
-			cfg.PartialRotaryFactor = cfg.RopeParameters.PartialRotaryFactor
-		}
-	}
-	if cfg.PartialRotaryFactor == 0 {
-		cfg.PartialRotaryFactor = 0.25
-	}
-	if cfg.FullAttentionInterval == 0 {
-		cfg.FullAttentionInterval = 4
-	}
-	if cfg.RMSNormEps == 0 {
-		cfg.RMSNormEps = 1e-6
-	}
-	if cfg.HeadDim == 0 && cfg.NumAttentionHeads > 0 {
-		cfg.HeadDim = cfg.HiddenSize / cfg.NumAttentionHeads
-	}
+	cfg.applyDefaults(body)
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -170,6 +155,12 @@ func (c *Config) validate() error {
 			return fmt.Errorf("%s is %d; it must be a positive integer below 2^24", p.name, p.v)
 		}
 	}
+	if c.NumHiddenLayers > maxConfigLayers {
+		return fmt.Errorf("num_hidden_layers is %d; this tool reads models of at most %d layers", c.NumHiddenLayers, maxConfigLayers)
+	}
+	if err := c.validateFloats(); err != nil {
+		return err
+	}
 	if c.NumExpertsPerTok > c.NumExperts {
 		return fmt.Errorf("num_experts_per_tok %d exceeds num_experts %d", c.NumExpertsPerTok, c.NumExperts)
 	}
@@ -187,8 +178,75 @@ func (c *Config) validate() error {
 			return fmt.Errorf("layer_types[%d] is %q", i, t)
 		}
 	}
-	if c.PartialRotaryFactor < 0 || c.PartialRotaryFactor > 1 {
-		return fmt.Errorf("partial_rotary_factor %g is outside [0, 1]", c.PartialRotaryFactor)
+	return nil
+}
+
+// ropeThetaDefault is transformers' rope_theta for these configurations
+// when config.json gives none.
+const ropeThetaDefault = 10000.0
+
+// applyDefaults fills in what config.json leaves out, as the Hugging Face
+// configuration classes do. Only absent (or null) keys take a default: an
+// explicit 0 is a value, which validate refuses.
+func (c *Config) applyDefaults(body []byte) {
+	var keys, rope map[string]json.RawMessage
+	_ = json.Unmarshal(body, &keys) // decoded into c already, so an object (or null)
+	if c.RopeParameters != nil {
+		_ = json.Unmarshal(keys["rope_parameters"], &rope)
+	}
+	has := func(m map[string]json.RawMessage, k string) bool {
+		v, ok := m[k]
+		return ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null"))
+	}
+	c.ropeThetaKey, c.rotaryKey = "rope_theta", "partial_rotary_factor"
+	switch {
+	case has(keys, "rope_theta"):
+	case has(rope, "rope_theta"):
+		c.RopeTheta, c.ropeThetaKey = c.RopeParameters.RopeTheta, "rope_parameters.rope_theta"
+	default:
+		c.RopeTheta = ropeThetaDefault
+	}
+	switch {
+	case has(keys, "partial_rotary_factor"):
+	case has(rope, "partial_rotary_factor"):
+		c.PartialRotaryFactor, c.rotaryKey = c.RopeParameters.PartialRotaryFactor, "rope_parameters.partial_rotary_factor"
+	default:
+		c.PartialRotaryFactor, c.rotaryKey = 0.25, "partial_rotary_factor (by default)"
+	}
+	if !has(keys, "full_attention_interval") {
+		c.FullAttentionInterval = 4
+	}
+	if !has(keys, "rms_norm_eps") {
+		c.RMSNormEps = 1e-6
+	}
+	if !has(keys, "head_dim") && c.NumAttentionHeads > 0 {
+		c.HeadDim = c.HiddenSize / c.NumAttentionHeads
+	}
+}
+
+// validateFloats refuses the float values that would silently break an
+// output: RoPE's inv_freq = theta^(-2i/d) needs theta > 0, RMSNorm divides by
+// sqrt(mean + eps), and RoPE rotates pairs of the first rotary dimensions.
+func (c *Config) validateFloats() error {
+	bad := func(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 0) || x <= 0 }
+	if bad(c.RopeTheta) {
+		return fmt.Errorf("%s is %v; it must be a positive finite number", c.ropeThetaKey, c.RopeTheta)
+	}
+	if bad(c.RMSNormEps) {
+		return fmt.Errorf("rms_norm_eps is %v; it must be a positive finite number", c.RMSNormEps)
+	}
+	if bad(c.PartialRotaryFactor) || c.PartialRotaryFactor > 1 {
+		return fmt.Errorf("%s is %v; it must be in (0, 1]", c.rotaryKey, c.PartialRotaryFactor)
+	}
+	return nil
+}
+
+// checkRotary refuses a partial_rotary_factor that gives head_dim an odd
+// or zero number of rotary dimensions (describing a model of a supported
+// family checks it).
+func (c *Config) checkRotary() error {
+	if r := c.RotaryDim(); r < 2 || r%2 != 0 {
+		return fmt.Errorf("%s %v of head_dim %d gives %d rotary dimensions; RoPE rotates pairs, so that must be even and at least 2", c.rotaryKey, c.PartialRotaryFactor, c.HeadDim, r)
 	}
 	return nil
 }

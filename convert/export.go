@@ -205,11 +205,7 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 		for _, f := range oc.Files {
 			oc.BytesOut += f.Size // every file of the folder, manifest and card included
 		}
-		for _, t := range res.Tensors {
-			if t.F16Overflows > 0 {
-				oc.Notes = append(oc.Notes, fmt.Sprintf("%s: %d values above the f16 range became infinite", t.Name, t.F16Overflows))
-			}
-		}
+		oc.Notes = append(oc.Notes, valueNotes(res.Tensors)...)
 		return nil
 	})
 	if err != nil {

@@ -88,7 +88,7 @@ func checkTensors(names map[string]*st.Tensor, prefix string, wants []Want, foun
 		}
 	}
 	if len(missing) > 0 {
-		problems = append(problems, "missing: "+strings.Join(compressExpertNames(missing), ", "))
+		problems = append(problems, "missing: "+strings.Join(capList(compressExpertNames(missing), "tensors"), ", "))
 	}
 	return problems
 }
@@ -134,6 +134,7 @@ func compressExpertNames(names []string) []string {
 			}
 			s = e + 1
 		}
+		parts = capList(parts, "ranges")
 		if len(ids) == 1 {
 			out = append(out, k.pre+parts[0]+"."+k.post)
 		} else {

@@ -87,6 +87,9 @@ func Describe(cfg *Config, ck *st.Checkpoint) (*Model, error) {
 		return nil, err
 	}
 	spec := fam.Spec(cfg)
+	if err := checkLimits(cfg, ck, spec); err != nil {
+		return nil, err
+	}
 	m := &Model{Family: fam.Name(), Spec: spec, Config: cfg, Checkpoint: ck, LayerTypes: cfg.LayerTypes,
 		Groups: map[string]*GroupStats{GroupTrunk: {}, GroupVision: {}, GroupMTP: {}}, DTypes: map[string]int{}}
 	m.TextPrefix = spec.TextPrefixes[0]
@@ -214,7 +217,7 @@ func (m *Model) HeadError() error {
 	if len(m.MTPProblems) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s: the MTP head is incomplete or inconsistent:\n  - %s", m.Checkpoint.Source.Name(), strings.Join(m.MTPProblems, "\n  - "))
+	return fmt.Errorf("%s: the MTP head is incomplete or inconsistent:\n  - %s", m.Checkpoint.Source.Name(), strings.Join(capList(m.MTPProblems, "problems"), "\n  - "))
 }
 
 // TrunkError refuses an incomplete trunk, for targets that convert it.
@@ -222,7 +225,7 @@ func (m *Model) TrunkError() error {
 	if len(m.TrunkProblems) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s: the trunk is incomplete or inconsistent:\n  - %s", m.Checkpoint.Source.Name(), strings.Join(m.TrunkProblems, "\n  - "))
+	return fmt.Errorf("%s: the trunk is incomplete or inconsistent:\n  - %s", m.Checkpoint.Source.Name(), strings.Join(capList(m.TrunkProblems, "problems"), "\n  - "))
 }
 
 // Load reads config.json and the checkpoint inventory of src and describes the model.

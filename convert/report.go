@@ -27,7 +27,8 @@ type Report struct {
 	FP8           bool                   `json:"fp8"`
 	Shards        []ShardReport          `json:"shards"`
 	Tensors       []TensorReport         `json:"tensors"`
-	Problems      []string               `json:"problems"`
+	Problems      []string               `json:"problems"` // the first maxListed, then "and K more problems"
+	ProblemCount  int                    `json:"problem_count"`
 	HeadComplete  bool                   `json:"head_complete"`
 	TrunkComplete bool                   `json:"trunk_complete"`
 }
@@ -91,6 +92,8 @@ func (m *Model) Inspect(hash bool) (*Report, error) {
 		r.MTP.ConfigDepth = &d
 	}
 	r.Problems = append(append([]string{}, m.MTPProblems...), m.TrunkProblems...)
+	r.ProblemCount = len(r.Problems)
+	r.Problems = capList(r.Problems, "problems")
 	if r.Problems == nil {
 		r.Problems = []string{}
 	}
@@ -160,7 +163,7 @@ func (r *Report) WriteText(w io.Writer) {
 	if len(r.Problems) == 0 {
 		p("problems:      none")
 	} else {
-		p("problems:      %d", len(r.Problems))
+		p("problems:      %d", r.ProblemCount)
 		for _, s := range r.Problems {
 			p("  - %s", s)
 		}

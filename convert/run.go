@@ -113,7 +113,7 @@ func Run(ctx context.Context, p *Plan, ck *st.Checkpoint, dir string, opt RunOpt
 		for _, r := range runs {
 			r.abandon()
 		}
-		return nil, err
+		return nil, explainNonFinite(ck, err)
 	}
 	for _, r := range runs {
 		<-r.done

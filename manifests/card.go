@@ -79,6 +79,9 @@ func Card(m *Manifest, tc TargetCard, report *Report) []byte {
 	p("- family `%s`, hidden size %d, MTP depth %d", m.Model.Family, m.Model.HiddenSize, m.Model.MTPDepth)
 	p("- experts: all %d routed experts (top-%d) are present in every MoE block, %s", m.Model.NumExperts, m.Model.ExpertsPerTok, tc.Experts)
 	p("- norm convention: %s", m.Model.NormConvention)
+	for _, w := range nonFiniteWarnings(m) {
+		p("- warning: %s", w)
+	}
 	p("")
 	p("## How to run")
 	p("")

@@ -27,7 +27,13 @@ const FileName = "mtpconv-manifest.json"
 // SchemaVersion changes whenever the manifest's meaning changes.
 // Version 2: tensors (stored entries and source tensors) carry a CRC-32C
 // instead of a sha256; files, config and shard headers keep their sha256.
-const SchemaVersion = 2
+// Version 3: float tensors record how many NaN and infinite values they
+// store (nonfinite, absent when none). Version 2 manifests are still read;
+// verify cannot check their counts.
+const SchemaVersion = 3
+
+// oldestSchema is the oldest manifest version this tool reads.
+const oldestSchema = 2
 
 // Manifest records what an export wrote and where it came from.
 type Manifest struct {
@@ -160,6 +166,10 @@ type Tensor struct {
 	SourceCRC32C string      `json:"source_crc32c"` // of every source byte read for it, in segment order
 	QuantError   *QuantError `json:"quant_error,omitempty"`
 	F16Overflows int64       `json:"f16_overflows,omitempty"`
+	// NonFinite counts the NaN and infinite values the tensor stores: NaN and
+	// infinities of the source, kept by a float output, plus its f16
+	// overflows. Quantized tensors never hold any (the export refuses them).
+	NonFinite int64 `json:"nonfinite,omitempty"`
 }
 
 // Has reports whether the tensor carries the named transform.
@@ -181,6 +191,9 @@ type File struct {
 
 // Encode renders the manifest deterministically (indented, trailing newline).
 func (m *Manifest) Encode() ([]byte, error) {
+	if err := m.checkFinite(); err != nil {
+		return nil, fmt.Errorf("%s: %w", FileName, err)
+	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -210,8 +223,8 @@ func Load(dir string) (*Manifest, error) {
 	if err := json.Unmarshal(b, m); err != nil {
 		return nil, fmt.Errorf("%s: %w", FileName, err)
 	}
-	if m.Schema != SchemaVersion {
-		return nil, fmt.Errorf("%s: schema version %d, this tool reads %d", FileName, m.Schema, SchemaVersion)
+	if m.Schema < oldestSchema || m.Schema > SchemaVersion {
+		return nil, fmt.Errorf("%s: schema version %d, this tool reads %d to %d", FileName, m.Schema, oldestSchema, SchemaVersion)
 	}
 	return m, nil
 }

@@ -32,5 +32,6 @@ func Summarize(m *Manifest, tc TargetCard) *Summary {
 		s.Precisions = append(s.Precisions, PrecisionCount{r.component, r.precision, r.count})
 	}
 	s.Warnings = append(s.Warnings, tc.Warnings...)
+	s.Warnings = append(s.Warnings, nonFiniteWarnings(m)...)
 	return s
 }

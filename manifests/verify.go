@@ -36,6 +36,9 @@ type Report struct {
 	Entries    int       `json:"tensors_checked"` // their stored entries (a quantized tensor is codes, scales and biases or zero points)
 	Recomputed int       `json:"tensors_recomputed"`
 	Problems   []Problem `json:"problems"`
+	// Warnings do not fail verification: tensors that hold NaN or infinite
+	// values, as the manifest records.
+	Warnings []Problem `json:"warnings"`
 }
 
 func (r *Report) add(kind, file, tensor, format string, a ...any) {
@@ -66,7 +69,7 @@ func Verify(ctx context.Context, dir string, src *st.Checkpoint) (*Report, error
 	if err != nil {
 		return nil, err
 	}
-	v := &verifier{dir: dir, root: root, m: m, r: &Report{Out: dir, Tensors: len(m.Tensors), Problems: []Problem{}},
+	v := &verifier{dir: dir, root: root, m: m, r: &Report{Out: dir, Tensors: len(m.Tensors), Problems: []Problem{}, Warnings: []Problem{}},
 		outs: map[string]*outFile{}, reported: map[string]bool{}}
 	defer v.close()
 	r := v.r
@@ -96,6 +99,7 @@ func Verify(ctx context.Context, dir string, src *st.Checkpoint) (*Report, error
 		if o == nil {
 			continue // reported once per file
 		}
+		nonfinite, counted := int64(0), false
 		for _, e := range t.Entries {
 			r.Entries++
 			info, ok := o.h.Lookup(e.Name)
@@ -107,13 +111,21 @@ func Verify(ctx context.Context, dir string, src *st.Checkpoint) (*Report, error
 				r.add("tensor_shape", t.File, e.Name, "%s: tensor %s is %s %v; the manifest records %s %v", t.File, e.Name, info.DType, info.Shape, e.DType, e.Shape)
 				continue
 			}
-			sum, err := entryChecksum(ctx, o.f, info.Begin, info.End)
+			dtype := nonFiniteDType(t, e)
+			sum, n, err := entryChecksumCount(ctx, o.f, info.Begin, info.End, dtype)
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
 			if err != nil || sum != e.CRC32C {
 				r.add("tensor_hash", t.File, e.Name, "%s: tensor %s does not match the manifest's CRC-32C", t.File, e.Name)
+				continue
 			}
+			if dtype != "" {
+				nonfinite, counted = n, true
+			}
+		}
+		if counted {
+			checkNonFinite(r, m, t, nonfinite)
 		}
 		checkExperts(r, m, t)
 	}
@@ -348,21 +360,31 @@ func (v *verifier) openOut(name string) (*outFile, error) {
 	return &outFile{f, h, placed}, nil
 }
 
-func entryChecksum(ctx context.Context, f *os.File, begin, end int64) (string, error) {
+// entryChecksumCount returns an entry's checksum and, when dtype is a float
+// type, how many of its values are NaN or infinite.
+func entryChecksumCount(ctx context.Context, f *os.File, begin, end int64, dtype string) (string, int64, error) {
 	h := NewTensorHash()
-	buf := make([]byte, hashChunk)
+	buf := make([]byte, hashChunk) // a multiple of every element size
+	var nonfinite int64
 	for off := begin; off < end; {
 		if err := ctx.Err(); err != nil {
-			return "", err
+			return "", 0, err
 		}
 		n := min(int64(len(buf)), end-off)
 		if _, err := f.ReadAt(buf[:n], off); err != nil {
-			return "", err
+			return "", 0, err
 		}
 		h.Write(buf[:n])
+		if dtype != "" {
+			c, err := quant.CountNonFinite(dtype, buf[:n])
+			if err != nil {
+				return "", 0, err
+			}
+			nonfinite += int64(c)
+		}
 		off += n
 	}
-	return TensorSum(h), nil
+	return TensorSum(h), nonfinite, nil
 }
 
 // recompute rebuilds a tensor's values from the source, row chunk by row
@@ -411,6 +433,14 @@ func recompute(ctx context.Context, r *Report, src *st.Checkpoint, o *outFile, t
 			return false, err
 		}
 	}
+	// A tensor of the source's dtype without +1 was copied, bits and all
+	// (a signalling NaN too, which arithmetic or a cast would quieten).
+	copied := !plusOne
+	for _, seg := range t.Segments {
+		if s, ok := src.Tensors[seg.Source]; ok && string(s.DType) != t.DType {
+			copied = false
+		}
+	}
 	lacks, doubles, unexpected, differs, beyond := 0, 0, 0, 0, 0
 	var worst float64
 	sameSource, err = sourceChunks(ctx, src, t, func(v []float32, n, outRow int64) error {
@@ -418,6 +448,9 @@ func recompute(ctx context.Context, r *Report, src *st.Checkpoint, o *outFile, t
 		cast := func(add float32) []float32 {
 			out := make([]float32, elems)
 			copy(out, v)
+			if add == 0 && copied && !quantized {
+				return out
+			}
 			if add != 0 { // adding 0 would turn -0 into +0
 				for i := range out {
 					out[i] += add

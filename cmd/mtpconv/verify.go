@@ -66,6 +66,9 @@ func verifyCommand() *cli.Command {
 				for _, p := range r.Problems {
 					fmt.Fprintf(c.App.Writer, "FAIL %-26s %s\n", p.Kind, p.Message)
 				}
+				for _, p := range r.Warnings {
+					fmt.Fprintf(c.App.Writer, "WARN %-26s %s\n", p.Kind, p.Message)
+				}
 				status := "OK"
 				if !r.OK {
 					status = fmt.Sprintf("FAILED (%d problems)", len(r.Problems))
