@@ -3,6 +3,7 @@ package quant
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"testing"
 )
@@ -74,12 +75,16 @@ func fuzzSeeds() [][]byte {
 	}
 }
 
-// bothPaths runs f with the Go kernels, then with the AVX2 ones; it skips
-// where there are no AVX2 kernels to compare with.
-func bothPaths(t *testing.T, f func(avx2 bool)) {
+// skipWithoutAVX2 skips where there are no AVX2 kernels to compare with.
+func skipWithoutAVX2(t *testing.T) {
 	if !useAVX2 {
 		t.Skip("no AVX2+F16C on this machine")
 	}
+}
+
+// bothPaths runs f with the Go kernels, then with the AVX2 ones.
+func bothPaths(t *testing.T, f func(avx2 bool)) {
+	skipWithoutAVX2(t)
 	for _, on := range []bool{false, true} {
 		withAVX2(t, on, func() { f(on) })
 	}
@@ -175,26 +180,8 @@ func FuzzMLXAffine(f *testing.F) {
 		dtype := []string{"BF16", "F16", "F32"}[int(mode>>1)%3]
 		cols := p.GroupSize * (1 + int(mode>>3)%2)
 		w := fuzzRow(fuzzFloats(data, bf16), cols)
-		type result struct {
-			packed []byte
-			s, b   []float32
-			st     ErrStats
-		}
-		var res [2]result
-		bothPaths(t, func(avx2 bool) {
-			r := &res[b2i(avx2)]
-			r.packed, r.s, r.b = QuantizeMLXAffineStats(w, cols, p, nil, nil, nil, dtype, &r.st)
-		})
-		g, a := res[0], res[1]
-		if !bytes.Equal(g.packed, a.packed) {
-			t.Errorf("%+v: packed weights differ", p)
-		}
-		if !sameF32(g.s, a.s) || !sameF32(g.b, a.b) {
-			t.Errorf("%+v: scales or biases differ", p)
-		}
-		if !sameStats(g.st, a.st) {
-			t.Errorf("%+v %s: error stats differ: go %+v avx2 %+v", p, dtype, g.st, a.st)
-		}
+		skipWithoutAVX2(t)
+		mlxPathsAgree(t, fmt.Sprintf("%+v %s", p, dtype), w, cols, p, dtype)
 	})
 }
 
@@ -217,28 +204,7 @@ func FuzzNNCF(f *testing.F) {
 			p.GroupSize, cols = 128, 128
 		}
 		w := fuzzRow(vals, cols)
-		type result struct {
-			codes, zps, nib []byte
-			s               []float32
-			st              ErrStats
-		}
-		var res [2]result
-		bothPaths(t, func(avx2 bool) {
-			r := &res[b2i(avx2)]
-			r.codes, r.s, r.zps = QuantizeNNCFStats(w, cols, p, nil, nil, nil, &r.st)
-			if p.Bits == 4 {
-				r.nib = PackNibbles(r.codes, nil)
-			}
-		})
-		g, a := res[0], res[1]
-		if !bytes.Equal(g.codes, a.codes) || !bytes.Equal(g.nib, a.nib) {
-			t.Errorf("%s group %d cols %d: codes differ", p.Name(), p.GroupSize, cols)
-		}
-		if !sameF32(g.s, a.s) || !bytes.Equal(g.zps, a.zps) {
-			t.Errorf("%s group %d cols %d: scales or zero points differ", p.Name(), p.GroupSize, cols)
-		}
-		if !sameStats(g.st, a.st) {
-			t.Errorf("%s group %d cols %d: error stats differ: go %+v avx2 %+v", p.Name(), p.GroupSize, cols, g.st, a.st)
-		}
+		skipWithoutAVX2(t)
+		nncfPathsAgree(t, fmt.Sprintf("%s group %d cols %d", p.Name(), p.GroupSize, cols), w, cols, p)
 	})
 }
