@@ -10,25 +10,26 @@ import (
 	"time"
 
 	"github.com/mtpconv/mtpconv/convert"
+	"github.com/mtpconv/mtpconv/convert/source"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 )
 
 // failingSource fails the reads that cover byte failAt of one shard.
 type failingSource struct {
-	st.Source
+	source.Source
 	shard  string
 	failAt int64
 }
 
 type failingFile struct {
-	st.File
+	source.File
 	failAt int64
 }
 
 var errDisk = errors.New("simulated read failure")
 
-func (s failingSource) Open(name string) (st.File, error) {
+func (s failingSource) Open(name string) (source.File, error) {
 	f, err := s.Source.Open(name)
 	if err != nil || name != s.shard {
 		return f, err
@@ -56,7 +57,7 @@ func TestRunChunkFailureDoesNotHang(t *testing.T) {
 			big = tn
 		}
 	}
-	m, err := convert.Load(failingSource{st.DirSource(dir), big.Shard.Name, big.Begin + big.Bytes()/2})
+	m, err := convert.Load(failingSource{source.Dir(dir), big.Shard.Name, big.Begin + big.Bytes()/2})
 	if err != nil {
 		t.Fatal(err)
 	}

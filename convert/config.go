@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"math"
 
+	"github.com/mtpconv/mtpconv/convert/source"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
@@ -70,7 +71,7 @@ type Config struct {
 }
 
 // LoadConfig reads and validates config.json of a source.
-func LoadConfig(src st.Source) (*Config, error) {
+func LoadConfig(src source.Source) (*Config, error) {
 	raw, err := st.ReadSmallFile(src, ConfigFile, 16<<20)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {

@@ -1,11 +1,11 @@
 package convert
 
 import (
+	"github.com/mtpconv/mtpconv/convert/source"
 	"math"
 	"strings"
 	"testing"
 
-	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 )
 
@@ -55,7 +55,7 @@ func TestBadConfigValuesAreRefused(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dir := withConfig(t, c.fixture, c.mutate)
-			m, err := Load(st.DirSource(dir))
+			m, err := Load(source.Dir(dir))
 			if err == nil {
 				m.Checkpoint.Close()
 				t.Fatalf("accepted; want %q", c.want)
@@ -79,7 +79,7 @@ func TestConfigDefaults(t *testing.T) {
 			delete(text, k)
 		}
 	})
-	cfg, err := LoadConfig(st.DirSource(dir))
+	cfg, err := LoadConfig(source.Dir(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

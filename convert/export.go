@@ -9,7 +9,7 @@ import (
 	"runtime"
 	"time"
 
-	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -88,7 +88,7 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	}
 	writing := !r.DryRun
 	if writing {
-		if dir, ok := m.Checkpoint.Source.(st.DirSource); ok {
+		if dir, ok := m.Checkpoint.Source.(source.Dir); ok {
 			// The source folder (an HF cache id resolves to its snapshot) first:
 			// refusing --out S for "already exists" would suggest --force.
 			if err := checkOutSource(r.Out, string(dir)); err != nil {

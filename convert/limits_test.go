@@ -2,6 +2,7 @@ package convert
 
 import (
 	"encoding/json"
+	"github.com/mtpconv/mtpconv/convert/source"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -9,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 )
 
@@ -83,7 +83,7 @@ func TestHugeCountsAreRefusedCheaply(t *testing.T) {
 			var err error
 			n := allocated(func() {
 				var m *Model
-				if m, err = Load(st.DirSource(dir)); err == nil {
+				if m, err = Load(source.Dir(dir)); err == nil {
 					m.Checkpoint.Close()
 				}
 			})
@@ -103,7 +103,7 @@ func TestHugeFusedExpertCountStaysCheap(t *testing.T) {
 	dir := withConfig(t, fixtures.Qwen36, func(text map[string]any) { text["num_experts"] = 16000000 })
 	var m *Model
 	var err error
-	n := allocated(func() { m, err = Load(st.DirSource(dir)) })
+	n := allocated(func() { m, err = Load(source.Dir(dir)) })
 	if err != nil {
 		t.Fatal(err)
 	}

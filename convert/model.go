@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mtpconv/mtpconv/convert/source"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
@@ -230,7 +231,7 @@ func (m *Model) TrunkError() error {
 
 // Load reads config.json and the checkpoint inventory of src and describes the model.
 // The caller closes m.Checkpoint.
-func Load(src st.Source) (*Model, error) {
+func Load(src source.Source) (*Model, error) {
 	cfg, err := LoadConfig(src)
 	if err != nil {
 		return nil, err

@@ -8,13 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mtpconv/mtpconv/convert/source"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 )
 
 func load(t *testing.T, fixture string) *Model {
 	t.Helper()
-	m, err := Load(st.DirSource(fixtures.Ensure(t, fixture)))
+	m, err := Load(source.Dir(fixtures.Ensure(t, fixture)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +205,7 @@ func TestConfigErrors(t *testing.T) {
 			if c.config != "" {
 				os.WriteFile(filepath.Join(dir, ConfigFile), []byte(c.config), 0o644)
 			}
-			_, err := LoadConfig(st.DirSource(dir))
+			_, err := LoadConfig(source.Dir(dir))
 			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), dir) {
 				t.Fatalf("error %v, want %q naming the folder", err, c.want)
 			}

@@ -11,16 +11,16 @@ import (
 	"testing"
 
 	"github.com/mtpconv/mtpconv/convert"
+	"github.com/mtpconv/mtpconv/convert/source"
 	_ "github.com/mtpconv/mtpconv/convert/target/mlx"
 	_ "github.com/mtpconv/mtpconv/convert/target/openvino"
-	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 )
 
 // load describes a fixture (the checkpoint closes with the test).
 func load(t *testing.T, fixture string) *convert.Model {
 	t.Helper()
-	m, err := convert.Load(st.DirSource(fixtures.Ensure(t, fixture)))
+	m, err := convert.Load(source.Dir(fixtures.Ensure(t, fixture)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"github.com/mtpconv/mtpconv/convert/source"
 	"math"
 	"os"
 	"path/filepath"
@@ -27,7 +28,7 @@ import (
 // given head precision) into out, manifest included, as the CLI does.
 func export(t *testing.T, src, out, head string) {
 	t.Helper()
-	m, err := convert.Load(st.DirSource(src))
+	m, err := convert.Load(source.Dir(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func verify(t *testing.T, dir string, src *st.Checkpoint) *manifests.Report {
 
 func openSource(t *testing.T, dir string) *st.Checkpoint {
 	t.Helper()
-	ck, err := st.Open(st.DirSource(dir))
+	ck, err := st.Open(source.Dir(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -605,14 +606,14 @@ func TestHashFileStopsWhenCancelled(t *testing.T) {
 // countingSource counts the reads of its files and cancels a context at the
 // read numbered cancelAt.
 type countingSource struct {
-	st.Source
+	st.Opener
 	reads    *atomic.Int64
 	cancelAt int64
 	cancel   context.CancelFunc
 }
 
 func (s countingSource) Open(name string) (st.File, error) {
-	f, err := s.Source.Open(name)
+	f, err := s.Opener.Open(name)
 	if err != nil {
 		return nil, err
 	}
@@ -638,7 +639,7 @@ func TestVerifyStopsWithinAChunk(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var reads atomic.Int64
-	src := countingSource{st.DirSource(fixtures.Ensure(t, fixtures.Qwen36)), &reads, math.MaxInt64, cancel}
+	src := countingSource{source.Dir(fixtures.Ensure(t, fixtures.Qwen36)), &reads, math.MaxInt64, cancel}
 	ck, err := st.Open(src)
 	if err != nil {
 		t.Fatal(err)

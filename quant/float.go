@@ -1,5 +1,12 @@
-// Package quant holds the numeric kernels: float casts, and later the MLX
-// and NNCF quantizers. It knows nothing of models or files.
+// Package quant holds the numeric kernels: bf16/f16/f32 decoding and
+// encoding (round to nearest even, f16 overflows counted) and the one-pass
+// bf16 to f16 cast (float.go); MLX affine quantization, bit-identical to
+// MLX's gpu or cpu kernel at 2 to 8 bits (mlx.go); NNCF int8/int4 weight
+// compression, asymmetric or symmetric, per channel or grouped (nncf.go);
+// nibble packing; and the quantization error statistics in a form that does
+// not depend on the CPU. On amd64 with AVX2 and F16C the inner loops run as
+// assembly (*_amd64.s), elsewhere as portable Go; both give the same bits.
+// It knows nothing of models or files.
 package quant
 
 import (

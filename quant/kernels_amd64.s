@@ -149,10 +149,12 @@ mmreduce:
 	VADDPS   Y4, Y2, Y1
 
 // Clamp Y1 to [lo, hi], codes in Y2 (int32) and X2 (bytes 0-7); the error
-// |float32(dm*q) + da - v| into the lanes. q may be -0 here where the Go code
-// has +0, which changes no code and, under the absolute value, no error.
+// |float32(dm*q) + da - v| into the lanes. The lower clamp takes lo when q
+// is NaN (0/0: a group of equal values whose scale underflowed to 0), the
+// code the Go code stores (uint8 of NaN is 0 = lo), so the error is that of
+// the stored code there too; and it turns a -0 into +0, as in the Go code.
 #define MLX_CODES \
-	VMAXPS       Y1, Y11, Y1; \
+	VMAXPS       Y11, Y1, Y1; \
 	VMINPS       Y1, Y10, Y1; \
 	VCVTTPS2DQ   Y1, Y2; \
 	VMULPS       Y7, Y1, Y3; \

@@ -189,28 +189,7 @@ func TestMLXPathsAgree(t *testing.T) {
 					dtype := dtypes[n%3]
 					n++
 					name := fmt.Sprintf("b%d.g%d.%v.%s.%s", bits, gs, rounding, d.name, dtype)
-					type result struct {
-						packed []byte
-						s, b   []float32
-						st     ErrStats
-					}
-					var res [2]result
-					for k, on := range []bool{false, true} {
-						withAVX2(t, on, func() {
-							x := &res[k]
-							x.packed, x.s, x.b = QuantizeMLXAffineStats(w, cols, p, nil, nil, nil, dtype, &x.st)
-						})
-					}
-					g, a := res[0], res[1]
-					if !bytes.Equal(g.packed, a.packed) {
-						t.Errorf("%s: packed weights differ", name)
-					}
-					if !sameF32(g.s, a.s) || !sameF32(g.b, a.b) {
-						t.Errorf("%s: scales or biases differ", name)
-					}
-					if !sameStats(g.st, a.st) {
-						t.Errorf("%s: error stats differ: go %+v avx2 %+v", name, g.st, a.st)
-					}
+					mlxPathsAgree(t, name, w, cols, p, dtype)
 				}
 			}
 		}
@@ -235,32 +214,67 @@ func TestNNCFPathsAgree(t *testing.T) {
 					rows := 3
 					w := d.gen(r, rows*shape.cols, p.Group(shape.cols), bits)
 					name := fmt.Sprintf("%s.g%d.c%d.%s", p.Name(), shape.group, shape.cols, d.name)
-					type result struct {
-						codes, zps, nib []byte
-						s               []float32
-						st              ErrStats
-					}
-					var res [2]result
-					for k, on := range []bool{false, true} {
-						withAVX2(t, on, func() {
-							x := &res[k]
-							x.codes, x.s, x.zps = QuantizeNNCFStats(w, shape.cols, p, nil, nil, nil, &x.st)
-							x.nib = PackNibbles(x.codes, []byte{0xaa})
-						})
-					}
-					g, a := res[0], res[1]
-					if !bytes.Equal(g.codes, a.codes) || !bytes.Equal(g.nib, a.nib) {
-						t.Errorf("%s: codes differ", name)
-					}
-					if !sameF32(g.s, a.s) || !bytes.Equal(g.zps, a.zps) {
-						t.Errorf("%s: scales or zero points differ", name)
-					}
-					if !sameStats(g.st, a.st) {
-						t.Errorf("%s: error stats differ: go %+v avx2 %+v", name, g.st, a.st)
-					}
+					nncfPathsAgree(t, name, w, shape.cols, p)
 				}
 			}
 		}
+	}
+}
+
+// mlxPathsAgree quantizes w with the Go and the AVX2 kernels and reports
+// any difference in the packed weights, scales, biases or error statistics.
+func mlxPathsAgree(t *testing.T, name string, w []float32, cols int, p MLXAffineParams, dtype string) {
+	t.Helper()
+	type result struct {
+		packed []byte
+		s, b   []float32
+		st     ErrStats
+	}
+	var res [2]result
+	for k, on := range []bool{false, true} {
+		withAVX2(t, on, func() {
+			x := &res[k]
+			x.packed, x.s, x.b = QuantizeMLXAffineStats(w, cols, p, nil, nil, nil, dtype, &x.st)
+		})
+	}
+	g, a := res[0], res[1]
+	if !bytes.Equal(g.packed, a.packed) {
+		t.Errorf("%s: packed weights differ", name)
+	}
+	if !sameF32(g.s, a.s) || !sameF32(g.b, a.b) {
+		t.Errorf("%s: scales or biases differ", name)
+	}
+	if !sameStats(g.st, a.st) {
+		t.Errorf("%s: error stats differ: go %+v avx2 %+v", name, g.st, a.st)
+	}
+}
+
+// nncfPathsAgree is mlxPathsAgree for NNCF: codes, scales, zero points,
+// error statistics, and the codes packed as nibbles.
+func nncfPathsAgree(t *testing.T, name string, w []float32, cols int, p NNCFParams) {
+	t.Helper()
+	type result struct {
+		codes, zps, nib []byte
+		s               []float32
+		st              ErrStats
+	}
+	var res [2]result
+	for k, on := range []bool{false, true} {
+		withAVX2(t, on, func() {
+			x := &res[k]
+			x.codes, x.s, x.zps = QuantizeNNCFStats(w, cols, p, nil, nil, nil, &x.st)
+			x.nib = PackNibbles(x.codes, []byte{0xaa})
+		})
+	}
+	g, a := res[0], res[1]
+	if !bytes.Equal(g.codes, a.codes) || !bytes.Equal(g.nib, a.nib) {
+		t.Errorf("%s: codes differ", name)
+	}
+	if !sameF32(g.s, a.s) || !bytes.Equal(g.zps, a.zps) {
+		t.Errorf("%s: scales or zero points differ", name)
+	}
+	if !sameStats(g.st, a.st) {
+		t.Errorf("%s: error stats differ: go %+v avx2 %+v", name, g.st, a.st)
 	}
 }
 

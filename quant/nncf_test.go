@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/mtpconv/mtpconv/convert/source"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
@@ -18,7 +19,7 @@ func (f fileSource) Open(name string) (st.File, error) {
 	if name != st.SingleFile {
 		return nil, fs.ErrNotExist
 	}
-	return st.DirSource(filepath.Dir(string(f))).Open(filepath.Base(string(f)))
+	return source.Dir(filepath.Dir(string(f))).Open(filepath.Base(string(f)))
 }
 
 // TestNNCFGolden compares our NNCF compression with vectors produced by real

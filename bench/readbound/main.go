@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/mtpconv/mtpconv/convert"
+	"github.com/mtpconv/mtpconv/convert/source"
 	_ "github.com/mtpconv/mtpconv/convert/target/mlx"
 	_ "github.com/mtpconv/mtpconv/convert/target/openvino"
-	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
 func main() {
@@ -27,7 +27,7 @@ func main() {
 }
 
 func run(src, target string) error {
-	m, err := convert.Load(st.DirSource(src))
+	m, err := convert.Load(source.Dir(src))
 	if err != nil {
 		return err
 	}

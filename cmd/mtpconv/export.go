@@ -10,7 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtpconv/mtpconv/convert"
-	"github.com/mtpconv/mtpconv/formats/hub"
+	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -103,13 +103,13 @@ func exportOptions(c *cli.Context) (convert.Options, error) {
 }
 
 // remoteFetcher adapts a Hub source to the library's Fetcher.
-type remoteFetcher struct{ r *hub.Remote }
+type remoteFetcher struct{ r *source.Remote }
 
 func (f remoteFetcher) Prefetch(ranges map[string][][2]int64) error {
-	rs := map[string][]hub.Range{}
+	rs := map[string][]source.Range{}
 	for file, xs := range ranges {
 		for _, x := range xs {
-			rs[file] = append(rs[file], hub.Range{Begin: x[0], End: x[1]})
+			rs[file] = append(rs[file], source.Range{Begin: x[0], End: x[1]})
 		}
 	}
 	return f.r.Prefetch(rs)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mtpconv/mtpconv/convert/source"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 )
@@ -73,7 +74,7 @@ func withoutTensors(t *testing.T, fixture string, drop func(string) bool) string
 	t.Helper()
 	src := fixtures.Ensure(t, fixture)
 	dst := t.TempDir()
-	ck, err := st.Open(st.DirSource(src))
+	ck, err := st.Open(source.Dir(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,7 +237,7 @@ func TestTokenizerAndGenerationFilesCopied(t *testing.T) {
 func TestF16OverflowIsReported(t *testing.T) {
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	dir := t.TempDir()
-	ck, err := st.Open(st.DirSource(src))
+	ck, err := st.Open(source.Dir(src))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mtpconv/mtpconv/convert/source"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fakehub"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
@@ -47,7 +48,7 @@ func sameFiles(t *testing.T, a, b map[string][]byte) {
 
 // neededBytes is what a head export must read: every mtp.* tensor and every shard header.
 func neededBytes(t *testing.T, dir string) int64 {
-	ck, err := st.Open(st.DirSource(dir))
+	ck, err := st.Open(source.Dir(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,12 @@
-// Command mtpconv exports the multi-token-prediction head of Qwen3.5/3.6-MoE
-// and Qwen3-Next checkpoints for OpenVINO and MLX. This package wires flags,
-// exit codes and output; it knows nothing of tensors.
+// Command mtpconv exports the multi-token-prediction (MTP) head of
+// Qwen3.5/3.6-MoE and Qwen3-Next checkpoints for OpenVINO and MLX (--target
+// openvino, mlx, or combined: trunk and head in one MLX model), with the
+// commands inspect (a source checkpoint or one of our outputs), export,
+// verify (re-hash an output, and recompute it from --src) and card. The
+// source may be a folder, a Hugging Face cache entry or a Hub repo read by
+// range (convert/source). This package wires flags, progress and JSON
+// output, Ctrl-C and exit codes (0 success, 1 failure, 2 bad command line);
+// the work is the library's (convert, manifests) and it knows nothing of tensors.
 package main
 
 import (
@@ -299,7 +305,7 @@ func (t *testDelay) wait() {
 }
 
 // source wraps src so that its files wait before each read.
-func (t *testDelay) source(src st.Source) st.Source {
+func (t *testDelay) source(src st.Opener) st.Opener {
 	if t == nil {
 		return src
 	}
@@ -307,12 +313,12 @@ func (t *testDelay) source(src st.Source) st.Source {
 }
 
 type delayedSource struct {
-	st.Source
+	st.Opener
 	t *testDelay
 }
 
 func (s delayedSource) Open(name string) (st.File, error) {
-	f, err := s.Source.Open(name)
+	f, err := s.Opener.Open(name)
 	if err != nil {
 		return nil, err
 	}

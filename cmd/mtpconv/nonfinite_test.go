@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/binary"
 	"encoding/json"
+	"github.com/mtpconv/mtpconv/convert/source"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,7 +36,7 @@ type poke struct {
 func patched(t *testing.T, fixture string, pokes ...poke) string {
 	t.Helper()
 	src := fixtures.Ensure(t, fixture)
-	ck, err := st.Open(st.DirSource(src))
+	ck, err := st.Open(source.Dir(src))
 	if err != nil {
 		t.Fatal(err)
 	}

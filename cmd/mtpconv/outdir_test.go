@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mtpconv/mtpconv/convert/source"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/manifests"
@@ -289,7 +290,7 @@ func TestConcurrentExportsToOneOut(t *testing.T) {
 // header stays the same).
 func flipSigns(t *testing.T, dir, tensor string) {
 	t.Helper()
-	ck, err := st.Open(st.DirSource(dir))
+	ck, err := st.Open(source.Dir(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +313,7 @@ func flipSigns(t *testing.T, dir, tensor string) {
 // shardOf names the source shard that holds a tensor.
 func shardOf(t *testing.T, fixture, tensor string) string {
 	t.Helper()
-	ck, err := st.Open(st.DirSource(fixtures.Ensure(t, fixture)))
+	ck, err := st.Open(source.Dir(fixtures.Ensure(t, fixture)))
 	if err != nil {
 		t.Fatal(err)
 	}

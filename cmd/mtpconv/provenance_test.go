@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/mtpconv/mtpconv/convert/source"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/manifests"
@@ -88,7 +89,7 @@ func TestVerifyCatchesTampering(t *testing.T) {
 		t.Fatalf("clean output: exit %d %+v", code, r)
 	}
 	// The source norm, to build a norm without its +1 and one with it twice.
-	ck, err := st.Open(st.DirSource(src))
+	ck, err := st.Open(source.Dir(src))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,40 +6,28 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtpconv/mtpconv/convert"
-	"github.com/mtpconv/mtpconv/formats/hub"
-	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/convert/source"
 )
 
 // openSource resolves --src (folder, HF cache id, or hf:// repo) and returns
 // the source and, for a remote one, its handle (to prefetch and count bytes).
-func openSource(c *cli.Context, src string) (st.Source, *hub.Remote, error) {
-	s, err := hub.Resolve(src, hub.RemoteOptions{Context: c.Context, Log: c.App.ErrWriter})
+func openSource(c *cli.Context, src string) (source.Source, *source.Remote, error) {
+	s, err := source.Resolve(src, source.RemoteOptions{Context: c.Context, Log: c.App.ErrWriter})
 	if err != nil {
 		return nil, nil, err
 	}
-	r, _ := s.(*hub.Remote)
+	r, _ := s.(*source.Remote)
 	return s, r, nil
-}
-
-// prefetch fetches the byte ranges a plan reads from a remote source.
-func prefetch(r *hub.Remote, p *convert.Plan, ck *st.Checkpoint) error {
-	ranges := map[string][]hub.Range{}
-	for file, rs := range p.SourceRanges(ck) {
-		for _, x := range rs {
-			ranges[file] = append(ranges[file], hub.Range{Begin: x[0], End: x[1]})
-		}
-	}
-	return r.Prefetch(ranges)
 }
 
 // loadModel resolves --src and describes the checkpoint. The caller calls
 // the returned close when done (it closes the shards and any remote spool).
-func loadModel(c *cli.Context, src string) (*convert.Model, *hub.Remote, func(), error) {
-	source, remote, err := openSource(c, src)
+func loadModel(c *cli.Context, src string) (*convert.Model, *source.Remote, func(), error) {
+	s, remote, err := openSource(c, src)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	m, err := convert.Load(source)
+	m, err := convert.Load(s)
 	if err != nil {
 		remote.Close()
 		return nil, nil, nil, err

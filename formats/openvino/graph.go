@@ -373,9 +373,6 @@ func (g *Graph) Range(name string, start, stop, step Output, et ElemType) Output
 	return g.add(name, "Range", "opset4", []Attr{{"output_type", string(et)}}, []Output{start, stop, step}, port{et, []int64{Dynamic}, nil}).Out(0)
 }
 
-// Node lookup for tests and checks.
-func (g *Graph) Nodes() []*Node { return g.nodes }
-
 func (g *Graph) String() string { return fmt.Sprintf("graph %s: %d nodes", g.Name, len(g.nodes)) }
 
 // compare adds a comparison or logical op producing booleans.

@@ -21,47 +21,23 @@ const IndexFile = "model.safetensors.index.json"
 // SingleFile is the name of an unsharded checkpoint's only file.
 const SingleFile = "model.safetensors"
 
-// File is an open file of a source: random access plus its size.
+// File is what the reader needs of a checkpoint file: random access plus
+// its size. A File that also has a method OSFile() *os.File is a local file,
+// whose page cache the reader manages (see StreamUncached).
 type File interface {
 	io.ReaderAt
 	io.Closer
 	Size() int64
 }
 
-// Source gives access to the files of a checkpoint by name, whether they
-// sit in a local folder or behind a remote byte-range reader.
-type Source interface {
-	// Name describes the source in messages.
+// Opener gives the files of a checkpoint by name; package convert/source
+// holds the implementations (a local folder, the Hub by range).
+type Opener interface {
+	// Name describes the checkpoint in messages.
 	Name() string
 	// Open opens a file of the checkpoint; a missing file gives an error
 	// satisfying errors.Is(err, fs.ErrNotExist).
 	Open(name string) (File, error)
-}
-
-// DirSource is a checkpoint in a local folder.
-type DirSource string
-
-type osFile struct {
-	*os.File
-	size int64
-}
-
-func (f osFile) Size() int64 { return f.size }
-
-// Name is the folder path.
-func (d DirSource) Name() string { return string(d) }
-
-// Open opens a file of the folder; names that leave the folder are refused,
-// and so is anything but a regular file (see OpenRegular).
-func (d DirSource) Open(name string) (File, error) {
-	if err := CheckLocalName(name); err != nil {
-		return nil, err
-	}
-	f, st, err := OpenRegular(filepath.Join(string(d), filepath.FromSlash(name)))
-	if err != nil {
-		return nil, err
-	}
-	return osFile{f, st.Size()}, nil
 }
 
 // ErrNotRegular is what OpenRegular refuses: a FIFO, device, socket or folder.
@@ -130,6 +106,7 @@ func OpenRegular(path string) (*os.File, fs.FileInfo, error) {
 // backslash or a ".." component, or otherwise leaves the checkpoint folder.
 // (A ".." after a symlinked folder would leave it even when the name looks
 // local once cleaned.)
+// CheckLocalName refuses a file name that is absolute or leaves the checkpoint folder.
 func CheckLocalName(name string) error {
 	if name == "" || strings.Contains(name, `\`) || strings.HasPrefix(name, "/") || !filepath.IsLocal(filepath.FromSlash(name)) ||
 		slices.Contains(strings.Split(name, "/"), "..") {
@@ -138,8 +115,8 @@ func CheckLocalName(name string) error {
 	return nil
 }
 
-// ReadSmallFile reads a whole (small) file of a source, such as config.json.
-func ReadSmallFile(src Source, name string, limit int64) ([]byte, error) {
+// ReadSmallFile reads a whole (small) file of a checkpoint, such as config.json.
+func ReadSmallFile(src Opener, name string, limit int64) ([]byte, error) {
 	f, err := src.Open(name)
 	if err != nil {
 		return nil, err
@@ -174,7 +151,7 @@ type Shard struct {
 // Checkpoint is the inventory of a (possibly sharded) safetensors checkpoint:
 // every tensor's name, dtype, shape and byte range, and no tensor data.
 type Checkpoint struct {
-	Source  Source
+	Source  Opener
 	Sharded bool
 	Shards  []*Shard // sorted by name
 	Tensors map[string]*Tensor
@@ -182,7 +159,7 @@ type Checkpoint struct {
 }
 
 // Open reads the index (if any) and every shard header of the checkpoint in src.
-func Open(src Source) (*Checkpoint, error) {
+func Open(src Opener) (*Checkpoint, error) {
 	ck := &Checkpoint{Source: src, Tensors: map[string]*Tensor{}}
 	ok := false
 	defer func() {
@@ -398,9 +375,10 @@ func (ck *Checkpoint) StreamUncached(names []string) int {
 // dropLag is how far behind a read its pages are dropped from (at least a large folio).
 const dropLag = 16 << 20
 
+// localFile is the operating-system file behind f, if it is a local one.
 func localFile(f File) (*os.File, bool) {
-	if of, ok := f.(osFile); ok {
-		return of.File, true
+	if of, ok := f.(interface{ OSFile() *os.File }); ok {
+		return of.OSFile(), true
 	}
 	return nil, false
 }

@@ -1,7 +1,9 @@
 // Package safetensors reads and writes the safetensors format. It knows byte
 // layouts only, never models: readers parse headers into an inventory without
 // touching tensor data, and tensor bytes are read later by byte range through
-// an io.ReaderAt, so a local file and a remote one look the same.
+// an io.ReaderAt (a File, opened by name through an Opener), so a local file
+// and a remote one look the same. Where the files come from (a folder, the
+// Hugging Face cache, the Hub) is package convert/source's business.
 package safetensors
 
 import "fmt"

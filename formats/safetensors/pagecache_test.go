@@ -38,7 +38,7 @@ func TestStreamUncachedLeavesTheCacheAsFound(t *testing.T) {
 	dropCached(f, 0, int64(buf.Len()))
 	f.Close()
 
-	ck, err := Open(DirSource(dir))
+	ck, err := Open(folder(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

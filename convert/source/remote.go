@@ -1,4 +1,4 @@
-package hub
+package source
 
 import (
 	"context"
@@ -212,7 +212,7 @@ func (r *Remote) size(name string) (int64, bool) {
 }
 
 // Open opens a file of the repo for range reads.
-func (r *Remote) Open(name string) (st.File, error) {
+func (r *Remote) Open(name string) (File, error) {
 	if err := st.CheckLocalName(name); err != nil {
 		return nil, err
 	}

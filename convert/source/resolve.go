@@ -1,7 +1,4 @@
-// Package hub resolves where a checkpoint lives: a local folder, a Hugging
-// Face cache entry (ORG/NAME[@rev], no network), or a Hub repo read over
-// HTTPS by byte range (hf://ORG/NAME[@rev]). Each is a safetensors.Source.
-package hub
+package source
 
 import (
 	"errors"
@@ -10,15 +7,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-
-	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
 var repoID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 // Resolve turns a --src value into a source: an existing folder, hf://ORG/NAME[@rev]
 // (remote), or ORG/NAME[@rev] found in the local Hugging Face cache.
-func Resolve(src string, remote RemoteOptions) (st.Source, error) {
+func Resolve(src string, remote RemoteOptions) (Source, error) {
 	if rest, ok := strings.CutPrefix(src, "hf://"); ok {
 		repo, rev := splitRev(rest)
 		if !repoID.MatchString(repo) {
@@ -30,7 +25,7 @@ func Resolve(src string, remote RemoteOptions) (st.Source, error) {
 		if !fi.IsDir() {
 			return nil, fmt.Errorf("--src %s is not a folder", src)
 		}
-		return st.DirSource(src), nil
+		return Dir(src), nil
 	}
 	repo, rev := splitRev(src)
 	if !repoID.MatchString(repo) {
@@ -43,7 +38,7 @@ func Resolve(src string, remote RemoteOptions) (st.Source, error) {
 		}
 		return nil, fmt.Errorf("--src %s: no such folder, and not in the Hugging Face cache (%v); use hf://%s to read it from the Hub", src, err, src)
 	}
-	return st.DirSource(dir), nil
+	return Dir(dir), nil
 }
 
 func splitRev(s string) (repo, rev string) {

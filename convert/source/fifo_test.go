@@ -1,8 +1,9 @@
 //go:build unix
 
-package safetensors
+package source
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,7 +11,18 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
+
+// writeIndex writes a checkpoint index naming shards.
+func writeIndex(t *testing.T, dir string, m map[string]string) {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"total_size": 9}, "weight_map": m})
+	if err := os.WriteFile(filepath.Join(dir, st.IndexFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // mkfifo makes a FIFO at path. If a test leaves a reader blocked on it,
 // cleanup opens the write end once, so the reader sees end of file.
@@ -52,35 +64,35 @@ func TestLocalSourceRefusesNonRegularFiles(t *testing.T) {
 			mkfifo(t, filepath.Join(dir, a))
 			writeIndex(t, dir, map[string]string{"x": a})
 		}, func(dir string) error {
-			ck, err := Open(DirSource(dir))
+			ck, err := st.Open(Dir(dir))
 			if err == nil {
 				ck.Close()
 			}
 			return err
 		}, a + " is not a regular file: it is a named pipe (FIFO)"},
 		{"FIFO single file", func(t *testing.T, dir string) {
-			mkfifo(t, filepath.Join(dir, SingleFile))
+			mkfifo(t, filepath.Join(dir, st.SingleFile))
 		}, func(dir string) error {
-			_, err := Open(DirSource(dir))
+			_, err := st.Open(Dir(dir))
 			return err
-		}, SingleFile + " is not a regular file"},
+		}, st.SingleFile + " is not a regular file"},
 		{"FIFO index", func(t *testing.T, dir string) {
-			mkfifo(t, filepath.Join(dir, IndexFile))
+			mkfifo(t, filepath.Join(dir, st.IndexFile))
 		}, func(dir string) error {
-			_, err := Open(DirSource(dir))
+			_, err := st.Open(Dir(dir))
 			return err
-		}, IndexFile},
+		}, st.IndexFile},
 		{"FIFO config.json", func(t *testing.T, dir string) {
 			mkfifo(t, filepath.Join(dir, "config.json"))
 		}, func(dir string) error {
-			_, err := ReadSmallFile(DirSource(dir), "config.json", 1<<20)
+			_, err := st.ReadSmallFile(Dir(dir), "config.json", 1<<20)
 			return err
 		}, "config.json is not a regular file: it is a named pipe (FIFO)"},
 		{"symlink to a FIFO", func(t *testing.T, dir string) {
 			mkfifo(t, filepath.Join(dir, "pipe"))
 			os.Symlink("pipe", filepath.Join(dir, "config.json"))
 		}, func(dir string) error {
-			_, err := ReadSmallFile(DirSource(dir), "config.json", 1<<20)
+			_, err := st.ReadSmallFile(Dir(dir), "config.json", 1<<20)
 			return err
 		}, "config.json is not a regular file"},
 		{"character device", func(t *testing.T, dir string) {
@@ -88,13 +100,13 @@ func TestLocalSourceRefusesNonRegularFiles(t *testing.T) {
 				t.Skip(err)
 			}
 		}, func(dir string) error {
-			_, err := ReadSmallFile(DirSource(dir), "config.json", 1<<20)
+			_, err := st.ReadSmallFile(Dir(dir), "config.json", 1<<20)
 			return err
 		}, "config.json is not a regular file: it is a character device"},
 		{"folder", func(t *testing.T, dir string) {
 			os.Mkdir(filepath.Join(dir, "config.json"), 0o755)
 		}, func(dir string) error {
-			_, err := ReadSmallFile(DirSource(dir), "config.json", 1<<20)
+			_, err := st.ReadSmallFile(Dir(dir), "config.json", 1<<20)
 			return err
 		}, "config.json is not a regular file: it is a folder"},
 	}
@@ -103,7 +115,7 @@ func TestLocalSourceRefusesNonRegularFiles(t *testing.T) {
 			dir := t.TempDir()
 			c.setup(t, dir)
 			err := within(t, 5*time.Second, func() error { return c.open(dir) })
-			if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, ErrNotRegular) {
+			if err == nil || !strings.Contains(err.Error(), c.want) || !errors.Is(err, st.ErrNotRegular) {
 				t.Fatalf("error %v, want %q", err, c.want)
 			}
 		})
@@ -113,7 +125,7 @@ func TestLocalSourceRefusesNonRegularFiles(t *testing.T) {
 func TestOpenRegularRegularFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "f")
 	os.WriteFile(p, []byte("abc"), 0o644)
-	f, fi, err := OpenRegular(p)
+	f, fi, err := st.OpenRegular(p)
 	if err != nil {
 		t.Fatal(err)
 	}
