@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/mtpconv/mtpconv/convert/rows"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
 	"github.com/mtpconv/mtpconv/quant"
@@ -89,11 +90,12 @@ func newTensorState(ck *st.Checkpoint, t *OutTensor, offsets map[string]int64, c
 	return s, nil
 }
 
-// scratch is one worker's buffers, reused from chunk to chunk.
+// scratch is one worker's reader and buffers, reused from chunk to chunk.
 type scratch struct {
-	raw, enc []byte
-	vals     []float32
-	q        quantBufs
+	rd   *rows.Reader
+	enc  []byte
+	vals []float32
+	q    quantBufs
 }
 
 // stages orders the per-tensor stages of chunks running in parallel. One
@@ -148,7 +150,7 @@ func runChunks(ctx context.Context, ck *st.Checkpoint, states []*tensorState, op
 	sg.cond = sync.NewCond(&sg.mu)
 	pool := make(chan *scratch, opt.Jobs)
 	for range opt.Jobs {
-		pool <- &scratch{}
+		pool <- &scratch{rd: rows.NewReader(ck)}
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(opt.Jobs)
@@ -194,26 +196,39 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 	t, c := s.t, s.chunks[i]
 	seg := t.Segments[c.seg]
 	src := ck.Tensors[seg.Source]
-	inSize, _ := src.DType.Size()
 	elems := c.rows * t.RowLen
-	var err error
-	sc.raw, err = ck.ReadRange(src, (seg.Row+c.row)*t.RowLen*inSize, elems*inSize, sc.raw)
+	raw, err := sc.rd.Raw(seg, t.RowLen, c.row, c.rows)
 	if err != nil {
 		return err
 	}
-	raw := sc.raw
-	if progress != nil {
-		progress(int64(len(raw)))
+	var scaleRaw []byte
+	if seg.Scale != "" && c.first {
+		if _, scaleRaw, err = sc.rd.Scales(seg.Scale); err != nil {
+			return err
+		}
 	}
-	if err := sg.enter(&s.srcNext, i, func() error { s.hashSource(c, raw); return nil }); err != nil {
+	if progress != nil {
+		progress(int64(len(raw) + len(scaleRaw)))
+	}
+	if err := sg.enter(&s.srcNext, i, func() error { s.hashSource(c, raw, scaleRaw); return nil }); err != nil {
 		return err
 	}
 	var pieces []piece
 	var qe quant.ErrStats
 	var overflows int
-	if s.copyThrough {
+	switch {
+	case s.copyThrough:
 		pieces = []piece{{t.Name, raw, t.RowLen * s.outSize, 1}}
-	} else {
+	case seg.Scale != "":
+		// Dequantized through the shared row reader, then the usual path from float32.
+		sc.vals = grow(sc.vals, elems)
+		if err := sc.rd.Decode(seg, t.RowLen, c.row, c.rows, raw, sc.vals); err != nil {
+			return err
+		}
+		if pieces, overflows, err = s.transformValues(sc, sc.vals, elems, c.rows, &qe); err != nil {
+			return fmt.Errorf("%s: %w", seg.Source, err)
+		}
+	default:
 		if pieces, overflows, err = s.transform(sc, src.DType, raw, elems, c.rows, &qe); err != nil {
 			return fmt.Errorf("%s: %w", seg.Source, err)
 		}
@@ -249,9 +264,19 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 }
 
 // hashSource feeds a chunk's source bytes, in order, to the tensor's source
-// hash and to its segment's own hash.
-func (s *tensorState) hashSource(c chunk, raw []byte) {
+// hash and to its segment's own hash; a segment's block scales, read whole
+// with its first chunk, are recorded as a source tensor of their own.
+func (s *tensorState) hashSource(c chunk, raw, scaleRaw []byte) {
 	seg := s.t.Segments[c.seg]
+	if scaleRaw != nil {
+		// The scales are part of what the tensor is made from: its source
+		// checksum covers them, before the segment's rows.
+		h := manifests.NewTensorHash()
+		h.Write(scaleRaw)
+		s.res.read += int64(len(scaleRaw))
+		s.res.sources = append(s.res.sources, manifests.SourceTensor{Name: seg.Scale, CRC32C: manifests.TensorSum(h)})
+		s.srcHash.Write(scaleRaw)
+	}
 	s.res.read += int64(len(raw))
 	s.srcHash.Write(raw)
 	multi := len(s.t.Segments) > 1
@@ -291,14 +316,21 @@ func (s *tensorState) transform(sc *scratch, inType st.DType, raw []byte, elems,
 	if err := quant.DecodeF32(string(inType), raw, vals); err != nil {
 		return nil, 0, err
 	}
+	if inType != t.DType || s.plusOne || s.qz == nil {
+		return s.transformValues(sc, vals, elems, rows, qe)
+	}
+	// The cast is the identity: quantize the decoded values directly.
+	return s.qz.quantize(vals, rows, qe, &sc.q), 0, nil
+}
+
+// transformValues applies the value transforms to decoded source values,
+// then the cast or quantization, and returns the bytes to store.
+func (s *tensorState) transformValues(sc *scratch, vals []float32, elems, rows int64, qe *quant.ErrStats) ([]piece, int, error) {
+	t := s.t
 	if s.plusOne {
 		for i := range vals {
 			vals[i] += 1
 		}
-	}
-	if s.qz != nil && inType == t.DType && !s.plusOne {
-		// The cast is the identity: quantize the decoded values directly.
-		return s.qz.quantize(vals, rows, qe, &sc.q), 0, nil
 	}
 	// Cast: round to the output dtype once; quantization sees the cast values.
 	sc.enc = growBytes(sc.enc, elems*s.outSize)

@@ -60,7 +60,8 @@ type Config struct {
 	DType                 string  `json:"dtype"`
 	TorchDType            string  `json:"torch_dtype"`
 	QuantizationConfig    *struct {
-		QuantMethod string `json:"quant_method"`
+		QuantMethod     string  `json:"quant_method"`
+		WeightBlockSize []int64 `json:"weight_block_size"`
 	} `json:"quantization_config"`
 
 	// Raw is the whole config.json as read, for writers that copy it.

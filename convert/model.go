@@ -57,6 +57,20 @@ func (m *Model) Role(name string) Role { return m.roles[name] }
 // Is reports whether a tensor has a role.
 func (m *Model) Is(name string, r Role) bool { return m.roles[name]&r != 0 }
 
+// BlockScale names the block-scale tensor of an FP8 weight and the block
+// size it is stored in (config.json's quantization_config), if src is one.
+func (m *Model) BlockScale(src string) (scale string, block []int64, ok bool) {
+	t, found := m.Checkpoint.Tensors[src]
+	if !found || t.DType != st.F8E4M3 || m.Config.QuantizationConfig == nil {
+		return "", nil, false
+	}
+	scale = src + "_scale_inv" // X.weight -> X.weight_scale_inv, as the FP8 releases store it
+	if _, found := m.Checkpoint.Tensors[scale]; !found {
+		return "", nil, false
+	}
+	return scale, m.Config.QuantizationConfig.WeightBlockSize, true
+}
+
 // IsHead reports whether a tensor belongs to the MTP head.
 func (m *Model) IsHead(name string) bool { return strings.HasPrefix(name, m.Spec.HeadPrefix) }
 

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mtpconv/mtpconv/convert/rows"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -304,7 +305,7 @@ func sourceUnchanged(ck *st.Checkpoint, rec FileRecord) error {
 	if len(rec.Tensors) == 0 {
 		return errors.New("its record lists no tensors")
 	}
-	var buf []byte
+	rd := rows.NewReader(ck)
 	for _, t := range rec.Tensors {
 		h := manifests.NewTensorHash()
 		for _, seg := range t.Segments {
@@ -320,13 +321,20 @@ func sourceUnchanged(ck *st.Checkpoint, rec FileRecord) error {
 			if rowBytes <= 0 {
 				return fmt.Errorf("source tensor %s: the record has no row length", seg.Source)
 			}
-			step := max(1, sourceReadChunk/rowBytes)
-			for row := int64(0); row < seg.Rows; row += step {
-				n := min(step, seg.Rows-row)
-				if buf, err = ck.ReadRange(s, (seg.Row+row)*rowBytes, n*rowBytes, buf); err != nil {
+			if seg.Scale != "" { // hashed before the rows, as the export did
+				_, raw, err := rd.Scales(seg.Scale)
+				if err != nil {
 					return err
 				}
-				h.Write(buf)
+				h.Write(raw)
+			}
+			step := max(1, sourceReadChunk/rowBytes)
+			for row := int64(0); row < seg.Rows; row += step {
+				raw, err := rd.Raw(seg, t.RowLen, row, min(step, seg.Rows-row))
+				if err != nil {
+					return err
+				}
+				h.Write(raw)
 			}
 		}
 		if got := manifests.TensorSum(h); got != t.SourceCRC32C {

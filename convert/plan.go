@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/mtpconv/mtpconv/convert/rows"
 	ov "github.com/mtpconv/mtpconv/formats/openvino"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
@@ -23,12 +24,9 @@ const (
 	TQuantize       = manifests.TQuantize
 )
 
-// Segment is a run of rows of a source tensor viewed as [rows, RowLen].
-type Segment struct {
-	Source string `json:"source"`
-	Row    int64  `json:"row"`
-	Rows   int64  `json:"rows"`
-}
+// Segment is a run of rows of a source tensor viewed as [rows, RowLen],
+// with, for an FP8 weight, the block scales it is read with.
+type Segment = rows.Segment
 
 // Quant describes how an output tensor is quantized.
 type Quant struct {
@@ -84,14 +82,16 @@ func (t *OutTensor) Rows() int64 {
 	return n
 }
 
-// Sources lists the distinct source tensors in order.
+// Sources lists the distinct source tensors in order, block scales after their weight.
 func (t *OutTensor) Sources() []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, s := range t.Segments {
-		if !seen[s.Source] {
-			seen[s.Source] = true
-			out = append(out, s.Source)
+		for _, n := range []string{s.Source, s.Scale} {
+			if n != "" && !seen[n] {
+				seen[n] = true
+				out = append(out, n)
+			}
 		}
 	}
 	return out
@@ -231,6 +231,9 @@ func (p *Plan) Validate(ck *st.Checkpoint) error {
 			if !ok {
 				return fmt.Errorf("plan: %s: source %s is not in the checkpoint", t.Name, s.Source)
 			}
+			if err := rows.Check(ck, s, t.RowLen); err != nil {
+				return fmt.Errorf("plan: %s: %w", t.Name, err)
+			}
 			if src.Elements()%t.RowLen != 0 || s.Row < 0 || s.Rows < 0 || s.Row+s.Rows > src.Elements()/t.RowLen {
 				return fmt.Errorf("plan: %s: rows [%d, %d) of %s (shape %v) out of range", t.Name, s.Row, s.Row+s.Rows, s.Source, src.Shape)
 			}
@@ -264,6 +267,9 @@ func (p *Plan) SourceRanges(ck *st.Checkpoint) map[string][][2]int64 {
 			size, _ := src.DType.Size()
 			b := src.Begin + s.Row*t.RowLen*size
 			out[src.Shard.Name] = append(out[src.Shard.Name], [2]int64{b, b + s.Rows*t.RowLen*size})
+			if sc, ok := ck.Tensors[s.Scale]; ok && s.Scale != "" {
+				out[sc.Shard.Name] = append(out[sc.Shard.Name], [2]int64{sc.Begin, sc.End})
+			}
 		}
 	}
 	return out

@@ -55,7 +55,17 @@ func (pl *Planner) Plain(src, name string, dtype st.DType, rule QuantRule) {
 	if rule != nil && len(shape) >= 2 && strings.HasSuffix(name, ".weight") && !conv {
 		q = rule(src, name, rowLen)
 	}
-	pl.Add(OutTensor{Name: name, Segments: []Segment{{src, 0, t.Elements() / rowLen}}, RowLen: rowLen, Shape: shape, DType: dtype, Transforms: transforms}, q)
+	pl.Add(OutTensor{Name: name, Segments: []Segment{pl.Segment(src, 0, t.Elements()/rowLen)}, RowLen: rowLen, Shape: shape, DType: dtype, Transforms: transforms}, q)
+}
+
+// Segment is rows of a source tensor; an FP8 weight is read with its block
+// scales (the family's checkpoint says which: Model.BlockScale).
+func (pl *Planner) Segment(src string, row, rows int64) Segment {
+	seg := Segment{Source: src, Row: row, Rows: rows}
+	if scale, block, ok := pl.M.BlockScale(src); ok {
+		seg.Scale, seg.Block = scale, block
+	}
+	return seg
 }
 
 // Add appends a planned tensor, recording its cast and quantization.
@@ -83,16 +93,16 @@ func (pl *Planner) Experts(blk ExpertBlock, outLayer string, dtype st.DType, rul
 		var tr Transform
 		switch {
 		case blk.Layout == Fused && k == 2:
-			segs = []Segment{{blk.Prefix + moe.FusedDown, 0, e * h}}
+			segs = []Segment{pl.Segment(blk.Prefix+moe.FusedDown, 0, e*h)}
 		case blk.Layout == Fused:
 			tr = TSplitGateUp
 			for x := int64(0); x < e; x++ {
-				segs = append(segs, Segment{blk.Prefix + moe.FusedGateUp, x*2*i + int64(k)*i, i})
+				segs = append(segs, pl.Segment(blk.Prefix+moe.FusedGateUp, x*2*i+int64(k)*i, i))
 			}
 		default:
 			tr = TStackExperts
 			for x := 0; x < int(e); x++ {
-				segs = append(segs, Segment{blk.Prefix + strconv.Itoa(x) + "." + moe.PerExpert[k], 0, p.out})
+				segs = append(segs, pl.Segment(blk.Prefix+strconv.Itoa(x)+"."+moe.PerExpert[k], 0, p.out))
 			}
 		}
 		name := outLayer + moe.Stacked[k]

@@ -272,9 +272,7 @@ type tensorResult struct {
 // record describes an output tensor for the manifest, before execution fills in hashes and errors.
 func (t *OutTensor) record() manifests.Tensor {
 	r := manifests.Tensor{Name: t.Name, Component: t.Component, File: t.File, Sources: t.Sources(), RowLen: t.RowLen, Shape: t.Shape, DType: string(t.DType)}
-	for _, s := range t.Segments {
-		r.Segments = append(r.Segments, manifests.Segment{Source: s.Source, Row: s.Row, Rows: s.Rows})
-	}
+	r.Segments = append(r.Segments, t.Segments...)
 	for _, x := range t.Transforms {
 		tr := manifests.Transform{Name: x}
 		switch x {

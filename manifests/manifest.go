@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/mtpconv/mtpconv/convert/rows"
 	"hash"
 	"hash/crc32"
 	"io"
@@ -91,12 +92,9 @@ type Model struct {
 	NormConvention string `json:"norm_convention"`
 }
 
-// Segment is a run of rows of a source tensor viewed as [rows, row_len].
-type Segment struct {
-	Source string `json:"source"`
-	Row    int64  `json:"row"`
-	Rows   int64  `json:"rows"`
-}
+// Segment is a run of rows of a source tensor viewed as [rows, row_len]
+// (with, for an FP8 weight, its block scales): the plan's own segment.
+type Segment = rows.Segment
 
 // TransformName names one step applied to an output tensor, in the order applied.
 type TransformName string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/mtpconv/mtpconv/convert/rows"
 	"io/fs"
 	"math"
 	"os"
@@ -542,27 +543,31 @@ func recompute(ctx context.Context, r *Report, src *st.Checkpoint, o *outFile, t
 // stops with ctx's error when ctx is done.
 func sourceChunks(ctx context.Context, src *st.Checkpoint, t *Tensor, fn func(vals []float32, rows, outRow int64) error) (bool, error) {
 	h := NewTensorHash()
-	var raw []byte
+	rd := rows.NewReader(src)
 	outRow := int64(0)
 	for _, seg := range t.Segments {
-		s, ok := src.Tensors[seg.Source]
-		if !ok {
-			return false, fmt.Errorf("source tensor %s is not in the source", seg.Source)
+		if err := rows.Check(src, seg, t.RowLen); err != nil {
+			return false, err
 		}
-		inSize, _ := s.DType.Size()
+		if seg.Scale != "" { // hashed before the rows, as the export did
+			_, sraw, err := rd.Scales(seg.Scale)
+			if err != nil {
+				return false, err
+			}
+			h.Write(sraw)
+		}
 		for row := int64(0); row < seg.Rows; row += verifyChunkRows {
 			if err := ctx.Err(); err != nil {
 				return false, err
 			}
 			n := min(verifyChunkRows, seg.Rows-row)
-			var err error
-			raw, err = src.ReadRange(s, (seg.Row+row)*t.RowLen*inSize, n*t.RowLen*inSize, raw)
+			raw, err := rd.Raw(seg, t.RowLen, row, n)
 			if err != nil {
 				return false, err
 			}
 			h.Write(raw)
 			v := make([]float32, n*t.RowLen)
-			if err := quant.DecodeF32(string(s.DType), raw, v); err != nil {
+			if err := rd.Decode(seg, t.RowLen, row, n, raw, v); err != nil {
 				return false, err
 			}
 			if err := fn(v, n, outRow); err != nil {

@@ -25,8 +25,18 @@ var nonFiniteDTypes = map[string]nonFiniteLanes{
 }
 
 // CountNonFinite counts the NaN and infinite values of little-endian src of
-// a float dtype (BF16, F16 or F32).
+// a float dtype (BF16, F16, F32, or F8_E4M3, whose only non-finite codes are
+// its two NaNs).
 func CountNonFinite(dtype string, src []byte) (int, error) {
+	if dtype == "F8_E4M3" {
+		n := 0
+		for _, b := range src {
+			if b&0x7f == 0x7f {
+				n++
+			}
+		}
+		return n, nil
+	}
 	l, ok := nonFiniteDTypes[dtype]
 	if !ok {
 		return 0, fmt.Errorf("count non-finite: dtype %s is not a float type this tool reads", dtype)

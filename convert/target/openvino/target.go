@@ -161,7 +161,7 @@ func clone(q *convert.Quant) *convert.Quant {
 func linear(pl *convert.Planner, src string, q *convert.Quant) {
 	t := pl.M.Checkpoint.Tensors[src]
 	rows, cols := t.Shape[0], t.Shape[1]
-	out := convert.OutTensor{Name: src, Segments: []convert.Segment{{Source: src, Row: 0, Rows: rows}}, RowLen: cols, Shape: []int64{rows, cols}, DType: st.F16}
+	out := convert.OutTensor{Name: src, Segments: []convert.Segment{pl.Segment(src, 0, rows)}, RowLen: cols, Shape: []int64{rows, cols}, DType: st.F16}
 	pl.Add(out, clone(q))
 }
 
