@@ -148,6 +148,22 @@ type MLP struct {
 	SharedExpertGate string
 }
 
+// matchesConfig recognises a family by config.json: a model_type (top level
+// or text_config's) among modelTypes, or an architecture starting with arch.
+func matchesConfig(c *Config, modelTypes []string, arch string) bool {
+	for _, t := range modelTypes {
+		if c.ModelType == t || c.TextModelType == t {
+			return true
+		}
+	}
+	for _, a := range c.Architectures {
+		if strings.HasPrefix(a, arch) {
+			return true
+		}
+	}
+	return false
+}
+
 // detectFamily finds the family of a config.
 func detectFamily(cfg *Config) (Family, error) {
 	for _, f := range families {

@@ -3,6 +3,7 @@ package convert
 import (
 	"encoding/json"
 	"github.com/mtpconv/mtpconv/convert/source"
+	"github.com/mtpconv/mtpconv/internal/testfs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -20,12 +21,7 @@ func withConfig(t *testing.T, fixture string, mutate func(text map[string]any)) 
 	t.Helper()
 	src := fixtures.Ensure(t, fixture)
 	dir := t.TempDir()
-	entries, _ := os.ReadDir(src)
-	for _, e := range entries {
-		if e.Name() != ConfigFile {
-			os.Symlink(filepath.Join(src, e.Name()), filepath.Join(dir, e.Name()))
-		}
-	}
+	testfs.LinkDir(t, src, dir, ConfigFile)
 	raw, err := os.ReadFile(filepath.Join(src, ConfigFile))
 	if err != nil {
 		t.Fatal(err)

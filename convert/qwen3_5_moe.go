@@ -1,7 +1,5 @@
 package convert
 
-import "strings"
-
 // qwen35MoE is Qwen3.5-MoE and Qwen3.6-MoE (Qwen3_5MoeForConditionalGeneration):
 // config nested under text_config, text weights under model.language_model.,
 // a vision tower under model.visual., linear attention with flat split input
@@ -11,15 +9,7 @@ type qwen35MoE struct{}
 func (qwen35MoE) Name() string { return "qwen3_5_moe" }
 
 func (qwen35MoE) Matches(c *Config) bool {
-	if c.ModelType == "qwen3_5_moe" || c.TextModelType == "qwen3_5_moe_text" || c.TextModelType == "qwen3_5_moe" {
-		return true
-	}
-	for _, a := range c.Architectures {
-		if strings.HasPrefix(a, "Qwen3_5Moe") {
-			return true
-		}
-	}
-	return false
+	return matchesConfig(c, []string{"qwen3_5_moe", "qwen3_5_moe_text"}, "Qwen3_5Moe")
 }
 
 func (qwen35MoE) Spec(c *Config) *Spec {

@@ -1,7 +1,5 @@
 package convert
 
-import "strings"
-
 // qwen3Next is Qwen3-Next (Qwen3NextForCausalLM): flat config, weights under
 // model., linear attention with grouped in_proj_qkvz / in_proj_ba, and every
 // MoE block (trunk and MTP) storing its experts per expert.
@@ -10,15 +8,7 @@ type qwen3Next struct{}
 func (qwen3Next) Name() string { return "qwen3_next" }
 
 func (qwen3Next) Matches(c *Config) bool {
-	if c.ModelType == "qwen3_next" {
-		return true
-	}
-	for _, a := range c.Architectures {
-		if strings.HasPrefix(a, "Qwen3Next") {
-			return true
-		}
-	}
-	return false
+	return matchesConfig(c, []string{"qwen3_next"}, "Qwen3Next")
 }
 
 func (qwen3Next) Spec(c *Config) *Spec {

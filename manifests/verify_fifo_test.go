@@ -3,31 +3,17 @@
 package manifests_test
 
 import (
+	"github.com/mtpconv/mtpconv/internal/testfs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/manifests"
 )
-
-// mkfifo makes a FIFO at path. If a test leaves a reader blocked on it,
-// cleanup opens the write end once, so the reader sees end of file.
-func mkfifo(t *testing.T, path string) {
-	t.Helper()
-	if err := syscall.Mkfifo(path, 0o644); err != nil {
-		t.Skipf("mkfifo: %v", err)
-	}
-	t.Cleanup(func() {
-		if f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			f.Close()
-		}
-	})
-}
 
 func TestVerifyRefusesFIFOs(t *testing.T) {
 	cases := []struct {
@@ -37,19 +23,19 @@ func TestVerifyRefusesFIFOs(t *testing.T) {
 		other []string
 	}{
 		{"listed file", func(t *testing.T, dir string) {
-			mkfifo(t, filepath.Join(dir, "pipe"))
+			testfs.Mkfifo(t, filepath.Join(dir, "pipe"))
 			editManifest(t, dir, func(m *manifests.Manifest) { m.Files = append(m.Files, manifests.File{Name: "pipe"}) })
 		}, "pipe", nil},
 		{"tensor file", func(t *testing.T, dir string) {
 			os.Remove(filepath.Join(dir, "model.safetensors"))
-			mkfifo(t, filepath.Join(dir, "model.safetensors"))
+			testfs.Mkfifo(t, filepath.Join(dir, "model.safetensors"))
 		}, "model.safetensors", nil},
 		{"tensor file not listed", func(t *testing.T, dir string) {
-			mkfifo(t, filepath.Join(dir, "pipe.safetensors"))
+			testfs.Mkfifo(t, filepath.Join(dir, "pipe.safetensors"))
 			editManifest(t, dir, func(m *manifests.Manifest) { m.Tensors[0].File = "pipe.safetensors" })
 		}, "pipe.safetensors", []string{"tensor_extra"}}, // fc.weight, in model.safetensors
 		{"symlink to a FIFO", func(t *testing.T, dir string) {
-			mkfifo(t, filepath.Join(dir, "pipe"))
+			testfs.Mkfifo(t, filepath.Join(dir, "pipe"))
 			os.Remove(filepath.Join(dir, "config.json"))
 			os.Symlink("pipe", filepath.Join(dir, "config.json"))
 		}, "config.json", nil},
@@ -75,7 +61,7 @@ func TestVerifyRefusesFIFOs(t *testing.T) {
 
 func TestLoadRefusesFIFOManifest(t *testing.T) {
 	dir := t.TempDir()
-	mkfifo(t, filepath.Join(dir, manifests.FileName))
+	testfs.Mkfifo(t, filepath.Join(dir, manifests.FileName))
 	done := make(chan error, 1)
 	go func() {
 		_, err := manifests.Load(dir)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/mtpconv/mtpconv/internal/testfs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -207,10 +208,7 @@ func TestExportOverwriteAndCancel(t *testing.T) {
 func TestTokenizerAndGenerationFilesCopied(t *testing.T) {
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	dir := t.TempDir()
-	entries, _ := os.ReadDir(src)
-	for _, e := range entries {
-		os.Symlink(filepath.Join(src, e.Name()), filepath.Join(dir, e.Name()))
-	}
+	testfs.LinkDir(t, src, dir)
 	extra := map[string]string{
 		"tokenizer.json":         `{"version":"1.0","model":{"type":"BPE"}}`,
 		"tokenizer_config.json":  `{"eos_token":"<|im_end|>"}`,
@@ -244,12 +242,7 @@ func TestF16OverflowIsReported(t *testing.T) {
 	fc := ck.Tensors["mtp.fc.weight"]
 	shard, begin := fc.Shard.Name, fc.Begin
 	ck.Close()
-	entries, _ := os.ReadDir(src)
-	for _, e := range entries {
-		if e.Name() != shard {
-			os.Symlink(filepath.Join(src, e.Name()), filepath.Join(dir, e.Name()))
-		}
-	}
+	testfs.LinkDir(t, src, dir, shard)
 	b, _ := os.ReadFile(filepath.Join(src, shard))
 	for i := int64(0); i < 3; i++ { // three values of 1e6 (bf16 0x4974)
 		b[begin+2*i], b[begin+2*i+1] = 0x74, 0x49

@@ -46,6 +46,16 @@ func sameFiles(t *testing.T, a, b map[string][]byte) {
 	}
 }
 
+// sameModelFiles compares the files of out, but for the manifest and card
+// (which name the source), with local.
+func sameModelFiles(t *testing.T, local map[string][]byte, out string) {
+	t.Helper()
+	remote := readDir(t, out)
+	delete(remote, "mtpconv-manifest.json")
+	delete(remote, "README.md")
+	sameFiles(t, local, remote)
+}
+
 // neededBytes is what a head export must read: every mtp.* tensor and every shard header.
 func neededBytes(t *testing.T, dir string) int64 {
 	ck, err := st.Open(source.Dir(dir))
@@ -108,10 +118,7 @@ func TestHubFaultsAreSurvived(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	remote := readDir(t, out)
-	delete(remote, "mtpconv-manifest.json")
-	delete(remote, "README.md")
-	sameFiles(t, local, remote)
+	sameModelFiles(t, local, out)
 	// Each of the five faults is retried once, and each retry is one line on stderr.
 	retries := 0
 	for _, l := range strings.Split(stderr, "\n") {
@@ -161,10 +168,7 @@ func TestHubWithoutSizes(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
-			remote := readDir(t, out)
-			delete(remote, "mtpconv-manifest.json")
-			delete(remote, "README.md")
-			sameFiles(t, local, remote)
+			sameModelFiles(t, local, out)
 		})
 	}
 }

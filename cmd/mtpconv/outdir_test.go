@@ -165,17 +165,7 @@ func TestExportRefusesOutThatWouldDestroyData(t *testing.T) {
 			if code != exitFailure || !strings.Contains(stderr, c.want) {
 				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, stderr, exitFailure, c.want)
 			}
-			after := tree(t, root)
-			for p, v := range before {
-				if after[p] != v {
-					t.Errorf("%s changed: %q -> %q", p, v, after[p])
-				}
-			}
-			for p := range after {
-				if _, ok := before[p]; !ok {
-					t.Errorf("%s was written", p)
-				}
-			}
+			sameStrings(t, before, tree(t, root))
 		})
 	}
 }
@@ -392,15 +382,8 @@ func TestResumeRechecksSourceBytes(t *testing.T) {
 					t.Errorf("no note says %s was written again: %v", f, sum.Notes)
 				}
 			}
-			a, b := readDir(t, want), readDir(t, out)
-			if len(a) != len(b) {
-				t.Fatalf("files %d vs %d", len(a), len(b))
-			}
-			for name := range a {
-				if !bytes.Equal(a[name], b[name]) {
-					t.Errorf("%s differs from a fresh export of the current source", name)
-				}
-			}
+			a := readDir(t, want)
+			sameFiles(t, a, readDir(t, out))
 			for f, o := range old {
 				if bytes.Equal(o, a[f]) {
 					t.Errorf("%s: changing %s does not change it; the test proves nothing", f, c.change)

@@ -130,14 +130,22 @@ func TestOutputsUnchanged(t *testing.T) {
 		}
 		return
 	}
-	for k, sum := range got {
-		if want[k] != sum {
-			t.Errorf("%s: sha256 %s, pinned %s", k, sum, want[k])
+	sameStrings(t, want, got)
+}
+
+// sameStrings reports every key whose value differs, is missing or is new.
+func sameStrings(t *testing.T, want, got map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		if g, ok := got[k]; !ok {
+			t.Errorf("%s: gone (was %q)", k, v)
+		} else if g != v {
+			t.Errorf("%s: %q, want %q", k, g, v)
 		}
 	}
-	for k := range want {
-		if _, ok := got[k]; !ok {
-			t.Errorf("%s: pinned but not written", k)
+	for k, v := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: new (%q)", k, v)
 		}
 	}
 }

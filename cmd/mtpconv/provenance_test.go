@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -195,15 +194,7 @@ func TestKilledExportResumes(t *testing.T) {
 	if len(sum.ReusedFiles) != 1 || sum.ReusedFiles[0] != "model.safetensors" {
 		t.Errorf("resume reused %v", sum.ReusedFiles)
 	}
-	a, b := readDir(t, want), readDir(t, out)
-	if len(a) != len(b) {
-		t.Fatalf("files %d vs %d", len(a), len(b))
-	}
-	for name := range a {
-		if !bytes.Equal(a[name], b[name]) {
-			t.Errorf("%s differs from the uninterrupted run", name)
-		}
-	}
+	sameFiles(t, readDir(t, want), readDir(t, out))
 	if left, _ := os.ReadDir(parent); len(left) != 1 {
 		t.Errorf("resume left %v", left)
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/mtpconv/mtpconv/internal/testfs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -132,33 +133,13 @@ func TestSignalExitCodeEveryCommand(t *testing.T) {
 	}
 }
 
-// mkfifo makes a FIFO at path. If a test leaves a reader blocked on it,
-// cleanup opens the write end once, so the reader sees end of file.
-func mkfifo(t *testing.T, path string) {
-	t.Helper()
-	if err := syscall.Mkfifo(path, 0o644); err != nil {
-		t.Skipf("mkfifo: %v", err)
-	}
-	t.Cleanup(func() {
-		if f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			f.Close()
-		}
-	})
-}
-
 // fixtureWithFIFO links a fixture's files into a new folder, with a FIFO in
 // place of the named one.
 func fixtureWithFIFO(t *testing.T, fixture, fifo string) string {
 	t.Helper()
-	src := fixtures.Ensure(t, fixture)
 	dst := t.TempDir()
-	entries, _ := os.ReadDir(src)
-	for _, e := range entries {
-		if e.Name() != fifo {
-			os.Symlink(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name()))
-		}
-	}
-	mkfifo(t, filepath.Join(dst, fifo))
+	testfs.LinkDir(t, fixtures.Ensure(t, fixture), dst, fifo)
+	testfs.Mkfifo(t, filepath.Join(dst, fifo))
 	return dst
 }
 
@@ -233,7 +214,7 @@ func TestVerifySaveRefusesUnsafeManifest(t *testing.T) {
 			return "zero"
 		}},
 		{"FIFO", func(t *testing.T, dir string) string {
-			mkfifo(t, filepath.Join(dir, "pipe"))
+			testfs.Mkfifo(t, filepath.Join(dir, "pipe"))
 			return "pipe"
 		}},
 	}

@@ -5,10 +5,10 @@ package source
 import (
 	"encoding/json"
 	"errors"
+	"github.com/mtpconv/mtpconv/internal/testfs"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,20 +22,6 @@ func writeIndex(t *testing.T, dir string, m map[string]string) {
 	if err := os.WriteFile(filepath.Join(dir, st.IndexFile), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// mkfifo makes a FIFO at path. If a test leaves a reader blocked on it,
-// cleanup opens the write end once, so the reader sees end of file.
-func mkfifo(t *testing.T, path string) {
-	t.Helper()
-	if err := syscall.Mkfifo(path, 0o644); err != nil {
-		t.Skipf("mkfifo: %v", err)
-	}
-	t.Cleanup(func() {
-		if f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			f.Close()
-		}
-	})
 }
 
 // within runs fn and fails the test if it does not return in time.
@@ -61,7 +47,7 @@ func TestLocalSourceRefusesNonRegularFiles(t *testing.T) {
 		want  string
 	}{
 		{"FIFO shard", func(t *testing.T, dir string) {
-			mkfifo(t, filepath.Join(dir, a))
+			testfs.Mkfifo(t, filepath.Join(dir, a))
 			writeIndex(t, dir, map[string]string{"x": a})
 		}, func(dir string) error {
 			ck, err := st.Open(Dir(dir))
@@ -71,25 +57,25 @@ func TestLocalSourceRefusesNonRegularFiles(t *testing.T) {
 			return err
 		}, a + " is not a regular file: it is a named pipe (FIFO)"},
 		{"FIFO single file", func(t *testing.T, dir string) {
-			mkfifo(t, filepath.Join(dir, st.SingleFile))
+			testfs.Mkfifo(t, filepath.Join(dir, st.SingleFile))
 		}, func(dir string) error {
 			_, err := st.Open(Dir(dir))
 			return err
 		}, st.SingleFile + " is not a regular file"},
 		{"FIFO index", func(t *testing.T, dir string) {
-			mkfifo(t, filepath.Join(dir, st.IndexFile))
+			testfs.Mkfifo(t, filepath.Join(dir, st.IndexFile))
 		}, func(dir string) error {
 			_, err := st.Open(Dir(dir))
 			return err
 		}, st.IndexFile},
 		{"FIFO config.json", func(t *testing.T, dir string) {
-			mkfifo(t, filepath.Join(dir, "config.json"))
+			testfs.Mkfifo(t, filepath.Join(dir, "config.json"))
 		}, func(dir string) error {
 			_, err := st.ReadSmallFile(Dir(dir), "config.json", 1<<20)
 			return err
 		}, "config.json is not a regular file: it is a named pipe (FIFO)"},
 		{"symlink to a FIFO", func(t *testing.T, dir string) {
-			mkfifo(t, filepath.Join(dir, "pipe"))
+			testfs.Mkfifo(t, filepath.Join(dir, "pipe"))
 			os.Symlink("pipe", filepath.Join(dir, "config.json"))
 		}, func(dir string) error {
 			_, err := st.ReadSmallFile(Dir(dir), "config.json", 1<<20)
