@@ -1,10 +1,11 @@
 package convert
 
 import (
-	"github.com/mtpconv/mtpconv/convert/source"
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/mtpconv/mtpconv/convert/source"
 
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 )

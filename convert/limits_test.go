@@ -2,14 +2,15 @@ package convert
 
 import (
 	"encoding/json"
-	"github.com/mtpconv/mtpconv/convert/source"
-	"github.com/mtpconv/mtpconv/internal/testfs"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/mtpconv/mtpconv/convert/source"
+	"github.com/mtpconv/mtpconv/internal/testfs"
 
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 )
@@ -190,7 +191,7 @@ func TestProblemListsAreCapped(t *testing.T) {
 	if len(msg) > 8<<10 || strings.Count(msg, "\n  - ") != maxListed+1 {
 		t.Errorf("%d bytes, %d lines:\n%s", len(msg), strings.Count(msg, "\n"), msg)
 	}
-	r, err := m.Inspect(false)
+	r, err := m.Inspect()
 	if err != nil {
 		t.Fatal(err)
 	}

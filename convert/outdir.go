@@ -8,11 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/mtpconv/mtpconv/convert/rows"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/mtpconv/mtpconv/convert/rows"
 
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"

@@ -1,10 +1,9 @@
 package convert
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
@@ -61,9 +60,9 @@ type TensorReport struct {
 	SHA256 string  `json:"sha256,omitempty"`
 }
 
-// Inspect builds the report; with hash, every tensor's bytes are read
-// (streamed in chunks) and hashed.
-func (m *Model) Inspect(hash bool) (*Report, error) {
+// Inspect builds the report from the headers alone (the CLI's inspect --hash
+// reads and hashes the tensors itself, interruptibly).
+func (m *Model) Inspect() (*Report, error) {
 	c := m.Config
 	r := &Report{
 		Kind: "source_checkpoint", Source: m.Checkpoint.Source.Name(), Family: m.Family,
@@ -104,24 +103,9 @@ func (m *Model) Inspect(hash bool) (*Report, error) {
 	for _, s := range m.Checkpoint.Shards {
 		r.Shards = append(r.Shards, ShardReport{s.Name, s.Header.FileSize, count[s]})
 	}
-	var buf []byte
 	for _, n := range m.Checkpoint.Names {
 		t := m.Checkpoint.Tensors[n]
-		tr := TensorReport{Name: n, DType: string(t.DType), Shape: t.Shape, Shard: t.Shard.Name, Bytes: t.Bytes(), Group: m.Group(n)}
-		if hash {
-			h := sha256.New()
-			const chunk = 8 << 20
-			for off := int64(0); off < t.Bytes(); off += chunk {
-				var err error
-				buf, err = m.Checkpoint.ReadRange(t, off, min(chunk, t.Bytes()-off), buf)
-				if err != nil {
-					return nil, err
-				}
-				h.Write(buf)
-			}
-			tr.SHA256 = hex.EncodeToString(h.Sum(nil))
-		}
-		r.Tensors = append(r.Tensors, tr)
+		r.Tensors = append(r.Tensors, TensorReport{Name: n, DType: string(t.DType), Shape: t.Shape, Shard: t.Shard.Name, Bytes: t.Bytes(), Group: m.Group(n)})
 	}
 	return r, nil
 }
@@ -147,18 +131,21 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	p("mtp:           depth %d (config: %s), %d tensors", r.MTP.Depth, cd, r.MTP.Tensors)
 	for _, e := range r.MTP.Experts {
-		p("  experts:     %s %s, %d experts", e.Prefix, e.Layout, e.Count)
+		p("  experts:     %s: %d experts, %s", strings.TrimSuffix(e.Prefix, "."), e.Count, layoutWords(e.Layout))
 	}
 	layouts := map[ExpertLayout]int{}
 	for _, e := range r.TrunkExperts {
 		layouts[e.Layout]++
 	}
-	p("trunk experts: %v", layouts)
+	p("trunk experts: %s", countList(layouts, func(l ExpertLayout) string { return fmt.Sprintf("blocks %s", layoutWords(l)) }))
 	for _, g := range []string{GroupTrunk, GroupVision, GroupMTP} {
 		s := r.Groups[g]
 		p("%-14s %d tensors, %s", g+":", s.Tensors, humanBytes(s.Bytes))
 	}
-	p("dtypes:        %v", r.DTypes)
+	p("dtypes:        %s", countList(r.DTypes, func(d string) string { return d }))
+	if r.FP8 {
+		p("fp8:           yes (block-scaled F8_E4M3 weights)")
+	}
 	p("shards:        %d", len(r.Shards))
 	if len(r.Problems) == 0 {
 		p("problems:      none")
@@ -168,6 +155,41 @@ func (r *Report) WriteText(w io.Writer) {
 			p("  - %s", s)
 		}
 	}
+}
+
+// WriteHashes lists every tensor with the sha256 of its bytes (inspect --hash).
+func (r *Report) WriteHashes(w io.Writer) {
+	fmt.Fprintf(w, "tensors:       %d, sha256 of each one's bytes:\n", len(r.Tensors))
+	for _, t := range r.Tensors {
+		fmt.Fprintf(w, "  %s  %s\n", t.SHA256, t.Name)
+	}
+}
+
+func layoutWords(l ExpertLayout) string {
+	switch l {
+	case Fused:
+		return "fused (gate_up and down stacked)"
+	case PerExpert:
+		return "stored one by one"
+	}
+	return string(l)
+}
+
+// countList writes counts as "4 fused, 2 per expert", sorted by name, or "none".
+func countList[K ~string](counts map[K]int, name func(K) string) string {
+	keys := make([]K, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[k], name(k)))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func humanBytes(n int64) string {

@@ -11,13 +11,16 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"github.com/mtpconv/mtpconv/convert/rows"
 	"hash"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/mtpconv/mtpconv/convert/rows"
 
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
@@ -213,7 +216,16 @@ func (m *Manifest) Write(dir string) error {
 
 // Load reads the manifest of an output folder.
 func Load(dir string) (*Manifest, error) {
+	if fi, err := os.Stat(dir); err == nil && !fi.IsDir() {
+		return nil, errors.New("this is a file, not a folder")
+	}
 	b, err := ReadRegularFile(filepath.Join(dir, FileName))
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, serr := os.Stat(dir); serr != nil {
+			return nil, notFound("no such folder")
+		}
+		return nil, notFound("not an mtpconv output (it has no " + FileName + ")")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -226,6 +238,12 @@ func Load(dir string) (*Manifest, error) {
 	}
 	return m, nil
 }
+
+// notFound is a plain sentence that still satisfies errors.Is(err, fs.ErrNotExist).
+type notFound string
+
+func (e notFound) Error() string        { return string(e) }
+func (e notFound) Is(target error) bool { return target == fs.ErrNotExist }
 
 // ReadRegularFile reads a whole local file, refusing anything but a regular
 // file (a FIFO would block the read forever, a device never end it).

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/mtpconv/mtpconv/convert/rows"
 	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/mtpconv/mtpconv/convert/rows"
 
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/quant"

@@ -3,13 +3,14 @@
 package manifests_test
 
 import (
-	"github.com/mtpconv/mtpconv/internal/testfs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mtpconv/mtpconv/internal/testfs"
 
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/manifests"

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"github.com/mtpconv/mtpconv/convert/source"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mtpconv/mtpconv/convert/source"
 
 	"github.com/mtpconv/mtpconv/convert"
 	_ "github.com/mtpconv/mtpconv/convert/target/mlx"

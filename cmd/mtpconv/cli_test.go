@@ -117,3 +117,38 @@ func TestNumbersAgree(t *testing.T) {
 		})
 	}
 }
+
+// inspect's text shows no Go maps or stray dots, --hash shows the hashes, and
+// a file given for a folder or a folder that is not an output gets a plain sentence.
+func TestInspectAndVerifyText(t *testing.T) {
+	for _, fx := range []string{fixtures.Qwen36, fixtures.Qwen35, fixtures.Next} {
+		src := fixtures.Ensure(t, fx)
+		code, out, stderr := runCLI(t, "inspect", src, "--hash")
+		if code != 0 {
+			t.Fatal(stderr)
+		}
+		for _, bad := range []string{"map[", "experts. ", "%!"} {
+			if strings.Contains(out, bad) {
+				t.Errorf("%s: inspect shows %q:\n%s", fx, bad, out)
+			}
+		}
+		if !strings.Contains(out, "  ") || !strings.Contains(out, "sha256 of each") || strings.Count(out, "\n") < 20 {
+			t.Errorf("%s: --hash shows no hashes:\n%s", fx, out)
+		}
+	}
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"inspect", filepath.Join(src, "config.json")}, "this is a file, not a folder"},
+		{[]string{"verify", filepath.Join(src, "config.json")}, "this is a file, not a folder"},
+		{[]string{"verify", src}, "not an mtpconv output (it has no mtpconv-manifest.json)"},
+		{[]string{"verify", filepath.Join(t.TempDir(), "nope")}, "no such folder"},
+	} {
+		code, _, stderr := runCLI(t, c.args...)
+		if code != exitFailure || !strings.Contains(stderr, c.want) || strings.Contains(stderr, "stat ") || strings.Count(strings.TrimSpace(stderr), "\n") > 0 {
+			t.Errorf("%v: exit %d, %q; want one plain line with %q", c.args, code, stderr, c.want)
+		}
+	}
+}

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/mtpconv/mtpconv/internal/testfs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mtpconv/mtpconv/internal/testfs"
 
 	"github.com/mtpconv/mtpconv/convert/source"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"

@@ -41,7 +41,7 @@ func inspectCommand() *cli.Command {
 				return err
 			}
 			defer closeModel()
-			r, err := m.Inspect(false)
+			r, err := m.Inspect()
 			if err != nil {
 				return err
 			}
@@ -56,6 +56,9 @@ func inspectCommand() *cli.Command {
 				}
 			} else {
 				r.WriteText(c.App.Writer)
+				if c.Bool("hash") {
+					r.WriteHashes(c.App.Writer)
+				}
 			}
 			if c.Bool("strict") {
 				return m.HeadError()

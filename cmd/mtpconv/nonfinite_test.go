@@ -3,11 +3,12 @@ package main
 import (
 	"encoding/binary"
 	"encoding/json"
-	"github.com/mtpconv/mtpconv/convert/source"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mtpconv/mtpconv/convert/source"
 
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"

@@ -5,12 +5,13 @@ package source
 import (
 	"encoding/json"
 	"errors"
-	"github.com/mtpconv/mtpconv/internal/testfs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mtpconv/mtpconv/internal/testfs"
 
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
