@@ -152,3 +152,50 @@ func TestInspectAndVerifyText(t *testing.T) {
 		}
 	}
 }
+
+// The card names a base model only when one is known, says quantized only
+// when something is, and speaks each target's terms.
+func TestCardWords(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	cases := []struct {
+		args    []string
+		has     []string
+		hasNot  []string
+		warning bool
+	}{
+		{[]string{"--target", "openvino", "--head-precision", "int4"},
+			[]string{"int8 asymmetric, per output channel (f16 scales, NNCF)", "int4 asymmetric, group 64", "| lm_head |", "gather-matmuls"},
+			[]string{"switch_mlp", "group -1", "base_model:", "base_model_relation"}, true},
+		{[]string{"--target", "openvino", "--base-model", "Qwen/Qwen3.6-35B-A3B"},
+			[]string{`base_model: "Qwen/Qwen3.6-35B-A3B"`, "base_model_relation: quantized"}, nil, false},
+		{[]string{"--target", "mlx", "--base-model", "Qwen/Qwen3.6-35B-A3B"},
+			[]string{`base_model: "Qwen/Qwen3.6-35B-A3B"`, "switch_mlp"},
+			[]string{"base_model_relation"}, false},
+		{[]string{"--target", "mlx", "--base-model", "not a hub id"},
+			nil, []string{"base_model:", "not a hub id`"}, true},
+	}
+	for _, c := range cases {
+		out := filepath.Join(t.TempDir(), "o")
+		code, _, stderr := runCLI(t, append([]string{"export", "--src", src, "--out", out}, c.args...)...)
+		if code != 0 {
+			t.Fatal(stderr)
+		}
+		card, err := os.ReadFile(filepath.Join(out, "README.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range c.has {
+			if !strings.Contains(string(card), s) {
+				t.Errorf("%v: card lacks %q", c.args, s)
+			}
+		}
+		for _, s := range c.hasNot {
+			if strings.Contains(string(card), s) {
+				t.Errorf("%v: card has %q", c.args, s)
+			}
+		}
+		if got := strings.Contains(stderr, "warning: ") && strings.Contains(stderr, "base model"); got != c.warning {
+			t.Errorf("%v: base-model warning %v, want %v: %q", c.args, got, c.warning, stderr)
+		}
+	}
+}
