@@ -2,6 +2,7 @@ package convert
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -17,8 +18,16 @@ type Family interface {
 	Spec(c *Config) *Spec
 }
 
-// families are the supported families, tried in order.
-var families = []Family{qwen35MoE{}, qwen3Next{}}
+// families are the supported families, each registered from its own file.
+// Their Matches never overlap, so the order does not matter; it is kept
+// sorted by name for messages.
+var families []Family
+
+// registerFamily adds a family; each family file calls it from init.
+func registerFamily(f Family) {
+	i, _ := slices.BinarySearchFunc(families, f.Name(), func(a Family, n string) int { return strings.Compare(a.Name(), n) })
+	families = slices.Insert(families, i, f)
+}
 
 // Role is what a tensor is for, as far as the conversion rules care.
 type Role uint8

@@ -6,6 +6,8 @@ package convert
 // projections, trunk experts fused, MTP experts per-expert (3.5) or fused (3.6).
 type qwen35MoE struct{}
 
+func init() { registerFamily(qwen35MoE{}) }
+
 func (qwen35MoE) Name() string { return "qwen3_5_moe" }
 
 func (qwen35MoE) Matches(c *Config) bool {
