@@ -60,8 +60,10 @@ type Config struct {
 	DType                 string  `json:"dtype"`
 	TorchDType            string  `json:"torch_dtype"`
 	QuantizationConfig    *struct {
-		QuantMethod     string  `json:"quant_method"`
-		WeightBlockSize []int64 `json:"weight_block_size"`
+		QuantMethod         string   `json:"quant_method"`
+		Fmt                 string   `json:"fmt"`
+		WeightBlockSize     []int64  `json:"weight_block_size"`
+		ModulesToNotConvert []string `json:"modules_to_not_convert"`
 	} `json:"quantization_config"`
 
 	// Raw is the whole config.json as read, for writers that copy it.
@@ -105,6 +107,18 @@ func ParseConfig(raw []byte) (*Config, error) {
 	}
 	if err := json.Unmarshal(body, cfg); err != nil {
 		return nil, fmt.Errorf("invalid text configuration: %w", err)
+	}
+	if cfg.Nested && cfg.QuantizationConfig == nil {
+		// The checkpoint's storage (FP8 releases) is declared at the top level.
+		var q struct {
+			Q json.RawMessage `json:"quantization_config"`
+		}
+		_ = json.Unmarshal(raw, &q) // raw decoded above
+		if len(q.Q) > 0 {
+			if err := json.Unmarshal(q.Q, &cfg.QuantizationConfig); err != nil {
+				return nil, fmt.Errorf("invalid quantization_config: %w", err)
+			}
+		}
 	}
 	var inner struct {
 		ModelType string `json:"model_type"`

@@ -40,8 +40,9 @@ type Model struct {
 	MTPExperts   []ExpertBlock
 
 	Groups map[string]*GroupStats
-	DTypes map[string]int
-	FP8    bool
+	DTypes  map[string]int
+	FP8     bool
+	FP8Info *FP8Info // the block-scaled FP8 storage, when the source is an FP8 release
 
 	// Problems of the MTP head refuse any export; trunk problems refuse
 	// targets that need the trunk.
@@ -64,11 +65,33 @@ func (m *Model) BlockScale(src string) (scale string, block []int64, ok bool) {
 	if !found || t.DType != st.F8E4M3 || m.Config.QuantizationConfig == nil {
 		return "", nil, false
 	}
-	scale = src + "_scale_inv" // X.weight -> X.weight_scale_inv, as the FP8 releases store it
+	scale = src + ScaleSuffix
 	if _, found := m.Checkpoint.Tensors[scale]; !found {
 		return "", nil, false
 	}
 	return scale, m.Config.QuantizationConfig.WeightBlockSize, true
+}
+
+// HeadTensors lists the head's tensors a target plans one by one, in
+// checkpoint order: all but the routed experts (planned stacked) and FP8
+// block scales (read with their weights).
+func (m *Model) HeadTensors() []string {
+	return m.tensorsWhere(func(n string) bool { return m.IsHead(n) })
+}
+
+// TrunkTensors lists the trunk's tensors a target plans one by one, likewise.
+func (m *Model) TrunkTensors() []string {
+	return m.tensorsWhere(func(n string) bool { return m.Group(n) == GroupTrunk })
+}
+
+func (m *Model) tensorsWhere(in func(string) bool) []string {
+	var out []string
+	for _, n := range m.Checkpoint.Names {
+		if in(n) && !m.IsRoutedExpert(n) && !m.IsBlockScale(n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // IsHead reports whether a tensor belongs to the MTP head.
@@ -127,14 +150,27 @@ func Describe(cfg *Config, ck *st.Checkpoint) (*Model, error) {
 	m.roles = map[string]Role{}
 	m.describeTrunk()
 	m.describeMTP()
+	fp8, fp8Problems := m.fp8()
+	m.FP8Info = fp8
+	for _, p := range fp8Problems {
+		// A config problem refuses every export; a weight's, those that need it.
+		if p.tensor == "" || m.Group(p.tensor) == GroupMTP {
+			m.MTPProblems = append(m.MTPProblems, p.msg)
+		} else if m.Group(p.tensor) == GroupTrunk {
+			m.TrunkProblems = append(m.TrunkProblems, p.msg)
+		}
+	}
 	// Anything left over is unexplained; scales of an FP8 release are named as such.
 	for _, n := range ck.Names {
 		if _, ok := m.roles[n]; ok || m.Group(n) == GroupVision {
 			continue
 		}
+		if m.IsBlockScale(n) {
+			continue // checked with its weight (fp8.go)
+		}
 		msg := fmt.Sprintf("%s: tensor %s is not part of the %s layout", ck.Tensors[n].Shard.Name, n, m.Family)
-		if strings.HasSuffix(n, "weight_scale_inv") {
-			msg = fmt.Sprintf("%s: tensor %s is an FP8 block scale; FP8 releases must be dequantised to bf16 first", ck.Tensors[n].Shard.Name, n)
+		if w, ok := strings.CutSuffix(n, ScaleSuffix); ok {
+			msg = fmt.Sprintf("%s: tensor %s is an FP8 block scale, but %s is not an F8_E4M3 weight of this checkpoint", ck.Tensors[n].Shard.Name, n, w)
 		}
 		if m.Group(n) == GroupMTP {
 			m.MTPProblems = append(m.MTPProblems, msg)

@@ -22,6 +22,7 @@ const (
 	TStackExperts   = manifests.TStackExperts
 	TCast           = manifests.TCast
 	TQuantize       = manifests.TQuantize
+	TDequantFP8     = manifests.TDequantFP8
 )
 
 // Segment is a run of rows of a source tensor viewed as [rows, RowLen],

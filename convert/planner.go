@@ -72,6 +72,12 @@ func (pl *Planner) Segment(src string, row, rows int64) Segment {
 func (pl *Planner) Add(t OutTensor, q *Quant) {
 	t.File = pl.File
 	t.Component = pl.Component
+	for _, s := range t.Segments {
+		if s.Scale != "" { // read with its block scales: dequantized first
+			t.Transforms = append([]Transform{TDequantFP8}, t.Transforms...)
+			break
+		}
+	}
 	if t.DType != pl.M.Checkpoint.Tensors[t.Segments[0].Source].DType {
 		t.Transforms = append(t.Transforms, TCast)
 	}
@@ -123,10 +129,7 @@ func (pl *Planner) Experts(blk ExpertBlock, outLayer string, dtype st.DType, rul
 func (pl *Planner) Head(rename func(string) string, dtype st.DType, rule QuantRule) {
 	hp := pl.M.Spec.HeadPrefix
 	pl.Component = ComponentHead
-	for _, n := range pl.M.Checkpoint.Names {
-		if !pl.M.IsHead(n) || pl.M.IsRoutedExpert(n) {
-			continue
-		}
+	for _, n := range pl.M.HeadTensors() {
 		pl.Plain(n, rename(strings.TrimPrefix(n, hp)), dtype, rule)
 	}
 	for j, blk := range pl.M.MTPExperts {

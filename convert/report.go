@@ -24,6 +24,7 @@ type Report struct {
 	Groups        map[string]*GroupStats `json:"groups"`
 	DTypes        map[string]int         `json:"dtypes"`
 	FP8           bool                   `json:"fp8"`
+	FP8Storage    *FP8Info               `json:"fp8_storage,omitempty"` // an FP8 release: converted through its block scales
 	Shards        []ShardReport          `json:"shards"`
 	Tensors       []TensorReport         `json:"tensors"`
 	Problems      []string               `json:"problems"` // the first maxListed, then "and K more problems"
@@ -67,7 +68,7 @@ func (m *Model) Inspect() (*Report, error) {
 	r := &Report{
 		Kind: "source_checkpoint", Source: m.Checkpoint.Source.Name(), Family: m.Family,
 		ModelType: c.ModelType, Architectures: c.Architectures, NestedConfig: c.Nested,
-		LayerTypes: m.LayerTypes, TrunkExperts: m.TrunkExperts, Groups: m.Groups, DTypes: m.DTypes, FP8: m.FP8,
+		LayerTypes: m.LayerTypes, TrunkExperts: m.TrunkExperts, Groups: m.Groups, DTypes: m.DTypes, FP8: m.FP8, FP8Storage: m.FP8Info,
 		Dims: map[string]any{
 			"hidden_size": c.HiddenSize, "num_hidden_layers": c.NumHiddenLayers, "vocab_size": c.VocabSize,
 			"num_attention_heads": c.NumAttentionHeads, "num_key_value_heads": c.NumKeyValueHeads, "head_dim": c.HeadDim,
@@ -143,8 +144,13 @@ func (r *Report) WriteText(w io.Writer) {
 		p("%-14s %d tensors, %s", g+":", s.Tensors, humanBytes(s.Bytes))
 	}
 	p("dtypes:        %s", countList(r.DTypes, func(d string) string { return d }))
-	if r.FP8 {
-		p("fp8:           yes (block-scaled F8_E4M3 weights)")
+	if f := r.FP8Storage; f != nil {
+		p("fp8:           convertible: quant_method %s, fmt %s, blocks %v, scales %s; %d F8_E4M3 weights dequantized exactly on export", f.Method, f.Format, f.Block, f.ScaleDType, f.Weights)
+		if len(f.KeptBF16) > 0 {
+			p("  kept bf16:   %s", strings.Join(f.KeptBF16, ", "))
+		}
+	} else if r.FP8 {
+		p("fp8:           F8 tensors without a usable FP8 declaration (see problems)")
 	}
 	p("shards:        %d", len(r.Shards))
 	if len(r.Problems) == 0 {

@@ -110,6 +110,7 @@ const (
 	TStackExperts   TransformName = "stack_experts"   // per-expert [out,in] tensors -> [E,out,in]
 	TCast           TransformName = "cast"            // to the output float dtype, round to nearest even
 	TQuantize       TransformName = "quantize"
+	TDequantFP8     TransformName = "dequantize_fp8" // F8_E4M3 code × its block's scale (a second source), in float32
 )
 
 // QuantMode names a quantization scheme.

@@ -49,10 +49,7 @@ func (cb combined) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, er
 	trunkName := func(n string) string { return m.Spec.MLX.TrunkName(m, n) }
 	trunkRule := o.rule(m, o.Trunk)
 	pl.Component = convert.ComponentTrunk
-	for _, n := range m.Checkpoint.Names {
-		if m.Group(n) != convert.GroupTrunk || m.IsRoutedExpert(n) {
-			continue
-		}
+	for _, n := range m.TrunkTensors() {
 		pl.Plain(n, trunkName(n), o.Trunk.Float, trunkRule)
 	}
 	for i, blk := range m.TrunkExperts {

@@ -119,10 +119,7 @@ func (t target) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, error
 		return nil, fmt.Errorf("%s: %s is missing", m.Checkpoint.Source.Name(), lmHead)
 	}
 	pl := &convert.Planner{M: m, File: LayerBin, Component: convert.ComponentHead}
-	for _, n := range m.Checkpoint.Names {
-		if !m.IsHead(n) || m.IsRoutedExpert(n) {
-			continue
-		}
+	for _, n := range m.HeadTensors() {
 		src := m.Checkpoint.Tensors[n]
 		switch {
 		case len(src.Shape) == 1:

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/internal/testfs"
+)
+
+// An FP8 release converts on every target, and where the paths are the same
+// (bf16 outputs and MLX quantization, which both start from the bf16 cast)
+// the files equal those made from the same weights dequantized and stored
+// as bf16-rounded float32. OpenVINO starts from an f16 cast, where the exact
+// dequantized value and its bf16 rounding may differ; those exports must
+// verify against their own source. verify --src recomputes through the scales.
+func TestFP8SourceExports(t *testing.T) {
+	fp8 := fixtures.Ensure(t, fixtures.Qwen36FP8)
+	deq := fixtures.Ensure(t, fixtures.Qwen36FP8Dequant)
+	cases := []struct {
+		args   []string
+		differ string // the one model file expected to differ
+	}{
+		{[]string{"--target", "mlx"}, ""},
+		{[]string{"--target", "mlx", "--head-precision", "int4"}, ""},
+		{[]string{"--target", "mlx", "--head-precision", "int8", "--mlx-rounding", "cpu"}, ""},
+		{[]string{"--target", "combined", "--trunk-precision", "int4"}, ""},
+		{[]string{"--target", "openvino", "--head-precision", "f16"}, "openvino_mtp_layer.bin"}, // the lm_head stays bf16 in the release
+		{[]string{"--target", "openvino", "--head-precision", "int4"}, "openvino_mtp_layer.bin"},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			a, b := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+			for _, run := range [][2]string{{fp8, a}, {deq, b}} {
+				if code, _, stderr := runCLI(t, append([]string{"export", "--src", run[0], "--out", run[1], "--quiet"}, c.args...)...); code != 0 {
+					t.Fatalf("%s: exit %d: %s", run[0], code, stderr)
+				}
+			}
+			if code, out, stderr := runCLI(t, "verify", a, "--src", fp8); code != 0 {
+				t.Errorf("verify --src of the FP8 export: %s %s", out, stderr)
+			}
+			fa, fb := readDir(t, a), readDir(t, b)
+			for name, data := range fa {
+				if !modelFile(name) || strings.HasSuffix(name, ".xml") { // an IR names its source
+					continue
+				}
+				if equal := string(data) == string(fb[name]); equal != (name != c.differ) {
+					t.Errorf("%s: equal to the dequantized export: %v, want %v", name, equal, name != c.differ)
+				}
+			}
+			var man struct {
+				Tensors []struct {
+					Name       string   `json:"name"`
+					Sources    []string `json:"sources"`
+					Transforms []struct {
+						Name string `json:"name"`
+					} `json:"transforms"`
+				} `json:"tensors"`
+			}
+			raw, _ := os.ReadFile(filepath.Join(a, "mtpconv-manifest.json"))
+			if err := json.Unmarshal(raw, &man); err != nil {
+				t.Fatal(err)
+			}
+			dequantized := 0
+			for _, tn := range man.Tensors {
+				if len(tn.Transforms) > 0 && tn.Transforms[0].Name == "dequantize_fp8" {
+					dequantized++
+					if !strings.HasSuffix(tn.Sources[len(tn.Sources)-1], ".weight_scale_inv") {
+						t.Errorf("%s: dequantized from %v, no scale among its sources", tn.Name, tn.Sources)
+					}
+				}
+			}
+			if dequantized == 0 {
+				t.Error("the manifest records no dequantize_fp8 transform")
+			}
+		})
+	}
+}
+
+// A broken FP8 release is refused naming the tensor: a weight without its
+// scale, a scale of the wrong shape, a block size other than the config's.
+func TestFP8SourceRefusals(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36FP8)
+	const w = "mtp.layers.0.self_attn.q_proj.weight"
+	cases := []struct {
+		name   string
+		mutate func(t *testing.T, dir string)
+		want   string
+	}{
+		{"block size", func(t *testing.T, dir string) {
+			editConfig(t, src, dir, func(c map[string]any) {
+				c["quantization_config"].(map[string]any)["weight_block_size"] = []int{64, 64}
+			})
+		}, "in blocks of [64 64] it must be"},
+		{"no quantization_config", func(t *testing.T, dir string) {
+			editConfig(t, src, dir, func(c map[string]any) { delete(c, "quantization_config") })
+		}, "declares no fp8 quantization_config"},
+		{"scale missing", func(t *testing.T, dir string) {
+			// The scale renamed (same length) in its shard's header and the index.
+			idxName := "model.safetensors.index.json"
+			raw, _ := os.ReadFile(filepath.Join(src, idxName))
+			var idx map[string]any
+			json.Unmarshal(raw, &idx)
+			shard := idx["weight_map"].(map[string]any)[w+"_scale_inv"].(string)
+			testfs.LinkDir(t, src, dir, idxName, shard)
+			os.WriteFile(filepath.Join(dir, idxName), []byte(strings.Replace(string(raw), w+"_scale_inv", w+"_scale_inX", 1)), 0o644)
+			b, _ := os.ReadFile(filepath.Join(src, shard))
+			os.WriteFile(filepath.Join(dir, shard), []byte(strings.Replace(string(b), w+"_scale_inv", w+"_scale_inX", 1)), 0o644)
+		}, "its block scale " + w + "_scale_inv is missing"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			c.mutate(t, dir)
+			code, _, stderr := runCLI(t, "export", "--src", dir, "--target", "mlx", "--out", filepath.Join(t.TempDir(), "o"))
+			if code != exitFailure || !strings.Contains(stderr, c.want) {
+				t.Errorf("exit %d, %q; want %q", code, stderr, c.want)
+			}
+		})
+	}
+}
+
+// editConfig links src into dir with config.json rewritten by edit.
+func editConfig(t *testing.T, src, dir string, edit func(map[string]any)) {
+	t.Helper()
+	testfs.LinkDir(t, src, dir, "config.json")
+	raw, err := os.ReadFile(filepath.Join(src, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]any
+	if err := json.Unmarshal(raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	edit(c)
+	b, _ := json.Marshal(c)
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
