@@ -160,3 +160,14 @@ def test_compiled_draft_runs_gather_matmul(precision, mtpconv, genai_sources, tm
     types = Counter(op.get_rt_info()["layerType"].astype(str) for op in compiled.get_runtime_model().get_ordered_ops())
     print(f"{precision}: GatherMatmul={types['GatherMatmul']} Tile={types['Tile']}")
     assert types["GatherMatmul"] == 3 and types["Tile"] == 0
+
+
+def test_readme_genai_block_runs(mtpconv, genai_sources, tmp_path_factory):
+    """The README's GenAI example, on the rigged fixture with our int8 head."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("#### Generate with MTP drafts", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    folder = into(mtpconv, genai_sources["rigged"], "rigged", "int8", tmp_path_factory)
+    scope = {"folder": str(folder)}
+    exec(block, scope)
+    assert len(scope["text"]) > 0
+    assert scope["result"].extended_perf_metrics.get_draft_acceptance_rate() >= 0.95
