@@ -97,7 +97,7 @@ def nncf_reference(mode, f16_dir):
     import nncf
     import openvino as ov
     core = ov.Core()
-    layer = core.read_model(f16_dir / "openvino_mtp_layer.xml")
+    layer = core.read_model(f16_dir / "openvino_mtp_model.xml")
     head = core.read_model(f16_dir / "openvino_mtp_lm_head.xml")
     ignored = nncf.IgnoredScope(names=["mtp.layers.0.mlp.experts/router", "mtp.layers.0.mlp.shared_expert_gate"])
     kw = {"mode": getattr(nncf.CompressWeightsMode, mode), "ratio": 1.0}

@@ -70,7 +70,7 @@ def measure(folder):
     folder = Path(folder)
     core = ov.Core()
     t0 = time.perf_counter()
-    layer = core.compile_model(folder / "openvino_mtp_layer.xml", "CPU")
+    layer = core.compile_model(folder / "openvino_mtp_model.xml", "CPU")
     head = core.compile_model(folder / "openvino_mtp_lm_head.xml", "CPU")
     compile_s = time.perf_counter() - t0
     compile_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -118,7 +118,7 @@ def main():
         runs = [json.loads(subprocess.run([sys.executable, __file__, "--measure", str(out)], check=True, capture_output=True, text=True).stdout)
                 for _ in range(REPEAT)]
         med = {k: statistics.median(r[k] for r in runs) for k in ("compile_s", "compile_rss", "layer_ms", "head_ms", "peak_rss")}
-        lb = step_bytes(out / "openvino_mtp_layer.xml", experts, topk)
+        lb = step_bytes(out / "openvino_mtp_model.xml", experts, topk)
         hb = step_bytes(out / "openvino_mtp_lm_head.xml", experts, topk)
         rows.append((name, med, runs, lb, hb, runs[0]["precisions"]))
         shutil.rmtree(out, ignore_errors=True)

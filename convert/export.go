@@ -21,10 +21,11 @@ type Request struct {
 	Options Options
 
 	Out             string
-	Force           bool // replace an existing mtpconv output
-	Resume          bool // reuse the finished files of an interrupted run into Out
-	DryRun          bool // plan and size everything, write nothing
-	Jobs            int  // chunks converted at once; 0: all cores
+	Into            string // add the target's files to this existing folder of the same model (exclusive with Out)
+	Force           bool   // replace an existing mtpconv output (with Into: the files the target places there)
+	Resume          bool   // reuse the finished files of an interrupted run into Out
+	DryRun          bool   // plan and size everything, write nothing
+	Jobs            int    // chunks converted at once; 0: all cores
 	KeepSourceCache bool
 	NoCard          bool   // no README.md model card
 	Timestamp       bool   // record the time in the manifest
@@ -39,6 +40,8 @@ type Request struct {
 	// source bytes of each chunk read.
 	OnFile   func(rec FileRecord)
 	Progress func(n int64)
+
+	keep []string // set by exportInto: the only files planned
 }
 
 // Fetcher is a remote source that can fetch byte ranges ahead of the run.
@@ -75,6 +78,9 @@ type Outcome struct {
 // place only when complete, reusing on Resume the files of an interrupted
 // run whose source bytes are proven unchanged.
 func Export(ctx context.Context, r Request) (*Outcome, error) {
+	if r.Into != "" {
+		return exportInto(ctx, r)
+	}
 	m := r.Model
 	t, err := LookupTarget(r.Target)
 	if err != nil {
@@ -84,7 +90,7 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 		return nil, UsageError{err}
 	}
 	if r.Out == "" && !r.DryRun {
-		return nil, UsageError{fmt.Errorf("--out is required")}
+		return nil, UsageError{fmt.Errorf("--out (or --into) is required")}
 	}
 	writing := !r.DryRun
 	if writing {
@@ -102,6 +108,9 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	plan, err := t.Plan(m, r.Options)
 	if err != nil {
 		return nil, err
+	}
+	if r.keep != nil {
+		keepOnly(plan, r.keep)
 	}
 	if r.Jobs <= 0 {
 		r.Jobs = runtime.GOMAXPROCS(0)

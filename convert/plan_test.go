@@ -193,7 +193,7 @@ func TestPlanOpenVINO(t *testing.T) {
 			t.Errorf("%s: final norm %+v", fx, n)
 		}
 		e := ts["mtp.layers.0.mlp.switch_mlp.down_proj.weight"]
-		if e.Quant == nil || e.Quant.Mode != convert.ModeNNCF || e.Quant.Bits != 4 || e.Quant.Sym || e.Quant.GroupSize != 64 || e.File != "openvino_mtp_layer.bin" {
+		if e.Quant == nil || e.Quant.Mode != convert.ModeNNCF || e.Quant.Bits != 4 || e.Quant.Sym || e.Quant.GroupSize != 64 || e.File != "openvino_mtp_model.bin" {
 			t.Errorf("%s: experts %+v", fx, e.Quant)
 		}
 		entries := e.Entries()
@@ -203,7 +203,7 @@ func TestPlanOpenVINO(t *testing.T) {
 		if h := ts["lm_head.weight"]; h.File != "openvino_mtp_lm_head.bin" || h.Quant == nil || h.Quant.Bits != 8 || h.Quant.GroupSize != -1 {
 			t.Errorf("%s: lm_head %+v", fx, h.Quant)
 		}
-		lay, err := p.Layout("openvino_mtp_layer.bin")
+		lay, err := p.Layout("openvino_mtp_model.bin")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -38,12 +38,13 @@ def ir(mtpconv, fixture_dirs, tmp_path_factory, key, config):
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_reads_and_compiles(key, config, mtpconv, fixture_dirs, tmp_path_factory):
     out = ir(mtpconv, fixture_dirs, tmp_path_factory, key, config)
-    layer = CORE.read_model(out / "openvino_mtp_layer.xml")
+    layer = CORE.read_model(out / "openvino_mtp_model.xml")
     head = CORE.read_model(out / "openvino_mtp_lm_head.xml")
     assert [i.get_any_name() for i in layer.inputs] == ["inputs_embeds", "hidden_states", "attention_mask", "position_ids", "beam_idx"]
     assert [o.get_any_name() for o in layer.outputs] == ["last_hidden_state"]
     assert [o.get_any_name() for o in head.outputs] == ["logits"]
     assert layer.get_rt_info("mtpconv_norm_convention").astype(str).startswith("zero-centred")
+    assert layer.get_rt_info("mtp_mode").astype(str) == "true"  # what marks an MTP head for OpenVINO GenAI
     CORE.compile_model(layer, "CPU")
     CORE.compile_model(head, "CPU")
 
@@ -118,7 +119,7 @@ def dequantized(model, name, shape):
 def test_numerics_match_reference(key, config, mtpconv, fixture_dirs, tmp_path_factory):
     src = fixture_dirs[key]
     out = ir(mtpconv, fixture_dirs, tmp_path_factory, key, config)
-    layer_model = CORE.read_model(out / "openvino_mtp_layer.xml")
+    layer_model = CORE.read_model(out / "openvino_mtp_model.xml")
     head_model = CORE.read_model(out / "openvino_mtp_lm_head.xml")
     layer = CORE.compile_model(layer_model, "CPU", EXACT)
     head = CORE.compile_model(head_model, "CPU", EXACT)
@@ -180,8 +181,8 @@ def test_nncf_compression_is_identical(config, mode, group, mtpconv, fixture_dir
     if group:
         kw.update(group_size=group, all_layers=True)
     ignored = nncf.IgnoredScope(names=["mtp.layers.0.mlp.experts/router", "mtp.layers.0.mlp.shared_expert_gate"])
-    theirs = nncf.compress_weights(CORE.read_model(f16 / "openvino_mtp_layer.xml"), ignored_scope=ignored, **kw)
-    a, b = const_map(CORE.read_model(ours / "openvino_mtp_layer.xml")), const_map(theirs)
+    theirs = nncf.compress_weights(CORE.read_model(f16 / "openvino_mtp_model.xml"), ignored_scope=ignored, **kw)
+    a, b = const_map(CORE.read_model(ours / "openvino_mtp_model.xml")), const_map(theirs)
     compared = set()
     for name, c in b.items():
         if not name.endswith(("/scale", "/zero_point")):
@@ -210,7 +211,7 @@ def runtime_types(compiled):
 @pytest.mark.parametrize("config", ["f16", "int8", "int4-g64", "int4-g128"])
 def test_cpu_fuses_moe_attention_norms_and_rope(config, mtpconv, fixture_dirs, tmp_path_factory):
     out = ir(mtpconv, fixture_dirs, tmp_path_factory, "a", config)
-    compiled = CORE.compile_model(CORE.read_model(out / "openvino_mtp_layer.xml"), "CPU")
+    compiled = CORE.compile_model(CORE.read_model(out / "openvino_mtp_model.xml"), "CPU")
     types = runtime_types(compiled)
     print(f"{config}: MoE GatherMatmul={types['GatherMatmul']} Tile={types['Tile']} "
           f"attention SDPA={types['ScaledDotProductAttention']} MemoryInput={types['MemoryInput']} MemoryOutput={types['MemoryOutput']} "
@@ -249,7 +250,7 @@ def test_compiled_model_keeps_compressed_weights(config, mtpconv, fixture_dirs, 
     FullyConnected and GatherMatmul nodes (not folded to f32 at compile time),
     in the layer and in the lm_head; the f16 router and shared-expert gate stay f16."""
     out = ir(mtpconv, fixture_dirs, tmp_path_factory, "a", config)
-    layer = weight_precisions(CORE.compile_model(CORE.read_model(out / "openvino_mtp_layer.xml"), "CPU"))
+    layer = weight_precisions(CORE.compile_model(CORE.read_model(out / "openvino_mtp_model.xml"), "CPU"))
     print(config, layer)
     want = COMPRESSED[config]
     assert len(layer) == 13, layer  # fc, q/k/v/o, router, shared gate + 3 shared expert, 3 expert stacks

@@ -28,6 +28,7 @@ func exportCommand() *cli.Command {
 			&cli.StringFlag{Name: "src", Usage: "source: a folder, ORG/NAME[@rev] from the Hugging Face cache, or hf://ORG/NAME[@rev] read from the Hub by range", Required: true},
 			&cli.StringFlag{Name: "target", Usage: strings.Join(convert.TargetNames(), " | "), Required: true},
 			&cli.StringFlag{Name: "out", Usage: "output folder (must not exist unless --force)"},
+			&cli.StringFlag{Name: "into", Usage: "openvino: add the MTP IR (openvino_mtp_model.xml/.bin) to this optimum-intel export of the same model, touching nothing else (exclusive with --out; --force replaces an MTP IR already there)"},
 			&cli.StringFlag{Name: convert.OptHeadPrecision, Usage: "f16 | bf16 | int8 | int4 (default bf16; openvino: f16 | int8 | int4, default f16)"},
 			&cli.StringFlag{Name: convert.OptLMHeadPrecision, Usage: "openvino: f16 | int8 | int4 for the lm_head IR (default int8)"},
 			&cli.BoolFlag{Name: convert.OptSym, Usage: "openvino: symmetric i8/i4 instead of asymmetric u8/u4 (NNCF INT*_SYM)"},
@@ -130,17 +131,20 @@ func runExport(c *cli.Context) error {
 		return usagef("--jobs %d: must be 1 or more (leave it out to use every core)", c.Int("jobs"))
 	}
 	req := convert.Request{
-		Target: c.String("target"), Options: o, Out: c.String("out"), Force: c.Bool("force"), Resume: c.Bool("resume"),
+		Target: c.String("target"), Options: o, Out: c.String("out"), Into: c.String("into"), Force: c.Bool("force"), Resume: c.Bool("resume"),
 		DryRun: c.Bool("dry-run"), Jobs: c.Int("jobs"), KeepSourceCache: c.Bool("keep-source-cache"), NoCard: c.Bool("no-card"),
 		Timestamp: c.Bool("timestamp"), BaseModel: c.String("base-model"), License: c.String("license"), Version: version,
 	}
 	if _, err := convert.LookupTarget(req.Target); err != nil {
 		return usageError{err}
 	}
-	if req.Out == "" && !req.DryRun {
-		return usagef("--out is required")
+	switch {
+	case req.Out != "" && req.Into != "":
+		return usagef("--into and --out are exclusive")
+	case req.Out == "" && req.Into == "" && !req.DryRun:
+		return usagef("--out (or --into) is required")
 	}
-	if !req.DryRun && strings.HasPrefix(c.String("src"), "hf://") {
+	if !req.DryRun && req.Into == "" && strings.HasPrefix(c.String("src"), "hf://") {
 		// No local source folder: refuse early, before reading over the network.
 		if err := convert.CheckOut(req.Out, req.Force); err != nil {
 			return err
@@ -179,7 +183,11 @@ func runExport(c *cli.Context) error {
 	if req.DryRun {
 		return printDryRun(c, oc, req.Jobs)
 	}
-	sum := exportSummary{Target: req.Target, Out: req.Out, Tensors: oc.Tensors, Notes: oc.Notes, Warnings: append([]string{}, oc.Warnings...), ReusedFiles: oc.Reused,
+	dest := req.Out
+	if req.Into != "" {
+		dest = req.Into
+	}
+	sum := exportSummary{Target: req.Target, Out: dest, Tensors: oc.Tensors, Notes: oc.Notes, Warnings: append([]string{}, oc.Warnings...), ReusedFiles: oc.Reused,
 		BytesRead: oc.BytesRead, BytesOut: oc.BytesOut, BytesFetched: oc.BytesFetched, SourceTotal: oc.SourceTotal}
 	for _, f := range oc.Files {
 		sum.Files = append(sum.Files, f.Name)
@@ -197,7 +205,7 @@ func runExport(c *cli.Context) error {
 			fmt.Fprintln(c.App.ErrWriter, "warning:", w)
 		}
 		fmt.Fprintf(c.App.Writer, "exported %s: %d tensors, %d files, %d bytes in %.1fs (%d source bytes read, peak RSS %d MiB)\n",
-			req.Out, sum.Tensors, len(sum.Files), sum.BytesOut, sum.Seconds, sum.BytesRead, sum.PeakRSS>>20)
+			dest, sum.Tensors, len(sum.Files), sum.BytesOut, sum.Seconds, sum.BytesRead, sum.PeakRSS>>20)
 		if remote != nil {
 			fmt.Fprintf(c.App.Writer, "fetched %d of the checkpoint's %d bytes from %s (%.2f%%)\n",
 				sum.BytesFetched, sum.SourceTotal, remote.Name(), 100*float64(sum.BytesFetched)/float64(max(1, sum.SourceTotal)))

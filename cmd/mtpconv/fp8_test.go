@@ -28,8 +28,8 @@ func TestFP8SourceExports(t *testing.T) {
 		{[]string{"--target", "mlx", "--head-precision", "int4"}, ""},
 		{[]string{"--target", "mlx", "--head-precision", "int8", "--mlx-rounding", "cpu"}, ""},
 		{[]string{"--target", "combined", "--trunk-precision", "int4"}, ""},
-		{[]string{"--target", "openvino", "--head-precision", "f16"}, "openvino_mtp_layer.bin"}, // the lm_head stays bf16 in the release
-		{[]string{"--target", "openvino", "--head-precision", "int4"}, "openvino_mtp_layer.bin"},
+		{[]string{"--target", "openvino", "--head-precision", "f16"}, "openvino_mtp_model.bin"}, // the lm_head stays bf16 in the release
+		{[]string{"--target", "openvino", "--head-precision", "int4"}, "openvino_mtp_model.bin"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {

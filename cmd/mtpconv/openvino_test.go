@@ -39,7 +39,7 @@ type irNet struct {
 func TestOpenVINOIRStructure(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "o")
 	exportTo(t, fixtures.Qwen36, out, "--target", "openvino", "--head-precision", "int4")
-	raw, err := os.ReadFile(filepath.Join(out, "openvino_mtp_layer.xml"))
+	raw, err := os.ReadFile(filepath.Join(out, "openvino_mtp_model.xml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestOpenVINOIRStructure(t *testing.T) {
 	if err := xml.Unmarshal(raw, &net); err != nil {
 		t.Fatal(err)
 	}
-	bin, _ := os.Stat(filepath.Join(out, "openvino_mtp_layer.bin"))
+	bin, _ := os.Stat(filepath.Join(out, "openvino_mtp_model.bin"))
 	if net.Version != "11" {
 		t.Fatalf("IR version %s", net.Version)
 	}

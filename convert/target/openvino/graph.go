@@ -20,6 +20,8 @@ const (
 	LastHidden     = "last_hidden_state"
 	Logits         = "logits"
 	NormConvention = "zero-centred RMSNorm weights baked as 1+w into f32 constants"
+	// MTPMode is the model rt_info key that marks an MTP head (value "true").
+	MTPMode = "mtp_mode"
 )
 
 // keyVariable and valueVariable name a layer's KV-cache state.
@@ -84,7 +86,7 @@ func (w *ovWeights) norm(name string) ov.Region {
 
 // Graphs lowers the family's MTP forward onto the IR blocks, over the
 // weights a plan laid out: the MTP layer (stateful, MoE in the fusable tiled
-// form) and the lm_head.
+// form) and the lm_head (nil when the plan has no lm_head).
 func Graphs(m *convert.Model, p *convert.Plan, f convert.Forward, info []ov.Attr) (layer, head *ov.Graph, err error) {
 	w, err := newOVWeights(p)
 	if err != nil {
@@ -120,7 +122,7 @@ func Graphs(m *convert.Model, p *convert.Plan, f convert.Forward, info []ov.Attr
 	}
 
 	g := ov.New("mtp_layer")
-	g.RtInfo = info
+	g.RtInfo = append([]ov.Attr{{Key: MTPMode, Value: "true"}}, info...)
 	emb := g.Parameter(InputsEmbeds, ov.F32, ov.Dynamic, ov.Dynamic, H)
 	hid := g.Parameter(HiddenStates, ov.F32, ov.Dynamic, ov.Dynamic, H)
 	mask := g.Parameter(AttentionMask, ov.I64, ov.Dynamic, ov.Dynamic)
@@ -176,10 +178,16 @@ func Graphs(m *convert.Model, p *convert.Plan, f convert.Forward, info []ov.Attr
 	u = g.Add(l.Prefix+"mlp_residual", u, g.Add(mp+"sum", routed, sh))
 	g.Result(LastHidden, norm(g, u, f.FinalNorm))
 
+	if err != nil {
+		return nil, nil, err
+	}
+	lm := m.Spec.LMHead.Suffix
+	if _, planned := w.byName[lm]; !planned {
+		return g, nil, nil // --into: GenAI grafts the trunk's lm_head
+	}
 	hg := ov.New("mtp_lm_head")
 	hg.RtInfo = info
 	hs := hg.Parameter(HiddenStates, ov.F32, ov.Dynamic, ov.Dynamic, H)
-	lm := m.Spec.LMHead.Suffix
 	hg.Result(Logits, hg.Linear(node(lm), hs, must(lm)))
 	if err != nil {
 		return nil, nil, err

@@ -6,6 +6,7 @@ package openvino
 import (
 	"bytes"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -21,12 +22,16 @@ import (
 
 func init() { convert.RegisterTarget(target{}) }
 
-// OpenVINO output files.
+// OpenVINO output files. The MTP layer has the name OpenVINO GenAI looks
+// for beside an optimum-intel export (and optimum-intel writes), so the
+// folder doubles as a GenAI draft_model.
 const (
-	LayerXML  = "openvino_mtp_layer.xml"
-	LayerBin  = "openvino_mtp_layer.bin"
+	LayerXML  = "openvino_mtp_model.xml"
+	LayerBin  = "openvino_mtp_model.bin"
 	LMHeadXML = "openvino_mtp_lm_head.xml"
 	LMHeadBin = "openvino_mtp_lm_head.bin"
+	// GenerationConfig gives GenAI the eos id a draft folder apart from the main model needs.
+	GenerationConfig = "generation_config.json"
 )
 
 // target is --target openvino: the MTP layer and the lm_head as two IRs.
@@ -91,7 +96,7 @@ func (o options) nncf(prec string) (*convert.Quant, error) {
 	return nil, fmt.Errorf("OpenVINO precision %q is not f16, int8 or int4", prec)
 }
 
-// Plan plans every weight of the MTP layer in openvino_mtp_layer.bin and
+// Plan plans every weight of the MTP layer in openvino_mtp_model.bin and
 // the lm_head in openvino_mtp_lm_head.bin, as f16 or NNCF-compressed
 // integers, norms as f32 (1+w). The graphs that use them are built by
 // Finish once the weights are laid out.
@@ -143,7 +148,67 @@ func (t target) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, error
 		Formats: map[string]convert.FileFormat{LayerBin: convert.FormatOpenVINOBin, LMHeadBin: convert.FormatOpenVINOBin},
 		Options: map[string]string{"head_precision": o.Head, "lm_head_precision": o.LMHead, "group_size": strconv.Itoa(o.GroupSize), "sym": strconv.FormatBool(o.Sym)},
 	}
+	gen, note, err := generationConfig(m)
+	if err != nil {
+		return nil, err
+	}
+	if gen != nil {
+		p.Files = append(p.Files, *gen)
+	}
+	if note != "" {
+		p.Notes = append(p.Notes, note)
+	}
 	return p, nil
+}
+
+// generationConfig is the source's generation_config.json, copied, or else
+// one holding the eos id of config.json: GenAI refuses a draft folder with
+// no eos id ("'stop_token_ids' must be non-negative"). With neither, no
+// file and a note.
+func generationConfig(m *convert.Model) (*convert.OutFile, string, error) {
+	if src, err := m.Checkpoint.Source.Open(GenerationConfig); err == nil {
+		src.Close()
+		return &convert.OutFile{Name: GenerationConfig, CopyFrom: GenerationConfig}, "", nil
+	}
+	eos, ok, err := EOSTokenID(m.Config.Raw)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %s: %w", m.Checkpoint.Source.Name(), convert.ConfigFile, err)
+	}
+	if !ok {
+		return nil, GenerationConfig + ": not written: the source has none and its config.json no eos_token_id; used as a GenAI draft_model folder apart from the main model, the output needs one", nil
+	}
+	b, err := json.MarshalIndent(map[string]json.RawMessage{"eos_token_id": eos}, "", "  ")
+	if err != nil {
+		return nil, "", err
+	}
+	return &convert.OutFile{Name: GenerationConfig, Contents: append(b, '\n')}, "", nil
+}
+
+// EOSTokenID is eos_token_id (an id or a list of ids) of config.json, at
+// the top level or in text_config.
+func EOSTokenID(config []byte) (json.RawMessage, bool, error) {
+	type eos struct {
+		EOS json.RawMessage `json:"eos_token_id"`
+	}
+	var c struct {
+		eos
+		Text eos `json:"text_config"`
+	}
+	if err := json.Unmarshal(config, &c); err != nil {
+		return nil, false, err
+	}
+	for _, v := range []json.RawMessage{c.EOS, c.Text.EOS} {
+		if len(v) == 0 || string(v) == "null" {
+			continue
+		}
+		var id int64
+		var ids []int64
+		if json.Unmarshal(v, &id) != nil && json.Unmarshal(v, &ids) != nil {
+			return nil, false, fmt.Errorf("eos_token_id %s is neither an id nor a list of ids", v)
+		}
+		return v, true, nil
+	}
+	return nil, false, nil
 }
 
 func clone(q *convert.Quant) *convert.Quant {
@@ -216,6 +281,9 @@ func (target) Finish(dir string, m *convert.Model, p *convert.Plan, prov convert
 		g        *ov.Graph
 		xml, bin string
 	}{{layer, LayerXML, LayerBin}, {head, LMHeadXML, LMHeadBin}} {
+		if x.g == nil {
+			continue
+		}
 		if dir == "" {
 			lay, err := p.Layout(x.bin)
 			if err != nil {

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/manifests"
+)
+
+// fakeOptimumExport lays out the files --into checks of an optimum-intel
+// export (IR stand-ins: only their presence is checked) with the given config.
+func fakeOptimumExport(t *testing.T, config []byte) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "optimum")
+	os.MkdirAll(dir, 0o755)
+	files := map[string]string{
+		"config.json":                        string(config),
+		"openvino_language_model.xml":        "<net/>",
+		"openvino_language_model.bin":        "trunk",
+		"openvino_text_embeddings_model.xml": "<net/>",
+		"openvino_text_embeddings_model.bin": "embeddings",
+		"openvino_tokenizer.xml":             "<net/>",
+		"generation_config.json":             `{"eos_token_id": 7}`,
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestIntoAddsOnlyTheMTPIR(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := fakeOptimumExport(t, cfg)
+	before := tree(t, dir)
+	into := func(extra ...string) (int, string) {
+		code, _, stderr := runCLI(t, append([]string{"export", "--src", src, "--target", "openvino", "--into", dir, "--quiet"}, extra...)...)
+		return code, stderr
+	}
+	if code, stderr := into(); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	after := tree(t, dir)
+	for p, h := range before {
+		if after[p] != h {
+			t.Errorf("%s changed", p)
+		}
+	}
+	var added []string
+	for p := range after {
+		if _, ok := before[p]; !ok {
+			added = append(added, filepath.Base(p))
+		}
+	}
+	if got := strings.Join(sortedCopy(added), ","); got != "mtpconv-manifest.json,openvino_mtp_model.bin,openvino_mtp_model.xml" {
+		t.Fatalf("added %s", got)
+	}
+	// The same bytes as a plain export's, recorded in the manifest.
+	out := filepath.Join(t.TempDir(), "o")
+	exportTo(t, fixtures.Qwen36, out, "--target", "openvino")
+	for _, f := range []string{"openvino_mtp_model.xml", "openvino_mtp_model.bin"} {
+		a, _ := os.ReadFile(filepath.Join(dir, f))
+		b, _ := os.ReadFile(filepath.Join(out, f))
+		if !bytes.Equal(a, b) {
+			t.Errorf("%s differs from the --out export's", f)
+		}
+	}
+	var man manifests.Manifest
+	raw, _ := os.ReadFile(filepath.Join(dir, manifests.FileName))
+	if err := json.Unmarshal(raw, &man); err != nil {
+		t.Fatal(err)
+	}
+	if len(man.Files) != 2 {
+		t.Errorf("manifest lists %v", man.Files)
+	}
+	if code, _, stderr := runCLI(t, "verify", "--src", src, dir); code != 0 {
+		t.Errorf("verify: %s", stderr)
+	}
+
+	// Already there: refused without --force, and nothing moves.
+	snap := tree(t, dir)
+	if code, stderr := into("--head-precision", "int4"); code == 0 || !strings.Contains(stderr, "--force") {
+		t.Errorf("second --into: exit %d: %s", code, stderr)
+	}
+	if changed := diffTrees(snap, tree(t, dir)); changed != "" {
+		t.Errorf("refused --into changed %s", changed)
+	}
+	// --force replaces the two files (and the manifest) only.
+	if code, stderr := into("--force", "--head-precision", "int4"); code != 0 {
+		t.Fatalf("--force: exit %d: %s", code, stderr)
+	}
+	now := tree(t, dir)
+	for p, h := range now {
+		base := filepath.Base(p)
+		if base == "openvino_mtp_model.xml" || base == "openvino_mtp_model.bin" || base == manifests.FileName {
+			if h == snap[p] {
+				t.Errorf("%s not replaced", base)
+			}
+			continue
+		}
+		if snap[p] != h {
+			t.Errorf("--force changed %s", p)
+		}
+	}
+	if len(now) != len(snap) {
+		t.Errorf("--force left %d entries, had %d", len(now), len(snap))
+	}
+}
+
+func TestIntoRefusesAnotherModelOrFolder(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	cfg, _ := os.ReadFile(filepath.Join(src, "config.json"))
+	run := func(dir string, extra ...string) (int, string) {
+		code, _, stderr := runCLI(t, append([]string{"export", "--src", src, "--target", "openvino", "--into", dir, "--quiet"}, extra...)...)
+		return code, stderr
+	}
+	for key, want := range map[string]string{`"hidden_size": 128`: "hidden_size", `"vocab_size": 512`: "vocab_size", `"mtp_num_hidden_layers": 1`: "mtp_num_hidden_layers", `"num_experts": 256`: "num_experts"} {
+		bad := strings.Replace(string(cfg), key, strings.Split(key, ":")[0]+": 3", 1)
+		if bad == string(cfg) {
+			t.Fatalf("%s not in the fixture config", key)
+		}
+		dir := fakeOptimumExport(t, []byte(bad))
+		snap := tree(t, dir)
+		if code, stderr := run(dir); code == 0 || !strings.Contains(stderr, want) {
+			t.Errorf("%s differs: exit %d: %s", want, code, stderr)
+		}
+		if d := diffTrees(snap, tree(t, dir)); d != "" {
+			t.Errorf("refused --into changed %s", d)
+		}
+	}
+	// Not an optimum export: says what is missing.
+	dir := fakeOptimumExport(t, cfg)
+	os.Remove(filepath.Join(dir, "openvino_text_embeddings_model.xml"))
+	if code, stderr := run(dir); code == 0 || !strings.Contains(stderr, "openvino_text_embeddings_model.xml") {
+		t.Errorf("no embeddings IR: exit %d: %s", code, stderr)
+	}
+	if code, stderr := run(dir, "--out", filepath.Join(t.TempDir(), "o")); code != 2 || !strings.Contains(stderr, "exclusive") {
+		t.Errorf("--into with --out: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "mlx", "--into", dir, "--quiet"); code == 0 || !strings.Contains(stderr, "--into") {
+		t.Errorf("--target mlx --into: exit %d: %s", code, stderr)
+	}
+}
+
+func sortedCopy(s []string) []string {
+	out := append([]string{}, s...)
+	sort.Strings(out)
+	return out
+}
+
+func diffTrees(a, b map[string]string) string {
+	var d []string
+	for p, h := range a {
+		if b[p] != h {
+			d = append(d, p)
+		}
+	}
+	for p := range b {
+		if _, ok := a[p]; !ok {
+			d = append(d, p)
+		}
+	}
+	return strings.Join(d, ", ")
+}
