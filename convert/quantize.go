@@ -4,7 +4,15 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/mtpconv/mtpconv/manifests"
 	"github.com/mtpconv/mtpconv/quant"
+)
+
+// MLX's microscaling modes (quant/mlxfp.go).
+const (
+	ModeMLXMXFP4 = manifests.ModeMLXMXFP4
+	ModeMLXMXFP8 = manifests.ModeMLXMXFP8
+	ModeMLXNVFP4 = manifests.ModeMLXNVFP4
 )
 
 // piece is bytes for one stored entry covering some rows, which start at

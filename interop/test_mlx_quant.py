@@ -44,7 +44,7 @@ def quantized_tensors(src, out):
             yield base, quant.get(base, quant), source_rows(raw, base + ".weight", cfg), ours
 
 
-@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("bits", [2, 3, 4, 5, 6, 8])
 @pytest.mark.parametrize("group", [32, 64, 128])
 def test_quantized_tensors_match_mx_quantize(bits, group, mtpconv, fixture_dirs, tmp_path):
     src = fixture_dirs["b"]  # per-expert source: stacking and quantization together

@@ -26,8 +26,8 @@ func (combined) Usage() string {
 	return "one mlx-lm safetensors file with the trunk and the MTP head"
 }
 func (combined) Accepts() []string {
-	return []string{convert.OptHeadPrecision, convert.OptTrunkPrecision, convert.OptGroupSize, convert.OptMLXRounding,
-		convert.OptRouterBits, convert.OptMaxShardSize}
+	return []string{convert.OptHeadPrecision, convert.OptTrunkPrecision, convert.OptTrunkRecipe, convert.OptGroupSize, convert.OptMLXRounding,
+		convert.OptRouterBits, convert.OptMaxShardSize, convert.OptQBits, convert.OptQGroupSize, convert.OptQMode, convert.OptQuantPredicate}
 }
 
 func (cb combined) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, error) {
@@ -47,7 +47,23 @@ func (cb combined) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, er
 	}
 	pl := &convert.Planner{M: m, File: "model.safetensors"}
 	trunkName := func(n string) string { return m.Spec.MLX.TrunkName(m, n) }
-	trunkRule := o.rule(m, o.Trunk)
+	trunkRule := o.rule(m, o.Trunk, o.TrunkGroup)
+	if o.Recipe != "" {
+		var names []string
+		for _, n := range m.Checkpoint.Names {
+			if m.Group(n) == convert.GroupTrunk {
+				names = append(names, trunkName(n))
+			}
+		}
+		for i := range m.TrunkExperts {
+			names = append(names, trunkName(m.TextPrefix+"layers."+strconv.Itoa(i)+".")+"mlp.switch_mlp.down_proj.weight")
+		}
+		at, err := layerLocation(names)
+		if err != nil {
+			return nil, err
+		}
+		trunkRule = o.recipeRule(m, o.TrunkGroup, at)
+	}
 	pl.Component = convert.ComponentTrunk
 	for _, n := range m.Checkpoint.Names {
 		if m.Group(n) != convert.GroupTrunk || m.IsRoutedExpert(n) {
@@ -59,7 +75,7 @@ func (cb combined) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, er
 		pl.Experts(blk, trunkName(m.TextPrefix+"layers."+strconv.Itoa(i)+"."), o.Trunk.Float, trunkRule)
 	}
 	hp := m.Spec.HeadPrefix
-	pl.Head(func(s string) string { return hp + s }, o.Head.Float, o.rule(m, o.Head))
+	pl.Head(func(s string) string { return hp + s }, o.Head.Float, o.rule(m, o.Head, o.GroupSize))
 
 	tensors, files, index, err := shard(pl.Out, o.MaxShard)
 	if err != nil {
@@ -70,6 +86,13 @@ func (cb combined) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, er
 		Metadata: map[string]string{"format": "mlx"},
 		Options: map[string]string{"head_precision": o.Head.Name, "trunk_precision": o.Trunk.Name,
 			"group_size": strconv.Itoa(o.GroupSize), "mlx_rounding": o.Rounding, "router_bits": strconv.Itoa(o.RouterBits)},
+		Notes: o.Notes,
+	}
+	if o.TrunkGroup != o.GroupSize && o.Trunk.Quantized() {
+		p.Options["trunk_group_size"] = strconv.Itoa(o.TrunkGroup)
+	}
+	if o.Recipe != "" {
+		p.Options["trunk_recipe"] = o.Recipe
 	}
 	cfg, err := combinedConfig(m, p, o)
 	if err != nil {
@@ -98,12 +121,17 @@ func combinedConfig(m *convert.Model, p *convert.Plan, o Options) ([]byte, error
 	for k, v := range root {
 		cfg[k] = v
 	}
-	def := o.Trunk
-	if def.Bits == 0 {
-		def = o.Head
+	// The defaults are the trunk's (mlx_lm.convert's: with a recipe, bits 4),
+	// else the head's; modules that differ are listed.
+	def := convert.Quant{Mode: o.Trunk.Mode, Bits: o.Trunk.Bits, GroupSize: o.TrunkGroup}
+	if o.Recipe != "" {
+		def.Bits = 4
+	}
+	if !o.Trunk.Quantized() {
+		def = convert.Quant{Mode: o.Head.Mode, Bits: o.Head.Bits, GroupSize: o.GroupSize}
 	}
 	if def.Bits > 0 {
-		q := quantizationConfig(p.Tensors, def.Bits, o.GroupSize)
+		q := quantizationConfig(p.Tensors, def, o.Recipe != "")
 		cfg["quantization"] = q
 		cfg["quantization_config"] = q
 	}
