@@ -124,6 +124,8 @@ RECIPES = ["mixed_2_6", "mixed_3_4", "mixed_3_6", "mixed_4_6"]
     (["--q-bits", 2, "--q-group-size", 32], ["--q-bits", 2, "--q-group-size", 32]),  # mlx-lm's spellings
     *[(["--trunk-recipe", r], ["--quant-predicate", r, "--q-group-size", 64]) for r in RECIPES],
     (["--quant-predicate", "mixed_3_6", "--q-group-size", 32], ["--quant-predicate", "mixed_3_6", "--q-group-size", 32]),
+    *[(["--trunk-precision", m], ["--q-mode", m]) for m in ("mxfp4", "mxfp8", "nvfp4")],
+    (["--q-mode", "nvfp4", "--q-bits", 4], ["--q-mode", "nvfp4", "--q-bits", 4]),
 ], ids=lambda a: "_".join(map(str, a)))
 def test_equals_mlx_lm_convert(ours, theirs, mtpconv, fixture_dirs, tmp_path):
     """Tensor for tensor, our combined trunk is what mlx_lm.convert writes; the
