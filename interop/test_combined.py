@@ -8,7 +8,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 from mlx.utils import tree_flatten, tree_map_with_path
-from mlx_lm.utils import load_model, quantize_model
+from mlx_lm.utils import compute_bits_per_weight, load_model, quantize_model
 from safetensors import safe_open
 
 from conftest import export
@@ -159,5 +159,8 @@ def test_equals_mlx_lm_convert(ours, theirs, mtpconv, fixture_dirs, tmp_path):
         assert len(r) > 50 and len({v["bits"] for v in r.values() if isinstance(v, dict)}) == 2
     ours_model, _ = load_model(out, strict=True)
     ref_model, _ = load_model(ref, strict=True)
+    # The card states the trunk's bits per weight as mlx-lm counts them.
+    card = (out / "README.md").read_text()
+    assert f"- trunk: {compute_bits_per_weight(ref_model):.3f} bits per weight" in card
     a, b = logits(ours_model), logits(ref_model)
     assert np.array_equal(a, b), float(np.abs(a - b).max())

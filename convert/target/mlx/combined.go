@@ -186,11 +186,12 @@ func shard(tensors []convert.OutTensor, max int64) ([]convert.OutTensor, []strin
 // Card: the trunk loads with stock mlx-lm; the head rides along inline.
 func (combined) Card(man *manifests.Manifest) manifests.TargetCard {
 	return manifests.TargetCard{
-		Library:  "mlx",
-		What:     "one MLX file holding the trunk in stock mlx-lm's layout plus the MTP head inline (`mtp.*`)",
-		Pairing:  "The trunk is the whole model; the head in the same file drafts for it.",
-		Experts:  "stacked as mlx-lm's `switch_mlp` `[E, out, in]`",
-		Warnings: []string{OldMLXLMWarning},
+		Library:   "mlx",
+		What:      "one MLX file holding the trunk in stock mlx-lm's layout plus the MTP head inline (`mtp.*`)",
+		Pairing:   "The trunk is the whole model; the head in the same file drafts for it.",
+		Experts:   "stacked as mlx-lm's `switch_mlp` `[E, out, in]`",
+		Warnings:  []string{OldMLXLMWarning},
+		Precision: precisionLines(man),
 		HowToRun: []string{
 			"The trunk loads with stock mlx-lm (0.32.2 tested; versions 0.30.7 to 0.31.3 shift the norms a second time when `mtp.*` keys are present, do not use them):",
 			"", "```sh", "mlx_lm.generate --model PATH/TO/THIS/FOLDER --prompt \"Hello\"", "```", "",

@@ -108,10 +108,11 @@ func textConfigObject(m *convert.Model) (map[string]any, error) {
 // Card: the drafter pairs with an MLX conversion of the same trunk.
 func (drafter) Card(man *manifests.Manifest) manifests.TargetCard {
 	return manifests.TargetCard{
-		Library: "mlx",
-		What:    "the multi-token-prediction (MTP) head as an MLX speculative drafter (mlx-vlm's `qwen3_5_mtp` format)",
-		Pairing: "It pairs with an MLX conversion of the same trunk (`{base}`): the drafter shares the trunk's embedding and lm_head.",
-		Experts: "stacked as mlx-lm's `switch_mlp` `[E, out, in]`",
+		Library:   "mlx",
+		What:      "the multi-token-prediction (MTP) head as an MLX speculative drafter (mlx-vlm's `qwen3_5_mtp` format)",
+		Pairing:   "It pairs with an MLX conversion of the same trunk (`{base}`): the drafter shares the trunk's embedding and lm_head.",
+		Experts:   "stacked as mlx-lm's `switch_mlp` `[E, out, in]`",
+		Precision: precisionLines(man),
 		HowToRun: []string{
 			"With mlx-vlm (0.7.10 tested) as the drafter of the matching trunk:",
 			"", "```python", "from mlx_vlm.speculative.drafters import load_drafter",
