@@ -107,66 +107,34 @@ func F32ToE4M3(f float32) uint8 {
 	return r | uint8(sign>>24)
 }
 
+// b2u is 1 for true: comparisons summed without branches (random weights
+// make a switch mispredict on every element).
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // fp4CPU is MLX's CPU choice of E2M1 code: the nearest value, ties to the
 // first in code order (the smaller magnitude, and +0 for any value that
 // rounds to zero), as argmin over |x - value| picks it.
 func fp4CPU(x float32) uint8 {
 	a := abs32f(x)
-	var m uint8
-	switch {
-	case a <= 0.25:
-		return 0
-	case a <= 0.75:
-		m = 1
-	case a <= 1.25:
-		m = 2
-	case a <= 1.75:
-		m = 3
-	case a <= 2.5:
-		m = 4
-	case a <= 3.5:
-		m = 5
-	case a <= 5:
-		m = 6
-	default:
-		m = 7
-	}
-	if x < 0 {
-		m |= 8
-	}
-	return m
+	m := b2u(a > 0.25) + b2u(a > 0.75) + b2u(a > 1.25) + b2u(a > 1.75) + b2u(a > 2.5) + b2u(a > 3.5) + b2u(a > 5)
+	return m | b2u(x < 0 && m != 0)<<3
 }
 
 // fp4Metal is the Metal kernel's E2M1 rounding (fp4_e2m1): thresholds that
 // round halves to the even code, the sign bit copied (so -0 and small
-// negatives give 0x8).
+// negatives give 0x8), NaN to 0x7.
 func fp4Metal(x float32) uint8 {
 	if x != x {
 		return 0x7
 	}
-	var sign uint8
-	if math.Signbit(float64(x)) {
-		sign = 8
-	}
 	a := abs32f(x)
-	var m uint8
-	switch {
-	case a > 5:
-		m = 7
-	case a >= 3.5:
-		m = 6
-	case a > 2.5:
-		m = 5
-	case a >= 1.75:
-		m = 4
-	case a > 1.25:
-		m = 3
-	case a >= 0.75:
-		m = 2
-	case a > 0.25:
-		m = 1
-	}
-	return m | sign
+	m := b2u(a > 0.25) + b2u(a >= 0.75) + b2u(a > 1.25) + b2u(a >= 1.75) + b2u(a > 2.5) + b2u(a >= 3.5) + b2u(a > 5)
+	return m | uint8(math.Float32bits(x)>>31)<<3
 }
 
 // pow2Ceil is the smallest e with 2^e >= x (x > 0, finite), clamped to
