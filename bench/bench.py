@@ -5,7 +5,8 @@ bytes and rate, and peak RSS (the kernel's VmHWM, read by mtpconv from /proc,
 and /usr/bin/time's maximum RSS), and prints ratios measured in the same run
 against (a) the read bound: reading exactly the same source byte ranges to
 nothing, and (b) the reference quantizers on the same tensors: mx.quantize
-(MLX CPU) for MLX int8/int4, nncf.compress_weights for OpenVINO int8/int4.
+(MLX CPU) for every quantized MLX precision (affine int8/int4/int3 and the
+microscaling modes mxfp4/mxfp8/nvfp4), nncf.compress_weights for OpenVINO int8/int4.
 Caches are dropped before every timed read or export when the machine allows
 it ("cold"); otherwise every number is with a warm page cache. Every timing is
 the median of BENCH_REPEAT runs (default 5), with the range shown, because
@@ -35,6 +36,10 @@ CONFIGS = [
     ("mlx", "f16", ["--target", "mlx", "--head-precision", "f16"]),
     ("mlx", "int8", ["--target", "mlx", "--head-precision", "int8"]),
     ("mlx", "int4", ["--target", "mlx", "--head-precision", "int4"]),
+    ("mlx", "int3", ["--target", "mlx", "--head-precision", "int3"]),
+    ("mlx", "mxfp4", ["--target", "mlx", "--head-precision", "mxfp4"]),
+    ("mlx", "mxfp8", ["--target", "mlx", "--head-precision", "mxfp8"]),
+    ("mlx", "nvfp4", ["--target", "mlx", "--head-precision", "nvfp4"]),
     ("openvino", "f16", ["--target", "openvino", "--head-precision", "f16", "--lm-head-precision", "f16"]),
     ("openvino", "int8", ["--target", "openvino", "--head-precision", "int8", "--lm-head-precision", "int8"]),
     ("openvino", "int4", ["--target", "openvino", "--head-precision", "int4", "--lm-head-precision", "int8"]),
@@ -74,20 +79,20 @@ def export(args, cold):
     return summary, out
 
 
-def mlx_reference(bits, out_f16_dir):
+def mlx_reference(prec, out_f16_dir):
     """mx.quantize on the CPU over the tensors our export quantizes, as bf16 inputs
-    already fixed (split/stacked) — only the quantization is timed."""
+    already fixed (split/stacked), in each tensor's mode — only the quantization is timed."""
     import mlx.core as mx
     ours = mx.load(str(out_f16_dir / "model.safetensors"))
-    quant = json.loads((out_f16_dir.parent / f"mlx-int{bits}" / "config.json").read_text())["quantization"]
-    names = [k[: -len(".scales")] for k in mx.load(str(out_f16_dir.parent / f"mlx-int{bits}" / "model.safetensors")) if k.endswith(".scales")]
+    quant = json.loads((out_f16_dir.parent / f"mlx-{prec}" / "config.json").read_text())["quantization"]
+    names = [k[: -len(".scales")] for k in mx.load(str(out_f16_dir.parent / f"mlx-{prec}" / "model.safetensors")) if k.endswith(".scales")]
     ws = {n: ours[n + ".weight"].astype(mx.bfloat16) for n in names}
     mx.eval(list(ws.values()))
     t0 = time.perf_counter()
     outs = []
     for n, w in ws.items():
         q = quant.get(n, quant)
-        outs.append(mx.quantize(w, group_size=q["group_size"], bits=q["bits"], stream=mx.cpu))
+        outs.append(mx.quantize(w, group_size=q["group_size"], bits=q["bits"], mode=q.get("mode", "affine"), stream=mx.cpu))
         mx.eval(outs[-1])
     return time.perf_counter() - t0
 
@@ -137,7 +142,7 @@ def main():
         summary["peak_rss_bytes"] = max(r[0] for r in rss)
         summary["time_maxrss"] = max(r[1] for r in rss)
         name = f"{target}-{prec.split()[0]}"
-        if target in ("mlx", "openvino") and prec in ("bf16", "f16", "int8", "int4"):
+        if target == "mlx" or (target == "openvino" and prec in ("bf16", "f16", "int8", "int4")):
             dest = WORK / name
             shutil.rmtree(dest, ignore_errors=True)
             out.rename(dest)
@@ -146,8 +151,8 @@ def main():
         print(f"{target:9s} {prec:24s} {summary['wall']:7.2f} s  read bound {bound:6.2f} s", flush=True)
     for r in rows:
         ref = None
-        if r["target"] == "mlx" and r["precision"] in ("int8", "int4"):
-            ref = ("mx.quantize (MLX CPU)", statistics.median(mlx_reference(int(r["precision"][3:]), keep["mlx-bf16"]) for _ in range(REPEAT)))
+        if r["target"] == "mlx" and r["precision"] not in ("bf16", "f16"):
+            ref = ("mx.quantize (MLX CPU)", statistics.median(mlx_reference(r["precision"], keep["mlx-bf16"]) for _ in range(REPEAT)))
         if r["target"] == "openvino" and r["precision"] in ("int8", "int4"):
             mode = {"int8": "INT8_ASYM", "int4": "INT4_ASYM"}[r["precision"]]
             ref = ("nncf.compress_weights", statistics.median(nncf_reference(mode, keep["openvino-f16"]) for _ in range(REPEAT)))

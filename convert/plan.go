@@ -145,6 +145,13 @@ func (t *OutTensor) Entries() []st.Entry {
 		}
 		return es
 	}
+	if _, fp := MLXFPMode(t.Quant.Mode); fp {
+		// MLX's microscaling modes: packed codes and U8 scales, no biases.
+		return []st.Entry{
+			{Name: base + ".scales", DType: st.U8, Shape: with(in / int64(t.Quant.GroupSize))},
+			{Name: t.Name, DType: st.U32, Shape: with(in * int64(t.Quant.Bits) / 32)},
+		}
+	}
 	return []st.Entry{
 		{Name: base + ".biases", DType: t.DType, Shape: with(in / int64(t.Quant.GroupSize))},
 		{Name: base + ".scales", DType: t.DType, Shape: with(in / int64(t.Quant.GroupSize))},

@@ -4,7 +4,15 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/mtpconv/mtpconv/manifests"
 	"github.com/mtpconv/mtpconv/quant"
+)
+
+// MLX's microscaling modes (quant/mlxfp.go).
+const (
+	ModeMLXMXFP4 = manifests.ModeMLXMXFP4
+	ModeMLXMXFP8 = manifests.ModeMLXMXFP8
+	ModeMLXNVFP4 = manifests.ModeMLXNVFP4
 )
 
 // piece is bytes for one stored entry covering some rows, which start at
@@ -45,6 +53,17 @@ func newChunkQuantizer(t *OutTensor) (chunkQuantizer, error) {
 		}
 		p := quant.MLXAffineParams{Bits: t.Quant.Bits, GroupSize: t.Quant.GroupSize, Rounding: r}
 		return &mlxChunks{t: t, base: base, p: p}, p.Validate(int(t.RowLen))
+	case ModeMLXMXFP4, ModeMLXMXFP8, ModeMLXNVFP4:
+		r, err := quant.ParseMLXRounding(t.Quant.Rounding)
+		if err != nil {
+			return nil, err
+		}
+		p := quant.MLXFPParams{Mode: mlxFPModes[t.Quant.Mode], Rounding: r}
+		if t.Quant.Bits != p.Mode.Bits() || t.Quant.GroupSize != p.Mode.GroupSize() {
+			return nil, fmt.Errorf("%s: %s is %d-bit in groups of %d, not %d-bit in groups of %d", t.Name, t.Quant.Mode,
+				p.Mode.Bits(), p.Mode.GroupSize(), t.Quant.Bits, t.Quant.GroupSize)
+		}
+		return &mlxFPChunks{t: t, base: base, p: p}, p.Validate(int(t.RowLen))
 	case ModeNNCF:
 		p := quant.NNCFParams{Bits: t.Quant.Bits, Sym: t.Quant.Sym, GroupSize: t.Quant.GroupSize}
 		return &nncfChunks{t: t, base: base, p: p}, p.Validate(int(t.RowLen))
@@ -70,6 +89,29 @@ func (m *mlxChunks) quantize(vals []float32, rows int64, qe *quant.ErrStats, q *
 	quant.EncodeF32(string(t.DType), q.b, q.bEnc)
 	rowBytes := int64(p.PackedWords(int(t.RowLen)) * 4)
 	return []piece{{t.Name, q.packed, rowBytes, 1}, {m.base + ".scales", q.sEnc, groups * outSize, 1}, {m.base + ".biases", q.bEnc, groups * outSize, 1}}
+}
+
+// mlxFPModes maps the manifest's microscaling modes to the kernels'.
+var mlxFPModes = map[QuantMode]quant.MLXFPMode{ModeMLXMXFP4: quant.MXFP4, ModeMLXMXFP8: quant.MXFP8, ModeMLXNVFP4: quant.NVFP4}
+
+// MLXFPMode is the kernel's mode of a microscaling quantization (ok false for another mode).
+func MLXFPMode(m QuantMode) (quant.MLXFPMode, bool) {
+	k, ok := mlxFPModes[m]
+	return k, ok
+}
+
+// mlxFPChunks writes MLX's microscaling modes: packed U32 codes and U8 scales.
+type mlxFPChunks struct {
+	t    *OutTensor
+	base string
+	p    quant.MLXFPParams
+}
+
+func (m *mlxFPChunks) quantize(vals []float32, rows int64, qe *quant.ErrStats, q *quantBufs) []piece {
+	t, p := m.t, m.p
+	q.packed, q.sEnc = quant.QuantizeMLXFP(vals, int(t.RowLen), p, string(t.DType), q.packed[:0], q.sEnc[:0], qe)
+	groups := t.RowLen / int64(p.Mode.GroupSize())
+	return []piece{{t.Name, q.packed, int64(p.RowBytes(int(t.RowLen))), 1}, {m.base + ".scales", q.sEnc, groups, 1}}
 }
 
 // nncfChunks writes NNCF's layout: integer codes (nibble-packed for 4 bits),

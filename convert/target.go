@@ -44,7 +44,14 @@ type Options struct {
 	MLXRounding     string
 	RouterBits      int
 	MaxShardSize    int64
-	Set             map[string]bool
+	TrunkRecipe     string // mixed_2_6, mixed_3_4, mixed_3_6 or mixed_4_6
+	// mlx-lm's spellings (mlx_lm.convert --q-bits, --q-group-size, --q-mode,
+	// --quant-predicate), for the trunk of the MLX targets.
+	QBits          int
+	QGroupSize     int
+	QMode          string
+	QuantPredicate string
+	Set            map[string]bool
 }
 
 // Option names, as the CLI flags spell them.
@@ -57,6 +64,11 @@ const (
 	OptMLXRounding     = "mlx-rounding"
 	OptRouterBits      = "router-bits"
 	OptMaxShardSize    = "max-shard-size"
+	OptTrunkRecipe     = "trunk-recipe"
+	OptQBits           = "q-bits"
+	OptQGroupSize      = "q-group-size"
+	OptQMode           = "q-mode"
+	OptQuantPredicate  = "quant-predicate"
 )
 
 // Provenance is what an export records about itself inside its files.

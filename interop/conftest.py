@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = {"a": "qwen3.6-moe-tiny", "b": "qwen3.5-moe-tiny", "c": "qwen3-next-tiny"}
+FIXTURES = {"a": "qwen3.6-moe-tiny", "b": "qwen3.5-moe-tiny", "c": "qwen3-next-tiny",
+            "at": "qwen3.6-moe-tiny-tokenizer"}  # a plus a tokenizer, for mlx_lm.convert
 
 
 @pytest.fixture(scope="session")

@@ -1,12 +1,14 @@
 """--target combined: one MLX file whose trunk stock mlx-lm loads (strictly)
 and whose inline mtp.* head is in the one-file layout."""
 import json
+import subprocess
+import sys
 
 import mlx.core as mx
 import numpy as np
 import pytest
 from mlx.utils import tree_flatten, tree_map_with_path
-from mlx_lm.utils import load_model, quantize_model
+from mlx_lm.utils import compute_bits_per_weight, load_model, quantize_model
 from safetensors import safe_open
 
 from conftest import export
@@ -37,7 +39,7 @@ def test_bf16_trunk_logits_equal_raw(mtpconv, fixture_dirs, tmp_path):
 def mlx_lm_convert(src, bits, group):
     """What mlx_lm.convert does to the raw fixture: load (its sanitize), cast
     to the config dtype (bf16, A_log kept), quantize_model with the model's
-    own predicate. (convert itself also needs a tokenizer; the fixture has none.)"""
+    own predicate. (test_equals_mlx_lm_convert runs mlx_lm.convert itself.)"""
     model, config = load_model(src, lazy=True)
     cast = getattr(model, "cast_predicate", lambda _: True)
     model.update(tree_map_with_path(
@@ -96,3 +98,69 @@ def test_sharded_combined_loads(mtpconv, fixture_dirs, tmp_path):
     ours, _ = load_model(out, strict=True)
     raw, _ = load_model(src, strict=True)
     assert np.abs(logits(ours) - logits(raw)).max() < 1e-3
+
+
+def run_mlx_lm_convert(src, out, *args):
+    """Stock mlx_lm.convert on the raw fixture (its tokenizer included), on this machine's CPU."""
+    subprocess.run([sys.executable, "-m", "mlx_lm", "convert", "--hf-path", str(src), "--mlx-path", str(out), "-q",
+                    *map(str, args)], check=True, capture_output=True)
+    return out
+
+
+def load_dir(d):
+    out = {}
+    for f in sorted(d.glob("*.safetensors")):
+        out.update(mx.load(str(f)))
+    return out
+
+
+RECIPES = ["mixed_2_6", "mixed_3_4", "mixed_3_6", "mixed_4_6"]
+
+
+@pytest.mark.parametrize("ours,theirs", [
+    (["--trunk-precision", "int3"], ["--q-bits", 3]),
+    (["--trunk-precision", "int5", "--group-size", 32], ["--q-bits", 5, "--q-group-size", 32]),
+    (["--trunk-precision", "int6", "--group-size", 128], ["--q-bits", 6, "--q-group-size", 128]),
+    (["--q-bits", 2, "--q-group-size", 32], ["--q-bits", 2, "--q-group-size", 32]),  # mlx-lm's spellings
+    *[(["--trunk-recipe", r], ["--quant-predicate", r, "--q-group-size", 64]) for r in RECIPES],
+    (["--quant-predicate", "mixed_3_6", "--q-group-size", 32], ["--quant-predicate", "mixed_3_6", "--q-group-size", 32]),
+    *[(["--trunk-precision", m], ["--q-mode", m]) for m in ("mxfp4", "mxfp8", "nvfp4")],
+    (["--q-mode", "nvfp4", "--q-bits", 4], ["--q-mode", "nvfp4", "--q-bits", 4]),
+], ids=lambda a: "_".join(map(str, a)))
+def test_equals_mlx_lm_convert(ours, theirs, mtpconv, fixture_dirs, tmp_path):
+    """Tensor for tensor, our combined trunk is what mlx_lm.convert writes; the
+    config declares the same quantization; stock mlx-lm loads ours strictly and
+    computes exactly the logits of mlx_lm.convert's model."""
+    src = fixture_dirs["at"]
+    out = export(mtpconv, src, tmp_path / "c", "--target", "combined", "--head-precision", "int4",
+                 "--mlx-rounding", "cpu", *ours)
+    ref = run_mlx_lm_convert(src, tmp_path / "ref", *theirs)
+    mine, want = load_dir(out), load_dir(ref)
+    trunk = {k: v for k, v in mine.items() if not k.startswith("mtp.")}
+    assert sorted(trunk) == sorted(want)
+    for k in want:
+        assert trunk[k].dtype == want[k].dtype and trunk[k].shape == want[k].shape, k
+        assert bool(mx.array_equal(trunk[k], want[k])), k
+    # The head keeps its own precision (int4), declared per module where it differs.
+    q = json.loads((out / "config.json").read_text())["quantization"]
+    fq = q.get("mtp.fc", q)
+    fc = mine["mtp.fc.weight"]
+    assert fq["bits"] == 4 and fq["mode"] == "affine" and fc.dtype == mx.uint32
+    assert mine["mtp.fc.scales"].shape[-1] * fq["group_size"] == fc.shape[-1] * 8
+    r = json.loads((ref / "config.json").read_text())["quantization"]
+    assert sorted(k for k in q if not k.startswith("mtp.")) == sorted(r)
+    for k, v in r.items():
+        if isinstance(v, dict):  # mlx-lm leaves out "mode" where the model's own predicate set the entry
+            assert q[k] == {"mode": "affine", **v}, k
+        else:
+            assert q[k] == v, k
+    if any(a in ("--trunk-recipe", "--quant-predicate") for a in ours):
+        # every module listed, at two bit widths (low and high)
+        assert len(r) > 50 and len({v["bits"] for v in r.values() if isinstance(v, dict)}) == 2
+    ours_model, _ = load_model(out, strict=True)
+    ref_model, _ = load_model(ref, strict=True)
+    # The card states the trunk's bits per weight as mlx-lm counts them.
+    card = (out / "README.md").read_text()
+    assert f"- trunk: {compute_bits_per_weight(ref_model):.3f} bits per weight" in card
+    a, b = logits(ours_model), logits(ref_model)
+    assert np.array_equal(a, b), float(np.abs(a - b).max())

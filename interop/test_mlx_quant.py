@@ -44,7 +44,7 @@ def quantized_tensors(src, out):
             yield base, quant.get(base, quant), source_rows(raw, base + ".weight", cfg), ours
 
 
-@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("bits", [2, 3, 4, 5, 6, 8])
 @pytest.mark.parametrize("group", [32, 64, 128])
 def test_quantized_tensors_match_mx_quantize(bits, group, mtpconv, fixture_dirs, tmp_path):
     src = fixture_dirs["b"]  # per-expert source: stacking and quantization together
@@ -72,12 +72,48 @@ def test_quantized_tensors_match_mx_quantize(bits, group, mtpconv, fixture_dirs,
         assert (quant[r]["bits"], quant[r]["group_size"]) == (8, 64)
 
 
+@pytest.mark.parametrize("mode", ["mxfp4", "mxfp8", "nvfp4"])
+def test_microscaling_tensors_match_mx_quantize(mode, mtpconv, fixture_dirs, tmp_path):
+    """Each microscaling mode at its own group size: codes and U8 scales equal
+    mx.quantize's (CPU stream) on the same bf16 input; no biases."""
+    src = fixture_dirs["b"]
+    out = export(mtpconv, src, tmp_path / "o", "--target", "mlx", "--head-precision", mode, "--mlx-rounding", "cpu")
+    quant = json.loads((out / "config.json").read_text())["quantization"]
+    assert quant["mode"] == mode and (quant["group_size"], quant["bits"]) == {"mxfp4": (32, 4), "mxfp8": (32, 8), "nvfp4": (16, 4)}[mode]
+    checked = 0
+    for base, q, rows, ours in quantized_tensors(src, out):
+        w = mx.array(rows.astype(np.float32)).astype(mx.bfloat16)
+        if q.get("mode", "affine") == "affine":  # the routers: affine 8-bit, group 64, as mlx-lm's predicate
+            assert base.endswith(("mlp.gate", "shared_expert_gate")) and (q["bits"], q["group_size"]) == (8, 64), base
+            continue
+        assert q["mode"] == mode and base + ".biases" not in ours, base
+        wq, s = mx.quantize(w, group_size=q["group_size"], bits=q["bits"], mode=mode, stream=mx.cpu)
+        for name, theirs in ((".weight", wq), (".scales", s)):
+            mine = ours[base + name]
+            assert mine.dtype == theirs.dtype and mine.shape == theirs.shape, base + name
+            assert bool(mx.array_equal(mine, theirs)), base + name
+        checked += 1
+    assert checked == 11  # the 13 quantized tensors but the two routers
+    # The corner cases (ties, all-zero and -0 groups, maxima at powers of two)
+    # are in the golden vectors quant's Go tests compare with (see below).
+
+
 def test_golden_vectors_are_current(tmp_path):
     fresh = tmp_path / "golden.safetensors"
     subprocess.run([sys.executable, str(ROOT / "interop" / "golden_mlx.py"), str(fresh)], check=True)
     a = mx.load(str(fresh))
     b = mx.load(str(ROOT / "testdata" / "golden" / "mlx_affine_cpu.safetensors"))
     assert sorted(a) == sorted(b)
+    for k in a:
+        assert a[k].dtype == b[k].dtype and bool(mx.array_equal(a[k], b[k])), k
+
+
+def test_fp_golden_vectors_are_current(tmp_path):
+    fresh = tmp_path / "golden.safetensors"
+    subprocess.run([sys.executable, str(ROOT / "interop" / "golden_mlx_fp.py"), str(fresh)], check=True)
+    a = mx.load(str(fresh))
+    b = mx.load(str(ROOT / "testdata" / "golden" / "mlx_fp_cpu.safetensors"))
+    assert sorted(a) == sorted(b) and len(a) == 9
     for k in a:
         assert a[k].dtype == b[k].dtype and bool(mx.array_equal(a[k], b[k])), k
 

@@ -21,6 +21,9 @@ type TargetCard struct {
 	Experts  string
 	HowToRun []string
 	Warnings []string
+	// Precision lines follow the precision table (e.g. bits per weight,
+	// the quantization mode and recipe, in the format's own words).
+	Precision []string
 }
 
 // Card renders README.md, a Hugging Face model card, from a manifest, what
@@ -70,6 +73,12 @@ func Card(m *Manifest, tc TargetCard, report *Report) []byte {
 	p("|---|---|---|")
 	for _, row := range precisionRows(m) {
 		p("| %s | %s | %d |", row.component, row.precision, row.count)
+	}
+	if len(tc.Precision) > 0 {
+		p("")
+		for _, l := range tc.Precision {
+			p("%s", l)
+		}
 	}
 	p("")
 	p("Options: %s", options(m.Options))
@@ -167,6 +176,17 @@ func precisionWords(t *Tensor) string {
 			group = "per output channel"
 		}
 		return fmt.Sprintf("int%d %s, %s (f16 scales, NNCF)", q.Bits, kind, group)
+	}
+	switch q.Mode {
+	case ModeMLXMXFP4, ModeMLXNVFP4, ModeMLXMXFP8:
+		codes, scales := "E2M1", "E8M0"
+		if q.Mode == ModeMLXMXFP8 {
+			codes = "E4M3"
+		}
+		if q.Mode == ModeMLXNVFP4 {
+			scales = "E4M3"
+		}
+		return fmt.Sprintf("%s (%s codes, %s scales, group %d)", q.Mode.MLXModeName(), codes, scales, q.Group)
 	}
 	return fmt.Sprintf("%d-bit affine, group %d (%s scales)", q.Bits, q.Group, t.DType)
 }

@@ -120,7 +120,28 @@ type QuantMode string
 const (
 	ModeMLXAffine QuantMode = "mlx_affine" // MLX affine: codes, scales and biases
 	ModeNNCF      QuantMode = "nncf"       // NNCF weight compression: codes, f16 scales, zero points when asymmetric
+	// MLX's microscaling modes: packed E2M1 (fp4) or E4M3 (fp8) codes and one
+	// U8 scale per group (E8M0 for mx, E4M3 for nv), no biases.
+	ModeMLXMXFP4 QuantMode = "mlx_mxfp4"
+	ModeMLXMXFP8 QuantMode = "mlx_mxfp8"
+	ModeMLXNVFP4 QuantMode = "mlx_nvfp4"
 )
+
+// MLXModeName is the name MLX gives a quantization mode (mx.quantize's mode,
+// config.json's "mode"), "" for a mode that is not MLX's.
+func (m QuantMode) MLXModeName() string {
+	switch m {
+	case ModeMLXAffine:
+		return "affine"
+	case ModeMLXMXFP4:
+		return "mxfp4"
+	case ModeMLXMXFP8:
+		return "mxfp8"
+	case ModeMLXNVFP4:
+		return "nvfp4"
+	}
+	return ""
+}
 
 // Transform is one step applied to an output tensor; quantize carries its parameters.
 type Transform struct {

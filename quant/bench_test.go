@@ -147,3 +147,25 @@ func BenchmarkEncodeBF16(b *testing.B) {
 	dst := make([]byte, 2*benchCastN)
 	benchCast(b, func() { EncodeF32("BF16", src, dst) })
 }
+
+// BenchmarkQuantizeMLXFP: the microscaling quantizers (portable Go) on 4 Mi
+// bf16-exact values in rows of 2048, as one export chunk.
+func BenchmarkQuantizeMLXFP(b *testing.B) {
+	w := benchData(4 << 20)
+	for i := range w {
+		w[i] = BF16ToF32(F32ToBF16(w[i]))
+	}
+	for _, mode := range []MLXFPMode{MXFP4, MXFP8, NVFP4} {
+		for _, r := range []MLXRounding{MLXCPU, MLXGPU} {
+			b.Run(mode.String()+"-"+r.String(), func(b *testing.B) {
+				p := MLXFPParams{Mode: mode, Rounding: r}
+				var packed, scales []byte
+				var stats ErrStats
+				b.SetBytes(int64(len(w) * 2))
+				for b.Loop() {
+					packed, scales = QuantizeMLXFP(w, 2048, p, "BF16", packed[:0], scales[:0], &stats)
+				}
+			})
+		}
+	}
+}

@@ -29,12 +29,17 @@ func exportCommand() *cli.Command {
 			&cli.StringFlag{Name: "target", Usage: strings.Join(convert.TargetNames(), " | "), Required: true},
 			&cli.StringFlag{Name: "out", Usage: "output folder (must not exist unless --force)"},
 			&cli.StringFlag{Name: "into", Usage: "openvino: add the MTP IR (openvino_mtp_model.xml/.bin) to this optimum-intel export of the same model, touching nothing else (exclusive with --out; --force replaces an MTP IR already there)"},
-			&cli.StringFlag{Name: convert.OptHeadPrecision, Usage: "f16 | bf16 | int8 | int4 (default bf16; openvino: f16 | int8 | int4, default f16)"},
+			&cli.StringFlag{Name: convert.OptHeadPrecision, Usage: "mlx, combined: f16 | bf16 | int2 | int3 | int4 | int5 | int6 | int8 (MLX affine) | mxfp4 | mxfp8 | nvfp4 (default bf16); openvino: f16 | int8 | int4 (default f16)"},
 			&cli.StringFlag{Name: convert.OptLMHeadPrecision, Usage: "openvino: f16 | int8 | int4 for the lm_head IR (default int8)"},
 			&cli.BoolFlag{Name: convert.OptSym, Usage: "openvino: symmetric i8/i4 instead of asymmetric u8/u4 (NNCF INT*_SYM)"},
-			&cli.StringFlag{Name: convert.OptTrunkPrecision, Usage: "combined: f16 | bf16 | int8 | int4 (default bf16)"},
+			&cli.StringFlag{Name: convert.OptTrunkPrecision, Usage: "combined: as --head-precision for mlx (default bf16); wins over --q-bits/--q-mode"},
+			&cli.StringFlag{Name: convert.OptTrunkRecipe, Usage: "combined: mlx-lm's mixed recipe for the trunk, mixed_2_6 | mixed_3_4 | mixed_3_6 | mixed_4_6 (the head keeps --head-precision); wins over --quant-predicate"},
+			&cli.IntFlag{Name: convert.OptQBits, Usage: "combined: mlx_lm.convert's spelling of the trunk's bits (with --q-mode; --trunk-precision wins)"},
+			&cli.IntFlag{Name: convert.OptQGroupSize, Usage: "combined: mlx_lm.convert's spelling: the trunk's group size (wins over --group-size for the trunk)"},
+			&cli.StringFlag{Name: convert.OptQMode, Usage: "combined: mlx_lm.convert's spelling: affine | mxfp4 | mxfp8 | nvfp4 for the trunk (--trunk-precision wins)"},
+			&cli.StringFlag{Name: convert.OptQuantPredicate, Usage: "combined: mlx_lm.convert's spelling of --trunk-recipe (--trunk-recipe wins)"},
 			&cli.StringFlag{Name: convert.OptMaxShardSize, Usage: "combined: split the file into shards of at most this size (e.g. 5GB, 500MiB)"},
-			&cli.IntFlag{Name: convert.OptGroupSize, Value: 64, Usage: "quantization group size: mlx, combined 32 | 64 | 128; openvino int4 64 | 128"},
+			&cli.IntFlag{Name: convert.OptGroupSize, Value: 64, Usage: "quantization group size: mlx, combined affine 32 | 64 | 128 (default 64), mxfp4/mxfp8 32 only, nvfp4 16 only (the default for those); openvino int4 64 | 128"},
 			&cli.StringFlag{Name: convert.OptMLXRounding, Usage: "mlx, combined: gpu (what mlx_lm.convert gives on Apple silicon, the default) | cpu (MLX's CPU kernel)"},
 			&cli.IntFlag{Name: convert.OptRouterBits, Value: 8, Usage: "mlx, combined: bits of the MoE router and shared_expert_gate when quantized, at group size 64, as mlx-lm does (0: same as their component)"},
 			&cli.IntFlag{Name: "jobs", Value: 0, Usage: "chunks converted in parallel, at least 1 (default: all cores); never changes the bytes"},
@@ -88,9 +93,12 @@ func exportOptions(c *cli.Context) (convert.Options, error) {
 		HeadPrecision: c.String(convert.OptHeadPrecision), TrunkPrecision: c.String(convert.OptTrunkPrecision),
 		LMHeadPrecision: c.String(convert.OptLMHeadPrecision), GroupSize: c.Int(convert.OptGroupSize), Sym: c.Bool(convert.OptSym),
 		MLXRounding: c.String(convert.OptMLXRounding), RouterBits: c.Int(convert.OptRouterBits), Set: map[string]bool{},
+		TrunkRecipe: c.String(convert.OptTrunkRecipe), QBits: c.Int(convert.OptQBits), QGroupSize: c.Int(convert.OptQGroupSize),
+		QMode: c.String(convert.OptQMode), QuantPredicate: c.String(convert.OptQuantPredicate),
 	}
 	for _, n := range []string{convert.OptHeadPrecision, convert.OptTrunkPrecision, convert.OptLMHeadPrecision, convert.OptGroupSize,
-		convert.OptSym, convert.OptMLXRounding, convert.OptRouterBits, convert.OptMaxShardSize} {
+		convert.OptSym, convert.OptMLXRounding, convert.OptRouterBits, convert.OptMaxShardSize,
+		convert.OptTrunkRecipe, convert.OptQBits, convert.OptQGroupSize, convert.OptQMode, convert.OptQuantPredicate} {
 		o.Set[n] = c.IsSet(n)
 	}
 	if v := c.String(convert.OptMaxShardSize); v != "" {

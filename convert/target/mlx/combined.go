@@ -26,8 +26,8 @@ func (combined) Usage() string {
 	return "one mlx-lm safetensors file with the trunk and the MTP head"
 }
 func (combined) Accepts() []string {
-	return []string{convert.OptHeadPrecision, convert.OptTrunkPrecision, convert.OptGroupSize, convert.OptMLXRounding,
-		convert.OptRouterBits, convert.OptMaxShardSize}
+	return []string{convert.OptHeadPrecision, convert.OptTrunkPrecision, convert.OptTrunkRecipe, convert.OptGroupSize, convert.OptMLXRounding,
+		convert.OptRouterBits, convert.OptMaxShardSize, convert.OptQBits, convert.OptQGroupSize, convert.OptQMode, convert.OptQuantPredicate}
 }
 
 func (cb combined) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, error) {
@@ -47,7 +47,23 @@ func (cb combined) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, er
 	}
 	pl := &convert.Planner{M: m, File: "model.safetensors"}
 	trunkName := func(n string) string { return m.Spec.MLX.TrunkName(m, n) }
-	trunkRule := o.rule(m, o.Trunk)
+	trunkRule := o.rule(m, o.Trunk, o.TrunkGroup)
+	if o.Recipe != "" {
+		var names []string
+		for _, n := range m.Checkpoint.Names {
+			if m.Group(n) == convert.GroupTrunk {
+				names = append(names, trunkName(n))
+			}
+		}
+		for i := range m.TrunkExperts {
+			names = append(names, trunkName(m.TextPrefix+"layers."+strconv.Itoa(i)+".")+"mlp.switch_mlp.down_proj.weight")
+		}
+		at, err := layerLocation(names)
+		if err != nil {
+			return nil, err
+		}
+		trunkRule = o.recipeRule(m, o.TrunkGroup, at)
+	}
 	pl.Component = convert.ComponentTrunk
 	for _, n := range m.TrunkTensors() {
 		pl.Plain(n, trunkName(n), o.Trunk.Float, trunkRule)
@@ -56,7 +72,7 @@ func (cb combined) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, er
 		pl.Experts(blk, trunkName(m.TextPrefix+"layers."+strconv.Itoa(i)+"."), o.Trunk.Float, trunkRule)
 	}
 	hp := m.Spec.HeadPrefix
-	pl.Head(func(s string) string { return hp + s }, o.Head.Float, o.rule(m, o.Head))
+	pl.Head(func(s string) string { return hp + s }, o.Head.Float, o.rule(m, o.Head, o.GroupSize))
 
 	tensors, files, index, err := shard(pl.Out, o.MaxShard)
 	if err != nil {
@@ -67,6 +83,13 @@ func (cb combined) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, er
 		Metadata: map[string]string{"format": "mlx"},
 		Options: map[string]string{"head_precision": o.Head.Name, "trunk_precision": o.Trunk.Name,
 			"group_size": strconv.Itoa(o.GroupSize), "mlx_rounding": o.Rounding, "router_bits": strconv.Itoa(o.RouterBits)},
+		Notes: o.Notes,
+	}
+	if o.TrunkGroup != o.GroupSize && o.Trunk.Quantized() {
+		p.Options["trunk_group_size"] = strconv.Itoa(o.TrunkGroup)
+	}
+	if o.Recipe != "" {
+		p.Options["trunk_recipe"] = o.Recipe
 	}
 	cfg, err := combinedConfig(m, p, o)
 	if err != nil {
@@ -95,12 +118,17 @@ func combinedConfig(m *convert.Model, p *convert.Plan, o Options) ([]byte, error
 	for k, v := range root {
 		cfg[k] = v
 	}
-	def := o.Trunk
-	if def.Bits == 0 {
-		def = o.Head
+	// The defaults are the trunk's (mlx_lm.convert's: with a recipe, bits 4),
+	// else the head's; modules that differ are listed.
+	def := convert.Quant{Mode: o.Trunk.Mode, Bits: o.Trunk.Bits, GroupSize: o.TrunkGroup}
+	if o.Recipe != "" {
+		def.Bits = 4
+	}
+	if !o.Trunk.Quantized() {
+		def = convert.Quant{Mode: o.Head.Mode, Bits: o.Head.Bits, GroupSize: o.GroupSize}
 	}
 	if def.Bits > 0 {
-		q := quantizationConfig(p.Tensors, def.Bits, o.GroupSize)
+		q := quantizationConfig(p.Tensors, def, o.Recipe != "")
 		cfg["quantization"] = q
 		cfg["quantization_config"] = q
 	}
@@ -155,11 +183,12 @@ func shard(tensors []convert.OutTensor, max int64) ([]convert.OutTensor, []strin
 // Card: the trunk loads with stock mlx-lm; the head rides along inline.
 func (combined) Card(man *manifests.Manifest) manifests.TargetCard {
 	return manifests.TargetCard{
-		Library:  "mlx",
-		What:     "one MLX file holding the trunk in stock mlx-lm's layout plus the MTP head inline (`mtp.*`)",
-		Pairing:  "The trunk is the whole model; the head in the same file drafts for it.",
-		Experts:  "stacked as mlx-lm's `switch_mlp` `[E, out, in]`",
-		Warnings: []string{OldMLXLMWarning},
+		Library:   "mlx",
+		What:      "one MLX file holding the trunk in stock mlx-lm's layout plus the MTP head inline (`mtp.*`)",
+		Pairing:   "The trunk is the whole model; the head in the same file drafts for it.",
+		Experts:   "stacked as mlx-lm's `switch_mlp` `[E, out, in]`",
+		Warnings:  []string{OldMLXLMWarning},
+		Precision: precisionLines(man),
 		HowToRun: []string{
 			"The trunk loads with stock mlx-lm (0.32.2 tested; versions 0.30.7 to 0.31.3 shift the norms a second time when `mtp.*` keys are present, do not use them):",
 			"", "```sh", "mlx_lm.generate --model PATH/TO/THIS/FOLDER --prompt \"Hello\"", "```", "",

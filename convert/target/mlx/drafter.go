@@ -38,11 +38,12 @@ func (d drafter) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, erro
 		return nil, err
 	}
 	pl := &convert.Planner{M: m, File: "model.safetensors"}
-	pl.Head(func(s string) string { return s }, o.Head.Float, o.rule(m, o.Head))
+	pl.Head(func(s string) string { return s }, o.Head.Float, o.rule(m, o.Head, o.GroupSize))
 	p := &convert.Plan{
 		Target: d.Name(), Tensors: pl.Out, TensorFiles: []string{pl.File},
 		Metadata: map[string]string{"format": "mlx"},
 		Options:  map[string]string{"head_precision": o.Head.Name, "group_size": strconv.Itoa(o.GroupSize), "mlx_rounding": o.Rounding, "router_bits": strconv.Itoa(o.RouterBits)},
+		Notes:    o.Notes,
 	}
 	cfg, err := drafterConfig(m, p, o)
 	if err != nil {
@@ -68,8 +69,8 @@ func drafterConfig(m *convert.Model, p *convert.Plan, o Options) ([]byte, error)
 		"text_config":         text,
 		"tie_word_embeddings": m.Config.TieWordEmbeddings,
 	}
-	if o.Head.Bits > 0 {
-		q := quantizationConfig(p.Tensors, o.Head.Bits, o.GroupSize)
+	if o.Head.Quantized() {
+		q := quantizationConfig(p.Tensors, convert.Quant{Mode: o.Head.Mode, Bits: o.Head.Bits, GroupSize: o.GroupSize}, false)
 		cfg["quantization"] = q
 		cfg["quantization_config"] = q
 	}
@@ -107,10 +108,11 @@ func textConfigObject(m *convert.Model) (map[string]any, error) {
 // Card: the drafter pairs with an MLX conversion of the same trunk.
 func (drafter) Card(man *manifests.Manifest) manifests.TargetCard {
 	return manifests.TargetCard{
-		Library: "mlx",
-		What:    "the multi-token-prediction (MTP) head as an MLX speculative drafter (mlx-vlm's `qwen3_5_mtp` format)",
-		Pairing: "It pairs with an MLX conversion of the same trunk (`{base}`): the drafter shares the trunk's embedding and lm_head.",
-		Experts: "stacked as mlx-lm's `switch_mlp` `[E, out, in]`",
+		Library:   "mlx",
+		What:      "the multi-token-prediction (MTP) head as an MLX speculative drafter (mlx-vlm's `qwen3_5_mtp` format)",
+		Pairing:   "It pairs with an MLX conversion of the same trunk (`{base}`): the drafter shares the trunk's embedding and lm_head.",
+		Experts:   "stacked as mlx-lm's `switch_mlp` `[E, out, in]`",
+		Precision: precisionLines(man),
 		HowToRun: []string{
 			"With mlx-vlm (0.7.10 tested) as the drafter of the matching trunk:",
 			"", "```python", "from mlx_vlm.speculative.drafters import load_drafter",
