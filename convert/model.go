@@ -39,7 +39,7 @@ type Model struct {
 	TrunkExperts []ExpertBlock
 	MTPExperts   []ExpertBlock
 
-	Groups map[string]*GroupStats
+	Groups  map[string]*GroupStats
 	DTypes  map[string]int
 	FP8     bool
 	FP8Info *FP8Info // the block-scaled FP8 storage, when the source is an FP8 release

@@ -155,4 +155,3 @@ func TestE4M3RoundTrip(t *testing.T) {
 		}
 	}
 }
-
