@@ -1,6 +1,7 @@
 package manifests
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -399,6 +400,9 @@ func recompute(ctx context.Context, r *Report, src *st.Checkpoint, o *outFile, t
 	if quantized && q.Mode == ModeNNCF {
 		return recomputeNNCF(ctx, r, src, o, t, q)
 	}
+	if mode, ok := mlxFPModes[q.Mode]; quantized && ok {
+		return recomputeMLXFP(ctx, r, src, o, t, q, mode, plusOne)
+	}
 	var qp quant.MLXAffineParams
 	if quantized {
 		if q.Mode != ModeMLXAffine {
@@ -608,6 +612,66 @@ func sameBits(a, b []float32) bool {
 		}
 	}
 	return true
+}
+
+// mlxFPModes are MLX's microscaling modes, by the manifest's names.
+var mlxFPModes = map[QuantMode]quant.MLXFPMode{ModeMLXMXFP4: quant.MXFP4, ModeMLXMXFP8: quant.MXFP8, ModeMLXNVFP4: quant.NVFP4}
+
+// recomputeMLXFP checks a tensor in one of MLX's microscaling modes. Their
+// codes are a pure function of the cast source values (power-of-two or e4m3
+// scales, no rounding choices left open), so verify quantizes the source
+// again with the recorded kernel and compares codes and scales bit for bit.
+func recomputeMLXFP(ctx context.Context, r *Report, src *st.Checkpoint, o *outFile, t *Tensor, q Transform, mode quant.MLXFPMode, plusOne bool) (bool, error) {
+	rounding, err := quant.ParseMLXRounding(q.Rounding)
+	if err != nil {
+		return false, err
+	}
+	p := quant.MLXFPParams{Mode: mode, Rounding: rounding}
+	if err := p.Validate(int(t.RowLen)); err != nil {
+		return false, err
+	}
+	base := strings.TrimSuffix(t.Name, ".weight")
+	codesE, ok1 := o.h.Lookup(t.Name)
+	scalesE, ok2 := o.h.Lookup(base + ".scales")
+	if !ok1 || !ok2 {
+		return false, fmt.Errorf("the codes or scales of %s are missing", t.Name)
+	}
+	outSize, err := st.DType(t.DType).Size()
+	if err != nil {
+		return false, err
+	}
+	rowBytes, groups := int64(p.RowBytes(int(t.RowLen))), t.RowLen/int64(mode.GroupSize())
+	differs := 0
+	sameSource, err := sourceChunks(ctx, src, t, func(v []float32, n, outRow int64) error {
+		if plusOne {
+			for i := range v {
+				v[i] += 1
+			}
+		}
+		enc := make([]byte, int64(len(v))*outSize) // the cast the export quantized
+		quant.EncodeF32(t.DType, v, enc)
+		quant.DecodeF32(t.DType, enc, v)
+		packed, scales := quant.QuantizeMLXFP(v, int(t.RowLen), p, t.DType, nil, nil, &quant.ErrStats{})
+		gotCodes := make([]byte, n*rowBytes)
+		gotScales := make([]byte, n*groups)
+		if _, err := o.f.ReadAt(gotCodes, codesE.Begin+outRow*rowBytes); err != nil {
+			return err
+		}
+		if _, err := o.f.ReadAt(gotScales, scalesE.Begin+outRow*groups); err != nil {
+			return err
+		}
+		if !bytes.Equal(packed, gotCodes) || !bytes.Equal(scales, gotScales) {
+			differs++
+		}
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	if differs > 0 {
+		r.add("values_differ", t.File, t.Name, "%s: %d chunks differ from the source quantized again (%s, %s rounding)", t.Name, differs, q.Mode, q.Rounding)
+	}
+	return sameSource, nil
 }
 
 // recomputeNNCF checks an NNCF-compressed tensor: every code dequantizes,

@@ -63,28 +63,6 @@ func (p MLXFPParams) RowBytes(cols int) int { return cols * p.Mode.Bits() / 8 }
 // fp4Values are the E2M1 values of the 16 codes (bit 3 the sign).
 var fp4Values = [16]float32{0, 0.5, 1, 1.5, 2, 3, 4, 6, float32(math.Copysign(0, -1)), -0.5, -1, -1.5, -2, -3, -4, -6}
 
-// e4m3Values are the E4M3 (fn) values of the 256 codes (0x7F and 0xFF are NaN).
-var e4m3Values = func() (t [256]float32) {
-	for c := range t {
-		e, m := (c>>3)&15, float64(c&7)
-		v := math.Ldexp(1+m/8, e-7)
-		if e == 0 {
-			v = math.Ldexp(m/8, -6)
-		}
-		if c&127 == 127 {
-			v = math.NaN()
-		}
-		if c&128 != 0 {
-			v = -v
-		}
-		t[c] = float32(v)
-	}
-	return
-}()
-
-// E4M3ToF32 decodes an E4M3 (fn) code.
-func E4M3ToF32(c uint8) float32 { return e4m3Values[c] }
-
 // F32ToE4M3 rounds to E4M3 (fn) as MLX does on both its CPU and Metal
 // backends (the PyTorch conversion): to nearest even, saturating at ±448
 // (NaN too), subnormals through a float add.
@@ -200,7 +178,7 @@ func QuantizeMLXFP(w []float32, cols int, p MLXFPParams, dtype string, packed, s
 			var sv float32 // the scale's value
 			if p.Mode == NVFP4 {
 				sc = F32ToE4M3(x)
-				sv = e4m3Values[sc]
+				sv = e4m3[sc]
 			} else {
 				e := -127
 				switch {
@@ -260,7 +238,7 @@ func QuantizeMLXFP(w []float32, cols int, p MLXFPParams, dtype string, packed, s
 // fpValue is the value of a code of the given width.
 func fpValue(c uint8, bits int) float32 {
 	if bits == 8 {
-		return e4m3Values[c]
+		return e4m3[c]
 	}
 	return fp4Values[c&15]
 }
@@ -278,7 +256,7 @@ func DequantizeMLXFP(packedRow []byte, cols int, p MLXFPParams, scales []byte, o
 		sc := scales[j/g]
 		var sv float32
 		if p.Mode == NVFP4 {
-			sv = e4m3Values[sc]
+			sv = e4m3[sc]
 		} else {
 			sv = e8m0Value(int(sc) - 127)
 		}

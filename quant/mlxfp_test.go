@@ -111,8 +111,8 @@ func TestMLXFPGPUVariant(t *testing.T) {
 	w3 := make([]float32, 16)
 	w3[0], w3[1] = 6, float32(math.Copysign(0, -1)) // a Go constant -0.0 is +0
 	q3, s3 := q(NVFP4, MLXGPU, w3)
-	if E4M3ToF32(s3[0]) != 1 || q3[0] != 7|8<<4 {
-		t.Errorf("nvfp4 gpu: scale %v codes % x", E4M3ToF32(s3[0]), q3[:1])
+	if F8E4M3ToF32(s3[0]) != 1 || q3[0] != 7|8<<4 {
+		t.Errorf("nvfp4 gpu: scale %v codes % x", F8E4M3ToF32(s3[0]), q3[:1])
 	}
 }
 
@@ -120,7 +120,7 @@ func TestMLXFPGPUVariant(t *testing.T) {
 // to the even code, saturating at 448, for every float32 around each code.
 func TestE4M3RoundTrip(t *testing.T) {
 	for c := 0; c < 256; c++ {
-		v := E4M3ToF32(uint8(c))
+		v := F8E4M3ToF32(uint8(c))
 		if c&127 == 127 {
 			continue
 		}
@@ -134,7 +134,7 @@ func TestE4M3RoundTrip(t *testing.T) {
 			if c&127 == 127 || (c&128 != 0) != math.Signbit(float64(x)) {
 				continue
 			}
-			d := math.Abs(float64(E4M3ToF32(uint8(c))) - float64(x))
+			d := math.Abs(float64(F8E4M3ToF32(uint8(c))) - float64(x))
 			if d < bd || (d == bd && c&1 == 0) {
 				best, bd = uint8(c), d
 			}
