@@ -48,6 +48,7 @@ type Config struct {
 	LinearConvKernelDim   int     `json:"linear_conv_kernel_dim"`
 	NumExperts            int     `json:"num_experts"`
 	NumExpertsPerTok      int     `json:"num_experts_per_tok"`
+	IntermediateSize      int     `json:"intermediate_size"` // a dense MLP's
 	MoeIntermediateSize   int     `json:"moe_intermediate_size"`
 	SharedExpertIntermed  int     `json:"shared_expert_intermediate_size"`
 	NormTopkProb          *bool   `json:"norm_topk_prob"`
@@ -161,9 +162,19 @@ func (c *Config) validate() error {
 		{"linear_num_key_heads", c.LinearNumKeyHeads}, {"linear_num_value_heads", c.LinearNumValueHeads},
 		{"linear_key_head_dim", c.LinearKeyHeadDim}, {"linear_value_head_dim", c.LinearValueHeadDim},
 		{"linear_conv_kernel_dim", c.LinearConvKernelDim},
-		{"num_experts", c.NumExperts}, {"num_experts_per_tok", c.NumExpertsPerTok},
-		{"moe_intermediate_size", c.MoeIntermediateSize}, {"shared_expert_intermediate_size", c.SharedExpertIntermed},
 		{"full_attention_interval", c.FullAttentionInterval},
+	}
+	if c.Dense() {
+		positive = append(positive, struct {
+			name string
+			v    int
+		}{"intermediate_size", c.IntermediateSize})
+	} else {
+		positive = append(positive, []struct {
+			name string
+			v    int
+		}{{"num_experts", c.NumExperts}, {"num_experts_per_tok", c.NumExpertsPerTok},
+			{"moe_intermediate_size", c.MoeIntermediateSize}, {"shared_expert_intermediate_size", c.SharedExpertIntermed}}...)
 	}
 	for _, p := range positive {
 		// Bounds keep every product of dimensions far from int64 overflow.
@@ -277,6 +288,9 @@ func (c *Config) ConfigMTPDepth() (int, bool) {
 	}
 	return 0, false
 }
+
+// Dense reports a dense MLP in every layer: no experts declared, an intermediate size instead.
+func (c *Config) Dense() bool { return c.NumExperts == 0 && c.IntermediateSize > 0 }
 
 // outputGate reports whether q_proj carries a sigmoid output gate per head (the default).
 func (c *Config) outputGate() bool { return c.AttnOutputGate == nil || *c.AttnOutputGate }

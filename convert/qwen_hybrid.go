@@ -10,12 +10,17 @@ import "strconv"
 // The two family files differ only in where tensors live and in the linear
 // attention's input projections.
 
-// hybridSpec is the Spec both Qwen hybrid families share; linear lists the
-// family's own linear-attention input projections.
+// hybridSpec is the Spec the Qwen hybrid families share; linear lists the
+// family's own linear-attention input projections. A dense config (the
+// Qwen3.5/3.6 dense models) has a SwiGLU MLP where the others have the MoE.
 func hybridSpec(c *Config, textPrefixes, visionPrefixes []string, linear []Want) *Spec {
 	h, v := int64(c.HiddenSize), int64(c.VocabSize)
 	norm := func(suffix string) Want { return Want{suffix, []int64{h}, RoleZeroCentredNorm} }
 	layerNorms := []Want{norm("input_layernorm.weight"), norm("post_attention_layernorm.weight")}
+	mlp := sparseMoE
+	if c.Dense() {
+		mlp = denseMLP
+	}
 	s := &Spec{
 		TextPrefixes: textPrefixes, VisionPrefixes: visionPrefixes, HeadPrefix: "mtp.",
 		TrunkTop: []Want{{"embed_tokens.weight", []int64{v, h}, 0}, norm("norm.weight")},
@@ -27,7 +32,7 @@ func hybridSpec(c *Config, textPrefixes, visionPrefixes []string, linear []Want)
 				ws = append(ws, linear...)
 				ws = append(ws, gatedDeltaCommon(c)...)
 			}
-			return append(ws, sparseMoE(c)...)
+			return append(ws, mlp(c)...)
 		},
 		HeadTop: []Want{
 			{"fc.weight", []int64{h, 2 * h}, 0},
@@ -35,7 +40,7 @@ func hybridSpec(c *Config, textPrefixes, visionPrefixes []string, linear []Want)
 			norm("pre_fc_norm_hidden.weight"),
 			norm("norm.weight"),
 		},
-		HeadLayer: append(append(append([]Want{}, layerNorms...), gatedAttention(c)...), sparseMoE(c)...),
+		HeadLayer: append(append(append([]Want{}, layerNorms...), gatedAttention(c)...), mlp(c)...),
 		MoE: &MoE{
 			Experts: "mlp.experts.", FusedGateUp: "gate_up_proj", FusedDown: "down_proj",
 			PerExpert: [3]string{"gate_proj.weight", "up_proj.weight", "down_proj.weight"},
@@ -56,6 +61,9 @@ func hybridSpec(c *Config, textPrefixes, visionPrefixes []string, linear []Want)
 	}
 	if !c.TieWordEmbeddings {
 		s.LMHead = &Want{"lm_head.weight", []int64{v, h}, 0}
+	}
+	if c.Dense() {
+		s.MoE, s.Experts = nil, nil
 	}
 	return s
 }
@@ -115,6 +123,16 @@ func sparseMoE(c *Config) []Want {
 	}
 }
 
+// denseMLP lists a dense SwiGLU MLP.
+func denseMLP(c *Config) []Want {
+	h, i := int64(c.HiddenSize), int64(c.IntermediateSize)
+	return []Want{
+		{"mlp.gate_proj.weight", []int64{i, h}, 0},
+		{"mlp.up_proj.weight", []int64{i, h}, 0},
+		{"mlp.down_proj.weight", []int64{h, i}, 0},
+	}
+}
+
 // expertTensors lists the routed-expert tensors of one block in a layout.
 func expertTensors(c *Config, layout ExpertLayout) []Want {
 	h, i := int64(c.HiddenSize), int64(c.MoeIntermediateSize)
@@ -157,15 +175,23 @@ func hybridForward(m *Model) Forward {
 				Heads: c.NumAttentionHeads, KVHeads: c.NumKeyValueHeads, HeadDim: c.HeadDim,
 				RotaryDim: c.RotaryDim(), RopeTheta: c.RopeTheta, OutputGate: c.outputGate(),
 			},
-			MLP: MLP{
-				Kind: MLPSparseMoE, Prefix: mp, Router: mp + "gate.weight",
-				Gate: p + "mlp.switch_mlp.gate_proj.weight", Up: p + "mlp.switch_mlp.up_proj.weight", Down: p + "mlp.switch_mlp.down_proj.weight",
-				Experts: c.NumExperts, TopK: c.NumExpertsPerTok, NormTopK: c.NormTopkProb == nil || *c.NormTopkProb,
-				SharedPrefix: mp + "shared_expert.", SharedGate: mp + "shared_expert.gate_proj.weight",
-				SharedUp: mp + "shared_expert.up_proj.weight", SharedDown: mp + "shared_expert.down_proj.weight",
-				SharedExpertGate: mp + "shared_expert_gate.weight",
-			},
+			MLP: hybridMLP(c, p, mp),
 		})
 	}
 	return f
+}
+
+// hybridMLP is a layer's MLP: the sparse MoE, or a dense SwiGLU.
+func hybridMLP(c *Config, p, mp string) MLP {
+	if c.Dense() {
+		return MLP{Kind: MLPDense, Prefix: mp, Gate: mp + "gate_proj.weight", Up: mp + "up_proj.weight", Down: mp + "down_proj.weight"}
+	}
+	return MLP{
+		Kind: MLPSparseMoE, Prefix: mp, Router: mp + "gate.weight",
+		Gate: p + "mlp.switch_mlp.gate_proj.weight", Up: p + "mlp.switch_mlp.up_proj.weight", Down: p + "mlp.switch_mlp.down_proj.weight",
+		Experts: c.NumExperts, TopK: c.NumExpertsPerTok, NormTopK: c.NormTopkProb == nil || *c.NormTopkProb,
+		SharedPrefix: mp + "shared_expert.", SharedGate: mp + "shared_expert.gate_proj.weight",
+		SharedUp: mp + "shared_expert.up_proj.weight", SharedDown: mp + "shared_expert.down_proj.weight",
+		SharedExpertGate: mp + "shared_expert_gate.weight",
+	}
 }

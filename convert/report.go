@@ -23,6 +23,7 @@ type Report struct {
 	TrunkExperts  []ExpertBlock          `json:"trunk_experts"`
 	Groups        map[string]*GroupStats `json:"groups"`
 	DTypes        map[string]int         `json:"dtypes"`
+	Dense         bool                   `json:"dense_mlp"` // a dense MLP (no experts) in trunk and head
 	FP8           bool                   `json:"fp8"`
 	FP8Storage    *FP8Info               `json:"fp8_storage,omitempty"` // an FP8 release: converted through its block scales
 	Shards        []ShardReport          `json:"shards"`
@@ -68,7 +69,7 @@ func (m *Model) Inspect() (*Report, error) {
 	r := &Report{
 		Kind: "source_checkpoint", Source: m.Checkpoint.Source.Name(), Family: m.Family,
 		ModelType: c.ModelType, Architectures: c.Architectures, NestedConfig: c.Nested,
-		LayerTypes: m.LayerTypes, TrunkExperts: m.TrunkExperts, Groups: m.Groups, DTypes: m.DTypes, FP8: m.FP8, FP8Storage: m.FP8Info,
+		LayerTypes: m.LayerTypes, TrunkExperts: m.TrunkExperts, Groups: m.Groups, DTypes: m.DTypes, FP8: m.FP8, FP8Storage: m.FP8Info, Dense: c.Dense(),
 		Dims: map[string]any{
 			"hidden_size": c.HiddenSize, "num_hidden_layers": c.NumHiddenLayers, "vocab_size": c.VocabSize,
 			"num_attention_heads": c.NumAttentionHeads, "num_key_value_heads": c.NumKeyValueHeads, "head_dim": c.HeadDim,
@@ -78,6 +79,7 @@ func (m *Model) Inspect() (*Report, error) {
 			"linear_conv_kernel_dim": c.LinearConvKernelDim,
 			"num_experts":            c.NumExperts, "num_experts_per_tok": c.NumExpertsPerTok,
 			"moe_intermediate_size": c.MoeIntermediateSize, "shared_expert_intermediate_size": c.SharedExpertIntermed,
+			"intermediate_size": c.IntermediateSize,
 			"rms_norm_eps": c.RMSNormEps, "tie_word_embeddings": c.TieWordEmbeddings,
 		},
 		MTP: MTPReport{Depth: m.MTPDepth, Tensors: m.Groups[GroupMTP].Tensors, Experts: m.MTPExperts,
@@ -125,7 +127,11 @@ func (r *Report) WriteText(w io.Writer) {
 		}
 	}
 	p("layers:        %d (%d linear attention, %d full attention)", len(r.LayerTypes), len(r.LayerTypes)-full, full)
-	p("experts:       %v routed, top-%v, intermediate %v, shared expert %v", d["num_experts"], d["num_experts_per_tok"], d["moe_intermediate_size"], d["shared_expert_intermediate_size"])
+	if r.Dense {
+		p("mlp:           dense SwiGLU, intermediate %v (trunk and MTP head)", d["intermediate_size"])
+	} else {
+		p("experts:       %v routed, top-%v, intermediate %v, shared expert %v", d["num_experts"], d["num_experts_per_tok"], d["moe_intermediate_size"], d["shared_expert_intermediate_size"])
+	}
 	cd := "not declared"
 	if r.MTP.ConfigDepth != nil {
 		cd = fmt.Sprint(*r.MTP.ConfigDepth)

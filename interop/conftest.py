@@ -9,7 +9,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = {"a": "qwen3.6-moe-tiny", "b": "qwen3.5-moe-tiny", "c": "qwen3-next-tiny",
-            "at": "qwen3.6-moe-tiny-tokenizer"}  # a plus a tokenizer, for mlx_lm.convert
+            "at": "qwen3.6-moe-tiny-tokenizer",  # a plus a tokenizer, for mlx_lm.convert
+            "fp8": "qwen3.6-moe-fp8-tiny", "fp8d": "qwen3.6-moe-fp8-dequant-tiny",  # an FP8 release and its dequantized twin
+            "dense": "qwen3.6-dense-tiny"}  # a dense (27B-shaped) head
 
 
 @pytest.fixture(scope="session")

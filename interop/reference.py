@@ -10,15 +10,38 @@ import safetensors
 
 
 def load_raw(folder, prefix=""):
-    """Every tensor of a raw checkpoint whose name starts with prefix, as float64."""
+    """Every tensor of a raw checkpoint whose name starts with prefix, as
+    float64; an FP8 release's weights dequantized with their block scales."""
     folder = Path(folder)
     index = json.loads((folder / "model.safetensors.index.json").read_text())
+    cfg = json.loads((folder / "config.json").read_text())
     out = {}
     for shard in sorted(set(index["weight_map"].values())):
         for name, t in safetensors.deserialize((folder / shard).read_bytes()):
             if name.startswith(prefix):
                 out[name] = to_f64(bytes(t["data"]), t["dtype"], t["shape"])
+    block = (cfg.get("quantization_config") or {}).get("weight_block_size")
+    for name in [n for n in out if n.endswith("_scale_inv")]:
+        w, s = out[name[: -len("_scale_inv")]], out.pop(name)
+        b0, b1 = block
+        full = np.repeat(np.repeat(s, b0, axis=0), b1, axis=1)[: w.shape[0], : w.shape[1]]
+        # Each product is exact in float64; the export computes it in float32.
+        out[name[: -len("_scale_inv")]] = (w * full).astype(np.float32).astype(np.float64)
     return out
+
+
+def e4m3(code):
+    """The float8 e4m3fn value of a code, from the format's definition."""
+    sign = -1.0 if code & 0x80 else 1.0
+    e, m = (code >> 3) & 0xF, code & 0x7
+    if e == 0xF and m == 0x7:
+        return np.nan
+    if e == 0:
+        return sign * m / 8 * 2.0 ** -6
+    return sign * (1 + m / 8) * 2.0 ** (e - 7)
+
+
+E4M3 = np.array([e4m3(c) for c in range(256)])
 
 
 def to_f64(data, dtype, shape):
@@ -30,6 +53,8 @@ def to_f64(data, dtype, shape):
         arr = np.frombuffer(data, dtype=np.float16)
     elif dtype in ("F32", "FLOAT32"):
         arr = np.frombuffer(data, dtype=np.float32)
+    elif dtype in ("F8_E4M3", "FLOAT8_E4M3FN"):
+        arr = E4M3[np.frombuffer(data, dtype=np.uint8)]
     else:
         raise ValueError(dtype)
     return arr.astype(np.float64).reshape(shape)
@@ -80,8 +105,8 @@ class MTPReference:
         self.rot = int(self.hd * prf)
         self.heads = self.cfg["num_attention_heads"]
         self.kv_heads = self.cfg["num_key_value_heads"]
-        self.top_k = self.cfg["num_experts_per_tok"]
-        self.n_experts = self.cfg["num_experts"]
+        self.top_k = self.cfg.get("num_experts_per_tok", 0)
+        self.n_experts = self.cfg.get("num_experts", 0)  # 0: a dense MLP
         # Qwen3.5 configs carry no norm_topk_prob; the top-k weights are renormalised.
         self.norm_topk = self.cfg.get("norm_topk_prob", True) if "text_config" in raw_cfg else self.cfg.get("norm_topk_prob", False)
         self.k_cache = None
@@ -108,7 +133,8 @@ class MTPReference:
         h = rms_norm(hidden, w["mtp.pre_fc_norm_hidden.weight"], eps)
         u = np.concatenate([e, h], axis=-1) @ w["mtp.fc.weight"].T
         u = u + self.attention(rms_norm(u, w["mtp.layers.0.input_layernorm.weight"], eps), positions)
-        u = u + self.moe(rms_norm(u, w["mtp.layers.0.post_attention_layernorm.weight"], eps))
+        mlp = self.moe if self.n_experts else self.dense
+        u = u + mlp(rms_norm(u, w["mtp.layers.0.post_attention_layernorm.weight"], eps))
         return rms_norm(u, w["mtp.norm.weight"], eps)
 
     def attention(self, x, positions):
@@ -134,6 +160,10 @@ class MTPReference:
             out[:, hh] = (scores / scores.sum(axis=-1, keepdims=True)) @ vv
         out = out.reshape(S, self.heads * hd) * sigmoid(gate)
         return out @ w[p + "o_proj.weight"].T
+
+    def dense(self, x):
+        w, p = self.w, "mtp.layers.0.mlp."
+        return (silu(x @ w[p + "gate_proj.weight"].T) * (x @ w[p + "up_proj.weight"].T)) @ w[p + "down_proj.weight"].T
 
     def moe(self, x):
         w, p = self.w, "mtp.layers.0.mlp."

@@ -86,7 +86,11 @@ func Card(m *Manifest, tc TargetCard, report *Report) []byte {
 	p("## Model")
 	p("")
 	p("- family `%s`, hidden size %d, MTP depth %d", m.Model.Family, m.Model.HiddenSize, m.Model.MTPDepth)
-	p("- experts: all %d routed experts (top-%d) are present in every MoE block, %s", m.Model.NumExperts, m.Model.ExpertsPerTok, tc.Experts)
+	if m.Model.NumExperts > 0 {
+		p("- experts: all %d routed experts (top-%d) are present in every MoE block, %s", m.Model.NumExperts, m.Model.ExpertsPerTok, tc.Experts)
+	} else {
+		p("- MLP: dense (SwiGLU) in every layer and in the MTP layer")
+	}
 	p("- norm convention: %s", m.Model.NormConvention)
 	for _, w := range nonFiniteWarnings(m) {
 		p("- warning: %s", w)

@@ -132,7 +132,7 @@ func TestExportRefusesBadInputAndLeavesNothing(t *testing.T) {
 		{"dropped head experts", []string{"--src", missing, "--target", "mlx"}, exitFailure,
 			[]string{"MTP head is incomplete", "mtp.layers.0.mlp.experts.{25,250..255}.down_proj.weight"}},
 		{"combined of qwen3-next", []string{"--src", fixtures.Ensure(t, fixtures.Next), "--target", "combined"}, exitFailure,
-			[]string{"--target combined supports qwen3_5_moe"}},
+			[]string{"--target combined supports qwen3_5, qwen3_5_moe checkpoints"}},
 		{"openvino bf16", []string{"--src", fixtures.Ensure(t, fixtures.Qwen36), "--target", "openvino", "--head-precision", "bf16"}, exitUsage,
 			[]string{`OpenVINO precision "bf16"`}},
 		{"bad precision", []string{"--src", missing, "--target", "mlx", "--head-precision", "int7"}, exitUsage,

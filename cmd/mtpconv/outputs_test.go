@@ -50,6 +50,12 @@ func outputMatrix() []outputCase {
 	add(all, "openvino-int8", "--target", "openvino", "--head-precision", "int8")
 	add(all, "openvino-int8-sym", "--target", "openvino", "--head-precision", "int8", "--sym")
 	add(all, "openvino-int4-g64", "--target", "openvino", "--head-precision", "int4", "--group-size", "64")
+	// Coverage: a dense head and an FP8 release.
+	add([]string{fixtures.Qwen36Dense, fixtures.Qwen36FP8}, "mlx-bf16", "--target", "mlx", "--head-precision", "bf16")
+	add([]string{fixtures.Qwen36Dense, fixtures.Qwen36FP8}, "mlx-int4", "--target", "mlx", "--head-precision", "int4")
+	add([]string{fixtures.Qwen36Dense, fixtures.Qwen36FP8}, "combined-int4-bf16", "--target", "combined", "--trunk-precision", "int4", "--head-precision", "bf16")
+	add([]string{fixtures.Qwen36Dense, fixtures.Qwen36FP8}, "openvino-f16", "--target", "openvino", "--head-precision", "f16", "--lm-head-precision", "f16")
+	add([]string{fixtures.Qwen36Dense, fixtures.Qwen36FP8}, "openvino-int4-g64", "--target", "openvino", "--head-precision", "int4", "--group-size", "64")
 	add(all, "openvino-int4-g128-sym-lm4", "--target", "openvino", "--head-precision", "int4", "--group-size", "128", "--sym", "--lm-head-precision", "int4")
 	return cs
 }

@@ -114,6 +114,8 @@ func combinedConfig(m *convert.Model, p *convert.Plan, o Options) ([]byte, error
 		return nil, fmt.Errorf("%s: %w", convert.ConfigFile, err)
 	}
 	delete(root, "vision_config")
+	// The output's storage is ours: a source's own (an FP8 release's) is not carried over.
+	delete(root, "quantization_config")
 	cfg := map[string]any{}
 	for k, v := range root {
 		cfg[k] = v

@@ -89,6 +89,7 @@ func textConfigObject(m *convert.Model) (map[string]any, error) {
 	if tc, ok := root["text_config"].(map[string]any); ok {
 		text = tc
 	}
+	delete(text, "quantization_config") // a flat config's own storage (an FP8 release's) is not the drafter's
 	c := m.Config
 	if _, ok := text["rope_parameters"]; !ok {
 		text["rope_parameters"] = map[string]any{

@@ -100,7 +100,7 @@ func Graphs(m *convert.Model, p *convert.Plan, f convert.Forward, info []ov.Attr
 	if at.Kind != convert.AttnGatedFull || !at.OutputGate {
 		return nil, nil, fmt.Errorf("openvino graph: attention %q (output gate %v) has no lowering", at.Kind, at.OutputGate)
 	}
-	if mlp.Kind != convert.MLPSparseMoE {
+	if mlp.Kind != convert.MLPSparseMoE && mlp.Kind != convert.MLPDense {
 		return nil, nil, fmt.Errorf("openvino graph: MLP %q has no lowering", mlp.Kind)
 	}
 	H := int64(m.Config.HiddenSize)
@@ -165,17 +165,23 @@ func Graphs(m *convert.Model, p *convert.Plan, f convert.Forward, info []ov.Attr
 	att = g.Multiply(sa+"output_gate", att, g.Sigmoid(sa+"gate/sigmoid", gate))
 	u = g.Add(l.Prefix+"attention_residual", u, linear(g, att, at.O))
 
-	// Sparse MoE (only the top-k experts run once fused) plus the gated shared expert.
 	b := norm(g, u, l.PostAttentionNorm)
 	mp := mlp.Prefix
-	routed := g.TiledMoE(mp+"experts", b, must(mlp.Router), must(mlp.Gate), must(mlp.Up), must(mlp.Down),
-		int64(mlp.Experts), int64(mlp.TopK), H, mlp.NormTopK)
-	se := mlp.SharedPrefix
-	sh := g.Multiply(se+"swiglu", g.Swish(se+"swish", linear(g, b, mlp.SharedGate)), linear(g, b, mlp.SharedUp))
-	sh = linear(g, sh, mlp.SharedDown)
-	sg := node(mlp.SharedExpertGate)
-	sh = g.Multiply(mp+"shared_expert_gated", g.Sigmoid(sg+"/sigmoid", linear(g, b, mlp.SharedExpertGate)), sh)
-	u = g.Add(l.Prefix+"mlp_residual", u, g.Add(mp+"sum", routed, sh))
+	if mlp.Kind == convert.MLPDense {
+		// SwiGLU: down(silu(gate(x)) * up(x)).
+		d := g.Multiply(mp+"swiglu", g.Swish(mp+"swish", linear(g, b, mlp.Gate)), linear(g, b, mlp.Up))
+		u = g.Add(l.Prefix+"mlp_residual", u, linear(g, d, mlp.Down))
+	} else {
+		// Sparse MoE (only the top-k experts run once fused) plus the gated shared expert.
+		routed := g.TiledMoE(mp+"experts", b, must(mlp.Router), must(mlp.Gate), must(mlp.Up), must(mlp.Down),
+			int64(mlp.Experts), int64(mlp.TopK), H, mlp.NormTopK)
+		se := mlp.SharedPrefix
+		sh := g.Multiply(se+"swiglu", g.Swish(se+"swish", linear(g, b, mlp.SharedGate)), linear(g, b, mlp.SharedUp))
+		sh = linear(g, sh, mlp.SharedDown)
+		sg := node(mlp.SharedExpertGate)
+		sh = g.Multiply(mp+"shared_expert_gated", g.Sigmoid(sg+"/sigmoid", linear(g, b, mlp.SharedExpertGate)), sh)
+		u = g.Add(l.Prefix+"mlp_residual", u, g.Add(mp+"sum", routed, sh))
+	}
 	g.Result(LastHidden, norm(g, u, f.FinalNorm))
 
 	if err != nil {
