@@ -80,7 +80,7 @@ func (m *Model) Inspect() (*Report, error) {
 			"num_experts":            c.NumExperts, "num_experts_per_tok": c.NumExpertsPerTok,
 			"moe_intermediate_size": c.MoeIntermediateSize, "shared_expert_intermediate_size": c.SharedExpertIntermed,
 			"intermediate_size": c.IntermediateSize,
-			"rms_norm_eps": c.RMSNormEps, "tie_word_embeddings": c.TieWordEmbeddings,
+			"rms_norm_eps":      c.RMSNormEps, "tie_word_embeddings": c.TieWordEmbeddings,
 		},
 		MTP: MTPReport{Depth: m.MTPDepth, Tensors: m.Groups[GroupMTP].Tensors, Experts: m.MTPExperts,
 			ExpertsPerTok: c.NumExpertsPerTok, NormConvention: "zero_centred (stored w, effective 1+w)"},
