@@ -125,3 +125,23 @@ def test_fp8_combined_loads_strictly(mtpconv, fixture_dirs, tmp_path):
     err = np.abs(logits(ours) - logits(raw)).max()
     print(f"fp8 combined vs dequantized raw: max |logit diff| {err:.2e}")
     assert err < 1e-3
+
+
+def test_fp8_release_to_mlx_mxfp8(mtpconv, fixture_dirs, tmp_path):
+    """--head-precision fp8 on an FP8 release: MLX's mxfp8, every quantized
+    tensor equal to mx.quantize(mode="mxfp8") of the exactly dequantized
+    weights (the reference dequantizes the release itself), cast to bf16."""
+    from test_mlx_quant import quantized_tensors
+    src = fixture_dirs["fp8"]
+    out = export(mtpconv, src, tmp_path / "o", "--target", "mlx", "--head-precision", "fp8", "--mlx-rounding", "cpu")
+    checked = 0
+    for base, q, rows, ours in quantized_tensors(src, out):
+        if q.get("mode", "affine") == "affine":  # the routers, 8-bit affine as mlx-lm's predicate
+            continue
+        w = mx.array(rows.astype(np.float32)).astype(mx.bfloat16)
+        wq, s = mx.quantize(w, group_size=32, bits=8, mode="mxfp8", stream=mx.cpu)
+        assert bool(mx.array_equal(ours[base + ".weight"], wq)) and bool(mx.array_equal(ours[base + ".scales"], s)), base
+        checked += 1
+    assert checked == 11  # fc, q/k/v/o, shared expert x3, experts x3 (the routers stay affine)
+    drafter, kind = load_drafter(str(out))
+    assert kind == "mtp"

@@ -34,7 +34,7 @@ func (p Precision) Quantized() bool { return p.Bits > 0 }
 // Precisions accepted by --head-precision and --trunk-precision: the float
 // dtypes, MLX affine at every bit width MLX packs (intN), and MLX's
 // microscaling modes.
-var Precisions = []string{"f16", "bf16", "int2", "int3", "int4", "int5", "int6", "int8", "mxfp4", "mxfp8", "nvfp4"}
+var Precisions = []string{"f16", "bf16", "int2", "int3", "int4", "int5", "int6", "int8", "mxfp4", "mxfp8", "nvfp4", "fp8"}
 
 // fpModes are MLX's microscaling modes: their bits and their one group size.
 var fpModes = map[string]Precision{
@@ -54,6 +54,15 @@ func ParsePrecision(s string) (Precision, error) {
 		return Precision{Name: s, Float: st.BF16, Bits: int(s[3] - '0'), Mode: convert.ModeMLXAffine}, nil
 	}
 	if p, ok := fpModes[s]; ok {
+		return p, nil
+	}
+	if s == "fp8" {
+		// An 8-bit float head, as FP8 users ask for it: MLX's own FP8 format is
+		// mxfp8 (e4m3 codes, a power-of-two scale per 32 values). A release's
+		// 128 × 128 e4m3 blocks cannot be carried over as they are: their
+		// scales are arbitrary floats over 16,384 values, so the exact
+		// dequantized weights are quantized again, as mx.quantize(mode="mxfp8") does.
+		p := fpModes["mxfp8"]
 		return p, nil
 	}
 	return Precision{}, fmt.Errorf("precision %q is not one of %s", s, strings.Join(Precisions, ", "))
