@@ -3,6 +3,7 @@ package convert
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -189,13 +190,8 @@ func layoutWords(l ExpertLayout) string {
 
 // countList writes counts as "4 fused, 2 per expert", sorted by name, or "none".
 func countList[K ~string](counts map[K]int, name func(K) string) string {
-	keys := make([]K, 0, len(counts))
-	for k := range counts {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
 	var parts []string
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
 		parts = append(parts, fmt.Sprintf("%d %s", counts[k], name(k)))
 	}
 	if len(parts) == 0 {

@@ -36,6 +36,15 @@ def test_bf16_trunk_logits_equal_raw(mtpconv, fixture_dirs, tmp_path):
         assert f.metadata() == {"format": "mlx"}
 
 
+def same_trunk(mine, ref):
+    """Our combined file's trunk (all but mtp.*) equals ref tensor for tensor, bits and all."""
+    trunk = {k: v for k, v in mine.items() if not k.startswith("mtp.")}
+    assert sorted(trunk) == sorted(ref)
+    for k in ref:
+        assert trunk[k].dtype == ref[k].dtype and trunk[k].shape == ref[k].shape, k
+        assert bool(mx.array_equal(trunk[k], ref[k])), k
+
+
 def mlx_lm_convert(src, bits, group):
     """What mlx_lm.convert does to the raw fixture: load (its sanitize), cast
     to the config dtype (bf16, A_log kept), quantize_model with the model's
@@ -56,11 +65,7 @@ def test_quantized_trunk_matches_mlx_lm_convert(bits, group, mtpconv, fixture_di
     ref_model, ref_config = mlx_lm_convert(src, bits, group)
     ref = dict(tree_flatten(ref_model.parameters()))
     mine = mx.load(str(out / "model.safetensors"))
-    trunk = {k: v for k, v in mine.items() if not k.startswith("mtp.")}
-    assert sorted(trunk) == sorted(ref)
-    for k in ref:
-        assert trunk[k].dtype == ref[k].dtype and trunk[k].shape == ref[k].shape, k
-        assert bool(mx.array_equal(trunk[k], ref[k])), k
+    same_trunk(mine, ref)
     # The config declares the same per-module exceptions, keyed by mlx-lm's module path.
     ours_q = json.loads((out / "config.json").read_text())["quantization"]
     strip = lambda q: {k: ({kk: vv for kk, vv in v.items() if kk != "mode"} if isinstance(v, dict) else v)
@@ -136,11 +141,7 @@ def test_equals_mlx_lm_convert(ours, theirs, mtpconv, fixture_dirs, tmp_path):
                  "--mlx-rounding", "cpu", *ours)
     ref = run_mlx_lm_convert(src, tmp_path / "ref", *theirs)
     mine, want = load_dir(out), load_dir(ref)
-    trunk = {k: v for k, v in mine.items() if not k.startswith("mtp.")}
-    assert sorted(trunk) == sorted(want)
-    for k in want:
-        assert trunk[k].dtype == want[k].dtype and trunk[k].shape == want[k].shape, k
-        assert bool(mx.array_equal(trunk[k], want[k])), k
+    same_trunk(mine, want)
     # The head keeps its own precision (int4), declared per module where it differs.
     q = json.loads((out / "config.json").read_text())["quantization"]
     fq = q.get("mtp.fc", q)

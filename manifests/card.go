@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -153,13 +155,8 @@ func precisionRows(m *Manifest) []precisionRow {
 }
 
 func options(o map[string]string) string {
-	keys := make([]string, 0, len(o))
-	for k := range o {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var parts []string
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(o)) {
 		parts = append(parts, fmt.Sprintf("`%s=%s`", k, o[k]))
 	}
 	return strings.Join(parts, ", ")

@@ -16,22 +16,7 @@ import (
 func TestMLXAffineGoldenCPU(t *testing.T) { forEachPath(t, testMLXAffineGoldenCPU) }
 
 func testMLXAffineGoldenCPU(t *testing.T) {
-	ck, err := st.Open(fileSource(filepath.Join("..", "testdata", "golden", "mlx_affine_cpu.safetensors")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
-	read := func(name string) ([]byte, *st.Tensor) {
-		tt, ok := ck.Tensors[name]
-		if !ok {
-			t.Fatalf("golden file lacks %s", name)
-		}
-		b, err := ck.ReadTensor(tt, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b, tt
-	}
+	read := goldenReader(t, "mlx_affine_cpu.safetensors")
 	checked := 0
 	for _, dt := range []string{"bf16", "f16", "f32"} {
 		raw, in := read(dt + ".input")
@@ -136,5 +121,27 @@ func testMLXAffineRoundTrip(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// goldenReader opens a committed golden file of testdata/golden (closed with
+// the test) and reads its tensors by name.
+func goldenReader(t *testing.T, file string) func(name string) ([]byte, *st.Tensor) {
+	t.Helper()
+	ck, err := st.Open(fileSource(filepath.Join("..", "testdata", "golden", file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ck.Close() })
+	return func(name string) ([]byte, *st.Tensor) {
+		tt, ok := ck.Tensors[name]
+		if !ok {
+			t.Fatalf("golden file lacks %s", name)
+		}
+		b, err := ck.ReadTensor(tt, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b, tt
 	}
 }

@@ -3,32 +3,14 @@ package quant
 import (
 	"bytes"
 	"math"
-	"path/filepath"
 	"testing"
-
-	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
 // TestMLXFPGoldenCPU compares our microscaling quantizer, in cpu rounding,
 // with vectors produced by real MLX (interop/golden_mlx_fp.py), byte for
 // byte: packed codes and scales, for every mode.
 func TestMLXFPGoldenCPU(t *testing.T) {
-	ck, err := st.Open(fileSource(filepath.Join("..", "testdata", "golden", "mlx_fp_cpu.safetensors")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
-	read := func(name string) ([]byte, *st.Tensor) {
-		tt, ok := ck.Tensors[name]
-		if !ok {
-			t.Fatalf("golden file lacks %s", name)
-		}
-		b, err := ck.ReadTensor(tt, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b, tt
-	}
+	read := goldenReader(t, "mlx_fp_cpu.safetensors")
 	for _, mode := range []MLXFPMode{MXFP4, MXFP8, NVFP4} {
 		raw, in := read(mode.String() + ".input")
 		cols := int(in.Shape[1])
