@@ -5,9 +5,10 @@ OpenVINO GenAI on them without torch or network.
 Not run in CI. Run it from the repository root in the venv that
 scripts/optimum-fixture/setup.sh makes:
 
-    /work/.venv-optimum/bin/python scripts/optimum-fixture/make.py
+    /work/.venv-optimum/bin/python scripts/optimum-fixture/make.py [fixture ...]
 
-For each fixture: the checkpoint from internal/fixtures (go run
+(no fixture names: all of FIXTURES; naming some leaves the other exports
+alone). For each fixture: the checkpoint from internal/fixtures (go run
 ./cmd/mkfixtures), plus a tokenizer written here (byte-level BPE over the
 fixture's whole vocabulary: 256 bytes, merges, the Qwen special tokens in
 the last 8 ids), a generation config and image/video processor configs;
@@ -25,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "testdata" / "genai"
-FIXTURES = ["qwen3.6-moe-genai", "qwen3.6-moe-genai-rigged"]
+FIXTURES = ["qwen3.6-moe-genai", "qwen3.6-moe-genai-rigged", "qwen3.6-dense-genai", "qwen3.6-dense-genai-rigged"]
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>",
             "<|vision_start|>", "<|vision_end|>"]
 PACKAGES = ["optimum-intel", "optimum", "transformers", "torch", "openvino", "openvino-tokenizers", "nncf", "tokenizers"]
@@ -85,12 +86,16 @@ def write_tokenizer(folder, vocab_size, eos):
 
 
 def main():
+    names = sys.argv[1:] or FIXTURES
+    unknown = set(names) - set(FIXTURES)
+    if unknown:
+        sys.exit(f"unknown fixtures {sorted(unknown)} (have {FIXTURES})")
     tmp = ROOT / "testdata" / "genai-src"
     shutil.rmtree(tmp, ignore_errors=True)
-    res = subprocess.run(["go", "run", "./cmd/mkfixtures", "-out", str(tmp), *FIXTURES], cwd=ROOT, check=True,
+    res = subprocess.run(["go", "run", "./cmd/mkfixtures", "-out", str(tmp), *names], cwd=ROOT, check=True,
                          capture_output=True, text=True)
     OUT.mkdir(parents=True, exist_ok=True)
-    for name, src in zip(FIXTURES, res.stdout.split()):
+    for name, src in zip(names, res.stdout.split()):
         src = Path(src)
         cfg = json.loads((src / "config.json").read_text())
         tc = cfg["text_config"]
@@ -102,8 +107,10 @@ def main():
                "--weight-format", "fp16", str(dst)]
         subprocess.run([sys.executable, "-c", "import sys, torch; torch.manual_seed(0); sys.argv = sys.argv[1:]; "
                         "from optimum.commands.optimum_cli import main; main()", *cli], check=True)
+    exports = sorted(p.name for p in OUT.glob("*-optimum"))
     (OUT / "VERSIONS").write_text("made by scripts/optimum-fixture/make.py with\n" +
-                                  "".join(f"{p}=={version(p)}\n" for p in PACKAGES))
+                                  "".join(f"{p}=={version(p)}\n" for p in PACKAGES) +
+                                  "exports:\n" + "".join(f"{e}\n" for e in exports))
     shutil.rmtree(tmp, ignore_errors=True)
 
 

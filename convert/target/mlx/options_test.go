@@ -16,9 +16,14 @@ func set(o convert.Options, names ...string) convert.Options {
 }
 
 func TestPrecisionsParse(t *testing.T) {
+	aliases := map[string]string{"fp8": "mxfp8"} // fp8 is MLX's mxfp8
 	for _, n := range Precisions {
 		p, err := ParsePrecision(n)
-		if err != nil || p.Name != n {
+		want := n
+		if a, ok := aliases[n]; ok {
+			want = a
+		}
+		if err != nil || p.Name != want {
 			t.Fatalf("%s: %+v %v", n, p, err)
 		}
 	}
