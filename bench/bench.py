@@ -30,6 +30,9 @@ BIN = ROOT / "bench" / ".bin"
 SRC = ROOT / "bench" / ".data" / "qwen3.6-moe-full"
 WORK = ROOT / "bench" / ".data" / "out"
 REPEAT = int(os.environ.get("BENCH_REPEAT", "5"))
+# BENCH_ONLY=mlx-bf16,mlx-mxfp4,...: only those rows (mlx-bf16 is the MLX references' input, so keep it);
+# BENCH_NAME=x writes bench/results/DATE-x.md.
+ONLY = [x for x in os.environ.get("BENCH_ONLY", "").split(",") if x]
 
 CONFIGS = [
     ("mlx", "bf16", ["--target", "mlx", "--head-precision", "bf16"]),
@@ -127,6 +130,8 @@ def main():
     rows = []
     keep = {}
     for target, prec, args in CONFIGS:
+        if ONLY and f"{target}-{prec.split()[0]}" not in ONLY:
+            continue
         bounds, walls, rss = [], [], []
         for _ in range(REPEAT):
             bounds.append(read_bound(target, cold))
@@ -185,7 +190,7 @@ def main():
             f"{ref_name} | {ref_time} | {ref_ratio} |")
     text = "\n".join(lines) + "\n"
     print(text)
-    dest = ROOT / "bench" / "results" / f"{datetime.date.today().isoformat()}.md"
+    dest = ROOT / "bench" / "results" / f"{datetime.date.today().isoformat()}{'-' + os.environ['BENCH_NAME'] if os.environ.get('BENCH_NAME') else ''}.md"
     dest.write_text(text)
     print(f"written to {dest.relative_to(ROOT)}")
 
