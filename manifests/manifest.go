@@ -119,6 +119,7 @@ type QuantMode string
 const (
 	ModeMLXAffine QuantMode = "mlx_affine" // MLX affine: codes, scales and biases
 	ModeNNCF      QuantMode = "nncf"       // NNCF weight compression: codes, f16 scales, zero points when asymmetric
+	ModeGGML      QuantMode = "ggml"       // ggml block quantization (llama.cpp's Q8_0, Q4_K, ...), one entry of blocks
 )
 
 // Transform is one step applied to an output tensor; quantize carries its parameters.
@@ -129,7 +130,8 @@ type Transform struct {
 	Group    int           `json:"group,omitempty"`
 	Sym      bool          `json:"sym,omitempty"`
 	Rounding string        `json:"rounding,omitempty"`
-	DType    string        `json:"dtype,omitempty"` // for cast
+	DType    string        `json:"dtype,omitempty"`     // for cast
+	GGMLType string        `json:"ggml_type,omitempty"` // ggml quantization: the block type
 }
 
 // Entry is one stored tensor of an output file. Tensor checksums are CRC-32C:
