@@ -44,6 +44,7 @@ type Options struct {
 	MLXRounding     string
 	RouterBits      int
 	MaxShardSize    int64
+	GGUFType        string
 	Set             map[string]bool
 }
 
@@ -57,6 +58,7 @@ const (
 	OptMLXRounding     = "mlx-rounding"
 	OptRouterBits      = "router-bits"
 	OptMaxShardSize    = "max-shard-size"
+	OptGGUFType        = "gguf-type"
 )
 
 // Provenance is what an export records about itself inside its files.

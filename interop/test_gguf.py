@@ -182,3 +182,21 @@ def test_rigged_acceptance(mtpconv, llama_bin, rigged, tmp_path, precision):
     assert len(got) > len(PROMPT) + 32 and want.startswith(got)
     assert stats["n_drafted"] >= 30
     assert stats["n_accept"] / stats["n_drafted"] >= 0.95
+
+
+@pytest.mark.parametrize("fx", ["a", "b", "c"])
+@pytest.mark.parametrize("args", [("--head-precision", "int8", "Q8_0"), ("--gguf-type", "Q8_0", "Q8_0"),
+                                  ("--gguf-type", "F16", "F16"), ("--gguf-type", "BF16", "BF16")])
+def test_quantized_equals_llama_quantize(mtpconv, fixture_dirs, llama_bin, tmp_path, fx, args):
+    """Byte for byte, the whole file: what llama-quantize (no imatrix) makes of our bf16 sidecar."""
+    flag, value, ftype = args
+    src = with_tokenizer(fixture_dirs[fx], tmp_path / "src")
+    bf16 = sidecar(mtpconv, src, tmp_path / "bf16", "bf16")
+    export(mtpconv, src, tmp_path / "ours", "--target", "gguf", flag, value)
+    (ours,) = list((tmp_path / "ours").glob("*.gguf"))
+    ref = tmp_path / "ref.gguf"
+    run_llama(llama_bin, "llama-quantize", bf16, ref, ftype)
+    assert ours.name.endswith(f"-{ftype}.gguf")
+    a, b = describe(ours), describe(ref)
+    assert a == b  # tensors (types, dims, sha256) and metadata, for a readable diff
+    assert ours.read_bytes() == ref.read_bytes()

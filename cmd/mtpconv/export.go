@@ -35,6 +35,7 @@ func exportCommand() *cli.Command {
 			&cli.StringFlag{Name: convert.OptMaxShardSize, Usage: "combined: split the file into shards of at most this size (e.g. 5GB, 500MiB)"},
 			&cli.IntFlag{Name: convert.OptGroupSize, Value: 64, Usage: "quantization group size: mlx, combined 32 | 64 | 128; openvino int4 64 | 128"},
 			&cli.StringFlag{Name: convert.OptMLXRounding, Usage: "mlx, combined: gpu (what mlx_lm.convert gives on Apple silicon, the default) | cpu (MLX's CPU kernel)"},
+			&cli.StringFlag{Name: convert.OptGGUFType, Usage: "gguf: a llama-quantize file type, F16 | BF16 | Q8_0, applied to the bf16 sidecar as llama-quantize does (instead of --head-precision)"},
 			&cli.IntFlag{Name: convert.OptRouterBits, Value: 8, Usage: "mlx, combined: bits of the MoE router and shared_expert_gate when quantized, at group size 64, as mlx-lm does (0: same as their component)"},
 			&cli.IntFlag{Name: "jobs", Value: 0, Usage: "chunks converted in parallel, at least 1 (default: all cores); never changes the bytes"},
 			&cli.BoolFlag{Name: "keep-source-cache", Usage: "keep the source bytes read in the page cache (by default, bytes that were not cached before are dropped once read)"},
@@ -86,10 +87,11 @@ func exportOptions(c *cli.Context) (convert.Options, error) {
 	o := convert.Options{
 		HeadPrecision: c.String(convert.OptHeadPrecision), TrunkPrecision: c.String(convert.OptTrunkPrecision),
 		LMHeadPrecision: c.String(convert.OptLMHeadPrecision), GroupSize: c.Int(convert.OptGroupSize), Sym: c.Bool(convert.OptSym),
-		MLXRounding: c.String(convert.OptMLXRounding), RouterBits: c.Int(convert.OptRouterBits), Set: map[string]bool{},
+		MLXRounding: c.String(convert.OptMLXRounding), RouterBits: c.Int(convert.OptRouterBits), GGUFType: c.String(convert.OptGGUFType),
+		Set: map[string]bool{},
 	}
 	for _, n := range []string{convert.OptHeadPrecision, convert.OptTrunkPrecision, convert.OptLMHeadPrecision, convert.OptGroupSize,
-		convert.OptSym, convert.OptMLXRounding, convert.OptRouterBits, convert.OptMaxShardSize} {
+		convert.OptSym, convert.OptMLXRounding, convert.OptRouterBits, convert.OptMaxShardSize, convert.OptGGUFType} {
 		o.Set[n] = c.IsSet(n)
 	}
 	if v := c.String(convert.OptMaxShardSize); v != "" {

@@ -11,6 +11,9 @@ package gguf
 import (
 	"fmt"
 	"path"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/mtpconv/mtpconv/convert"
@@ -29,37 +32,72 @@ func (target) Name() string { return "gguf" }
 func (target) Usage() string {
 	return "the MTP head as an MTP-only GGUF sidecar for llama.cpp (--spec-type draft-mtp)"
 }
-func (target) Accepts() []string { return []string{convert.OptHeadPrecision} }
+func (target) Accepts() []string { return []string{convert.OptHeadPrecision, convert.OptGGUFType} }
 
-// precision is one --head-precision value: the file type, the float type of
-// unquantized weights, and the ggml block type of quantized ones.
+// precision is one --head-precision or --gguf-type value: the file type,
+// the float type of unquantized weights, the ggml block type of quantized
+// ones, and whether the file is laid out as llama-quantize writes it.
 type precision struct {
 	name   string
 	ftype  gg.FileType
 	float  st.DType
 	quant  string // "" for a float precision
 	suffix string // in the file name
+	// requant: what llama-quantize writes from the bf16 sidecar: its
+	// per-tensor type choice, tensors sorted by block then name, trailing
+	// unit dimensions dropped, general.quantization_version and
+	// general.file_type moved last.
+	requant bool
 }
 
-var precisions = map[string]precision{
-	"bf16": {"bf16", gg.FileBF16, st.BF16, "", "BF16"},
-	"f16":  {"f16", gg.FileF16, st.F16, "", "F16"},
-	"int8": {"int8", gg.FileQ8_0, st.BF16, "Q8_0", "Q8_0"},
+// headPrecisions are the --head-precision values: bf16 and f16 as the
+// reference converter writes them, int8 as llama-quantize Q8_0 makes it.
+var headPrecisions = map[string]precision{
+	"bf16": {"bf16", gg.FileBF16, st.BF16, "", "BF16", false},
+	"f16":  {"f16", gg.FileF16, st.F16, "", "F16", false},
+	"int8": {"int8", gg.FileQ8_0, st.BF16, "Q8_0", "Q8_0", true},
+}
+
+// fileTypes are the --gguf-type values: llama-quantize's file types.
+var fileTypes = map[string]precision{
+	"BF16": {"BF16", gg.FileBF16, st.BF16, "", "BF16", true},
+	"F16":  {"F16", gg.FileF16, st.F16, "", "F16", true},
+	"Q8_0": {"Q8_0", gg.FileQ8_0, st.BF16, "Q8_0", "Q8_0", true},
 }
 
 const defaultPrecision = "bf16"
 
-func (t target) Plan(m *convert.Model, o convert.Options) (*convert.Plan, error) {
+func choosePrecision(o convert.Options) (precision, error) {
+	if o.Set[convert.OptGGUFType] || o.GGUFType != "" {
+		if o.Set[convert.OptHeadPrecision] {
+			return precision{}, fmt.Errorf("--gguf-type and --head-precision both set: give one")
+		}
+		if p, ok := fileTypes[o.GGUFType]; ok {
+			return p, nil
+		}
+		switch o.GGUFType {
+		case "Q4_0", "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q6_K":
+			return precision{}, fmt.Errorf("--gguf-type %s is not implemented yet (F16, BF16 and Q8_0 are)", o.GGUFType)
+		}
+		return precision{}, fmt.Errorf("--gguf-type %q: must be F16, BF16 or Q8_0", o.GGUFType)
+	}
 	pn := o.HeadPrecision
 	if pn == "" {
 		pn = defaultPrecision
 	}
-	prec, ok := precisions[pn]
-	if !ok {
-		if pn == "int4" {
-			return nil, convert.UsageError{Err: fmt.Errorf("--head-precision int4 (Q4_K_M) is not implemented for --target gguf yet; use f16, bf16 or int8 (Q8_0)")}
-		}
-		return nil, convert.UsageError{Err: fmt.Errorf("--head-precision %q: must be bf16, f16 or int8 for --target gguf", pn)}
+	if p, ok := headPrecisions[pn]; ok {
+		return p, nil
+	}
+	if pn == "int4" {
+		return precision{}, fmt.Errorf("--head-precision int4 (Q4_K_M) is not implemented for --target gguf yet; use f16, bf16 or int8 (Q8_0)")
+	}
+	return precision{}, fmt.Errorf("--head-precision %q: must be bf16, f16 or int8 for --target gguf", pn)
+}
+
+func (t target) Plan(m *convert.Model, o convert.Options) (*convert.Plan, error) {
+	prec, err := choosePrecision(o)
+	if err != nil {
+		return nil, convert.UsageError{Err: err}
 	}
 	if _, ok := archOf[m.Family]; !ok {
 		return nil, fmt.Errorf("--target gguf does not know llama.cpp's architecture for family %s", m.Family)
@@ -84,33 +122,108 @@ func (t target) Plan(m *convert.Model, o convert.Options) (*convert.Plan, error)
 	if err := planTensors(pl, m, prec); err != nil {
 		return nil, err
 	}
+	kvs := metadata(m, h, prec.ftype, name, vocab)
+	if prec.requant {
+		sortLikeLlamaQuantize(pl.Out)
+		kvs = moveLast(kvs, "general.quantization_version", "general.file_type")
+	}
 	p := &convert.Plan{
 		Target: t.Name(), Tensors: pl.Out, TensorFiles: []string{file},
 		Formats:  map[string]convert.FileFormat{file: convert.FormatGGUF},
 		Metadata: map[string]string{},
-		GGUF:     metadata(m, h, prec.ftype, name, vocab),
-		Options:  map[string]string{"head_precision": prec.name, "gguf_file_type": prec.ftype.String()},
+		GGUF:     kvs,
+		Options:  map[string]string{"precision": prec.name, "gguf_file_type": prec.ftype.String()},
 	}
 	return p, nil
+}
+
+// sortLikeLlamaQuantize orders tensors as llama-quantize writes them (its
+// loader's weight map): tensors outside blocks first, then by block, each
+// group by name.
+func sortLikeLlamaQuantize(ts []convert.OutTensor) {
+	layer := func(n string) int {
+		if rest, ok := strings.CutPrefix(n, "blk."); ok {
+			if i := strings.IndexByte(rest, '.'); i > 0 {
+				if v, err := strconv.Atoi(rest[:i]); err == nil {
+					return v
+				}
+			}
+		}
+		return -1
+	}
+	sort.SliceStable(ts, func(i, j int) bool {
+		li, lj := layer(ts[i].Name), layer(ts[j].Name)
+		if li != lj {
+			return li < lj
+		}
+		return ts[i].Name < ts[j].Name
+	})
+}
+
+// moveLast moves keys to the end, in the order given (llama-quantize sets
+// them again, which appends them).
+func moveLast(kvs []gg.KV, keys ...string) []gg.KV {
+	var out, last []gg.KV
+	for _, kv := range kvs {
+		if slices.Contains(keys, kv.Key) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	for _, k := range keys {
+		for _, kv := range kvs {
+			if kv.Key == k {
+				last = append(last, kv)
+			}
+		}
+	}
+	return append(out, last...)
+}
+
+// squeeze drops leading unit dimensions of a PyTorch shape (trailing in
+// ggml's order), as ggml_n_dims counts them when llama-quantize writes a
+// tensor; one dimension always stays.
+func squeeze(shape []int64) []int64 {
+	for len(shape) > 1 && shape[0] == 1 {
+		shape = shape[1:]
+	}
+	return shape
 }
 
 // planTensors plans the sidecar's tensors: the trunk's embedding, final norm
 // and lm_head, and the head as block n_layer.
 func planTensors(pl *convert.Planner, m *convert.Model, prec precision) error {
 	c := m.Config
-	add := func(src, name string) {
-		dims := len(m.Checkpoint.Tensors[src].Shape)
+	// typeOf is the stored type of a tensor: the reference converter's choice
+	// (float32 for norms, router and shared-expert gate), then, for a
+	// llama-quantize layout, its choice among the tensors it may quantize.
+	typeOf := func(name string, shape []int64) (st.DType, *convert.Quant) {
+		dims := len(shape)
 		dt := prec.float
 		if f32Tensor(name, dims) {
 			dt = st.F32
 		}
-		var rule convert.QuantRule
-		if prec.quant != "" && quantizable(name, dims) {
-			rule = func(string, string, int64) *convert.Quant {
-				return &convert.Quant{Mode: convert.ModeGGML, Bits: 8, GroupSize: 32, GGMLType: prec.quant}
-			}
+		if !prec.requant || !quantizable(name, dims) {
+			return dt, nil
 		}
-		pl.Plain(src, name, dt, rule)
+		if prec.quant == "" {
+			return prec.float, nil
+		}
+		if shape[len(shape)-1]%32 != 0 {
+			return st.F16, nil // llama-quantize: "must use F16 due to unusual shape"
+		}
+		return st.BF16, &convert.Quant{Mode: convert.ModeGGML, Bits: 8, GroupSize: 32, GGMLType: prec.quant}
+	}
+	add := func(src, name string) {
+		shape := m.Checkpoint.Tensors[src].Shape
+		if prec.requant {
+			shape = squeeze(shape)
+		}
+		dt, q := typeOf(name, shape)
+		pl.Plain(src, name, dt, func(string, string, int64) *convert.Quant { return q })
+		if t := &pl.Out[len(pl.Out)-1]; prec.requant {
+			t.Shape = shape
+		}
 	}
 	pl.Component = convert.ComponentTrunk
 	tp := m.TextPrefix
@@ -133,16 +246,24 @@ func planTensors(pl *convert.Planner, m *convert.Model, prec precision) error {
 		add(n, g)
 	}
 	for j, blk := range m.MTPExperts {
-		var rule convert.QuantRule
-		if prec.quant != "" {
-			rule = func(string, string, int64) *convert.Quant {
-				return &convert.Quant{Mode: convert.ModeGGML, Bits: 8, GroupSize: 32, GGMLType: prec.quant}
-			}
-		}
+		b := fmt.Sprintf("blk.%d.", c.NumHiddenLayers+j)
+		e, hs, is := int64(c.NumExperts), int64(c.HiddenSize), int64(c.MoeIntermediateSize)
+		shapes := [3][]int64{{e, is, hs}, {e, is, hs}, {e, hs, is}}
 		first := len(pl.Out)
-		pl.Experts(blk, fmt.Sprintf("blk.%d.", c.NumHiddenLayers+j), prec.float, rule)
+		// The three share a rule only when their types agree; decide per tensor.
+		quants := [3]*convert.Quant{}
+		dts := [3]st.DType{}
 		for k := range 3 {
-			pl.Out[first+k].Name = fmt.Sprintf("blk.%d.%s", c.NumHiddenLayers+j, expertNames[k])
+			dts[k], quants[k] = typeOf(b+expertNames[k], shapes[k])
+		}
+		k := 0
+		pl.Experts(blk, b, dts[0], func(string, string, int64) *convert.Quant { q := quants[k]; k++; return q })
+		for k := range 3 {
+			t := &pl.Out[first+k]
+			t.Name = b + expertNames[k]
+			if t.DType != dts[k] {
+				return fmt.Errorf("%s: experts of differing types are not supported", t.Name)
+			}
 		}
 	}
 	return nil
