@@ -19,6 +19,7 @@ import (
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/internal/testfs"
+	"github.com/mtpconv/mtpconv/manifests"
 )
 
 // withTokenizer links a fixture and the tiny test tokenizer into one folder.
@@ -216,5 +217,48 @@ func TestRefusals(t *testing.T) {
 	}
 	if err := convert.CheckOptions(tg, convert.Options{Set: map[string]bool{convert.OptGroupSize: true}}); err == nil {
 		t.Error("--group-size was accepted")
+	}
+}
+
+// verify --src quantizes the source again and finds a changed block.
+func TestVerifyRecomputesQ8_0(t *testing.T) {
+	src := withTokenizer(t, fixtures.Qwen36)
+	path := export(t, src, "int8")
+	m, err := convert.Load(source.Dir(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Checkpoint.Close()
+	dir := filepath.Dir(path)
+	rep, err := manifests.Verify(context.Background(), dir, m.Checkpoint)
+	if err != nil || rep.Unsafe() || len(rep.Problems) != 0 {
+		t.Fatalf("verify: %v %+v", err, rep)
+	}
+	man, err := manifests.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var off int64 = -1
+	for _, tn := range man.Tensors {
+		if tn.Name == "blk.4.ffn_up_exps.weight" {
+			if q, ok := tn.Has(manifests.TQuantize); !ok || q.GGMLType != "Q8_0" {
+				t.Fatalf("%s records no Q8_0 quantization", tn.Name)
+			}
+			off = tn.Entries[0].Offset + 1000
+		}
+	}
+	data, _ := os.ReadFile(path)
+	data[off] ^= 1
+	os.WriteFile(path, data, 0o644)
+	rep, err = manifests.Verify(context.Background(), dir, m.Checkpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for _, p := range rep.Problems {
+		kinds[p.Kind] = true
+	}
+	if !kinds["values_differ"] || !kinds["tensor_hash"] {
+		t.Errorf("a changed block: problems %+v", rep.Problems)
 	}
 }
