@@ -200,3 +200,45 @@ def test_quantized_equals_llama_quantize(mtpconv, fixture_dirs, llama_bin, tmp_p
     a, b = describe(ours), describe(ref)
     assert a == b  # tensors (types, dims, sha256) and metadata, for a readable diff
     assert ours.read_bytes() == ref.read_bytes()
+
+
+KERNEL_TYPES = ["Q8_0", "Q4_0", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"]
+
+
+@pytest.fixture(scope="session")
+def kernels(llama_bin, tmp_path_factory):
+    """Our Go kernels (internal/ggquant) and libggml's (interop/ggml_quant.c, built against the pinned build)."""
+    d = tmp_path_factory.mktemp("kernels")
+    inc = next(llama_bin.parent.glob("src/llama_cpp_python-*/vendor/llama.cpp/ggml/include"))
+    subprocess.run(["cc", "-O2", "-o", str(d / "ggml_quant"), str(ROOT / "interop" / "ggml_quant.c"), f"-I{inc}",
+                    f"-L{llama_bin}", "-lggml-base", f"-Wl,-rpath,{llama_bin}"], check=True)
+    subprocess.run(["go", "build", "-o", str(d / "ggquant"), "./internal/ggquant"], cwd=ROOT, check=True)
+    return d
+
+
+def kernel_inputs():
+    rng = np.random.default_rng(7)
+    n = 256 * 64
+    normal = rng.standard_normal(n).astype(np.float32)
+    return {
+        "normal": normal,
+        "uniform": rng.uniform(-3, 5, n).astype(np.float32),
+        "sparse": (normal * (rng.random(n) < 0.1)).astype(np.float32),
+        "tiny": (normal * 1e-6).astype(np.float32),
+        "huge": (normal * 1e4).astype(np.float32),
+        "positive": np.abs(normal),
+        "zeros": np.zeros(n, np.float32),
+        "bf16": (normal.view(np.uint32) & 0xFFFF0000).view(np.float32),
+        "ties": (np.round(normal * 4) / 4).astype(np.float32),
+    }
+
+
+@pytest.mark.parametrize("typ", KERNEL_TYPES)
+def test_kernels_equal_ggml(kernels, tmp_path, typ):
+    """Our quantizers give libggml's bytes (ggml_quantize_chunk, no imatrix) on every input kind."""
+    for name, x in kernel_inputs().items():
+        x.tofile(tmp_path / "in.f32")
+        for tool, out in (("ggml_quant", "c.bin"), ("ggquant", "go.bin")):
+            subprocess.run([str(kernels / tool), typ, "256", str(tmp_path / "in.f32"), str(tmp_path / out)], check=True)
+        c, g = (tmp_path / "c.bin").read_bytes(), (tmp_path / "go.bin").read_bytes()
+        assert len(c) == len(g) and c == g, f"{typ} on {name}: {sum(a != b for a, b in zip(c, g))} bytes differ"

@@ -19,6 +19,11 @@ import (
 const (
 	GGMLQ8_0 = "Q8_0"
 	GGMLQ4_0 = "Q4_0"
+	GGMLQ5_0 = "Q5_0"
+	GGMLQ5_1 = "Q5_1"
+	GGMLQ4_K = "Q4_K"
+	GGMLQ5_K = "Q5_K"
+	GGMLQ6_K = "Q6_K"
 )
 
 // GGMLBlock is the values per block and bytes per block of a type.
@@ -28,6 +33,16 @@ func GGMLBlock(typ string) (values, bytes int, err error) {
 		return 32, 34, nil
 	case GGMLQ4_0:
 		return 32, 18, nil
+	case GGMLQ5_0:
+		return 32, 22, nil
+	case GGMLQ5_1:
+		return 32, 24, nil
+	case GGMLQ4_K:
+		return 256, 144, nil
+	case GGMLQ5_K:
+		return 256, 176, nil
+	case GGMLQ6_K:
+		return 256, 210, nil
 	}
 	return 0, 0, fmt.Errorf("ggml type %q is not one mtpconv quantizes", typ)
 }
@@ -54,6 +69,16 @@ func QuantizeGGML(typ string, vals []float32, rowLen int, dst []byte, qe *ErrSta
 			q8_0Block(x, y, qe)
 		case GGMLQ4_0:
 			q4_0Block(x, y, qe)
+		case GGMLQ5_0:
+			q5_0Block(x, y, qe)
+		case GGMLQ5_1:
+			q5_1Block(x, y, qe)
+		case GGMLQ4_K:
+			qKBlock(4, x, y, qe)
+		case GGMLQ5_K:
+			qKBlock(5, x, y, qe)
+		case GGMLQ6_K:
+			q6_KBlock(x, y, qe)
 		}
 	}
 	return dst, nil
