@@ -82,20 +82,37 @@ def test_sidecar_equals_reference(mtpconv, fixture_dirs, tmp_path, fx, precision
     assert strip(ours["metadata"]) == strip(ref["metadata"])
 
 
+def shards(src):
+    """(path, header length, header) of each safetensors shard of a folder."""
+    out = []
+    for f in sorted(Path(src).glob("*.safetensors")):
+        raw = f.read_bytes()
+        n = struct.unpack("<Q", raw[:8])[0]
+        out.append((f, raw, n, json.loads(raw[8:8 + n])))
+    return out
+
+
 def rig(src, dst):
     """The fixture with every residual branch zeroed (o_proj, out_proj, expert and
     shared-expert down projections), every norm 1 (zero-centred norms stored 0,
-    linear_attn.norm 1) and mtp.fc = [I | 0], and the lm_head rows of special
-    and unused tokens zeroed, so that the head's prediction from
-    the next token's embedding is the trunk's own next prediction."""
+    linear_attn.norm 1), mtp.fc = [I | 0], and an lm_head whose row v is the
+    embedding of token sigma(v) (a permutation of the normal tokens; special and
+    unused tokens get zero rows): the trunk then predicts sigma^-1(t) after t with
+    a wide margin, and the head's prediction from the next token's embedding is
+    the trunk's own next prediction, robust to quantization noise."""
     dst.mkdir(parents=True)
     for f in Path(src).iterdir():
         if not f.name.endswith(".safetensors"):
             os.symlink(f, dst / f.name)
-            continue
-        raw = f.read_bytes()
-        n = struct.unpack("<Q", raw[:8])[0]
-        hdr = json.loads(raw[8:8 + n])
+    parts = shards(src)
+    emb = None
+    for f, raw, n, hdr in parts:
+        if "model.language_model.embed_tokens.weight" in hdr:
+            v = hdr["model.language_model.embed_tokens.weight"]
+            b, e = v["data_offsets"]
+            emb = np.frombuffer(raw[8 + n + b:8 + n + e], dtype="<u2").reshape(v["shape"])
+    assert emb is not None
+    for f, raw, n, hdr in parts:
         body = bytearray(raw[8 + n:])
         for k, v in hdr.items():
             if k == "__metadata__":
@@ -105,16 +122,18 @@ def rig(src, dst):
             zero = re.search(r"(o_proj|out_proj|down_proj)(\.weight)?$", k) or k.endswith(("layernorm.weight", "q_norm.weight", "k_norm.weight", "pre_fc_norm_embedding.weight", "pre_fc_norm_hidden.weight")) \
                 or k in ("model.language_model.norm.weight", "model.norm.weight", "mtp.norm.weight")
             if k.endswith("linear_attn.norm.weight"):
-                body[b:e] = np.ones(v["shape"], dtype=np.float32).view(np.uint32).__rshift__(16).astype("<u2").tobytes() if v["dtype"] == "BF16" else np.ones(v["shape"], "<f4").tobytes()
+                one = np.ones(v["shape"], dtype="<f4")
+                body[b:e] = (one.view("<u4") >> 16).astype("<u2").tobytes() if v["dtype"] == "BF16" else one.tobytes()
             elif k == "mtp.fc.weight":
                 h = v["shape"][0]
                 w = np.zeros((h, 2 * h), dtype="<u2")
                 w[np.arange(h), np.arange(h)] = 0x3F80  # bf16 1.0
                 body[b:e] = w.tobytes()
             elif k == "lm_head.weight":
-                # No special or unused token can win: generation never stops early.
-                h = v["shape"][1]
-                body[b + FIRST_SPECIAL * h * 2:e] = bytes(e - b - FIRST_SPECIAL * h * 2)
+                w = np.zeros(v["shape"], dtype="<u2")
+                sigma = (np.arange(FIRST_SPECIAL) * 7 + 3) % FIRST_SPECIAL
+                w[:FIRST_SPECIAL] = emb[sigma]
+                body[b:e] = w.tobytes()
             elif zero:
                 body[b:e] = bytes(e - b)
         (dst / f.name).write_bytes(raw[:8 + n] + bytes(body))
@@ -172,7 +191,7 @@ def rigged(fixture_dirs, ggtrunk, tmp_path_factory):
     return src, trunk
 
 
-@pytest.mark.parametrize("precision", ["bf16", "f16", "int8"])
+@pytest.mark.parametrize("precision", ["bf16", "f16", "int8", "int4"])
 def test_rigged_acceptance(mtpconv, llama_bin, rigged, tmp_path, precision):
     src, trunk = rigged
     draft = sidecar(mtpconv, src, tmp_path / "out", precision)
@@ -185,8 +204,8 @@ def test_rigged_acceptance(mtpconv, llama_bin, rigged, tmp_path, precision):
 
 
 @pytest.mark.parametrize("fx", ["a", "b", "c"])
-@pytest.mark.parametrize("args", [("--head-precision", "int8", "Q8_0"), ("--gguf-type", "Q8_0", "Q8_0"),
-                                  ("--gguf-type", "F16", "F16"), ("--gguf-type", "BF16", "BF16")])
+@pytest.mark.parametrize("args", [("--head-precision", "int8", "Q8_0"), ("--head-precision", "int4", "Q4_K_M")] +
+                         [("--gguf-type", t, t) for t in ["F16", "BF16", "Q8_0", "Q4_0", "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q6_K"]])
 def test_quantized_equals_llama_quantize(mtpconv, fixture_dirs, llama_bin, tmp_path, fx, args):
     """Byte for byte, the whole file: what llama-quantize (no imatrix) makes of our bf16 sidecar."""
     flag, value, ftype = args

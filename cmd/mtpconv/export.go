@@ -35,7 +35,7 @@ func exportCommand() *cli.Command {
 			&cli.StringFlag{Name: convert.OptMaxShardSize, Usage: "combined: split the file into shards of at most this size (e.g. 5GB, 500MiB)"},
 			&cli.IntFlag{Name: convert.OptGroupSize, Value: 64, Usage: "quantization group size: mlx, combined 32 | 64 | 128; openvino int4 64 | 128"},
 			&cli.StringFlag{Name: convert.OptMLXRounding, Usage: "mlx, combined: gpu (what mlx_lm.convert gives on Apple silicon, the default) | cpu (MLX's CPU kernel)"},
-			&cli.StringFlag{Name: convert.OptGGUFType, Usage: "gguf: a llama-quantize file type, F16 | BF16 | Q8_0, applied to the bf16 sidecar as llama-quantize does (instead of --head-precision)"},
+			&cli.StringFlag{Name: convert.OptGGUFType, Usage: "gguf: a llama-quantize file type, F16 | BF16 | Q8_0 | Q4_0 | Q4_K_M | Q4_K_S | Q5_K_M | Q6_K: what llama-quantize makes of the bf16 sidecar (instead of --head-precision)"},
 			&cli.IntFlag{Name: convert.OptRouterBits, Value: 8, Usage: "mlx, combined: bits of the MoE router and shared_expert_gate when quantized, at group size 64, as mlx-lm does (0: same as their component)"},
 			&cli.IntFlag{Name: "jobs", Value: 0, Usage: "chunks converted in parallel, at least 1 (default: all cores); never changes the bytes"},
 			&cli.BoolFlag{Name: "keep-source-cache", Usage: "keep the source bytes read in the page cache (by default, bytes that were not cached before are dropped once read)"},

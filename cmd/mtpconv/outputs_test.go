@@ -53,10 +53,10 @@ func outputMatrix() []outputCase {
 	add(all, "openvino-int8-sym", "--target", "openvino", "--head-precision", "int8", "--sym")
 	add(all, "openvino-int4-g64", "--target", "openvino", "--head-precision", "int4", "--group-size", "64")
 	add(all, "openvino-int4-g128-sym-lm4", "--target", "openvino", "--head-precision", "int4", "--group-size", "128", "--sym", "--lm-head-precision", "int4")
-	for _, p := range []string{"bf16", "f16", "int8"} {
+	for _, p := range []string{"bf16", "f16", "int8", "int4"} {
 		add(all, "gguf-"+p, "--target", "gguf", "--head-precision", p)
 	}
-	for _, ft := range []string{"BF16", "F16", "Q8_0"} {
+	for _, ft := range []string{"BF16", "F16", "Q8_0", "Q4_0", "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q6_K"} {
 		add(all, "gguf-type-"+ft, "--target", "gguf", "--gguf-type", ft)
 	}
 	for i := range cs {

@@ -210,7 +210,7 @@ func TestRefusals(t *testing.T) {
 	if _, err := tg.Plan(m, convert.Options{}); err == nil || !strings.Contains(err.Error(), "tokenizer.json is missing") {
 		t.Errorf("no tokenizer: %v", err)
 	}
-	for _, p := range []string{"int4", "fp8"} {
+	for _, p := range []string{"int2", "fp8"} {
 		if _, err := tg.Plan(m, convert.Options{HeadPrecision: p}); err == nil || !strings.Contains(err.Error(), "--head-precision") {
 			t.Errorf("--head-precision %s: %v", p, err)
 		}

@@ -56,13 +56,19 @@ var headPrecisions = map[string]precision{
 	"bf16": {"bf16", gg.FileBF16, st.BF16, "", "BF16", false},
 	"f16":  {"f16", gg.FileF16, st.F16, "", "F16", false},
 	"int8": {"int8", gg.FileQ8_0, st.BF16, "Q8_0", "Q8_0", true},
+	"int4": {"int4", gg.FileQ4_K_M, st.BF16, "Q4_K", "Q4_K_M", true},
 }
 
 // fileTypes are the --gguf-type values: llama-quantize's file types.
 var fileTypes = map[string]precision{
-	"BF16": {"BF16", gg.FileBF16, st.BF16, "", "BF16", true},
-	"F16":  {"F16", gg.FileF16, st.F16, "", "F16", true},
-	"Q8_0": {"Q8_0", gg.FileQ8_0, st.BF16, "Q8_0", "Q8_0", true},
+	"BF16":   {"BF16", gg.FileBF16, st.BF16, "", "BF16", true},
+	"F16":    {"F16", gg.FileF16, st.F16, "", "F16", true},
+	"Q8_0":   {"Q8_0", gg.FileQ8_0, st.BF16, "Q8_0", "Q8_0", true},
+	"Q4_0":   {"Q4_0", gg.FileQ4_0, st.BF16, "Q4_0", "Q4_0", true},
+	"Q4_K_M": {"Q4_K_M", gg.FileQ4_K_M, st.BF16, "Q4_K", "Q4_K_M", true},
+	"Q4_K_S": {"Q4_K_S", gg.FileQ4_K_S, st.BF16, "Q4_K", "Q4_K_S", true},
+	"Q5_K_M": {"Q5_K_M", gg.FileQ5_K_M, st.BF16, "Q5_K", "Q5_K_M", true},
+	"Q6_K":   {"Q6_K", gg.FileQ6_K, st.BF16, "Q6_K", "Q6_K", true},
 }
 
 const defaultPrecision = "bf16"
@@ -75,11 +81,7 @@ func choosePrecision(o convert.Options) (precision, error) {
 		if p, ok := fileTypes[o.GGUFType]; ok {
 			return p, nil
 		}
-		switch o.GGUFType {
-		case "Q4_0", "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q6_K":
-			return precision{}, fmt.Errorf("--gguf-type %s is not implemented yet (F16, BF16 and Q8_0 are)", o.GGUFType)
-		}
-		return precision{}, fmt.Errorf("--gguf-type %q: must be F16, BF16 or Q8_0", o.GGUFType)
+		return precision{}, fmt.Errorf("--gguf-type %q: must be F16, BF16, Q8_0, Q4_0, Q4_K_M, Q4_K_S, Q5_K_M or Q6_K", o.GGUFType)
 	}
 	pn := o.HeadPrecision
 	if pn == "" {
@@ -88,10 +90,7 @@ func choosePrecision(o convert.Options) (precision, error) {
 	if p, ok := headPrecisions[pn]; ok {
 		return p, nil
 	}
-	if pn == "int4" {
-		return precision{}, fmt.Errorf("--head-precision int4 (Q4_K_M) is not implemented for --target gguf yet; use f16, bf16 or int8 (Q8_0)")
-	}
-	return precision{}, fmt.Errorf("--head-precision %q: must be bf16, f16 or int8 for --target gguf", pn)
+	return precision{}, fmt.Errorf("--head-precision %q: must be bf16, f16, int8 (Q8_0) or int4 (Q4_K_M) for --target gguf", pn)
 }
 
 func (t target) Plan(m *convert.Model, o convert.Options) (*convert.Plan, error) {
@@ -193,26 +192,47 @@ func squeeze(shape []int64) []int64 {
 // planTensors plans the sidecar's tensors: the trunk's embedding, final norm
 // and lm_head, and the head as block n_layer.
 func planTensors(pl *convert.Planner, m *convert.Model, prec precision) error {
+	if !prec.requant {
+		return planTensorsTyped(pl, m, prec, nil)
+	}
+	// llama-quantize's choice depends on every tensor (counters, order):
+	// list them as the bf16 sidecar holds them, then choose.
+	var listed []plannedTensor
+	dry := &convert.Planner{M: m, File: pl.File}
+	if err := planTensorsTyped(dry, m, precision{float: st.BF16, requant: true, quant: "list"}, func(name string, shape []int64, in st.DType) {
+		listed = append(listed, plannedTensor{name, shape, string(in)})
+	}); err != nil {
+		return err
+	}
+	types := llamaQuantizeTypes(listed, prec.ftype, m.Config.NumHiddenLayers+m.MTPDepth)
+	return planTensorsTyped(pl, m, prec, func(name string, shape []int64, in st.DType) {}, types)
+}
+
+// planTensorsTyped plans the tensors; with list set, it reports each
+// tensor's name, shape and bf16-sidecar type; with types, a llama-quantize
+// layout takes each tensor's type from it.
+func planTensorsTyped(pl *convert.Planner, m *convert.Model, prec precision, list func(string, []int64, st.DType), types ...map[string]string) error {
 	c := m.Config
 	// typeOf is the stored type of a tensor: the reference converter's choice
-	// (float32 for norms, router and shared-expert gate), then, for a
-	// llama-quantize layout, its choice among the tensors it may quantize.
+	// (float32 for norms, router and shared-expert gate), or for a
+	// llama-quantize layout its choice.
 	typeOf := func(name string, shape []int64) (st.DType, *convert.Quant) {
-		dims := len(shape)
 		dt := prec.float
-		if f32Tensor(name, dims) {
+		if f32Tensor(name, len(shape)) {
 			dt = st.F32
 		}
-		if !prec.requant || !quantizable(name, dims) {
+		if list != nil {
+			list(name, shape, dt)
+		}
+		if len(types) == 0 {
 			return dt, nil
 		}
-		if prec.quant == "" {
-			return prec.float, nil
+		switch typ := types[0][name]; typ {
+		case "F32", "F16", "BF16":
+			return st.DType(typ), nil
+		default:
+			return st.BF16, &convert.Quant{Mode: convert.ModeGGML, Bits: quantBits[typ], GroupSize: int(blockSize[typ]), GGMLType: typ}
 		}
-		if shape[len(shape)-1]%32 != 0 {
-			return st.F16, nil // llama-quantize: "must use F16 due to unusual shape"
-		}
-		return st.BF16, &convert.Quant{Mode: convert.ModeGGML, Bits: 8, GroupSize: 32, GGMLType: prec.quant}
 	}
 	add := func(src, name string) {
 		shape := m.Checkpoint.Tensors[src].Shape
@@ -223,6 +243,10 @@ func planTensors(pl *convert.Planner, m *convert.Model, prec precision) error {
 		pl.Plain(src, name, dt, func(string, string, int64) *convert.Quant { return q })
 		if t := &pl.Out[len(pl.Out)-1]; prec.requant {
 			t.Shape = shape
+			if q != nil && t.Quant == nil {
+				t.Quant = q // Plain asks rules of linear weights only; llama-quantize decides alone here
+				t.Transforms = append(t.Transforms, convert.TQuantize)
+			}
 		}
 	}
 	pl.Component = convert.ComponentTrunk
@@ -250,7 +274,6 @@ func planTensors(pl *convert.Planner, m *convert.Model, prec precision) error {
 		e, hs, is := int64(c.NumExperts), int64(c.HiddenSize), int64(c.MoeIntermediateSize)
 		shapes := [3][]int64{{e, is, hs}, {e, is, hs}, {e, hs, is}}
 		first := len(pl.Out)
-		// The three share a rule only when their types agree; decide per tensor.
 		quants := [3]*convert.Quant{}
 		dts := [3]st.DType{}
 		for k := range 3 {
@@ -262,12 +285,15 @@ func planTensors(pl *convert.Planner, m *convert.Model, prec precision) error {
 			t := &pl.Out[first+k]
 			t.Name = b + expertNames[k]
 			if t.DType != dts[k] {
-				return fmt.Errorf("%s: experts of differing types are not supported", t.Name)
+				return fmt.Errorf("%s: experts of differing float types are not supported", t.Name)
 			}
 		}
 	}
 	return nil
 }
+
+// quantBits is recorded in the manifest's quantize transform next to the type.
+var quantBits = map[string]int{"Q4_0": 4, "Q5_0": 5, "Q5_1": 5, "Q8_0": 8, "Q4_K": 4, "Q5_K": 5, "Q6_K": 6}
 
 // Card: the sidecar pairs with a GGUF of the same trunk.
 func (target) Card(man *manifests.Manifest) manifests.TargetCard {
