@@ -11,6 +11,8 @@ import (
 	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/convert/target/gguf"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/fakehub"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/internal/testfs"
 )
@@ -73,4 +75,72 @@ func TestInspectGGUF(t *testing.T) {
 	if code, _, stderr := runCLI(t, "inspect", bad); code != 1 || !strings.Contains(stderr, "bad.gguf") {
 		t.Errorf("truncated GGUF: exit %d, %s", code, stderr)
 	}
+}
+
+// From the Hub by range, the sidecar is the local one, byte for byte, and
+// only its tensors (head, embedding, final norm, lm_head), the shard headers
+// and the small files are fetched.
+func TestGGUFFromHub(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "Qwen3.6-35B-A3B") // the name the sidecar is called after
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The fake Hub lists real files: hard links (or copies), not symlinks.
+	for _, from := range []string{fixtures.Ensure(t, fixtures.Qwen36), filepath.Join(fixtures.Root(), "testdata", "tokenizer-tiny")} {
+		ents, err := os.ReadDir(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			src, dst := filepath.Join(from, e.Name()), filepath.Join(dir, e.Name())
+			if os.Link(src, dst) != nil {
+				b, err := os.ReadFile(src)
+				if err != nil {
+					t.Fatal(err)
+				}
+				os.WriteFile(dst, b, 0o644)
+			}
+		}
+	}
+	run := func(src string) (map[string][]byte, exportSummary) {
+		out := filepath.Join(t.TempDir(), "o")
+		code, stdout, stderr := runCLI(t, "export", "--src", src, "--out", out, "--target", "gguf", "--head-precision", "int8", "--json")
+		if code != 0 {
+			t.Fatalf("export from %s: exit %d: %s", src, code, stderr)
+		}
+		var sum exportSummary
+		json.Unmarshal([]byte(stdout), &sum)
+		files := readDir(t, out)
+		delete(files, "mtpconv-manifest.json")
+		delete(files, "README.md")
+		return files, sum
+	}
+	local, _ := run(dir)
+	if _, ok := local["mtp-Qwen3.6-35B-A3B-Q8_0.gguf"]; !ok {
+		t.Fatalf("files %v", local)
+	}
+	hub := fakehub.New(hubRepo, dir)
+	defer hub.Close()
+	hubEnv(t, hub.URL)
+	remote, sum := run("hf://" + hubRepo)
+	sameFiles(t, local, remote)
+	ck, err := st.Open(source.Dir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	var need int64
+	for _, name := range ck.Names {
+		if strings.HasPrefix(name, "mtp.") || name == "lm_head.weight" || name == "model.language_model.embed_tokens.weight" || name == "model.language_model.norm.weight" {
+			need += ck.Tensors[name].Bytes()
+		}
+	}
+	for _, s := range ck.Shards {
+		need += s.Header.DataStart
+	}
+	const slack = 256 << 10 // config, index, tokenizer files, coalescing gaps
+	if got := hub.Sent(); got > need+slack || got < need {
+		t.Errorf("server sent %d bytes; the sidecar needs %d (+%d slack)", got, need, slack)
+	}
+	t.Logf("fetched %d of %d bytes (sidecar tensors and headers %d)", hub.Sent(), sum.SourceTotal, need)
 }

@@ -115,7 +115,7 @@ func (t target) Plan(m *convert.Model, o convert.Options) (*convert.Plan, error)
 	if err != nil {
 		return nil, err
 	}
-	name := path.Base(strings.TrimRight(strings.ReplaceAll(m.Checkpoint.Source.Name(), "\\", "/"), "/"))
+	name := sourceName(m.Checkpoint.Source.Name())
 	file := "mtp-" + name + "-" + prec.suffix + ".gguf"
 	pl := &convert.Planner{M: m, File: file}
 	if err := planTensors(pl, m, prec); err != nil {
@@ -134,6 +134,17 @@ func (t target) Plan(m *convert.Model, o convert.Options) (*convert.Plan, error)
 		Options:  map[string]string{"precision": prec.name, "gguf_file_type": prec.ftype.String()},
 	}
 	return p, nil
+}
+
+// sourceName is what the sidecar is called after: the last element of the
+// source's name (a folder, ORG/NAME, hf://ORG/NAME@rev), without a revision.
+func sourceName(s string) string {
+	s = strings.TrimRight(strings.ReplaceAll(s, "\\", "/"), "/")
+	name := path.Base(s)
+	if i := strings.IndexByte(name, '@'); i > 0 {
+		name = name[:i]
+	}
+	return name
 }
 
 // sortLikeLlamaQuantize orders tensors as llama-quantize writes them (its
