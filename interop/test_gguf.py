@@ -107,8 +107,10 @@ def rig(src, dst):
     parts = shards(src)
     emb = None
     for f, raw, n, hdr in parts:
-        if "model.language_model.embed_tokens.weight" in hdr:
-            v = hdr["model.language_model.embed_tokens.weight"]
+        for name in ("model.language_model.embed_tokens.weight", "model.embed_tokens.weight"):
+            if name not in hdr:
+                continue
+            v = hdr[name]
             b, e = v["data_offsets"]
             emb = np.frombuffer(raw[8 + n + b:8 + n + e], dtype="<u2").reshape(v["shape"])
     assert emb is not None
@@ -167,7 +169,7 @@ def speculative(llama_bin, trunk, draft, n=48):
     raise AssertionError("llama-speculative-simple never printed its statistics:\n" + err[-3000:])
 
 
-@pytest.mark.parametrize("fx", ["a", "b"])
+@pytest.mark.parametrize("fx", ["a", "b", "c"])
 def test_llama_drafts_with_sidecar(mtpconv, fixture_dirs, llama_bin, ggtrunk, tmp_path, fx):
     src = with_tokenizer(fixture_dirs[fx], tmp_path / "src")
     trunk = tmp_path / "trunk.gguf"
@@ -176,28 +178,37 @@ def test_llama_drafts_with_sidecar(mtpconv, fixture_dirs, llama_bin, ggtrunk, tm
     want = greedy(llama_bin, trunk, 64)
     got, stats = speculative(llama_bin, trunk, draft)
     assert stats["n_drafted"] > 0
-    # llama-speculative-simple may accept past -n: its text is a prefix of the longer plain run.
-    assert len(got) > len(PROMPT) + 32 and want.startswith(got)
+    # Both stop at the end-of-generation token, or llama-speculative-simple stops
+    # near -n (it may accept past it): then its text is a prefix of the longer plain run.
+    assert len(got) > len(PROMPT)
+    assert got == want or (len(got) > len(PROMPT) + 32 and want.startswith(got))
 
 
 @pytest.fixture(scope="session")
 def rigged(fixture_dirs, ggtrunk, tmp_path_factory):
-    d = tmp_path_factory.mktemp("rigged")
-    src = rig(fixture_dirs["a"], d / "ck")
-    for f in TOKENIZER.iterdir():
-        os.symlink(f, src / f.name)
-    trunk = d / "trunk.gguf"
-    subprocess.run([str(ggtrunk), str(src), str(trunk)], check=True)
-    return src, trunk
+    made = {}
+
+    def make(fx):
+        if fx not in made:
+            d = tmp_path_factory.mktemp("rigged-" + fx)
+            src = rig(fixture_dirs[fx], d / "ck")
+            for f in TOKENIZER.iterdir():
+                os.symlink(f, src / f.name)
+            trunk = d / "trunk.gguf"
+            subprocess.run([str(ggtrunk), str(src), str(trunk)], check=True)
+            made[fx] = src, trunk
+        return made[fx]
+    return make
 
 
+@pytest.mark.parametrize("fx", ["a", "c"])
 @pytest.mark.parametrize("precision", ["bf16", "f16", "int8", "int4"])
-def test_rigged_acceptance(mtpconv, llama_bin, rigged, tmp_path, precision):
-    src, trunk = rigged
+def test_rigged_acceptance(mtpconv, llama_bin, rigged, tmp_path, fx, precision):
+    src, trunk = rigged(fx)
     draft = sidecar(mtpconv, src, tmp_path / "out", precision)
     want = greedy(llama_bin, trunk, 64)
     got, stats = speculative(llama_bin, trunk, draft)
-    print(f"rigged {precision}: drafted {stats['n_drafted']:.0f}, accepted {stats['n_accept']:.0f} ({stats['accept']:.1f}%)")
+    print(f"rigged {fx} {precision}: drafted {stats['n_drafted']:.0f}, accepted {stats['n_accept']:.0f} ({stats['accept']:.1f}%)")
     assert len(got) > len(PROMPT) + 32 and want.startswith(got)
     assert stats["n_drafted"] >= 30
     assert stats["n_accept"] / stats["n_drafted"] >= 0.95

@@ -12,16 +12,18 @@ import (
 	"github.com/mtpconv/mtpconv/quant"
 )
 
-// WriteTrunk writes the trunk of a Qwen3.5/3.6-MoE checkpoint as a bf16
-// GGUF without its MTP head, as convert_hf_to_gguf.py --no-mtp lays it out
-// (linear-attention V heads reordered to tiled order, A_log as -exp(A_log),
-// conv1d squeezed, norms shifted), for the interop tests that pair it with
-// a sidecar. It holds every tensor in memory: it is meant for the tiny
+// WriteTrunk writes the trunk of a Qwen3.5/3.6-MoE or Qwen3-Next checkpoint
+// as a bf16 GGUF without its MTP head, as convert_hf_to_gguf.py --no-mtp
+// lays it out (Qwen3.5: linear-attention V heads reordered to tiled order;
+// Qwen3-Next: in_proj_qkvz split into attn_qkv and attn_gate, in_proj_ba as
+// ssm_ba; both: A_log as -exp(A_log), conv1d squeezed, norms shifted), for
+// the interop tests that pair it with a sidecar. It holds every tensor in memory: it is meant for the tiny
 // fixtures, not for real checkpoints.
 func WriteTrunk(m *convert.Model, path string) error {
-	if m.Family != "qwen3_5_moe" {
-		return fmt.Errorf("WriteTrunk: family %s is not supported (qwen3_5_moe only)", m.Family)
+	if _, ok := archOf[m.Family]; !ok {
+		return fmt.Errorf("WriteTrunk: family %s is not supported", m.Family)
 	}
+	next := m.Family == "qwen3_next"
 	if err := m.TrunkError(); err != nil {
 		return err
 	}
@@ -100,7 +102,7 @@ func WriteTrunk(m *convert.Model, path string) error {
 	nk, nv := c.LinearNumKeyHeads, c.LinearNumValueHeads
 	kd, hv := c.LinearNumKeyHeads*c.LinearKeyHeadDim, c.LinearValueHeadDim
 	reorder := func(vals []float32, rowLen, firstRow, headDim int) {
-		if nk == nv {
+		if nk == nv || next { // Qwen3-Next keeps the grouped V order
 			return
 		}
 		v := vals[firstRow*rowLen:]
@@ -134,8 +136,37 @@ func WriteTrunk(m *convert.Model, path string) error {
 				src, dst     string
 				firstRow, hd int
 			}
-			for _, l := range []lin{{"in_proj_qkv.weight", "attn_qkv.weight", 2 * kd, hv}, {"in_proj_z.weight", "attn_gate.weight", 0, hv},
-				{"in_proj_b.weight", "ssm_beta.weight", 0, 1}, {"in_proj_a.weight", "ssm_alpha.weight", 0, 1}} {
+			if next {
+				// in_proj_qkvz rows are grouped per key head [q, k, v.., z..]; llama.cpp
+				// wants attn_qkv = [all q; all k; all v] and attn_gate = [all z].
+				w, shape, err := read(la + "in_proj_qkvz.weight")
+				if err != nil {
+					return err
+				}
+				h := int(shape[1])
+				hk, r := c.LinearKeyHeadDim, nv/nk
+				group := 2*hk + 2*r*hv
+				var q, k, v, z []float32
+				for g := 0; g < nk; g++ {
+					base := g * group * h
+					q = append(q, w[base:base+hk*h]...)
+					k = append(k, w[base+hk*h:base+2*hk*h]...)
+					v = append(v, w[base+2*hk*h:base+(2*hk+r*hv)*h]...)
+					z = append(z, w[base+(2*hk+r*hv)*h:base+group*h]...)
+				}
+				qkv := append(append(q, k...), v...)
+				emit(b+"attn_qkv.weight", qkv, []int64{int64(len(qkv) / h), int64(h)})
+				emit(b+"attn_gate.weight", z, []int64{int64(len(z) / h), int64(h)})
+				if err := plain(la+"in_proj_ba.weight", b+"ssm_ba.weight", false); err != nil {
+					return err
+				}
+			}
+			lins := []lin{{"in_proj_qkv.weight", "attn_qkv.weight", 2 * kd, hv}, {"in_proj_z.weight", "attn_gate.weight", 0, hv},
+				{"in_proj_b.weight", "ssm_beta.weight", 0, 1}, {"in_proj_a.weight", "ssm_alpha.weight", 0, 1}}
+			if next {
+				lins = nil
+			}
+			for _, l := range lins {
 				vals, shape, err := read(la + l.src)
 				if err != nil {
 					return err
