@@ -168,6 +168,9 @@ func precisionWords(t *Tensor) string {
 		}
 		return fmt.Sprintf("int%d %s, %s (f16 scales, NNCF)", q.Bits, kind, group)
 	}
+	if q.Mode == ModeGGML {
+		return fmt.Sprintf("%s (ggml blocks of %d)", q.GGMLType, q.Group)
+	}
 	return fmt.Sprintf("%d-bit affine, group %d (%s scales)", q.Bits, q.Group, t.DType)
 }
 

@@ -144,3 +144,27 @@ func TestGGUFFromHub(t *testing.T) {
 	}
 	t.Logf("fetched %d of %d bytes (sidecar tensors and headers %d)", hub.Sent(), sum.SourceTotal, need)
 }
+
+// --gguf-type belongs to the gguf target; the card names ggml types.
+func TestGGUFFlags(t *testing.T) {
+	src := ggufSource(t)
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "mlx", "--gguf-type", "Q8_0", "--out", filepath.Join(t.TempDir(), "o")); code != 2 || !strings.Contains(stderr, "does not take --gguf-type") {
+		t.Errorf("mlx --gguf-type: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--gguf-type", "Q8_0", "--head-precision", "int8", "--out", filepath.Join(t.TempDir(), "o")); code != 2 || !strings.Contains(stderr, "both set") {
+		t.Errorf("--gguf-type with --head-precision: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--gguf-type", "IQ2_XS", "--out", filepath.Join(t.TempDir(), "o")); code != 2 || !strings.Contains(stderr, "Q4_K_M") {
+		t.Errorf("--gguf-type IQ2_XS: exit %d: %s", code, stderr)
+	}
+	out := filepath.Join(t.TempDir(), "o")
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--head-precision", "int4", "--out", out, "--quiet"); code != 0 {
+		t.Fatalf("int4: exit %d: %s", code, stderr)
+	}
+	card, _ := os.ReadFile(filepath.Join(out, "README.md"))
+	for _, w := range []string{"Q4_K (ggml blocks of 256)", "Q5_0 (ggml blocks of 32)", "Q8_0 (ggml blocks of 32)", "mtp-src-Q4_K_M.gguf --spec-type draft-mtp"} {
+		if !strings.Contains(string(card), w) {
+			t.Errorf("card lacks %q", w)
+		}
+	}
+}
