@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mtpconv/mtpconv/convert/rows"
+	"github.com/mtpconv/mtpconv/formats/gguf"
 	ov "github.com/mtpconv/mtpconv/formats/openvino"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
@@ -33,9 +34,10 @@ type Segment = rows.Segment
 type Quant struct {
 	Mode      QuantMode `json:"mode"`
 	Bits      int       `json:"bits"`
-	GroupSize int       `json:"group_size"`         // nncf: <= 0 per output channel
-	Rounding  string    `json:"rounding,omitempty"` // mlx_affine: "gpu" or "cpu"
-	Sym       bool      `json:"sym,omitempty"`      // nncf
+	GroupSize int       `json:"group_size"`          // nncf: <= 0 per output channel
+	Rounding  string    `json:"rounding,omitempty"`  // mlx_affine: "gpu" or "cpu"
+	Sym       bool      `json:"sym,omitempty"`       // nncf
+	GGMLType  string    `json:"ggml_type,omitempty"` // ggml: the block type (Q8_0, Q4_K, ...)
 }
 
 // QuantMode names a quantization scheme.
@@ -45,6 +47,7 @@ type QuantMode = manifests.QuantMode
 const (
 	ModeMLXAffine = manifests.ModeMLXAffine
 	ModeNNCF      = manifests.ModeNNCF
+	ModeGGML      = manifests.ModeGGML
 )
 
 // nncfTypes are NNCF's storage types.
@@ -125,6 +128,10 @@ func (t *OutTensor) Has(transform Transform) bool {
 
 // Entries are the safetensors entries the tensor becomes.
 func (t *OutTensor) Entries() []st.Entry {
+	if t.Quant != nil && t.Quant.Mode == ModeGGML {
+		// One entry of ggml blocks, its dtype the block type's name.
+		return []st.Entry{{Name: t.Name, DType: st.DType(t.Quant.GGMLType), Shape: t.Shape}}
+	}
 	if t.Quant == nil {
 		return []st.Entry{{Name: t.Name, DType: t.DType, Shape: t.Shape}}
 	}
@@ -175,6 +182,10 @@ const (
 	// FormatOpenVINOBin: an OpenVINO weights .bin, entries back to back at the
 	// format's alignment, placed by the manifest (no header).
 	FormatOpenVINOBin FileFormat = "openvino_bin"
+	// FormatGGUF: a GGUF header (Plan.GGUF metadata, tensor infos in plan
+	// order), then the tensors at the format's alignment; the manifest places
+	// each entry.
+	FormatGGUF FileFormat = "gguf"
 )
 
 // Plan is a whole export, decided before any tensor byte is read.
@@ -185,6 +196,7 @@ type Plan struct {
 	TensorFiles []string              `json:"tensor_files"`
 	Formats     map[string]FileFormat `json:"formats,omitempty"` // of tensor files not in safetensors
 	Metadata    map[string]string     `json:"metadata"`          // safetensors __metadata__
+	GGUF        []gguf.KV             `json:"gguf,omitempty"`    // GGUF files' metadata
 	Files       []OutFile             `json:"files"`
 	Notes       []string              `json:"notes"` // what the user should know (printed by export)
 }
@@ -298,6 +310,9 @@ type FileLayout struct {
 func (p *Plan) Layout(file string) (*FileLayout, error) {
 	entries, owners := p.FileEntries(file)
 	lay := &FileLayout{Entries: entries, Owners: owners, Offsets: map[string]int64{}, Sizes: map[string]int64{}}
+	if p.Formats[file] == FormatGGUF {
+		return p.layoutGGUF(file, lay)
+	}
 	if p.Formats[file] == FormatOpenVINOBin {
 		sizes := make([]int64, len(entries))
 		for i, e := range entries {
@@ -334,6 +349,10 @@ func EntryBytes(e st.Entry) int64 {
 	case "U4", "I4":
 		return (n + 1) / 2
 	}
+	if gt, ok := gguf.ParseType(string(e.DType)); ok && gt.Quantized() {
+		b, _ := gt.RowBytes(n)
+		return b
+	}
 	size, _ := e.DType.Size()
 	return n * size
 }
@@ -347,4 +366,51 @@ func (p *Plan) SourceBytes(ck *st.Checkpoint) int64 {
 		}
 	}
 	return n
+}
+
+// layoutGGUF places a GGUF file: the header (the plan's GGUF metadata and one
+// tensor info per entry, in plan order), then each entry at the alignment.
+// Shapes are written innermost first, as ggml counts dimensions.
+func (p *Plan) layoutGGUF(file string, lay *FileLayout) (*FileLayout, error) {
+	var entries []st.Entry
+	var owners []*OutTensor
+	for i := range p.Tensors {
+		t := &p.Tensors[i]
+		if t.File != file {
+			continue
+		}
+		for _, e := range t.Entries() {
+			entries = append(entries, e)
+			owners = append(owners, t)
+		}
+	}
+	lay.Entries, lay.Owners = entries, owners
+	sizes := make([]int64, len(entries))
+	infos := make([]gguf.TensorInfo, len(entries))
+	for i, e := range entries {
+		sizes[i] = EntryBytes(e)
+		gt, ok := gguf.ParseType(string(e.DType))
+		if !ok {
+			return nil, fmt.Errorf("%s: tensor %s: %s is not a ggml type", file, e.Name, e.DType)
+		}
+		dims := make([]int64, len(e.Shape))
+		for j, d := range e.Shape {
+			dims[len(e.Shape)-1-j] = d
+		}
+		infos[i] = gguf.TensorInfo{Name: e.Name, Dims: dims, Type: gt}
+	}
+	offs, total := gguf.Place(sizes, gguf.DefaultAlignment)
+	for i := range infos {
+		infos[i].Offset = offs[i]
+	}
+	hdr, err := gguf.EncodeHeader(p.GGUF, infos)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	lay.Header = hdr
+	for i, e := range entries {
+		lay.Offsets[e.Name], lay.Sizes[e.Name] = int64(len(hdr))+offs[i], sizes[i]
+	}
+	lay.Size = int64(len(hdr)) + total
+	return lay, nil
 }

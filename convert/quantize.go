@@ -64,6 +64,15 @@ func newChunkQuantizer(t *OutTensor) (chunkQuantizer, error) {
 				p.Mode.Bits(), p.Mode.GroupSize(), t.Quant.Bits, t.Quant.GroupSize)
 		}
 		return &mlxFPChunks{t: t, base: base, p: p}, p.Validate(int(t.RowLen))
+	case ModeGGML:
+		qk, bs, err := quant.GGMLBlock(t.Quant.GGMLType)
+		if err != nil {
+			return nil, err
+		}
+		if t.RowLen%int64(qk) != 0 {
+			return nil, fmt.Errorf("%s: rows of %d are not whole %s blocks", t.Name, t.RowLen, t.Quant.GGMLType)
+		}
+		return &ggmlChunks{t: t, rowBytes: t.RowLen / int64(qk) * int64(bs)}, nil
 	case ModeNNCF:
 		p := quant.NNCFParams{Bits: t.Quant.Bits, Sym: t.Quant.Sym, GroupSize: t.Quant.GroupSize}
 		return &nncfChunks{t: t, base: base, p: p}, p.Validate(int(t.RowLen))
@@ -142,4 +151,17 @@ func (n *nncfChunks) quantize(vals []float32, rows int64, qe *quant.ErrStats, q 
 		pieces = append(pieces, piece{n.base + ".zero_point", zps, groups, den})
 	}
 	return pieces
+}
+
+// ggmlChunks writes ggml blocks (llama.cpp's Q8_0, Q4_0, ...): one entry,
+// rows of blocks back to back.
+type ggmlChunks struct {
+	t        *OutTensor
+	rowBytes int64
+}
+
+func (g *ggmlChunks) quantize(vals []float32, rows int64, qe *quant.ErrStats, q *quantBufs) []piece {
+	// The type and row length were checked when the quantizer was made.
+	q.packed, _ = quant.QuantizeGGML(g.t.Quant.GGMLType, vals, int(g.t.RowLen), q.packed[:0], qe)
+	return []piece{{g.t.Name, q.packed, g.rowBytes, 1}}
 }

@@ -209,7 +209,7 @@ func openFileRun(ck *st.Checkpoint, p *Plan, dir, file string, chunkElems int64,
 				fr.abandon()
 				return nil, fmt.Errorf("%s: tensor %s: %w", file, t.Name, err)
 			}
-			s.raw = p.Formats[file] == FormatOpenVINOBin
+			s.raw = p.Formats[file] == FormatOpenVINOBin || p.Formats[file] == FormatGGUF
 			s.out = fr
 			fr.states = append(fr.states, s)
 		}
@@ -279,7 +279,7 @@ func (t *OutTensor) record() manifests.Tensor {
 		case TCast:
 			tr.DType = string(t.DType)
 		case TQuantize:
-			tr.Mode, tr.Bits, tr.Group, tr.Rounding, tr.Sym = t.Quant.Mode, t.Quant.Bits, t.Quant.GroupSize, t.Quant.Rounding, t.Quant.Sym
+			tr.Mode, tr.Bits, tr.Group, tr.Rounding, tr.Sym, tr.GGMLType = t.Quant.Mode, t.Quant.Bits, t.Quant.GroupSize, t.Quant.Rounding, t.Quant.Sym, t.Quant.GGMLType
 		}
 		r.Transforms = append(r.Transforms, tr)
 	}

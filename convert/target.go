@@ -51,6 +51,7 @@ type Options struct {
 	QGroupSize     int
 	QMode          string
 	QuantPredicate string
+	GGUFType       string
 	Set            map[string]bool
 }
 
@@ -69,6 +70,7 @@ const (
 	OptQGroupSize      = "q-group-size"
 	OptQMode           = "q-mode"
 	OptQuantPredicate  = "quant-predicate"
+	OptGGUFType        = "gguf-type"
 )
 
 // Provenance is what an export records about itself inside its files.

@@ -178,6 +178,9 @@ func precisionWords(t *Tensor) string {
 		}
 		return fmt.Sprintf("int%d %s, %s (f16 scales, NNCF)", q.Bits, kind, group)
 	}
+	if q.Mode == ModeGGML {
+		return fmt.Sprintf("%s (ggml blocks of %d)", q.GGMLType, q.Group)
+	}
 	switch q.Mode {
 	case ModeMLXMXFP4, ModeMLXNVFP4, ModeMLXMXFP8:
 		codes, scales := "E2M1", "E8M0"

@@ -125,6 +125,7 @@ const (
 	ModeMLXMXFP4 QuantMode = "mlx_mxfp4"
 	ModeMLXMXFP8 QuantMode = "mlx_mxfp8"
 	ModeMLXNVFP4 QuantMode = "mlx_nvfp4"
+	ModeGGML     QuantMode = "ggml" // ggml block quantization (llama.cpp's Q8_0, Q4_K, ...), one entry of blocks
 )
 
 // MLXModeName is the name MLX gives a quantization mode (mx.quantize's mode,
@@ -151,7 +152,8 @@ type Transform struct {
 	Group    int           `json:"group,omitempty"`
 	Sym      bool          `json:"sym,omitempty"`
 	Rounding string        `json:"rounding,omitempty"`
-	DType    string        `json:"dtype,omitempty"` // for cast
+	DType    string        `json:"dtype,omitempty"`     // for cast
+	GGMLType string        `json:"ggml_type,omitempty"` // ggml quantization: the block type
 }
 
 // Entry is one stored tensor of an output file. Tensor checksums are CRC-32C:

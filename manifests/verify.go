@@ -403,6 +403,9 @@ func recompute(ctx context.Context, r *Report, src *st.Checkpoint, o *outFile, t
 	if mode, ok := mlxFPModes[q.Mode]; quantized && ok {
 		return recomputeMLXFP(ctx, r, src, o, t, q, mode, plusOne)
 	}
+	if quantized && q.Mode == ModeGGML {
+		return recomputeGGML(ctx, r, src, o, t, q, plusOne)
+	}
 	var qp quant.MLXAffineParams
 	if quantized {
 		if q.Mode != ModeMLXAffine {
@@ -744,6 +747,60 @@ func recomputeNNCF(ctx context.Context, r *Report, src *st.Checkpoint, o *outFil
 	}
 	if beyond > 0 {
 		r.add("quant_bound", t.File, t.Name, "%s: %d values dequantize further than one step from the source (worst %g)", t.Name, beyond, worst)
+	}
+	return sameSource, nil
+}
+
+// recomputeGGML quantizes the source again with the ggml kernel the export
+// used (llama.cpp's reference arithmetic, deterministic) and compares the
+// stored blocks byte for byte.
+func recomputeGGML(ctx context.Context, r *Report, src *st.Checkpoint, o *outFile, t *Tensor, q Transform, plusOne bool) (bool, error) {
+	info, ok := o.h.Lookup(t.Name)
+	if !ok {
+		return false, fmt.Errorf("entry %s is missing", t.Name)
+	}
+	qk, bs, err := quant.GGMLBlock(q.GGMLType)
+	if err != nil {
+		return false, err
+	}
+	if t.RowLen%int64(qk) != 0 {
+		return false, fmt.Errorf("rows of %d are not whole %s blocks", t.RowLen, q.GGMLType)
+	}
+	outSize, err := st.DType(t.DType).Size()
+	if err != nil {
+		return false, err
+	}
+	rowBytes := t.RowLen / int64(qk) * int64(bs)
+	differs := 0
+	sameSource, err := sourceChunks(ctx, src, t, func(v []float32, n, outRow int64) error {
+		vals := make([]float32, len(v))
+		copy(vals, v)
+		if plusOne {
+			for i := range vals {
+				vals[i]++
+			}
+		}
+		enc := make([]byte, int64(len(vals))*outSize)
+		quant.EncodeF32(t.DType, vals, enc)
+		quant.DecodeF32(t.DType, enc, vals)
+		want, err := quant.QuantizeGGML(q.GGMLType, vals, int(t.RowLen), nil, nil)
+		if err != nil {
+			return err
+		}
+		got := make([]byte, n*rowBytes)
+		if _, err := o.f.ReadAt(got, info.Begin+outRow*rowBytes); err != nil {
+			return err
+		}
+		if !bytes.Equal(got, want) {
+			differs++
+		}
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	if differs > 0 {
+		r.add("values_differ", t.File, t.Name, "%s: %d chunks differ from the source quantized again as %s", t.Name, differs, q.GGMLType)
 	}
 	return sameSource, nil
 }

@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtpconv/mtpconv/convert"
+	"github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
 )
@@ -19,8 +21,8 @@ import (
 func inspectCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "inspect",
-		Usage:     "describe a checkpoint: family, dims, MTP head, expert layout, tensor groups and problems",
-		ArgsUsage: "SRC",
+		Usage:     "describe a checkpoint (family, dims, MTP head, expert layout, tensor groups and problems), an mtpconv output, or a GGUF file",
+		ArgsUsage: "SRC | FILE.gguf",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print a machine-readable report"},
 			&cli.BoolFlag{Name: "hash", Usage: "read every tensor and include the sha256 of its bytes"},
@@ -31,6 +33,9 @@ func inspectCommand() *cli.Command {
 				return usagef("inspect takes one SRC folder, got %d arguments", c.NArg())
 			}
 			dir := c.Args().First()
+			if done, err := inspectGGUF(c, dir); done || err != nil {
+				return err
+			}
 			if !strings.HasPrefix(dir, "hf://") {
 				if done, err := inspectOutput(c, dir); done || err != nil {
 					return err
@@ -151,4 +156,26 @@ func foreignMLXWarning(c *cli.Context, dir string) error {
 		}
 	}
 	return nil
+}
+
+// inspectGGUF describes a GGUF file (ours or anyone's): architecture, blocks,
+// MTP layers, tensor types. It reports done when SRC is a .gguf file.
+func inspectGGUF(c *cli.Context, path string) (bool, error) {
+	fi, err := os.Stat(path)
+	if err != nil || fi.IsDir() || !strings.HasSuffix(strings.ToLower(path), ".gguf") {
+		return false, nil
+	}
+	f, size, err := gguf.Open(path)
+	if err != nil {
+		return true, err
+	}
+	s := gguf.Summarize(filepath.Base(path), size, f)
+	if c.Bool("hash") || c.Bool("strict") {
+		return true, usagef("inspect of a GGUF file takes --json only")
+	}
+	if c.Bool("json") {
+		return true, printJSON(c, s)
+	}
+	s.WriteText(c.App.Writer)
+	return true, nil
 }

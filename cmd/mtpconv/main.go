@@ -27,6 +27,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtpconv/mtpconv/convert"
+	_ "github.com/mtpconv/mtpconv/convert/target/gguf"     // registers gguf
 	_ "github.com/mtpconv/mtpconv/convert/target/mlx"      // registers mlx and combined
 	_ "github.com/mtpconv/mtpconv/convert/target/openvino" // registers openvino
 	st "github.com/mtpconv/mtpconv/formats/safetensors"

@@ -14,15 +14,17 @@ import (
 	"testing"
 
 	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/internal/testfs"
 )
 
 var updateOutputs = flag.Bool("update-outputs", false, "rewrite testdata/golden/outputs.sha256 from this build")
 
 // outputCase is one target × precision export of the output matrix.
 type outputCase struct {
-	name    string
-	fixture string
-	args    []string
+	name      string
+	fixture   string
+	args      []string
+	tokenizer bool // the fixture with testdata/tokenizer-tiny linked in (the gguf target needs a vocabulary)
 }
 
 // outputMatrix is every target × precision × fixture whose model files are
@@ -33,7 +35,7 @@ func outputMatrix() []outputCase {
 	var cs []outputCase
 	add := func(fxs []string, name string, args ...string) {
 		for _, f := range fxs {
-			cs = append(cs, outputCase{name, f, args})
+			cs = append(cs, outputCase{name: name, fixture: f, args: args})
 		}
 	}
 	for _, p := range []string{"bf16", "f16", "int8", "int4"} {
@@ -57,12 +59,21 @@ func outputMatrix() []outputCase {
 	add([]string{fixtures.Qwen36Dense, fixtures.Qwen36FP8}, "openvino-f16", "--target", "openvino", "--head-precision", "f16", "--lm-head-precision", "f16")
 	add([]string{fixtures.Qwen36Dense, fixtures.Qwen36FP8}, "openvino-int4-g64", "--target", "openvino", "--head-precision", "int4", "--group-size", "64")
 	add(all, "openvino-int4-g128-sym-lm4", "--target", "openvino", "--head-precision", "int4", "--group-size", "128", "--sym", "--lm-head-precision", "int4")
+	for _, p := range []string{"bf16", "f16", "int8", "int4"} {
+		add(all, "gguf-"+p, "--target", "gguf", "--head-precision", p)
+	}
+	for _, ft := range []string{"BF16", "F16", "Q8_0", "Q4_0", "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q6_K"} {
+		add(all, "gguf-type-"+ft, "--target", "gguf", "--gguf-type", ft)
+	}
+	for i := range cs {
+		cs[i].tokenizer = cs[i].args[1] == "gguf"
+	}
 	return cs
 }
 
 // modelFile reports whether a file is one whose bytes are pinned (not the manifest or card).
 func modelFile(name string) bool {
-	return strings.HasSuffix(name, ".safetensors") || strings.HasSuffix(name, ".bin") || strings.HasSuffix(name, ".xml") ||
+	return strings.HasSuffix(name, ".safetensors") || strings.HasSuffix(name, ".bin") || strings.HasSuffix(name, ".xml") || strings.HasSuffix(name, ".gguf") ||
 		name == "config.json" || name == "model.safetensors.index.json"
 }
 
@@ -94,6 +105,14 @@ func TestOutputsUnchanged(t *testing.T) {
 		src, err := filepath.Rel(cwd, fixtures.Ensure(t, c.fixture))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if c.tokenizer {
+			src = filepath.Join(t.TempDir(), c.fixture)
+			if err := os.Mkdir(src, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			testfs.LinkDir(t, fixtures.Ensure(t, c.fixture), src)
+			testfs.LinkDir(t, filepath.Join(fixtures.Root(), "testdata", "tokenizer-tiny"), src)
 		}
 		out := filepath.Join(t.TempDir(), "o")
 		args := append([]string{"export", "--src", src, "--out", out, "--quiet"}, c.args...)

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mtpconv/mtpconv/convert"
+	"github.com/mtpconv/mtpconv/convert/source"
+	"github.com/mtpconv/mtpconv/convert/target/gguf"
+	gg "github.com/mtpconv/mtpconv/formats/gguf"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/fakehub"
+	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/internal/testfs"
+)
+
+func ggufSource(t *testing.T) string {
+	dir := filepath.Join(t.TempDir(), "src")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testfs.LinkDir(t, fixtures.Ensure(t, fixtures.Qwen36), dir)
+	testfs.LinkDir(t, filepath.Join(fixtures.Root(), "testdata", "tokenizer-tiny"), dir)
+	return dir
+}
+
+// inspect reads GGUF files: our sidecar is an MTP-only file with its head in
+// block 4; a trunk without head has none.
+func TestInspectGGUF(t *testing.T) {
+	src := ggufSource(t)
+	out := filepath.Join(t.TempDir(), "o")
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--head-precision", "int8", "--out", out, "--quiet"); code != 0 {
+		t.Fatalf("export: %d %s", code, stderr)
+	}
+	side := filepath.Join(out, "mtp-src-Q8_0.gguf")
+	code, stdout, stderr := runCLI(t, "inspect", "--json", side)
+	if code != 0 {
+		t.Fatalf("inspect: %d %s", code, stderr)
+	}
+	var s gg.Summary
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Architecture != "qwen35moe" || s.BlockCount != 5 || s.NextnLayers != 1 || !s.MTPHead || !s.MTPOnly ||
+		s.FileType != "Q8_0" || s.TensorTypes["Q8_0"] != 13 || s.TensorTypes["F32"] != 10 || len(s.Problems) != 0 {
+		t.Errorf("sidecar summary %+v", s)
+	}
+	code, text, _ := runCLI(t, "inspect", side)
+	if code != 0 || !strings.Contains(text, "MTP-only sidecar (blocks [4]") {
+		t.Errorf("inspect text: %d %s", code, text)
+	}
+
+	m, err := convert.Load(source.Dir(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Checkpoint.Close()
+	trunk := filepath.Join(t.TempDir(), "trunk.gguf")
+	if err := gguf.WriteTrunk(m, trunk); err != nil {
+		t.Fatal(err)
+	}
+	_, stdout, _ = runCLI(t, "inspect", "--json", trunk)
+	s = gg.Summary{}
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.BlockCount != 4 || s.NextnLayers != 0 || s.MTPHead || s.MTPOnly || s.Tensors != 76 {
+		t.Errorf("trunk summary %+v", s)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.gguf")
+	os.WriteFile(bad, []byte("GGUF\x03\x00\x00\x00"), 0o644)
+	if code, _, stderr := runCLI(t, "inspect", bad); code != 1 || !strings.Contains(stderr, "bad.gguf") {
+		t.Errorf("truncated GGUF: exit %d, %s", code, stderr)
+	}
+}
+
+// From the Hub by range, the sidecar is the local one, byte for byte, and
+// only its tensors (head, embedding, final norm, lm_head), the shard headers
+// and the small files are fetched.
+func TestGGUFFromHub(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "Qwen3.6-35B-A3B") // the name the sidecar is called after
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The fake Hub lists real files: hard links (or copies), not symlinks.
+	for _, from := range []string{fixtures.Ensure(t, fixtures.Qwen36), filepath.Join(fixtures.Root(), "testdata", "tokenizer-tiny")} {
+		ents, err := os.ReadDir(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			src, dst := filepath.Join(from, e.Name()), filepath.Join(dir, e.Name())
+			if os.Link(src, dst) != nil {
+				b, err := os.ReadFile(src)
+				if err != nil {
+					t.Fatal(err)
+				}
+				os.WriteFile(dst, b, 0o644)
+			}
+		}
+	}
+	run := func(src string) (map[string][]byte, exportSummary) {
+		out := filepath.Join(t.TempDir(), "o")
+		code, stdout, stderr := runCLI(t, "export", "--src", src, "--out", out, "--target", "gguf", "--head-precision", "int8", "--json")
+		if code != 0 {
+			t.Fatalf("export from %s: exit %d: %s", src, code, stderr)
+		}
+		var sum exportSummary
+		json.Unmarshal([]byte(stdout), &sum)
+		files := readDir(t, out)
+		delete(files, "mtpconv-manifest.json")
+		delete(files, "README.md")
+		return files, sum
+	}
+	local, _ := run(dir)
+	if _, ok := local["mtp-Qwen3.6-35B-A3B-Q8_0.gguf"]; !ok {
+		t.Fatalf("files %v", local)
+	}
+	hub := fakehub.New(hubRepo, dir)
+	defer hub.Close()
+	hubEnv(t, hub.URL)
+	remote, sum := run("hf://" + hubRepo)
+	sameFiles(t, local, remote)
+	ck, err := st.Open(source.Dir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	var need int64
+	for _, name := range ck.Names {
+		if strings.HasPrefix(name, "mtp.") || name == "lm_head.weight" || name == "model.language_model.embed_tokens.weight" || name == "model.language_model.norm.weight" {
+			need += ck.Tensors[name].Bytes()
+		}
+	}
+	for _, s := range ck.Shards {
+		need += s.Header.DataStart
+	}
+	const slack = 256 << 10 // config, index, tokenizer files, coalescing gaps
+	if got := hub.Sent(); got > need+slack || got < need {
+		t.Errorf("server sent %d bytes; the sidecar needs %d (+%d slack)", got, need, slack)
+	}
+	t.Logf("fetched %d of %d bytes (sidecar tensors and headers %d)", hub.Sent(), sum.SourceTotal, need)
+}
+
+// --gguf-type belongs to the gguf target; the card names ggml types.
+func TestGGUFFlags(t *testing.T) {
+	src := ggufSource(t)
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "mlx", "--gguf-type", "Q8_0", "--out", filepath.Join(t.TempDir(), "o")); code != 2 || !strings.Contains(stderr, "does not take --gguf-type") {
+		t.Errorf("mlx --gguf-type: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--gguf-type", "Q8_0", "--head-precision", "int8", "--out", filepath.Join(t.TempDir(), "o")); code != 2 || !strings.Contains(stderr, "both set") {
+		t.Errorf("--gguf-type with --head-precision: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--gguf-type", "IQ2_XS", "--out", filepath.Join(t.TempDir(), "o")); code != 2 || !strings.Contains(stderr, "Q4_K_M") {
+		t.Errorf("--gguf-type IQ2_XS: exit %d: %s", code, stderr)
+	}
+	out := filepath.Join(t.TempDir(), "o")
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--head-precision", "int4", "--out", out, "--quiet"); code != 0 {
+		t.Fatalf("int4: exit %d: %s", code, stderr)
+	}
+	card, _ := os.ReadFile(filepath.Join(out, "README.md"))
+	for _, w := range []string{"Q4_K (ggml blocks of 256)", "Q5_0 (ggml blocks of 32)", "Q8_0 (ggml blocks of 32)", "mtp-src-Q4_K_M.gguf --spec-type draft-mtp"} {
+		if !strings.Contains(string(card), w) {
+			t.Errorf("card lacks %q", w)
+		}
+	}
+}

@@ -1,0 +1,192 @@
+package gguf
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	gg "github.com/mtpconv/mtpconv/formats/gguf"
+)
+
+// llama-quantize's per-tensor type choice (src/llama-quant.cpp:
+// llama_tensor_get_type and llama_tensor_get_type_impl, no imatrix, no
+// overrides) for the file types mtpconv writes, restricted to what these
+// architectures hold (n_expert is never 8, the arch is never Falcon, the
+// model type is never 70B). Tensors are visited in the order llama-quantize
+// visits them (block, then name): the attn_v counter depends on it.
+
+// defaultType is llama_ftype_get_default_type.
+var defaultType = map[gg.FileType]string{
+	gg.FileF16: "F16", gg.FileBF16: "BF16", gg.FileQ8_0: "Q8_0", gg.FileQ4_0: "Q4_0",
+	gg.FileQ4_K_M: "Q4_K", gg.FileQ4_K_S: "Q4_K", gg.FileQ5_K_M: "Q5_K", gg.FileQ6_K: "Q6_K",
+}
+
+var blockSize = map[string]int64{"Q4_0": 32, "Q5_0": 32, "Q5_1": 32, "Q8_0": 32, "Q4_K": 256, "Q5_K": 256, "Q6_K": 256}
+
+type tensorCategory int
+
+const (
+	catOther tensorCategory = iota
+	catOutput
+	catTokenEmbd
+	catAttnQKV
+	catAttnKVB
+	catAttnV
+	catAttnK
+	catAttnQ
+	catAttnOutput
+	catFFNUp
+	catFFNGate
+	catFFNDown
+)
+
+// category is tensor_get_category.
+func category(name string) tensorCategory {
+	switch {
+	case name == "output.weight":
+		return catOutput
+	case name == "token_embd.weight":
+		return catTokenEmbd
+	case strings.Contains(name, "attn_qkv.weight"):
+		return catAttnQKV
+	case strings.Contains(name, "attn_kv_b.weight"):
+		return catAttnKVB
+	case strings.Contains(name, "attn_v.weight"):
+		return catAttnV
+	case strings.Contains(name, "attn_k.weight"):
+		return catAttnK
+	case strings.Contains(name, "attn_q.weight"):
+		return catAttnQ
+	case strings.Contains(name, "attn_output.weight"):
+		return catAttnOutput
+	case strings.Contains(name, "ffn_up"):
+		return catFFNUp
+	case strings.Contains(name, "ffn_gate"):
+		return catFFNGate
+	case strings.Contains(name, "ffn_down"):
+		return catFFNDown
+	}
+	return catOther
+}
+
+func isAttnV(c tensorCategory) bool { return c == catAttnV || c == catAttnQKV || c == catAttnKVB }
+
+func useMoreBits(i, n int) bool { return i < n/8 || i >= 7*n/8 || (i-n/8)%3 == 2 }
+
+func blockOf(name string) int {
+	if rest, ok := strings.CutPrefix(name, "blk."); ok {
+		if i := strings.IndexByte(rest, '.'); i > 0 {
+			if v, err := strconv.Atoi(rest[:i]); err == nil {
+				return v
+			}
+		}
+	}
+	return -1
+}
+
+// plannedTensor is a tensor's name, PyTorch shape (unit dimensions
+// dropped) and the type it has in the bf16 sidecar.
+type plannedTensor struct {
+	name  string
+	shape []int64
+	in    string
+}
+
+// llamaQuantizeTypes gives each tensor the type llama-quantize writes it
+// in, for file type ft; nLayerAll is the block count (trunk + MTP).
+func llamaQuantizeTypes(ts []plannedTensor, ft gg.FileType, nLayerAll int) map[string]string {
+	order := append([]plannedTensor{}, ts...)
+	sort.SliceStable(order, func(i, j int) bool {
+		bi, bj := blockOf(order[i].name), blockOf(order[j].name)
+		if bi != bj {
+			return bi < bj
+		}
+		return order[i].name < order[j].name
+	})
+	nAttnV, tied := 0, true
+	for _, t := range order {
+		c := category(t.name)
+		if isAttnV(c) {
+			nAttnV++
+		}
+		if c == catOutput {
+			tied = false
+		}
+	}
+	def := defaultType[ft]
+	quantized := blockSize[def] > 0
+	iAttnV := 0
+	out := map[string]string{}
+	for _, t := range order {
+		if !quantizable(t.name, len(t.shape)) {
+			out[t.name] = t.in
+			continue
+		}
+		typ := def
+		if quantized {
+			typ = typeImpl(typ, t, ft, category(t.name), tied, &iAttnV, nAttnV, nLayerAll)
+			typ = fallback(typ, t.shape[len(t.shape)-1])
+		}
+		out[t.name] = typ
+	}
+	return out
+}
+
+// typeImpl is llama_tensor_get_type_impl for the file types above.
+func typeImpl(typ string, t plannedTensor, ft gg.FileType, c tensorCategory, tied bool, iAttnV *int, nAttnV, nLayer int) string {
+	if c == catOutput || (tied && c == catTokenEmbd) {
+		nx := t.shape[len(t.shape)-1]
+		switch {
+		case nx%blockSize[typ] != 0:
+			return "Q8_0"
+		case typ != "Q8_0":
+			return "Q6_K"
+		}
+		return typ
+	}
+	switch {
+	case isAttnV(c):
+		switch {
+		case (ft == gg.FileQ4_K_M || ft == gg.FileQ5_K_M) && useMoreBits(*iAttnV, nAttnV):
+			typ = "Q6_K"
+		case ft == gg.FileQ4_K_S && *iAttnV < 4:
+			typ = "Q5_K"
+		}
+		*iAttnV++
+	case c == catFFNDown:
+		// With more than one expert the layer comes from the name.
+		i := blockOf(t.name)
+		switch {
+		case ft == gg.FileQ4_K_M && useMoreBits(i, nLayer):
+			typ = "Q6_K"
+		case ft == gg.FileQ5_K_M && useMoreBits(i, nLayer):
+			typ = "Q6_K"
+		case ft == gg.FileQ4_K_S && i < nLayer/8:
+			typ = "Q5_K"
+		}
+	case c == catAttnQKV:
+		switch ft {
+		case gg.FileQ4_K_M:
+			typ = "Q5_K"
+		case gg.FileQ5_K_M:
+			typ = "Q6_K"
+		}
+	}
+	return typ
+}
+
+// fallback is tensor_type_fallback: a row that is not whole blocks of the
+// type takes a type of 32-value blocks, else F16.
+func fallback(typ string, ncols int64) string {
+	if ncols%blockSize[typ] == 0 {
+		return typ
+	}
+	r := map[string]string{"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}[typ]
+	if r == "" {
+		r = typ
+	}
+	if ncols%blockSize[r] != 0 {
+		return "F16"
+	}
+	return r
+}

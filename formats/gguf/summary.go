@@ -1,0 +1,156 @@
+package gguf
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Summary is what `mtpconv inspect` says about a GGUF file, ours or
+// anyone's: the architecture and its block count, the MTP (nextn) layers
+// declared and found, the tensor types, whether the file is an MTP-only
+// sidecar (no trunk blocks).
+type Summary struct {
+	File           string         `json:"file"`
+	Bytes          int64          `json:"bytes"`
+	Version        uint32         `json:"gguf_version"`
+	Architecture   string         `json:"architecture"`
+	Name           string         `json:"name,omitempty"`
+	FileType       string         `json:"file_type,omitempty"`
+	BlockCount     int64          `json:"block_count"`
+	NextnLayers    int64          `json:"nextn_predict_layers"`
+	MTPBlocks      []int64        `json:"mtp_blocks"` // blocks holding nextn.* tensors
+	MTPHead        bool           `json:"mtp_head"`   // an MTP head is present (nextn layers declared and their tensors found)
+	MTPOnly        bool           `json:"mtp_only"`   // no trunk block: an MTP sidecar, loaded with -md next to a trunk
+	Tensors        int            `json:"tensors"`
+	TensorTypes    map[string]int `json:"tensor_types"`
+	Keys           int            `json:"metadata_keys"`
+	TokenizerModel string         `json:"tokenizer_model,omitempty"`
+	Tokens         int            `json:"tokens"`
+	Problems       []string       `json:"problems"`
+}
+
+// Open reads the header of a GGUF file.
+func Open(path string) (*File, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, 0, fmt.Errorf("%s is not a regular file", path)
+	}
+	g, err := Read(f, fi.Size())
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", path, err)
+	}
+	return g, fi.Size(), nil
+}
+
+// Summarize describes a parsed file.
+func Summarize(name string, size int64, f *File) *Summary {
+	s := &Summary{File: name, Bytes: size, Version: f.Version, TensorTypes: map[string]int{}, Problems: []string{}, MTPBlocks: []int64{}}
+	s.Architecture = f.String("general.architecture")
+	s.Name = f.String("general.name")
+	a := s.Architecture
+	s.BlockCount, _ = f.Uint(a + ".block_count")
+	s.NextnLayers, _ = f.Uint(a + ".nextn_predict_layers")
+	if ft, ok := f.Uint("general.file_type"); ok {
+		s.FileType = FileType(ft).String()
+	}
+	s.Keys = len(f.KV)
+	s.TokenizerModel = f.String("tokenizer.ggml.model")
+	if v, ok := f.Lookup("tokenizer.ggml.tokens"); ok {
+		if xs, ok := v.V.([]any); ok {
+			s.Tokens = len(xs)
+		}
+	}
+	s.Tensors = len(f.Tensors)
+	mtp := map[int64]bool{}
+	blocks := map[int64]bool{}
+	for _, t := range f.Tensors {
+		s.TensorTypes[t.Type.String()]++
+		if rest, ok := strings.CutPrefix(t.Name, "blk."); ok {
+			if i := strings.IndexByte(rest, '.'); i > 0 {
+				if b, err := strconv.ParseInt(rest[:i], 10, 64); err == nil {
+					blocks[b] = true
+					if strings.HasPrefix(rest[i+1:], "nextn.") {
+						mtp[b] = true
+					}
+				}
+			}
+		}
+	}
+	for b := range mtp {
+		s.MTPBlocks = append(s.MTPBlocks, b)
+	}
+	sort.Slice(s.MTPBlocks, func(i, j int) bool { return s.MTPBlocks[i] < s.MTPBlocks[j] })
+	s.MTPHead = s.NextnLayers > 0 && len(s.MTPBlocks) > 0
+	trunk := false
+	for b := range blocks {
+		if b < s.BlockCount-s.NextnLayers {
+			trunk = true
+		}
+	}
+	s.MTPOnly = s.MTPHead && !trunk
+	if s.NextnLayers > 0 && len(s.MTPBlocks) == 0 {
+		s.Problems = append(s.Problems, fmt.Sprintf("%s.nextn_predict_layers is %d but no blk.*.nextn.* tensor is present", a, s.NextnLayers))
+	}
+	if len(s.MTPBlocks) > 0 && s.NextnLayers == 0 {
+		s.Problems = append(s.Problems, fmt.Sprintf("nextn tensors in blocks %v but %s.nextn_predict_layers is not set", s.MTPBlocks, a))
+	}
+	for _, b := range s.MTPBlocks {
+		if b < s.BlockCount-s.NextnLayers || b >= s.BlockCount {
+			s.Problems = append(s.Problems, fmt.Sprintf("nextn tensors in block %d, outside the last %d of %d blocks", b, s.NextnLayers, s.BlockCount))
+		}
+	}
+	if s.Architecture == "" {
+		s.Problems = append(s.Problems, "general.architecture is missing")
+	}
+	return s
+}
+
+// WriteText prints the summary for people.
+func (s *Summary) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "gguf:          %s (GGUF v%d, %d bytes)\n", s.File, s.Version, s.Bytes)
+	fmt.Fprintf(w, "architecture:  %s", s.Architecture)
+	if s.Name != "" {
+		fmt.Fprintf(w, " (%s)", s.Name)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "blocks:        %d, of which MTP (nextn) %d\n", s.BlockCount, s.NextnLayers)
+	switch {
+	case s.MTPOnly:
+		fmt.Fprintf(w, "mtp head:      yes, MTP-only sidecar (blocks %v; load with -md next to a trunk GGUF, --spec-type draft-mtp)\n", s.MTPBlocks)
+	case s.MTPHead:
+		fmt.Fprintf(w, "mtp head:      yes, with the trunk (blocks %v)\n", s.MTPBlocks)
+	default:
+		fmt.Fprintln(w, "mtp head:      no")
+	}
+	if s.FileType != "" {
+		fmt.Fprintf(w, "file type:     %s\n", s.FileType)
+	}
+	var types []string
+	for t := range s.TensorTypes {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	fmt.Fprintf(w, "tensors:       %d\n", s.Tensors)
+	for _, t := range types {
+		fmt.Fprintf(w, "  %-6s %d\n", t, s.TensorTypes[t])
+	}
+	if s.TokenizerModel != "" {
+		fmt.Fprintf(w, "tokenizer:     %s, %d tokens\n", s.TokenizerModel, s.Tokens)
+	}
+	fmt.Fprintf(w, "metadata:      %d keys\n", s.Keys)
+	for _, p := range s.Problems {
+		fmt.Fprintf(w, "problem:       %s\n", p)
+	}
+}

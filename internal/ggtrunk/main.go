@@ -1,0 +1,31 @@
+// Command ggtrunk writes the trunk of a (tiny, fixture) checkpoint as a bf16
+// GGUF without the MTP head, for the interop tests that run llama.cpp with a
+// trunk and an mtpconv sidecar:
+//
+//	go run ./internal/ggtrunk SRC OUT.gguf
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/mtpconv/mtpconv/convert"
+	"github.com/mtpconv/mtpconv/convert/source"
+	"github.com/mtpconv/mtpconv/convert/target/gguf"
+)
+
+func main() {
+	if len(os.Args) != 3 {
+		fmt.Fprintln(os.Stderr, "usage: ggtrunk SRC OUT.gguf")
+		os.Exit(2)
+	}
+	m, err := convert.Load(source.Dir(os.Args[1]))
+	if err == nil {
+		err = gguf.WriteTrunk(m, os.Args[2])
+		m.Checkpoint.Close()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ggtrunk:", err)
+		os.Exit(1)
+	}
+}

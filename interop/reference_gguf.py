@@ -1,0 +1,99 @@
+"""Records what llama.cpp's reference converter writes for our fixtures, for
+interop/test_gguf.py to compare our sidecars against. NOT run in CI: it needs
+torch, which lives only in a separate, pinned environment:
+
+    python3 -m venv /tmp/refvenv
+    /tmp/refvenv/bin/pip install torch==2.11.0 numpy==2.4.6 sentencepiece==0.2.3 \
+        transformers==5.24.0 'protobuf<5' safetensors==0.8.0 jinja2
+    go run ./cmd/mkfixtures qwen3.6-moe-tiny qwen3.5-moe-tiny qwen3-next-tiny
+    /tmp/refvenv/bin/python interop/reference_gguf.py LLAMA_CPP_DIR
+
+LLAMA_CPP_DIR is vendor/llama.cpp of the llama-cpp-python 0.3.36 sdist
+(scripts/build-llama.sh unpacks it under ~/.cache/mtpconv/llama.cpp-0.3.36/src).
+The converter runs as `convert_hf_to_gguf.py --mtp --outtype bf16|f16` on a
+copy of each fixture with testdata/tokenizer-tiny added. One thing is patched:
+the tokenizer's pre-tokenizer is detected by hashing how it splits a test
+text, and our tiny tokenizer's hash is not in the converter's table, so the
+detection answers what it answers for the real checkpoints (qwen35 for
+Qwen3.5/3.6, qwen2 for Qwen3-Next). Writes testdata/gguf_reference/*.json:
+per tensor its ggml type, dims and sha256; every metadata key with its type
+and value (long arrays by sha256).
+"""
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = {"qwen3.6-moe-tiny": "qwen35", "qwen3.5-moe-tiny": "qwen35", "qwen3-next-tiny": "qwen2"}
+OUTTYPES = ["bf16", "f16"]
+
+RUNNER = r'''
+import sys, runpy
+sys.path.insert(0, sys.argv[1])
+sys.path.insert(1, sys.argv[1] + "/gguf-py")
+import conversion.base as base
+pre = sys.argv[2]
+base.TextModel.get_vocab_base_pre = lambda self, tokenizer: pre
+sys.argv = [sys.argv[1] + "/convert_hf_to_gguf.py"] + sys.argv[3:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+'''
+
+
+def describe(path, gguf):
+    r = gguf.GGUFReader(path)
+    meta = {}
+    for f in r.fields.values():
+        if f.name.startswith("GGUF."):
+            continue
+        t = f.types[0]
+        if t == gguf.GGUFValueType.ARRAY:
+            vals = f.contents()
+            enc = json.dumps(vals, ensure_ascii=False)
+            v = {"type": "arr", "elem": f.types[-1].name, "len": len(vals),
+                 "sha256": hashlib.sha256(enc.encode()).hexdigest()}
+            if len(vals) <= 16:
+                v["value"] = vals
+        else:
+            v = {"type": t.name, "value": f.contents()}
+        meta[f.name] = v
+    tensors = []
+    for t in r.tensors:
+        tensors.append({"name": t.name, "type": t.tensor_type.name, "dims": [int(d) for d in t.shape],
+                        "sha256": hashlib.sha256(bytes(t.data.tobytes())).hexdigest()})
+    return {"metadata": meta, "tensors": tensors}
+
+
+def main():
+    llama = Path(sys.argv[1]).resolve()
+    sys.path.insert(0, str(llama / "gguf-py"))
+    import gguf
+    out_dir = ROOT / "testdata" / "gguf_reference"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for fx, pre in FIXTURES.items():
+        src = ROOT / "testdata" / "fixtures" / fx
+        with tempfile.TemporaryDirectory() as tmp:
+            d = Path(tmp) / fx
+            d.mkdir()
+            for f in src.iterdir():
+                os.symlink(f, d / f.name)
+            for f in (ROOT / "testdata" / "tokenizer-tiny").iterdir():
+                os.symlink(f, d / f.name)
+            for ot in OUTTYPES:
+                outd = Path(tmp) / ("out-" + ot)
+                outd.mkdir()
+                subprocess.run([sys.executable, "-c", RUNNER, str(llama), pre, str(d), "--mtp",
+                                "--outtype", ot, "--outfile", str(outd)], check=True)
+                files = list(outd.glob("*.gguf"))
+                assert len(files) == 1, files
+                rec = describe(str(files[0]), gguf)
+                rec["file_name"] = files[0].name
+                (out_dir / f"{fx}-{ot}.json").write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n")
+                print(fx, ot, files[0].name, len(rec["tensors"]), "tensors")
+
+
+if __name__ == "__main__":
+    main()

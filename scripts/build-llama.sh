@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds the llama.cpp tools the GGUF interop tests run, from the llama.cpp
+# sources vendored by the pinned llama-cpp-python sdist (PyPI). The build is
+# cached outside the clone, keyed by version:
+#   ${MTPCONV_CACHE:-~/.cache/mtpconv}/llama.cpp-$VERSION/bin/
+# and is reused when its stamp is there. Prints the bin directory.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VERSION=0.3.36
+SHA256=${LLAMA_SDIST_SHA256:-}
+CACHE=${MTPCONV_CACHE:-$HOME/.cache/mtpconv}/llama.cpp-$VERSION
+TARGETS=(llama-speculative-simple llama-simple llama-quantize)
+stamp="$VERSION ${TARGETS[*]} native=off"
+if [ -f "$CACHE/.stamp" ] && [ "$(cat "$CACHE/.stamp")" = "$stamp" ]; then
+  echo "$CACHE/bin"
+  exit 0
+fi
+PIP=${PIP:-.venv/bin/pip}
+rm -rf "$CACHE"
+mkdir -p "$CACHE/src"
+# Only llama-cpp-python itself comes as the sdist; its build tools come as wheels.
+"$PIP" download --quiet --disable-pip-version-check --no-deps --no-binary llama-cpp-python \
+  "llama-cpp-python==$VERSION" -d "$CACHE/src" >&2
+tar -xzf "$CACHE/src/llama_cpp_python-$VERSION.tar.gz" -C "$CACHE/src"
+LLAMA="$CACHE/src/llama_cpp_python-$VERSION/vendor/llama.cpp"
+# GGML_NATIVE=OFF: the same binaries on every x86-64 CI machine. No network
+# features (curl, openssl), no tests, no UI.
+cmake -S "$LLAMA" -B "$CACHE/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF \
+  -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF >&2
+cmake --build "$CACHE/build" -j"${JOBS:-2}" --target "${TARGETS[@]}" >&2
+mkdir -p "$CACHE/bin"
+cp -a "$CACHE/build/bin/." "$CACHE/bin/"
+echo "$stamp" > "$CACHE/.stamp"
+echo "$CACHE/bin"
