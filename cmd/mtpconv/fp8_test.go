@@ -141,3 +141,32 @@ func editConfig(t *testing.T, src, dir string, edit func(map[string]any)) {
 		t.Fatal(err)
 	}
 }
+
+// An FP8 release through the GGUF target: the bf16 and Q8_0 sidecars equal
+// those made from its dequantized twin (both folders named alike, since the
+// sidecar records the source's name), and verify --src recomputes them.
+func TestFP8SourceToGGUF(t *testing.T) {
+	tok := filepath.Join(fixtures.Root(), "testdata", "tokenizer-tiny")
+	for _, args := range [][]string{{"--head-precision", "bf16"}, {"--head-precision", "int8"}} {
+		files := map[string]map[string][]byte{}
+		for _, fx := range []string{fixtures.Qwen36FP8, fixtures.Qwen36FP8Dequant} {
+			src := filepath.Join(t.TempDir(), "qwen")
+			os.Mkdir(src, 0o755)
+			testfs.LinkDir(t, fixtures.Ensure(t, fx), src)
+			testfs.LinkDir(t, tok, src)
+			out := filepath.Join(t.TempDir(), "o")
+			if code, _, stderr := runCLI(t, append([]string{"export", "--src", src, "--target", "gguf", "--out", out, "--quiet"}, args...)...); code != 0 {
+				t.Fatalf("%s %v: %s", fx, args, stderr)
+			}
+			if code, o, stderr := runCLI(t, "verify", out, "--src", src); code != 0 {
+				t.Errorf("%s %v: verify: %s %s", fx, args, o, stderr)
+			}
+			files[fx] = readDir(t, out)
+		}
+		for name, b := range files[fixtures.Qwen36FP8] {
+			if strings.HasSuffix(name, ".gguf") && string(b) != string(files[fixtures.Qwen36FP8Dequant][name]) {
+				t.Errorf("%v: %s differs from the dequantized twin's", args, name)
+			}
+		}
+	}
+}

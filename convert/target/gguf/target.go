@@ -270,10 +270,7 @@ func planTensorsTyped(pl *convert.Planner, m *convert.Model, prec precision, lis
 	}
 	pl.Component = convert.ComponentHead
 	hp := m.Spec.HeadPrefix
-	for _, n := range m.Checkpoint.Names {
-		if !m.IsHead(n) || m.IsRoutedExpert(n) {
-			continue
-		}
+	for _, n := range m.HeadTensors() {
 		g, err := headName(strings.TrimPrefix(n, hp), c.NumHiddenLayers)
 		if err != nil {
 			return err
