@@ -5,8 +5,8 @@ torch, which lives only in a separate, pinned environment:
     python3 -m venv /tmp/refvenv
     /tmp/refvenv/bin/pip install torch==2.11.0 numpy==2.4.6 sentencepiece==0.2.3 \
         transformers==5.24.0 'protobuf<5' safetensors==0.8.0 jinja2
-    go run ./cmd/mkfixtures qwen3.6-moe-tiny qwen3.5-moe-tiny qwen3-next-tiny
-    /tmp/refvenv/bin/python interop/reference_gguf.py LLAMA_CPP_DIR
+    go run ./cmd/mkfixtures qwen3.6-moe-tiny qwen3.5-moe-tiny qwen3-next-tiny qwen3.6-dense-tiny
+    /tmp/refvenv/bin/python interop/reference_gguf.py LLAMA_CPP_DIR [FIXTURE...]
 
 LLAMA_CPP_DIR is vendor/llama.cpp of the llama-cpp-python 0.3.36 sdist
 (scripts/build-llama.sh unpacks it under ~/.cache/mtpconv/llama.cpp-0.3.36/src).
@@ -15,7 +15,8 @@ copy of each fixture with testdata/tokenizer-tiny added. One thing is patched:
 the tokenizer's pre-tokenizer is detected by hashing how it splits a test
 text, and our tiny tokenizer's hash is not in the converter's table, so the
 detection answers what it answers for the real checkpoints (qwen35 for
-Qwen3.5/3.6, qwen2 for Qwen3-Next). Writes testdata/gguf_reference/*.json:
+Qwen3.5/3.6, MoE and dense, qwen2 for Qwen3-Next). Named fixtures only are
+recorded again when any are given. Writes testdata/gguf_reference/*.json:
 per tensor its ggml type, dims and sha256; every metadata key with its type
 and value (long arrays by sha256).
 """
@@ -28,7 +29,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = {"qwen3.6-moe-tiny": "qwen35", "qwen3.5-moe-tiny": "qwen35", "qwen3-next-tiny": "qwen2"}
+FIXTURES = {"qwen3.6-moe-tiny": "qwen35", "qwen3.5-moe-tiny": "qwen35", "qwen3-next-tiny": "qwen2",
+            "qwen3.6-dense-tiny": "qwen35"}
 OUTTYPES = ["bf16", "f16"]
 
 RUNNER = r'''
@@ -73,7 +75,9 @@ def main():
     import gguf
     out_dir = ROOT / "testdata" / "gguf_reference"
     out_dir.mkdir(parents=True, exist_ok=True)
-    for fx, pre in FIXTURES.items():
+    chosen = sys.argv[2:] or list(FIXTURES)
+    for fx in chosen:
+        pre = FIXTURES[fx]
         src = ROOT / "testdata" / "fixtures" / fx
         with tempfile.TemporaryDirectory() as tmp:
             d = Path(tmp) / fx

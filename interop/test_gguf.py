@@ -1,5 +1,6 @@
 """--target gguf against llama.cpp itself (built by scripts/build-llama.sh from
-the llama-cpp-python 0.3.36 sdist) and gguf-py (gguf 0.19.0):
+the llama-cpp-python 0.3.36 sdist) and gguf-py (gguf 0.19.0), for the MoE
+fixtures (qwen35moe, qwen3next) and the dense one (qwen35):
 
 - our bf16/f16 sidecars hold exactly the tensors and metadata of the reference
   converter's `convert_hf_to_gguf.py --mtp` (recorded by interop/reference_gguf.py;
@@ -70,7 +71,7 @@ def sidecar(mtpconv, src, out, precision):
     return files[0]
 
 
-@pytest.mark.parametrize("fx", ["a", "b", "c"])
+@pytest.mark.parametrize("fx", ["a", "b", "c", "dense"])
 @pytest.mark.parametrize("precision", ["bf16", "f16"])
 def test_sidecar_equals_reference(mtpconv, fixture_dirs, tmp_path, fx, precision):
     name = fixture_dirs[fx].name
@@ -93,8 +94,8 @@ def shards(src):
 
 
 def rig(src, dst):
-    """The fixture with every residual branch zeroed (o_proj, out_proj, expert and
-    shared-expert down projections), every norm 1 (zero-centred norms stored 0,
+    """The fixture with every residual branch zeroed (o_proj, out_proj, expert,
+    shared-expert and dense MLP down projections), every norm 1 (zero-centred norms stored 0,
     linear_attn.norm 1), mtp.fc = [I | 0], and an lm_head whose row v is the
     embedding of token sigma(v) (a permutation of the normal tokens; special and
     unused tokens get zero rows): the trunk then predicts sigma^-1(t) after t with
@@ -169,7 +170,7 @@ def speculative(llama_bin, trunk, draft, n=48):
     raise AssertionError("llama-speculative-simple never printed its statistics:\n" + err[-3000:])
 
 
-@pytest.mark.parametrize("fx", ["a", "b", "c"])
+@pytest.mark.parametrize("fx", ["a", "b", "c", "dense"])
 def test_llama_drafts_with_sidecar(mtpconv, fixture_dirs, llama_bin, ggtrunk, tmp_path, fx):
     src = with_tokenizer(fixture_dirs[fx], tmp_path / "src")
     trunk = tmp_path / "trunk.gguf"
@@ -201,7 +202,7 @@ def rigged(fixture_dirs, ggtrunk, tmp_path_factory):
     return make
 
 
-@pytest.mark.parametrize("fx", ["a", "c"])
+@pytest.mark.parametrize("fx", ["a", "c", "dense"])
 @pytest.mark.parametrize("precision", ["bf16", "f16", "int8", "int4"])
 def test_rigged_acceptance(mtpconv, llama_bin, rigged, tmp_path, fx, precision):
     src, trunk = rigged(fx)
@@ -214,7 +215,7 @@ def test_rigged_acceptance(mtpconv, llama_bin, rigged, tmp_path, fx, precision):
     assert stats["n_accept"] / stats["n_drafted"] >= 0.95
 
 
-@pytest.mark.parametrize("fx", ["a", "b", "c"])
+@pytest.mark.parametrize("fx", ["a", "b", "c", "dense"])
 @pytest.mark.parametrize("args", [("--head-precision", "int8", "Q8_0"), ("--head-precision", "int4", "Q4_K_M")] +
                          [("--gguf-type", t, t) for t in ["F16", "BF16", "Q8_0", "Q4_0", "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q6_K"]])
 def test_quantized_equals_llama_quantize(mtpconv, fixture_dirs, llama_bin, tmp_path, fx, args):

@@ -168,3 +168,68 @@ func TestGGUFFlags(t *testing.T) {
 		}
 	}
 }
+
+// The dense family writes llama.cpp's qwen35 sidecar (dense ffn_{gate,up,down}
+// in the MTP block, no expert tensors) and, for the interop tests, its trunk.
+func TestGGUFDense(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testfs.LinkDir(t, fixtures.Ensure(t, fixtures.Qwen36Dense), src)
+	testfs.LinkDir(t, filepath.Join(fixtures.Root(), "testdata", "tokenizer-tiny"), src)
+	out := filepath.Join(t.TempDir(), "o")
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--head-precision", "int8", "--out", out, "--quiet"); code != 0 {
+		t.Fatalf("export: %d %s", code, stderr)
+	}
+	side := filepath.Join(out, "mtp-src-Q8_0.gguf")
+	f, _, err := gg.Open(side)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, ti := range f.Tensors {
+		names[ti.Name] = true
+	}
+	for _, n := range []string{"blk.4.ffn_gate.weight", "blk.4.ffn_up.weight", "blk.4.ffn_down.weight"} {
+		if !names[n] {
+			t.Errorf("%s missing", n)
+		}
+	}
+	for n := range names {
+		if strings.Contains(n, "exps") || strings.Contains(n, "shexp") || strings.Contains(n, "gate_inp") {
+			t.Errorf("expert tensor %s in a dense sidecar", n)
+		}
+	}
+	if v, ok := f.Lookup("qwen35.feed_forward_length"); !ok || v.V != uint32(384) {
+		t.Errorf("qwen35.feed_forward_length: %v", v)
+	}
+	if _, ok := f.Lookup("qwen35.expert_count"); ok {
+		t.Error("qwen35.expert_count in a dense sidecar")
+	}
+	_, stdout, _ := runCLI(t, "inspect", "--json", side)
+	var s gg.Summary
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Architecture != "qwen35" || s.BlockCount != 5 || s.NextnLayers != 1 || !s.MTPHead || !s.MTPOnly || len(s.Problems) != 0 {
+		t.Errorf("sidecar summary %+v", s)
+	}
+	m, err := convert.Load(source.Dir(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Checkpoint.Close()
+	trunk := filepath.Join(t.TempDir(), "trunk.gguf")
+	if err := gguf.WriteTrunk(m, trunk); err != nil {
+		t.Fatal(err)
+	}
+	_, stdout, _ = runCLI(t, "inspect", "--json", trunk)
+	s = gg.Summary{}
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Architecture != "qwen35" || s.BlockCount != 4 || s.NextnLayers != 0 || s.MTPHead || s.MTPOnly || s.Tensors != 56 || len(s.Problems) != 0 {
+		t.Errorf("trunk summary %+v", s)
+	}
+}

@@ -118,9 +118,10 @@ var refTypes = map[gg.ValueType]string{gg.TypeUint32: "UINT32", gg.TypeInt32: "I
 
 // Our BF16 and F16 sidecars hold llama.cpp's reference converter's tensors
 // (names, types, dims, sha256 of the bytes) and metadata, key for key but
-// for the provenance keys, as recorded by interop/reference_gguf.py.
+// for the provenance keys, as recorded by interop/reference_gguf.py: the
+// MoE fixtures and the dense one (arch qwen35).
 func TestSidecarEqualsReference(t *testing.T) {
-	for _, fx := range fixtures.All {
+	for _, fx := range append(append([]string{}, fixtures.All...), fixtures.Qwen36Dense) {
 		for _, prec := range []string{"bf16", "f16"} {
 			t.Run(fx+"/"+prec, func(t *testing.T) {
 				raw, err := os.ReadFile(filepath.Join(fixtures.Root(), "testdata", "gguf_reference", fx+"-"+prec+".json"))

@@ -15,7 +15,7 @@ import (
 )
 
 // archOf is llama.cpp's architecture name of a family.
-var archOf = map[string]string{"qwen3_5_moe": "qwen35moe", "qwen3_next": "qwen3next"}
+var archOf = map[string]string{"qwen3_5_moe": "qwen35moe", "qwen3_next": "qwen3next", "qwen3_5": "qwen35"}
 
 // hparams is the text configuration as the reference converter reads it:
 // text_config's keys over the root's.
@@ -73,7 +73,7 @@ func metadata(m *convert.Model, h hparams, ftype gg.FileType, name string, vocab
 	}
 	add(a+".attention.head_count", u(c.NumAttentionHeads))
 	add(a+".attention.head_count_kv", u(c.NumKeyValueHeads))
-	if m.Family == "qwen3_5_moe" {
+	if m.Family == "qwen3_5_moe" || m.Family == "qwen3_5" {
 		// Qwen3.5 always writes its M-RoPE sections (the default when absent), padded to 4.
 		sec := []int32{11, 11, 10, 0}
 		if rp, ok := h["rope_parameters"].(map[string]any); ok {
@@ -95,15 +95,20 @@ func metadata(m *convert.Model, h hparams, ftype gg.FileType, name string, vocab
 	}
 	add(a+".rope.freq_base", gg.Float(float32(c.RopeTheta)))
 	add(a+".attention.layer_norm_rms_epsilon", gg.Float(float32(c.RMSNormEps)))
-	add(a+".expert_count", u(c.NumExperts))
-	add(a+".expert_used_count", u(c.NumExpertsPerTok))
+	dense := c.Dense() // qwen35: feed_forward_length above, no expert keys
+	if !dense {
+		add(a+".expert_count", u(c.NumExperts))
+		add(a+".expert_used_count", u(c.NumExpertsPerTok))
+	}
 	if _, ok := h.int("head_dim"); ok {
 		add(a+".attention.key_length", u(c.HeadDim))
 		add(a+".attention.value_length", u(c.HeadDim))
 	}
 	add("general.file_type", gg.U32(uint32(ftype)))
-	add(a+".expert_feed_forward_length", u(c.MoeIntermediateSize))
-	add(a+".expert_shared_feed_forward_length", u(c.SharedExpertIntermed))
+	if !dense {
+		add(a+".expert_feed_forward_length", u(c.MoeIntermediateSize))
+		add(a+".expert_shared_feed_forward_length", u(c.SharedExpertIntermed))
+	}
 	add(a+".nextn_predict_layers", u(m.MTPDepth))
 	add(a+".ssm.conv_kernel", u(c.LinearConvKernelDim))
 	add(a+".ssm.state_size", u(c.LinearKeyHeadDim))
@@ -134,7 +139,7 @@ const (
 
 // preTokenizer is what the reference converter's tokenizer detection answers
 // for the official tokenizers of each family.
-var preTokenizer = map[string]string{"qwen3_5_moe": "qwen35", "qwen3_next": "qwen2"}
+var preTokenizer = map[string]string{"qwen3_5_moe": "qwen35", "qwen3_5": "qwen35", "qwen3_next": "qwen2"}
 
 type addedToken struct {
 	ID         int64  `json:"id"`

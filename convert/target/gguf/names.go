@@ -7,7 +7,7 @@ import (
 )
 
 // llama.cpp's tensor names (gguf-py's tensor map for the qwen35moe and
-// qwen3next architectures), from the Hugging Face suffixes under a decoder
+// qwen3next architectures, and the dense qwen35), from the Hugging Face suffixes under a decoder
 // layer. The MTP layer j is block n_layer + j; the head's own tensors are
 // that block's nextn.* tensors.
 var layerNames = map[string]string{
@@ -24,7 +24,14 @@ var layerNames = map[string]string{
 	"mlp.shared_expert.up_proj.weight":   "ffn_up_shexp.weight",
 	"mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
 	"mlp.shared_expert_gate.weight":      "ffn_gate_inp_shexp.weight",
+	// qwen35's dense SwiGLU MLP.
+	"mlp.gate_proj.weight": "ffn_gate.weight",
+	"mlp.up_proj.weight":   "ffn_up.weight",
+	"mlp.down_proj.weight": "ffn_down.weight",
 }
+
+// denseNames are the dense MLP's tensors, in the order the trunk writer emits them.
+var denseNames = []string{"mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"}
 
 // expertNames are the stacked gate, up and down experts.
 var expertNames = [3]string{"ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight"}

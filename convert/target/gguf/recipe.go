@@ -93,8 +93,9 @@ type plannedTensor struct {
 }
 
 // llamaQuantizeTypes gives each tensor the type llama-quantize writes it
-// in, for file type ft; nLayerAll is the block count (trunk + MTP).
-func llamaQuantizeTypes(ts []plannedTensor, ft gg.FileType, nLayerAll int) map[string]string {
+// in, for file type ft; nLayerAll is the block count (trunk + MTP), nExpert
+// the model's expert count (0 for the dense qwen35).
+func llamaQuantizeTypes(ts []plannedTensor, ft gg.FileType, nLayerAll, nExpert int) map[string]string {
 	order := append([]plannedTensor{}, ts...)
 	sort.SliceStable(order, func(i, j int) bool {
 		bi, bj := blockOf(order[i].name), blockOf(order[j].name)
@@ -115,7 +116,7 @@ func llamaQuantizeTypes(ts []plannedTensor, ft gg.FileType, nLayerAll int) map[s
 	}
 	def := defaultType[ft]
 	quantized := blockSize[def] > 0
-	iAttnV := 0
+	q := &quantState{nAttnV: nAttnV, nLayer: nLayerAll, moe: nExpert > 1}
 	out := map[string]string{}
 	for _, t := range order {
 		if !quantizable(t.name, len(t.shape)) {
@@ -124,7 +125,7 @@ func llamaQuantizeTypes(ts []plannedTensor, ft gg.FileType, nLayerAll int) map[s
 		}
 		typ := def
 		if quantized {
-			typ = typeImpl(typ, t, ft, category(t.name), tied, &iAttnV, nAttnV, nLayerAll)
+			typ = typeImpl(typ, t, ft, category(t.name), tied, q)
 			typ = fallback(typ, t.shape[len(t.shape)-1])
 		}
 		out[t.name] = typ
@@ -132,8 +133,17 @@ func llamaQuantizeTypes(ts []plannedTensor, ft gg.FileType, nLayerAll int) map[s
 	return out
 }
 
+// quantState is llama-quantize's quantize_state_impl counters: attn_v
+// tensors seen and of all, ffn_down tensors seen, the block count; moe
+// (more than one expert) takes an ffn_down's layer from its name, else the
+// layer is the count of ffn_down tensors seen before it.
+type quantState struct {
+	iAttnV, nAttnV, iFFNDown, nLayer int
+	moe                              bool
+}
+
 // typeImpl is llama_tensor_get_type_impl for the file types above.
-func typeImpl(typ string, t plannedTensor, ft gg.FileType, c tensorCategory, tied bool, iAttnV *int, nAttnV, nLayer int) string {
+func typeImpl(typ string, t plannedTensor, ft gg.FileType, c tensorCategory, tied bool, q *quantState) string {
 	if c == catOutput || (tied && c == catTokenEmbd) {
 		nx := t.shape[len(t.shape)-1]
 		switch {
@@ -147,15 +157,20 @@ func typeImpl(typ string, t plannedTensor, ft gg.FileType, c tensorCategory, tie
 	switch {
 	case isAttnV(c):
 		switch {
-		case (ft == gg.FileQ4_K_M || ft == gg.FileQ5_K_M) && useMoreBits(*iAttnV, nAttnV):
+		case (ft == gg.FileQ4_K_M || ft == gg.FileQ5_K_M) && useMoreBits(q.iAttnV, q.nAttnV):
 			typ = "Q6_K"
-		case ft == gg.FileQ4_K_S && *iAttnV < 4:
+		case ft == gg.FileQ4_K_S && q.iAttnV < 4:
 			typ = "Q5_K"
 		}
-		*iAttnV++
+		q.iAttnV++
 	case c == catFFNDown:
-		// With more than one expert the layer comes from the name.
-		i := blockOf(t.name)
+		// With more than one expert the layer comes from the name, else
+		// from the counter (a dense sidecar's one ffn_down is layer 0).
+		i, nLayer := q.iFFNDown, q.nLayer
+		if q.moe {
+			i = blockOf(t.name)
+		}
+		q.iFFNDown++
 		switch {
 		case ft == gg.FileQ4_K_M && useMoreBits(i, nLayer):
 			typ = "Q6_K"

@@ -105,7 +105,7 @@ func (t target) Plan(m *convert.Model, o convert.Options) (*convert.Plan, error)
 		return nil, err
 	}
 	if m.MTPDepth != 1 {
-		return nil, fmt.Errorf("the head has %d MTP layers; llama.cpp's qwen35moe/qwen3next MTP graph supports exactly one", m.MTPDepth)
+		return nil, fmt.Errorf("the head has %d MTP layers; llama.cpp's qwen35/qwen35moe/qwen3next MTP graph supports exactly one", m.MTPDepth)
 	}
 	h, err := readHparams(m)
 	if err != nil {
@@ -215,7 +215,7 @@ func planTensors(pl *convert.Planner, m *convert.Model, prec precision) error {
 	}); err != nil {
 		return err
 	}
-	types := llamaQuantizeTypes(listed, prec.ftype, m.Config.NumHiddenLayers+m.MTPDepth)
+	types := llamaQuantizeTypes(listed, prec.ftype, m.Config.NumHiddenLayers+m.MTPDepth, m.Config.NumExperts)
 	return planTensorsTyped(pl, m, prec, func(name string, shape []int64, in st.DType) {}, types)
 }
 

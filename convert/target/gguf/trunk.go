@@ -12,11 +12,12 @@ import (
 	"github.com/mtpconv/mtpconv/quant"
 )
 
-// WriteTrunk writes the trunk of a Qwen3.5/3.6-MoE or Qwen3-Next checkpoint
+// WriteTrunk writes the trunk of a Qwen3.5/3.6 (MoE or dense) or Qwen3-Next checkpoint
 // as a bf16 GGUF without its MTP head, as convert_hf_to_gguf.py --no-mtp
 // lays it out (Qwen3.5: linear-attention V heads reordered to tiled order;
 // Qwen3-Next: in_proj_qkvz split into attn_qkv and attn_gate, in_proj_ba as
-// ssm_ba; both: A_log as -exp(A_log), conv1d squeezed, norms shifted), for
+// ssm_ba; both: A_log as -exp(A_log), conv1d squeezed, norms shifted; a
+// dense MLP as ffn_gate, ffn_up, ffn_down), for
 // the interop tests that pair it with a sidecar. It holds every tensor in memory: it is meant for the tiny
 // fixtures, not for real checkpoints.
 func WriteTrunk(m *convert.Model, path string) error {
@@ -219,6 +220,14 @@ func WriteTrunk(m *convert.Model, path string) error {
 				}
 			}
 			emit(b+"ssm_out.weight", o, shape)
+		}
+		if c.Dense() {
+			for _, n := range denseNames {
+				if err := plain(lp+n, b+layerNames[n], false); err != nil {
+					return err
+				}
+			}
+			continue
 		}
 		for _, n := range []string{"mlp.gate.weight", "mlp.shared_expert.gate_proj.weight", "mlp.shared_expert.up_proj.weight", "mlp.shared_expert.down_proj.weight", "mlp.shared_expert_gate.weight"} {
 			if err := plain(lp+n, b+layerNames[n], false); err != nil {
