@@ -3,7 +3,9 @@ draft-step comparison (bench/draft_step.py --optimum reads it).
 
 Run in the torch venv scripts/optimum-fixture/setup.sh makes:
 
-    /work/.venv-optimum/bin/python bench/optimum_export.py SRC [fp16|int8|int4 ...]
+    ~/.cache/mtpconv/venv-optimum/bin/python bench/optimum_export.py SRC [fp16|int8|int4 ...]
+
+(or $OPTIMUM_VENV/bin/python, where setup.sh made it).
 
 SRC is the real-size checkpoint (bench/.data/qwen3.6-moe-full). It is not
 written to: bench/.data/optimum-src gets symlinks to its shards, its config

@@ -2,11 +2,12 @@
 interop/test_gguf.py to compare our sidecars against. NOT run in CI: it needs
 torch, which lives only in a separate, pinned environment:
 
-    python3 -m venv /tmp/refvenv
-    /tmp/refvenv/bin/pip install torch==2.11.0 numpy==2.4.6 sentencepiece==0.2.3 \
+    VENV=${MTPCONV_CACHE:-~/.cache/mtpconv}/venv-reference
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install torch==2.11.0 numpy==2.4.6 sentencepiece==0.2.3 \
         transformers==5.24.0 'protobuf<5' safetensors==0.8.0 jinja2
     go run ./cmd/mkfixtures qwen3.6-moe-tiny qwen3.5-moe-tiny qwen3-next-tiny qwen3.6-dense-tiny
-    /tmp/refvenv/bin/python interop/reference_gguf.py LLAMA_CPP_DIR [FIXTURE...]
+    "$VENV/bin/python" interop/reference_gguf.py LLAMA_CPP_DIR [FIXTURE...]
 
 LLAMA_CPP_DIR is vendor/llama.cpp of the llama-cpp-python 0.3.36 sdist
 (scripts/build-llama.sh unpacks it under ~/.cache/mtpconv/llama.cpp-0.3.36/src).

@@ -5,7 +5,10 @@ OpenVINO GenAI on them without torch or network.
 Not run in CI. Run it from the repository root in the venv that
 scripts/optimum-fixture/setup.sh makes:
 
-    /work/.venv-optimum/bin/python scripts/optimum-fixture/make.py [fixture ...]
+    scripts/optimum-fixture/setup.sh
+    ~/.cache/mtpconv/venv-optimum/bin/python scripts/optimum-fixture/make.py [fixture ...]
+
+(or $OPTIMUM_VENV/bin/python when setup.sh was given OPTIMUM_VENV; it prints the command.)
 
 (no fixture names: all of FIXTURES; naming some leaves the other exports
 alone). For each fixture: the checkpoint from internal/fixtures (go run
