@@ -26,12 +26,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts" / "optimum-fixture"))
-import make  # noqa: E402  (byte_alphabet, SPECIALS, the processor configs)
+import make  # noqa: E402  (byte_alphabet, SPECIALS, write_tokenizer_files)
 
 
 def write_tokenizer(folder, vocab_size):
     """A valid byte-level BPE filling vocab_size: 256 bytes, merges building
-    lowercase words of 2, 3, 4 letters, the Qwen specials in the last 8 ids."""
+    lowercase words of 2, 3, 4 letters, the Qwen specials in the last 8 ids
+    (written with make.py's files for optimum)."""
     alpha = make.byte_alphabet()
     vocab = {alpha[b]: b for b in range(256)}
     merges = []
@@ -43,34 +44,7 @@ def write_tokenizer(folder, vocab_size):
             a, b = "".join(w[:-1]), w[-1]
             merges.append(f"{a} {b}")
             vocab[a + b] = len(vocab)
-    assert len(vocab) == vocab_size - len(make.SPECIALS)
-    added = []
-    for i, t in enumerate(make.SPECIALS):
-        tid = vocab_size - len(make.SPECIALS) + i
-        vocab[t] = tid
-        added.append({"id": tid, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-                      "normalized": False, "special": True})
-    eos = vocab["<|im_end|>"]
-    tok = {
-        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": None,
-        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
-        "post_processor": None,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
-        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                  "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                  "vocab": vocab, "merges": merges},
-    }
-    (folder / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False))
-    (folder / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "Qwen2Tokenizer", "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
-        "bos_token": None, "unk_token": None, "model_max_length": 4096, "clean_up_tokenization_spaces": False,
-        "add_prefix_space": False, "errors": "replace", "split_special_tokens": False,
-    }, indent=1))
-    (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": eos, "pad_token_id": vocab_size - 8, "do_sample": False}, indent=1))
-    proc = {"patch_size": 14, "temporal_patch_size": 2, "merge_size": 2, "image_mean": [0.5, 0.5, 0.5],
-            "image_std": [0.5, 0.5, 0.5], "size": {"shortest_edge": 3136, "longest_edge": 200704}}
-    (folder / "preprocessor_config.json").write_text(json.dumps(dict(proc, image_processor_type="Qwen2VLImageProcessorFast"), indent=1))
-    (folder / "video_preprocessor_config.json").write_text(json.dumps(dict(proc, video_processor_type="Qwen3VLVideoProcessor"), indent=1))
+    make.write_tokenizer_files(folder, vocab, merges, vocab_size)
 
 
 # optimum-cli with torch seeded, as make.py runs it, and one change for the

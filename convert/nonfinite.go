@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 
+	"github.com/mtpconv/mtpconv/convert/rows"
+
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/quant"
 )
@@ -88,13 +90,19 @@ func explainNonFinite(ck *st.Checkpoint, err error) error {
 	t := nf.t
 	var lines []string
 	more := 0
-	for _, name := range t.Sources() {
+	seen := map[string]bool{}
+	for _, seg := range t.Segments {
+		name := seg.Source
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
 		src := ck.Tensors[name]
 		r := &nonFiniteSource{tensor: src, plusOne: t.Has(TNormPlusOne)}
 		if src.DType != t.DType {
 			r.castTo = t.DType
 		}
-		if serr := r.scan(ck); serr != nil {
+		if serr := r.scan(ck, seg); serr != nil {
 			return fmt.Errorf("%w (and rescanning %s failed: %v)", err, name, serr)
 		}
 		if r.bad == 0 && r.over == 0 {
@@ -122,29 +130,32 @@ func explainNonFinite(ck *st.Checkpoint, err error) error {
 		strings.Join(lines, "; "), t.Name, quantName(t.Quant), why)
 }
 
-// scan streams the whole source tensor, decoded to float32, counting NaN
-// and infinite values and finite values that the output cast (after the
-// norm's +1, if any) makes infinite.
-func (r *nonFiniteSource) scan(ck *st.Checkpoint) error {
+// scan streams the whole source tensor, decoded to float32 by the shared
+// row reader (an FP8 weight with the block scales of seg), counting NaN and
+// infinite values and finite values that the output cast (after the norm's
+// +1, if any) makes infinite.
+func (r *nonFiniteSource) scan(ck *st.Checkpoint, seg Segment) error {
 	src := r.tensor
-	size, err := src.DType.Size()
-	if err != nil {
-		return err
+	rowLen := int64(1)
+	if len(src.Shape) > 0 {
+		rowLen = max(1, src.Shape[len(src.Shape)-1])
 	}
-	const chunkElems = 1 << 20
-	var raw []byte
-	vals := make([]float32, 0, chunkElems)
-	for off := int64(0); off < src.Elements(); off += chunkElems {
-		n := min(chunkElems, src.Elements()-off)
-		if raw, err = ck.ReadRange(src, off*size, n*size, raw); err != nil {
+	whole := Segment{Source: src.Name, Rows: src.Elements() / rowLen, Scale: seg.Scale, Block: seg.Block}
+	rd := rows.NewReader(ck)
+	step := max(1, (1<<20)/rowLen)
+	var vals []float32
+	for row := int64(0); row < whole.Rows; row += step {
+		n := min(step, whole.Rows-row)
+		raw, err := rd.Raw(whole, rowLen, row, n)
+		if err != nil {
 			return err
 		}
-		vals = vals[:n]
-		if err := quant.DecodeF32(string(src.DType), raw, vals); err != nil {
+		vals = grow(vals, n*rowLen)
+		if err := rd.Decode(whole, rowLen, row, n, raw, vals); err != nil {
 			return err
 		}
 		for i, v := range vals {
-			idx := off + int64(i)
+			idx := row*rowLen + int64(i)
 			if r.plusOne {
 				v += 1
 			}

@@ -152,7 +152,7 @@ func (t *OutTensor) Entries() []st.Entry {
 		}
 		return es
 	}
-	if _, fp := MLXFPMode(t.Quant.Mode); fp {
+	if _, fp := t.Quant.Mode.MLXFP(); fp {
 		// MLX's microscaling modes: packed codes and U8 scales, no biases.
 		return []st.Entry{
 			{Name: base + ".scales", DType: st.U8, Shape: with(in / int64(t.Quant.GroupSize))},

@@ -58,7 +58,8 @@ func newChunkQuantizer(t *OutTensor) (chunkQuantizer, error) {
 		if err != nil {
 			return nil, err
 		}
-		p := quant.MLXFPParams{Mode: mlxFPModes[t.Quant.Mode], Rounding: r}
+		mode, _ := t.Quant.Mode.MLXFP()
+		p := quant.MLXFPParams{Mode: mode, Rounding: r}
 		if t.Quant.Bits != p.Mode.Bits() || t.Quant.GroupSize != p.Mode.GroupSize() {
 			return nil, fmt.Errorf("%s: %s is %d-bit in groups of %d, not %d-bit in groups of %d", t.Name, t.Quant.Mode,
 				p.Mode.Bits(), p.Mode.GroupSize(), t.Quant.Bits, t.Quant.GroupSize)
@@ -100,14 +101,6 @@ func (m *mlxChunks) quantize(vals []float32, rows int64, qe *quant.ErrStats, q *
 	return []piece{{t.Name, q.packed, rowBytes, 1}, {m.base + ".scales", q.sEnc, groups * outSize, 1}, {m.base + ".biases", q.bEnc, groups * outSize, 1}}
 }
 
-// mlxFPModes maps the manifest's microscaling modes to the kernels'.
-var mlxFPModes = map[QuantMode]quant.MLXFPMode{ModeMLXMXFP4: quant.MXFP4, ModeMLXMXFP8: quant.MXFP8, ModeMLXNVFP4: quant.NVFP4}
-
-// MLXFPMode is the kernel's mode of a microscaling quantization (ok false for another mode).
-func MLXFPMode(m QuantMode) (quant.MLXFPMode, bool) {
-	k, ok := mlxFPModes[m]
-	return k, ok
-}
 
 // mlxFPChunks writes MLX's microscaling modes: packed U32 codes and U8 scales.
 type mlxFPChunks struct {

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 
 	"github.com/mtpconv/mtpconv/convert/rows"
+	"github.com/mtpconv/mtpconv/quant"
 
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
@@ -127,6 +128,12 @@ const (
 	ModeMLXNVFP4 QuantMode = "mlx_nvfp4"
 	ModeGGML     QuantMode = "ggml" // ggml block quantization (llama.cpp's Q8_0, Q4_K, ...), one entry of blocks
 )
+
+// MLXFP is the kernel of one of MLX's microscaling modes (ok false for another mode).
+func (m QuantMode) MLXFP() (quant.MLXFPMode, bool) {
+	k, ok := map[QuantMode]quant.MLXFPMode{ModeMLXMXFP4: quant.MXFP4, ModeMLXMXFP8: quant.MXFP8, ModeMLXNVFP4: quant.NVFP4}[m]
+	return k, ok
+}
 
 // MLXModeName is the name MLX gives a quantization mode (mx.quantize's mode,
 // config.json's "mode"), "" for a mode that is not MLX's.

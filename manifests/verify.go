@@ -400,7 +400,7 @@ func recompute(ctx context.Context, r *Report, src *st.Checkpoint, o *outFile, t
 	if quantized && q.Mode == ModeNNCF {
 		return recomputeNNCF(ctx, r, src, o, t, q)
 	}
-	if mode, ok := mlxFPModes[q.Mode]; quantized && ok {
+	if mode, ok := q.Mode.MLXFP(); quantized && ok {
 		return recomputeMLXFP(ctx, r, src, o, t, q, mode, plusOne)
 	}
 	if quantized && q.Mode == ModeGGML {
@@ -617,8 +617,22 @@ func sameBits(a, b []float32) bool {
 	return true
 }
 
-// mlxFPModes are MLX's microscaling modes, by the manifest's names.
-var mlxFPModes = map[QuantMode]quant.MLXFPMode{ModeMLXMXFP4: quant.MXFP4, ModeMLXMXFP8: quant.MXFP8, ModeMLXNVFP4: quant.NVFP4}
+
+// castAsExported is what a quantizer saw of source values: the norm's +1
+// (if any), then the cast to the output dtype. v is not changed.
+func castAsExported(v []float32, plusOne bool, dtype string, size int64) []float32 {
+	out := make([]float32, len(v))
+	copy(out, v)
+	if plusOne {
+		for i := range out {
+			out[i]++
+		}
+	}
+	enc := make([]byte, int64(len(out))*size)
+	quant.EncodeF32(dtype, out, enc)
+	quant.DecodeF32(dtype, enc, out)
+	return out
+}
 
 // recomputeMLXFP checks a tensor in one of MLX's microscaling modes. Their
 // codes are a pure function of the cast source values (power-of-two or e4m3
@@ -646,14 +660,7 @@ func recomputeMLXFP(ctx context.Context, r *Report, src *st.Checkpoint, o *outFi
 	rowBytes, groups := int64(p.RowBytes(int(t.RowLen))), t.RowLen/int64(mode.GroupSize())
 	differs := 0
 	sameSource, err := sourceChunks(ctx, src, t, func(v []float32, n, outRow int64) error {
-		if plusOne {
-			for i := range v {
-				v[i] += 1
-			}
-		}
-		enc := make([]byte, int64(len(v))*outSize) // the cast the export quantized
-		quant.EncodeF32(t.DType, v, enc)
-		quant.DecodeF32(t.DType, enc, v)
+		v = castAsExported(v, plusOne, t.DType, outSize)
 		packed, scales := quant.QuantizeMLXFP(v, int(t.RowLen), p, t.DType, nil, nil, &quant.ErrStats{})
 		gotCodes := make([]byte, n*rowBytes)
 		gotScales := make([]byte, n*groups)
@@ -773,16 +780,7 @@ func recomputeGGML(ctx context.Context, r *Report, src *st.Checkpoint, o *outFil
 	rowBytes := t.RowLen / int64(qk) * int64(bs)
 	differs := 0
 	sameSource, err := sourceChunks(ctx, src, t, func(v []float32, n, outRow int64) error {
-		vals := make([]float32, len(v))
-		copy(vals, v)
-		if plusOne {
-			for i := range vals {
-				vals[i]++
-			}
-		}
-		enc := make([]byte, int64(len(vals))*outSize)
-		quant.EncodeF32(t.DType, vals, enc)
-		quant.DecodeF32(t.DType, enc, vals)
+		vals := castAsExported(v, plusOne, t.DType, outSize)
 		want, err := quant.QuantizeGGML(q.GGMLType, vals, int(t.RowLen), nil, nil)
 		if err != nil {
 			return err

@@ -53,20 +53,7 @@ func TestInspectGGUF(t *testing.T) {
 		t.Errorf("inspect text: %d %s", code, text)
 	}
 
-	m, err := convert.Load(source.Dir(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Checkpoint.Close()
-	trunk := filepath.Join(t.TempDir(), "trunk.gguf")
-	if err := gguf.WriteTrunk(m, trunk); err != nil {
-		t.Fatal(err)
-	}
-	_, stdout, _ = runCLI(t, "inspect", "--json", trunk)
-	s = gg.Summary{}
-	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
-		t.Fatal(err)
-	}
+	s = trunkSummary(t, src)
 	if s.BlockCount != 4 || s.NextnLayers != 0 || s.MTPHead || s.MTPOnly || s.Tensors != 76 {
 		t.Errorf("trunk summary %+v", s)
 	}
@@ -103,17 +90,7 @@ func TestGGUFFromHub(t *testing.T) {
 		}
 	}
 	run := func(src string) (map[string][]byte, exportSummary) {
-		out := filepath.Join(t.TempDir(), "o")
-		code, stdout, stderr := runCLI(t, "export", "--src", src, "--out", out, "--target", "gguf", "--head-precision", "int8", "--json")
-		if code != 0 {
-			t.Fatalf("export from %s: exit %d: %s", src, code, stderr)
-		}
-		var sum exportSummary
-		json.Unmarshal([]byte(stdout), &sum)
-		files := readDir(t, out)
-		delete(files, "mtpconv-manifest.json")
-		delete(files, "README.md")
-		return files, sum
+		return exportWith(t, src, "--target", "gguf", "--head-precision", "int8")
 	}
 	local, _ := run(dir)
 	if _, ok := local["mtp-Qwen3.6-35B-A3B-Q8_0.gguf"]; !ok {
@@ -215,6 +192,15 @@ func TestGGUFDense(t *testing.T) {
 	if s.Architecture != "qwen35" || s.BlockCount != 5 || s.NextnLayers != 1 || !s.MTPHead || !s.MTPOnly || len(s.Problems) != 0 {
 		t.Errorf("sidecar summary %+v", s)
 	}
+	s = trunkSummary(t, src)
+	if s.Architecture != "qwen35" || s.BlockCount != 4 || s.NextnLayers != 0 || s.MTPHead || s.MTPOnly || s.Tensors != 56 || len(s.Problems) != 0 {
+		t.Errorf("trunk summary %+v", s)
+	}
+}
+
+// trunkSummary writes the test trunk GGUF of src and returns what inspect --json says of it.
+func trunkSummary(t *testing.T, src string) gg.Summary {
+	t.Helper()
 	m, err := convert.Load(source.Dir(src))
 	if err != nil {
 		t.Fatal(err)
@@ -224,12 +210,10 @@ func TestGGUFDense(t *testing.T) {
 	if err := gguf.WriteTrunk(m, trunk); err != nil {
 		t.Fatal(err)
 	}
-	_, stdout, _ = runCLI(t, "inspect", "--json", trunk)
-	s = gg.Summary{}
+	_, stdout, _ := runCLI(t, "inspect", "--json", trunk)
+	var s gg.Summary
 	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
 		t.Fatal(err)
 	}
-	if s.Architecture != "qwen35" || s.BlockCount != 4 || s.NextnLayers != 0 || s.MTPHead || s.MTPOnly || s.Tensors != 56 || len(s.Problems) != 0 {
-		t.Errorf("trunk summary %+v", s)
-	}
+	return s
 }

@@ -20,8 +20,15 @@ const hubRepo = "Qwen/Qwen3.6-35B-A3B"
 // name the source, so they are left out of byte comparisons).
 func exportFiles(t *testing.T, src string, extra ...string) (map[string][]byte, exportSummary) {
 	t.Helper()
+	return exportWith(t, src, append([]string{"--target", "mlx", "--head-precision", "int4"}, extra...)...)
+}
+
+// exportWith exports src with the given target options and returns the
+// files but the manifest and card, and the --json summary.
+func exportWith(t *testing.T, src string, opts ...string) (map[string][]byte, exportSummary) {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "o")
-	args := append([]string{"export", "--src", src, "--out", out, "--target", "mlx", "--head-precision", "int4", "--json"}, extra...)
+	args := append([]string{"export", "--src", src, "--out", out, "--json"}, opts...)
 	code, stdout, stderr := runCLI(t, args...)
 	if code != 0 {
 		t.Fatalf("export from %s: exit %d: %s", src, code, stderr)

@@ -58,6 +58,13 @@ def write_tokenizer(folder, vocab_size, eos):
     for a, b in candidates[:n_merges]:
         merges.append(f"{a} {b}")
         vocab[a + b] = len(vocab)
+    assert write_tokenizer_files(folder, vocab, merges, vocab_size, indent=1) == eos
+
+
+def write_tokenizer_files(folder, vocab, merges, vocab_size, indent=None):
+    """Completes a byte-level BPE vocab with the Qwen specials in the last ids
+    and writes the tokenizer, generation and processor files optimum needs
+    next to a checkpoint. Returns the eos id (<|im_end|>)."""
     assert len(vocab) == vocab_size - len(SPECIALS)
     added = []
     for i, t in enumerate(SPECIALS):
@@ -65,7 +72,7 @@ def write_tokenizer(folder, vocab_size, eos):
         vocab[t] = tid
         added.append({"id": tid, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
                       "normalized": False, "special": True})
-    assert vocab["<|im_end|>"] == eos
+    eos = vocab["<|im_end|>"]
     tok = {
         "version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": None,
         "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
@@ -75,7 +82,7 @@ def write_tokenizer(folder, vocab_size, eos):
                   "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
                   "vocab": vocab, "merges": merges},
     }
-    (folder / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False, indent=1))
+    (folder / "tokenizer.json").write_text(json.dumps(tok, ensure_ascii=False, indent=indent))
     (folder / "tokenizer_config.json").write_text(json.dumps({
         "tokenizer_class": "Qwen2Tokenizer", "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>",
         "bos_token": None, "unk_token": None, "model_max_length": 4096, "clean_up_tokenization_spaces": False,
@@ -86,6 +93,7 @@ def write_tokenizer(folder, vocab_size, eos):
             "image_std": [0.5, 0.5, 0.5], "size": {"shortest_edge": 3136, "longest_edge": 200704}}
     (folder / "preprocessor_config.json").write_text(json.dumps(dict(proc, image_processor_type="Qwen2VLImageProcessorFast"), indent=1))
     (folder / "video_preprocessor_config.json").write_text(json.dumps(dict(proc, video_processor_type="Qwen3VLVideoProcessor"), indent=1))
+    return eos
 
 
 def main():
