@@ -101,7 +101,6 @@ func (m *mlxChunks) quantize(vals []float32, rows int64, qe *quant.ErrStats, q *
 	return []piece{{t.Name, q.packed, rowBytes, 1}, {m.base + ".scales", q.sEnc, groups * outSize, 1}, {m.base + ".biases", q.bEnc, groups * outSize, 1}}
 }
 
-
 // mlxFPChunks writes MLX's microscaling modes: packed U32 codes and U8 scales.
 type mlxFPChunks struct {
 	t    *OutTensor

@@ -617,7 +617,6 @@ func sameBits(a, b []float32) bool {
 	return true
 }
 
-
 // castAsExported is what a quantizer saw of source values: the norm's +1
 // (if any), then the cast to the output dtype. v is not changed.
 func castAsExported(v []float32, plusOne bool, dtype string, size int64) []float32 {
