@@ -1,0 +1,205 @@
+"""An independent numpy reference of the GLM-4.x models with a DeepSeek-style
+NextN (MTP) layer, written from the Hugging Face modelling code's math
+(transformers glm4_moe, glm4_moe_lite) and the checkpoints' layout, not from
+mtpconv's Go code:
+
+- GLM-4.5/4.6/4.7 (glm4_moe): GQA with q/k/v biases, optional per-head q/k
+  RMSNorms, partial rotary (rotate-half on the first head_dim *
+  partial_rotary_factor dims);
+- GLM-4.7-Flash (glm4_moe_lite): multi-head latent attention (q_a_proj,
+  q_a_layernorm, q_b_proj; kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj; one
+  rotary key shared by every head; interleaved rotary, scale
+  (qk_nope + qk_rope)^-0.5);
+- both: plain RMSNorms (the weight is applied as stored), the first
+  first_k_dense_replace layers with a dense SwiGLU MLP, the others a MoE:
+  sigmoid router scores, e_score_correction_bias added for the choice only,
+  n_group / topk_group group selection (a group's score is the sum of its top
+  two), top-k weights taken from the uncorrected scores, renormalised when
+  norm_topk_prob, times routed_scaling_factor, plus shared_experts;
+- the NextN layer model.layers.{num_hidden_layers}: logits =
+  shared_head.head(shared_head.norm(layer(eh_proj(concat(enorm(embed(t)),
+  hnorm(h)))))), embedding first, with h the trunk's hidden state after its
+  final norm (what llama.cpp passes as h_nextn), embed_tokens and
+  shared_head.head the layer's own when present, else the trunk's.
+
+Computation is float64."""
+import numpy as np
+
+from reference import load_raw, silu, text_config
+
+
+def rms_norm(x, w, eps):
+    """Plain RMSNorm: the weight is applied as stored."""
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def rope_half(x, positions, rot, theta):
+    """Rotate-half (neox) rotary on the first rot dims of x [S, H, D]."""
+    half = rot // 2
+    inv = theta ** (-np.arange(half, dtype=np.float64) * 2.0 / rot)
+    ang = positions[:, None].astype(np.float64) * inv[None, :]
+    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    x1, x2, rest = x[..., :half], x[..., half:rot], x[..., rot:]
+    return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest], axis=-1)
+
+
+def rope_interleaved(x, positions, theta):
+    """Interleaved rotary on all of x [S, H, D]: pair (x[2i], x[2i+1]) turns by
+    frequency i; the result is laid out evens first (transformers'
+    apply_rotary_pos_emb_interleave; dot products do not see the layout)."""
+    d = x.shape[-1]
+    inv = theta ** (-np.arange(d // 2, dtype=np.float64) * 2.0 / d)
+    ang = positions[:, None].astype(np.float64) * inv[None, :]
+    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    a, b = x[..., 0::2], x[..., 1::2]
+    return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+
+
+def causal_attention(q, k, v, past, scale):
+    """q [S, Hq, D], k/v [T, Hkv, D*] with T = past + S; GQA by head groups."""
+    S, Hq, T, Hkv = q.shape[0], q.shape[1], k.shape[0], k.shape[1]
+    group = Hq // Hkv
+    out = np.zeros((S, Hq, v.shape[-1]))
+    mask = np.arange(T)[None, :] > (past + np.arange(S))[:, None]
+    for h in range(Hq):
+        scores = np.where(mask, -np.inf, q[:, h] @ k[:, h // group].T * scale)
+        scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        out[:, h] = (scores / scores.sum(axis=-1, keepdims=True)) @ v[:, h // group]
+    return out
+
+
+class GLMReference:
+    """A GLM-4.x checkpoint's trunk and NextN layer, each layer with its own KV cache."""
+
+    def __init__(self, folder, weights=None):
+        c = self.cfg = text_config(folder)
+        self.w = weights if weights is not None else load_raw(folder)
+        self.n_layer = c["num_hidden_layers"]
+        self.eps = c.get("rms_norm_eps", 1e-5)
+        rp = c.get("rope_parameters") or {}
+        self.theta = float(rp.get("rope_theta", c.get("rope_theta", 10000.0)))
+        self.mla = c.get("kv_lora_rank") is not None
+        self.heads = c["num_attention_heads"]
+        self.kv_heads = c.get("num_key_value_heads", self.heads)
+        if not self.mla:
+            self.hd = c.get("head_dim") or c["hidden_size"] // self.heads
+            self.rot = int(self.hd * rp.get("partial_rotary_factor", c.get("partial_rotary_factor", 0.5)))
+        self.dense_layers = c.get("first_k_dense_replace", 0)
+        self.cache = {}
+        self.nextn = f"model.layers.{self.n_layer}."
+
+    def reset(self):
+        self.cache = {}
+
+    # --- blocks ---
+    def attention(self, p, x, positions):
+        w, S = self.w, x.shape[0]
+        a = p + "self_attn."
+        if self.mla:
+            c = self.cfg
+            nope, rope, vd, r = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"], c["kv_lora_rank"]
+            if a + "q_a_proj.weight" in w:
+                q = rms_norm(x @ w[a + "q_a_proj.weight"].T, w[a + "q_a_layernorm.weight"], self.eps) @ w[a + "q_b_proj.weight"].T
+            else:
+                q = x @ w[a + "q_proj.weight"].T
+            q = q.reshape(S, self.heads, nope + rope)
+            ckv = x @ w[a + "kv_a_proj_with_mqa.weight"].T
+            latent = rms_norm(ckv[:, :r], w[a + "kv_a_layernorm.weight"], self.eps)
+            k_rot = rope_interleaved(ckv[:, None, r:], positions, self.theta)  # [S, 1, rope]
+            q = np.concatenate([q[..., :nope], rope_interleaved(q[..., nope:], positions, self.theta)], axis=-1)
+            kv = (latent @ w[a + "kv_b_proj.weight"].T).reshape(S, self.heads, nope + vd)
+            k = np.concatenate([kv[..., :nope], np.broadcast_to(k_rot, (S, self.heads, rope))], axis=-1)
+            v = kv[..., nope:]
+            scale = (nope + rope) ** -0.5
+        else:
+            def proj(n, heads):
+                y = x @ w[a + n + ".weight"].T
+                if a + n + ".bias" in w:
+                    y = y + w[a + n + ".bias"]
+                return y.reshape(S, heads, self.hd)
+            q, k, v = proj("q_proj", self.heads), proj("k_proj", self.kv_heads), proj("v_proj", self.kv_heads)
+            if a + "q_norm.weight" in w:
+                q = rms_norm(q, w[a + "q_norm.weight"], self.eps)
+                k = rms_norm(k, w[a + "k_norm.weight"], self.eps)
+            q, k = rope_half(q, positions, self.rot, self.theta), rope_half(k, positions, self.rot, self.theta)
+            scale = self.hd ** -0.5
+        ck, cv = self.cache.get(p, (None, None))
+        ck = k if ck is None else np.concatenate([ck, k])
+        cv = v if cv is None else np.concatenate([cv, v])
+        self.cache[p] = (ck, cv)
+        out = causal_attention(q, ck, cv, ck.shape[0] - S, scale).reshape(S, -1)
+        y = out @ w[a + "o_proj.weight"].T
+        if a + "o_proj.bias" in w:
+            y = y + w[a + "o_proj.bias"]
+        return y
+
+    def mlp(self, p, x, dense):
+        w, m = self.w, p + "mlp."
+        if dense:
+            return (silu(x @ w[m + "gate_proj.weight"].T) * (x @ w[m + "up_proj.weight"].T)) @ w[m + "down_proj.weight"].T
+        return self.moe(m, x)
+
+    def route(self, m, x):
+        """(indices, weights) per token, as Glm4MoeTopkRouter computes them."""
+        c = self.cfg
+        scores = sigmoid(x @ self.w[m + "gate.weight"].T)  # [S, E]
+        choice = scores + self.w[m + "gate.e_score_correction_bias"]
+        E, G, K = scores.shape[1], c.get("n_group", 1), c["num_experts_per_tok"]
+        out = []
+        for s in range(x.shape[0]):
+            grouped = choice[s].reshape(G, E // G)
+            group_scores = np.sort(grouped, axis=-1)[:, -2:].sum(axis=-1)
+            keep = np.argsort(-group_scores, kind="stable")[: c.get("topk_group", 1)]
+            masked = np.full(E, -np.inf)
+            for g in keep:
+                masked[g * (E // G):(g + 1) * (E // G)] = choice[s, g * (E // G):(g + 1) * (E // G)]
+            top = np.argsort(-masked, kind="stable")[:K]
+            weights = scores[s, top]
+            if c.get("norm_topk_prob", True):
+                weights = weights / (weights.sum() + 1e-20)
+            out.append((top, weights * c.get("routed_scaling_factor", 1.0)))
+        return out
+
+    def moe(self, m, x):
+        w = self.w
+        out = np.zeros_like(x)
+        for s, (top, weights) in enumerate(self.route(m, x)):
+            for e, g in zip(top, weights):
+                q = f"{m}experts.{e}."
+                y = silu(w[q + "gate_proj.weight"] @ x[s]) * (w[q + "up_proj.weight"] @ x[s])
+                out[s] += g * (w[q + "down_proj.weight"] @ y)
+        sh = m + "shared_experts."
+        return out + (silu(x @ w[sh + "gate_proj.weight"].T) * (x @ w[sh + "up_proj.weight"].T)) @ w[sh + "down_proj.weight"].T
+
+    def layer(self, i, x, positions):
+        p, w = f"model.layers.{i}.", self.w
+        x = x + self.attention(p, rms_norm(x, w[p + "input_layernorm.weight"], self.eps), positions)
+        return x + self.mlp(p, rms_norm(x, w[p + "post_attention_layernorm.weight"], self.eps), i < self.dense_layers)
+
+    # --- model ---
+    def trunk(self, tokens, positions):
+        """(hidden after the final norm [S, H], logits [S, V]) for the next tokens."""
+        x = self.w["model.embed_tokens.weight"][np.asarray(tokens)]
+        for i in range(self.n_layer):
+            x = self.layer(i, x, positions)
+        h = rms_norm(x, self.w["model.norm.weight"], self.eps)
+        return h, h @ self.w["lm_head.weight"].T
+
+    def nextn_hidden(self, tokens, hidden, positions):
+        """The NextN layer's output after shared_head.norm, for tokens t_{p+1}
+        paired with the trunk's hidden states h_p (post final norm)."""
+        w, p = self.w, self.nextn
+        emb = w.get(p + "embed_tokens.weight", w["model.embed_tokens.weight"])[np.asarray(tokens)]
+        e = rms_norm(emb, w[p + "enorm.weight"], self.eps)
+        h = rms_norm(hidden, w[p + "hnorm.weight"], self.eps)
+        x = np.concatenate([e, h], axis=-1) @ w[p + "eh_proj.weight"].T
+        x = self.layer(self.n_layer, x, positions)
+        return rms_norm(x, w[p + "shared_head.norm.weight"], self.eps)
+
+    def nextn_logits(self, tokens, hidden, positions):
+        head = self.w.get(self.nextn + "shared_head.head.weight", self.w["lm_head.weight"])
+        return self.nextn_hidden(tokens, hidden, positions) @ head.T
