@@ -6,24 +6,31 @@ torch, which lives only in a separate, pinned environment:
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install torch==2.11.0 numpy==2.4.6 sentencepiece==0.2.3 \
         transformers==5.24.0 'protobuf<5' safetensors==0.8.0 jinja2
-    go run ./cmd/mkfixtures qwen3.6-moe-tiny qwen3.5-moe-tiny qwen3-next-tiny qwen3.6-dense-tiny
+    go run ./cmd/mkfixtures qwen3.6-moe-tiny qwen3.5-moe-tiny qwen3-next-tiny qwen3.6-dense-tiny \
+        glm4.5-moe-tiny glm4.7-flash-tiny
     "$VENV/bin/python" interop/reference_gguf.py LLAMA_CPP_DIR [FIXTURE...]
 
 LLAMA_CPP_DIR is vendor/llama.cpp of the llama-cpp-python 0.3.36 sdist
 (scripts/build-llama.sh unpacks it under ~/.cache/mtpconv/llama.cpp-0.3.36/src).
 The converter runs as `convert_hf_to_gguf.py --mtp --outtype bf16|f16` on a
-copy of each fixture with testdata/tokenizer-tiny added. One thing is patched:
-the tokenizer's pre-tokenizer is detected by hashing how it splits a test
-text, and our tiny tokenizer's hash is not in the converter's table, so the
-detection answers what it answers for the real checkpoints (qwen35 for
-Qwen3.5/3.6, MoE and dense, qwen2 for Qwen3-Next). Named fixtures only are
-recorded again when any are given. Writes testdata/gguf_reference/*.json:
-per tensor its ggml type, dims and sha256; every metadata key with its type
-and value (long arrays by sha256).
+copy of each fixture with testdata/tokenizer-tiny added (the GLM fixtures
+carry their own tokenizer). One thing is patched: the tokenizer's
+pre-tokenizer is detected by hashing how it splits a test text, and our tiny
+tokenizer's hash is not in the converter's table, so the detection answers
+what it answers for the real checkpoints (qwen35 for Qwen3.5/3.6, MoE and
+dense, qwen2 for Qwen3-Next, glm4 for GLM-4.5 and GLM-4.7-Flash). For the
+GLM fixtures the converter also runs without --mtp (its default: one file
+with the trunk and the NextN block, "bundled"), recorded as
+{fixture}-bundled-{outtype}.json. Named fixtures only are recorded again when
+any are given. Writes testdata/gguf_reference/*.json: per tensor its ggml
+type, dims and sha256; every metadata key with its type and value (long
+arrays by sha256). With MTPCONV_KEEP_GGUF=DIR the converter's files are kept
+in DIR (for runs of llama.cpp on them outside CI).
 """
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,7 +38,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = {"qwen3.6-moe-tiny": "qwen35", "qwen3.5-moe-tiny": "qwen35", "qwen3-next-tiny": "qwen2",
-            "qwen3.6-dense-tiny": "qwen35"}
+            "qwen3.6-dense-tiny": "qwen35", "glm4.5-moe-tiny": "glm4", "glm4.7-flash-tiny": "glm4",
+            "glm4.5-moe-tiny-rigged": "glm4", "glm4.7-flash-tiny-rigged": "glm4"}
+# Fixtures with their own tokenizer, also converted without --mtp (bundled).
+OWN_TOKENIZER = {"glm4.5-moe-tiny", "glm4.7-flash-tiny", "glm4.5-moe-tiny-rigged", "glm4.7-flash-tiny-rigged"}
 OUTTYPES = ["bf16", "f16"]
 
 RUNNER = r'''
@@ -76,6 +86,7 @@ def main():
     import gguf
     out_dir = ROOT / "testdata" / "gguf_reference"
     out_dir.mkdir(parents=True, exist_ok=True)
+    keep = os.environ.get("MTPCONV_KEEP_GGUF")
     chosen = sys.argv[2:] or list(FIXTURES)
     for fx in chosen:
         pre = FIXTURES[fx]
@@ -85,19 +96,25 @@ def main():
             d.mkdir()
             for f in src.iterdir():
                 os.symlink(f, d / f.name)
-            for f in (ROOT / "testdata" / "tokenizer-tiny").iterdir():
-                os.symlink(f, d / f.name)
+            if fx not in OWN_TOKENIZER:
+                for f in (ROOT / "testdata" / "tokenizer-tiny").iterdir():
+                    os.symlink(f, d / f.name)
+            layouts = [("", ["--mtp"])] + ([("-bundled", [])] if fx in OWN_TOKENIZER else [])
             for ot in OUTTYPES:
-                outd = Path(tmp) / ("out-" + ot)
-                outd.mkdir()
-                subprocess.run([sys.executable, "-c", RUNNER, str(llama), pre, str(d), "--mtp",
-                                "--outtype", ot, "--outfile", str(outd)], check=True)
-                files = list(outd.glob("*.gguf"))
-                assert len(files) == 1, files
-                rec = describe(str(files[0]), gguf)
-                rec["file_name"] = files[0].name
-                (out_dir / f"{fx}-{ot}.json").write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n")
-                print(fx, ot, files[0].name, len(rec["tensors"]), "tensors")
+                for layout, flags in layouts:
+                    outd = Path(tmp) / ("out-" + ot + layout)
+                    outd.mkdir()
+                    subprocess.run([sys.executable, "-c", RUNNER, str(llama), pre, str(d), *flags,
+                                    "--outtype", ot, "--outfile", str(outd)], check=True)
+                    files = list(outd.glob("*.gguf"))
+                    assert len(files) == 1, files
+                    rec = describe(str(files[0]), gguf)
+                    rec["file_name"] = files[0].name
+                    (out_dir / f"{fx}{layout}-{ot}.json").write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n")
+                    print(fx + layout, ot, files[0].name, len(rec["tensors"]), "tensors")
+                    if keep:
+                        Path(keep).mkdir(parents=True, exist_ok=True)
+                        shutil.copy(files[0], Path(keep) / f"{fx}{layout}-{ot}.gguf")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,133 @@
+// mtp_logits: what llama.cpp computes for a prompt with a model's MTP
+// (NextN) head, for interop tests to compare with the numpy reference.
+//
+//   mtp_logits TRUNK.gguf DRAFT.gguf|- TOKEN...
+//
+// DRAFT is an MTP-only sidecar, or "-" for the head bundled in TRUNK. The
+// trunk decodes the tokens t_0..t_{n-1} (every row an output); the head then
+// decodes t_1..t_{n-1} at positions 1..n-1, each paired with the trunk's
+// h_nextn of the row before (as llama.cpp's draft-mtp driver pairs them).
+// Prints one JSON object: "h" (the trunk's h_nextn rows), "trunk" (the
+// trunk's logits rows) and "mtp" (the head's logits rows).
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "llama.h"
+#include "llama-ext.h"
+
+static void rows(const char * key, const float * data, int n, int width, bool last) {
+    std::printf("\"%s\":[", key);
+    for (int i = 0; i < n; ++i) {
+        std::printf(i ? ",[" : "[");
+        for (int j = 0; j < width; ++j) {
+            std::printf(j ? ",%.9g" : "%.9g", data[(size_t) i * width + j]);
+        }
+        std::printf("]");
+    }
+    std::printf(last ? "]" : "],");
+}
+
+int main(int argc, char ** argv) {
+    if (argc < 5) {
+        std::fprintf(stderr, "usage: mtp_logits TRUNK.gguf DRAFT.gguf|- TOKEN TOKEN...\n");
+        return 2;
+    }
+    std::vector<llama_token> toks;
+    for (int i = 3; i < argc; ++i) {
+        toks.push_back((llama_token) std::atoi(argv[i]));
+    }
+    const int n = (int) toks.size();
+    const bool bundled = std::string(argv[2]) == "-";
+
+    llama_backend_init();
+    llama_model_params mp = llama_model_default_params();
+    mp.load_mtp = bundled;
+    llama_model * trunk = llama_model_load_from_file(argv[1], mp);
+    if (!trunk) {
+        std::fprintf(stderr, "cannot load %s\n", argv[1]);
+        return 1;
+    }
+    llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 512;
+    cp.n_batch = 512;
+    cp.n_ubatch = 512;
+    cp.n_threads = cp.n_threads_batch = 2;
+    llama_context * tgt = llama_init_from_model(trunk, cp);
+    llama_set_embeddings_nextn(tgt, true, /*masked*/ false);
+
+    llama_batch b = llama_batch_init(n, 0, 1);
+    for (int i = 0; i < n; ++i) {
+        b.token[i] = toks[i];
+        b.pos[i] = i;
+        b.n_seq_id[i] = 1;
+        b.seq_id[i][0] = 0;
+        b.logits[i] = 1;
+    }
+    b.n_tokens = n;
+    if (llama_decode(tgt, b) != 0) {
+        std::fprintf(stderr, "trunk decode failed\n");
+        return 1;
+    }
+    const int n_embd = llama_model_n_embd(trunk);
+    const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(trunk));
+    std::vector<float> h((size_t) n * n_embd), logits((size_t) n * n_vocab);
+    for (int i = 0; i < n; ++i) {
+        const float * hi = llama_get_embeddings_nextn_ith(tgt, i);
+        const float * li = llama_get_logits_ith(tgt, i);
+        std::copy(hi, hi + n_embd, h.begin() + (size_t) i * n_embd);
+        std::copy(li, li + n_vocab, logits.begin() + (size_t) i * n_vocab);
+    }
+
+    llama_model * head = trunk;
+    if (!bundled) {
+        llama_model_params dp = llama_model_default_params();
+        dp.load_mtp = true;
+        head = llama_model_load_from_file(argv[2], dp);
+        if (!head) {
+            std::fprintf(stderr, "cannot load %s\n", argv[2]);
+            return 1;
+        }
+    }
+    llama_context_params dcp = cp;
+    dcp.ctx_type = LLAMA_CONTEXT_TYPE_MTP;
+    dcp.ctx_other = tgt;
+    llama_context * dft = llama_init_from_model(head, dcp);
+    if (!dft) {
+        std::fprintf(stderr, "cannot create the MTP context\n");
+        return 1;
+    }
+    llama_batch_ext * eb = llama_batch_ext_init(dft);
+    for (int k = 1; k < n; ++k) {
+        const int32_t idx = llama_batch_ext_add_token(eb, 0, toks[k]);
+        const llama_pos pos[4] = { k, 0, 0, 0 };
+        llama_batch_ext_set_pos(eb, idx, pos);
+        llama_batch_ext_set_embd_token(eb, idx, { h.data() + (size_t) (k - 1) * n_embd, 1, (size_t) n_embd });
+        llama_batch_ext_set_output_logits(eb, idx, true);
+    }
+    if (llama_process(dft, LLAMA_PROCESS_TYPE_DECODE, eb) != 0) {
+        std::fprintf(stderr, "MTP decode failed\n");
+        return 1;
+    }
+    std::vector<float> mtp((size_t) (n - 1) * n_vocab);
+    for (int i = 0; i < n - 1; ++i) {
+        const float * li = llama_get_logits_ith(dft, i);
+        std::copy(li, li + n_vocab, mtp.begin() + (size_t) i * n_vocab);
+    }
+    std::printf("{");
+    rows("h", h.data(), n, n_embd, false);
+    rows("trunk", logits.data(), n, n_vocab, false);
+    rows("mtp", mtp.data(), n - 1, n_vocab, true);
+    std::printf("}\n");
+    llama_batch_ext_free(eb);
+    llama_batch_free(b);
+    llama_free(dft);
+    llama_free(tgt);
+    if (head != trunk) {
+        llama_model_free(head);
+    }
+    llama_model_free(trunk);
+    llama_backend_free();
+    return 0;
+}
