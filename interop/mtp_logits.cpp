@@ -1,16 +1,20 @@
 // mtp_logits: what llama.cpp computes for a prompt with a model's MTP
 // (NextN) head, for interop tests to compare with the numpy reference.
 //
-//   mtp_logits TRUNK.gguf DRAFT.gguf|- TOKEN...
+//   mtp_logits TRUNK.gguf DRAFT.gguf|- [--override KEY=INT]... TOKEN...
 //
 // DRAFT is an MTP-only sidecar, or "-" for the head bundled in TRUNK. The
 // trunk decodes the tokens t_0..t_{n-1} (every row an output); the head then
 // decodes t_1..t_{n-1} at positions 1..n-1, each paired with the trunk's
 // h_nextn of the row before (as llama.cpp's draft-mtp driver pairs them).
 // Prints one JSON object: "h" (the trunk's h_nextn rows), "trunk" (the
-// trunk's logits rows) and "mtp" (the head's logits rows).
+// trunk's logits rows) and "mtp" (the head's logits rows). --override sets
+// an integer metadata key of both models, as llama.cpp's --override-kv does
+// (e.g. deepseek2.expert_gating_func=2: llama.cpp picks sigmoid routing for
+// GLM-4.7-Flash by its real layer count and vocabulary, not for a tiny twin).
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -35,8 +39,22 @@ int main(int argc, char ** argv) {
         return 2;
     }
     std::vector<llama_token> toks;
+    std::vector<llama_model_kv_override> kv;
     for (int i = 3; i < argc; ++i) {
+        if (std::string(argv[i]) == "--override" && i + 1 < argc) {
+            const std::string o = argv[++i];
+            const size_t eq = o.find('=');
+            llama_model_kv_override x{};
+            x.tag = LLAMA_KV_OVERRIDE_TYPE_INT;
+            std::strncpy(x.key, o.substr(0, eq).c_str(), sizeof(x.key) - 1);
+            x.val_i64 = std::atoll(o.substr(eq + 1).c_str());
+            kv.push_back(x);
+            continue;
+        }
         toks.push_back((llama_token) std::atoi(argv[i]));
+    }
+    if (!kv.empty()) {
+        kv.push_back({});  // the list ends with an empty key
     }
     const int n = (int) toks.size();
     const bool bundled = std::string(argv[2]) == "-";
@@ -44,6 +62,7 @@ int main(int argc, char ** argv) {
     llama_backend_init();
     llama_model_params mp = llama_model_default_params();
     mp.load_mtp = bundled;
+    mp.kv_overrides = kv.empty() ? nullptr : kv.data();
     llama_model * trunk = llama_model_load_from_file(argv[1], mp);
     if (!trunk) {
         std::fprintf(stderr, "cannot load %s\n", argv[1]);
@@ -84,6 +103,7 @@ int main(int argc, char ** argv) {
     if (!bundled) {
         llama_model_params dp = llama_model_default_params();
         dp.load_mtp = true;
+        dp.kv_overrides = mp.kv_overrides;
         head = llama_model_load_from_file(argv[2], dp);
         if (!head) {
             std::fprintf(stderr, "cannot load %s\n", argv[2]);
