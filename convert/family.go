@@ -4,16 +4,23 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	gg "github.com/mtpconv/mtpconv/formats/gguf"
 )
 
 // Family is the knowledge about one model family's checkpoint, one file per
-// family (qwen3_5_moe.go, qwen3_next.go). Nothing outside a family's file
-// names one of its tensors: describing, planning and lowering read the Spec.
+// family (qwen3_5_moe.go, qwen3_next.go). Nothing outside a family's files
+// names one of its tensors or config keys: describing, planning, lowering
+// and every target read the Spec and its per-target tables.
 type Family interface {
 	// Name is the family's name in reports and manifests.
 	Name() string
-	// Matches recognises the family from config.json.
-	Matches(c *Config) bool
+	// Matches recognises the family from config.json's identity alone,
+	// before any other key is read.
+	Matches(id Identity) bool
+	// ParseConfig decodes and validates config.json (DecodeConfig and the
+	// Config's checks are the shared helpers).
+	ParseConfig(raw []byte) (*Config, error)
 	// Spec is everything the family's checkpoints hold, for one config.
 	Spec(c *Config) *Spec
 }
@@ -80,7 +87,41 @@ type Spec struct {
 	MoE        *MoE                             // nil for a dense MLP
 	Experts    func(layout ExpertLayout) []Want // the routed-expert tensors of one block, under a layer
 	Forward    func(m *Model) Forward           // the MTP forward, for targets that lower it
-	MLX        MLXSpec
+
+	// How each target's consumers name, describe and run the family.
+	MLX      MLXSpec
+	GGUF     GGUFSpec
+	OpenVINO OpenVINOSpec
+}
+
+// GGUFSpec is how llama.cpp names and describes the family: its
+// architecture, and what its reference converter (convert_hf_to_gguf.py,
+// gguf-py's constants and tensor map) writes for it. Names are data keyed
+// by the family's own tensor names; the target only applies them.
+type GGUFSpec struct {
+	// Arch is llama.cpp's architecture (general.architecture, the prefix of its keys).
+	Arch string
+	// PreTokenizer is tokenizer.ggml.pre for the family's official tokenizers.
+	PreTokenizer string
+	// Top names the tensors outside the layers: a TrunkTop suffix (under
+	// the text prefix) or the LM head's name.
+	Top map[string]string
+	// HeadTop names a tensor under the head prefix, in block n_layer.
+	HeadTop map[string]string
+	// Layer names a tensor under a decoder layer (MTP layer j is block
+	// n_layer + j), within its block.
+	Layer map[string]string
+	// Metadata is the architecture's keys, in the reference converter's
+	// order: base (its TextModel.set_gguf_parameters; general.file_type
+	// follows them) and the architecture's own after it.
+	Metadata func(m *Model, h Hparams) (base, own []gg.KV)
+}
+
+// OpenVINOSpec says whether an OpenVINO pipeline runs the family's head.
+type OpenVINOSpec struct {
+	// Refusal, when set, is the one sentence naming the consumer that is
+	// missing: the target writes nothing nobody can run.
+	Refusal string
 }
 
 // MLXSpec is how the MLX consumers (mlx-lm, mlx-vlm) name and configure this family.
@@ -157,15 +198,16 @@ type MLP struct {
 	SharedExpertGate string
 }
 
-// matchesConfig recognises a family by config.json: a model_type (top level
-// or text_config's) among modelTypes, or an architecture starting with arch.
-func matchesConfig(c *Config, modelTypes []string, arch string) bool {
+// MatchesIdentity recognises a family by config.json: a model_type (top
+// level or text_config's) among modelTypes, or an architecture starting
+// with arch.
+func MatchesIdentity(id Identity, modelTypes []string, arch string) bool {
 	for _, t := range modelTypes {
-		if c.ModelType == t || c.TextModelType == t {
+		if id.ModelType == t || id.TextModelType == t {
 			return true
 		}
 	}
-	for _, a := range c.Architectures {
+	for _, a := range id.Architectures {
 		if strings.HasPrefix(a, arch) {
 			return true
 		}
@@ -173,15 +215,34 @@ func matchesConfig(c *Config, modelTypes []string, arch string) bool {
 	return false
 }
 
-// detectFamily finds the family of a config.
-func detectFamily(cfg *Config) (Family, error) {
+// detectFamily finds the family of a config.json identity.
+func detectFamily(id Identity) (Family, error) {
 	for _, f := range families {
-		if f.Matches(cfg) {
+		if f.Matches(id) {
 			return f, nil
 		}
 	}
-	return nil, fmt.Errorf("%s: model_type %q (architectures %v) is not a supported family (%s)",
-		ConfigFile, cfg.ModelType, cfg.Architectures, strings.Join(Families(), ", "))
+	return nil, fmt.Errorf("model_type %q (architectures %v) is not a supported family (%s)",
+		id.ModelType, id.Architectures, strings.Join(Families(), ", "))
+}
+
+// LookupFamily finds a supported family by name.
+func LookupFamily(name string) (Family, bool) {
+	for _, f := range families {
+		if f.Name() == name {
+			return f, true
+		}
+	}
+	return nil, false
+}
+
+// Family is the family that parsed the config (detected again from its
+// identity for a Config built in code).
+func (c *Config) Family() (Family, error) {
+	if c.family != nil {
+		return c.family, nil
+	}
+	return detectFamily(Identity{ModelType: c.ModelType, TextModelType: c.TextModelType, Architectures: c.Architectures})
 }
 
 // Families lists the supported family names.

@@ -103,6 +103,11 @@ func (m *Model) IsRoutedExpert(name string) bool {
 	return m.Spec.MoE != nil && strings.Contains(name, "."+m.Spec.MoE.Experts)
 }
 
+// ExpertLayer is the prefix of the layer that holds a block of routed experts.
+func (m *Model) ExpertLayer(blk ExpertBlock) string {
+	return strings.TrimSuffix(blk.Prefix, m.Spec.MoE.Experts)
+}
+
 // Group returns the accounting group of a tensor name.
 func (m *Model) Group(name string) string {
 	if m.IsHead(name) {
@@ -120,9 +125,9 @@ func (m *Model) Group(name string) string {
 // head for completeness against the config. It fails only when the family is
 // unknown; everything else is recorded as a problem.
 func Describe(cfg *Config, ck *st.Checkpoint) (*Model, error) {
-	fam, err := detectFamily(cfg)
+	fam, err := cfg.Family()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", ConfigFile, err)
 	}
 	spec := fam.Spec(cfg)
 	if err := checkLimits(cfg, ck, spec); err != nil {

@@ -110,6 +110,9 @@ func (t target) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, error
 	if err != nil {
 		return nil, convert.UsageError{Err: fmt.Errorf("--lm-head-precision: %w", err)}
 	}
+	if r := m.Spec.OpenVINO.Refusal; r != "" {
+		return nil, fmt.Errorf("--target openvino: %s", r)
+	}
 	if err := m.HeadError(); err != nil {
 		return nil, err
 	}
