@@ -154,11 +154,10 @@ func ParseConfig(raw []byte) (*Config, error) {
 		return nil, err
 	}
 	cfg, err := fam.ParseConfig(raw)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		cfg.family = fam
 	}
-	cfg.family = fam
-	return cfg, nil
+	return cfg, err
 }
 
 // ConfigDefaults are the values a family's configuration class gives keys

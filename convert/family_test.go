@@ -39,23 +39,7 @@ func (f testFamily) ParseConfig(raw []byte) (*Config, error) {
 func (testFamily) Spec(c *Config) *Spec { return &Spec{} }
 
 // withFamily registers f for the duration of a test.
-func withFamily(t *testing.T, f Family) {
-	t.Helper()
-	registerFamily(f)
-	t.Cleanup(func() {
-		families = slicesDelete(families, f.Name())
-	})
-}
-
-func slicesDelete(fs []Family, name string) []Family {
-	var out []Family
-	for _, f := range fs {
-		if f.Name() != name {
-			out = append(out, f)
-		}
-	}
-	return out
-}
+func withFamily(t *testing.T, f Family) { t.Cleanup(RegisterFamily(f)) }
 
 // The family is detected from architectures and model_type before any
 // key is validated, and the family validates its own config: a GLM-4.5

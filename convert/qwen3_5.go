@@ -9,7 +9,7 @@ package convert
 // in the MTP layer.
 type qwen35Dense struct{}
 
-func init() { registerFamily(qwen35Dense{}) }
+func init() { RegisterFamily(qwen35Dense{}) }
 
 func (qwen35Dense) Name() string { return "qwen3_5" }
 

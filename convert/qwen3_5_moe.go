@@ -6,7 +6,7 @@ package convert
 // projections, trunk experts fused, MTP experts per-expert (3.5) or fused (3.6).
 type qwen35MoE struct{}
 
-func init() { registerFamily(qwen35MoE{}) }
+func init() { RegisterFamily(qwen35MoE{}) }
 
 func (qwen35MoE) Name() string { return "qwen3_5_moe" }
 

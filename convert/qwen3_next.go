@@ -5,7 +5,7 @@ package convert
 // MoE block (trunk and MTP) storing its experts per expert.
 type qwen3Next struct{}
 
-func init() { registerFamily(qwen3Next{}) }
+func init() { RegisterFamily(qwen3Next{}) }
 
 func (qwen3Next) Name() string { return "qwen3_next" }
 

@@ -94,9 +94,9 @@ func hybridSpec(c *Config, l hybridLayout) *Spec {
 	s := &Spec{
 		TextPrefixes: textPrefixes, VisionPrefixes: visionPrefixes, HeadPrefix: "mtp.",
 		TrunkTop: []Want{{"embed_tokens.weight", []int64{v, h}, 0}, norm("norm.weight")},
-		TrunkLayer: func(layerType string) []Want {
+		TrunkLayer: func(i int) []Want {
 			ws := append([]Want{}, layerNorms...)
-			if layerType == FullAttention {
+			if c.LayerTypes[i] == FullAttention {
 				ws = append(ws, gatedAttention(c)...)
 			} else {
 				ws = append(ws, linear...)
@@ -387,7 +387,7 @@ func hybridMLP(c *Config, p, mp string) MLP {
 		return MLP{Kind: MLPDense, Prefix: mp, Gate: mp + "gate_proj.weight", Up: mp + "up_proj.weight", Down: mp + "down_proj.weight"}
 	}
 	return MLP{
-		Kind: MLPSparseMoE, Prefix: mp, Router: mp + "gate.weight",
+		Kind: MLPSparseMoE, Prefix: mp, Router: mp + "gate.weight", Routing: RouteSoftmaxTopK,
 		Gate: p + "mlp.switch_mlp.gate_proj.weight", Up: p + "mlp.switch_mlp.up_proj.weight", Down: p + "mlp.switch_mlp.down_proj.weight",
 		Experts: c.NumExperts, TopK: c.NumExpertsPerTok, NormTopK: c.NormTopkProb == nil || *c.NormTopkProb,
 		SharedPrefix: mp + "shared_expert.", SharedGate: mp + "shared_expert.gate_proj.weight",

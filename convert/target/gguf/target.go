@@ -107,6 +107,13 @@ func (t target) Plan(m *convert.Model, o convert.Options) (*convert.Plan, error)
 	if m.MTPDepth != 1 {
 		return nil, fmt.Errorf("the head has %d MTP layers; llama.cpp's %s MTP graph supports exactly one", m.MTPDepth, m.Spec.GGUF.Arch)
 	}
+	if m.Spec.Forward != nil {
+		for _, l := range m.Spec.Forward(m).Layers {
+			if l.Attention.Kind == convert.AttnMLA {
+				return nil, fmt.Errorf("--target gguf: multi-head latent attention heads need kv_b_proj split into attn_k_b and attn_v_b as llama.cpp's DeepSeek-V2 path does, which this target does not do yet")
+			}
+		}
+	}
 	h, err := m.Config.Hparams()
 	if err != nil {
 		return nil, err
@@ -278,9 +285,8 @@ func planTensorsTyped(pl *convert.Planner, m *convert.Model, prec precision, lis
 		add(s.Suffix, g)
 	}
 	pl.Component = convert.ComponentHead
-	hp := m.Spec.HeadPrefix
 	for _, n := range m.HeadTensors() {
-		g, err := headName(gs, strings.TrimPrefix(n, hp), c.NumHiddenLayers)
+		g, err := headName(gs, m.HeadRelative(n), c.NumHiddenLayers)
 		if err != nil {
 			return err
 		}

@@ -71,8 +71,7 @@ func (cb combined) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, er
 	for _, blk := range m.TrunkExperts {
 		pl.Experts(blk, trunkName(m.ExpertLayer(blk)), o.Trunk.Float, trunkRule)
 	}
-	hp := m.Spec.HeadPrefix
-	pl.Head(func(s string) string { return hp + s }, o.Head.Float, o.rule(m, o.Head, o.GroupSize))
+	pl.Head(m.HeadName, o.Head.Float, o.rule(m, o.Head, o.GroupSize))
 
 	tensors, files, index, err := shard(pl.Out, o.MaxShard)
 	if err != nil {
@@ -101,6 +100,7 @@ func (cb combined) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, er
 		p.Options["max_shard_size"] = strconv.FormatInt(o.MaxShard, 10)
 	}
 	p.Files = append(p.Files, copies(m)...)
+	hp := m.Spec.HeadPrefix
 	p.Notes = append(p.Notes, fmt.Sprintf("stock mlx-lm >= 0.32.0 loads this file (it drops %s* and shifts no norm on converted files); mlx-lm 0.30.7 to 0.31.3 shift every norm a second time when %s* keys are present", hp, hp))
 	return p, nil
 }

@@ -34,6 +34,9 @@ func (d drafter) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, erro
 	if err != nil {
 		return nil, convert.UsageError{Err: err}
 	}
+	if m.Spec.MLX.DrafterModelType == "" {
+		return nil, fmt.Errorf("--target mlx: mlx-vlm has no drafter model for %s heads", m.Family)
+	}
 	if err := m.HeadError(); err != nil {
 		return nil, err
 	}
