@@ -134,9 +134,11 @@ func CheckIntoFolder(dir string) error {
 }
 
 // intoReplaces returns the files of the output already in dir, refusing
-// unless force and unless every one of them is recorded as ours by an
-// earlier --into's manifest: a file mtpconv did not write is never
-// replaced.
+// them unless force. --force replaces exactly these files (an optimum-intel
+// export carries an MTP IR of its own, and replacing it is what --into is
+// for), never another file of the folder: neither a manifest mtpconv did
+// not write nor a file an earlier --into owned that this one would not
+// replace.
 func intoReplaces(dir string, files []string, force bool) ([]string, error) {
 	kind, rec := folderOwner(dir)
 	switch kind {
@@ -149,17 +151,6 @@ func intoReplaces(dir string, files []string, force bool) ([]string, error) {
 	if rec != nil {
 		owned = rec.OwnedFiles
 	}
-	var present []string
-	for _, f := range files {
-		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
-			present = append(present, f)
-		}
-	}
-	for _, f := range present {
-		if !slices.Contains(owned, f) {
-			return nil, fmt.Errorf("%s already has %s, which mtpconv did not write (its %s does not record it); refusing to replace it, move it away yourself if you mean it", dir, f, manifests.FileName)
-		}
-	}
 	for _, f := range owned {
 		if f == manifests.FileName || slices.Contains(files, f) {
 			continue
@@ -168,8 +159,21 @@ func intoReplaces(dir string, files []string, force bool) ([]string, error) {
 			return nil, fmt.Errorf("%s holds %s from an earlier --into that this export would not replace; remove it (and %s) yourself to add this one", dir, f, manifests.FileName)
 		}
 	}
+	var present, foreign []string
+	for _, f := range files {
+		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
+			present = append(present, f)
+			if !slices.Contains(owned, f) {
+				foreign = append(foreign, f)
+			}
+		}
+	}
 	if len(present) > 0 && !force {
-		return nil, fmt.Errorf("%s already has %s; pass --force to replace %s", dir, strings.Join(present, " and "), plural(len(present), "it", "them"))
+		whose := "an earlier mtpconv --into wrote " + plural(len(present), "it", "them")
+		if len(foreign) > 0 {
+			whose = "not written by mtpconv: " + strings.Join(foreign, " and ") + " came with the export"
+		}
+		return nil, fmt.Errorf("%s already has %s (%s); pass --force to replace %s with mtpconv's (nothing else of the folder is touched)", dir, strings.Join(present, " and "), whose, plural(len(present), "it", "them"))
 	}
 	return present, nil
 }
