@@ -22,6 +22,8 @@ const ConfigFile = "config.json"
 
 // Config is the text-model configuration, read from text_config when the
 // checkpoint nests it (Qwen3.5/3.6) and from the root otherwise (Qwen3-Next).
+// Its fields are the keys families share; ParseConfig has the family of
+// the config decode it (DecodeConfig) and validate it.
 type Config struct {
 	ModelType     string   // top-level model_type
 	TextModelType string   // text_config.model_type, or the top-level one
@@ -41,26 +43,43 @@ type Config struct {
 		RopeTheta           float64 `json:"rope_theta"`
 		PartialRotaryFactor float64 `json:"partial_rotary_factor"`
 	} `json:"rope_parameters"`
-	LinearNumKeyHeads     int     `json:"linear_num_key_heads"`
-	LinearNumValueHeads   int     `json:"linear_num_value_heads"`
-	LinearKeyHeadDim      int     `json:"linear_key_head_dim"`
-	LinearValueHeadDim    int     `json:"linear_value_head_dim"`
-	LinearConvKernelDim   int     `json:"linear_conv_kernel_dim"`
-	NumExperts            int     `json:"num_experts"`
-	NumExpertsPerTok      int     `json:"num_experts_per_tok"`
-	IntermediateSize      int     `json:"intermediate_size"` // a dense MLP's
-	MoeIntermediateSize   int     `json:"moe_intermediate_size"`
-	SharedExpertIntermed  int     `json:"shared_expert_intermediate_size"`
-	NormTopkProb          *bool   `json:"norm_topk_prob"`
-	MTPNumHiddenLayers    *int    `json:"mtp_num_hidden_layers"`
-	NumNextnPredictLayers *int    `json:"num_nextn_predict_layers"`
-	VocabSize             int     `json:"vocab_size"`
-	RMSNormEps            float64 `json:"rms_norm_eps"`
-	TieWordEmbeddings     bool    `json:"tie_word_embeddings"`
-	AttnOutputGate        *bool   `json:"attn_output_gate"`
-	DType                 string  `json:"dtype"`
-	TorchDType            string  `json:"torch_dtype"`
-	QuantizationConfig    *struct {
+	LinearNumKeyHeads     int   `json:"linear_num_key_heads"`
+	LinearNumValueHeads   int   `json:"linear_num_value_heads"`
+	LinearKeyHeadDim      int   `json:"linear_key_head_dim"`
+	LinearValueHeadDim    int   `json:"linear_value_head_dim"`
+	LinearConvKernelDim   int   `json:"linear_conv_kernel_dim"`
+	NumExperts            int   `json:"num_experts"`
+	NumExpertsPerTok      int   `json:"num_experts_per_tok"`
+	IntermediateSize      int   `json:"intermediate_size"` // a dense MLP's
+	MoeIntermediateSize   int   `json:"moe_intermediate_size"`
+	SharedExpertIntermed  int   `json:"shared_expert_intermediate_size"`
+	NormTopkProb          *bool `json:"norm_topk_prob"`
+	MTPNumHiddenLayers    *int  `json:"mtp_num_hidden_layers"`
+	NumNextnPredictLayers *int  `json:"num_nextn_predict_layers"`
+	// The DeepSeek-V3 lineage's keys (GLM-4.x, Kimi, ...): routed and shared
+	// expert counts, sigmoid routing over expert groups, leading dense
+	// layers, attention biases, multi-head latent attention.
+	NRoutedExperts      int     `json:"n_routed_experts"`
+	NSharedExperts      int     `json:"n_shared_experts"`
+	NGroup              int     `json:"n_group"`
+	TopkGroup           int     `json:"topk_group"`
+	RoutedScalingFactor float64 `json:"routed_scaling_factor"`
+	ScoringFunc         string  `json:"scoring_func"`
+	FirstKDenseReplace  int     `json:"first_k_dense_replace"`
+	AttentionBias       bool    `json:"attention_bias"`
+	UseQKNorm           bool    `json:"use_qk_norm"`
+	QLoraRank           *int    `json:"q_lora_rank"`
+	KVLoraRank          int     `json:"kv_lora_rank"`
+	QKNopeHeadDim       int     `json:"qk_nope_head_dim"`
+	QKRopeHeadDim       int     `json:"qk_rope_head_dim"`
+	VHeadDim            int     `json:"v_head_dim"`
+	VocabSize           int     `json:"vocab_size"`
+	RMSNormEps          float64 `json:"rms_norm_eps"`
+	TieWordEmbeddings   bool    `json:"tie_word_embeddings"`
+	AttnOutputGate      *bool   `json:"attn_output_gate"`
+	DType               string  `json:"dtype"`
+	TorchDType          string  `json:"torch_dtype"`
+	QuantizationConfig  *struct {
 		QuantMethod         string   `json:"quant_method"`
 		Fmt                 string   `json:"fmt"`
 		WeightBlockSize     []int64  `json:"weight_block_size"`
@@ -69,6 +88,11 @@ type Config struct {
 
 	// Raw is the whole config.json as read, for writers that copy it.
 	Raw []byte
+
+	// Ext holds the keys only one family reads, decoded by its ParseConfig.
+	Ext any
+
+	family Family // the family that parsed it
 
 	// The keys rope_theta and partial_rotary_factor were read from, for messages.
 	ropeThetaKey, rotaryKey string
@@ -90,17 +114,76 @@ func LoadConfig(src source.Source) (*Config, error) {
 	return cfg, nil
 }
 
-// ParseConfig decodes config.json, preferring text_config when present.
-func ParseConfig(raw []byte) (*Config, error) {
+// Identity is what config.json says the model is, read before anything
+// else so that the family, not a shared rule, validates the rest.
+type Identity struct {
+	ModelType     string   // top-level model_type
+	TextModelType string   // text_config.model_type, or the top-level one
+	Architectures []string // top-level
+}
+
+// readIdentity reads model_type (top level and text_config's) and architectures.
+func readIdentity(raw []byte) (Identity, error) {
 	var top struct {
 		ModelType     string          `json:"model_type"`
 		Architectures []string        `json:"architectures"`
 		TextConfig    json.RawMessage `json:"text_config"`
 	}
 	if err := json.Unmarshal(raw, &top); err != nil {
-		return nil, fmt.Errorf("invalid JSON: %w", err)
+		return Identity{}, fmt.Errorf("invalid JSON: %w", err)
 	}
-	cfg := &Config{ModelType: top.ModelType, Architectures: top.Architectures, Raw: raw}
+	id := Identity{ModelType: top.ModelType, TextModelType: top.ModelType, Architectures: top.Architectures}
+	var inner struct {
+		ModelType string `json:"model_type"`
+	}
+	if len(top.TextConfig) > 0 && json.Unmarshal(top.TextConfig, &inner) == nil && inner.ModelType != "" {
+		id.TextModelType = inner.ModelType
+	}
+	return id, nil
+}
+
+// ParseConfig detects the family from config.json's architectures and
+// model_type, then has the family decode and validate the rest.
+func ParseConfig(raw []byte) (*Config, error) {
+	id, err := readIdentity(raw)
+	if err != nil {
+		return nil, err
+	}
+	fam, err := detectFamily(id)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := fam.ParseConfig(raw)
+	if err == nil {
+		cfg.family = fam
+	}
+	return cfg, err
+}
+
+// ConfigDefaults are the values a family's configuration class gives keys
+// config.json leaves out (absent or null; an explicit 0 is a value).
+type ConfigDefaults struct {
+	PartialRotaryFactor float64
+	RMSNormEps          float64
+	RopeTheta           float64
+	// FullAttentionInterval, when set, is full_attention_interval's default.
+	FullAttentionInterval int
+}
+
+// DecodeConfig decodes the keys every family shares (from text_config
+// when the checkpoint nests it, the storage's quantization_config from the
+// top level), filling absent keys from d. It validates nothing: the
+// family does, with CheckPositive and the Config's checks.
+func DecodeConfig(raw []byte, d ConfigDefaults) (*Config, error) {
+	id, err := readIdentity(raw)
+	if err != nil {
+		return nil, err
+	}
+	var top struct {
+		TextConfig json.RawMessage `json:"text_config"`
+	}
+	_ = json.Unmarshal(raw, &top) // raw decoded above
+	cfg := &Config{ModelType: id.ModelType, TextModelType: id.TextModelType, Architectures: id.Architectures, Raw: raw}
 	body := raw
 	if len(top.TextConfig) > 0 && !bytes.Equal(bytes.TrimSpace(top.TextConfig), []byte("null")) {
 		cfg.Nested = true
@@ -121,67 +204,52 @@ func ParseConfig(raw []byte) (*Config, error) {
 			}
 		}
 	}
-	var inner struct {
-		ModelType string `json:"model_type"`
-	}
-	_ = json.Unmarshal(body, &inner) // body decoded above, so this cannot fail
-	cfg.TextModelType = inner.ModelType
-	if cfg.TextModelType == "" {
-		cfg.TextModelType = cfg.ModelType
-	}
-	cfg.applyDefaults(body)
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	if len(cfg.LayerTypes) == 0 {
-		for i := 0; i < cfg.NumHiddenLayers; i++ {
-			if (i+1)%cfg.FullAttentionInterval == 0 {
-				cfg.LayerTypes = append(cfg.LayerTypes, FullAttention)
-			} else {
-				cfg.LayerTypes = append(cfg.LayerTypes, LinearAttention)
-			}
-		}
-	}
+	cfg.applyDefaults(body, d)
 	return cfg, nil
 }
 
-// Layer types as spelled in config.json.
-const (
-	FullAttention   = "full_attention"
-	LinearAttention = "linear_attention"
-)
+// PositiveKey is a config key that must be a positive integer.
+type PositiveKey struct {
+	Name  string
+	Value int
+}
 
-func (c *Config) validate() error {
-	positive := []struct {
-		name string
-		v    int
-	}{
+// CheckPositive refuses the first key that is not a positive integer
+// below 2^24 (bounds keep every product of dimensions far from int64
+// overflow).
+func CheckPositive(keys ...PositiveKey) error {
+	for _, p := range keys {
+		if p.Value <= 0 || p.Value > 1<<24 {
+			return fmt.Errorf("%s is %d; it must be a positive integer below 2^24", p.Name, p.Value)
+		}
+	}
+	return nil
+}
+
+// CommonKeys are the dimensions every family's config must give positive.
+func (c *Config) CommonKeys() []PositiveKey {
+	return []PositiveKey{
 		{"hidden_size", c.HiddenSize}, {"num_hidden_layers", c.NumHiddenLayers},
 		{"num_attention_heads", c.NumAttentionHeads}, {"num_key_value_heads", c.NumKeyValueHeads},
 		{"head_dim", c.HeadDim}, {"vocab_size", c.VocabSize},
-		{"linear_num_key_heads", c.LinearNumKeyHeads}, {"linear_num_value_heads", c.LinearNumValueHeads},
-		{"linear_key_head_dim", c.LinearKeyHeadDim}, {"linear_value_head_dim", c.LinearValueHeadDim},
-		{"linear_conv_kernel_dim", c.LinearConvKernelDim},
-		{"full_attention_interval", c.FullAttentionInterval},
 	}
+}
+
+// MLPKeys are the keys of the feed-forward blocks: intermediate_size for a
+// dense model, the expert counts and sizes for a MoE one.
+func (c *Config) MLPKeys() []PositiveKey {
 	if c.Dense() {
-		positive = append(positive, struct {
-			name string
-			v    int
-		}{"intermediate_size", c.IntermediateSize})
-	} else {
-		positive = append(positive, []struct {
-			name string
-			v    int
-		}{{"num_experts", c.NumExperts}, {"num_experts_per_tok", c.NumExpertsPerTok},
-			{"moe_intermediate_size", c.MoeIntermediateSize}, {"shared_expert_intermediate_size", c.SharedExpertIntermed}}...)
+		return []PositiveKey{{"intermediate_size", c.IntermediateSize}}
 	}
-	for _, p := range positive {
-		// Bounds keep every product of dimensions far from int64 overflow.
-		if p.v <= 0 || p.v > 1<<24 {
-			return fmt.Errorf("%s is %d; it must be a positive integer below 2^24", p.name, p.v)
-		}
-	}
+	return []PositiveKey{{"num_experts", c.NumExperts}, {"num_experts_per_tok", c.NumExpertsPerTok},
+		{"moe_intermediate_size", c.MoeIntermediateSize}, {"shared_expert_intermediate_size", c.SharedExpertIntermed}}
+}
+
+// CheckCommon refuses what breaks any family: too many layers, float
+// values RoPE and RMSNorm cannot use, more experts per token than experts,
+// query heads that do not group over the key-value heads. Run it after
+// CheckPositive.
+func (c *Config) CheckCommon() error {
 	if c.NumHiddenLayers > maxConfigLayers {
 		return fmt.Errorf("num_hidden_layers is %d; this tool reads models of at most %d layers", c.NumHiddenLayers, maxConfigLayers)
 	}
@@ -194,28 +262,19 @@ func (c *Config) validate() error {
 	if c.NumAttentionHeads%c.NumKeyValueHeads != 0 {
 		return fmt.Errorf("num_attention_heads %d is not a multiple of num_key_value_heads %d", c.NumAttentionHeads, c.NumKeyValueHeads)
 	}
-	if c.LinearNumValueHeads%c.LinearNumKeyHeads != 0 {
-		return fmt.Errorf("linear_num_value_heads %d is not a multiple of linear_num_key_heads %d", c.LinearNumValueHeads, c.LinearNumKeyHeads)
-	}
-	if n := len(c.LayerTypes); n != 0 && n != c.NumHiddenLayers {
-		return fmt.Errorf("layer_types has %d entries for %d layers", n, c.NumHiddenLayers)
-	}
-	for i, t := range c.LayerTypes {
-		if t != FullAttention && t != LinearAttention {
-			return fmt.Errorf("layer_types[%d] is %q", i, t)
-		}
-	}
 	return nil
 }
 
-// ropeThetaDefault is transformers' rope_theta for these configurations
-// when config.json gives none.
-const ropeThetaDefault = 10000.0
+// Layer types as spelled in config.json.
+const (
+	FullAttention   = "full_attention"
+	LinearAttention = "linear_attention"
+)
 
-// applyDefaults fills in what config.json leaves out, as the Hugging Face
-// configuration classes do. Only absent (or null) keys take a default: an
-// explicit 0 is a value, which validate refuses.
-func (c *Config) applyDefaults(body []byte) {
+// applyDefaults fills in what config.json leaves out, as the family's
+// Hugging Face configuration class does. Only absent (or null) keys take a
+// default: an explicit 0 is a value, which the family's checks refuse.
+func (c *Config) applyDefaults(body []byte, d ConfigDefaults) {
 	var keys, rope map[string]json.RawMessage
 	_ = json.Unmarshal(body, &keys) // decoded into c already, so an object (or null)
 	if c.RopeParameters != nil {
@@ -231,20 +290,20 @@ func (c *Config) applyDefaults(body []byte) {
 	case has(rope, "rope_theta"):
 		c.RopeTheta, c.ropeThetaKey = c.RopeParameters.RopeTheta, "rope_parameters.rope_theta"
 	default:
-		c.RopeTheta = ropeThetaDefault
+		c.RopeTheta = d.RopeTheta
 	}
 	switch {
 	case has(keys, "partial_rotary_factor"):
 	case has(rope, "partial_rotary_factor"):
 		c.PartialRotaryFactor, c.rotaryKey = c.RopeParameters.PartialRotaryFactor, "rope_parameters.partial_rotary_factor"
 	default:
-		c.PartialRotaryFactor, c.rotaryKey = 0.25, "partial_rotary_factor (by default)"
+		c.PartialRotaryFactor, c.rotaryKey = d.PartialRotaryFactor, "partial_rotary_factor (by default)"
 	}
 	if !has(keys, "full_attention_interval") {
-		c.FullAttentionInterval = 4
+		c.FullAttentionInterval = d.FullAttentionInterval
 	}
 	if !has(keys, "rms_norm_eps") {
-		c.RMSNormEps = 1e-6
+		c.RMSNormEps = d.RMSNormEps
 	}
 	if !has(keys, "head_dim") && c.NumAttentionHeads > 0 {
 		c.HeadDim = c.HiddenSize / c.NumAttentionHeads
@@ -287,6 +346,40 @@ func (c *Config) ConfigMTPDepth() (int, bool) {
 		return *c.NumNextnPredictLayers, true
 	}
 	return 0, false
+}
+
+// Hparams is config.json as llama.cpp's reference converter reads it:
+// text_config's keys over the root's, numbers as json.Number.
+type Hparams map[string]any
+
+// Hparams reads the config's raw JSON as the reference converter does.
+func (c *Config) Hparams() (Hparams, error) {
+	var root map[string]any
+	d := json.NewDecoder(bytes.NewReader(c.Raw))
+	d.UseNumber()
+	if err := d.Decode(&root); err != nil {
+		return nil, fmt.Errorf("%s: %w", ConfigFile, err)
+	}
+	h := Hparams{}
+	for k, v := range root {
+		h[k] = v
+	}
+	if tc, ok := root["text_config"].(map[string]any); ok {
+		for k, v := range tc {
+			h[k] = v
+		}
+	}
+	return h, nil
+}
+
+// Int is an integer key, if present.
+func (h Hparams) Int(key string) (int64, bool) {
+	n, ok := h[key].(json.Number)
+	if !ok {
+		return 0, false
+	}
+	v, err := n.Int64()
+	return v, err == nil
 }
 
 // Dense reports a dense MLP in every layer: no experts declared, an intermediate size instead.

@@ -91,17 +91,17 @@ func TestConfigDefaults(t *testing.T) {
 	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
 		c := *cfg
 		c.RopeTheta = v
-		if err := c.validate(); err == nil || !strings.Contains(err.Error(), "rope_theta") {
+		if err := validateHybrid(&c); err == nil || !strings.Contains(err.Error(), "rope_theta") {
 			t.Errorf("rope_theta %v: %v", v, err)
 		}
 		c = *cfg
 		c.RMSNormEps = v
-		if err := c.validate(); err == nil || !strings.Contains(err.Error(), "rms_norm_eps") {
+		if err := validateHybrid(&c); err == nil || !strings.Contains(err.Error(), "rms_norm_eps") {
 			t.Errorf("rms_norm_eps %v: %v", v, err)
 		}
 		c = *cfg
 		c.PartialRotaryFactor = v
-		if err := c.validate(); err == nil || !strings.Contains(err.Error(), "partial_rotary_factor") {
+		if err := validateHybrid(&c); err == nil || !strings.Contains(err.Error(), "partial_rotary_factor") {
 			t.Errorf("partial_rotary_factor %v: %v", v, err)
 		}
 	}

@@ -72,7 +72,9 @@ func checkTensors(names map[string]*st.Tensor, prefix string, wants []Want, foun
 		name := prefix + w.Suffix
 		t, ok := names[name]
 		if !ok {
-			missing = append(missing, name)
+			if w.Role&RoleOptional == 0 {
+				missing = append(missing, name)
+			}
 			continue
 		}
 		found[name] = w.Role
@@ -84,7 +86,7 @@ func checkTensors(names map[string]*st.Tensor, prefix string, wants []Want, foun
 		case st.F8E4M3, st.F8E5M2:
 			// Block-scaled FP8 weights are checked with their scales (fp8.go);
 			// nothing else may be FP8.
-			if len(w.Shape) != 2 || w.Role != 0 {
+			if len(w.Shape) != 2 || w.Role&^RoleOptional != 0 {
 				problems = append(problems, fmt.Sprintf("%s: tensor %s is %s; only 2-D linear weights can be FP8", t.Shard.Name, name, t.DType))
 			}
 		default:

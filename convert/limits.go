@@ -47,20 +47,17 @@ func checkLimits(cfg *Config, ck *st.Checkpoint, spec *Spec) error {
 	// Every MTP layer holds head tensors of its own.
 	mtp, deepest, maxLayer := 0, "", -1
 	for _, name := range ck.Names {
-		rest, ok := strings.CutPrefix(name, spec.HeadPrefix)
+		j, _, ok := spec.headPart(name, cfg.NumHiddenLayers)
 		if !ok {
 			continue
 		}
 		mtp++
-		if layer, ok := strings.CutPrefix(rest, "layers."); ok {
-			num, _, _ := strings.Cut(layer, ".")
-			if j, err := strconv.Atoi(num); err == nil && j > maxLayer {
-				deepest, maxLayer = name, j
-			}
+		if j > maxLayer {
+			deepest, maxLayer = name, j
 		}
 	}
 	if maxLayer >= mtp {
-		return fmt.Errorf("%s: tensor %s names MTP layer %d, but the checkpoint has only %d %s* tensors, too few for that many layers", ck.Tensors[deepest].Shard.Name, deepest, maxLayer, mtp, spec.HeadPrefix)
+		return fmt.Errorf("%s: tensor %s names MTP layer %d, but the checkpoint has only %d %s* tensors, too few for that many layers", ck.Tensors[deepest].Shard.Name, deepest, maxLayer, mtp, spec.headPattern(spec.TextPrefixes[0], cfg.NumHiddenLayers))
 	}
 	return nil
 }

@@ -94,13 +94,15 @@ func (m *Model) tensorsWhere(in func(string) bool) []string {
 	return out
 }
 
-// IsHead reports whether a tensor belongs to the MTP head.
-func (m *Model) IsHead(name string) bool { return strings.HasPrefix(name, m.Spec.HeadPrefix) }
-
 // IsRoutedExpert reports whether a tensor is one of a MoE block's routed experts
 // (planned as stacked [E, out, in] weights, never one by one).
 func (m *Model) IsRoutedExpert(name string) bool {
 	return m.Spec.MoE != nil && strings.Contains(name, "."+m.Spec.MoE.Experts)
+}
+
+// ExpertLayer is the prefix of the layer that holds a block of routed experts.
+func (m *Model) ExpertLayer(blk ExpertBlock) string {
+	return strings.TrimSuffix(blk.Prefix, m.Spec.MoE.Experts)
 }
 
 // Group returns the accounting group of a tensor name.
@@ -120,9 +122,9 @@ func (m *Model) Group(name string) string {
 // head for completeness against the config. It fails only when the family is
 // unknown; everything else is recorded as a problem.
 func Describe(cfg *Config, ck *st.Checkpoint) (*Model, error) {
-	fam, err := detectFamily(cfg)
+	fam, err := cfg.Family()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", ConfigFile, err)
 	}
 	spec := fam.Spec(cfg)
 	if err := checkLimits(cfg, ck, spec); err != nil {
@@ -187,9 +189,13 @@ func (m *Model) describeTrunk() {
 	if spec.LMHead != nil {
 		m.TrunkProblems = append(m.TrunkProblems, checkTensors(ck, "", []Want{*spec.LMHead}, m.roles)...)
 	}
-	for i, lt := range m.LayerTypes {
+	for i := 0; i < m.Config.NumHiddenLayers; i++ {
 		lp := p + "layers." + strconv.Itoa(i) + "."
-		wants := spec.TrunkLayer(lt)
+		wants := spec.TrunkLayer(i)
+		if !spec.moeLayer(i) {
+			m.TrunkProblems = append(m.TrunkProblems, checkTensors(ck, lp, wants, m.roles)...)
+			continue
+		}
 		if blk, ok := m.experts(lp, &m.TrunkProblems); ok {
 			wants = append(wants, spec.Experts(blk.Layout)...)
 			m.TrunkExperts = append(m.TrunkExperts, blk)
@@ -212,20 +218,10 @@ func (m *Model) experts(lp string, problems *[]string) (ExpertBlock, bool) {
 }
 
 func (m *Model) describeMTP() {
-	c, ck, hp := m.Config, m.Checkpoint.Tensors, m.Spec.HeadPrefix
-	layers := map[int]bool{}
+	c, ck, spec := m.Config, m.Checkpoint.Tensors, m.Spec
+	hp := spec.headPattern(m.TextPrefix, c.NumHiddenLayers)
 	for _, n := range m.Checkpoint.Names {
-		rest, ok := strings.CutPrefix(n, hp+"layers.")
-		if !ok {
-			continue
-		}
-		num, _, _ := strings.Cut(rest, ".")
-		if j, err := strconv.Atoi(num); err == nil && j >= 0 && j < 1<<16 {
-			layers[j] = true
-		}
-	}
-	for j := range layers {
-		if j+1 > m.MTPDepth {
+		if j, _, ok := spec.headPart(n, c.NumHiddenLayers); ok && j < 1<<16 && j+1 > m.MTPDepth {
 			m.MTPDepth = j + 1
 		}
 	}
@@ -240,12 +236,16 @@ func (m *Model) describeMTP() {
 	case m.ConfigDeclares && m.ConfigMTPDepth != m.MTPDepth:
 		m.MTPProblems = append(m.MTPProblems, fmt.Sprintf("%s declares %d MTP layers, the tensors hold %d", ConfigFile, m.ConfigMTPDepth, m.MTPDepth))
 	}
-	m.MTPProblems = append(m.MTPProblems, checkTensors(ck, hp, m.Spec.HeadTop, m.roles)...)
+	m.MTPProblems = append(m.MTPProblems, checkTensors(ck, spec.HeadPrefix, spec.HeadTop, m.roles)...)
 	for j := 0; j < m.MTPDepth; j++ {
-		lp := hp + "layers." + strconv.Itoa(j) + "."
-		wants := m.Spec.HeadLayer
+		lp := m.HeadLayerPrefix(j)
+		wants := spec.HeadLayer
+		if !spec.moeLayer(c.NumHiddenLayers + j) {
+			m.MTPProblems = append(m.MTPProblems, checkTensors(ck, lp, wants, m.roles)...)
+			continue
+		}
 		if blk, ok := m.experts(lp, &m.MTPProblems); ok {
-			wants = append(append([]Want{}, wants...), m.Spec.Experts(blk.Layout)...)
+			wants = append(append([]Want{}, wants...), spec.Experts(blk.Layout)...)
 			m.MTPExperts = append(m.MTPExperts, blk)
 		}
 		m.MTPProblems = append(m.MTPProblems, checkTensors(ck, lp, wants, m.roles)...)

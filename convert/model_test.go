@@ -214,12 +214,17 @@ func TestConfigErrors(t *testing.T) {
 }
 
 func TestUnsupportedFamily(t *testing.T) {
-	cfg, err := ParseConfig([]byte(`{"model_type":"llama","full_attention_interval":2,"hidden_size":8,"num_hidden_layers":2,"num_attention_heads":2,"num_key_value_heads":1,"head_dim":4,"vocab_size":8,"linear_num_key_heads":1,"linear_num_value_heads":1,"linear_key_head_dim":4,"linear_value_head_dim":4,"linear_conv_kernel_dim":4,"num_experts":4,"num_experts_per_tok":2,"moe_intermediate_size":4,"shared_expert_intermediate_size":4}`))
+	const keys = `"full_attention_interval":2,"hidden_size":8,"num_hidden_layers":2,"num_attention_heads":2,"num_key_value_heads":1,"head_dim":4,"vocab_size":8,"linear_num_key_heads":1,"linear_num_value_heads":1,"linear_key_head_dim":4,"linear_value_head_dim":4,"linear_conv_kernel_dim":4,"num_experts":4,"num_experts_per_tok":2,"moe_intermediate_size":4,"shared_expert_intermediate_size":4`
+	// The family is detected first: an unknown one is refused by name, whatever the other keys.
+	if _, err := ParseConfig([]byte(`{"model_type":"llama",` + keys + `}`)); err == nil || !strings.Contains(err.Error(), `model_type "llama"`) {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := Describe(&Config{ModelType: "llama"}, &st.Checkpoint{}); err == nil || !strings.Contains(err.Error(), `model_type "llama"`) {
+		t.Fatalf("err = %v", err)
+	}
+	cfg, err := ParseConfig([]byte(`{"model_type":"qwen3_next",` + keys + `}`))
 	if err != nil {
 		t.Fatal(err)
-	}
-	if _, err := Describe(cfg, &st.Checkpoint{}); err == nil || !strings.Contains(err.Error(), `model_type "llama"`) {
-		t.Fatalf("err = %v", err)
 	}
 	// The derived layer types put full attention on every 4th layer.
 	if got := strings.Join(cfg.LayerTypes, ","); got != "linear_attention,full_attention" {

@@ -125,12 +125,11 @@ func (pl *Planner) Experts(blk ExpertBlock, outLayer string, dtype st.DType, rul
 }
 
 // Head plans every tensor of the MTP head, renamed by rename (applied to
-// the name without the head prefix), experts stacked.
+// its HeadRelative name), experts stacked.
 func (pl *Planner) Head(rename func(string) string, dtype st.DType, rule QuantRule) {
-	hp := pl.M.Spec.HeadPrefix
 	pl.Component = ComponentHead
 	for _, n := range pl.M.HeadTensors() {
-		pl.Plain(n, rename(strings.TrimPrefix(n, hp)), dtype, rule)
+		pl.Plain(n, rename(pl.M.HeadRelative(n)), dtype, rule)
 	}
 	for j, blk := range pl.M.MTPExperts {
 		pl.Experts(blk, rename("layers."+strconv.Itoa(j)+"."), dtype, rule)

@@ -9,12 +9,14 @@ package convert
 // in the MTP layer.
 type qwen35Dense struct{}
 
-func init() { registerFamily(qwen35Dense{}) }
+func init() { RegisterFamily(qwen35Dense{}) }
 
 func (qwen35Dense) Name() string { return "qwen3_5" }
 
-func (qwen35Dense) Matches(c *Config) bool {
-	return matchesConfig(c, []string{"qwen3_5", "qwen3_5_text"}, "Qwen3_5For")
+func (qwen35Dense) Matches(id Identity) bool {
+	return MatchesIdentity(id, []string{"qwen3_5", "qwen3_5_text"}, "Qwen3_5For")
 }
 
-func (qwen35Dense) Spec(c *Config) *Spec { return qwen35MoE{}.Spec(c) } // the same names; dense by config
+func (qwen35Dense) ParseConfig(raw []byte) (*Config, error) { return parseHybridConfig(raw) }
+
+func (qwen35Dense) Spec(c *Config) *Spec { return qwen35Spec(c, "qwen35") } // the MoE family's names; dense by config

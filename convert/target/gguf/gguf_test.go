@@ -18,20 +18,9 @@ import (
 	_ "github.com/mtpconv/mtpconv/convert/target/gguf"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
-	"github.com/mtpconv/mtpconv/internal/testfs"
+	"github.com/mtpconv/mtpconv/internal/testmodel"
 	"github.com/mtpconv/mtpconv/manifests"
 )
-
-// withTokenizer links a fixture and the tiny test tokenizer into one folder.
-func withTokenizer(t *testing.T, fixture string) string {
-	dir := filepath.Join(t.TempDir(), fixture)
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	testfs.LinkDir(t, fixtures.Ensure(t, fixture), dir)
-	testfs.LinkDir(t, filepath.Join(fixtures.Root(), "testdata", "tokenizer-tiny"), dir)
-	return dir
-}
 
 func export(t *testing.T, src, precision string) string {
 	t.Helper()
@@ -132,7 +121,7 @@ func TestSidecarEqualsReference(t *testing.T) {
 				if err := json.Unmarshal(raw, &ref); err != nil {
 					t.Fatal(err)
 				}
-				path := export(t, withTokenizer(t, fx), prec)
+				path := export(t, testmodel.WithTokenizer(t, fx), prec)
 				data, err := os.ReadFile(path)
 				if err != nil {
 					t.Fatal(err)
@@ -223,7 +212,7 @@ func TestRefusals(t *testing.T) {
 
 // verify --src quantizes the source again and finds a changed block.
 func TestVerifyRecomputesQ8_0(t *testing.T) {
-	src := withTokenizer(t, fixtures.Qwen36)
+	src := testmodel.WithTokenizer(t, fixtures.Qwen36)
 	path := export(t, src, "int8")
 	m, err := convert.Load(source.Dir(src))
 	if err != nil {

@@ -1,7 +1,6 @@
 package gguf
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,118 +13,21 @@ import (
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
-// archOf is llama.cpp's architecture name of a family.
-var archOf = map[string]string{"qwen3_5_moe": "qwen35moe", "qwen3_next": "qwen3next", "qwen3_5": "qwen35"}
-
-// hparams is the text configuration as the reference converter reads it:
-// text_config's keys over the root's.
-type hparams map[string]any
-
-func readHparams(m *convert.Model) (hparams, error) {
-	var root map[string]any
-	d := json.NewDecoder(bytes.NewReader(m.Config.Raw))
-	d.UseNumber()
-	if err := d.Decode(&root); err != nil {
-		return nil, fmt.Errorf("%s: %w", convert.ConfigFile, err)
-	}
-	h := hparams{}
-	for k, v := range root {
-		h[k] = v
-	}
-	if tc, ok := root["text_config"].(map[string]any); ok {
-		for k, v := range tc {
-			h[k] = v
-		}
-	}
-	return h, nil
-}
-
-func (h hparams) int(key string) (int64, bool) {
-	n, ok := h[key].(json.Number)
-	if !ok {
-		return 0, false
-	}
-	v, err := n.Int64()
-	return v, err == nil
-}
-
 // metadata is every key the reference converter writes for the MTP-only
-// sidecar but general.name and the other provenance keys (general.* from
-// the model card), in its order.
-func metadata(m *convert.Model, h hparams, ftype gg.FileType, name string, vocab []gg.KV) []gg.KV {
-	c := m.Config
-	a := archOf[m.Family]
-	u := func(v int) gg.Value { return gg.U32(uint32(v)) }
+// sidecar but general.name's provenance siblings (general.* from the model
+// card), in its order: the general keys, the family's architecture keys
+// with general.file_type after its base ones, the vocabulary.
+func metadata(m *convert.Model, h convert.Hparams, ftype gg.FileType, name string, vocab []gg.KV) []gg.KV {
 	kvs := []gg.KV{
-		gg.Pair("general.architecture", gg.Str(a)),
+		gg.Pair("general.architecture", gg.Str(m.Spec.GGUF.Arch)),
 		gg.Pair("general.type", gg.Str("model")),
 		gg.Pair("general.name", gg.Str(name)),
 	}
-	add := func(k string, v gg.Value) { kvs = append(kvs, gg.KV{Key: k, Value: v}) }
-	nLayer := c.NumHiddenLayers
-	add(a+".block_count", u(nLayer+m.MTPDepth))
-	if n, ok := h.int("max_position_embeddings"); ok {
-		add(a+".context_length", u(int(n)))
-	}
-	add(a+".embedding_length", u(c.HiddenSize))
-	if n, ok := h.int("intermediate_size"); ok {
-		add(a+".feed_forward_length", u(int(n)))
-	}
-	add(a+".attention.head_count", u(c.NumAttentionHeads))
-	add(a+".attention.head_count_kv", u(c.NumKeyValueHeads))
-	if m.Family == "qwen3_5_moe" || m.Family == "qwen3_5" {
-		// Qwen3.5 always writes its M-RoPE sections (the default when absent), padded to 4.
-		sec := []int32{11, 11, 10, 0}
-		if rp, ok := h["rope_parameters"].(map[string]any); ok {
-			if ms, ok := rp["mrope_section"].([]any); ok {
-				sec = nil
-				for _, x := range ms {
-					if n, ok := x.(json.Number); ok {
-						v, _ := n.Int64()
-						sec = append(sec, int32(v))
-					}
-				}
-				for len(sec) < 4 {
-					sec = append(sec, 0)
-				}
-				sec = sec[:4]
-			}
-		}
-		add(a+".rope.dimension_sections", gg.Int32s(sec))
-	}
-	add(a+".rope.freq_base", gg.Float(float32(c.RopeTheta)))
-	add(a+".attention.layer_norm_rms_epsilon", gg.Float(float32(c.RMSNormEps)))
-	dense := c.Dense() // qwen35: feed_forward_length above, no expert keys
-	if !dense {
-		add(a+".expert_count", u(c.NumExperts))
-		add(a+".expert_used_count", u(c.NumExpertsPerTok))
-	}
-	if _, ok := h.int("head_dim"); ok {
-		add(a+".attention.key_length", u(c.HeadDim))
-		add(a+".attention.value_length", u(c.HeadDim))
-	}
-	add("general.file_type", gg.U32(uint32(ftype)))
-	if !dense {
-		add(a+".expert_feed_forward_length", u(c.MoeIntermediateSize))
-		add(a+".expert_shared_feed_forward_length", u(c.SharedExpertIntermed))
-	}
-	add(a+".nextn_predict_layers", u(m.MTPDepth))
-	add(a+".ssm.conv_kernel", u(c.LinearConvKernelDim))
-	add(a+".ssm.state_size", u(c.LinearKeyHeadDim))
-	add(a+".ssm.group_count", u(c.LinearNumKeyHeads))
-	add(a+".ssm.time_step_rank", u(c.LinearNumValueHeads))
-	add(a+".ssm.inner_size", u(c.LinearValueHeadDim*c.LinearNumValueHeads))
-	var rec []bool
-	for _, t := range m.LayerTypes {
-		rec = append(rec, t == convert.LinearAttention)
-	}
-	for range m.MTPDepth {
-		rec = append(rec, false)
-	}
-	add(a+".attention.recurrent_layers", gg.Bools(rec))
-	add(a+".full_attention_interval", u(c.FullAttentionInterval))
-	add(a+".rope.dimension_count", u(c.RotaryDim()))
-	add("general.quantization_version", gg.U32(2))
+	base, own := m.Spec.GGUF.Metadata(m, h)
+	kvs = append(kvs, base...)
+	kvs = append(kvs, gg.Pair("general.file_type", gg.U32(uint32(ftype))))
+	kvs = append(kvs, own...)
+	kvs = append(kvs, gg.Pair("general.quantization_version", gg.U32(2)))
 	return append(kvs, vocab...)
 }
 
@@ -136,10 +38,6 @@ const (
 	tokUserDefined = 4
 	tokUnused      = 5
 )
-
-// preTokenizer is what the reference converter's tokenizer detection answers
-// for the official tokenizers of each family.
-var preTokenizer = map[string]string{"qwen3_5_moe": "qwen35", "qwen3_5": "qwen35", "qwen3_next": "qwen2"}
 
 type addedToken struct {
 	ID         int64  `json:"id"`
@@ -152,7 +50,7 @@ type addedToken struct {
 // reference converter does for these models (a GPT-2 BPE vocabulary, padded
 // to the config's vocab_size with [PAD{i}] tokens; special tokens from
 // tokenizer_config.json; merges; the chat template).
-func vocabMetadata(m *convert.Model, h hparams) ([]gg.KV, error) {
+func vocabMetadata(m *convert.Model, h convert.Hparams) ([]gg.KV, error) {
 	src := m.Checkpoint.Source
 	raw, err := st.ReadSmallFile(src, "tokenizer.json", 256<<20)
 	if err != nil {
@@ -187,7 +85,7 @@ func vocabMetadata(m *convert.Model, h hparams) ([]gg.KV, error) {
 		added[a.ID] = a
 		maxID = max(maxID, a.ID)
 	}
-	n, ok := h.int("vocab_size")
+	n, ok := h.Int("vocab_size")
 	if !ok {
 		n = int64(len(reverse))
 	}
@@ -224,7 +122,7 @@ func vocabMetadata(m *convert.Model, h hparams) ([]gg.KV, error) {
 	}
 	kvs := []gg.KV{
 		gg.Pair("tokenizer.ggml.model", gg.Str("gpt2")),
-		gg.Pair("tokenizer.ggml.pre", gg.Str(preTokenizer[m.Family])),
+		gg.Pair("tokenizer.ggml.pre", gg.Str(m.Spec.GGUF.PreTokenizer)),
 		gg.Pair("tokenizer.ggml.tokens", gg.Strings(tokens)),
 		gg.Pair("tokenizer.ggml.token_type", gg.Int32s(types)),
 		gg.Pair("tokenizer.ggml.merges", gg.Strings(merges)),

@@ -98,16 +98,23 @@ func (t target) Plan(m *convert.Model, o convert.Options) (*convert.Plan, error)
 	if err != nil {
 		return nil, convert.UsageError{Err: err}
 	}
-	if _, ok := archOf[m.Family]; !ok {
+	if m.Spec.GGUF.Arch == "" {
 		return nil, fmt.Errorf("--target gguf does not know llama.cpp's architecture for family %s", m.Family)
 	}
 	if err := m.HeadError(); err != nil {
 		return nil, err
 	}
 	if m.MTPDepth != 1 {
-		return nil, fmt.Errorf("the head has %d MTP layers; llama.cpp's qwen35/qwen35moe/qwen3next MTP graph supports exactly one", m.MTPDepth)
+		return nil, fmt.Errorf("the head has %d MTP layers; llama.cpp's %s MTP graph supports exactly one", m.MTPDepth, m.Spec.GGUF.Arch)
 	}
-	h, err := readHparams(m)
+	if m.Spec.Forward != nil {
+		for _, l := range m.Spec.Forward(m).Layers {
+			if l.Attention.Kind == convert.AttnMLA {
+				return nil, fmt.Errorf("--target gguf: multi-head latent attention heads need kv_b_proj split into attn_k_b and attn_v_b as llama.cpp's DeepSeek-V2 path does, which this target does not do yet")
+			}
+		}
+	}
+	h, err := m.Config.Hparams()
 	if err != nil {
 		return nil, err
 	}
@@ -260,18 +267,26 @@ func planTensorsTyped(pl *convert.Planner, m *convert.Model, prec precision, lis
 			}
 		}
 	}
+	// The trunk's tensors outside the layers the family names for llama.cpp
+	// (embedding, final norm), then the untied lm_head.
+	gs := m.Spec.GGUF
 	pl.Component = convert.ComponentTrunk
-	tp := m.TextPrefix
-	add(tp+"embed_tokens.weight", "token_embd.weight")
-	add(tp+"norm.weight", "output_norm.weight")
+	for _, w := range m.Spec.TrunkTop {
+		if g, ok := gs.Top[w.Suffix]; ok {
+			add(m.TextPrefix+w.Suffix, g)
+		}
+	}
 	if s := m.Spec.LMHead; s != nil {
+		g, ok := gs.Top[s.Suffix]
+		if !ok {
+			return fmt.Errorf("no GGUF name for the lm_head %s", s.Suffix)
+		}
 		pl.Component = convert.ComponentLMHead
-		add(s.Suffix, "output.weight")
+		add(s.Suffix, g)
 	}
 	pl.Component = convert.ComponentHead
-	hp := m.Spec.HeadPrefix
 	for _, n := range m.HeadTensors() {
-		g, err := headName(strings.TrimPrefix(n, hp), c.NumHiddenLayers)
+		g, err := headName(gs, m.HeadRelative(n), c.NumHiddenLayers)
 		if err != nil {
 			return err
 		}

@@ -21,14 +21,15 @@ import (
 // the interop tests that pair it with a sidecar. It holds every tensor in memory: it is meant for the tiny
 // fixtures, not for real checkpoints.
 func WriteTrunk(m *convert.Model, path string) error {
-	if _, ok := archOf[m.Family]; !ok {
+	if m.Spec.GGUF.Arch == "" {
 		return fmt.Errorf("WriteTrunk: family %s is not supported", m.Family)
 	}
 	next := m.Family == "qwen3_next"
+	layerNames := m.Spec.GGUF.Layer
 	if err := m.TrunkError(); err != nil {
 		return err
 	}
-	h, err := readHparams(m)
+	h, err := m.Config.Hparams()
 	if err != nil {
 		return err
 	}
@@ -222,7 +223,7 @@ func WriteTrunk(m *convert.Model, path string) error {
 			emit(b+"ssm_out.weight", o, shape)
 		}
 		if c.Dense() {
-			for _, n := range denseNames {
+			for _, n := range []string{"mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"} {
 				if err := plain(lp+n, b+layerNames[n], false); err != nil {
 					return err
 				}
@@ -272,7 +273,7 @@ func WriteTrunk(m *convert.Model, path string) error {
 		name = name[i+1:]
 	}
 	var kvs []gg.KV
-	a := archOf[m.Family]
+	a := m.Spec.GGUF.Arch
 	for _, kv := range metadata(m, h, gg.FileBF16, name, vocab) {
 		switch kv.Key {
 		case a + ".nextn_predict_layers":

@@ -55,8 +55,8 @@ func (cb combined) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, er
 				names = append(names, trunkName(n))
 			}
 		}
-		for i := range m.TrunkExperts {
-			names = append(names, trunkName(m.TextPrefix+"layers."+strconv.Itoa(i)+".")+"mlp.switch_mlp.down_proj.weight")
+		for _, blk := range m.TrunkExperts {
+			names = append(names, trunkName(m.ExpertLayer(blk))+m.Spec.MoE.Stacked[2])
 		}
 		at, err := layerLocation(names)
 		if err != nil {
@@ -68,11 +68,10 @@ func (cb combined) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, er
 	for _, n := range m.TrunkTensors() {
 		pl.Plain(n, trunkName(n), o.Trunk.Float, trunkRule)
 	}
-	for i, blk := range m.TrunkExperts {
-		pl.Experts(blk, trunkName(m.TextPrefix+"layers."+strconv.Itoa(i)+"."), o.Trunk.Float, trunkRule)
+	for _, blk := range m.TrunkExperts {
+		pl.Experts(blk, trunkName(m.ExpertLayer(blk)), o.Trunk.Float, trunkRule)
 	}
-	hp := m.Spec.HeadPrefix
-	pl.Head(func(s string) string { return hp + s }, o.Head.Float, o.rule(m, o.Head, o.GroupSize))
+	pl.Head(m.HeadName, o.Head.Float, o.rule(m, o.Head, o.GroupSize))
 
 	tensors, files, index, err := shard(pl.Out, o.MaxShard)
 	if err != nil {
@@ -101,6 +100,7 @@ func (cb combined) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, er
 		p.Options["max_shard_size"] = strconv.FormatInt(o.MaxShard, 10)
 	}
 	p.Files = append(p.Files, copies(m)...)
+	hp := m.Spec.HeadPrefix
 	p.Notes = append(p.Notes, fmt.Sprintf("stock mlx-lm >= 0.32.0 loads this file (it drops %s* and shifts no norm on converted files); mlx-lm 0.30.7 to 0.31.3 shift every norm a second time when %s* keys are present", hp, hp))
 	return p, nil
 }

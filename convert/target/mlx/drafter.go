@@ -34,6 +34,9 @@ func (d drafter) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, erro
 	if err != nil {
 		return nil, convert.UsageError{Err: err}
 	}
+	if m.Spec.MLX.DrafterModelType == "" {
+		return nil, fmt.Errorf("--target mlx: mlx-vlm has no drafter model for %s heads", m.Family)
+	}
 	if err := m.HeadError(); err != nil {
 		return nil, err
 	}
@@ -78,8 +81,8 @@ func drafterConfig(m *convert.Model, p *convert.Plan, o Options) ([]byte, error)
 }
 
 // textConfigObject returns the source's text configuration as a JSON value
-// that the drafter's TextConfig reads: nested text_config as is, or a flat
-// config with the rope_parameters the drafter expects, plus what the family adds.
+// that the drafter's TextConfig reads: nested text_config as is, or the
+// whole flat config, plus what the family's drafter needs (DrafterTextConfig).
 func textConfigObject(m *convert.Model) (map[string]any, error) {
 	var root map[string]any
 	if err := json.Unmarshal(m.Config.Raw, &root); err != nil {
@@ -90,18 +93,8 @@ func textConfigObject(m *convert.Model) (map[string]any, error) {
 		text = tc
 	}
 	delete(text, "quantization_config") // a flat config's own storage (an FP8 release's) is not the drafter's
-	c := m.Config
-	if _, ok := text["rope_parameters"]; !ok {
-		text["rope_parameters"] = map[string]any{
-			"type": "default", "rope_theta": c.RopeTheta, "partial_rotary_factor": c.PartialRotaryFactor,
-			"mrope_section": []int{c.RotaryDim() / 2, 0, 0},
-		}
-	}
 	if f := m.Spec.MLX.DrafterTextConfig; f != nil {
 		f(m, text)
-	}
-	if _, ok := text["mtp_num_hidden_layers"]; !ok {
-		text["mtp_num_hidden_layers"] = m.MTPDepth
 	}
 	return text, nil
 }
@@ -110,7 +103,7 @@ func textConfigObject(m *convert.Model) (map[string]any, error) {
 func (drafter) Card(man *manifests.Manifest) manifests.TargetCard {
 	return manifests.TargetCard{
 		Library:   "mlx",
-		What:      "the multi-token-prediction (MTP) head as an MLX speculative drafter (mlx-vlm's `qwen3_5_mtp` format)",
+		What:      "the multi-token-prediction (MTP) head as an MLX speculative drafter (mlx-vlm's `" + drafterModelType(man) + "` format)",
 		Pairing:   "It pairs with an MLX conversion of the same trunk (`{base}`): the drafter shares the trunk's embedding and lm_head.",
 		Experts:   "stacked as mlx-lm's `switch_mlp` `[E, out, in]`",
 		Precision: precisionLines(man),
@@ -120,4 +113,12 @@ func (drafter) Card(man *manifests.Manifest) manifests.TargetCard {
 			"drafter, kind = load_drafter(\"PATH/TO/THIS/FOLDER\")  # kind == \"mtp\"", "```",
 		},
 	}
+}
+
+// drafterModelType is mlx-vlm's model_type of the manifest's family.
+func drafterModelType(man *manifests.Manifest) string {
+	if f, ok := convert.LookupFamily(man.Model.Family); ok {
+		return f.Spec(&convert.Config{}).MLX.DrafterModelType
+	}
+	return "*_mtp"
 }

@@ -84,6 +84,33 @@ func (w *ovWeights) norm(name string) ov.Region {
 	return *w.region(w.byName[name], name)
 }
 
+// checkLowering refuses a forward the IR blocks cannot express, naming
+// what is missing: one MTP layer over concat(embedding, hidden), gated full
+// attention without biases, a dense MLP or a softmax top-k MoE with a
+// sigmoid-gated shared expert.
+func checkLowering(f convert.Forward) error {
+	if len(f.Layers) != 1 || !f.EmbeddingFirst {
+		return fmt.Errorf("openvino graph: the lowering takes one MTP layer over concat(embedding, hidden)")
+	}
+	at, mlp := f.Layers[0].Attention, f.Layers[0].MLP
+	if at.Kind != convert.AttnGatedFull || !at.OutputGate {
+		return fmt.Errorf("openvino graph: attention %q (output gate %v) has no lowering", at.Kind, at.OutputGate)
+	}
+	if at.QBias != "" || at.KBias != "" || at.VBias != "" {
+		return fmt.Errorf("openvino graph: attention with q/k/v biases has no lowering")
+	}
+	switch {
+	case mlp.Kind == convert.MLPDense:
+	case mlp.Kind != convert.MLPSparseMoE:
+		return fmt.Errorf("openvino graph: MLP %q has no lowering", mlp.Kind)
+	case mlp.Routing != "" && mlp.Routing != convert.RouteSoftmaxTopK:
+		return fmt.Errorf("openvino graph: MoE routing %q has no lowering (the fused MoE block routes by softmax top-k)", mlp.Routing)
+	case mlp.SharedExpertGate == "":
+		return fmt.Errorf("openvino graph: ungated shared experts have no lowering")
+	}
+	return nil
+}
+
 // Graphs lowers the family's MTP forward onto the IR blocks, over the
 // weights a plan laid out: the MTP layer (stateful, MoE in the fusable tiled
 // form) and the lm_head (nil when the plan has no lm_head).
@@ -92,17 +119,11 @@ func Graphs(m *convert.Model, p *convert.Plan, f convert.Forward, info []ov.Attr
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(f.Layers) != 1 || !f.EmbeddingFirst {
-		return nil, nil, fmt.Errorf("openvino graph: the lowering takes one MTP layer over concat(embedding, hidden)")
+	if err := checkLowering(f); err != nil {
+		return nil, nil, err
 	}
 	l := f.Layers[0]
 	at, mlp := l.Attention, l.MLP
-	if at.Kind != convert.AttnGatedFull || !at.OutputGate {
-		return nil, nil, fmt.Errorf("openvino graph: attention %q (output gate %v) has no lowering", at.Kind, at.OutputGate)
-	}
-	if mlp.Kind != convert.MLPSparseMoE && mlp.Kind != convert.MLPDense {
-		return nil, nil, fmt.Errorf("openvino graph: MLP %q has no lowering", mlp.Kind)
-	}
 	H := int64(m.Config.HiddenSize)
 	nH, nKV, D := int64(at.Heads), int64(at.KVHeads), int64(at.HeadDim)
 	eps := float32(f.Eps)

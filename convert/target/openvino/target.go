@@ -110,11 +110,20 @@ func (t target) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, error
 	if err != nil {
 		return nil, convert.UsageError{Err: fmt.Errorf("--lm-head-precision: %w", err)}
 	}
+	if r := m.Spec.OpenVINO.Refusal; r != "" {
+		return nil, fmt.Errorf("--target openvino: %s", r)
+	}
 	if err := m.HeadError(); err != nil {
 		return nil, err
 	}
 	if m.MTPDepth != 1 {
 		return nil, fmt.Errorf("the OpenVINO target writes one MTP layer; this head has %d", m.MTPDepth)
+	}
+	if m.Spec.Forward == nil {
+		return nil, fmt.Errorf("--target openvino: family %s describes no MTP forward to lower", m.Family)
+	}
+	if err := checkLowering(m.Spec.Forward(m)); err != nil {
+		return nil, err
 	}
 	if m.Spec.LMHead == nil {
 		return nil, fmt.Errorf("%s: the lm_head is tied to the embedding, which the OpenVINO target does not support yet", m.Checkpoint.Source.Name())
@@ -139,7 +148,7 @@ func (t target) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, error
 		}
 	}
 	for j, blk := range m.MTPExperts {
-		pl.Experts(blk, m.Spec.HeadPrefix+"layers."+strconv.Itoa(j)+".", st.F16, func(string, string, int64) *convert.Quant { return clone(hq) })
+		pl.Experts(blk, m.HeadLayerPrefix(j), st.F16, func(string, string, int64) *convert.Quant { return clone(hq) })
 	}
 	pl.File, pl.Component = LMHeadBin, convert.ComponentLMHead
 	linear(pl, lmHead, lq)
