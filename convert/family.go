@@ -138,7 +138,14 @@ type GGUFSpec struct {
 	// order: base (its TextModel.set_gguf_parameters; general.file_type
 	// follows them) and the architecture's own after it.
 	Metadata func(m *Model, h Hparams) (base, own []gg.KV)
+	// SpecialTokens are the special-token ids the reference converter sets
+	// for the family over tokenizer_config.json's, by token text, in its order.
+	SpecialTokens []SpecialToken
 }
+
+// SpecialToken is a special token a family's vocabulary sets: its type
+// (bos, eos, unk, eot, eom, ...) and the text of the added token.
+type SpecialToken struct{ Type, Content string }
 
 // OpenVINOSpec says whether an OpenVINO pipeline runs the family's head.
 type OpenVINOSpec struct {

@@ -182,13 +182,34 @@ func specialTokens(m *convert.Model, added []addedToken, n int64) ([]gg.KV, erro
 		}
 	}
 	keyName := map[string]string{"bos": "bos_token_id", "eos": "eos_token_id", "unk": "unknown_token_id", "sep": "seperator_token_id",
-		"pad": "padding_token_id", "cls": "cls_token_id", "mask": "mask_token_id"}
+		"pad": "padding_token_id", "cls": "cls_token_id", "mask": "mask_token_id", "eot": "eot_token_id", "eom": "eom_token_id"}
 	types := make([]string, 0, len(ids))
 	for t := range ids {
 		types = append(types, t)
 	}
 	order := map[string]int{"bos": 0, "eos": 1, "unk": 2, "sep": 3, "pad": 4, "cls": 5, "mask": 6}
 	sort.Slice(types, func(i, j int) bool { return order[types[i]] < order[types[j]] })
+	// The family's own special tokens replace a type in place or follow,
+	// as the converter's _set_special_token does.
+	for _, st := range m.Spec.GGUF.SpecialTokens {
+		id := int64(-1)
+		for _, a := range added {
+			if a.Content == st.Content {
+				id = a.ID
+				break
+			}
+		}
+		if id < 0 {
+			return nil, fmt.Errorf("tokenizer.json: the %s token %q of this family is not among its added tokens", st.Type, st.Content)
+		}
+		if _, ok := keyName[st.Type]; !ok {
+			return nil, fmt.Errorf("special token type %q has no GGUF key", st.Type)
+		}
+		if _, ok := ids[st.Type]; !ok {
+			types = append(types, st.Type)
+		}
+		ids[st.Type] = id
+	}
 	for _, t := range types {
 		kvs = append(kvs, gg.KV{Key: "tokenizer.ggml." + keyName[t], Value: gg.U32(uint32(ids[t]))})
 	}

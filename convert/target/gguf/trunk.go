@@ -12,7 +12,8 @@ import (
 	"github.com/mtpconv/mtpconv/quant"
 )
 
-// WriteTrunk writes the trunk of a Qwen3.5/3.6 (MoE or dense) or Qwen3-Next checkpoint
+// WriteTrunk writes the trunk of a checkpoint (a family whose trunk tensors
+// all have names in its GGUF table, or a Qwen3.5/3.6 (MoE or dense) or Qwen3-Next one)
 // as a bf16 GGUF without its MTP head, as convert_hf_to_gguf.py --no-mtp
 // lays it out (Qwen3.5: linear-attention V heads reordered to tiled order;
 // Qwen3-Next: in_proj_qkvz split into attn_qkv and attn_gate, in_proj_ba as
@@ -93,13 +94,60 @@ func WriteTrunk(m *convert.Model, path string) error {
 	if err := plain(tp+"embed_tokens.weight", "token_embd.weight", false); err != nil {
 		return err
 	}
-	if err := plain(tp+"norm.weight", "output_norm.weight", true); err != nil {
+	shiftFinal := false
+	for _, w := range m.Spec.TrunkTop {
+		shiftFinal = shiftFinal || w.Suffix == "norm.weight" && w.Role&convert.RoleZeroCentredNorm != 0
+	}
+	if err := plain(tp+"norm.weight", "output_norm.weight", shiftFinal); err != nil {
 		return err
 	}
 	if m.Spec.LMHead != nil {
 		if err := plain(m.Spec.LMHead.Suffix, "output.weight", false); err != nil {
 			return err
 		}
+	}
+	// experts stacks the routed experts of the layer under lp as block b's.
+	experts := func(lp, b string) error {
+		moe := m.Spec.MoE
+		var blk *convert.ExpertBlock
+		for k := range m.TrunkExperts {
+			if m.TrunkExperts[k].Prefix == lp+moe.Experts {
+				blk = &m.TrunkExperts[k]
+			}
+		}
+		if blk == nil {
+			return fmt.Errorf("%s: no routed experts", lp)
+		}
+		e, hs, is := c.NumExperts, c.HiddenSize, c.MoeIntermediateSize
+		var gate, up, down []float32
+		if blk.Layout == convert.Fused {
+			gu, _, err := read(blk.Prefix + moe.FusedGateUp)
+			if err != nil {
+				return err
+			}
+			for x := 0; x < e; x++ {
+				base := x * 2 * is * hs
+				gate = append(gate, gu[base:base+is*hs]...)
+				up = append(up, gu[base+is*hs:base+2*is*hs]...)
+			}
+			if down, _, err = read(blk.Prefix + moe.FusedDown); err != nil {
+				return err
+			}
+		} else {
+			for x := 0; x < e; x++ {
+				for k, dst := range []*[]float32{&gate, &up, &down} {
+					v, _, err := read(blk.Prefix + strconv.Itoa(x) + "." + moe.PerExpert[k])
+					if err != nil {
+						return err
+					}
+					*dst = append(*dst, v...)
+				}
+			}
+		}
+		emit(b+"ffn_gate_exps.weight", gate, []int64{int64(e), int64(is), int64(hs)})
+		emit(b+"ffn_up_exps.weight", up, []int64{int64(e), int64(is), int64(hs)})
+		emit(b+"ffn_down_exps.weight", down, []int64{int64(e), int64(hs), int64(is)})
+		return nil
 	}
 	nk, nv := c.LinearNumKeyHeads, c.LinearNumValueHeads
 	kd, hv := c.LinearNumKeyHeads*c.LinearKeyHeadDim, c.LinearValueHeadDim
@@ -118,9 +166,37 @@ func WriteTrunk(m *convert.Model, path string) error {
 		}
 		copy(v, perm)
 	}
+	// A family whose every trunk tensor has a name in its table is written
+	// by the table (its zero-centred norms shifted); the Qwen hybrids'
+	// linear attention is rearranged below.
+	byTable := true
+	for i := 0; i < c.NumHiddenLayers; i++ {
+		for _, w := range m.Spec.TrunkLayer(i) {
+			if _, ok := layerNames[w.Suffix]; !ok {
+				byTable = false
+			}
+		}
+	}
 	for i := 0; i < c.NumHiddenLayers; i++ {
 		lp := tp + "layers." + strconv.Itoa(i) + "."
 		b := "blk." + strconv.Itoa(i) + "."
+		if byTable {
+			for _, w := range m.Spec.TrunkLayer(i) {
+				if _, ok := m.Checkpoint.Tensors[lp+w.Suffix]; !ok && w.Role&convert.RoleOptional != 0 {
+					continue
+				}
+				if err := plain(lp+w.Suffix, b+layerNames[w.Suffix], w.Role&convert.RoleZeroCentredNorm != 0); err != nil {
+					return err
+				}
+			}
+			if m.Spec.MoE == nil || (m.Spec.MoELayer != nil && !m.Spec.MoELayer(i)) {
+				continue
+			}
+			if err := experts(lp, b); err != nil {
+				return err
+			}
+			continue
+		}
 		for _, n := range []string{"input_layernorm.weight", "post_attention_layernorm.weight"} {
 			if err := plain(lp+n, b+layerNames[n], true); err != nil {
 				return err
@@ -235,37 +311,9 @@ func WriteTrunk(m *convert.Model, path string) error {
 				return err
 			}
 		}
-		blk := m.TrunkExperts[i]
-		moe := m.Spec.MoE
-		e, hs, is := c.NumExperts, c.HiddenSize, c.MoeIntermediateSize
-		var gate, up, down []float32
-		if blk.Layout == convert.Fused {
-			gu, _, err := read(blk.Prefix + moe.FusedGateUp)
-			if err != nil {
-				return err
-			}
-			for x := 0; x < e; x++ {
-				base := x * 2 * is * hs
-				gate = append(gate, gu[base:base+is*hs]...)
-				up = append(up, gu[base+is*hs:base+2*is*hs]...)
-			}
-			if down, _, err = read(blk.Prefix + moe.FusedDown); err != nil {
-				return err
-			}
-		} else {
-			for x := 0; x < e; x++ {
-				for k, dst := range []*[]float32{&gate, &up, &down} {
-					v, _, err := read(blk.Prefix + strconv.Itoa(x) + "." + moe.PerExpert[k])
-					if err != nil {
-						return err
-					}
-					*dst = append(*dst, v...)
-				}
-			}
+		if err := experts(lp, b); err != nil {
+			return err
 		}
-		emit(b+"ffn_gate_exps.weight", gate, []int64{int64(e), int64(is), int64(hs)})
-		emit(b+"ffn_up_exps.weight", up, []int64{int64(e), int64(is), int64(hs)})
-		emit(b+"ffn_down_exps.weight", down, []int64{int64(e), int64(hs), int64(is)})
 	}
 	// The sidecar's metadata without the head: n_layer blocks, no nextn layers.
 	name := strings.TrimSuffix(path, ".gguf")
