@@ -25,3 +25,30 @@ func TestFFNDownLayer(t *testing.T) {
 		}
 	}
 }
+
+// A model of exactly 8 experts takes llama-quantize's 8-expert bumps:
+// attn_k and attn_v Q8_0 at every k-quant and Q4_0, attn_output Q5_K at
+// Q4_K_M and Q4_K_S; any other expert count does not.
+func TestEightExpertBumps(t *testing.T) {
+	ts := []plannedTensor{
+		{"blk.1.attn_k.weight", []int64{256, 256}, "BF16"},
+		{"blk.1.attn_output.weight", []int64{256, 256}, "BF16"},
+		{"blk.1.attn_v.weight", []int64{256, 256}, "BF16"},
+	}
+	for _, c := range []struct {
+		ft           gg.FileType
+		nExpert      int
+		k, output, v string
+	}{
+		{gg.FileQ4_K_M, 8, "Q8_0", "Q5_K", "Q8_0"},
+		{gg.FileQ4_K_S, 8, "Q8_0", "Q5_K", "Q8_0"},
+		{gg.FileQ4_0, 8, "Q8_0", "Q4_0", "Q8_0"},
+		{gg.FileQ4_K_M, 16, "Q4_K", "Q4_K", "Q6_K"},
+		{gg.FileQ4_0, 16, "Q4_0", "Q4_0", "Q4_0"},
+	} {
+		got := llamaQuantizeTypes(ts, c.ft, 2, c.nExpert)
+		if got[ts[0].name] != c.k || got[ts[1].name] != c.output || got[ts[2].name] != c.v {
+			t.Errorf("%v, %d experts: %v", c.ft, c.nExpert, got)
+		}
+	}
+}
