@@ -6,9 +6,10 @@ import (
 	"testing"
 )
 
-// glm45Config is a GLM-4.5-shaped config.json (Glm4MoeForCausalLM): no
-// linear attention, sigmoid routing over expert groups, leading dense layers.
-const glm45Config = `{"architectures":["Glm4MoeForCausalLM"],"model_type":"glm4_moe","hidden_size":64,"num_hidden_layers":3,
+// glm45Config is a GLM-4.5-shaped config.json of a test-only model type
+// (the real glm4_moe is a registered family): no linear attention, sigmoid
+// routing over expert groups, leading dense layers.
+const glm45Config = `{"architectures":["TestGlm4MoeForCausalLM"],"model_type":"test_glm4_moe","hidden_size":64,"num_hidden_layers":3,
 "num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"partial_rotary_factor":0.5,"vocab_size":32,"intermediate_size":96,
 "moe_intermediate_size":16,"n_routed_experts":8,"n_shared_experts":1,"num_experts_per_tok":2,"n_group":2,"topk_group":1,
 "routed_scaling_factor":2.5,"first_k_dense_replace":1,"num_nextn_predict_layers":1,"attention_bias":true,"rms_norm_eps":1e-5}`
@@ -19,7 +20,7 @@ type testFamily struct{ parsed *int }
 
 func (testFamily) Name() string { return "test_glm" }
 func (testFamily) Matches(id Identity) bool {
-	return MatchesIdentity(id, []string{"glm4_moe"}, "Glm4Moe")
+	return MatchesIdentity(id, []string{"test_glm4_moe"}, "TestGlm4Moe")
 }
 func (f testFamily) ParseConfig(raw []byte) (*Config, error) {
 	*f.parsed++
@@ -47,7 +48,7 @@ func withFamily(t *testing.T, f Family) { t.Cleanup(RegisterFamily(f)) }
 // linear_num_key_heads.
 func TestFamilyDetectedBeforeValidation(t *testing.T) {
 	_, err := ParseConfig([]byte(glm45Config))
-	if err == nil || !strings.Contains(err.Error(), `model_type "glm4_moe" (architectures [Glm4MoeForCausalLM]) is not a supported family`) {
+	if err == nil || !strings.Contains(err.Error(), `model_type "test_glm4_moe" (architectures [TestGlm4MoeForCausalLM]) is not a supported family`) {
 		t.Fatalf("without its family: %v", err)
 	}
 	parsed := 0
