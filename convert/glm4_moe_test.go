@@ -71,3 +71,26 @@ func TestGLMConfigRefusals(t *testing.T) {
 		}
 	}
 }
+
+// GLM-4.7-Flash is its own family (MLA): described from its fixture, and
+// every target it has no consumer or no writer for refuses it naming why.
+func TestGLM47FlashFamily(t *testing.T) {
+	m, err := Load(source.Dir(fixtures.Ensure(t, fixtures.GLM47Flash)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Checkpoint.Close()
+	if m.Family != "glm4_moe_lite" || m.MTPDepth != 1 || m.HeadError() != nil || m.TrunkError() != nil {
+		t.Fatalf("family %s depth %d: %v %v", m.Family, m.MTPDepth, m.HeadError(), m.TrunkError())
+	}
+	f := m.Spec.Forward(m)
+	if at := f.Layers[0].Attention; at.Kind != AttnMLA || at.KVB != "model.layers.2.self_attn.kv_b_proj.weight" || at.QLoraRank != 64 {
+		t.Errorf("attention %+v", at)
+	}
+	if mlp := f.Layers[0].MLP; mlp.Routing != RouteSigmoidGroupTopK || mlp.ScalingFactor != 1.8 {
+		t.Errorf("mlp %+v", mlp)
+	}
+	if m.Spec.GGUF.Arch != "deepseek2" || m.Spec.GGUF.Layer["post_attention_layernorm.weight"] != "ffn_norm.weight" {
+		t.Errorf("gguf table %+v", m.Spec.GGUF)
+	}
+}

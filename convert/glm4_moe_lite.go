@@ -1,0 +1,112 @@
+package convert
+
+import gg "github.com/mtpconv/mtpconv/formats/gguf"
+
+// GLM-4.7-Flash (Glm4MoeLiteForCausalLM): the GLM-4.x layout of
+// glm4_moe.go with DeepSeek-V2's multi-head latent attention (q_a_proj,
+// q_a_layernorm, q_b_proj; kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj),
+// which llama.cpp runs as its deepseek2 architecture. See docs/glm.md.
+
+func init() { RegisterFamily(glm4MoeLite{}) }
+
+type glm4MoeLite struct{}
+
+func (glm4MoeLite) Name() string { return "glm4_moe_lite" }
+
+func (glm4MoeLite) Matches(id Identity) bool {
+	return MatchesIdentity(id, []string{"glm4_moe_lite"}, "Glm4MoeLiteForCausalLM")
+}
+
+// Glm4MoeLiteConfig's defaults (head_dim is qk_rope_head_dim, all rotary).
+var glm4MoeLiteDefaults = ConfigDefaults{PartialRotaryFactor: 1, RMSNormEps: 1e-5, RopeTheta: 10000}
+
+func (glm4MoeLite) ParseConfig(raw []byte) (*Config, error) {
+	c, err := parseGLMConfig(raw, glm4MoeLiteDefaults, true)
+	if err != nil {
+		return nil, err
+	}
+	c.HeadDim = c.QKRopeHeadDim // the configuration class's attribute map
+	return c, nil
+}
+
+func (glm4MoeLite) Spec(c *Config) *Spec {
+	s := glmSpec(c, true)
+	s.GGUF = GGUFSpec{
+		Arch: "deepseek2", PreTokenizer: "glm4",
+		Top:           s.GGUF.Top,
+		Layer:         glmLiteGGUFLayer,
+		Metadata:      glmLiteGGUFMetadata,
+		SpecialTokens: glmSpecialTokens,
+	}
+	return s
+}
+
+// glmLiteGGUFLayer is gguf-py's deepseek2 tensor map for GLM-4.7-Flash's
+// layers (kv_b_proj becomes attn_k_b and attn_v_b, split by the target).
+var glmLiteGGUFLayer = func() map[string]string {
+	m := map[string]string{
+		"post_attention_layernorm.weight":     "ffn_norm.weight",
+		"self_attn.q_proj.weight":             "attn_q.weight",
+		"self_attn.q_a_proj.weight":           "attn_q_a.weight",
+		"self_attn.q_a_layernorm.weight":      "attn_q_a_norm.weight",
+		"self_attn.q_b_proj.weight":           "attn_q_b.weight",
+		"self_attn.kv_a_proj_with_mqa.weight": "attn_kv_a_mqa.weight",
+		"self_attn.kv_a_layernorm.weight":     "attn_kv_a_norm.weight",
+	}
+	for k, v := range glmGGUFLayer {
+		if _, ok := m[k]; !ok {
+			m[k] = v
+		}
+	}
+	return m
+}()
+
+// glmLiteGGUFMetadata is every key convert_hf_to_gguf.py writes for
+// GLM-4.7-Flash as deepseek2 (MLA as MQA: one key-value head of
+// kv_lora_rank + qk_rope_head_dim).
+func glmLiteGGUFMetadata(m *Model, hp Hparams) (base, own []gg.KV) {
+	c := m.Config
+	a := m.Spec.GGUF.Arch
+	u := func(v int64) gg.Value { return gg.U32(uint32(v)) }
+	kvs := &base
+	add := func(k string, v gg.Value) { *kvs = append(*kvs, gg.KV{Key: a + "." + k, Value: v}) }
+	addInt := func(k, key string) {
+		if n, ok := hp.Int(key); ok {
+			add(k, u(n))
+		}
+	}
+	add("block_count", u(int64(c.NumHiddenLayers+m.MTPDepth)))
+	addInt("context_length", "max_position_embeddings")
+	add("embedding_length", u(int64(c.HiddenSize)))
+	addInt("feed_forward_length", "intermediate_size")
+	add("attention.head_count", u(int64(c.NumAttentionHeads)))
+	add("attention.head_count_kv", u(1))
+	add("rope.freq_base", gg.Float(float32(c.RopeTheta)))
+	add("attention.layer_norm_rms_epsilon", gg.Float(float32(c.RMSNormEps)))
+	add("expert_count", u(int64(c.NumExperts)))
+	add("expert_used_count", u(int64(c.NumExpertsPerTok)))
+	addInt("expert_group_count", "n_group")
+	addInt("expert_group_used_count", "topk_group")
+	kvs = &own
+	add("leading_dense_block_count", u(int64(c.FirstKDenseReplace)))
+	add("vocab_size", u(int64(c.VocabSize)))
+	if c.QLoraRank != nil {
+		add("attention.q_lora_rank", u(int64(*c.QLoraRank)))
+	}
+	add("attention.kv_lora_rank", u(int64(c.KVLoraRank)))
+	add("attention.key_length", u(int64(c.KVLoraRank+c.QKRopeHeadDim)))
+	add("attention.value_length", u(int64(c.KVLoraRank)))
+	add("attention.key_length_mla", u(int64(c.QKNopeHeadDim+c.QKRopeHeadDim)))
+	add("attention.value_length_mla", u(int64(c.VHeadDim)))
+	add("expert_feed_forward_length", u(int64(c.MoeIntermediateSize)))
+	add("expert_shared_count", u(int64(c.NSharedExperts)))
+	if _, ok := hp["routed_scaling_factor"]; ok {
+		add("expert_weights_scale", gg.Float(float32(c.RoutedScalingFactor)))
+	}
+	if b, ok := hp["norm_topk_prob"].(bool); ok && b {
+		add("expert_weights_norm", gg.Bool(b))
+	}
+	add("rope.dimension_count", u(int64(c.QKRopeHeadDim)))
+	add("nextn_predict_layers", u(int64(m.MTPDepth)))
+	return base, own
+}
