@@ -97,7 +97,7 @@ func checkOutTarget(out string, force bool) error {
 
 // isMTPConvOutput reports whether dir holds a manifest written by mtpconv.
 func isMTPConvOutput(dir string) bool {
-	b, err := os.ReadFile(filepath.Join(dir, manifests.FileName))
+	b, err := manifests.ReadRegularFile(filepath.Join(dir, manifests.FileName))
 	if err != nil {
 		return false
 	}
@@ -212,7 +212,7 @@ func (w *partialDir) write(fn func(dir string) error) error {
 		return err
 	}
 	w.dir = filepath.Join(parent, "."+filepath.Base(clean)+".partial")
-	prev, _ := os.ReadFile(filepath.Join(w.dir, planMarker))
+	prev, _ := manifests.ReadRegularFile(filepath.Join(w.dir, planMarker))
 	if !w.resume || string(prev) != w.planHash {
 		if err := os.RemoveAll(w.dir); err != nil {
 			return err
@@ -275,7 +275,7 @@ func (w *partialDir) reuse(file string) (FileRecord, bool) {
 		return rec, false
 	}
 	recPath := filepath.Join(w.dir, doneDir, file+".json")
-	b, err := os.ReadFile(recPath)
+	b, err := manifests.ReadRegularFile(recPath)
 	if err != nil || json.Unmarshal(b, &rec) != nil {
 		return rec, false
 	}
