@@ -75,7 +75,7 @@ func TestReadAllRoundTrips(t *testing.T) {
 	kvs := []KV{
 		Pair("u8", Value{Type: TypeUint8, V: uint8(200)}), Pair("i8", Value{Type: TypeInt8, V: int8(-3)}),
 		Pair("u16", Value{Type: TypeUint16, V: uint16(60000)}), Pair("i16", Value{Type: TypeInt16, V: int16(-300)}),
-		Pair("u32", U32(1 << 31)), Pair("i32", I32(-1)), Pair("f32", Float(-0.5)), Pair("bool", Bool(true)),
+		Pair("u32", U32(1<<31)), Pair("i32", I32(-1)), Pair("f32", Float(-0.5)), Pair("bool", Bool(true)),
 		Pair("str", Str("é")), Pair("u64", Value{Type: TypeUint64, V: uint64(1 << 63)}),
 		Pair("i64", Value{Type: TypeInt64, V: int64(-1 << 62)}), Pair("f64", Value{Type: TypeFloat64, V: math.Pi}),
 		Pair("a.u8", Value{Type: TypeArray, Elem: TypeUint8, V: []uint8{1, 255}}),
