@@ -318,3 +318,52 @@ func TestReadRefusesHostileHeaders(t *testing.T) {
 		}
 	}
 }
+
+// FuzzRead: no input panics or reads past what it holds, and a header Read
+// accepts is one EncodeHeader writes again and Read reads back the same.
+func FuzzRead(f *testing.F) {
+	sizes := []int64{4 * 8, 34 * 2}
+	offs, total := Place(sizes, DefaultAlignment)
+	seed, err := EncodeHeader([]KV{
+		Pair("general.architecture", Str("qwen35moe")), Pair("qwen35moe.block_count", U32(2)),
+		Pair("qwen35moe.rope.dimension_sections", Int32s([]int32{3, 3, 2, 0})),
+		Pair("tokenizer.ggml.tokens", Strings([]string{"a", "", "<|im_end|>"})),
+		Pair("tokenizer.ggml.scores", Value{Type: TypeArray, Elem: TypeFloat32, V: []float32{0, -1, 2}}),
+		Pair("x.bools", Bools([]bool{true})), Pair("x.f64", Value{Type: TypeFloat64, V: 1.5}),
+	}, []TensorInfo{
+		{Name: "output_norm.weight", Dims: []int64{8}, Type: F32, Offset: offs[0]},
+		{Name: "blk.0.attn_k.weight", Dims: []int64{32, 2}, Type: Q8_0, Offset: offs[1]},
+	})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(append(seed, make([]byte, total)...))
+	f.Add(header(2, 1).kv("general.alignment", TypeUint32).u32(64).tensor("a", Q8_0, 0, 32, 2).tensor("b", F32, 128, 8).padded(256))
+	f.Add(header(1, 0).tensor("w", F32, 0, 1<<40, 1<<40, 1<<40, 1<<40).padded(256))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		g, err := Read(bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			return
+		}
+		if g.DataOffset%g.Alignment != 0 {
+			t.Fatalf("data section at %d, alignment %d", g.DataOffset, g.Alignment)
+		}
+		for _, ti := range g.Tensors {
+			if n, err := ti.Bytes(); err != nil || g.DataOffset+ti.Offset+n > int64(len(b)) {
+				t.Fatalf("accepted tensor %+v of %d bytes (%v) in %d bytes", ti, n, err, len(b))
+			}
+		}
+		hdr, err := EncodeHeader(g.KV, g.Tensors)
+		if err != nil {
+			t.Fatalf("an accepted header does not encode: %v", err)
+		}
+		again := append(hdr, make([]byte, max(0, int64(len(b))-g.DataOffset))...)
+		g2, err := Read(bytes.NewReader(again), int64(len(again)))
+		if err != nil {
+			t.Fatalf("an accepted header, encoded again, is refused: %v", err)
+		}
+		if hdr2, err := EncodeHeader(g2.KV, g2.Tensors); err != nil || !bytes.Equal(hdr, hdr2) {
+			t.Fatalf("an accepted header reads back differently (%v)", err)
+		}
+	})
+}
