@@ -246,8 +246,10 @@ func (rd *reader) value(t ValueType) Value {
 // header reads the metadata and the tensor infos.
 func (rd *reader) header() *File {
 	var magic [4]byte
-	rd.fill(magic[:])
-	if rd.err == nil && string(magic[:]) != Magic || rd.err != nil && !errors.Is(rd.err, context.Canceled) && !errors.Is(rd.err, context.DeadlineExceeded) {
+	if !rd.fill(magic[:]) && (errors.Is(rd.err, context.Canceled) || errors.Is(rd.err, context.DeadlineExceeded)) {
+		return nil
+	}
+	if string(magic[:]) != Magic { // a file too short to hold one included
 		rd.err = errors.New("not a GGUF file (bad magic)")
 		return nil
 	}
