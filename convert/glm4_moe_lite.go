@@ -66,47 +66,23 @@ var glmLiteGGUFLayer = func() map[string]string {
 // kv_lora_rank + qk_rope_head_dim).
 func glmLiteGGUFMetadata(m *Model, hp Hparams) (base, own []gg.KV) {
 	c := m.Config
-	a := m.Spec.GGUF.Arch
-	u := func(v int64) gg.Value { return gg.U32(uint32(v)) }
-	kvs := &base
-	add := func(k string, v gg.Value) { *kvs = append(*kvs, gg.KV{Key: a + "." + k, Value: v}) }
-	addInt := func(k, key string) {
-		if n, ok := hp.Int(key); ok {
-			add(k, u(n))
-		}
-	}
-	add("block_count", u(int64(c.NumHiddenLayers+m.MTPDepth)))
-	addInt("context_length", "max_position_embeddings")
-	add("embedding_length", u(int64(c.HiddenSize)))
-	addInt("feed_forward_length", "intermediate_size")
-	add("attention.head_count", u(int64(c.NumAttentionHeads)))
-	add("attention.head_count_kv", u(1))
-	add("rope.freq_base", gg.Float(float32(c.RopeTheta)))
-	add("attention.layer_norm_rms_epsilon", gg.Float(float32(c.RMSNormEps)))
-	add("expert_count", u(int64(c.NumExperts)))
-	add("expert_used_count", u(int64(c.NumExpertsPerTok)))
-	addInt("expert_group_count", "n_group")
-	addInt("expert_group_used_count", "topk_group")
-	kvs = &own
-	add("leading_dense_block_count", u(int64(c.FirstKDenseReplace)))
-	add("vocab_size", u(int64(c.VocabSize)))
+	base = glmGGUFBase(m, hp, 1)
+	add, _ := ggufAdder(m, hp, &own)
+	u := func(v int) gg.Value { return gg.U32(uint32(v)) }
+	add("leading_dense_block_count", u(c.FirstKDenseReplace))
+	add("vocab_size", u(c.VocabSize))
 	if c.QLoraRank != nil {
-		add("attention.q_lora_rank", u(int64(*c.QLoraRank)))
+		add("attention.q_lora_rank", u(*c.QLoraRank))
 	}
-	add("attention.kv_lora_rank", u(int64(c.KVLoraRank)))
-	add("attention.key_length", u(int64(c.KVLoraRank+c.QKRopeHeadDim)))
-	add("attention.value_length", u(int64(c.KVLoraRank)))
-	add("attention.key_length_mla", u(int64(c.QKNopeHeadDim+c.QKRopeHeadDim)))
-	add("attention.value_length_mla", u(int64(c.VHeadDim)))
-	add("expert_feed_forward_length", u(int64(c.MoeIntermediateSize)))
-	add("expert_shared_count", u(int64(c.NSharedExperts)))
-	if _, ok := hp["routed_scaling_factor"]; ok {
-		add("expert_weights_scale", gg.Float(float32(c.RoutedScalingFactor)))
-	}
-	if b, ok := hp["norm_topk_prob"].(bool); ok && b {
-		add("expert_weights_norm", gg.Bool(b))
-	}
-	add("rope.dimension_count", u(int64(c.QKRopeHeadDim)))
-	add("nextn_predict_layers", u(int64(m.MTPDepth)))
+	add("attention.kv_lora_rank", u(c.KVLoraRank))
+	add("attention.key_length", u(c.KVLoraRank+c.QKRopeHeadDim))
+	add("attention.value_length", u(c.KVLoraRank))
+	add("attention.key_length_mla", u(c.QKNopeHeadDim+c.QKRopeHeadDim))
+	add("attention.value_length_mla", u(c.VHeadDim))
+	add("expert_feed_forward_length", u(c.MoeIntermediateSize))
+	add("expert_shared_count", u(c.NSharedExperts))
+	glmGGUFRouting(add, c, hp, true)
+	add("rope.dimension_count", u(c.QKRopeHeadDim))
+	add("nextn_predict_layers", u(m.MTPDepth))
 	return base, own
 }

@@ -1,6 +1,11 @@
 package convert
 
 import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -92,5 +97,54 @@ func TestGLM47FlashFamily(t *testing.T) {
 	}
 	if m.Spec.GGUF.Arch != "deepseek2" || m.Spec.GGUF.Layer["post_attention_layernorm.weight"] != "ffn_norm.weight" {
 		t.Errorf("gguf table %+v", m.Spec.GGUF)
+	}
+}
+
+// The families' llama.cpp architecture keys are the reference converter's,
+// key for key and value for value (testdata/gguf_reference, recorded by
+// interop/reference_gguf.py), deepseek2's for GLM-4.7-Flash included,
+// which the gguf target does not write yet.
+func TestGLMGGUFMetadataEqualsReference(t *testing.T) {
+	for _, fx := range []string{fixtures.GLM45, fixtures.GLM47Flash} {
+		m, err := Load(source.Dir(fixtures.Ensure(t, fx)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Checkpoint.Close()
+		raw, err := os.ReadFile(filepath.Join(fixtures.Root(), "testdata", "gguf_reference", fx+"-bf16.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec struct {
+			Metadata map[string]struct {
+				Type  string `json:"type"`
+				Value any    `json:"value"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			t.Fatal(err)
+		}
+		hp, err := m.Config.Hparams()
+		if err != nil {
+			t.Fatal(err)
+		}
+		base, own := m.Spec.GGUF.Metadata(m, hp)
+		ours := map[string]string{}
+		for _, kv := range append(base, own...) {
+			ours[kv.Key] = fmt.Sprint(kv.Value.V)
+		}
+		want := map[string]string{}
+		for k, v := range rec.Metadata {
+			if strings.HasPrefix(k, m.Spec.GGUF.Arch+".") {
+				if f, ok := v.Value.(float64); ok && v.Type == "FLOAT32" {
+					want[k] = fmt.Sprint(float32(f))
+				} else {
+					want[k] = fmt.Sprint(v.Value)
+				}
+			}
+		}
+		if !reflect.DeepEqual(ours, want) {
+			t.Errorf("%s:\n ours %v\n want %v", fx, ours, want)
+		}
 	}
 }

@@ -19,18 +19,11 @@ import pytest
 
 from conftest import ROOT, export
 from reference_nextn import GLMReference
-from test_glm import glm_dirs  # noqa: F401  (session fixture)
-from test_gguf import PROVENANCE, REFERENCE, describe, greedy, llama_bin, run_llama, sidecar, speculative  # noqa: F401
+from test_glm import glm_dirs  # noqa: F401  (session fixtures)
+from test_gguf import PROVENANCE, REFERENCE, describe, ggtrunk, greedy, llama_bin, run_llama, sidecar, speculative  # noqa: F401
 
 PLAIN = {"glm": "glm4.5-moe-tiny"}
 TOKENS = [3, 17, 200, 33, 4, 99, 250, 11]
-
-
-@pytest.fixture(scope="session")
-def ggtrunk(tmp_path_factory):
-    out = tmp_path_factory.mktemp("bin") / "ggtrunk"
-    subprocess.run(["go", "build", "-o", str(out), "./internal/ggtrunk"], cwd=ROOT, check=True)
-    return out
 
 
 @pytest.fixture(scope="session")
