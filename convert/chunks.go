@@ -31,6 +31,7 @@ type tensorState struct {
 	wholeSeg    []bool // segment i covers its whole source tensor
 	copyThrough bool
 	plusOne     bool
+	transposed  bool // each segment stored transposed, whole (TTranspose)
 	raw         bool // the file has no header: the manifest places each entry
 	outSize     int64
 	qz          chunkQuantizer
@@ -65,7 +66,8 @@ func newTensorState(ck *st.Checkpoint, t *OutTensor, offsets map[string]int64, c
 	// stores its source bytes as they are, in segment order: its entry
 	// checksum is its source checksum.
 	s.plusOne = t.Has(TNormPlusOne)
-	s.copyThrough = t.Quant == nil && !s.plusOne
+	s.transposed = t.Has(TTranspose)
+	s.copyThrough = t.Quant == nil && !s.plusOne && !s.transposed
 	for _, seg := range t.Segments {
 		s.copyThrough = s.copyThrough && ck.Tensors[seg.Source].DType == t.DType
 	}
@@ -81,8 +83,12 @@ func newTensorState(ck *st.Checkpoint, t *OutTensor, offsets map[string]int64, c
 	outRow := int64(0)
 	for i, seg := range t.Segments {
 		s.wholeSeg = append(s.wholeSeg, seg.Row == 0 && seg.Rows*t.RowLen == ck.Tensors[seg.Source].Elements())
-		for r := int64(0); r < seg.Rows; r += chunkRows {
-			n := min(chunkRows, seg.Rows-r)
+		segChunk := chunkRows
+		if s.transposed { // a transposed block is stored whole
+			segChunk = seg.Rows
+		}
+		for r := int64(0); r < seg.Rows; r += segChunk {
+			n := min(segChunk, seg.Rows-r)
 			s.chunks = append(s.chunks, chunk{seg: i, row: r, rows: n, outRow: outRow, first: r == 0, last: r+n == seg.Rows})
 			outRow += n
 		}
@@ -95,6 +101,7 @@ type scratch struct {
 	rd   *rows.Reader
 	enc  []byte
 	vals []float32
+	tmp  []float32 // a transposed block
 	q    quantBufs
 }
 
@@ -225,6 +232,7 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 		if err := sc.rd.Decode(seg, t.RowLen, c.row, c.rows, raw, sc.vals); err != nil {
 			return err
 		}
+		s.transpose(sc, sc.vals, c.rows)
 		if pieces, overflows, err = s.transformValues(sc, sc.vals, elems, c.rows, &qe); err != nil {
 			return fmt.Errorf("%s: %w", seg.Source, err)
 		}
@@ -305,7 +313,7 @@ func (s *tensorState) hashSource(c chunk, raw, scaleRaw []byte) {
 // quantization, and returns the bytes to store.
 func (s *tensorState) transform(sc *scratch, inType st.DType, raw []byte, elems, rows int64, qe *quant.ErrStats) ([]piece, int, error) {
 	t := s.t
-	if inType == st.BF16 && t.DType == st.F16 && !s.plusOne && s.qz == nil {
+	if inType == st.BF16 && t.DType == st.F16 && !s.plusOne && !s.transposed && s.qz == nil {
 		// The common cast in one pass, without a float32 buffer.
 		sc.enc = growBytes(sc.enc, elems*2)
 		overflows, err := quant.CastBF16ToF16(raw, sc.enc)
@@ -316,11 +324,27 @@ func (s *tensorState) transform(sc *scratch, inType st.DType, raw []byte, elems,
 	if err := quant.DecodeF32(string(inType), raw, vals); err != nil {
 		return nil, 0, err
 	}
+	s.transpose(sc, vals, rows)
 	if inType != t.DType || s.plusOne || s.qz == nil {
 		return s.transformValues(sc, vals, elems, rows, qe)
 	}
 	// The cast is the identity: quantize the decoded values directly.
 	return s.qz.quantize(vals, rows, qe, &sc.q), 0, nil
+}
+
+// transpose stores a whole segment's [rows, RowLen] values as [RowLen, rows].
+func (s *tensorState) transpose(sc *scratch, vals []float32, rows int64) {
+	if !s.transposed {
+		return
+	}
+	n := s.t.RowLen
+	sc.tmp = grow(sc.tmp, rows*n)
+	for r := int64(0); r < rows; r++ {
+		for c := int64(0); c < n; c++ {
+			sc.tmp[c*rows+r] = vals[r*n+c]
+		}
+	}
+	copy(vals, sc.tmp[:rows*n])
 }
 
 // transformValues applies the value transforms to decoded source values,

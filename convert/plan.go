@@ -24,6 +24,7 @@ const (
 	TCast           = manifests.TCast
 	TQuantize       = manifests.TQuantize
 	TDequantFP8     = manifests.TDequantFP8
+	TTranspose      = manifests.TTranspose
 )
 
 // Segment is a run of rows of a source tensor viewed as [rows, RowLen],

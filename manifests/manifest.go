@@ -130,6 +130,7 @@ const (
 	TCast           TransformName = "cast"            // to the output float dtype, round to nearest even
 	TQuantize       TransformName = "quantize"
 	TDequantFP8     TransformName = "dequantize_fp8" // F8_E4M3 code × its block's scale (a second source), in float32
+	TTranspose      TransformName = "transpose"      // each segment's [rows, row_len] block stored transposed, [row_len, rows]
 )
 
 // QuantMode names a quantization scheme.

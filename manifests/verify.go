@@ -564,11 +564,16 @@ func sourceChunks(ctx context.Context, src *st.Checkpoint, t *Tensor, fn func(va
 			}
 			h.Write(sraw)
 		}
-		for row := int64(0); row < seg.Rows; row += verifyChunkRows {
+		_, transposed := t.Has(TTranspose)
+		chunkRows := int64(verifyChunkRows)
+		if transposed { // stored whole, [RowLen, rows]
+			chunkRows = seg.Rows
+		}
+		for row := int64(0); row < seg.Rows; row += chunkRows {
 			if err := ctx.Err(); err != nil {
 				return false, err
 			}
-			n := min(verifyChunkRows, seg.Rows-row)
+			n := min(chunkRows, seg.Rows-row)
 			raw, err := rd.Raw(seg, t.RowLen, row, n)
 			if err != nil {
 				return false, err
@@ -577,6 +582,15 @@ func sourceChunks(ctx context.Context, src *st.Checkpoint, t *Tensor, fn func(va
 			v := make([]float32, n*t.RowLen)
 			if err := rd.Decode(seg, t.RowLen, row, n, raw, v); err != nil {
 				return false, err
+			}
+			if transposed {
+				tr := make([]float32, len(v))
+				for r := int64(0); r < n; r++ {
+					for c := int64(0); c < t.RowLen; c++ {
+						tr[c*n+r] = v[r*t.RowLen+c]
+					}
+				}
+				v = tr
 			}
 			if err := fn(v, n, outRow); err != nil {
 				return false, err

@@ -64,7 +64,7 @@ func TestGGUFReadsFamilyTable(t *testing.T) {
 // A head in the layer list with q/k/v biases, a score-correction bias and
 // its own shared head: every tensor named by the family's table (biases
 // as *.bias in float32), the MTP layer as block n_layer; multi-head latent
-// attention is refused, naming the split it would need.
+// attention's kv_b_proj split in two.
 func TestGGUFSidecarOfLayerListHead(t *testing.T) {
 	testmodel.RegisterGLM(t)
 	m := testmodel.GLM(t, testmodel.GLMConfig(1, false), nil, testmodel.TokenizerFiles(t))
@@ -81,9 +81,12 @@ func TestGGUFSidecarOfLayerListHead(t *testing.T) {
 	if len(types) != 26 {
 		t.Errorf("%d tensors: %v", len(types), types)
 	}
-	mla := testmodel.GLM(t, testmodel.GLMConfig(1, true), nil, testmodel.TokenizerFiles(t))
-	if _, err := testmodel.Target(t, "gguf").Plan(mla, convert.Options{}); err == nil || !strings.Contains(err.Error(), "multi-head latent attention heads need kv_b_proj split") {
-		t.Errorf("mla: %v", err)
+	// Multi-head latent attention's kv_b_proj is stored as llama.cpp's
+	// DeepSeek-V2 path wants it: attn_k_b (key rows transposed) and attn_v_b.
+	flash := testmodel.Load(t, fixtures.GLM47Flash)
+	types = testmodel.PlanNames(t, "gguf", flash)
+	if types["blk.2.attn_k_b.weight"] != "BF16" || types["blk.2.attn_v_b.weight"] != "BF16" || types["blk.2.attn_kv_b.weight"] != "" {
+		t.Errorf("mla: %v", types)
 	}
 }
 

@@ -107,13 +107,6 @@ func (t target) Plan(m *convert.Model, o convert.Options) (*convert.Plan, error)
 	if m.MTPDepth != 1 {
 		return nil, fmt.Errorf("the head has %d MTP layers; llama.cpp's %s MTP graph supports exactly one", m.MTPDepth, m.Spec.GGUF.Arch)
 	}
-	if m.Spec.Forward != nil {
-		for _, l := range m.Spec.Forward(m).Layers {
-			if l.Attention.Kind == convert.AttnMLA {
-				return nil, fmt.Errorf("--target gguf: multi-head latent attention heads need kv_b_proj split into attn_k_b and attn_v_b as llama.cpp's DeepSeek-V2 path does, which this target does not do yet")
-			}
-		}
-	}
 	h, err := m.Config.Hparams()
 	if err != nil {
 		return nil, err
@@ -285,7 +278,43 @@ func planTensorsTyped(pl *convert.Planner, m *convert.Model, prec precision, lis
 		add(s.Suffix, g)
 	}
 	pl.Component = convert.ComponentHead
+	// Multi-head latent attention: kv_b_proj [heads × (nope + v), kv_lora]
+	// is stored as llama.cpp's DeepSeek-V2 path wants it, attn_k_b (each
+	// head's key rows transposed, [heads, kv_lora, nope]) and attn_v_b
+	// (each head's value rows, [heads, v, kv_lora]).
+	mla := map[string]convert.Attention{}
+	if m.Spec.Forward != nil {
+		for _, l := range m.Spec.Forward(m).Layers {
+			if l.Attention.Kind == convert.AttnMLA {
+				mla[l.Attention.KVB] = l.Attention
+			}
+		}
+	}
+	addRows := func(name string, segs []convert.Segment, rowLen int64, shape []int64, tr []convert.Transform) {
+		if prec.requant {
+			shape = squeeze(shape)
+		}
+		dt, q := typeOf(name, shape)
+		pl.Add(convert.OutTensor{Name: name, Segments: segs, RowLen: rowLen, Shape: shape, DType: dt, Transforms: tr}, q)
+	}
 	for _, n := range m.HeadTensors() {
+		if at, ok := mla[n]; ok {
+			j, _, _ := strings.Cut(strings.TrimPrefix(m.HeadRelative(n), "layers."), ".")
+			jn, err := strconv.Atoi(j)
+			if err != nil {
+				return fmt.Errorf("%s: not in an MTP layer", n)
+			}
+			b := "blk." + strconv.Itoa(c.NumHiddenLayers+jn) + "."
+			nope, v, heads, kl := int64(at.QKNopeHeadDim), int64(at.VHeadDim), int64(at.Heads), int64(at.KVLoraRank)
+			var ks, vs []convert.Segment
+			for h := range heads {
+				ks = append(ks, pl.Segment(n, h*(nope+v), nope))
+				vs = append(vs, pl.Segment(n, h*(nope+v)+nope, v))
+			}
+			addRows(b+"attn_k_b.weight", ks, kl, []int64{heads, kl, nope}, []convert.Transform{convert.TTranspose})
+			addRows(b+"attn_v_b.weight", vs, kl, []int64{heads, v, kl}, nil)
+			continue
+		}
 		g, err := headName(gs, m.HeadRelative(n), c.NumHiddenLayers)
 		if err != nil {
 			return err

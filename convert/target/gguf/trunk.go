@@ -169,10 +169,24 @@ func WriteTrunk(m *convert.Model, path string) error {
 	// A family whose every trunk tensor has a name in its table is written
 	// by the table (its zero-centred norms shifted); the Qwen hybrids'
 	// linear attention is rearranged below.
+	// Multi-head latent attention's kv_b_proj (its suffix under a layer, as
+	// the head's forward names it) is split into attn_k_b and attn_v_b.
+	var mla *convert.Attention
+	if m.Spec.Forward != nil {
+		for _, l := range m.Spec.Forward(m).Layers {
+			if at := l.Attention; at.Kind == convert.AttnMLA {
+				mla = &at
+			}
+		}
+	}
+	kvbSuffix := ""
+	if mla != nil {
+		kvbSuffix = strings.TrimPrefix(mla.KVB, m.HeadLayerPrefix(0))
+	}
 	byTable := true
 	for i := 0; i < c.NumHiddenLayers; i++ {
 		for _, w := range m.Spec.TrunkLayer(i) {
-			if _, ok := layerNames[w.Suffix]; !ok {
+			if _, ok := layerNames[w.Suffix]; !ok && w.Suffix != kvbSuffix {
 				byTable = false
 			}
 		}
@@ -183,6 +197,27 @@ func WriteTrunk(m *convert.Model, path string) error {
 		if byTable {
 			for _, w := range m.Spec.TrunkLayer(i) {
 				if _, ok := m.Checkpoint.Tensors[lp+w.Suffix]; !ok && w.Role&convert.RoleOptional != 0 {
+					continue
+				}
+				if w.Suffix == kvbSuffix {
+					kvb, _, err := read(lp + w.Suffix)
+					if err != nil {
+						return err
+					}
+					nope, v, heads, kl := mla.QKNopeHeadDim, mla.VHeadDim, mla.Heads, mla.KVLoraRank
+					kb := make([]float32, 0, heads*kl*nope)
+					vb := make([]float32, 0, heads*v*kl)
+					for h := 0; h < heads; h++ {
+						base := h * (nope + v) * kl
+						for col := 0; col < kl; col++ {
+							for r := 0; r < nope; r++ {
+								kb = append(kb, kvb[base+r*kl+col])
+							}
+						}
+						vb = append(vb, kvb[base+nope*kl:base+(nope+v)*kl]...)
+					}
+					emit(b+"attn_k_b.weight", kb, []int64{int64(heads), int64(kl), int64(nope)})
+					emit(b+"attn_v_b.weight", vb, []int64{int64(heads), int64(v), int64(kl)})
 					continue
 				}
 				if err := plain(lp+w.Suffix, b+layerNames[w.Suffix], w.Role&convert.RoleZeroCentredNorm != 0); err != nil {
