@@ -156,14 +156,14 @@ def greedy(llama_bin, trunk, n=48):
     return out.strip()  # bytes: random weights generate any bytes
 
 
-def speculative(llama_bin, trunk, draft, n=48):
+def speculative(llama_bin, trunk, draft, n=48, extra=()):
     # llama.cpp's common log is written by a worker thread that the process does
     # not wait for at exit (llama.cpp issue 22142): the end of the output, with
     # the statistics, is sometimes lost. A run whose statistics are missing is
     # run again (the output is deterministic).
     for _ in range(6):
         out, err = run_llama(llama_bin, "llama-speculative-simple", "-m", trunk, "-md", draft, "--spec-type", "draft-mtp",
-                             "-p", PROMPT, "-n", n, "--temp", "0", "-c", "512", "-t", "2")
+                             "-p", PROMPT, "-n", n, "--temp", "0", "-c", "512", "-t", "2", *extra)
         stats = {k: float(v) for k, v in re.findall(r"\b(n_drafted|n_accept|accept)\s*=\s*([0-9.]+)", err)}
         if {"n_drafted", "n_accept", "accept"} <= stats.keys():
             return out.strip(), stats

@@ -14,6 +14,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import gguf
 import numpy as np
 import pytest
 
@@ -22,7 +23,7 @@ from reference_nextn import GLMReference
 from test_glm import glm_dirs  # noqa: F401  (session fixtures)
 from test_gguf import PROVENANCE, REFERENCE, describe, ggtrunk, greedy, llama_bin, run_llama, sidecar, speculative  # noqa: F401
 
-PLAIN = {"glm": "glm4.5-moe-tiny"}
+PLAIN = {"glm": "glm4.5-moe-tiny", "flash": "glm4.7-flash-tiny"}
 TOKENS = [3, 17, 200, 33, 4, 99, 250, 11]
 
 
@@ -37,9 +38,28 @@ def mtp_logits(llama_bin, tmp_path_factory):
     return d / "mtp_logits"
 
 
-def trunk_of(ggtrunk, src, dst):
+# llama.cpp routes GLM-4.7-Flash (deepseek2) by sigmoid only at its real size
+# (47/48 layers and 154,880 tokens, src/models/deepseek2.cpp), by softmax
+# otherwise: the tiny twin is told what the real model implies.
+SIGMOID = {"flash": "deepseek2.expert_gating_func=2", "flash-rigged": "deepseek2.expert_gating_func=2"}
+
+
+def trunk_of(ggtrunk, src, dst, key):
+    """internal/ggtrunk's trunk GGUF of src; for GLM-4.7-Flash with the key SIGMOID names."""
     subprocess.run([str(ggtrunk), str(src), str(dst)], check=True)
-    return dst
+    if key not in SIGMOID:
+        return dst
+    from gguf.scripts.gguf_new_metadata import MetadataDetails, copy_with_new_metadata
+    name, value = SIGMOID[key].split("=")
+    out = dst.with_name("sigmoid-" + dst.name)
+    reader = gguf.GGUFReader(str(dst))
+    writer = gguf.GGUFWriter(str(out), arch=reader.get_field("general.architecture").contents())
+    copy_with_new_metadata(reader, writer, {name: MetadataDetails(gguf.GGUFValueType.UINT32, int(value))}, [])
+    return out
+
+
+def overrides(key):
+    return ("--override-kv", SIGMOID[key].replace("=", "=int:")) if key in SIGMOID else ()
 
 
 @pytest.mark.parametrize("key", list(PLAIN))
@@ -71,9 +91,10 @@ def test_quantized_equals_llama_quantize(mtpconv, glm_dirs, llama_bin, tmp_path,
 @pytest.mark.parametrize("key", list(PLAIN))
 def test_llama_nextn_logits_equal_reference(mtpconv, glm_dirs, ggtrunk, mtp_logits, tmp_path, key):
     src = glm_dirs[key]
-    trunk = trunk_of(ggtrunk, src, tmp_path / "trunk.gguf")
+    trunk = trunk_of(ggtrunk, src, tmp_path / "trunk.gguf", key)
     draft = sidecar(mtpconv, src, tmp_path / "out", "bf16")
-    res = subprocess.run([str(mtp_logits), str(trunk), str(draft), *map(str, TOKENS)], capture_output=True, text=True,
+    over = ["--override", SIGMOID[key]] if key in SIGMOID else []
+    res = subprocess.run([str(mtp_logits), str(trunk), str(draft), *over, *map(str, TOKENS)], capture_output=True, text=True,
                          env={"LD_LIBRARY_PATH": str(Path(mtp_logits).parent)}, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     got = json.loads(res.stdout)
@@ -90,23 +111,23 @@ def test_llama_nextn_logits_equal_reference(mtpconv, glm_dirs, ggtrunk, mtp_logi
 @pytest.mark.parametrize("key", list(PLAIN))
 def test_llama_drafts_with_sidecar(mtpconv, glm_dirs, llama_bin, ggtrunk, tmp_path, key):
     src = glm_dirs[key]
-    trunk = trunk_of(ggtrunk, src, tmp_path / "trunk.gguf")
+    trunk = trunk_of(ggtrunk, src, tmp_path / "trunk.gguf", key)
     draft = sidecar(mtpconv, src, tmp_path / "out", "bf16")
     want = greedy(llama_bin, trunk, 64)
-    got, stats = speculative(llama_bin, trunk, draft)
+    got, stats = speculative(llama_bin, trunk, draft, extra=overrides(key))
     assert stats["n_drafted"] > 0
     assert len(got) > 20
     assert got == want or (len(got) > 52 and want.startswith(got))
 
 
-@pytest.mark.parametrize("key", ["glm-rigged"])
+@pytest.mark.parametrize("key", ["glm-rigged", "flash-rigged"])
 @pytest.mark.parametrize("precision", ["bf16", "int8", "int4"])
 def test_rigged_acceptance(mtpconv, glm_dirs, llama_bin, ggtrunk, tmp_path, key, precision):
     src = glm_dirs[key]
-    trunk = trunk_of(ggtrunk, src, tmp_path / "trunk.gguf")
+    trunk = trunk_of(ggtrunk, src, tmp_path / "trunk.gguf", key)
     draft = sidecar(mtpconv, src, tmp_path / "out", precision)
     want = greedy(llama_bin, trunk, 64)
-    got, stats = speculative(llama_bin, trunk, draft)
+    got, stats = speculative(llama_bin, trunk, draft, extra=overrides(key))
     print(f"rigged {key} {precision}: drafted {stats['n_drafted']:.0f}, accepted {stats['n_accept']:.0f} ({stats['accept']:.1f}%)")
     assert len(got) > 52 and want.startswith(got)
     assert stats["n_drafted"] >= 30
