@@ -165,6 +165,18 @@ type MLXSpec struct {
 	TrunkName func(m *Model, name string) string
 	// CombinedRefusal, when set, is why stock mlx-lm cannot load a combined file.
 	CombinedRefusal string
+	// DrafterName maps a head tensor's HeadRelative name (or a layer prefix
+	// "layers.{j}.") to its drafter name; nil keeps it.
+	DrafterName func(rel string) string
+	// DrafterBlockExtra: the drafter's block_size is the MTP depth plus it
+	// (mlx-vlm's splitter for the family); 0 means 2.
+	DrafterBlockExtra int
+	// DrafterKVB names, under the drafter's layer, the two halves a
+	// multi-head latent attention kv_b_proj is split into: the key half
+	// transposed per head [heads, kv_lora, nope], the value half [heads, v, kv_lora].
+	DrafterKVB [2]string
+	// DrafterQuantRefusal, when set, is why a quantized drafter is refused.
+	DrafterQuantRefusal string
 }
 
 // Forward is a family's MTP forward, abstractly: the targets lower it, or

@@ -58,6 +58,34 @@ func (pl *Planner) Plain(src, name string, dtype st.DType, rule QuantRule) {
 	pl.Add(OutTensor{Name: name, Segments: []Segment{pl.Segment(src, 0, t.Elements()/rowLen)}, RowLen: rowLen, Shape: shape, DType: dtype, Transforms: transforms}, q)
 }
 
+// SplitKVB plans a multi-head latent attention kv_b_proj [heads × (nope +
+// v), kv_lora] as its two halves: kName, each head's key rows transposed
+// ([heads, kv_lora, nope]), and vName, each head's value rows ([heads, v,
+// kv_lora]). shape maps the PyTorch shape to the stored one.
+func (pl *Planner) SplitKVB(src string, at Attention, kName, vName string, add func(name string, segs []Segment, rowLen int64, shape []int64, tr []Transform)) {
+	nope, v, heads, kl := int64(at.QKNopeHeadDim), int64(at.VHeadDim), int64(at.Heads), int64(at.KVLoraRank)
+	var ks, vs []Segment
+	for h := range heads {
+		ks = append(ks, pl.Segment(src, h*(nope+v), nope))
+		vs = append(vs, pl.Segment(src, h*(nope+v)+nope, v))
+	}
+	add(kName, ks, kl, []int64{heads, kl, nope}, []Transform{TTranspose})
+	add(vName, vs, kl, []int64{heads, v, kl}, nil)
+}
+
+// MLAKVB maps each multi-head latent attention kv_b_proj of the head to its attention.
+func (m *Model) MLAKVB() map[string]Attention {
+	out := map[string]Attention{}
+	if m.Spec.Forward != nil {
+		for _, l := range m.Spec.Forward(m).Layers {
+			if l.Attention.Kind == AttnMLA {
+				out[l.Attention.KVB] = l.Attention
+			}
+		}
+	}
+	return out
+}
+
 // Segment is rows of a source tensor; an FP8 weight is read with its block
 // scales (the family's checkpoint says which: Model.BlockScale).
 func (pl *Planner) Segment(src string, row, rows int64) Segment {
@@ -126,9 +154,12 @@ func (pl *Planner) Experts(blk ExpertBlock, outLayer string, dtype st.DType, rul
 
 // Head plans every tensor of the MTP head, renamed by rename (applied to
 // its HeadRelative name), experts stacked.
-func (pl *Planner) Head(rename func(string) string, dtype st.DType, rule QuantRule) {
+func (pl *Planner) Head(rename func(string) string, dtype st.DType, rule QuantRule, keep func(string) bool) {
 	pl.Component = ComponentHead
 	for _, n := range pl.M.HeadTensors() {
+		if keep != nil && !keep(n) {
+			continue
+		}
 		pl.Plain(n, rename(pl.M.HeadRelative(n)), dtype, rule)
 	}
 	for j, blk := range pl.M.MTPExperts {

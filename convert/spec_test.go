@@ -102,7 +102,7 @@ func TestSpecBiasesAndNorms(t *testing.T) {
 		return &convert.Quant{Mode: convert.ModeMLXAffine, Bits: 4, GroupSize: 32}
 	}
 	pl := &convert.Planner{M: m, File: "x"}
-	pl.Head(func(s string) string { return s }, "F16", quantizeAll)
+	pl.Head(func(s string) string { return s }, "F16", quantizeAll, nil)
 	planned := map[string]convert.OutTensor{}
 	for _, o := range pl.Out {
 		planned[o.Name] = o

@@ -278,18 +278,9 @@ func planTensorsTyped(pl *convert.Planner, m *convert.Model, prec precision, lis
 		add(s.Suffix, g)
 	}
 	pl.Component = convert.ComponentHead
-	// Multi-head latent attention: kv_b_proj [heads × (nope + v), kv_lora]
-	// is stored as llama.cpp's DeepSeek-V2 path wants it, attn_k_b (each
-	// head's key rows transposed, [heads, kv_lora, nope]) and attn_v_b
-	// (each head's value rows, [heads, v, kv_lora]).
-	mla := map[string]convert.Attention{}
-	if m.Spec.Forward != nil {
-		for _, l := range m.Spec.Forward(m).Layers {
-			if l.Attention.Kind == convert.AttnMLA {
-				mla[l.Attention.KVB] = l.Attention
-			}
-		}
-	}
+	// Multi-head latent attention: kv_b_proj is stored as llama.cpp's
+	// DeepSeek-V2 path wants it, attn_k_b and attn_v_b.
+	mla := m.MLAKVB()
 	addRows := func(name string, segs []convert.Segment, rowLen int64, shape []int64, tr []convert.Transform) {
 		if prec.requant {
 			shape = squeeze(shape)
@@ -305,14 +296,7 @@ func planTensorsTyped(pl *convert.Planner, m *convert.Model, prec precision, lis
 				return fmt.Errorf("%s: not in an MTP layer", n)
 			}
 			b := "blk." + strconv.Itoa(c.NumHiddenLayers+jn) + "."
-			nope, v, heads, kl := int64(at.QKNopeHeadDim), int64(at.VHeadDim), int64(at.Heads), int64(at.KVLoraRank)
-			var ks, vs []convert.Segment
-			for h := range heads {
-				ks = append(ks, pl.Segment(n, h*(nope+v), nope))
-				vs = append(vs, pl.Segment(n, h*(nope+v)+nope, v))
-			}
-			addRows(b+"attn_k_b.weight", ks, kl, []int64{heads, kl, nope}, []convert.Transform{convert.TTranspose})
-			addRows(b+"attn_v_b.weight", vs, kl, []int64{heads, v, kl}, nil)
+			pl.SplitKVB(n, at, b+"attn_k_b.weight", b+"attn_v_b.weight", addRows)
 			continue
 		}
 		g, err := headName(gs, m.HeadRelative(n), c.NumHiddenLayers)

@@ -71,7 +71,7 @@ func (cb combined) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, er
 	for _, blk := range m.TrunkExperts {
 		pl.Experts(blk, trunkName(m.ExpertLayer(blk)), o.Trunk.Float, trunkRule)
 	}
-	pl.Head(m.HeadName, o.Head.Float, o.rule(m, o.Head, o.GroupSize))
+	pl.Head(m.HeadName, o.Head.Float, o.rule(m, o.Head, o.GroupSize), nil)
 
 	tensors, files, index, err := shard(pl.Out, o.MaxShard)
 	if err != nil {

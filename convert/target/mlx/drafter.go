@@ -1,9 +1,13 @@
 package mlx
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/mtpconv/mtpconv/convert"
 	"github.com/mtpconv/mtpconv/manifests"
@@ -40,8 +44,35 @@ func (d drafter) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, erro
 	if err := m.HeadError(); err != nil {
 		return nil, err
 	}
+	ms := m.Spec.MLX
+	if ms.DrafterQuantRefusal != "" && o.Head.Quantized() {
+		return nil, fmt.Errorf("--target mlx: %s", ms.DrafterQuantRefusal)
+	}
+	rename := ms.DrafterName
+	if rename == nil {
+		rename = func(s string) string { return s }
+	}
 	pl := &convert.Planner{M: m, File: "model.safetensors"}
-	pl.Head(func(s string) string { return s }, o.Head.Float, o.rule(m, o.Head, o.GroupSize))
+	rule := o.rule(m, o.Head, o.GroupSize)
+	if mla := m.MLAKVB(); len(mla) > 0 {
+		// Multi-head latent attention: kv_b_proj as the two halves the family's drafter names.
+		if ms.DrafterKVB[0] == "" {
+			return nil, fmt.Errorf("--target mlx: %s's drafter does not name the halves of kv_b_proj", m.Family)
+		}
+		pl.Component = convert.ComponentHead
+		for _, n := range slices.Sorted(maps.Keys(mla)) {
+			at := mla[n]
+			layer := m.HeadRelative(n)
+			layer = layer[:len(layer)-len(strings.TrimPrefix(at.KVB, m.HeadLayerPrefix(0)))]
+			pl.SplitKVB(n, at, rename(layer+ms.DrafterKVB[0]), rename(layer+ms.DrafterKVB[1]),
+				func(name string, segs []convert.Segment, rowLen int64, shape []int64, tr []convert.Transform) {
+					pl.Add(convert.OutTensor{Name: name, Segments: segs, RowLen: rowLen, Shape: shape, DType: o.Head.Float, Transforms: tr}, nil)
+				})
+		}
+		pl.Head(rename, o.Head.Float, rule, func(n string) bool { _, ok := mla[n]; return !ok })
+	} else {
+		pl.Head(rename, o.Head.Float, rule, nil)
+	}
 	p := &convert.Plan{
 		Target: d.Name(), Tensors: pl.Out, TensorFiles: []string{pl.File},
 		Metadata: map[string]string{"format": "mlx"},
@@ -68,7 +99,7 @@ func drafterConfig(m *convert.Model, p *convert.Plan, o Options) ([]byte, error)
 	}
 	cfg := map[string]any{
 		"model_type":          m.Spec.MLX.DrafterModelType,
-		"block_size":          m.MTPDepth + 2,
+		"block_size":          m.MTPDepth + cmp.Or(m.Spec.MLX.DrafterBlockExtra, 2),
 		"text_config":         text,
 		"tie_word_embeddings": m.Config.TieWordEmbeddings,
 	}
