@@ -1,6 +1,10 @@
 package convert
 
-import gg "github.com/mtpconv/mtpconv/formats/gguf"
+import (
+	"strings"
+
+	gg "github.com/mtpconv/mtpconv/formats/gguf"
+)
 
 // GLM-4.7-Flash (Glm4MoeLiteForCausalLM): the GLM-4.x layout of
 // glm4_moe.go with DeepSeek-V2's multi-head latent attention (q_a_proj,
@@ -31,6 +35,17 @@ func (glm4MoeLite) ParseConfig(raw []byte) (*Config, error) {
 
 func (glm4MoeLite) Spec(c *Config) *Spec {
 	s := glmSpec(c, true)
+	s.MLX = MLXSpec{
+		// mlx-vlm's glm4_moe_lite_mtp splitter: the NextN layer's own
+		// tensors at the top, the decoder layer as model.mtp_block, the
+		// shared head as lm_head, kv_b_proj absorbed (embed_q, unembed_out).
+		DrafterModelType:    "glm4_moe_lite_mtp",
+		DrafterName:         glmLiteDrafterName,
+		DrafterBlockExtra:   1,
+		DrafterKVB:          [2]string{"self_attn.embed_q.weight", "self_attn.unembed_out.weight"},
+		DrafterQuantRefusal: "a quantized GLM-4.7-Flash drafter is not written yet (mlx-vlm's splitter quantizes its own way: no router quantization, the absorbed MLA halves by their last dimension); export bf16 or f16",
+		CombinedRefusal:     glmCombinedRefusal,
+	}
 	s.GGUF = GGUFSpec{
 		Arch: "deepseek2", PreTokenizer: "glm4",
 		Top:           s.GGUF.Top,
@@ -85,4 +100,19 @@ func glmLiteGGUFMetadata(m *Model, hp Hparams) (base, own []gg.KV) {
 	add("rope.dimension_count", u(c.QKRopeHeadDim))
 	add("nextn_predict_layers", u(m.MTPDepth))
 	return base, own
+}
+
+// glmLiteDrafterName is mlx-vlm's flat drafter name of a NextN tensor
+// (given as "layers.0.<suffix>", or the layer prefix for stacked experts).
+func glmLiteDrafterName(rel string) string {
+	_, rest, _ := strings.Cut(strings.TrimPrefix(rel, "layers."), ".")
+	switch rest {
+	case "embed_tokens.weight", "enorm.weight", "hnorm.weight", "eh_proj.weight":
+		return "model." + rest
+	case "shared_head.norm.weight":
+		return "model.shared_head_norm.weight"
+	case "shared_head.head.weight":
+		return "lm_head.weight"
+	}
+	return "model.mtp_block." + rest
 }

@@ -112,3 +112,28 @@ def test_mlx_vlm_splitter_layout(glm_dirs, tmp_path):
     # mlx-vlm 0.7.10 ships the splitter but not the drafter model for it.
     from mlx_vlm.speculative.drafters import glm4_moe_lite_mtp
     assert not hasattr(glm4_moe_lite_mtp, "Model")
+
+
+def test_drafter_equals_mlx_vlm_splitter(mtpconv, glm_dirs, tmp_path):
+    """Our GLM-4.7-Flash drafter folder (--target mlx, bf16) holds exactly what
+    mlx-vlm's own splitter writes: every tensor byte for byte, every config.json
+    key; mlx-vlm 0.7.10's load_drafter fails on both for the same reason (its
+    glm4_moe_lite_mtp package has no Model yet)."""
+    from conftest import export
+    from mlx_vlm.speculative.drafters import load_drafter
+    from mlx_vlm.speculative.drafters.glm4_moe_lite_mtp.split import split_glm4_moe_lite_mtp
+    src = glm_dirs["flash"]
+    ref = split_glm4_moe_lite_mtp(str(src), str(tmp_path / "ref"))
+    ours = export(mtpconv, src, tmp_path / "ours", "--target", "mlx")
+    a, b = mx.load(str(ours / "model.safetensors")), mx.load(str(ref / "model.safetensors"))
+    assert set(a) == set(b)
+    for k in b:
+        assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, k
+        assert bytes(memoryview(a[k].view(mx.uint8) if a[k].dtype != mx.float32 else a[k])) == \
+            bytes(memoryview(b[k].view(mx.uint8) if b[k].dtype != mx.float32 else b[k])), k
+    assert json.loads((ours / "config.json").read_text()) == json.loads((ref / "config.json").read_text())
+    for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        assert (ours / f).read_bytes() == (ref / f).read_bytes()
+    for folder in (ours, ref):
+        with pytest.raises(AttributeError, match="Model"):
+            load_drafter(str(folder))
