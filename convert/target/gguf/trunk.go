@@ -172,12 +172,8 @@ func WriteTrunk(m *convert.Model, path string) error {
 	// Multi-head latent attention's kv_b_proj (its suffix under a layer, as
 	// the head's forward names it) is split into attn_k_b and attn_v_b.
 	var mla *convert.Attention
-	if m.Spec.Forward != nil {
-		for _, l := range m.Spec.Forward(m).Layers {
-			if at := l.Attention; at.Kind == convert.AttnMLA {
-				mla = &at
-			}
-		}
+	for _, at := range m.MLAKVB() {
+		mla = &at
 	}
 	kvbSuffix := ""
 	if mla != nil {
