@@ -52,6 +52,37 @@ type Manifest struct {
 	Tensors   []Tensor          `json:"tensors"`
 	Files     []File            `json:"files"`
 	BytesRead int64             `json:"source_bytes_read"`
+	Into      *Into             `json:"into,omitempty"` // only for an export added into a folder another tool wrote
+}
+
+// Into records an export added into a folder another tool wrote (--into):
+// which of its files mtpconv owns, which of the folder's own files it
+// replaced (a copy of their prior bytes is one of the owned files, so
+// removing the head can restore them), and the folder's files it builds on
+// and left alone, with their hashes, so verify can tell they are unchanged.
+type Into struct {
+	Owned   []string  `json:"owned"`             // written by mtpconv: Files minus Updated, plus the manifest
+	Updated []Updated `json:"updated,omitempty"` // the folder's files mtpconv replaced
+	Kept    []File    `json:"kept,omitempty"`    // the folder's files the output builds on (the trunk's weights), unchanged
+}
+
+// Updated is one of the folder's files that mtpconv replaced: Files holds
+// what it wrote, Original the bytes the folder had, kept under Original.Name.
+type Updated struct {
+	Name     string `json:"name"`
+	Original File   `json:"original"`
+}
+
+// UpdatedFile returns the record of a replaced file, if name is one.
+func (in *Into) UpdatedFile(name string) (Updated, bool) {
+	if in != nil {
+		for _, u := range in.Updated {
+			if u.Name == name {
+				return u, true
+			}
+		}
+	}
+	return Updated{}, false
 }
 
 // Tool names the producer.
