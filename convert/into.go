@@ -82,7 +82,7 @@ func IntoOwned(dir, name string) (bool, error) {
 	if err != nil || priorInto(prior) == nil {
 		return false, err
 	}
-	return slices.Contains(prior.Into.Owned, name), nil
+	return slices.Contains(prior.Into.OwnedFiles, name), nil
 }
 
 // intoManifest is the manifest of an earlier export into dir, nil when there
@@ -267,10 +267,10 @@ func recordInto(ctx context.Context, dir, staging string, p *Plan) ([]string, er
 	}
 	for _, f := range man.Files {
 		if _, updated := in.UpdatedFile(f.Name); !updated {
-			in.Owned = append(in.Owned, f.Name)
+			in.OwnedFiles = append(in.OwnedFiles, f.Name)
 		}
 	}
-	in.Owned = append(in.Owned, manifests.FileName)
+	in.OwnedFiles = append(in.OwnedFiles, manifests.FileName)
 	for _, name := range p.IntoKept {
 		size, sum, err := manifests.HashFileContext(ctx, filepath.Join(dir, name))
 		if err != nil {

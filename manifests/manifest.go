@@ -61,9 +61,11 @@ type Manifest struct {
 // removing the head can restore them), and the folder's files it builds on
 // and left alone, with their hashes, so verify can tell they are unchanged.
 type Into struct {
-	Owned   []string  `json:"owned"`             // written by mtpconv: Files minus Updated, plus the manifest
-	Updated []Updated `json:"updated,omitempty"` // the folder's files mtpconv replaced
-	Kept    []File    `json:"kept,omitempty"`    // the folder's files the output builds on (the trunk's weights), unchanged
+	// OwnedFiles are the only files of the folder mtpconv wrote and may
+	// replace or delete, this manifest included.
+	OwnedFiles []string  `json:"owned_files"`
+	Updated    []Updated `json:"updated,omitempty"` // the folder's files mtpconv replaced
+	Kept       []File    `json:"kept,omitempty"`    // the folder's files the output builds on (the trunk's weights), unchanged
 }
 
 // Updated is one of the folder's files that mtpconv replaced: Files holds

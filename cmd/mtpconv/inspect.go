@@ -141,7 +141,7 @@ func inspectOutput(c *cli.Context, dir string) (bool, error) {
 		fmt.Fprintf(w, "file:          %s %d bytes sha256 %s\n", f.Name, f.Size, f.SHA256)
 	}
 	if in := s.Into; in != nil {
-		fmt.Fprintf(w, "added into:    a folder mtpconv did not write; it owns %s\n", strings.Join(in.Owned, ", "))
+		fmt.Fprintf(w, "added into:    a folder mtpconv did not write; it owns %s\n", strings.Join(in.OwnedFiles, ", "))
 		for _, u := range in.Updated {
 			fmt.Fprintf(w, "  replaced     %s (the original is %s, sha256 %s)\n", u.Name, u.Original.Name, u.Original.SHA256)
 		}

@@ -12,13 +12,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/mtpconv/mtpconv/convert"
-	"github.com/mtpconv/mtpconv/convert/source"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
@@ -46,7 +46,8 @@ type folder struct {
 	root                 object // config.json's members, in order
 	weights              []string
 	heads                []string // weight files holding mtp.* tensors (our HeadFile included)
-	ownHead              bool     // HeadFile is there and an earlier --into wrote it
+	hasHeadFile          bool     // HeadFile is there
+	ownHead              bool     // and an earlier --into wrote it
 	floatDType           st.DType // of the trunk's embedding, when stored float
 	quant                *folderQuant
 	depthKey             string // the key the folder declares the MTP depth with ("" if none)
@@ -89,7 +90,7 @@ func readFolder(dir string) (*folder, error) {
 			break
 		}
 	}
-	if _, err := source.Dir(dir).Open(st.IndexFile); err == nil {
+	if _, err := os.Lstat(filepath.Join(dir, st.IndexFile)); err == nil {
 		if f.index, f.indexSum, err = convert.IntoBase(dir, st.IndexFile, configLimit); err != nil {
 			return nil, err
 		}
@@ -109,6 +110,7 @@ func readFolder(dir string) (*folder, error) {
 			return nil, fmt.Errorf("--into %s: %w", dir, err)
 		}
 		if name == HeadFile {
+			f.hasHeadFile = true
 			if f.ownHead, err = convert.IntoOwned(dir, name); err != nil {
 				return nil, err
 			}
@@ -192,6 +194,9 @@ func (combined) checkFolder(f *folder, m *convert.Model) error {
 	}
 	if err := f.sameModel(m); err != nil {
 		return err
+	}
+	if f.hasHeadFile && !f.ownHead {
+		return fmt.Errorf("--into %s already has %s, which mtpconv did not write; refusing to replace it", f.dir, HeadFile)
 	}
 	for _, h := range f.heads {
 		if h != HeadFile || !f.ownHead {

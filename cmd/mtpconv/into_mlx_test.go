@@ -1,0 +1,403 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/manifests"
+
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+)
+
+// headlessMLXFolder lays out an MLX model folder as mlx_lm.convert writes
+// one (the interop suite runs mlx_lm.convert itself): our combined export's
+// trunk, without the mtp.* tensors and their config entries, with mlx-lm's
+// index (sorted weight_map, total_size) and its config layout (sorted keys,
+// four-space indent, no final newline).
+func headlessMLXFolder(t *testing.T, args ...string) string {
+	t.Helper()
+	tmp := filepath.Join(t.TempDir(), "c")
+	exportTo(t, fixtures.Qwen36, tmp, append([]string{"--target", "combined", "--no-card"}, args...)...)
+	dir := filepath.Join(t.TempDir(), "mlx")
+	os.MkdirAll(dir, 0o755)
+
+	raw, _ := os.ReadFile(filepath.Join(tmp, "model.safetensors"))
+	hdr, err := st.ReadHeader(bytes.NewReader(raw), int64(len(raw)), "model.safetensors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var entries []st.Entry
+	var data [][]byte
+	weightMap := map[string]string{}
+	var total int64
+	for _, ti := range hdr.Tensors {
+		if strings.HasPrefix(ti.Name, "mtp.") {
+			continue
+		}
+		entries = append(entries, st.Entry{Name: ti.Name, DType: ti.DType, Shape: ti.Shape})
+		data = append(data, raw[ti.Begin:ti.End])
+		weightMap[ti.Name] = "model.safetensors"
+		total += ti.End - ti.Begin
+	}
+	var b bytes.Buffer
+	w, err := st.NewWriter(&b, entries, map[string]string{"format": "mlx"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range data {
+		w.Write(d)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, body []byte) {
+		if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("model.safetensors", b.Bytes())
+	idx, _ := json.MarshalIndent(map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": weightMap}, "", "    ")
+	write(st.IndexFile, idx)
+
+	var cfg map[string]any
+	c, _ := os.ReadFile(filepath.Join(tmp, "config.json"))
+	if err := json.Unmarshal(c, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"quantization", "quantization_config"} {
+		if q, ok := cfg[k].(map[string]any); ok {
+			for m := range q {
+				if strings.HasPrefix(m, "mtp.") {
+					delete(q, m)
+				}
+			}
+		}
+	}
+	c, _ = json.MarshalIndent(cfg, "", "    ")
+	write("config.json", c)
+	write("tokenizer_config.json", []byte(`{"tokenizer_class": "Qwen2Tokenizer"}`))
+	return dir
+}
+
+// safetensorsEntries reads a safetensors file's tensors' bytes by name.
+func safetensorsEntries(t *testing.T, path string, keep func(string) bool) map[string][]byte {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := st.ReadHeader(bytes.NewReader(raw), int64(len(raw)), filepath.Base(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, ti := range h.Tensors {
+		if keep(ti.Name) {
+			out[ti.Name] = append([]byte(string(ti.DType)+"|"), raw[ti.Begin:ti.End]...)
+		}
+	}
+	return out
+}
+
+func isHead(n string) bool { return strings.HasPrefix(n, "mtp.") }
+
+func TestIntoMLXAddsTheHead(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	dir := headlessMLXFolder(t, "--trunk-precision", "int4")
+	before := tree(t, dir)
+	origConfig, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+	origIndex, _ := os.ReadFile(filepath.Join(dir, st.IndexFile))
+	into := func(extra ...string) (int, string) {
+		code, _, stderr := runCLI(t, append([]string{"export", "--src", src, "--target", "combined", "--into", dir, "--quiet", "--mlx-rounding", "cpu"}, extra...)...)
+		return code, stderr
+	}
+	if code, stderr := into(); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	after := tree(t, dir)
+	var changed, added []string
+	for p, h := range before {
+		if after[p] != h {
+			changed = append(changed, filepath.Base(p))
+		}
+	}
+	for p := range after {
+		if _, ok := before[p]; !ok {
+			rel, _ := filepath.Rel(dir, p)
+			added = append(added, rel)
+		}
+	}
+	sort.Strings(changed)
+	sort.Strings(added)
+	if got := strings.Join(changed, ","); got != "config.json,model.safetensors.index.json" {
+		t.Errorf("changed %s (the trunk must keep its bytes)", got)
+	}
+	if got := strings.Join(added, ","); got != "model-mtp.safetensors,mtpconv-manifest.json,mtpconv-original,mtpconv-original/config.json,mtpconv-original/model.safetensors.index.json" {
+		t.Errorf("added %s", got)
+	}
+	for name, orig := range map[string][]byte{"config.json": origConfig, st.IndexFile: origIndex} {
+		kept, _ := os.ReadFile(filepath.Join(dir, "mtpconv-original", name))
+		if !bytes.Equal(kept, orig) {
+			t.Errorf("mtpconv-original/%s is not the folder's original", name)
+		}
+	}
+
+	// The head is what --target combined writes at the folder's precision (int4, group 64).
+	out := filepath.Join(t.TempDir(), "o")
+	exportTo(t, fixtures.Qwen36, out, "--target", "combined", "--trunk-precision", "int4", "--head-precision", "int4", "--mlx-rounding", "cpu")
+	want := safetensorsEntries(t, filepath.Join(out, "model.safetensors"), isHead)
+	got := safetensorsEntries(t, filepath.Join(dir, "model-mtp.safetensors"), func(string) bool { return true })
+	if len(got) != len(want) || len(want) == 0 {
+		t.Fatalf("head file holds %d tensors, the combined file %d head tensors", len(got), len(want))
+	}
+	for n, b := range want {
+		if !bytes.Equal(got[n], b) {
+			t.Errorf("%s differs from the combined file's", n)
+		}
+	}
+
+	// config.json: the original's members and values, plus one entry per quantized head module.
+	var cfg, orig map[string]json.RawMessage
+	c, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+	json.Unmarshal(c, &cfg)
+	json.Unmarshal(origConfig, &orig)
+	for k, v := range orig {
+		if k != "quantization" && k != "quantization_config" && !bytes.Equal(cfg[k], v) {
+			t.Errorf("config.json: %s changed", k)
+		}
+	}
+	var q map[string]json.RawMessage
+	json.Unmarshal(cfg["quantization"], &q)
+	if string(compactJSON(q["mtp.fc"])) != `{"group_size":64,"bits":4,"mode":"affine"}` || string(compactJSON(q["mtp.layers.0.mlp.gate"])) != `{"group_size":64,"bits":8,"mode":"affine"}` {
+		t.Errorf("head entries: mtp.fc %s, router %s", q["mtp.fc"], q["mtp.layers.0.mlp.gate"])
+	}
+	if !bytes.Equal(compactJSON(cfg["quantization"]), compactJSON(cfg["quantization_config"])) {
+		t.Error("quantization_config no longer mirrors quantization")
+	}
+	if bytes.HasSuffix(c, []byte("\n")) || !bytes.HasPrefix(c, []byte("{\n    \"")) {
+		t.Error("config.json is not in mlx-lm's layout (four-space indent, no final newline)")
+	}
+	// The index maps every head entry to the head file; total_size grows by their bytes.
+	var idx struct {
+		Metadata struct {
+			TotalSize int64 `json:"total_size"`
+		} `json:"metadata"`
+		WeightMap map[string]string `json:"weight_map"`
+	}
+	var oidx = idx
+	ib, _ := os.ReadFile(filepath.Join(dir, st.IndexFile))
+	json.Unmarshal(ib, &idx)
+	json.Unmarshal(origIndex, &oidx)
+	var headBytes int64
+	for n, b := range got {
+		if idx.WeightMap[n] != "model-mtp.safetensors" {
+			t.Errorf("index maps %s to %q", n, idx.WeightMap[n])
+		}
+		headBytes += int64(len(b) - len(strings.SplitN(string(b), "|", 2)[0]) - 1)
+	}
+	if idx.Metadata.TotalSize != oidx.Metadata.TotalSize+headBytes || len(idx.WeightMap) != len(oidx.WeightMap)+len(got) {
+		t.Errorf("index total_size %d, was %d plus %d head bytes", idx.Metadata.TotalSize, oidx.Metadata.TotalSize, headBytes)
+	}
+
+	// The manifest owns the head, the copies and itself; records the replaced files and the trunk.
+	man, err := manifests.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if man.Into == nil || strings.Join(sortedCopy(man.Into.OwnedFiles), ",") != "model-mtp.safetensors,mtpconv-manifest.json,mtpconv-original/config.json,mtpconv-original/model.safetensors.index.json" ||
+		len(man.Into.Updated) != 2 || len(man.Into.Kept) != 1 || man.Into.Kept[0].Name != "model.safetensors" {
+		t.Fatalf("manifest into record %+v", man.Into)
+	}
+	if code, _, stderr := runCLI(t, "verify", "--src", src, dir); code != 0 {
+		t.Errorf("verify: %s", stderr)
+	}
+
+	// Already there: refused without --force, nothing moves.
+	snap := tree(t, dir)
+	if code, stderr := into("--head-precision", "int8"); code == 0 || !strings.Contains(stderr, "--force") {
+		t.Errorf("second --into: exit %d: %s", code, stderr)
+	}
+	if d := diffTrees(snap, tree(t, dir)); d != "" {
+		t.Errorf("refused --into changed %s", d)
+	}
+	// --force at int8: built from the originals again (no stale int4 entries), copies untouched.
+	if code, stderr := into("--force", "--head-precision", "int8"); code != 0 {
+		t.Fatalf("--force: exit %d: %s", code, stderr)
+	}
+	now := tree(t, dir)
+	for p, h := range snap {
+		switch rel, _ := filepath.Rel(dir, p); rel {
+		case "model-mtp.safetensors", "config.json", st.IndexFile, manifests.FileName:
+			if now[p] == h {
+				t.Errorf("--force left %s as it was", rel)
+			}
+		default:
+			if now[p] != h {
+				t.Errorf("--force changed %s", rel)
+			}
+		}
+	}
+	c, _ = os.ReadFile(filepath.Join(dir, "config.json"))
+	q = nil
+	json.Unmarshal(c, &cfg)
+	json.Unmarshal(cfg["quantization"], &q)
+	if string(compactJSON(q["mtp.fc"])) != `{"group_size":64,"bits":8,"mode":"affine"}` || strings.Count(string(c), `"mtp.fc"`) != 2 {
+		t.Errorf("after --force int8: mtp.fc %s", q["mtp.fc"])
+	}
+	if code, _, stderr := runCLI(t, "verify", dir); code != 0 {
+		t.Errorf("verify after --force: %s", stderr)
+	}
+
+	// A changed trunk byte: verify names the trunk file.
+	f, _ := os.OpenFile(filepath.Join(dir, "model.safetensors"), os.O_RDWR, 0)
+	f.WriteAt([]byte{0x5a}, 4096)
+	f.Close()
+	if code, stdout, _ := runCLI(t, "verify", dir); code != 1 || !strings.Contains(stdout, "file_changed") || !strings.Contains(stdout, "model.safetensors") {
+		t.Errorf("verify of a tampered trunk: exit %d: %s", code, stdout)
+	}
+}
+
+func compactJSON(b []byte) []byte {
+	var out bytes.Buffer
+	if json.Compact(&out, b) != nil {
+		return b
+	}
+	return out.Bytes()
+}
+
+func TestIntoMLXRefusals(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	base := headlessMLXFolder(t, "--trunk-precision", "int4")
+	clone := func(t *testing.T) string {
+		dir := filepath.Join(t.TempDir(), "mlx")
+		os.MkdirAll(dir, 0o755)
+		entries, _ := os.ReadDir(base)
+		for _, e := range entries {
+			b, _ := os.ReadFile(filepath.Join(base, e.Name()))
+			os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644)
+		}
+		return dir
+	}
+	cfg, _ := os.ReadFile(filepath.Join(base, "config.json"))
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, dir string)
+		args  []string
+		code  int
+		want  string
+	}{
+		{"other hidden_size", otherValue(cfg, `"hidden_size": 128`), nil, 1, "hidden_size"},
+		{"other experts", otherValue(cfg, `"num_experts": 256`), nil, 1, "num_experts"},
+		{"other expert size", otherValue(cfg, `"moe_intermediate_size": 128`), nil, 1, "moe_intermediate_size"},
+		{"other depth", otherValue(cfg, `"mtp_num_hidden_layers": 1`), nil, 1, "mtp_num_hidden_layers"},
+		{"other head_dim", otherValue(cfg, `"head_dim": 64`), nil, 1, "head_dim"},
+		{"head in a trunk file", func(t *testing.T, dir string) {
+			out := filepath.Join(t.TempDir(), "c")
+			exportTo(t, fixtures.Qwen36, out, "--target", "combined", "--trunk-precision", "int4", "--no-card")
+			m, _ := os.ReadFile(filepath.Join(out, "model.safetensors"))
+			os.WriteFile(filepath.Join(dir, "model.safetensors"), m, 0o644)
+		}, nil, 1, "already holds an MTP head in model.safetensors"},
+		{"a head file not ours", func(t *testing.T, dir string) {
+			m, _ := os.ReadFile(filepath.Join(dir, "model.safetensors"))
+			os.WriteFile(filepath.Join(dir, "model-mtp.safetensors"), m, 0o644)
+		}, []string{"--force"}, 1, "model-mtp.safetensors"},
+		{"not an MLX file", func(t *testing.T, dir string) {
+			m, _ := os.ReadFile(filepath.Join(src, "model-00001-of-00003.safetensors"))
+			os.WriteFile(filepath.Join(dir, "model-00001-of-00003.safetensors"), m, 0o644)
+		}, nil, 1, "not an MLX file"},
+		{"no weights", func(t *testing.T, dir string) { os.Remove(filepath.Join(dir, "model.safetensors")) }, nil, 1, "model*.safetensors"},
+		{"oversized config", func(t *testing.T, dir string) {
+			os.Truncate(filepath.Join(dir, "config.json"), 65<<20)
+		}, nil, 1, "config.json is 68157440 bytes"},
+		{"index oversized", func(t *testing.T, dir string) {
+			os.Truncate(filepath.Join(dir, st.IndexFile), 65<<20)
+		}, nil, 1, "model.safetensors.index.json is 68157440 bytes"},
+		{"trunk flag", nil, []string{"--trunk-precision", "int8"}, 2, "--trunk-precision does not apply"},
+		{"shard flag", nil, []string{"--max-shard-size", "5GB"}, 2, "--max-shard-size does not apply"},
+		{"mlx-lm trunk flags", nil, []string{"--q-bits", "8", "--quant-predicate", "mixed_3_6"}, 2, "--q-bits, --quant-predicate does not apply"},
+		{"openvino flag", nil, []string{"--lm-head-precision", "int8"}, 2, "--lm-head-precision"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := clone(t)
+			if tc.setup != nil {
+				tc.setup(t, dir)
+			}
+			snap := tree(t, dir)
+			code, _, stderr := runCLI(t, append([]string{"export", "--src", src, "--target", "combined", "--into", dir, "--quiet"}, tc.args...)...)
+			if code != tc.code || !strings.Contains(stderr, tc.want) {
+				t.Errorf("exit %d (want %d): %s (want %q)", code, tc.code, stderr, tc.want)
+			}
+			if d := diffTrees(snap, tree(t, dir)); d != "" {
+				t.Errorf("refused --into changed %s", d)
+			}
+		})
+	}
+	// Qwen3-Next: stock mlx-lm cannot load a head with its trunk; refused by name.
+	next := fixtures.Ensure(t, fixtures.Next)
+	if code, _, stderr := runCLI(t, "export", "--src", next, "--target", "combined", "--into", clone(t), "--quiet"); code == 0 || !strings.Contains(stderr, "--target combined supports") {
+		t.Errorf("qwen3-next: exit %d: %s", code, stderr)
+	}
+	// --dry-run writes nothing.
+	dir := clone(t)
+	snap := tree(t, dir)
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "combined", "--into", dir, "--dry-run", "--quiet"); code != 0 {
+		t.Errorf("dry run: exit %d: %s", code, stderr)
+	}
+	if d := diffTrees(snap, tree(t, dir)); d != "" {
+		t.Errorf("dry run changed %s", d)
+	}
+}
+
+// otherValue sets the value of one "key": value pair of config.json to 3.
+func otherValue(cfg []byte, pair string) func(t *testing.T, dir string) {
+	return func(t *testing.T, dir string) {
+		bad := strings.Replace(string(cfg), pair, strings.Split(pair, ":")[0]+": 3", 1)
+		if bad == string(cfg) {
+			t.Fatalf("%s not in the config", pair)
+		}
+		os.WriteFile(filepath.Join(dir, "config.json"), []byte(bad), 0o644)
+	}
+}
+
+func TestInspectMLXFolder(t *testing.T) {
+	dir := headlessMLXFolder(t, "--trunk-precision", "int4")
+	code, stdout, stderr := runCLI(t, "inspect", dir)
+	if code != 0 || !strings.Contains(stdout, "MTP head:      none") || !strings.Contains(stdout, "mtpconv export --src SRC --target combined --into "+dir) {
+		t.Errorf("exit %d: %s%s", code, stdout, stderr)
+	}
+	os.WriteFile(filepath.Join(dir, "README.md"), []byte("---\nlibrary_name: mlx\nbase_model:\n- Qwen/Qwen3.6-35B-A3B\n---\n# x\n"), 0o644)
+	if _, stdout, _ := runCLI(t, "inspect", dir); !strings.Contains(stdout, "--src hf://Qwen/Qwen3.6-35B-A3B --target combined --into") {
+		t.Errorf("base model from the card: %s", stdout)
+	}
+	var r struct {
+		Kind    string `json:"kind"`
+		MTPHead bool   `json:"mtp_head"`
+		AddHead string `json:"add_head_command"`
+	}
+	_, stdout, _ = runCLI(t, "inspect", "--json", dir)
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil || r.Kind != "mlx_folder" || r.MTPHead || r.AddHead == "" {
+		t.Errorf("--json: %v %s", err, stdout)
+	}
+	// A folder holding a head in its own file: yes, no command.
+	out := filepath.Join(t.TempDir(), "c")
+	exportTo(t, fixtures.Qwen36, out, "--target", "combined", "--no-card")
+	os.Remove(filepath.Join(out, manifests.FileName))
+	if _, stdout, _ := runCLI(t, "inspect", out); !strings.Contains(stdout, "MTP head:      yes, in model.safetensors") || strings.Contains(stdout, "add one with") {
+		t.Errorf("head present: %s", stdout)
+	}
+	// After --into: the output summary says what mtpconv owns and builds on.
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "combined", "--into", dir, "--quiet"); code != 0 {
+		t.Fatalf("--into: %s", stderr)
+	}
+	if _, stdout, _ := runCLI(t, "inspect", dir); !strings.Contains(stdout, "added into:") || !strings.Contains(stdout, "builds on    model.safetensors") {
+		t.Errorf("grafted folder: %s", stdout)
+	}
+}
