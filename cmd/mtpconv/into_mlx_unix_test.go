@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/mtpconv/mtpconv/internal/fixtures"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/fixtures"
 )
 
 // A FIFO in place of config.json or the index is refused at once, not read
