@@ -19,6 +19,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/mtpconv/mtpconv/convert/rows"
 	"github.com/mtpconv/mtpconv/quant"
@@ -52,20 +53,29 @@ type Manifest struct {
 	Tensors   []Tensor          `json:"tensors"`
 	Files     []File            `json:"files"`
 	BytesRead int64             `json:"source_bytes_read"`
-	Into      *Into             `json:"into,omitempty"` // only for an export added into a folder another tool wrote
+	// Into is set when the files were added into a folder another tool
+	// wrote (export --into): the folder is not an mtpconv output.
+	Into *Into `json:"into,omitempty"`
 }
 
-// Into records an export added into a folder another tool wrote (--into):
-// which of its files mtpconv owns, which of the folder's own files it
-// replaced (a copy of their prior bytes is one of the owned files, so
-// removing the head can restore them), and the folder's files it builds on
-// and left alone, with their hashes, so verify can tell they are unchanged.
+// Into records an export added into a folder mtpconv does not own: which of
+// its files mtpconv owns, which of the folder's own files it replaced (a
+// copy of their prior bytes is one of the owned files, so removing the head
+// can restore them), and the folder's files it builds on and left alone,
+// with their hashes, so verify can tell they are unchanged.
 type Into struct {
 	// OwnedFiles are the only files of the folder mtpconv wrote and may
 	// replace or delete, this manifest included.
 	OwnedFiles []string  `json:"owned_files"`
 	Updated    []Updated `json:"updated,omitempty"` // the folder's files mtpconv replaced
 	Kept       []File    `json:"kept,omitempty"`    // the folder's files the output builds on (the trunk's weights), unchanged
+}
+
+// Owns reports whether the folder's file name is one mtpconv wrote. In an
+// export's own folder every file is; in a folder added into, only the
+// recorded ones.
+func (m *Manifest) Owns(name string) bool {
+	return m.Into == nil || slices.Contains(m.Into.OwnedFiles, name)
 }
 
 // Updated is one of the folder's files that mtpconv replaced: Files holds
