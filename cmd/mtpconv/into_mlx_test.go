@@ -401,3 +401,57 @@ func TestInspectMLXFolder(t *testing.T) {
 		t.Errorf("grafted folder: %s", stdout)
 	}
 }
+
+// A graft stopped after its manifest landed (the first step) is completed by
+// running it again: the folder ends as a graft run through, whichever of the
+// later steps were done.
+func TestIntoMLXCompletesAnInterruptedGraft(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	dir := headlessMLXFolder(t, "--trunk-precision", "int4")
+	into := func(extra ...string) {
+		t.Helper()
+		if code, _, stderr := runCLI(t, append([]string{"export", "--src", src, "--target", "combined", "--into", dir, "--quiet"}, extra...)...); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+	}
+	into()
+	done := tree(t, dir)
+	orig := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(dir, "mtpconv-original", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for _, stop := range []string{"after the manifest", "before config.json"} {
+		t.Run(stop, func(t *testing.T) {
+			cfg := orig("config.json")
+			if stop == "after the manifest" {
+				idx := orig(st.IndexFile)
+				os.WriteFile(filepath.Join(dir, st.IndexFile), idx, 0o644)
+				os.Remove(filepath.Join(dir, "model-mtp.safetensors"))
+				os.RemoveAll(filepath.Join(dir, "mtpconv-original"))
+			}
+			os.WriteFile(filepath.Join(dir, "config.json"), cfg, 0o644)
+			into("--force")
+			if d := diffTrees(done, tree(t, dir)); d != "" {
+				t.Errorf("completed graft differs in %s", d)
+			}
+			if code, stdout, _ := runCLI(t, "verify", dir); code != 0 {
+				t.Errorf("verify: %s", stdout)
+			}
+		})
+	}
+	// config.json edited since the graft: --force does not drop the edit.
+	f, _ := os.OpenFile(filepath.Join(dir, "config.json"), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(" ")
+	f.Close()
+	snap := tree(t, dir)
+	code, _, stderr := runCLI(t, "export", "--src", src, "--target", "combined", "--into", dir, "--quiet", "--force")
+	if code != 1 || !strings.Contains(stderr, "config.json changed since mtpconv updated it") {
+		t.Errorf("edited config.json: exit %d: %s", code, stderr)
+	}
+	if d := diffTrees(snap, tree(t, dir)); d != "" {
+		t.Errorf("refused --into changed %s", d)
+	}
+}
