@@ -22,8 +22,13 @@ import (
 // four-space indent, no final newline).
 func headlessMLXFolder(t *testing.T, args ...string) string {
 	t.Helper()
+	return headlessMLXFolderOf(t, fixtures.Qwen36, args...)
+}
+
+func headlessMLXFolderOf(t *testing.T, fixture string, args ...string) string {
+	t.Helper()
 	tmp := filepath.Join(t.TempDir(), "c")
-	exportTo(t, fixtures.Qwen36, tmp, append([]string{"--target", "combined", "--no-card"}, args...)...)
+	exportTo(t, fixture, tmp, append([]string{"--target", "combined", "--no-card"}, args...)...)
 	dir := filepath.Join(t.TempDir(), "mlx")
 	os.MkdirAll(dir, 0o755)
 
@@ -453,5 +458,29 @@ func TestIntoMLXCompletesAnInterruptedGraft(t *testing.T) {
 	}
 	if d := diffTrees(snap, tree(t, dir)); d != "" {
 		t.Errorf("refused --into changed %s", d)
+	}
+}
+
+// The dense heads (Qwen3.5/3.6-27B) graft as the MoE ones do.
+func TestIntoMLXDense(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36Dense)
+	dir := headlessMLXFolderOf(t, fixtures.Qwen36Dense, "--trunk-precision", "int8", "--group-size", "32")
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "combined", "--into", dir, "--quiet"); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	out := filepath.Join(t.TempDir(), "o")
+	exportTo(t, fixtures.Qwen36Dense, out, "--target", "combined", "--head-precision", "int8", "--group-size", "32")
+	want := safetensorsEntries(t, filepath.Join(out, "model.safetensors"), isHead)
+	got := safetensorsEntries(t, filepath.Join(dir, "model-mtp.safetensors"), func(string) bool { return true })
+	if len(got) != len(want) || len(want) == 0 {
+		t.Fatalf("head file holds %d tensors, the combined file %d head tensors", len(got), len(want))
+	}
+	for n, b := range want {
+		if !bytes.Equal(got[n], b) {
+			t.Errorf("%s differs from the combined file's", n)
+		}
+	}
+	if code, stdout, _ := runCLI(t, "verify", "--src", src, dir); code != 0 {
+		t.Errorf("verify: %s", stdout)
 	}
 }

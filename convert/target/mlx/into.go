@@ -20,6 +20,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/manifests"
 )
 
 // HeadFile is the head's file in an MLX folder: mlx-lm (and mlx-lm based
@@ -273,9 +274,13 @@ func (cb combined) PlanInto(dir string, m *convert.Model, uo convert.Options) (*
 	if err != nil {
 		return nil, err
 	}
-	// config.json last: it is what declares the head.
-	p.Files = append(p.Files, convert.OutFile{Name: convert.ConfigFile, Contents: cfg})
-	p.IntoUpdates = append(p.IntoUpdates, convert.IntoUpdate{Name: convert.ConfigFile, SHA256: f.configSum})
+	// config.json last: it is what declares the head. A float head in a
+	// folder that declares its depth changes nothing there: the file is left
+	// alone (unless an earlier graft changed it).
+	if !bytes.Equal(cfg, f.config) || manifests.SHA256(f.config) != f.configSum {
+		p.Files = append(p.Files, convert.OutFile{Name: convert.ConfigFile, Contents: cfg})
+		p.IntoUpdates = append(p.IntoUpdates, convert.IntoUpdate{Name: convert.ConfigFile, SHA256: f.configSum})
+	}
 	return p, nil
 }
 
