@@ -484,3 +484,45 @@ func TestIntoMLXDense(t *testing.T) {
 		t.Errorf("verify: %s", stdout)
 	}
 }
+
+// A float folder takes a float head and keeps its config.json (nothing in it
+// changes); an int4 head there adds mlx-lm's quantization blocks.
+func TestIntoMLXFloatFolder(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	dir := headlessMLXFolder(t)
+	cfg, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+	if bytes.Contains(cfg, []byte(`"quantization"`)) {
+		t.Fatal("the float folder's config declares a quantization")
+	}
+	into := func(extra ...string) {
+		t.Helper()
+		if code, _, stderr := runCLI(t, append([]string{"export", "--src", src, "--target", "combined", "--into", dir, "--quiet"}, extra...)...); code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+	}
+	into()
+	now, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+	if !bytes.Equal(now, cfg) {
+		t.Error("config.json changed for a bf16 head")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "mtpconv-original", "config.json")); err == nil {
+		t.Error("a copy of an unchanged config.json was kept")
+	}
+	head := safetensorsEntries(t, filepath.Join(dir, "model-mtp.safetensors"), func(string) bool { return true })
+	if !strings.HasPrefix(string(head["mtp.fc.weight"]), "BF16|") {
+		t.Error("the head of a bf16 folder is not bf16")
+	}
+	into("--force", "--head-precision", "int4")
+	var c map[string]json.RawMessage
+	now, _ = os.ReadFile(filepath.Join(dir, "config.json"))
+	json.Unmarshal(now, &c)
+	if !bytes.Equal(compactJSON(c["quantization"]), compactJSON(c["quantization_config"])) || !strings.HasPrefix(string(compactJSON(c["quantization"])), `{"group_size":64,"bits":4,"mode":"affine","mtp.fc":`) {
+		t.Errorf("quantization %s", c["quantization"])
+	}
+	if kept, _ := os.ReadFile(filepath.Join(dir, "mtpconv-original", "config.json")); !bytes.Equal(kept, cfg) {
+		t.Error("the original config.json was not kept")
+	}
+	if code, stdout, _ := runCLI(t, "verify", dir); code != 0 {
+		t.Errorf("verify: %s", stdout)
+	}
+}
