@@ -112,6 +112,40 @@ func safetensorsEntries(t *testing.T, path string, keep func(string) bool) map[s
 
 func isHead(n string) bool { return strings.HasPrefix(n, "mtp.") }
 
+// sameHeadAsCombined checks that the head file of a grafted folder holds
+// exactly the head tensors of a --target combined export of fixture with
+// args, and returns them (dtype-prefixed bytes by name).
+func sameHeadAsCombined(t *testing.T, dir, fixture string, args ...string) map[string][]byte {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "o")
+	exportTo(t, fixture, out, append([]string{"--target", "combined"}, args...)...)
+	want := safetensorsEntries(t, filepath.Join(out, "model.safetensors"), isHead)
+	got := safetensorsEntries(t, filepath.Join(dir, "model-mtp.safetensors"), func(string) bool { return true })
+	if len(got) != len(want) || len(want) == 0 {
+		t.Fatalf("head file holds %d tensors, the combined file %d head tensors", len(got), len(want))
+	}
+	for n, b := range want {
+		if !bytes.Equal(got[n], b) {
+			t.Errorf("%s differs from the combined file's", n)
+		}
+	}
+	return got
+}
+
+// refusedUnchanged runs a command that must fail with code, its stderr
+// holding want, and leave dir as it was.
+func refusedUnchanged(t *testing.T, dir string, code int, want string, args ...string) {
+	t.Helper()
+	snap := tree(t, dir)
+	got, _, stderr := runCLI(t, args...)
+	if got != code || !strings.Contains(stderr, want) {
+		t.Errorf("exit %d (want %d): %s (want %q)", got, code, stderr, want)
+	}
+	if d := diffTrees(snap, tree(t, dir)); d != "" {
+		t.Errorf("refused command changed %s", d)
+	}
+}
+
 func TestIntoMLXAddsTheHead(t *testing.T) {
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	dir := headlessMLXFolder(t, "--trunk-precision", "int4")
@@ -154,18 +188,7 @@ func TestIntoMLXAddsTheHead(t *testing.T) {
 	}
 
 	// The head is what --target combined writes at the folder's precision (int4, group 64).
-	out := filepath.Join(t.TempDir(), "o")
-	exportTo(t, fixtures.Qwen36, out, "--target", "combined", "--trunk-precision", "int4", "--head-precision", "int4", "--mlx-rounding", "cpu")
-	want := safetensorsEntries(t, filepath.Join(out, "model.safetensors"), isHead)
-	got := safetensorsEntries(t, filepath.Join(dir, "model-mtp.safetensors"), func(string) bool { return true })
-	if len(got) != len(want) || len(want) == 0 {
-		t.Fatalf("head file holds %d tensors, the combined file %d head tensors", len(got), len(want))
-	}
-	for n, b := range want {
-		if !bytes.Equal(got[n], b) {
-			t.Errorf("%s differs from the combined file's", n)
-		}
-	}
+	got := sameHeadAsCombined(t, dir, fixtures.Qwen36, "--trunk-precision", "int4", "--head-precision", "int4", "--mlx-rounding", "cpu")
 
 	// config.json: the original's members and values, plus one entry per quantized head module.
 	var cfg, orig map[string]json.RawMessage
@@ -224,13 +247,8 @@ func TestIntoMLXAddsTheHead(t *testing.T) {
 	}
 
 	// Already there: refused without --force, nothing moves.
+	refusedUnchanged(t, dir, 1, "--force", "export", "--src", src, "--target", "combined", "--into", dir, "--quiet", "--head-precision", "int8")
 	snap := tree(t, dir)
-	if code, stderr := into("--head-precision", "int8"); code == 0 || !strings.Contains(stderr, "--force") {
-		t.Errorf("second --into: exit %d: %s", code, stderr)
-	}
-	if d := diffTrees(snap, tree(t, dir)); d != "" {
-		t.Errorf("refused --into changed %s", d)
-	}
 	// --force at int8: built from the originals again (no stale int4 entries), copies untouched.
 	if code, stderr := into("--force", "--head-precision", "int8"); code != 0 {
 		t.Fatalf("--force: exit %d: %s", code, stderr)
@@ -334,14 +352,7 @@ func TestIntoMLXRefusals(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(t, dir)
 			}
-			snap := tree(t, dir)
-			code, _, stderr := runCLI(t, append([]string{"export", "--src", src, "--target", "combined", "--into", dir, "--quiet"}, tc.args...)...)
-			if code != tc.code || !strings.Contains(stderr, tc.want) {
-				t.Errorf("exit %d (want %d): %s (want %q)", code, tc.code, stderr, tc.want)
-			}
-			if d := diffTrees(snap, tree(t, dir)); d != "" {
-				t.Errorf("refused --into changed %s", d)
-			}
+			refusedUnchanged(t, dir, tc.code, tc.want, append([]string{"export", "--src", src, "--target", "combined", "--into", dir, "--quiet"}, tc.args...)...)
 		})
 	}
 	// Qwen3-Next: stock mlx-lm cannot load a head with its trunk; refused by name.
@@ -451,14 +462,7 @@ func TestIntoMLXCompletesAnInterruptedGraft(t *testing.T) {
 	f, _ := os.OpenFile(filepath.Join(dir, "config.json"), os.O_APPEND|os.O_WRONLY, 0)
 	f.WriteString(" ")
 	f.Close()
-	snap := tree(t, dir)
-	code, _, stderr := runCLI(t, "export", "--src", src, "--target", "combined", "--into", dir, "--quiet", "--force")
-	if code != 1 || !strings.Contains(stderr, "config.json changed since mtpconv updated it") {
-		t.Errorf("edited config.json: exit %d: %s", code, stderr)
-	}
-	if d := diffTrees(snap, tree(t, dir)); d != "" {
-		t.Errorf("refused --into changed %s", d)
-	}
+	refusedUnchanged(t, dir, 1, "config.json changed since mtpconv updated it", "export", "--src", src, "--target", "combined", "--into", dir, "--quiet", "--force")
 }
 
 // The dense heads (Qwen3.5/3.6-27B) graft as the MoE ones do.
@@ -468,18 +472,7 @@ func TestIntoMLXDense(t *testing.T) {
 	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "combined", "--into", dir, "--quiet"); code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	out := filepath.Join(t.TempDir(), "o")
-	exportTo(t, fixtures.Qwen36Dense, out, "--target", "combined", "--head-precision", "int8", "--group-size", "32")
-	want := safetensorsEntries(t, filepath.Join(out, "model.safetensors"), isHead)
-	got := safetensorsEntries(t, filepath.Join(dir, "model-mtp.safetensors"), func(string) bool { return true })
-	if len(got) != len(want) || len(want) == 0 {
-		t.Fatalf("head file holds %d tensors, the combined file %d head tensors", len(got), len(want))
-	}
-	for n, b := range want {
-		if !bytes.Equal(got[n], b) {
-			t.Errorf("%s differs from the combined file's", n)
-		}
-	}
+	sameHeadAsCombined(t, dir, fixtures.Qwen36Dense, "--head-precision", "int8", "--group-size", "32")
 	if code, stdout, _ := runCLI(t, "verify", "--src", src, dir); code != 0 {
 		t.Errorf("verify: %s", stdout)
 	}
