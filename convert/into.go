@@ -368,6 +368,18 @@ func recordInto(ctx context.Context, dir, staging string, p *Plan) ([]string, er
 		in.Updated = append(in.Updated, rec)
 		man.Files = append(man.Files, rec.Original)
 	}
+	// An original an earlier run kept of a file this one leaves as it is
+	// (it holds the original bytes again) stays kept and recorded.
+	if pi := priorInto(prior); pi != nil {
+		for _, u := range pi.Updated {
+			if _, planned := in.UpdatedFile(u.Name); !planned {
+				if _, err := os.Lstat(filepath.Join(dir, u.Original.Name)); err == nil {
+					in.Updated = append(in.Updated, u)
+					man.Files = append(man.Files, u.Original)
+				}
+			}
+		}
+	}
 	for _, f := range man.Files {
 		if _, updated := in.UpdatedFile(f.Name); !updated {
 			in.OwnedFiles = append(in.OwnedFiles, f.Name)

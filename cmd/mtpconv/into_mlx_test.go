@@ -518,4 +518,19 @@ func TestIntoMLXFloatFolder(t *testing.T) {
 	if code, stdout, _ := runCLI(t, "verify", dir); code != 0 {
 		t.Errorf("verify: %s", stdout)
 	}
+	// Back to bf16, twice: config.json is the original again, and its kept
+	// copy stays owned and recorded (never left behind unrecorded).
+	into("--force")
+	into("--force")
+	now, _ = os.ReadFile(filepath.Join(dir, "config.json"))
+	man, err := manifests.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := man.Into.UpdatedFile("config.json"); !ok || !bytes.Equal(now, cfg) || !man.Owns("mtpconv-original/config.json") {
+		t.Errorf("bf16 again: config.json restored %v, record %+v", bytes.Equal(now, cfg), man.Into)
+	}
+	if code, stdout, _ := runCLI(t, "verify", dir); code != 0 {
+		t.Errorf("verify: %s", stdout)
+	}
 }
