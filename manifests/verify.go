@@ -34,7 +34,7 @@ type Report struct {
 	Out        string    `json:"out"`
 	Source     string    `json:"source,omitempty"`
 	OK         bool      `json:"ok"`
-	Files      int       `json:"files_checked"`   // the files the manifest lists (not itself, nor the card)
+	Files      int       `json:"files_checked"`   // the files the manifest lists (not itself, nor the card), and those of a folder added into it records as kept
 	Tensors    int       `json:"tensors"`         // the output tensors the manifest records
 	Entries    int       `json:"tensors_checked"` // their stored entries (a quantized tensor is codes, scales and biases or zero points)
 	Recomputed int       `json:"tensors_recomputed"`
