@@ -341,6 +341,9 @@ func TestIntoMLXRefusals(t *testing.T) {
 		{"index oversized", func(t *testing.T, dir string) {
 			os.Truncate(filepath.Join(dir, st.IndexFile), 65<<20)
 		}, nil, 1, "model.safetensors.index.json is 68157440 bytes"},
+		{"duplicate key", func(t *testing.T, dir string) {
+			os.WriteFile(filepath.Join(dir, "config.json"), bytes.Replace(cfg, []byte("{"), []byte(`{"model_type": "qwen3_5_moe",`), 1), 0o644)
+		}, nil, 1, `config.json: key "model_type" appears twice`},
 		{"trunk flag", nil, []string{"--trunk-precision", "int8"}, 2, "--trunk-precision does not apply"},
 		{"shard flag", nil, []string{"--max-shard-size", "5GB"}, 2, "--max-shard-size does not apply"},
 		{"mlx-lm trunk flags", nil, []string{"--q-bits", "8", "--quant-predicate", "mixed_3_6"}, 2, "--q-bits, --quant-predicate does not apply"},
@@ -532,5 +535,32 @@ func TestIntoMLXFloatFolder(t *testing.T) {
 	}
 	if code, stdout, _ := runCLI(t, "verify", dir); code != 0 {
 		t.Errorf("verify: %s", stdout)
+	}
+}
+
+// A folder whose config.json does not declare the MTP depth gets it, in
+// text_config where the source has it, in key order.
+func TestIntoMLXDeclaresTheDepth(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	dir := headlessMLXFolder(t, "--trunk-precision", "int4")
+	path := filepath.Join(dir, "config.json")
+	cfg, _ := os.ReadFile(path)
+	without := bytes.Replace(cfg, []byte(`"mtp_num_hidden_layers": 1,`), nil, 1)
+	if bytes.Equal(without, cfg) {
+		t.Fatal("no mtp_num_hidden_layers in the folder's config")
+	}
+	os.WriteFile(path, without, 0o644)
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "combined", "--into", dir, "--quiet"); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	now, _ := os.ReadFile(path)
+	var c struct {
+		Text json.RawMessage `json:"text_config"`
+	}
+	json.Unmarshal(now, &c)
+	text := string(c.Text)
+	at := strings.Index(text, `"mtp_num_hidden_layers": 1`)
+	if at < 0 || strings.Index(text, `"moe_intermediate_size"`) > at || strings.Index(text, `"num_attention_heads"`) < at {
+		t.Errorf("text_config: %s", text)
 	}
 }
