@@ -262,6 +262,13 @@ func (cb combined) PlanInto(dir string, m *convert.Model, uo convert.Options) (*
 		Notes:    append(o.Notes, note),
 		IntoKept: f.weights,
 	}
+	var trunkBytes int64
+	for _, w := range f.weights {
+		if fi, err := os.Stat(filepath.Join(dir, w)); err == nil {
+			trunkBytes += fi.Size()
+		}
+	}
+	p.Notes = append(p.Notes, fmt.Sprintf("the trunk's %d weight files (%.2f GB) are left as they are and hashed once, so verify can tell they are unchanged", len(f.weights), float64(trunkBytes)/1e9))
 	if f.index != nil {
 		idx, err := f.updatedIndex(pl.Out)
 		if err != nil {
