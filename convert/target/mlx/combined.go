@@ -71,7 +71,7 @@ func (cb combined) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, er
 	for _, blk := range m.TrunkExperts {
 		pl.Experts(blk, trunkName(m.ExpertLayer(blk)), o.Trunk.Float, trunkRule)
 	}
-	pl.Head(m.HeadName, o.Head.Float, o.rule(m, o.Head, o.GroupSize), nil)
+	planHead(pl, m, o)
 
 	tensors, files, index, err := shard(pl.Out, o.MaxShard)
 	if err != nil {
@@ -103,6 +103,12 @@ func (cb combined) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, er
 	hp := m.Spec.HeadPrefix
 	p.Notes = append(p.Notes, fmt.Sprintf("stock mlx-lm >= 0.32.0 loads this file (it drops %s* and shifts no norm on converted files); mlx-lm 0.30.7 to 0.31.3 shift every norm a second time when %s* keys are present", hp, hp))
 	return p, nil
+}
+
+// planHead plans the head as the combined file holds it: under its own
+// prefix (mtp.*), experts stacked, at the head's precision.
+func planHead(pl *convert.Planner, m *convert.Model, o Options) {
+	pl.Head(m.HeadName, o.Head.Float, o.rule(m, o.Head, o.GroupSize), nil)
 }
 
 // combinedConfig is the source config.json with vision_config dropped and
