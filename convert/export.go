@@ -135,7 +135,7 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	}
 	w := &partialDir{out: r.Out, force: r.Force, resume: r.Resume, planHash: planHash(r.Version, plan, fingerprint), source: m.Checkpoint}
 	fin, finishes := t.(Finisher)
-	err = w.write(func(dir string) error {
+	err = w.write(ctx, func(dir string) error {
 		// Files a Finisher completes are announced once final, so the sizes
 		// the caller prints are those on disk.
 		var held []FileRecord

@@ -106,6 +106,9 @@ func exportInto(ctx context.Context, r Request) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil { // before the first step: after it the steps run to the end
+		return nil, fmt.Errorf("interrupted; nothing was written to --into %s: %w", r.Into, err)
+	}
 	for _, s := range intoSteps(r.Into, staging, files, replacing) {
 		if err := s.apply(); err != nil {
 			return nil, fmt.Errorf("--into %s: %w (run it again with --force to complete it)", r.Into, err)

@@ -392,3 +392,27 @@ func TestResumeRechecksSourceBytes(t *testing.T) {
 		})
 	}
 }
+
+// An --out with ".." after a folder that does not exist is refused before
+// any work (the system could not follow it at the final rename); one after
+// an existing folder is followed. (Not filepath.Join: it would clean them.)
+func TestExportRefusesDotDotAfterMissingFolder(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	root := t.TempDir()
+	for _, out := range []string{root + "/missing/../b", root + "/a/missing/../../b"} {
+		code, _, stderr := runCLI(t, "export", "--src", src, "--target", "mlx", "--out", out)
+		if code != exitFailure || !strings.Contains(stderr, "cannot be followed") || strings.Contains(stderr, "wrote ") {
+			t.Errorf("%s: exit %d: %s", out, code, stderr)
+		}
+	}
+	if left, _ := os.ReadDir(root); len(left) != 0 {
+		t.Errorf("left %v", left)
+	}
+	os.Mkdir(filepath.Join(root, "here"), 0o755)
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "mlx", "--quiet", "--out", root+"/here/../b"); code != 0 {
+		t.Errorf("through an existing folder: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(root, "b", manifests.FileName)); err != nil {
+		t.Error(err)
+	}
+}
