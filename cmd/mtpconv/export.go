@@ -85,7 +85,7 @@ type exportSummary struct {
 }
 
 // holdAfterEnv is a test hook: the export blocks after writing the named
-// file, so a test can kill it mid-way.
+// file (until interrupted), so a test can kill or interrupt it mid-way.
 const holdAfterEnv = "MTPCONV_TEST_HOLD_AFTER_FILE"
 
 // exportOptions reads the target options from the flags, recording which were given.
@@ -183,7 +183,10 @@ func runExport(c *cli.Context) error {
 			fmt.Fprintf(c.App.ErrWriter, "wrote %s (%d bytes)\n", rec.File.Name, rec.File.Size)
 		}
 		if os.Getenv(holdAfterEnv) == rec.File.Name {
-			time.Sleep(time.Hour)
+			select { // until killed or interrupted
+			case <-time.After(time.Hour):
+			case <-c.Context.Done():
+			}
 		}
 	}
 	oc, err := convert.Export(c.Context, req)

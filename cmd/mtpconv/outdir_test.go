@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -414,5 +415,24 @@ func TestExportRefusesDotDotAfterMissingFolder(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "b", manifests.FileName)); err != nil {
 		t.Error(err)
+	}
+}
+
+// SIGINT once every chunk is done (the export held after its last tensor
+// file) still stops it: exit 130, and nothing is left beside the output.
+func TestInterruptAfterLastChunk(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	parent := t.TempDir()
+	cmd := startHeld(t, filepath.Join(parent, "out"), "model.safetensors", "--src", src, "--target", "mlx")
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("exit %v, want %d", err, exitInterrupted)
+	}
+	if left, _ := os.ReadDir(parent); len(left) != 0 {
+		t.Errorf("left %v", left)
 	}
 }
