@@ -173,8 +173,11 @@ func intoReplaces(dir string, files []string, force bool) ([]string, error) {
 	}
 	if len(present) > 0 && !force {
 		whose := "an earlier mtpconv --into wrote " + plural(len(present), "it", "them")
-		if len(foreign) > 0 {
-			whose = "not written by mtpconv: " + strings.Join(foreign, " and ") + " came with the export"
+		switch {
+		case len(foreign) == len(present):
+			whose = plural(len(present), "it", "they") + " came with the export: mtpconv did not write " + plural(len(present), "it", "them")
+		case len(foreign) > 0:
+			whose = strings.Join(foreign, " and ") + " came with the export: mtpconv did not write " + plural(len(foreign), "it", "them")
 		}
 		return nil, fmt.Errorf("%s already has %s (%s); pass --force to replace %s with mtpconv's (nothing else of the folder is touched)", dir, strings.Join(present, " and "), whose, plural(len(present), "it", "them"))
 	}

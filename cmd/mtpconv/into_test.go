@@ -125,10 +125,27 @@ func TestIntoRefusesAnotherModelOrFolder(t *testing.T) {
 		code, _, stderr := runCLI(t, append([]string{"export", "--src", src, "--target", "openvino", "--into", dir, "--quiet"}, extra...)...)
 		return code, stderr
 	}
-	for key, want := range map[string]string{`"hidden_size": 128`: "hidden_size", `"vocab_size": 512`: "vocab_size", `"mtp_num_hidden_layers": 1`: "mtp_num_hidden_layers", `"num_experts": 256`: "num_experts"} {
-		bad := strings.Replace(string(cfg), key, strings.Split(key, ":")[0]+": 3", 1)
+	// Every value the head depends on: each differing one is refused, named.
+	for _, c := range []struct{ from, to, want string }{
+		{`"hidden_size": 128`, `"hidden_size": 3`, "hidden_size"},
+		{`"vocab_size": 512`, `"vocab_size": 3`, "vocab_size"},
+		{`"mtp_num_hidden_layers": 1`, `"mtp_num_hidden_layers": 3`, "mtp_num_hidden_layers"},
+		{`"num_experts": 256`, `"num_experts": 3`, "num_experts"},
+		{`"num_experts_per_tok": 8`, `"num_experts_per_tok": 4`, "num_experts_per_tok"},
+		{`"num_attention_heads": 4`, `"num_attention_heads": 8`, "num_attention_heads"},
+		{`"num_key_value_heads": 2`, `"num_key_value_heads": 1`, "num_key_value_heads"},
+		{`"head_dim": 64`, `"head_dim": 32`, "head_dim"},
+		{`"moe_intermediate_size": 128`, `"moe_intermediate_size": 64`, "moe_intermediate_size"},
+		{`"shared_expert_intermediate_size": 128`, `"shared_expert_intermediate_size": 64`, "shared_expert_intermediate_size"},
+		{`"attn_output_gate": true`, `"attn_output_gate": false`, "attn_output_gate"},
+		{`"rms_norm_eps": 0.000001`, `"rms_norm_eps": 0.00001`, "rms_norm_eps"},
+		{`"partial_rotary_factor": 0.25`, `"partial_rotary_factor": 0.5`, "partial_rotary_factor"},
+		{`"rope_theta": 10000000`, `"rope_theta": 1000000`, "rope_theta"},
+		{`"model_type": "qwen3_5_moe_text"`, `"model_type": "qwen3_5_text"`, "model_type"},
+	} {
+		bad, want := strings.Replace(string(cfg), c.from, c.to, 1), c.want
 		if bad == string(cfg) {
-			t.Fatalf("%s not in the fixture config", key)
+			t.Fatalf("%s not in the fixture config", c.from)
 		}
 		dir := fakeOptimumExport(t, []byte(bad))
 		snap := tree(t, dir)
