@@ -220,6 +220,10 @@ type Tensor struct {
 	// infinities of the source, kept by a float output, plus its f16
 	// overflows. Quantized tensors never hold any (the export refuses them).
 	NonFinite int64 `json:"nonfinite,omitempty"`
+	// NegativeScales counts the negative FP8 block scales (weight_scale_inv)
+	// of an FP8 source's rows: their blocks are dequantized with their sign
+	// flipped, as the source says, which no release means to do.
+	NegativeScales int64 `json:"negative_scales,omitempty"`
 }
 
 // Has reports whether the tensor carries the named transform.
