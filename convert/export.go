@@ -96,7 +96,9 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	}
 	writing := !r.DryRun
 	if writing {
-		if dir, ok := m.Checkpoint.Source.(source.Dir); ok {
+		// (exportInto checks its own folder against the source: its staging
+		// folder may lie inside the source, where nothing of it is replaced.)
+		if dir, ok := m.Checkpoint.Source.(source.Dir); ok && r.shownAs == "" {
 			// The source folder (an HF cache id resolves to its snapshot) first:
 			// refusing --out S for "already exists" would suggest --force.
 			if err := checkOutSource(r.Out, string(dir)); err != nil {

@@ -197,7 +197,7 @@ func runExport(c *cli.Context) error {
 		return err
 	}
 	if req.DryRun {
-		return printDryRun(c, oc, req.Jobs)
+		return printDryRun(c, oc, req.Jobs, !req.NoCard && req.Into == "")
 	}
 	dest := req.Out
 	if req.Into != "" {
@@ -248,7 +248,7 @@ func peakRSS() int64 {
 
 // printDryRun prints the plan without writing anything: every tensor, and
 // every file with the size the export would write.
-func printDryRun(c *cli.Context, oc *convert.Outcome, jobs int) error {
+func printDryRun(c *cli.Context, oc *convert.Outcome, jobs int, card bool) error {
 	type row struct {
 		Name      string `json:"name"`
 		File      string `json:"file"`
@@ -283,8 +283,12 @@ func printDryRun(c *cli.Context, oc *convert.Outcome, jobs int) error {
 	for _, f := range oc.Planned {
 		fmt.Fprintf(out, "file %-40s %14d bytes\n", f.Name, f.Bytes)
 	}
-	fmt.Fprintf(out, "total %d bytes in %d files (plus %s and %s); estimated peak memory %d MiB with --jobs %d\n",
-		total, len(oc.Planned), manifests.FileName, "README.md", oc.PeakMemory>>20, jobs)
+	plus := manifests.FileName
+	if card { // no card with --no-card, nor in a folder added into
+		plus += " and " + manifests.CardFile
+	}
+	fmt.Fprintf(out, "total %d bytes in %d files (plus %s); estimated peak memory %d MiB with --jobs %d\n",
+		total, len(oc.Planned), plus, oc.PeakMemory>>20, jobs)
 	for _, n := range oc.Notes {
 		fmt.Fprintln(out, "note:", n)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mtpconv/mtpconv/internal/fakehub"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/manifests"
 )
@@ -257,5 +259,68 @@ func TestIntoFolderGetsNoCard(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, "verify", dir); code != 0 {
 		t.Errorf("verify: exit %d: %s", code, stderr)
+	}
+}
+
+// --into speaks of --into: its dry run lists no README.md (none is
+// written), its messages name neither --out nor the staging folder, and a
+// missing folder is refused before the Hub is asked anything.
+func TestIntoWording(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	cfg, _ := os.ReadFile(filepath.Join(src, "config.json"))
+	dir := fakeOptimumExport(t, cfg)
+	snap := tree(t, dir)
+	code, stdout, stderr := runCLI(t, "export", "--src", src, "--target", "openvino", "--into", dir, "--dry-run")
+	if code != 0 || strings.Contains(stdout, "README.md") || !strings.Contains(stdout, "(plus "+manifests.FileName+")") {
+		t.Errorf("dry run: exit %d: %s%s", code, stdout, stderr)
+	}
+	if d := diffTrees(snap, tree(t, dir)); d != "" {
+		t.Errorf("dry run changed %s", d)
+	}
+
+	// Interrupted: names neither the staging folder nor --out.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var o, e strings.Builder
+	if code := run(ctx, []string{"mtpconv", "export", "--src", src, "--target", "openvino", "--into", dir, "--quiet"}, &o, &e); code != exitInterrupted ||
+		strings.Contains(e.String(), ".mtpconv-into") || strings.Contains(e.String(), "--out") {
+		t.Errorf("interrupted: exit %d: %s", code, e.String())
+	}
+	if d := diffTrees(snap, tree(t, dir)); d != "" {
+		t.Errorf("interrupted run changed %s", d)
+	}
+
+	// An export kept inside the source folder takes the head (nothing of the
+	// source is written); the source folder itself is refused, naming --into.
+	root := t.TempDir()
+	linked := filepath.Join(root, "src")
+	linkFixture(t, fixtures.Qwen36, linked)
+	inside := filepath.Join(linked, "ov")
+	os.Rename(fakeOptimumExport(t, cfg), inside)
+	if code, _, stderr := runCLI(t, "export", "--src", linked, "--target", "openvino", "--into", inside, "--quiet"); code != 0 {
+		t.Errorf("--into inside the source: exit %d: %s", code, stderr)
+	}
+	for _, f := range []string{"openvino_language_model.xml", "openvino_text_embeddings_model.xml"} {
+		os.WriteFile(filepath.Join(linked, f), []byte("<net/>"), 0o644)
+	}
+	before := tree(t, linked)
+	if code, _, stderr := runCLI(t, "export", "--src", linked, "--target", "openvino", "--into", linked, "--quiet"); code != exitFailure ||
+		!strings.Contains(stderr, "--into "+linked+" is the source folder") {
+		t.Errorf("--into the source: exit %d: %s", code, stderr)
+	}
+	if d := diffTrees(before, tree(t, linked)); d != "" {
+		t.Errorf("--into the source changed %s", d)
+	}
+
+	// A missing folder: refused before any request to the Hub.
+	hub := fakehub.New(hubRepo, src)
+	defer hub.Close()
+	hubEnv(t, hub.URL)
+	missing := filepath.Join(t.TempDir(), "missing")
+	if code, _, stderr := runCLI(t, "export", "--src", "hf://"+hubRepo, "--target", "openvino", "--into", missing); code != exitFailure || !strings.Contains(stderr, "no such folder") {
+		t.Errorf("missing --into: exit %d: %s", code, stderr)
+	}
+	if n := len(hub.Requests()); n != 0 {
+		t.Errorf("%d requests to the Hub before refusing a missing --into", n)
 	}
 }
