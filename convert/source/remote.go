@@ -58,6 +58,8 @@ func (o *RemoteOptions) defaults() error {
 			return err
 		}
 		o.Token = t
+	} else if err := checkToken(o.Token, "the caller"); err != nil {
+		return err
 	}
 	switch {
 	case o.Retries == 0:
