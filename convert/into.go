@@ -117,6 +117,9 @@ func exportInto(ctx context.Context, r Request) (*Outcome, error) {
 	if err := syncDir(r.Into); err != nil {
 		return nil, err
 	}
+	if !r.NoCard {
+		oc.Notes = append(oc.Notes, fmt.Sprintf("no model card written: %s belongs to the export the head was added to; %s records the head (check it with mtpconv verify)", manifests.CardFile, manifests.FileName))
+	}
 	return oc, nil
 }
 

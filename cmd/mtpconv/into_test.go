@@ -278,6 +278,12 @@ func TestIntoWording(t *testing.T) {
 		t.Errorf("dry run changed %s", d)
 	}
 
+	// The export says it wrote no card.
+	fresh := fakeOptimumExport(t, cfg)
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "openvino", "--into", fresh); code != 0 || !strings.Contains(stderr, "note: no model card written: README.md belongs to the export") {
+		t.Errorf("--into: exit %d: %s", code, stderr)
+	}
+
 	// Interrupted: names neither the staging folder nor --out.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
