@@ -106,7 +106,7 @@ func (v *vocabulary) readVocab(raw json.RawMessage) error {
 		tok := t.(string) // an object key
 		lit := raw[start:d.InputOffset()]
 		if !validString(lit, tok) {
-			return fmt.Errorf("tokenizer.json: model.vocab token %q is not valid UTF-8", lit[bytes.IndexByte(lit, '"'):])
+			return fmt.Errorf("tokenizer.json: model.vocab token %s is not valid UTF-8", showLiteral(bytes.TrimLeft(lit, " \t\r\n,{")))
 		}
 		if _, dup := v.ids[tok]; dup {
 			return fmt.Errorf("tokenizer.json: model.vocab names the token %q twice", tok)
@@ -135,7 +135,7 @@ func (v *vocabulary) readAdded(raws []json.RawMessage) ([]addedToken, error) {
 			return nil, fmt.Errorf("tokenizer.json: added token %s: %w", raw, err)
 		}
 		if !validString(raw, a.Content) {
-			return nil, fmt.Errorf("tokenizer.json: added token %d (%q) is not valid UTF-8", a.ID, a.Content)
+			return nil, fmt.Errorf("tokenizer.json: added token %d (%s) is not valid UTF-8", a.ID, showLiteral(raw))
 		}
 		if err := v.add(a.Content, a.ID, "added_tokens"); err != nil {
 			return nil, err
@@ -147,6 +147,22 @@ func (v *vocabulary) readAdded(raws []json.RawMessage) ([]addedToken, error) {
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// showLiteral prints JSON text as it is written, its bytes that are not
+// UTF-8 as \xNN.
+func showLiteral(lit []byte) string {
+	var b strings.Builder
+	for len(lit) > 0 {
+		r, size := utf8.DecodeRune(lit)
+		if r == utf8.RuneError && size == 1 {
+			fmt.Fprintf(&b, "\\x%02x", lit[0])
+		} else {
+			b.Write(lit[:size])
+		}
+		lit = lit[size:]
+	}
+	return b.String()
 }
 
 // validString reports whether the JSON text lit, decoded as s, held valid
