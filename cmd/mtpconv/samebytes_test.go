@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -119,28 +121,27 @@ func TestSameSourceSameBytes(t *testing.T) {
 				}
 			}
 			if target[1] == "gguf" {
-				b, ok := first["mtp-Qwen3.6-35B-A3B-BF16.gguf"]
-				if !ok {
-					t.Fatalf("files %v", keys(first))
-				}
-				f, err := gg.Read(bytes.NewReader(b), int64(len(b)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if v, _ := f.Lookup("general.name"); v.V != "Qwen3.6-35B-A3B" {
-					t.Errorf("general.name %v", v.V)
-				}
+				checkGGUFName(t, first, "Qwen3.6-35B-A3B")
 			}
 		})
 	}
 }
 
-func keys(m map[string][]byte) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
+// checkGGUFName checks that the sidecar among files is named after name,
+// in its file name and general.name.
+func checkGGUFName(t *testing.T, files map[string][]byte, name string) {
+	t.Helper()
+	b, ok := files["mtp-"+name+"-BF16.gguf"]
+	if !ok {
+		t.Fatalf("no mtp-%s-BF16.gguf among %v", name, slices.Collect(maps.Keys(files)))
 	}
-	return out
+	f, err := gg.Read(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := f.Lookup("general.name"); v.V != name {
+		t.Errorf("general.name %v, want %s", v.V, name)
+	}
 }
 
 // A folder the source does not identify is named by its base name, however
@@ -152,17 +153,7 @@ func TestSourceNamedByFolderName(t *testing.T) {
 	dir := sourceFolder(t, t.TempDir(), "my-finetune", map[string]string{"README.md": readme})
 	t.Chdir(dir)
 	files := exportRun(t, ".", "--target", "gguf")
-	b, ok := files["mtp-my-finetune-BF16.gguf"]
-	if !ok {
-		t.Fatalf("files %v", keys(files))
-	}
-	f, err := gg.Read(bytes.NewReader(b), int64(len(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, _ := f.Lookup("general.name"); v.V != "my-finetune" {
-		t.Errorf("general.name %v", v.V)
-	}
+	checkGGUFName(t, files, "my-finetune")
 	var man manifests.Manifest
 	if err := json.Unmarshal(files[manifests.FileName], &man); err != nil {
 		t.Fatal(err)
