@@ -20,7 +20,8 @@ var _ convert.Intoer = target{}
 
 // CheckInto accepts an optimum-intel export of the same model: its
 // config.json agrees on the model type, hidden size, vocabulary, experts and
-// MTP depth. It returns the two files that go into it.
+// MTP depth. It returns the two files that go into it, the .bin before the
+// .xml that refers to it.
 func (target) CheckInto(dir string, m *convert.Model) ([]string, error) {
 	var missing []string
 	for _, f := range optimumFiles {
@@ -57,5 +58,5 @@ func (target) CheckInto(dir string, m *convert.Model) ([]string, error) {
 			return nil, fmt.Errorf("--into %s is an export of another model: its %s says %s %v, the source %v", dir, convert.ConfigFile, k.key, k.into, k.src)
 		}
 	}
-	return []string{LayerXML, LayerBin}, nil
+	return []string{LayerBin, LayerXML}, nil
 }
