@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -90,40 +91,87 @@ func (v *vocabulary) add(tok string, id int64, where string) error {
 
 // readVocab reads model.vocab entry by entry, in file order, refusing a
 // token named twice and a token that is not valid UTF-8 (Go's decoder would
-// silently turn it into U+FFFD).
+// silently turn it into U+FFFD). raw is valid JSON (the whole file was
+// parsed): a plain scan is enough, and several times faster than a
+// json.Decoder's tokens.
 func (v *vocabulary) readVocab(raw json.RawMessage) error {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	if t, err := d.Token(); err != nil || t != json.Delim('{') {
-		return errors.New("tokenizer.json: model.vocab is not an object of token: id")
+	bad := errors.New("tokenizer.json: model.vocab is not an object of token: id")
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return bad
 	}
-	for d.More() {
-		start := d.InputOffset()
-		t, err := d.Token()
-		if err != nil {
-			return fmt.Errorf("tokenizer.json: model.vocab: %w", err)
+	for i++; ; {
+		i = skipSpace(raw, i)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
 		}
-		tok := t.(string) // an object key
-		lit := raw[start:d.InputOffset()]
-		if !validString(lit, tok) {
-			return fmt.Errorf("tokenizer.json: model.vocab token %s is not valid UTF-8", showLiteral(bytes.TrimLeft(lit, " \t\r\n,{")))
+		if i >= len(raw) || raw[i] == '}' {
+			return nil
+		}
+		if raw[i] != '"' {
+			return bad
+		}
+		end := stringEnd(raw, i)
+		lit := raw[i:end]
+		tok, ok := decodeString(lit)
+		if !ok {
+			return fmt.Errorf("tokenizer.json: model.vocab token %s is not valid UTF-8", showLiteral(lit))
 		}
 		if _, dup := v.ids[tok]; dup {
 			return fmt.Errorf("tokenizer.json: model.vocab names the token %q twice", tok)
 		}
-		var num json.Number
-		if err := d.Decode(&num); err != nil {
-			return fmt.Errorf("tokenizer.json: model.vocab token %q: the id is not a number", tok)
+		i = skipSpace(raw, end)
+		if i >= len(raw) || raw[i] != ':' {
+			return bad
 		}
-		id, err := num.Int64()
+		i = skipSpace(raw, i+1)
+		j := i
+		for j < len(raw) && bytes.IndexByte([]byte("-+.eE0123456789"), raw[j]) >= 0 {
+			j++
+		}
+		id, err := strconv.ParseInt(string(raw[i:j]), 10, 64)
 		if err != nil {
-			return fmt.Errorf("tokenizer.json: model.vocab token %q: id %s is not an integer", tok, num)
+			return fmt.Errorf("tokenizer.json: model.vocab token %q: its id is not an integer", tok)
 		}
 		if err := v.add(tok, id, "model.vocab"); err != nil {
 			return err
 		}
+		i = j
 	}
-	return nil
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd is the index after the JSON string literal that starts at b[i].
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(b)
+}
+
+// decodeString decodes a JSON string literal; ok is false when it does not
+// hold valid UTF-8.
+func decodeString(lit []byte) (string, bool) {
+	if bytes.IndexByte(lit, '\\') < 0 {
+		body := lit[1 : len(lit)-1]
+		return string(body), utf8.Valid(body)
+	}
+	var s string
+	if json.Unmarshal(lit, &s) != nil {
+		return "", false
+	}
+	return s, validString(lit, s)
 }
 
 // readAdded reads added_tokens with the same checks as the vocabulary.

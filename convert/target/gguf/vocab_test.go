@@ -127,6 +127,7 @@ func TestVocabularyRefusals(t *testing.T) {
 		{"token twice", tinyVocab(t, `"!":400`), "", []string{`"!"`, "twice"}},
 		{"same token and id twice", tinyVocab(t, `"!":0`), "", []string{`"!"`, "twice"}},
 		{"negative id", tinyVocab(t, `"zz":-1`), "", []string{`"zz"`, "negative id -1"}},
+		{"fractional id", tinyVocab(t, `"zz":1.5`), "", []string{`"zz"`, "not an integer"}},
 		{"id past vocab_size", tinyVocab(t, `"zz":512`), "", []string{"512", "vocab_size 512", `"zz"`}},
 		{"invalid UTF-8", tinyVocab(t, "\"z\xffz\":400"), "", []string{`token "z\xffz" is`, "not valid UTF-8"}},
 		{"lone surrogate", tinyVocab(t, `"z\ud800z":400`), "", []string{`token "z\ud800z" is`, "not valid UTF-8"}},
