@@ -297,16 +297,14 @@ type notFound string
 func (e notFound) Error() string        { return string(e) }
 func (e notFound) Is(target error) bool { return target == fs.ErrNotExist }
 
-// ReadRegularFile reads a whole local file, refusing anything but a regular
-// file (a FIFO would block the read forever, a device never end it).
-func ReadRegularFile(path string) ([]byte, error) {
-	f, _, err := st.OpenRegular(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(f)
-}
+// MaxFileSize bounds what is read of a manifest, a report or a record of
+// an interrupted run: far above what any export writes, and a file planted
+// in the folder cannot make a read take gigabytes.
+const MaxFileSize = 64 << 20
+
+// ReadRegularFile reads a whole manifest, report or record (see
+// st.ReadRegularFile: a regular file of at most MaxFileSize bytes).
+func ReadRegularFile(path string) ([]byte, error) { return st.ReadRegularFile(path, MaxFileSize) }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 

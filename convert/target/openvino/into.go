@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mtpconv/mtpconv/convert"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
 // The files of an optimum-intel OpenVINO export of a Qwen3.5/3.6 model
@@ -32,9 +33,9 @@ func (target) CheckInto(dir string, m *convert.Model) ([]string, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("--into %s is not an optimum-intel OpenVINO export of a Qwen3.5/3.6 model (image-text-to-text layout): %s missing", dir, strings.Join(missing, ", "))
 	}
-	raw, err := os.ReadFile(filepath.Join(dir, convert.ConfigFile))
+	raw, err := st.ReadRegularFile(filepath.Join(dir, convert.ConfigFile), convert.MaxConfigSize)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--into %s: %w", dir, err)
 	}
 	c, err := convert.ParseConfig(raw)
 	if err != nil {
