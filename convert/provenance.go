@@ -83,14 +83,14 @@ func folderName(dir string) string {
 // readmeRepo is a Hub id the source's README.md front matter names whose
 // NAME is the folder's name, or "".
 func (m *Model) readmeRepo(folder string) string {
-	fm := m.frontMatter()
-	var ids []string
-	ids = append(ids, fm["base_model"]...)
-	for _, l := range fm["license_link"] {
-		if rest, ok := strings.CutPrefix(l, "https://huggingface.co/"); ok {
-			if parts := strings.SplitN(rest, "/", 3); len(parts) >= 2 {
-				ids = append(ids, parts[0]+"/"+parts[1])
-			}
+	b, err := st.ReadSmallFile(m.Checkpoint.Source, "README.md", 4<<20)
+	if err != nil {
+		return ""
+	}
+	ids := []string{FrontMatter(b, "base_model")}
+	if rest, ok := strings.CutPrefix(FrontMatter(b, "license_link"), "https://huggingface.co/"); ok {
+		if parts := strings.SplitN(rest, "/", 3); len(parts) >= 2 {
+			ids = append(ids, parts[0]+"/"+parts[1])
 		}
 	}
 	for _, id := range ids {
@@ -101,52 +101,41 @@ func (m *Model) readmeRepo(folder string) string {
 	return ""
 }
 
-// frontMatter reads the YAML front matter of the source's README.md as the
-// Hub writes it: `key: value` and `key:` followed by `- item` lines; values
-// unquoted. Nil when there is none.
-func (m *Model) frontMatter() map[string][]string {
-	b, err := st.ReadSmallFile(m.Checkpoint.Source, "README.md", 4<<20)
-	if err != nil {
-		return nil
-	}
-	lines := strings.Split(string(b), "\n")
-	if strings.TrimSpace(lines[0]) != "---" {
-		return nil
-	}
-	fm := map[string][]string{}
-	key := ""
-	unquote := func(v string) string { return strings.Trim(strings.TrimSpace(v), `"'`) }
-	for _, l := range lines[1:] {
-		if strings.TrimSpace(l) == "---" {
-			break
-		}
-		if strings.TrimSpace(l) == "" {
-			continue
-		}
-		if item, ok := strings.CutPrefix(strings.TrimSpace(l), "- "); ok && key != "" && (l[0] == ' ' || l[0] == '-') {
-			fm[key] = append(fm[key], unquote(item))
-			continue
-		}
-		k, v, ok := strings.Cut(l, ":")
-		if !ok || l[0] == ' ' || l[0] == '\t' {
-			key = ""
-			continue
-		}
-		key = strings.TrimSpace(k)
-		if v = unquote(v); v != "" {
-			fm[key] = append(fm[key], v)
-		}
-	}
-	return fm
-}
-
 // License reads the license from the front matter of the source's README.md,
 // as the Hub writes it; "other" when there is none.
 func (m *Model) License() string {
-	if l := m.frontMatter()["license"]; len(l) > 0 {
-		return l[0]
+	b, err := st.ReadSmallFile(m.Checkpoint.Source, "README.md", 4<<20)
+	if err != nil {
+		return "other"
+	}
+	if v := FrontMatter(b, "license"); v != "" {
+		return v
 	}
 	return "other"
+}
+
+// FrontMatter is the value of key in a model card's YAML front matter, as
+// the Hub writes it ("key: value", or "key:" then a list whose first item
+// is taken); "" when absent.
+func FrontMatter(card []byte, key string) string {
+	lines := strings.Split(string(card), "\n")
+	if len(lines) == 0 || strings.TrimSpace(lines[0]) != "---" {
+		return ""
+	}
+	for i, l := range lines[1:] {
+		if strings.TrimSpace(l) == "---" {
+			break
+		}
+		v, ok := strings.CutPrefix(l, key+":")
+		if !ok {
+			continue
+		}
+		if v = strings.TrimSpace(v); v == "" && i+2 < len(lines) {
+			v, _ = strings.CutPrefix(strings.TrimSpace(lines[i+2]), "- ")
+		}
+		return strings.Trim(strings.TrimSpace(v), `"'`)
+	}
+	return ""
 }
 
 // EstimatePeakMemory estimates the export's peak memory: per worker, one

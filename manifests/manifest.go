@@ -58,11 +58,17 @@ type Manifest struct {
 	Into *Into `json:"into,omitempty"`
 }
 
-// Into records an export added into a folder mtpconv does not own.
+// Into records an export added into a folder mtpconv does not own: which of
+// its files mtpconv owns, which of the folder's own files it replaced (a
+// copy of their prior bytes is one of the owned files, so removing the head
+// can restore them), and the folder's files it builds on and left alone,
+// with their hashes, so verify can tell they are unchanged.
 type Into struct {
 	// OwnedFiles are the only files of the folder mtpconv wrote and may
 	// replace or delete, this manifest included.
-	OwnedFiles []string `json:"owned_files"`
+	OwnedFiles []string  `json:"owned_files"`
+	Updated    []Updated `json:"updated,omitempty"` // the folder's files mtpconv replaced
+	Kept       []File    `json:"kept,omitempty"`    // the folder's files the output builds on (the trunk's weights), unchanged
 }
 
 // Owns reports whether the folder's file name is one mtpconv wrote. In an
@@ -70,6 +76,25 @@ type Into struct {
 // recorded ones.
 func (m *Manifest) Owns(name string) bool {
 	return m.Into == nil || slices.Contains(m.Into.OwnedFiles, name)
+}
+
+// Updated is one of the folder's files that mtpconv replaced: Files holds
+// what it wrote, Original the bytes the folder had, kept under Original.Name.
+type Updated struct {
+	Name     string `json:"name"`
+	Original File   `json:"original"`
+}
+
+// UpdatedFile returns the record of a replaced file, if name is one.
+func (in *Into) UpdatedFile(name string) (Updated, bool) {
+	if in != nil {
+		for _, u := range in.Updated {
+			if u.Name == name {
+				return u, true
+			}
+		}
+	}
+	return Updated{}, false
 }
 
 // Tool names the producer.
