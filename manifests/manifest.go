@@ -105,7 +105,9 @@ type Tool struct {
 
 // Source fingerprints the checkpoint an export read.
 type Source struct {
-	Name         string         `json:"name"`
+	Name         string         `json:"name"`               // where the source was read from: a path or hf://ORG/NAME@COMMIT
+	Repo         string         `json:"repo,omitempty"`     // its Hub repo id, when known
+	Revision     string         `json:"revision,omitempty"` // the repo's commit, when the source knows it
 	ConfigSHA256 string         `json:"config_sha256"`
 	Shards       []Shard        `json:"shards"`
 	TotalBytes   int64          `json:"total_bytes"`
@@ -128,6 +130,7 @@ type SourceTensor struct {
 
 // Model is what the outputs are, for people and model cards.
 type Model struct {
+	Name           string `json:"name,omitempty"` // the source model as the model files name it: its Hub id, else its folder's name
 	Family         string `json:"family"`
 	ModelType      string `json:"model_type"`
 	BaseModel      string `json:"base_model"`
