@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert"
 	"github.com/mtpconv/mtpconv/convert/source"
+	ggtarget "github.com/mtpconv/mtpconv/convert/target/gguf"
+	"github.com/mtpconv/mtpconv/formats/gguf"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -153,6 +156,9 @@ func runExport(c *cli.Context) error {
 	case req.Out == "" && req.Into == "" && !req.DryRun:
 		return usagef("--out (or --into) is required")
 	}
+	if isGGUFFile(c.String("src")) {
+		return splitExport(c, req, start)
+	}
 	if !req.DryRun && req.Into == "" && strings.HasPrefix(c.String("src"), "hf://") {
 		// No local source folder: refuse early, before reading over the network.
 		if err := convert.CheckOut(req.Out, req.Force); err != nil {
@@ -196,6 +202,11 @@ func runExport(c *cli.Context) error {
 	if req.Into != "" {
 		dest = req.Into
 	}
+	return printExport(c, req, oc, dest, remote, start)
+}
+
+// printExport prints what an export did.
+func printExport(c *cli.Context, req convert.Request, oc *convert.Outcome, dest string, remote *source.Remote, start time.Time) error {
 	sum := exportSummary{Target: req.Target, Out: dest, Tensors: oc.Tensors, Notes: oc.Notes, Warnings: append([]string{}, oc.Warnings...), ReusedFiles: oc.Reused,
 		BytesRead: oc.BytesRead, BytesOut: oc.BytesOut, BytesFetched: oc.BytesFetched, SourceTotal: oc.SourceTotal}
 	for _, f := range oc.Files {
@@ -221,6 +232,48 @@ func runExport(c *cli.Context) error {
 		}
 	}
 	return nil
+}
+
+// isGGUFFile reports a --src that is a local GGUF file (a bundled model to
+// split the sidecar from) rather than a checkpoint.
+func isGGUFFile(src string) bool {
+	fi, err := os.Stat(src)
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	f, err := os.Open(src)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	magic := make([]byte, 4)
+	_, err = io.ReadFull(f, magic)
+	return err == nil && string(magic) == gguf.Magic
+}
+
+// splitExport writes the MTP-only sidecar of a bundled GGUF source: no
+// checkpoint, no option but where to write.
+func splitExport(c *cli.Context, req convert.Request, start time.Time) error {
+	if req.Target != "gguf" {
+		return usagef("--src %s is a GGUF file: only --target gguf reads one (it writes the MTP-only sidecar of the head it holds)", c.String("src"))
+	}
+	for _, f := range c.FlagNames() {
+		switch f {
+		case "src", "target", "out", "force", "json", "quiet":
+		default:
+			if c.IsSet(f) {
+				return usagef("--%s does not apply to a GGUF source: its sidecar keeps the head's tensors as they are", f)
+			}
+		}
+	}
+	if req.Out == "" {
+		return usagef("--out is required")
+	}
+	oc, err := ggtarget.Split(c.Context, c.String("src"), req.Out, req.Force, version)
+	if err != nil {
+		return err
+	}
+	return printExport(c, req, oc, req.Out, nil, start)
 }
 
 // peakRSS is the process's peak resident set size as the kernel reports it.

@@ -1,6 +1,8 @@
 package gguf
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -153,4 +155,23 @@ func (s *Summary) WriteText(w io.Writer) {
 	for _, p := range s.Problems {
 		fmt.Fprintf(w, "problem:       %s\n", p)
 	}
+}
+
+// OpenFingerprint reads the header of a GGUF file and fingerprints it: its
+// size and the sha256 of its header bytes (everything before the data).
+func OpenFingerprint(path string) (*File, int64, string, error) {
+	g, size, err := Open(path)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, g.DataOffset)); err != nil {
+		return nil, 0, "", fmt.Errorf("%s: %w", path, err)
+	}
+	return g, size, hex.EncodeToString(h.Sum(nil)), nil
 }
