@@ -104,8 +104,15 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 		if err := checkOutTarget(r.Out, r.Force); err != nil {
 			return nil, err
 		}
+		if g := r.Options.Graft; g != "" {
+			if err := checkOutKeeps(r.Out, g); err != nil {
+				return nil, err
+			}
+		}
 	}
-	plan, err := t.Plan(m, r.Options)
+	opts := r.Options
+	opts.Force = r.Force
+	plan, err := t.Plan(m, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -45,6 +45,7 @@ func exportCommand() *cli.Command {
 			&cli.IntFlag{Name: convert.OptGroupSize, Value: 64, Usage: "quantization group size: mlx, combined affine 32 | 64 | 128 (default 64), mxfp4/mxfp8 32 only, nvfp4 16 only (the default for those); openvino int4 64 | 128"},
 			&cli.StringFlag{Name: convert.OptMLXRounding, Usage: "mlx, combined: gpu (what mlx_lm.convert gives on Apple silicon, the default) | cpu (MLX's CPU kernel)"},
 			&cli.StringFlag{Name: convert.OptGGUFType, Usage: "gguf: a llama-quantize file type, F16 | BF16 | Q8_0 | Q4_0 | Q4_K_M | Q4_K_S | Q5_K_M | Q6_K: what llama-quantize makes of the bf16 sidecar (instead of --head-precision)"},
+			&cli.StringFlag{Name: convert.OptGraft, Usage: "gguf: write the head into this trunk GGUF of the same model: one bundled GGUF in --out named as it, the trunk's tensors copied unchanged (--force replaces a head it already holds)"},
 			&cli.IntFlag{Name: convert.OptRouterBits, Value: 8, Usage: "mlx, combined: bits of the MoE router and shared_expert_gate when quantized, at group size 64, as mlx-lm does (0: same as their component)"},
 			&cli.IntFlag{Name: "jobs", Value: 0, Usage: "chunks converted in parallel, at least 1 (default: all cores); never changes the bytes"},
 			&cli.BoolFlag{Name: "keep-source-cache", Usage: "keep the source bytes read in the page cache (by default, bytes that were not cached before are dropped once read)"},
@@ -99,10 +100,12 @@ func exportOptions(c *cli.Context) (convert.Options, error) {
 		MLXRounding: c.String(convert.OptMLXRounding), RouterBits: c.Int(convert.OptRouterBits), Set: map[string]bool{},
 		TrunkRecipe: c.String(convert.OptTrunkRecipe), QBits: c.Int(convert.OptQBits), QGroupSize: c.Int(convert.OptQGroupSize),
 		QMode: c.String(convert.OptQMode), QuantPredicate: c.String(convert.OptQuantPredicate), GGUFType: c.String(convert.OptGGUFType),
+		Graft: c.String(convert.OptGraft),
 	}
 	for _, n := range []string{convert.OptHeadPrecision, convert.OptTrunkPrecision, convert.OptLMHeadPrecision, convert.OptGroupSize,
 		convert.OptSym, convert.OptMLXRounding, convert.OptRouterBits, convert.OptMaxShardSize,
-		convert.OptTrunkRecipe, convert.OptQBits, convert.OptQGroupSize, convert.OptQMode, convert.OptQuantPredicate, convert.OptGGUFType} {
+		convert.OptTrunkRecipe, convert.OptQBits, convert.OptQGroupSize, convert.OptQMode, convert.OptQuantPredicate, convert.OptGGUFType,
+		convert.OptGraft} {
 		o.Set[n] = c.IsSet(n)
 	}
 	if v := c.String(convert.OptMaxShardSize); v != "" {

@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mtpconv/mtpconv/convert"
+	"github.com/mtpconv/mtpconv/convert/source"
+	"github.com/mtpconv/mtpconv/convert/target/gguf"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	"github.com/mtpconv/mtpconv/manifests"
 )
@@ -162,5 +166,252 @@ func TestGGUFSplitBundled(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(inside); !bytes.Equal(b, before) {
 		t.Error("the source inside --out was lost")
+	}
+}
+
+// graftTrunk writes the bf16 test trunk of src (the layout of the reference
+// converter's --no-mtp file) and returns its path.
+func graftTrunk(t *testing.T, src string) string {
+	t.Helper()
+	m, err := convert.Load(source.Dir(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Checkpoint.Close()
+	trunk := filepath.Join(t.TempDir(), "Tiny-BF16.gguf")
+	if err := gguf.WriteTrunk(m, trunk); err != nil {
+		t.Fatal(err)
+	}
+	return trunk
+}
+
+func graft(t *testing.T, src, trunk string, extra ...string) (string, string) {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "g")
+	args := append([]string{"export", "--src", src, "--target", "gguf", "--graft", trunk, "--out", out}, extra...)
+	code, _, stderr := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("graft %v: %d %s", extra, code, stderr)
+	}
+	return filepath.Join(out, filepath.Base(trunk)), stderr
+}
+
+// --graft writes one GGUF named as the trunk: every trunk tensor with its
+// bytes and type, the head's tensors those of the sidecar, the trunk's
+// metadata but for block_count, nextn_predict_layers and recurrent_layers;
+// the sidecar split from it is the sidecar's tensors; verify passes and
+// catches a trunk tensor changed; --force replaces the head (the same
+// bytes again); the trunk file is never written.
+func TestGGUFGraft(t *testing.T) {
+	src := ggufSource(t)
+	trunk := graftTrunk(t, src)
+	before, _ := os.ReadFile(trunk)
+	out, stderr := graft(t, src, trunk)
+	if !strings.Contains(stderr, "the head is BF16") {
+		t.Errorf("no precision note: %s", stderr)
+	}
+	tf, tdata := ggufTensors(t, trunk)
+	of, odata := ggufTensors(t, out)
+	types := map[string]gg.GGMLType{}
+	for _, ti := range of.Tensors {
+		types[ti.Name] = ti.Type
+	}
+	for _, ti := range tf.Tensors {
+		if !bytes.Equal(odata[ti.Name], tdata[ti.Name]) || types[ti.Name] != ti.Type {
+			t.Errorf("trunk tensor %s changed", ti.Name)
+		}
+	}
+	side := filepath.Join(t.TempDir(), "side")
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--out", side, "--quiet"); code != 0 {
+		t.Fatal(stderr)
+	}
+	sf, sdata := ggufTensors(t, filepath.Join(side, "mtp-src-BF16.gguf"))
+	head := 0
+	for _, ti := range sf.Tensors {
+		if strings.HasPrefix(ti.Name, "blk.4.") {
+			head++
+			if !bytes.Equal(odata[ti.Name], sdata[ti.Name]) || types[ti.Name] != ti.Type {
+				t.Errorf("head tensor %s differs from the sidecar's", ti.Name)
+			}
+		}
+	}
+	if len(of.Tensors) != len(tf.Tensors)+head || head != 20 {
+		t.Errorf("%d tensors: trunk %d + head %d", len(of.Tensors), len(tf.Tensors), head)
+	}
+	// Metadata: the trunk's, but the three keys, which are the sidecar's.
+	changed := map[string]bool{"qwen35moe.block_count": true, "qwen35moe.nextn_predict_layers": true, "qwen35moe.attention.recurrent_layers": true}
+	var want []gg.KV
+	for _, kv := range tf.KV {
+		if kv.Key == "qwen35moe.ssm.conv_kernel" {
+			v, _ := sf.Lookup("qwen35moe.nextn_predict_layers")
+			want = append(want, gg.Pair("qwen35moe.nextn_predict_layers", v))
+		}
+		if changed[kv.Key] {
+			kv.Value, _ = sf.Lookup(kv.Key)
+		}
+		want = append(want, kv)
+	}
+	if fmt.Sprint(of.KV) != fmt.Sprint(want) {
+		t.Errorf("metadata:\n got %v\nwant %v", of.KV, want)
+	}
+	if after, _ := os.ReadFile(trunk); !bytes.Equal(before, after) {
+		t.Error("the trunk changed")
+	}
+	// The sidecar split from the graft holds the sidecar's tensors.
+	split := filepath.Join(t.TempDir(), "split")
+	if code, _, stderr := runCLI(t, "export", "--src", out, "--target", "gguf", "--out", split, "--quiet"); code != 0 {
+		t.Fatal(stderr)
+	}
+	pf, pdata := ggufTensors(t, filepath.Join(split, "mtp-Tiny-BF16.gguf"))
+	if len(pf.Tensors) != len(sf.Tensors) {
+		t.Errorf("split: %d tensors, the sidecar %d", len(pf.Tensors), len(sf.Tensors))
+	}
+	for n, b := range sdata {
+		if !bytes.Equal(pdata[n], b) {
+			t.Errorf("split: %s differs", n)
+		}
+	}
+	dir := filepath.Dir(out)
+	if code, stdout, _ := runCLI(t, "verify", dir); code != 0 || !strings.Contains(stdout, "OK") {
+		t.Errorf("verify: %d %s", code, stdout)
+	}
+	// --force replaces the head a trunk holds: grafting onto the graft gives it again.
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--graft", out, "--out", filepath.Join(t.TempDir(), "o")); code != 1 || !strings.Contains(stderr, "already holds an MTP head") {
+		t.Errorf("graft onto a bundled file: exit %d: %s", code, stderr)
+	}
+	again, _ := graft(t, src, out, "--force")
+	a, _ := os.ReadFile(again)
+	b, _ := os.ReadFile(out)
+	if !bytes.Equal(a, b) {
+		t.Error("--force onto the graft does not give the graft again")
+	}
+	// A trunk tensor changed in the output: verify fails, naming the file.
+	raw, _ := os.ReadFile(out)
+	ti := of.Tensors[len(of.Tensors)/2]
+	for ti.Name[:6] == "blk.4." {
+		ti = of.Tensors[1]
+	}
+	raw[of.DataOffset+ti.Offset] ^= 0x40
+	os.WriteFile(out, raw, 0o644)
+	if code, stdout, _ := runCLI(t, "verify", dir); code != 1 || !strings.Contains(stdout, "Tiny-BF16.gguf") {
+		t.Errorf("verify after %s was changed: %d %s", ti.Name, code, stdout)
+	}
+}
+
+// A trunk of another model is refused naming the key that differs; the
+// flag belongs to --target gguf; --out may not hold the trunk.
+func TestGGUFGraftRefusals(t *testing.T) {
+	src := ggufSource(t)
+	trunk := graftTrunk(t, src)
+	f, data := ggufTensors(t, trunk)
+	edited := func(key string, v gg.Value) string {
+		var kvs []gg.KV
+		for _, kv := range f.KV {
+			if kv.Key == key {
+				kv.Value = v
+			}
+			kvs = append(kvs, kv)
+		}
+		infos := append([]gg.TensorInfo{}, f.Tensors...)
+		p := filepath.Join(t.TempDir(), "edited.gguf")
+		writeGGUF(t, p, kvs, infos, data)
+		return p
+	}
+	tokens, _ := f.Lookup("tokenizer.ggml.tokens")
+	toks := append([]any{}, tokens.V.([]any)...)
+	toks[17] = "other"
+	for _, c := range []struct {
+		trunk string
+		want  string
+	}{
+		{edited("general.architecture", gg.Str("qwen3next")), "general.architecture"},
+		{edited("qwen35moe.attention.head_count", gg.U32(8)), "qwen35moe.attention.head_count is 8"},
+		{edited("qwen35moe.expert_count", gg.U32(8)), "qwen35moe.expert_count"},
+		{edited("qwen35moe.block_count", gg.U32(3)), "qwen35moe.block_count"},
+		{edited("tokenizer.ggml.tokens", gg.Arr(gg.TypeString, toks)), "tokenizer.ggml.tokens differs from the source's tokenizer at token 17"},
+	} {
+		o := filepath.Join(t.TempDir(), "o")
+		code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--graft", c.trunk, "--out", o)
+		if code != 1 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%s: exit %d: %s", c.want, code, stderr)
+		}
+		if _, err := os.Stat(o); err == nil {
+			t.Errorf("%s: output written", c.want)
+		}
+	}
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "mlx", "--graft", trunk, "--out", filepath.Join(t.TempDir(), "o")); code != 2 || !strings.Contains(stderr, "does not take --graft") {
+		t.Errorf("mlx --graft: exit %d: %s", code, stderr)
+	}
+	dir := filepath.Join(t.TempDir(), "out")
+	fakeOutput(t, dir)
+	inside := filepath.Join(dir, "t.gguf")
+	raw, _ := os.ReadFile(trunk)
+	os.WriteFile(inside, raw, 0o644)
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--graft", inside, "--out", dir, "--force"); code != 1 || !strings.Contains(stderr, "which the export reads") {
+		t.Errorf("--out holding the trunk: exit %d: %s", code, stderr)
+	}
+	if b, _ := os.ReadFile(inside); !bytes.Equal(b, raw) {
+		t.Error("the trunk inside --out was lost")
+	}
+}
+
+// The head's precision follows the trunk's file type: what llama-quantize
+// gives it in a file of that type, Q8_0 for a type mtpconv does not write;
+// the summary says which; --gguf-type chooses.
+func TestGGUFGraftHeadPrecision(t *testing.T) {
+	src := ggufSource(t)
+	trunk := graftTrunk(t, src)
+	f, data := ggufTensors(t, trunk)
+	withType := func(ft uint32) string {
+		var kvs []gg.KV
+		for _, kv := range f.KV {
+			if kv.Key == "general.file_type" {
+				kv.Value = gg.U32(ft)
+			}
+			kvs = append(kvs, kv)
+		}
+		p := filepath.Join(t.TempDir(), "Tiny.gguf")
+		writeGGUF(t, p, kvs, append([]gg.TensorInfo{}, f.Tensors...), data)
+		return p
+	}
+	headTypes := func(path string) map[string]string {
+		g, _, err := gg.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, ti := range g.Tensors {
+			if strings.HasPrefix(ti.Name, "blk.4.") {
+				out[strings.TrimPrefix(ti.Name, "blk.4.")] = ti.Type.String()
+			}
+		}
+		return out
+	}
+	// Rows of 128 values are not whole 256-blocks: Q4_K falls back to Q5_0, Q6_K to Q8_0, as llama-quantize does.
+	for _, c := range []struct {
+		ft    uint32
+		extra []string
+		note  string
+		want  map[string]string
+	}{
+		{15, nil, "what llama-quantize gives it in a file of the trunk's type Q4_K_M", map[string]string{"attn_q.weight": "Q5_0", "attn_v.weight": "Q8_0", "ffn_down_exps.weight": "Q8_0", "ffn_gate_inp.weight": "F32", "attn_norm.weight": "F32"}},
+		{7, nil, "trunk's type Q8_0", map[string]string{"attn_q.weight": "Q8_0", "ffn_up_exps.weight": "Q8_0", "ffn_down_shexp.weight": "Q8_0", "ffn_gate_inp_shexp.weight": "F32"}},
+		{30, nil, "the head is Q8_0: mtpconv does not write the trunk's type ftype30", map[string]string{"attn_q.weight": "Q8_0", "nextn.eh_proj.weight": "Q8_0"}},
+		{15, []string{"--gguf-type", "BF16"}, "", map[string]string{"attn_q.weight": "BF16", "attn_norm.weight": "F32"}},
+		{30, []string{"--head-precision", "f16"}, "", map[string]string{"attn_q.weight": "F16", "ffn_gate_exps.weight": "F16"}},
+	} {
+		out, stderr := graft(t, src, withType(c.ft), c.extra...)
+		if !strings.Contains(stderr, c.note) {
+			t.Errorf("file type %d %v: no note %q: %s", c.ft, c.extra, c.note, stderr)
+		}
+		got := headTypes(out)
+		for n, typ := range c.want {
+			if got[n] != typ {
+				t.Errorf("file type %d %v: %s is %s, want %s", c.ft, c.extra, n, got[n], typ)
+			}
+		}
+		if len(got) != 20 {
+			t.Errorf("%d head tensors", len(got))
+		}
 	}
 }
