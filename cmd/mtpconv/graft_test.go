@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -413,5 +414,43 @@ func TestGGUFGraftHeadPrecision(t *testing.T) {
 		if len(got) != 20 {
 			t.Errorf("%d head tensors", len(got))
 		}
+	}
+}
+
+// inspect of a GGUF without a head prints the one command that adds it
+// (from the Hub repository the file names when it names one), and that
+// command works; a file with a head gets none.
+func TestInspectGGUFAddHead(t *testing.T) {
+	src := ggufSource(t)
+	trunk := graftTrunk(t, src)
+	code, text, _ := runCLI(t, "inspect", trunk)
+	cmd := "mtpconv export --src CHECKPOINT --target gguf --graft " + trunk + " --out Tiny-BF16-mtp"
+	if code != 0 || !strings.Contains(text, "mtp head:      no; to add one") || !strings.Contains(text, cmd) {
+		t.Fatalf("inspect: %d %s", code, text)
+	}
+	args := strings.Fields(strings.Replace(cmd, "CHECKPOINT", src, 1))[1:]
+	out := filepath.Join(t.TempDir(), "Tiny-BF16-mtp")
+	args[len(args)-1] = out
+	if code, _, stderr := runCLI(t, args...); code != 0 {
+		t.Fatalf("%v: %d %s", args, code, stderr)
+	}
+	_, js, _ := runCLI(t, "inspect", "--json", filepath.Join(out, "Tiny-BF16.gguf"))
+	var s gg.Summary
+	if err := json.Unmarshal([]byte(js), &s); err != nil {
+		t.Fatal(err)
+	}
+	if !s.MTPHead || s.MTPOnly || s.AddHead != "" || s.BlockCount != 5 || len(s.Problems) != 0 {
+		t.Errorf("grafted: %+v", s)
+	}
+	f, data := ggufTensors(t, trunk)
+	named := filepath.Join(t.TempDir(), "my model.gguf")
+	writeGGUF(t, named, append(append([]gg.KV{}, f.KV...), gg.Pair("general.base_model.0.repo_url", gg.Str("https://huggingface.co/Qwen/Qwen3.6-35B-A3B"))),
+		append([]gg.TensorInfo{}, f.Tensors...), data)
+	_, js, _ = runCLI(t, "inspect", "--json", named)
+	if err := json.Unmarshal([]byte(js), &s); err != nil {
+		t.Fatal(err)
+	}
+	if want := "mtpconv export --src hf://Qwen/Qwen3.6-35B-A3B --target gguf --graft '" + named + "' --out 'my model-mtp'"; s.AddHead != want {
+		t.Errorf("add_head_command %q, want %q", s.AddHead, want)
 	}
 }

@@ -33,6 +33,9 @@ type Summary struct {
 	TokenizerModel string         `json:"tokenizer_model,omitempty"`
 	Tokens         int            `json:"tokens"`
 	Problems       []string       `json:"problems"`
+	// AddHead is the command that adds an MTP head to a file without one
+	// (set by the caller that knows which architectures can have one).
+	AddHead string `json:"add_head_command,omitempty"`
 }
 
 // Open reads the header of a GGUF file.
@@ -133,6 +136,8 @@ func (s *Summary) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "mtp head:      yes, MTP-only sidecar (blocks %v; load with -md next to a trunk GGUF, --spec-type draft-mtp)\n", s.MTPBlocks)
 	case s.MTPHead:
 		fmt.Fprintf(w, "mtp head:      yes, with the trunk (blocks %v)\n", s.MTPBlocks)
+	case s.AddHead != "":
+		fmt.Fprintf(w, "mtp head:      no; to add one (a new file, this one untouched):\n  %s\n", s.AddHead)
 	default:
 		fmt.Fprintln(w, "mtp head:      no")
 	}

@@ -355,3 +355,40 @@ func llamaQuantizeLess(a, b string) bool {
 	}
 	return a < b
 }
+
+// AddHeadCommand is the one command that writes an MTP head into the GGUF
+// at path, or "" when it holds one or is of an architecture mtpconv does
+// not write. The checkpoint is the Hub repository the file names as its
+// source or base model, read by range (only the head's tensors), when it
+// names one.
+func AddHeadCommand(path string, f *gg.File, s *gg.Summary) string {
+	if s.MTPHead || s.MTPOnly {
+		return ""
+	}
+	known := false
+	for _, a := range archOf {
+		known = known || a == s.Architecture
+	}
+	if !known {
+		return ""
+	}
+	src := "CHECKPOINT"
+	for _, k := range []string{"general.source.repo_url", "general.base_model.0.repo_url"} {
+		if id, ok := strings.CutPrefix(f.String(k), "https://huggingface.co/"); ok && convert.IsHubID(id) {
+			src = "hf://" + id
+			break
+		}
+	}
+	stem := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	return fmt.Sprintf("mtpconv export --src %s --target gguf --graft %s --out %s", src, shellQuote(path), shellQuote(stem+"-mtp"))
+}
+
+// shellQuote quotes a path for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r == '+' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
