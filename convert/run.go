@@ -2,6 +2,7 @@ package convert
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash"
 	"os"
@@ -111,16 +112,31 @@ func Run(ctx context.Context, p *Plan, ck *st.Checkpoint, dir string, opt RunOpt
 		runs = append(runs, fr)
 		states = append(states, fr.states...)
 	}
-	for _, r := range runs {
-		if err := r.copyIn(ctx); err != nil {
-			for _, r := range runs {
-				r.abandon()
-			}
-			return nil, err
-		}
-	}
-	if err := runChunks(ctx, ck, states, opt); err != nil {
+	// Ranges copied from another file (a grafted trunk) are copied by the
+	// kernel while the planned tensors are computed; the files' hashes follow both.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	copied := make(chan error, 1)
+	go func() {
+		var err error
 		for _, r := range runs {
+			if err = r.copyIn(cctx); err != nil {
+				cancel()
+				break
+			}
+		}
+		copied <- err
+	}()
+	err := runChunks(cctx, ck, states, opt)
+	if err != nil {
+		cancel()
+	}
+	if cerr := <-copied; cerr != nil && (err == nil || ctx.Err() == nil && errors.Is(err, context.Canceled)) {
+		err = cerr
+	}
+	if err != nil {
+		for _, r := range runs {
+			r.fh.stop() // a file whose copy did not finish is never hashed whole
 			r.abandon()
 		}
 		return nil, explainNonFinite(ck, err)

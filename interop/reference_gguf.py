@@ -6,7 +6,8 @@ torch, which lives only in a separate, pinned environment:
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install torch==2.11.0 numpy==2.4.6 sentencepiece==0.2.3 \
         transformers==5.24.0 'protobuf<5' safetensors==0.8.0 jinja2
-    go run ./cmd/mkfixtures qwen3.6-moe-tiny qwen3.5-moe-tiny qwen3-next-tiny qwen3.6-dense-tiny
+    go run ./cmd/mkfixtures qwen3.6-moe-tiny qwen3.5-moe-tiny qwen3-next-tiny qwen3.6-dense-tiny \
+        qwen3.6-moe-genai qwen3.6-dense-genai
     "$VENV/bin/python" interop/reference_gguf.py LLAMA_CPP_DIR [FIXTURE...]
 
 LLAMA_CPP_DIR is vendor/llama.cpp of the llama-cpp-python 0.3.36 sdist
@@ -20,10 +21,17 @@ Qwen3.5/3.6, MoE and dense, qwen2 for Qwen3-Next). Named fixtures only are
 recorded again when any are given. Writes testdata/gguf_reference/*.json:
 per tensor its ggml type, dims and sha256; every metadata key with its type
 and value (long arrays by sha256).
+
+For the small GenAI-sized fixtures (TRUNKS) it also records what --graft is
+checked against: the converter's `--no-mtp` trunk, committed as the file
+itself (FIXTURE-nomtp-bf16.gguf, about a megabyte), and its default output,
+the trunk with the head bundled (FIXTURE-bundled-bf16.json, with the whole
+file's sha256), next to the --mtp sidecar (FIXTURE-bf16.json).
 """
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,6 +41,8 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = {"qwen3.6-moe-tiny": "qwen35", "qwen3.5-moe-tiny": "qwen35", "qwen3-next-tiny": "qwen2",
             "qwen3.6-dense-tiny": "qwen35"}
 OUTTYPES = ["bf16", "f16"]
+# Fixtures small enough to commit their --no-mtp trunk GGUF.
+TRUNKS = {"qwen3.6-moe-genai": "qwen35", "qwen3.6-dense-genai": "qwen35"}
 
 RUNNER = r'''
 import sys, runpy
@@ -70,15 +80,34 @@ def describe(path, gguf):
     return {"metadata": meta, "tensors": tensors}
 
 
+def convert(llama, pre, src, tmp, tag, *args):
+    """Runs the converter on src with args; returns the one file it wrote."""
+    outd = Path(tmp) / ("out-" + tag)
+    outd.mkdir()
+    subprocess.run([sys.executable, "-c", RUNNER, str(llama), pre, str(src), *args, "--outfile", str(outd)], check=True)
+    files = list(outd.glob("*.gguf"))
+    assert len(files) == 1, files
+    return files[0]
+
+
+def record(path, gguf, dest, whole=False):
+    rec = describe(str(path), gguf)
+    rec["file_name"] = path.name
+    if whole:
+        rec["file_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    dest.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n")
+    print(dest.name, path.name, len(rec["tensors"]), "tensors")
+
+
 def main():
     llama = Path(sys.argv[1]).resolve()
     sys.path.insert(0, str(llama / "gguf-py"))
     import gguf
     out_dir = ROOT / "testdata" / "gguf_reference"
     out_dir.mkdir(parents=True, exist_ok=True)
-    chosen = sys.argv[2:] or list(FIXTURES)
+    chosen = sys.argv[2:] or list(FIXTURES) + list(TRUNKS)
     for fx in chosen:
-        pre = FIXTURES[fx]
+        pre = FIXTURES.get(fx) or TRUNKS[fx]
         src = ROOT / "testdata" / "fixtures" / fx
         with tempfile.TemporaryDirectory() as tmp:
             d = Path(tmp) / fx
@@ -87,17 +116,18 @@ def main():
                 os.symlink(f, d / f.name)
             for f in (ROOT / "testdata" / "tokenizer-tiny").iterdir():
                 os.symlink(f, d / f.name)
+            if fx in TRUNKS:
+                trunk = convert(llama, pre, d, tmp, "nomtp", "--no-mtp", "--outtype", "bf16")
+                shutil.copyfile(trunk, out_dir / f"{fx}-nomtp-bf16.gguf")
+                print(f"{fx}-nomtp-bf16.gguf", trunk.name, trunk.stat().st_size, "bytes")
+                bundled = convert(llama, pre, d, tmp, "bundled", "--outtype", "bf16")
+                record(bundled, gguf, out_dir / f"{fx}-bundled-bf16.json", whole=True)
+                side = convert(llama, pre, d, tmp, "mtp", "--mtp", "--outtype", "bf16")
+                record(side, gguf, out_dir / f"{fx}-bf16.json")
+                continue
             for ot in OUTTYPES:
-                outd = Path(tmp) / ("out-" + ot)
-                outd.mkdir()
-                subprocess.run([sys.executable, "-c", RUNNER, str(llama), pre, str(d), "--mtp",
-                                "--outtype", ot, "--outfile", str(outd)], check=True)
-                files = list(outd.glob("*.gguf"))
-                assert len(files) == 1, files
-                rec = describe(str(files[0]), gguf)
-                rec["file_name"] = files[0].name
-                (out_dir / f"{fx}-{ot}.json").write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n")
-                print(fx, ot, files[0].name, len(rec["tensors"]), "tensors")
+                f = convert(llama, pre, d, tmp, ot, "--mtp", "--outtype", ot)
+                record(f, gguf, out_dir / f"{fx}-{ot}.json")
 
 
 if __name__ == "__main__":

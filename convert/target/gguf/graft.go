@@ -8,9 +8,11 @@ package gguf
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/mtpconv/mtpconv/convert"
@@ -43,9 +45,71 @@ func graftPrecision(o convert.Options, trunk *gg.File) (precision, string, error
 	return fileTypes["Q8_0"], fmt.Sprintf("the head is Q8_0: %s (--gguf-type or --head-precision to choose)", why), nil
 }
 
-// graftChange lists the metadata keys a bundled file changes in its trunk.
-func graftChange(a string) []string {
-	return []string{a + ".block_count", a + ".nextn_predict_layers", a + ".attention.recurrent_layers"}
+// ggmlShape is the PyTorch-order shape of ggml dimensions.
+func ggmlShape(dims []int64) []int64 {
+	shape := make([]int64, len(dims))
+	for j, d := range dims {
+		shape[len(dims)-1-j] = d
+	}
+	return shape
+}
+
+// paramCount is one tensor's share of the parameter count.
+type paramCount struct {
+	elems, experts int64 // experts: > 0 for a stacked expert tensor
+}
+
+// countOf counts a tensor as gguf-py's writer does: a 3+-dimensional
+// "_exps." tensor counts per expert.
+func countOf(name string, shape []int64) paramCount {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	c := paramCount{elems: n}
+	if strings.Contains(name, "_exps.") && len(shape) >= 3 {
+		c.experts = shape[len(shape)-3]
+		if strings.Contains(name, ".bias") {
+			c.experts = shape[len(shape)-2]
+		}
+	}
+	return c
+}
+
+// sizeLabel is the general.size_label the reference converter derives from
+// a file's tensors (gguf-py's size_label): E x (shared + one expert's
+// parameters) for MoE models, else the parameter count, rounded to two
+// significant digits at least (K, M, B or T).
+func sizeLabel(ts []paramCount) string {
+	var total, shared, expert, expertSum, nExpert int64
+	for _, t := range ts {
+		total += t.elems
+		if t.experts > 0 {
+			expert += t.elems / t.experts
+			expertSum += t.experts
+			nExpert++
+		} else {
+			shared += t.elems
+		}
+	}
+	if nExpert > 0 {
+		return fmt.Sprintf("%dx%s", expertSum/nExpert, roundedCount(shared+expert))
+	}
+	return roundedCount(total)
+}
+
+func roundedCount(n int64) string {
+	x, suffix := float64(n)*1e-3, "K"
+	switch {
+	case n > 1e12:
+		x, suffix = float64(n)*1e-12, "T"
+	case n > 1e9:
+		x, suffix = float64(n)*1e-9, "B"
+	case n > 1e6:
+		x, suffix = float64(n)*1e-6, "M"
+	}
+	digits := len(strings.TrimLeft(strconv.FormatFloat(math.RoundToEven(x), 'f', 0, 64), "0"))
+	return strconv.FormatFloat(x, 'f', max(2-digits, 0), 64) + suffix
 }
 
 func (t target) planGraft(m *convert.Model, o convert.Options) (*convert.Plan, error) {
@@ -83,11 +147,7 @@ func (t target) planGraft(m *convert.Model, o convert.Options) (*convert.Plan, e
 	var trunkTensors []plannedTensor
 	for _, ti := range trunk.Tensors {
 		if !slices.Contains(old, ti.Name) {
-			shape := make([]int64, len(ti.Dims))
-			for j, d := range ti.Dims {
-				shape[len(ti.Dims)-1-j] = d
-			}
-			trunkTensors = append(trunkTensors, plannedTensor{ti.Name, squeeze(shape), ti.Type.String()})
+			trunkTensors = append(trunkTensors, plannedTensor{ti.Name, squeeze(ggmlShape(ti.Dims)), ti.Type.String()})
 		}
 	}
 	pl := &convert.Planner{M: m, File: file}
@@ -104,6 +164,26 @@ func (t target) planGraft(m *convert.Model, o convert.Options) (*convert.Plan, e
 	if err != nil {
 		return nil, fmt.Errorf("--graft %s: %w", path, err)
 	}
+	// A size label the converter derived from the trunk's tensors is derived
+	// again from the bundled file's (a label from a model card is kept).
+	var params, headParams []paramCount
+	for _, ti := range trunk.Tensors {
+		if !slices.Contains(old, ti.Name) {
+			params = append(params, countOf(ti.Name, ggmlShape(ti.Dims)))
+		}
+	}
+	for _, t := range head {
+		for _, e := range t.Entries() {
+			headParams = append(headParams, countOf(e.Name, e.Shape))
+		}
+	}
+	if label := trunk.String("general.size_label"); label != "" && label == sizeLabel(params) {
+		for i := range kvs {
+			if kvs[i].Key == "general.size_label" {
+				kvs[i].Value = gg.Str(sizeLabel(append(params, headParams...)))
+			}
+		}
+	}
 	var trunkNames []string
 	for _, tt := range trunkTensors {
 		trunkNames = append(trunkNames, tt.name)
@@ -115,8 +195,7 @@ func (t target) planGraft(m *convert.Model, o convert.Options) (*convert.Plan, e
 		Metadata:   map[string]string{},
 		GGUF:       kvs,
 		GGUFCopies: map[string]*convert.GGUFCopy{file: {Source: path, Size: size, HeaderSHA256: sum, Order: order}},
-		Options: map[string]string{"precision": prec.name, "gguf_file_type": prec.ftype.String(), "graft": file,
-			"graft_changed_keys": strings.Join(graftChange(a), ",")},
+		Options:    map[string]string{"precision": prec.name, "gguf_file_type": prec.ftype.String(), "graft": file},
 	}
 	if why != "" {
 		p.Notes = append(p.Notes, why)

@@ -11,8 +11,9 @@ import (
 // llama-quantize's per-tensor type choice (src/llama-quant.cpp:
 // llama_tensor_get_type and llama_tensor_get_type_impl, no imatrix, no
 // overrides) for the file types mtpconv writes, restricted to what these
-// architectures hold (n_expert is never 8, the arch is never Falcon, the
-// model type is never 70B). Tensors are visited in the order llama-quantize
+// architectures hold (the arch is never Falcon, the
+// model type is never 70B; the rules for exactly 8 experts are kept for
+// the small test models that have 8). Tensors are visited in the order llama-quantize
 // visits them (block, then name): the attn_v counter depends on it.
 
 // defaultType is llama_ftype_get_default_type.
@@ -116,7 +117,7 @@ func llamaQuantizeTypes(ts []plannedTensor, ft gg.FileType, nLayerAll, nExpert i
 	}
 	def := defaultType[ft]
 	quantized := blockSize[def] > 0
-	q := &quantState{nAttnV: nAttnV, nLayer: nLayerAll, moe: nExpert > 1}
+	q := &quantState{nAttnV: nAttnV, nLayer: nLayerAll, moe: nExpert > 1, eight: nExpert == 8}
 	out := map[string]string{}
 	for _, t := range order {
 		if !quantizable(t.name, len(t.shape)) {
@@ -140,6 +141,7 @@ func llamaQuantizeTypes(ts []plannedTensor, ft gg.FileType, nLayerAll, nExpert i
 type quantState struct {
 	iAttnV, nAttnV, iFFNDown, nLayer int
 	moe                              bool
+	eight                            bool // exactly 8 experts: attn_v and attn_k Q8_0, attn_output Q5_K at Q4_K_*
 }
 
 // typeImpl is llama_tensor_get_type_impl for the file types above.
@@ -162,7 +164,14 @@ func typeImpl(typ string, t plannedTensor, ft gg.FileType, c tensorCategory, tie
 		case ft == gg.FileQ4_K_S && q.iAttnV < 4:
 			typ = "Q5_K"
 		}
+		if q.eight {
+			typ = "Q8_0"
+		}
 		q.iAttnV++
+	case c == catAttnK && q.eight:
+		typ = "Q8_0"
+	case c == catAttnOutput && q.eight && (ft == gg.FileQ4_K_S || ft == gg.FileQ4_K_M):
+		typ = "Q5_K"
 	case c == catFFNDown:
 		// With more than one expert the layer comes from the name, else
 		// from the counter (a dense sidecar's one ffn_down is layer 0).

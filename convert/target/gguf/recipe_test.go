@@ -25,3 +25,30 @@ func TestFFNDownLayer(t *testing.T) {
 		}
 	}
 }
+
+// With exactly 8 experts llama-quantize raises attn_v and attn_k to Q8_0 and,
+// at Q4_K_M/Q4_K_S, attn_output to Q5_K; with 256 it does not.
+func TestEightExperts(t *testing.T) {
+	ts := []plannedTensor{
+		{"blk.4.attn_k.weight", []int64{256, 256}, "BF16"},
+		{"blk.4.attn_output.weight", []int64{256, 256}, "BF16"},
+		{"blk.4.attn_v.weight", []int64{256, 256}, "BF16"},
+	}
+	for _, c := range []struct {
+		ft      gg.FileType
+		nExpert int
+		want    [3]string
+	}{
+		{gg.FileQ4_K_M, 8, [3]string{"Q8_0", "Q5_K", "Q8_0"}},
+		{gg.FileQ4_K_S, 8, [3]string{"Q8_0", "Q5_K", "Q8_0"}},
+		{gg.FileQ5_K_M, 8, [3]string{"Q8_0", "Q5_K", "Q8_0"}},
+		{gg.FileQ4_K_M, 256, [3]string{"Q4_K", "Q4_K", "Q6_K"}},
+	} {
+		got := llamaQuantizeTypes(ts, c.ft, 5, c.nExpert)
+		for i, want := range c.want {
+			if got[ts[i].name] != want {
+				t.Errorf("%v, %d experts: %s is %s, want %s", c.ft, c.nExpert, ts[i].name, got[ts[i].name], want)
+			}
+		}
+	}
+}
