@@ -40,6 +40,16 @@ func readHparams(m *convert.Model) (hparams, error) {
 	return h, nil
 }
 
+// hparamsAndVocab reads the configuration and the vocabulary metadata.
+func hparamsAndVocab(m *convert.Model) (hparams, []gg.KV, error) {
+	h, err := readHparams(m)
+	if err != nil {
+		return nil, nil, err
+	}
+	vocab, err := vocabMetadata(m, h)
+	return h, vocab, err
+}
+
 func (h hparams) int(key string) (int64, bool) {
 	n, ok := h[key].(json.Number)
 	if !ok {

@@ -52,3 +52,25 @@ func TestEightExperts(t *testing.T) {
 		}
 	}
 }
+
+// gguf-py's size label: E x (shared + one expert) for MoE, else the count,
+// with two significant digits at least.
+func TestSizeLabel(t *testing.T) {
+	for _, c := range []struct {
+		ts   []paramCount
+		want string
+	}{
+		{[]paramCount{{elems: 999}}, "1.0K"},
+		{[]paramCount{{elems: 349_123}}, "349K"},
+		{[]paramCount{{elems: 1_234_567}}, "1.2M"},
+		{[]paramCount{{elems: 27_400_000_000}}, "27B"},
+		{[]paramCount{{elems: 2_000_000_000}, {elems: 256 * 10_000_000, experts: 256}, {elems: 256 * 5_000_000, experts: 256}}, "256x2.0B"},
+	} {
+		if got := sizeLabel(c.ts); got != c.want {
+			t.Errorf("%v: %s, want %s", c.ts, got, c.want)
+		}
+	}
+	if c := countOf("blk.4.ffn_up_exps.weight", []int64{8, 64, 32}); c.experts != 8 || c.elems != 8*64*32 {
+		t.Errorf("countOf: %+v", c)
+	}
+}

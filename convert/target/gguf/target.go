@@ -114,11 +114,7 @@ func (t target) Plan(m *convert.Model, o convert.Options) (*convert.Plan, error)
 	if err != nil {
 		return nil, convert.UsageError{Err: err}
 	}
-	h, err := readHparams(m)
-	if err != nil {
-		return nil, err
-	}
-	vocab, err := vocabMetadata(m, h)
+	h, vocab, err := hparamsAndVocab(m)
 	if err != nil {
 		return nil, err
 	}

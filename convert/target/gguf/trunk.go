@@ -28,11 +28,7 @@ func WriteTrunk(m *convert.Model, path string) error {
 	if err := m.TrunkError(); err != nil {
 		return err
 	}
-	h, err := readHparams(m)
-	if err != nil {
-		return err
-	}
-	vocab, err := vocabMetadata(m, h)
+	h, vocab, err := hparamsAndVocab(m)
 	if err != nil {
 		return err
 	}
@@ -266,24 +262,11 @@ func WriteTrunk(m *convert.Model, path string) error {
 		emit(b+"ffn_up_exps.weight", up, []int64{int64(e), int64(is), int64(hs)})
 		emit(b+"ffn_down_exps.weight", down, []int64{int64(e), int64(hs), int64(is)})
 	}
-	// The sidecar's metadata without the head: n_layer blocks, no nextn layers.
 	name := strings.TrimSuffix(path, ".gguf")
 	if i := strings.LastIndexByte(name, '/'); i >= 0 {
 		name = name[i+1:]
 	}
-	var kvs []gg.KV
-	a := archOf[m.Family]
-	for _, kv := range metadata(m, h, gg.FileBF16, name, vocab) {
-		switch kv.Key {
-		case a + ".nextn_predict_layers":
-			continue
-		case a + ".block_count":
-			kv.Value = gg.U32(uint32(c.NumHiddenLayers))
-		case a + ".attention.recurrent_layers":
-			kv.Value = gg.Arr(gg.TypeBool, kv.Value.V.([]any)[:c.NumHiddenLayers])
-		}
-		kvs = append(kvs, kv)
-	}
+	kvs := trunkMetadata(m, h, name, vocab)
 	sizes := make([]int64, len(out))
 	for i, t := range out {
 		sizes[i] = int64(len(t.data))
@@ -307,4 +290,37 @@ func WriteTrunk(m *convert.Model, path string) error {
 		copy(buf[int64(len(hdr))+offs[i]:], t.data)
 	}
 	return os.WriteFile(path, buf, 0o644)
+}
+
+// trunkMetadata is the sidecar's metadata without the head: n_layer blocks,
+// no nextn layers (what the reference converter writes with --no-mtp).
+func trunkMetadata(m *convert.Model, h hparams, name string, vocab []gg.KV) []gg.KV {
+	var kvs []gg.KV
+	a := archOf[m.Family]
+	n := m.Config.NumHiddenLayers
+	for _, kv := range metadata(m, h, gg.FileBF16, name, vocab) {
+		switch kv.Key {
+		case a + ".nextn_predict_layers":
+			continue
+		case a + ".block_count":
+			kv.Value = gg.U32(uint32(n))
+		case a + ".attention.recurrent_layers":
+			kv.Value = gg.Arr(gg.TypeBool, kv.Value.V.([]any)[:n])
+		}
+		kvs = append(kvs, kv)
+	}
+	return kvs
+}
+
+// TrunkMetadata is the metadata of a trunk GGUF of m without its head, for
+// tools that write one (the benchmark's real-size synthetic trunk).
+func TrunkMetadata(m *convert.Model, name string) ([]gg.KV, error) {
+	if _, ok := archOf[m.Family]; !ok {
+		return nil, fmt.Errorf("family %s is not supported", m.Family)
+	}
+	h, vocab, err := hparamsAndVocab(m)
+	if err != nil {
+		return nil, err
+	}
+	return trunkMetadata(m, h, name, vocab), nil
 }
