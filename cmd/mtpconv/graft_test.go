@@ -319,7 +319,7 @@ func TestGGUFGraftRefusals(t *testing.T) {
 		return p
 	}
 	tokens, _ := f.Lookup("tokenizer.ggml.tokens")
-	toks := append([]any{}, tokens.V.([]any)...)
+	toks := append([]string{}, tokens.V.([]string)...)
 	toks[17] = "other"
 	for _, c := range []struct {
 		trunk string
@@ -329,7 +329,7 @@ func TestGGUFGraftRefusals(t *testing.T) {
 		{edited("qwen35moe.attention.head_count", gg.U32(8)), "qwen35moe.attention.head_count is 8"},
 		{edited("qwen35moe.expert_count", gg.U32(8)), "qwen35moe.expert_count"},
 		{edited("qwen35moe.block_count", gg.U32(3)), "qwen35moe.block_count"},
-		{edited("tokenizer.ggml.tokens", gg.Arr(gg.TypeString, toks)), "tokenizer.ggml.tokens differs from the source's tokenizer at token 17"},
+		{edited("tokenizer.ggml.tokens", gg.Strings(toks)), "tokenizer.ggml.tokens differs from the source's tokenizer at token 17"},
 	} {
 		o := filepath.Join(t.TempDir(), "o")
 		code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--graft", c.trunk, "--out", o)

@@ -254,7 +254,7 @@ func sameModel(f *gg.File, m *convert.Model, h hparams, path string) error {
 		return fmt.Errorf("--graft %s: token_embd.weight is not [%d, %d] (hidden, vocab_size of the source)", path, c.HiddenSize, vocab)
 	}
 	tv, _ := f.Lookup("tokenizer.ggml.tokens")
-	theirs, _ := tv.V.([]any)
+	theirs, _ := tv.V.([]string)
 	if int64(len(theirs)) != vocab {
 		return fmt.Errorf("--graft %s: tokenizer.ggml.tokens holds %d tokens, the source's vocab_size is %d", path, len(theirs), vocab)
 	}
@@ -267,7 +267,7 @@ func sameModel(f *gg.File, m *convert.Model, h hparams, path string) error {
 		if kv.Key != "tokenizer.ggml.tokens" {
 			continue
 		}
-		ours := kv.Value.V.([]any)
+		ours, _ := kv.Value.V.([]string)
 		for i := range ours {
 			if theirs[i] != ours[i] {
 				return fmt.Errorf("--graft %s: tokenizer.ggml.tokens differs from the source's tokenizer at token %d (%q, the source has %q)", path, i, theirs[i], ours[i])
@@ -293,15 +293,11 @@ func bundledMetadata(f *gg.File, a string, nLayer, depth int) ([]gg.KV, error) {
 				return nil, fmt.Errorf("%s is %d", kv.Key, n)
 			}
 		case a + ".attention.recurrent_layers":
-			xs, ok := kv.Value.V.([]any)
-			if !ok || kv.Value.Elem != gg.TypeBool || len(xs) < nLayer {
+			xs, ok := kv.Value.V.([]bool)
+			if !ok || len(xs) < nLayer {
 				return nil, fmt.Errorf("%s is not %d booleans", kv.Key, nLayer)
 			}
-			out := append([]any{}, xs[:nLayer]...)
-			for range depth {
-				out = append(out, false)
-			}
-			kv.Value = gg.Arr(gg.TypeBool, out)
+			kv.Value = gg.Bools(append(append([]bool{}, xs[:nLayer]...), make([]bool, depth)...))
 		case a + ".nextn_predict_layers":
 			kv, placed = nextn, true
 		case a + ".ssm.conv_kernel":

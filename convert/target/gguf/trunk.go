@@ -305,7 +305,7 @@ func trunkMetadata(m *convert.Model, h hparams, name string, vocab []gg.KV) []gg
 		case a + ".block_count":
 			kv.Value = gg.U32(uint32(n))
 		case a + ".attention.recurrent_layers":
-			kv.Value = gg.Arr(gg.TypeBool, kv.Value.V.([]any)[:n])
+			kv.Value = gg.Bools(kv.Value.V.([]bool)[:n])
 		}
 		kvs = append(kvs, kv)
 	}
