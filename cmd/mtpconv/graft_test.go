@@ -276,6 +276,9 @@ func TestGGUFGraft(t *testing.T) {
 	if code, stdout, _ := runCLI(t, "verify", dir); code != 0 || !strings.Contains(stdout, "OK") {
 		t.Errorf("verify: %d %s", code, stdout)
 	}
+	if code, stdout, _ := runCLI(t, "verify", dir, "--src", src); code != 0 || !strings.Contains(stdout, "20 recomputed from the source: OK") {
+		t.Errorf("verify --src: %d %s", code, stdout)
+	}
 	// --force replaces the head a trunk holds: grafting onto the graft gives it again.
 	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--graft", out, "--out", filepath.Join(t.TempDir(), "o")); code != 1 || !strings.Contains(stderr, "already holds an MTP head") {
 		t.Errorf("graft onto a bundled file: exit %d: %s", code, stderr)
