@@ -310,11 +310,15 @@ func TestGGUFGraftRefusals(t *testing.T) {
 	f, data := ggufTensors(t, trunk)
 	edited := func(key string, v gg.Value) string {
 		var kvs []gg.KV
+		found := false
 		for _, kv := range f.KV {
 			if kv.Key == key {
-				kv.Value = v
+				kv.Value, found = v, true
 			}
 			kvs = append(kvs, kv)
+		}
+		if !found {
+			kvs = append(kvs, gg.Pair(key, v))
 		}
 		infos := append([]gg.TensorInfo{}, f.Tensors...)
 		p := filepath.Join(t.TempDir(), "edited.gguf")
@@ -333,6 +337,7 @@ func TestGGUFGraftRefusals(t *testing.T) {
 		{edited("qwen35moe.expert_count", gg.U32(8)), "qwen35moe.expert_count"},
 		{edited("qwen35moe.block_count", gg.U32(3)), "qwen35moe.block_count"},
 		{edited("tokenizer.ggml.tokens", gg.Strings(toks)), "tokenizer.ggml.tokens differs from the source's tokenizer at token 17"},
+		{edited("split.count", gg.U32(3)), "one of 3 split GGUF files"},
 	} {
 		o := filepath.Join(t.TempDir(), "o")
 		code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--graft", c.trunk, "--out", o)

@@ -118,6 +118,9 @@ func (t target) planGraft(m *convert.Model, o convert.Options) (*convert.Plan, e
 	if err != nil {
 		return nil, fmt.Errorf("--graft: %w", err)
 	}
+	if n, _ := trunk.Uint("split.count"); n > 1 {
+		return nil, fmt.Errorf("--graft %s is one of %d split GGUF files; merge them first (llama-gguf-split --merge)", path, n)
+	}
 	h, err := readHparams(m)
 	if err != nil {
 		return nil, err
@@ -195,7 +198,8 @@ func (t target) planGraft(m *convert.Model, o convert.Options) (*convert.Plan, e
 		Metadata:   map[string]string{},
 		GGUF:       kvs,
 		GGUFCopies: map[string]*convert.GGUFCopy{file: {Source: path, Size: size, HeaderSHA256: sum, Order: order}},
-		Options:    map[string]string{"precision": prec.name, "gguf_file_type": prec.ftype.String(), "graft": file},
+		Options: map[string]string{"precision": prec.name, "gguf_file_type": prec.ftype.String(), "graft": file,
+			"graft_trunk_bytes": strconv.FormatInt(size, 10), "graft_trunk_header_sha256": sum},
 	}
 	if why != "" {
 		p.Notes = append(p.Notes, why)
