@@ -30,7 +30,7 @@ type Request struct {
 	KeepSourceCache bool
 	NoCard          bool   // no README.md model card
 	Timestamp       bool   // record the time in the manifest
-	BaseModel       string // Hub id for the card; default guessed from the source
+	BaseModel       string // Hub id of the source model, for the model files and the card; default from the source (Model.Origin)
 	License         string // for the card; default from the source README
 	Version         string // the tool's version, recorded in the outputs
 
@@ -44,6 +44,7 @@ type Request struct {
 
 	keep    []string // set by exportInto: the only files planned, and the only files of the folder that are ours
 	shownAs string   // set by exportInto: the destination as messages name it ("--into DIR"), not the staging folder
+	intoDir string   // set by exportInto for an IntoPlanner: the folder it plans for
 }
 
 // Fetcher is a remote source that can fetch byte ranges ahead of the run.
@@ -96,7 +97,9 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	}
 	writing := !r.DryRun
 	if writing {
-		if dir, ok := m.Checkpoint.Source.(source.Dir); ok {
+		// (exportInto checks its own folder against the source: its staging
+		// folder may lie inside the source, where nothing of it is replaced.)
+		if dir, ok := m.Checkpoint.Source.(source.Dir); ok && r.shownAs == "" {
 			// The source folder (an HF cache id resolves to its snapshot) first:
 			// refusing --out S for "already exists" would suggest --force.
 			if err := checkOutSource(r.Out, string(dir)); err != nil {
@@ -112,19 +115,24 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 			}
 		}
 	}
+	if IsHubID(r.BaseModel) {
+		m.BaseModel = r.BaseModel
+	}
 	opts := r.Options
 	opts.Force = r.Force
-	plan, err := t.Plan(m, opts)
+	var plan *Plan
+	if ip, ok := t.(IntoPlanner); ok && r.intoDir != "" {
+		plan, err = ip.PlanInto(r.intoDir, m, opts)
+	} else if plan, err = t.Plan(m, opts); err == nil && r.keep != nil {
+		keepOnly(plan, r.keep)
+	}
 	if err != nil {
 		return nil, err
-	}
-	if r.keep != nil {
-		keepOnly(plan, r.keep)
 	}
 	if r.Jobs <= 0 {
 		r.Jobs = runtime.GOMAXPROCS(0)
 	}
-	prov := Provenance{Version: r.Version, Source: m.Checkpoint.Source.Name()}
+	prov := Provenance{Version: r.Version, Source: m.Origin().Name()}
 	oc := &Outcome{Plan: plan, Tensors: len(plan.Tensors), Notes: append([]string{}, plan.Notes...), Reused: []string{}}
 	if r.DryRun {
 		oc.Planned, err = plannedFiles(t, m, plan, prov)
@@ -142,7 +150,7 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	}
 	w := &partialDir{out: r.Out, force: r.Force, resume: r.Resume, planHash: planHash(r.Version, plan, fingerprint), source: m.Checkpoint}
 	fin, finishes := t.(Finisher)
-	err = w.write(func(dir string) error {
+	err = w.write(ctx, func(dir string) error {
 		// Files a Finisher completes are announced once final, so the sizes
 		// the caller prints are those on disk.
 		var held []FileRecord
@@ -198,6 +206,9 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 			Tensors: res.Tensors, Files: res.Files, BytesRead: res.BytesRead,
 		}
 		man.Source.Tensors = res.Sources
+		if o := m.Origin(); o.Repo != "" {
+			man.Source.Repo, man.Source.Revision = o.Repo, o.Revision
+		}
 		if r.Fetcher != nil {
 			man.Source.BytesFetched = r.Fetcher.BytesFetched()
 			oc.BytesFetched, oc.SourceTotal = r.Fetcher.BytesFetched(), r.Fetcher.TotalBytes()
@@ -301,21 +312,22 @@ const NormConvention = "zero-centred RMSNorm weights stored shifted: 1+w (the +1
 func describeModel(r Request) (manifests.Model, []string) {
 	m := r.Model
 	var notes []string
-	base := r.BaseModel
+	origin := m.Origin()
+	base := origin.Repo
 	switch {
-	case base != "" && !IsHubID(base):
-		notes = append(notes, fmt.Sprintf("--base-model %q is not a Hub id ORG/NAME: the card names no base model", base))
-		base = ""
-	case base == "":
-		if base = m.BaseModelGuess(); base == "" {
-			notes = append(notes, "the source names no Hub model: the card names no base model (pass --base-model ORG/NAME)")
+	case r.BaseModel != "" && !IsHubID(r.BaseModel):
+		notes = append(notes, fmt.Sprintf("--base-model %q is not a Hub id ORG/NAME: ignored", r.BaseModel))
+		if base == "" {
+			notes = append(notes, "the source names no Hub model: the card names no base model")
 		}
+	case base == "":
+		notes = append(notes, "the source names no Hub model: the card names no base model (pass --base-model ORG/NAME)")
 	}
 	lic := r.License
 	if lic == "" {
 		lic = m.License()
 	}
-	return manifests.Model{Family: m.Family, ModelType: m.Config.ModelType, BaseModel: base, License: lic,
+	return manifests.Model{Name: origin.Name(), Family: m.Family, ModelType: m.Config.ModelType, BaseModel: base, License: lic,
 		HiddenSize: m.Config.HiddenSize, NumExperts: m.Config.NumExperts, ExpertsPerTok: m.Config.NumExpertsPerTok,
 		MTPDepth: m.MTPDepth, NormConvention: NormConvention}, notes
 }

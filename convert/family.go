@@ -184,6 +184,15 @@ func detectFamily(cfg *Config) (Family, error) {
 		ConfigFile, cfg.ModelType, cfg.Architectures, strings.Join(Families(), ", "))
 }
 
+// SpecFor is the Spec of the family a config belongs to.
+func SpecFor(cfg *Config) (*Spec, error) {
+	f, err := detectFamily(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return f.Spec(cfg), nil
+}
+
 // Families lists the supported family names.
 func Families() []string {
 	var out []string

@@ -100,6 +100,10 @@ func perExpertBlocks(ck *st.Checkpoint, moe *MoE) (int, string) {
 // maxListed caps every list of problems, tensors or names in a message.
 const maxListed = 20
 
+// CapList keeps the first 20 items of a list shown to people and says how
+// many more there are ("and K more WHAT").
+func CapList(items []string, what string) []string { return capList(items, what) }
+
 // capList keeps the first maxListed items and says how many more there are.
 func capList(items []string, what string) []string {
 	if len(items) <= maxListed {

@@ -58,11 +58,17 @@ type Manifest struct {
 	Into *Into `json:"into,omitempty"`
 }
 
-// Into records an export added into a folder mtpconv does not own.
+// Into records an export added into a folder mtpconv does not own: which of
+// its files mtpconv owns, which of the folder's own files it replaced (a
+// copy of their prior bytes is one of the owned files, so removing the head
+// can restore them), and the folder's files it builds on and left alone,
+// with their hashes, so verify can tell they are unchanged.
 type Into struct {
 	// OwnedFiles are the only files of the folder mtpconv wrote and may
 	// replace or delete, this manifest included.
-	OwnedFiles []string `json:"owned_files"`
+	OwnedFiles []string  `json:"owned_files"`
+	Updated    []Updated `json:"updated,omitempty"` // the folder's files mtpconv replaced
+	Kept       []File    `json:"kept,omitempty"`    // the folder's files the output builds on (the trunk's weights), unchanged
 }
 
 // Owns reports whether the folder's file name is one mtpconv wrote. In an
@@ -70,6 +76,25 @@ type Into struct {
 // recorded ones.
 func (m *Manifest) Owns(name string) bool {
 	return m.Into == nil || slices.Contains(m.Into.OwnedFiles, name)
+}
+
+// Updated is one of the folder's files that mtpconv replaced: Files holds
+// what it wrote, Original the bytes the folder had, kept under Original.Name.
+type Updated struct {
+	Name     string `json:"name"`
+	Original File   `json:"original"`
+}
+
+// UpdatedFile returns the record of a replaced file, if name is one.
+func (in *Into) UpdatedFile(name string) (Updated, bool) {
+	if in != nil {
+		for _, u := range in.Updated {
+			if u.Name == name {
+				return u, true
+			}
+		}
+	}
+	return Updated{}, false
 }
 
 // Tool names the producer.
@@ -80,7 +105,9 @@ type Tool struct {
 
 // Source fingerprints the checkpoint an export read.
 type Source struct {
-	Name         string         `json:"name"`
+	Name         string         `json:"name"`               // where the source was read from: a path or hf://ORG/NAME@COMMIT
+	Repo         string         `json:"repo,omitempty"`     // its Hub repo id, when known
+	Revision     string         `json:"revision,omitempty"` // the repo's commit, when the source knows it
 	ConfigSHA256 string         `json:"config_sha256"`
 	Shards       []Shard        `json:"shards"`
 	TotalBytes   int64          `json:"total_bytes"`
@@ -103,6 +130,7 @@ type SourceTensor struct {
 
 // Model is what the outputs are, for people and model cards.
 type Model struct {
+	Name           string `json:"name,omitempty"` // the source model as the model files name it: its Hub id, else its folder's name
 	Family         string `json:"family"`
 	ModelType      string `json:"model_type"`
 	BaseModel      string `json:"base_model"`
@@ -220,6 +248,10 @@ type Tensor struct {
 	// infinities of the source, kept by a float output, plus its f16
 	// overflows. Quantized tensors never hold any (the export refuses them).
 	NonFinite int64 `json:"nonfinite,omitempty"`
+	// NegativeScales counts the negative FP8 block scales (weight_scale_inv)
+	// of an FP8 source's rows: their blocks are dequantized with their sign
+	// flipped, as the source says, which no release means to do.
+	NegativeScales int64 `json:"negative_scales,omitempty"`
 }
 
 // Has reports whether the tensor carries the named transform.

@@ -78,7 +78,7 @@ func Split(ctx context.Context, path, out string, force bool, version string) (*
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	oc := &convert.Outcome{Tensors: len(p.Parts), Reused: []string{}}
-	err = convert.WriteFolder(out, force, path, func(dir string) error {
+	err = convert.WriteFolder(ctx, out, force, path, func(dir string) error {
 		src, err := os.Open(path)
 		if err != nil {
 			return err

@@ -71,8 +71,8 @@ func (cb combined) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, er
 	for i, blk := range m.TrunkExperts {
 		pl.Experts(blk, trunkName(m.TextPrefix+"layers."+strconv.Itoa(i)+"."), o.Trunk.Float, trunkRule)
 	}
+	planHead(pl, m, o)
 	hp := m.Spec.HeadPrefix
-	pl.Head(func(s string) string { return hp + s }, o.Head.Float, o.rule(m, o.Head, o.GroupSize))
 
 	tensors, files, index, err := shard(pl.Out, o.MaxShard)
 	if err != nil {
@@ -103,6 +103,13 @@ func (cb combined) Plan(m *convert.Model, uo convert.Options) (*convert.Plan, er
 	p.Files = append(p.Files, copies(m)...)
 	p.Notes = append(p.Notes, fmt.Sprintf("stock mlx-lm >= 0.32.0 loads this file (it drops %s* and shifts no norm on converted files); mlx-lm 0.30.7 to 0.31.3 shift every norm a second time when %s* keys are present", hp, hp))
 	return p, nil
+}
+
+// planHead plans the head as the combined file holds it: under its own
+// prefix (mtp.*), experts stacked, at the head's precision.
+func planHead(pl *convert.Planner, m *convert.Model, o Options) {
+	hp := m.Spec.HeadPrefix
+	pl.Head(func(s string) string { return hp + s }, o.Head.Float, o.rule(m, o.Head, o.GroupSize))
 }
 
 // combinedConfig is the source config.json with vision_config dropped and

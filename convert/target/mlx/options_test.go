@@ -59,11 +59,17 @@ func TestOptionsAliasesAndGroups(t *testing.T) {
 		{o: set(convert.Options{TrunkPrecision: "mxfp4", GroupSize: 64}, convert.OptTrunkPrecision, convert.OptGroupSize), err: "--group-size 64: mxfp4 quantizes in groups of 32 only"},
 		{o: set(convert.Options{HeadPrecision: "nvfp4", GroupSize: 32}, convert.OptHeadPrecision, convert.OptGroupSize), err: "--group-size 32: nvfp4 quantizes in groups of 16 only"},
 		{o: set(convert.Options{HeadPrecision: "int4", GroupSize: 16}, convert.OptHeadPrecision, convert.OptGroupSize), err: "takes 32, 64 or 128"},
+		// nvfp4 takes 16, as the help says; the bf16 trunk has no groups to refuse it for.
+		{o: set(convert.Options{HeadPrecision: "nvfp4", GroupSize: 16}, convert.OptHeadPrecision, convert.OptGroupSize), trunk: "bf16", head: 16, trunkGroup: 16},
+		{o: set(convert.Options{HeadPrecision: "nvfp4", TrunkPrecision: "int4", GroupSize: 16}, convert.OptHeadPrecision, convert.OptTrunkPrecision, convert.OptGroupSize), err: "--group-size 16: int4 (MLX affine) takes 32, 64 or 128"},
 		{o: set(convert.Options{TrunkPrecision: "mxfp4", HeadPrecision: "int4", QGroupSize: 32, GroupSize: 128}, convert.OptTrunkPrecision, convert.OptHeadPrecision, convert.OptQGroupSize, convert.OptGroupSize), trunk: "mxfp4", head: 128, trunkGroup: 32, note: "--q-group-size wins"},
 		{o: set(convert.Options{TrunkRecipe: "mixed_3_6"}, convert.OptTrunkRecipe), trunk: "mixed_3_6", recipe: "mixed_3_6", head: 64, trunkGroup: 64},
 		{o: set(convert.Options{QuantPredicate: "mixed_2_6", QMode: "affine"}, convert.OptQuantPredicate, convert.OptQMode), trunk: "mixed_2_6", recipe: "mixed_2_6", head: 64, trunkGroup: 64},
 		{o: set(convert.Options{TrunkRecipe: "mixed_4_6", QuantPredicate: "mixed_2_6"}, convert.OptTrunkRecipe, convert.OptQuantPredicate), trunk: "mixed_4_6", recipe: "mixed_4_6", head: 64, trunkGroup: 64, note: "--trunk-recipe wins"},
-		{o: set(convert.Options{TrunkRecipe: "mixed_5_6"}, convert.OptTrunkRecipe), err: "must be one of mixed_2_6, mixed_3_4, mixed_3_6, mixed_4_6"},
+		{o: set(convert.Options{TrunkRecipe: "mixed_5_6"}, convert.OptTrunkRecipe), err: `--trunk-recipe "mixed_5_6": must be one of mixed_2_6, mixed_3_4, mixed_3_6, mixed_4_6`},
+		// An error names the flag given.
+		{o: set(convert.Options{QuantPredicate: "mixed_5_6"}, convert.OptQuantPredicate), err: `--quant-predicate "mixed_5_6": must be one of`},
+		{o: set(convert.Options{QuantPredicate: "mixed_3_6", TrunkPrecision: "int4"}, convert.OptQuantPredicate, convert.OptTrunkPrecision), err: "--quant-predicate mixed_3_6 sets the trunk's bits"},
 		{o: set(convert.Options{TrunkRecipe: "mixed_3_6", TrunkPrecision: "int4"}, convert.OptTrunkRecipe, convert.OptTrunkPrecision), err: "leave out --trunk-precision"},
 		{o: set(convert.Options{QuantPredicate: "mixed_3_6", QMode: "mxfp4"}, convert.OptQuantPredicate, convert.OptQMode), err: "leave out --q-bits/--q-mode"},
 	}
