@@ -251,21 +251,26 @@ func qKBlock(bits int, x []float32, y []byte, qe *ErrStats) {
 		nmax, rmin, nstep = 31, -0.5, 15
 	}
 	var L [256]uint8
-	var Laux [32]uint8
-	var weights [32]float32
 	var mins, scales [8]float32
+	var lanes kqArgs
+	if !qkx2Lanes(&lanes, x, nmax, rmin, 0.1, nstep, L[:], scales[:], mins[:]) {
+		var Laux [32]uint8
+		var weights [32]float32
+		for j := 0; j < 8; j++ {
+			xs := x[32*j : 32*j+32]
+			var sumX2 float32
+			for _, v := range xs {
+				sumX2 += float32(v * v)
+			}
+			avX := float32(math.Sqrt(float64(sumX2 / 32)))
+			for l, v := range xs {
+				weights[l] = avX + absf(v)
+			}
+			scales[j] = makeQKX2Quants(32, nmax, xs, weights[:], L[32*j:], Laux[:], &mins[j], rmin, 0.1, nstep)
+		}
+	}
 	var maxScale, maxMin float32
 	for j := 0; j < 8; j++ {
-		xs := x[32*j : 32*j+32]
-		var sumX2 float32
-		for _, v := range xs {
-			sumX2 += float32(v * v)
-		}
-		avX := float32(math.Sqrt(float64(sumX2 / 32)))
-		for l, v := range xs {
-			weights[l] = avX + absf(v)
-		}
-		scales[j] = makeQKX2Quants(32, nmax, xs, weights[:], L[32*j:], Laux[:], &mins[j], rmin, 0.1, nstep)
 		if scales[j] > maxScale {
 			maxScale = scales[j]
 		}
@@ -354,10 +359,17 @@ func qKBlock(bits int, x []float32, y []byte, qe *ErrStats) {
 func q6_KBlock(x []float32, y []byte, qe *ErrStats) {
 	var L [256]int8
 	var scales [16]float32
+	var lanes kqArgs
+	for half := 0; half < 256; half += 128 {
+		if !qxLanes(&lanes, x[half:half+128], 32, L[half:half+128], scales[half/16:half/16+8]) {
+			for ib := half / 16; ib < half/16+8; ib++ {
+				scales[ib] = makeQXQuants(16, 32, x[16*ib:], L[16*ib:], 1)
+			}
+		}
+	}
 	var maxScale, maxAbsScale float32
 	for ib := 0; ib < 16; ib++ {
-		s := makeQXQuants(16, 32, x[16*ib:], L[16*ib:], 1)
-		scales[ib] = s
+		s := scales[ib]
 		if a := absf(s); a > maxAbsScale {
 			maxAbsScale, maxScale = a, s
 		}

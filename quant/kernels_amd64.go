@@ -28,3 +28,15 @@ func nncfKernelAVX2(x *float32, n int, dst *byte, k *kernArgs, e *groupErr)
 //
 //go:noescape
 func packNibblesAVX2(src *byte, n int, dst *byte)
+
+// qkx2AVX2 is makeQKX2Quants(32, ...) for the 8 groups of a, with steps
+// candidates (nstep+1), the weights avX + |x| computed as qKBlock does.
+//
+//go:noescape
+func qkx2AVX2(a *kqArgs, steps int)
+
+// qxAVX2 is makeQXQuants(16, nmax, ..., 1) for the 8 groups of a: a.num[0]
+// is -nmax, a.num[1:19] the 18 other candidates' numerators.
+//
+//go:noescape
+func qxAVX2(a *kqArgs)

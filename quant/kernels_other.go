@@ -24,3 +24,11 @@ func nncfKernelAVX2(x *float32, n int, dst *byte, k *kernArgs, e *groupErr) {
 func packNibblesAVX2(src *byte, n int, dst *byte) {
 	panic("quant: no AVX2 kernels on this architecture")
 }
+
+func qkx2AVX2(a *kqArgs, steps int) {
+	panic("quant: no AVX2 kernels on this architecture")
+}
+
+func qxAVX2(a *kqArgs) {
+	panic("quant: no AVX2 kernels on this architecture")
+}

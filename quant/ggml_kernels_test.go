@@ -1,0 +1,66 @@
+package quant
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+var ggmlTypes = []string{GGMLQ8_0, GGMLQ4_0, GGMLQ5_0, GGMLQ5_1, GGMLQ4_K, GGMLQ5_K, GGMLQ6_K}
+
+// ggmlPathsAgree quantizes w with the Go and the AVX2 kernels and compares
+// the blocks and the error statistics bit for bit.
+func ggmlPathsAgree(t *testing.T, name, typ string, w []float32, cols int) {
+	t.Helper()
+	var out [2][]byte
+	var stats [2]ErrStats
+	for i, on := range []bool{false, true} {
+		withAVX2(t, on, func() {
+			var err error
+			if out[i], err = QuantizeGGML(typ, w, cols, nil, &stats[i]); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if !bytes.Equal(out[0], out[1]) {
+		qk, bs, _ := GGMLBlock(typ)
+		for b := 0; b < len(out[0]); b += bs {
+			if !bytes.Equal(out[0][b:b+bs], out[1][b:b+bs]) {
+				t.Fatalf("%s: block %d differs: x %v\ngo   %x\navx2 %x", name, b/bs, w[b/bs*qk:b/bs*qk+qk], out[0][b:b+bs], out[1][b:b+bs])
+			}
+		}
+	}
+	if !sameStats(stats[0], stats[1]) {
+		t.Errorf("%s: error statistics differ: go %+v, avx2 %+v", name, stats[0], stats[1])
+	}
+}
+
+// TestGGMLPathsAgree: every ggml type, every test distribution (which
+// includes groups of equal values, zeros, subnormals and sums that overflow).
+func TestGGMLPathsAgree(t *testing.T) {
+	skipWithoutAVX2(t)
+	r := rand.New(rand.NewPCG(23, 5))
+	for _, typ := range ggmlTypes {
+		for _, d := range testDists {
+			for _, group := range []int{16, 32, 256} {
+				const cols = 512
+				w := d.gen(r, 32*cols, group, 4)
+				ggmlPathsAgree(t, fmt.Sprintf("%s/%s/%d", typ, d.name, group), typ, w, cols)
+			}
+		}
+	}
+}
+
+func FuzzGGML(f *testing.F) {
+	for i, s := range fuzzSeeds() {
+		f.Add(s, i%2 == 0, uint8(i))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, bf16 bool, typSel uint8) {
+		typ := ggmlTypes[int(typSel)%len(ggmlTypes)]
+		qk, _, _ := GGMLBlock(typ)
+		w := fuzzRow(fuzzFloats(data, bf16), qk)
+		skipWithoutAVX2(t)
+		ggmlPathsAgree(t, typ, typ, w, qk)
+	})
+}
