@@ -150,8 +150,8 @@ func BenchmarkEncodeBF16(b *testing.B) {
 	benchCast(b, func() { EncodeF32("BF16", src, dst) })
 }
 
-// BenchmarkQuantizeMLXFP: the microscaling quantizers (portable Go) on 4 Mi
-// bf16-exact values in rows of 2048, as one export chunk.
+// BenchmarkQuantizeMLXFP: the microscaling quantizers on 4 Mi bf16-exact
+// values in rows of 2048, as one export chunk, per kernel path.
 func BenchmarkQuantizeMLXFP(b *testing.B) {
 	w := benchData(4 << 20)
 	for i := range w {
@@ -159,15 +159,19 @@ func BenchmarkQuantizeMLXFP(b *testing.B) {
 	}
 	for _, mode := range []MLXFPMode{MXFP4, MXFP8, NVFP4} {
 		for _, r := range []MLXRounding{MLXCPU, MLXGPU} {
-			b.Run(mode.String()+"-"+r.String(), func(b *testing.B) {
-				p := MLXFPParams{Mode: mode, Rounding: r}
-				var packed, scales []byte
-				var stats ErrStats
-				b.SetBytes(int64(len(w) * 2))
-				for b.Loop() {
-					packed, scales = QuantizeMLXFP(w, 2048, p, "BF16", packed[:0], scales[:0], &stats)
-				}
-			})
+			for _, path := range kernelPaths() {
+				b.Run(mode.String()+"-"+r.String()+"/"+path.name, func(b *testing.B) {
+					setAVX2(b, path.avx2)
+					p := MLXFPParams{Mode: mode, Rounding: r}
+					var packed, scales []byte
+					var stats ErrStats
+					b.SetBytes(int64(len(w) * 2))
+					for b.Loop() {
+						packed, scales = QuantizeMLXFP(w, 2048, p, "BF16", packed[:0], scales[:0], &stats)
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(w)), "ns/elem")
+				})
+			}
 		}
 	}
 }

@@ -64,3 +64,69 @@ func FuzzGGML(f *testing.F) {
 		ggmlPathsAgree(t, typ, typ, w, qk)
 	})
 }
+
+// mlxfpPathsAgree quantizes w in a microscaling mode with the Go and the
+// AVX2 kernels and compares codes, scales and statistics bit for bit.
+func mlxfpPathsAgree(t *testing.T, name string, w []float32, cols int, p MLXFPParams, dtype string) {
+	t.Helper()
+	var packed, scales [2][]byte
+	var stats [2]ErrStats
+	for i, on := range []bool{false, true} {
+		withAVX2(t, on, func() {
+			packed[i], scales[i] = QuantizeMLXFP(w, cols, p, dtype, nil, nil, &stats[i])
+		})
+	}
+	if !bytes.Equal(scales[0], scales[1]) {
+		t.Fatalf("%s: scales differ", name)
+	}
+	if !bytes.Equal(packed[0], packed[1]) {
+		for i := range packed[0] {
+			if packed[0][i] != packed[1][i] {
+				j := i * 8 / p.Mode.Bits()
+				t.Fatalf("%s: code byte %d differs (value %v): go %#x, avx2 %#x", name, i, w[j], packed[0][i], packed[1][i])
+			}
+		}
+	}
+	if !sameStats(stats[0], stats[1]) {
+		t.Errorf("%s: error statistics differ: go %+v, avx2 %+v", name, stats[0], stats[1])
+	}
+}
+
+var mlxfpCases = func() (ps []MLXFPParams) {
+	for _, m := range []MLXFPMode{MXFP4, MXFP8, NVFP4} {
+		for _, r := range []MLXRounding{MLXGPU, MLXCPU} {
+			ps = append(ps, MLXFPParams{Mode: m, Rounding: r})
+		}
+	}
+	return ps
+}()
+
+func TestMLXFPPathsAgree(t *testing.T) {
+	skipWithoutAVX2(t)
+	r := rand.New(rand.NewPCG(29, 31))
+	for _, p := range mlxfpCases {
+		for _, d := range testDists {
+			for _, dtype := range []string{"BF16", "F16", "F32"} {
+				const cols = 256
+				w := d.gen(r, 8*cols, p.Mode.GroupSize(), 4)
+				for i := range w {
+					w[i] = roundTo(dtype, w[i])
+				}
+				mlxfpPathsAgree(t, fmt.Sprintf("%s-%s/%s/%s", p.Mode, p.Rounding, d.name, dtype), w, cols, p, dtype)
+			}
+		}
+	}
+}
+
+func FuzzMLXFP(f *testing.F) {
+	for i, s := range fuzzSeeds() {
+		f.Add(s, i%2 == 0, uint8(i))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, bf16 bool, sel uint8) {
+		p := mlxfpCases[int(sel)%len(mlxfpCases)]
+		dtype := []string{"BF16", "F16", "F32"}[int(sel>>3)%3]
+		w := fuzzRow(fuzzFloats(data, bf16), p.Mode.GroupSize())
+		skipWithoutAVX2(t)
+		mlxfpPathsAgree(t, fmt.Sprintf("%s-%s %s", p.Mode, p.Rounding, dtype), w, p.Mode.GroupSize(), p, dtype)
+	})
+}

@@ -40,3 +40,16 @@ func qkx2AVX2(a *kqArgs, steps int)
 //
 //go:noescape
 func qxAVX2(a *kqArgs)
+
+// mlxfpKernelAVX2 is QuantizeMLXFP's element loop for one group of n values
+// (a multiple of 8): codes to dst (a byte each for E4M3, two a byte for
+// E2M1) and the error to e, as mlxKernelAVX2 sets it; table is e4m3.
+//
+//go:noescape
+func mlxfpKernelAVX2(x *float32, n int, dst *byte, a *fpArgs, e *groupErr, table *float32)
+
+// absMaxAVX2 is the largest |x| of x[:n], n a multiple of 8, and whether
+// no element is NaN.
+//
+//go:noescape
+func absMaxAVX2(x *float32, n int) (m float32, ok bool)

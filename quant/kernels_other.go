@@ -32,3 +32,11 @@ func qkx2AVX2(a *kqArgs, steps int) {
 func qxAVX2(a *kqArgs) {
 	panic("quant: no AVX2 kernels on this architecture")
 }
+
+func mlxfpKernelAVX2(x *float32, n int, dst *byte, a *fpArgs, e *groupErr, table *float32) {
+	panic("quant: no AVX2 kernels on this architecture")
+}
+
+func absMaxAVX2(x *float32, n int) (float32, bool) {
+	panic("quant: no AVX2 kernels on this architecture")
+}
