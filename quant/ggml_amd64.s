@@ -359,3 +359,84 @@ qxflat:
 qxdone:
 	VZEROUPPER
 	RET
+
+CONST8(kqHalf, 0x3f0000003f000000)
+DATA kqAbs64<>+0x00(SB)/8, $0x7fffffffffffffff
+DATA kqAbs64<>+0x08(SB)/8, $0x7fffffffffffffff
+DATA kqAbs64<>+0x10(SB)/8, $0x7fffffffffffffff
+DATA kqAbs64<>+0x18(SB)/8, $0x7fffffffffffffff
+GLOBL kqAbs64<>(SB), RODATA|NOPTR, $32
+
+// Add the 4 float64 lanes of Y2 to X8 in lane order.
+#define SUM_LANES \
+	VADDSD       X2, X8, X8; \
+	VPERMILPD    $1, X2, X3; \
+	VADDSD       X3, X8, X8; \
+	VEXTRACTF128 $1, Y2, X2; \
+	VADDSD       X2, X8, X8; \
+	VPERMILPD    $1, X2, X3; \
+	VADDSD       X3, X8, X8
+
+// Error of 4 elements: Y4 the values, Y5 the dequantized ones (float32 in
+// X4, X5): |float64(v) - float64(deq)| into the maxima Y9, its square
+// added to X8 in order.
+#define Q8_ERR4(v, d) \
+	VCVTPS2PD v, Y2; \
+	VCVTPS2PD d, Y3; \
+	VSUBPD    Y3, Y2, Y2; \
+	VANDPD    kqAbs64<>(SB), Y2, Y2; \
+	VMAXPD    Y9, Y2, Y9; \
+	VMULPD    Y2, Y2, Y2; \
+	SUM_LANES
+
+// func q8_0AVX2(x *float32, y *byte, id, dq float32, sum float64) (emax, rsum float64)
+// quantize_row_q8_0_ref's codes for one block of 32 given its inverse scale
+// id (finite) and stored scale dq: int8(round(x*id)), halves away from zero;
+// and the error statistics as ErrStats.add sums them.
+TEXT ·q8_0AVX2(SB), NOSPLIT, $0-48
+	MOVQ         x+0(FP), SI
+	MOVQ         y+8(FP), DI
+	VBROADCASTSS id+16(FP), Y10
+	VBROADCASTSS dq+20(FP), Y11
+	VMOVSD       sum+24(FP), X8
+	VPCMPEQD     Y12, Y12, Y12
+	VPSRLD       $1, Y12, Y12 // |x| mask
+	VXORPD       Y9, Y9, Y9
+	MOVQ         $4, CX
+
+q8loop:
+	VMOVUPS    (SI), Y0
+	VMULPS     Y10, Y0, Y1
+	// round half away from zero: t = trunc(x); t += copysign(1, x) if |x - t| >= 0.5
+	VROUNDPS   $3, Y1, Y2
+	VSUBPS     Y2, Y1, Y3
+	VANDPS     Y12, Y3, Y3
+	VCMPPS     $0x1d, kqHalf<>(SB), Y3, Y3
+	VANDNPS    Y1, Y12, Y4
+	VORPS      kqOne<>(SB), Y4, Y4
+	VANDPS     Y3, Y4, Y4
+	VADDPS     Y4, Y2, Y1
+	VCVTTPS2DQ Y1, Y6
+	VCVTDQ2PS  Y6, Y7
+	VMULPS     Y11, Y7, Y7 // dequantized
+	Q8_ERR4(X0, X7)
+	VEXTRACTF128 $1, Y0, X0
+	VEXTRACTF128 $1, Y7, X7
+	Q8_ERR4(X0, X7)
+	VEXTRACTI128 $1, Y6, X5
+	VPACKSSDW    X5, X6, X6
+	VPACKSSWB    X6, X6, X6
+	VMOVQ        X6, (DI)
+	ADDQ         $32, SI
+	ADDQ         $8, DI
+	DECQ         CX
+	JNZ          q8loop
+
+	VEXTRACTF128 $1, Y9, X2
+	VMAXPD       X2, X9, X9
+	VPERMILPD    $1, X9, X2
+	VMAXPD       X2, X9, X9
+	VMOVSD       X9, emax+32(FP)
+	VMOVSD       X8, rsum+40(FP)
+	VZEROUPPER
+	RET

@@ -3,6 +3,7 @@ package quant
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -32,7 +33,7 @@ func ggmlPathsAgree(t *testing.T, name, typ string, w []float32, cols int) {
 		}
 	}
 	if !sameStats(stats[0], stats[1]) {
-		t.Errorf("%s: error statistics differ: go %+v, avx2 %+v", name, stats[0], stats[1])
+		t.Errorf("%s: error statistics differ: go %+v, avx2 %+v (max %#x %#x)", name, stats[0], stats[1], math.Float64bits(stats[0].Max), math.Float64bits(stats[1].Max))
 	}
 }
 
@@ -88,7 +89,7 @@ func mlxfpPathsAgree(t *testing.T, name string, w []float32, cols int, p MLXFPPa
 		}
 	}
 	if !sameStats(stats[0], stats[1]) {
-		t.Errorf("%s: error statistics differ: go %+v, avx2 %+v", name, stats[0], stats[1])
+		t.Errorf("%s: error statistics differ: go %+v, avx2 %+v (max %#x %#x)", name, stats[0], stats[1], math.Float64bits(stats[0].Max), math.Float64bits(stats[1].Max))
 	}
 }
 

@@ -53,3 +53,10 @@ func mlxfpKernelAVX2(x *float32, n int, dst *byte, a *fpArgs, e *groupErr, table
 //
 //go:noescape
 func absMaxAVX2(x *float32, n int) (m float32, ok bool)
+
+// q8_0AVX2 is q8_0Block's codes and error for one block given a finite
+// inverse scale id and the stored scale dq: the codes to y[:32], the
+// largest error, and sum plus the squared errors added in order.
+//
+//go:noescape
+func q8_0AVX2(x *float32, y *byte, id, dq float32, sum float64) (emax, rsum float64)

@@ -40,3 +40,7 @@ func mlxfpKernelAVX2(x *float32, n int, dst *byte, a *fpArgs, e *groupErr, table
 func absMaxAVX2(x *float32, n int) (float32, bool) {
 	panic("quant: no AVX2 kernels on this architecture")
 }
+
+func q8_0AVX2(x *float32, y *byte, id, dq float32, sum float64) (float64, float64) {
+	panic("quant: no AVX2 kernels on this architecture")
+}
