@@ -89,6 +89,23 @@ func f16Scale(d float32) (uint16, float32) {
 	return h, F16ToF32(h)
 }
 
+// addAll is add for each x[i] and deq[i] in turn, by the AVX2 kernel when
+// its bits are the same: while the maximum and every error are not NaN
+// (Go's max on amd64 ORs the bits of later values into a NaN maximum).
+func (s *ErrStats) addAll(x, deq []float32) {
+	if useAVX2 && len(x) > 0 && len(x)%4 == 0 && s.Max == s.Max {
+		if emax, sum, ok := errStatsAVX2(&x[0], &deq[0], len(x), s.SumSq); ok {
+			s.Max = max(s.Max, emax)
+			s.SumSq = sum
+			s.N += int64(len(x))
+			return
+		}
+	}
+	for i, v := range x {
+		s.add(v, deq[i])
+	}
+}
+
 func (s *ErrStats) add(x, deq float32) {
 	if s == nil {
 		return

@@ -386,6 +386,8 @@ GLOBL kqAbs64<>(SB), RODATA|NOPTR, $32
 	VSUBPD    Y3, Y2, Y2; \
 	VANDPD    kqAbs64<>(SB), Y2, Y2; \
 	VMAXPD    Y9, Y2, Y9; \
+	VCMPPD    $3, Y2, Y2, Y3; \
+	VORPD     Y3, Y10, Y10; \
 	VMULPD    Y2, Y2, Y2; \
 	SUM_LANES
 
@@ -396,17 +398,18 @@ GLOBL kqAbs64<>(SB), RODATA|NOPTR, $32
 TEXT ·q8_0AVX2(SB), NOSPLIT, $0-48
 	MOVQ         x+0(FP), SI
 	MOVQ         y+8(FP), DI
-	VBROADCASTSS id+16(FP), Y10
+	VBROADCASTSS id+16(FP), Y13
 	VBROADCASTSS dq+20(FP), Y11
 	VMOVSD       sum+24(FP), X8
 	VPCMPEQD     Y12, Y12, Y12
 	VPSRLD       $1, Y12, Y12 // |x| mask
 	VXORPD       Y9, Y9, Y9
+	VXORPD       Y10, Y10, Y10
 	MOVQ         $4, CX
 
 q8loop:
 	VMOVUPS    (SI), Y0
-	VMULPS     Y10, Y0, Y1
+	VMULPS     Y13, Y0, Y1
 	// round half away from zero: t = trunc(x); t += copysign(1, x) if |x - t| >= 0.5
 	VROUNDPS   $3, Y1, Y2
 	VSUBPS     Y2, Y1, Y3
@@ -438,5 +441,40 @@ q8loop:
 	VMAXPD       X2, X9, X9
 	VMOVSD       X9, emax+32(FP)
 	VMOVSD       X8, rsum+40(FP)
+	VZEROUPPER
+	RET
+
+// func errStatsAVX2(x, deq *float32, n int, sum float64) (emax, rsum float64, ok bool)
+// ErrStats.add over n elements (a multiple of 4): the largest
+// |float64(x) - float64(deq)| and sum plus their squares added in order;
+// ok is false when an error is NaN (Go's max then decides the bits).
+TEXT ·errStatsAVX2(SB), NOSPLIT, $0-49
+	MOVQ   x+0(FP), SI
+	MOVQ   deq+8(FP), DI
+	MOVQ   n+16(FP), CX
+	VMOVSD sum+24(FP), X8
+	VXORPD Y9, Y9, Y9
+	VXORPD Y10, Y10, Y10
+	SHRQ   $2, CX
+	JZ     esdone
+
+esloop:
+	VMOVUPS (SI), X0
+	VMOVUPS (DI), X1
+	Q8_ERR4(X0, X1)
+	ADDQ    $16, SI
+	ADDQ    $16, DI
+	DECQ    CX
+	JNZ     esloop
+
+esdone:
+	VEXTRACTF128 $1, Y9, X2
+	VMAXPD       X2, X9, X9
+	VPERMILPD    $1, X9, X2
+	VMAXPD       X2, X9, X9
+	VMOVSD       X9, emax+32(FP)
+	VMOVSD       X8, rsum+40(FP)
+	VPTEST       Y10, Y10
+	SETEQ        ok+48(FP)
 	VZEROUPPER
 	RET

@@ -312,13 +312,15 @@ func qKBlock(bits int, x []float32, y []byte, qe *ErrStats) {
 		}
 	}
 	if qe != nil {
+		var deq [256]float32
 		for j := 0; j < 8; j++ {
 			s, m := getScaleMinK4(j, sc)
 			dd, dm := float32(d*float32(s)), float32(dmin*float32(m))
 			for ii := 0; ii < 32; ii++ {
-				qe.add(x[32*j+ii], float32(dd*float32(L[32*j+ii]))-dm)
+				deq[32*j+ii] = float32(dd*float32(L[32*j+ii])) - dm
 			}
 		}
+		qe.addAll(x[:256], deq[:])
 	}
 	if bits == 4 {
 		q := y[16:]
@@ -400,12 +402,14 @@ func q6_KBlock(x []float32, y []byte, qe *ErrStats) {
 		}
 	}
 	if qe != nil {
+		var deq [256]float32
 		for j := 0; j < 16; j++ {
 			dd := float32(d * float32(int8(sc[j])))
 			for ii := 0; ii < 16; ii++ {
-				qe.add(x[16*j+ii], float32(dd*float32(int(L[16*j+ii])-32)))
+				deq[16*j+ii] = float32(dd * float32(int(L[16*j+ii])-32))
 			}
 		}
+		qe.addAll(x[:256], deq[:])
 	}
 	ql, qh := y[0:128], y[128:192]
 	for j := 0; j < 256; j += 128 {

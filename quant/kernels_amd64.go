@@ -60,3 +60,10 @@ func absMaxAVX2(x *float32, n int) (m float32, ok bool)
 //
 //go:noescape
 func q8_0AVX2(x *float32, y *byte, id, dq float32, sum float64) (emax, rsum float64)
+
+// errStatsAVX2 is ErrStats.add over x[:n] and deq[:n], n a multiple of 4,
+// from the sum of squares sum: the largest error, the new sum, and whether
+// no error was NaN.
+//
+//go:noescape
+func errStatsAVX2(x, deq *float32, n int, sum float64) (emax, rsum float64, ok bool)

@@ -44,3 +44,7 @@ func absMaxAVX2(x *float32, n int) (float32, bool) {
 func q8_0AVX2(x *float32, y *byte, id, dq float32, sum float64) (float64, float64) {
 	panic("quant: no AVX2 kernels on this architecture")
 }
+
+func errStatsAVX2(x, deq *float32, n int, sum float64) (float64, float64, bool) {
+	panic("quant: no AVX2 kernels on this architecture")
+}
