@@ -183,7 +183,8 @@ func mlxScaleBias(group []float32, nBins float32, rounding MLXRounding) (float32
 }
 
 // packCodes writes codes as a little-endian bit stream: element j of the row
-// takes bits [j*bits, j*bits+bits).
+// takes bits [j*bits, j*bits+bits). The row's bits from first*bits on must
+// be zero (rows are packed group after group into zeroed bytes).
 func packCodes(row []byte, first int, codes []uint8, bits int) {
 	if bits < 8 && first*bits%8 == 0 {
 		// Eight codes (a little-endian word of bytes) fill bits whole
@@ -200,7 +201,7 @@ func packCodes(row []byte, first int, codes []uint8, bits int) {
 			x = x&l1 | x>>(8-b)&(l1<<b)
 			x = x&l2 | x>>(16-2*b)&(l2<<(2*b))
 			x = x&l3 | x>>(32-4*b)&(l3<<(4*b))
-			binary.LittleEndian.PutUint64(out, binary.LittleEndian.Uint64(out)|x)
+			binary.LittleEndian.PutUint64(out, x) // its bytes past bits are zero, as the row is
 			out = out[bits:]
 		}
 		first, codes = first+i, codes[i:]
