@@ -7,12 +7,7 @@
 #include "textflag.h"
 #include "go_asm.h"
 
-#define CONST8(name, v) \
-	DATA name<>+0x00(SB)/8, $v; \
-	DATA name<>+0x08(SB)/8, $v; \
-	DATA name<>+0x10(SB)/8, $v; \
-	DATA name<>+0x18(SB)/8, $v; \
-	GLOBL name<>(SB), RODATA|NOPTR, $32
+#include "consts_amd64.h"
 
 CONST8(kqMagic, 0x4b4000004b400000) // 12582912 = 1.5*2^23
 CONST8(kqMant, 0x007fffff007fffff)
@@ -33,6 +28,44 @@ CONST8(kqEps, 0x26901d7d26901d7d)   // float32(1e-15) (groupMaxEps)
 	ADDQ $32, DX; \
 	CMPQ DX, $(32*n); \
 	JLT  label
+
+// One element row of a makeQKX2Quants candidate: Y0 = x, the codes
+// clamp(nearestInt(iscale*(x-mn)), 0, nmax) (iscale Y12, mn Y1) into dst
+// and, as floats, Y5.
+#define QKX2_CODE(dst) \
+	VMOVUPS   kqArgs_x(AX)(DX*1), Y0; \
+	VSUBPS    Y1, Y0, Y5; \
+	VMULPS    Y5, Y12, Y5; \
+	NEAREST(Y5); \
+	VPMAXSD   Y11, Y5, Y5; \
+	VPMINSD   kqArgs_nmax(AX), Y5, Y5; \
+	VMOVDQU   Y5, dst(AX)(DX*1); \
+	VCVTDQ2PS Y5, Y5
+
+// Codes l of the lanes in mask from laux (n rows).
+#define TAKE_CODES(mask, n, label) \
+	XORQ      DX, DX; \
+label: \
+	VMOVUPS   kqArgs_l(AX)(DX*1), Y6; \
+	VBLENDVPS mask, kqArgs_laux(AX)(DX*1), Y6, Y6; \
+	VMOVUPS   Y6, kqArgs_l(AX)(DX*1); \
+	ROWS(label, n)
+
+// Codes 0 (and scale 0) for the lanes in kqArgs.flat (n rows).
+#define ZERO_FLAT(n, label, done) \
+	VMOVUPS   kqArgs_flat(AX), Y8; \
+	VMOVUPS   kqArgs_scale(AX), Y5; \
+	VANDNPS   Y5, Y8, Y5; \
+	VMOVUPS   Y5, kqArgs_scale(AX); \
+	VMOVMSKPS Y8, BX; \
+	TESTL     BX, BX; \
+	JZ        done; \
+	XORQ      DX, DX; \
+label: \
+	VMOVUPS kqArgs_l(AX)(DX*1), Y5; \
+	VANDNPS Y5, Y8, Y5; \
+	VMOVUPS Y5, kqArgs_l(AX)(DX*1); \
+	ROWS(label, n)
 
 // func qkx2AVX2(a *kqArgs, steps int)
 TEXT ·qkx2AVX2(SB), NOSPLIT, $0-16
@@ -101,14 +134,7 @@ q2mm:
 	XORQ      DX, DX
 
 q2e0:
-	VMOVUPS   kqArgs_x(AX)(DX*1), Y0
-	VSUBPS    Y1, Y0, Y5
-	VMULPS    Y5, Y12, Y5
-	NEAREST(Y5)
-	VPMAXSD   Y11, Y5, Y5
-	VPMINSD   kqArgs_nmax(AX), Y5, Y5
-	VMOVDQU   Y5, kqArgs_l(AX)(DX*1)
-	VCVTDQ2PS Y5, Y5
+	QKX2_CODE(kqArgs_l)
 	VMULPS    Y5, Y6, Y5
 	VADDPS    Y1, Y5, Y5
 	VSUBPS    Y0, Y5, Y5
@@ -131,14 +157,7 @@ q2step:
 	XORQ         DX, DX
 
 q2sum:
-	VMOVUPS   kqArgs_x(AX)(DX*1), Y0
-	VSUBPS    Y1, Y0, Y5
-	VMULPS    Y5, Y12, Y5
-	NEAREST(Y5)
-	VPMAXSD   Y11, Y5, Y5
-	VPMINSD   kqArgs_nmax(AX), Y5, Y5
-	VMOVDQU   Y5, kqArgs_laux(AX)(DX*1)
-	VCVTDQ2PS Y5, Y5
+	QKX2_CODE(kqArgs_laux)
 	VMULPS    kqArgs_w(AX)(DX*1), Y5, Y6
 	VADDPS    Y6, Y13, Y13
 	VMULPS    Y5, Y6, Y7
@@ -194,13 +213,7 @@ q2cur:
 	VMOVUPS   kqArgs_mn(AX), Y5
 	VBLENDVPS Y8, Y7, Y5, Y5
 	VMOVUPS   Y5, kqArgs_mn(AX)
-	XORQ      DX, DX
-
-q2take:
-	VMOVUPS   kqArgs_l(AX)(DX*1), Y5
-	VBLENDVPS Y8, kqArgs_laux(AX)(DX*1), Y5, Y5
-	VMOVUPS   Y5, kqArgs_l(AX)(DX*1)
-	ROWS(q2take, 32)
+	TAKE_CODES(Y8, 32, q2take)
 
 q2next:
 	INCQ R9
@@ -215,23 +228,36 @@ q2next:
 	VMOVUPS   kqArgs_flat(AX), Y8
 	VBLENDVPS Y8, kqArgs_min(AX), Y1, Y1
 	VMOVUPS   Y1, kqArgs_min(AX)
-	VMOVUPS   kqArgs_scale(AX), Y5
-	VANDNPS   Y5, Y8, Y5
-	VMOVUPS   Y5, kqArgs_scale(AX)
-	VMOVMSKPS Y8, BX
-	TESTL     BX, BX
-	JZ        q2done
-	XORQ      DX, DX
-
-q2flat:
-	VMOVUPS kqArgs_l(AX)(DX*1), Y5
-	VANDNPS Y5, Y8, Y5
-	VMOVUPS Y5, kqArgs_l(AX)(DX*1)
-	ROWS(q2flat, 32)
+	ZERO_FLAT(32, q2flat, q2done)
 
 q2done:
 	VZEROUPPER
 	RET
+
+// One candidate of makeQXQuants for iscale Y12: codes clamp(nearestInt(
+// iscale*x), -nmax, nmax-1) + nmax into dst, Y13 = sum of (w*x)*l, Y14 =
+// sum of (w*l)*l, w = x*x, element by element.
+#define QX_SUMS(dst, label) \
+	VXORPS    Y13, Y13, Y13; \
+	VXORPS    Y14, Y14, Y14; \
+	XORQ      DX, DX; \
+label: \
+	VMOVUPS   kqArgs_x(AX)(DX*1), Y0; \
+	VMULPS    Y0, Y12, Y5; \
+	NEAREST(Y5); \
+	VPMAXSD   Y10, Y5, Y5; \
+	VPMINSD   Y11, Y5, Y5; \
+	VPADDD    Y9, Y5, Y6; \
+	VMOVDQU   Y6, dst(AX)(DX*1); \
+	VCVTDQ2PS Y5, Y5; \
+	VMULPS    Y0, Y0, Y6; \
+	VMULPS    Y0, Y6, Y7; \
+	VMULPS    Y5, Y7, Y7; \
+	VADDPS    Y7, Y13, Y13; \
+	VMULPS    Y5, Y6, Y7; \
+	VMULPS    Y5, Y7, Y7; \
+	VADDPS    Y7, Y14, Y14; \
+	ROWS(label, 16)
 
 // func qxAVX2(a *kqArgs)
 TEXT ·qxAVX2(SB), NOSPLIT, $0-8
@@ -264,27 +290,7 @@ qxmax:
 	// the first candidate, iscale = -nmax/mx
 	VBROADCASTSS kqArgs_num(AX), Y12
 	VDIVPS       Y2, Y12, Y12
-	VXORPS       Y13, Y13, Y13 // sum w*x*l
-	VXORPS       Y14, Y14, Y14 // sum w*l*l
-	XORQ         DX, DX
-
-qx0:
-	VMOVUPS   kqArgs_x(AX)(DX*1), Y0
-	VMULPS    Y0, Y12, Y5
-	NEAREST(Y5)
-	VPMAXSD   Y10, Y5, Y5
-	VPMINSD   Y11, Y5, Y5
-	VPADDD    Y9, Y5, Y6
-	VMOVDQU   Y6, kqArgs_l(AX)(DX*1)
-	VCVTDQ2PS Y5, Y5
-	VMULPS    Y0, Y0, Y6 // w = x*x
-	VMULPS    Y0, Y6, Y7
-	VMULPS    Y5, Y7, Y7
-	VADDPS    Y7, Y13, Y13
-	VMULPS    Y5, Y6, Y7
-	VMULPS    Y5, Y7, Y7
-	VADDPS    Y7, Y14, Y14
-	ROWS(qx0, 16)
+	QX_SUMS(kqArgs_l, qx0)
 	VDIVPS    Y14, Y13, Y3
 	VXORPS    Y8, Y8, Y8
 	VCMPPS    $4, Y8, Y14, Y4 // sum w*l*l != 0
@@ -295,27 +301,7 @@ qx0:
 qxstep:
 	VBROADCASTSS kqArgs_num(AX)(R9*4), Y12
 	VDIVPS       Y2, Y12, Y12
-	VXORPS       Y13, Y13, Y13
-	VXORPS       Y14, Y14, Y14
-	XORQ         DX, DX
-
-qxsum:
-	VMOVUPS   kqArgs_x(AX)(DX*1), Y0
-	VMULPS    Y0, Y12, Y5
-	NEAREST(Y5)
-	VPMAXSD   Y10, Y5, Y5
-	VPMINSD   Y11, Y5, Y5
-	VPADDD    Y9, Y5, Y6
-	VMOVDQU   Y6, kqArgs_laux(AX)(DX*1)
-	VCVTDQ2PS Y5, Y5
-	VMULPS    Y0, Y0, Y6
-	VMULPS    Y0, Y6, Y7
-	VMULPS    Y5, Y7, Y7
-	VADDPS    Y7, Y13, Y13
-	VMULPS    Y5, Y6, Y7
-	VMULPS    Y5, Y7, Y7
-	VADDPS    Y7, Y14, Y14
-	ROWS(qxsum, 16)
+	QX_SUMS(kqArgs_laux, qxsum)
 	VXORPS    Y8, Y8, Y8
 	VCMPPS    $0x1e, Y8, Y14, Y5 // sum w*l*l > 0
 	VMULPS    Y13, Y13, Y6
@@ -329,32 +315,15 @@ qxsum:
 	VBLENDVPS Y5, Y6, Y3, Y3
 	VMULPS    Y13, Y3, Y6
 	VBLENDVPS Y5, Y6, Y4, Y4
-	XORQ      DX, DX
-
-qxtake:
-	VMOVUPS   kqArgs_l(AX)(DX*1), Y6
-	VBLENDVPS Y5, kqArgs_laux(AX)(DX*1), Y6, Y6
-	VMOVUPS   Y6, kqArgs_l(AX)(DX*1)
-	ROWS(qxtake, 16)
+	TAKE_CODES(Y5, 16, qxtake)
 
 qxnext:
 	INCQ R9
 	CMPQ R9, $19
 	JLT  qxstep
 
-	VMOVUPS   kqArgs_flat(AX), Y5
-	VANDNPS   Y3, Y5, Y3
 	VMOVUPS   Y3, kqArgs_scale(AX)
-	VMOVMSKPS Y5, BX
-	TESTL     BX, BX
-	JZ        qxdone
-	XORQ      DX, DX
-
-qxflat:
-	VMOVUPS kqArgs_l(AX)(DX*1), Y6
-	VANDNPS Y6, Y5, Y6
-	VMOVUPS Y6, kqArgs_l(AX)(DX*1)
-	ROWS(qxflat, 16)
+	ZERO_FLAT(16, qxflat, qxdone)
 
 qxdone:
 	VZEROUPPER
@@ -390,6 +359,15 @@ GLOBL kqAbs64<>(SB), RODATA|NOPTR, $32
 	VORPD     Y3, Y10, Y10; \
 	VMULPD    Y2, Y2, Y2; \
 	SUM_LANES
+
+// The largest of the maxima Y9 to emax, the sum X8 to rsum.
+#define STORE_STATS \
+	VEXTRACTF128 $1, Y9, X2; \
+	VMAXPD       X2, X9, X9; \
+	VPERMILPD    $1, X9, X2; \
+	VMAXPD       X2, X9, X9; \
+	VMOVSD       X9, emax+32(FP); \
+	VMOVSD       X8, rsum+40(FP)
 
 // func q8_0AVX2(x *float32, y *byte, id, dq float32, sum float64) (emax, rsum float64)
 // quantize_row_q8_0_ref's codes for one block of 32 given its inverse scale
@@ -435,12 +413,7 @@ q8loop:
 	DECQ         CX
 	JNZ          q8loop
 
-	VEXTRACTF128 $1, Y9, X2
-	VMAXPD       X2, X9, X9
-	VPERMILPD    $1, X9, X2
-	VMAXPD       X2, X9, X9
-	VMOVSD       X9, emax+32(FP)
-	VMOVSD       X8, rsum+40(FP)
+	STORE_STATS
 	VZEROUPPER
 	RET
 
@@ -468,12 +441,7 @@ esloop:
 	JNZ     esloop
 
 esdone:
-	VEXTRACTF128 $1, Y9, X2
-	VMAXPD       X2, X9, X9
-	VPERMILPD    $1, X9, X2
-	VMAXPD       X2, X9, X9
-	VMOVSD       X9, emax+32(FP)
-	VMOVSD       X8, rsum+40(FP)
+	STORE_STATS
 	VPTEST       Y10, Y10
 	SETEQ        ok+48(FP)
 	VZEROUPPER

@@ -6,20 +6,7 @@
 
 #include "textflag.h"
 #include "go_asm.h"
-
-#define CONST8(name, v) \
-	DATA name<>+0x00(SB)/8, $v; \
-	DATA name<>+0x08(SB)/8, $v; \
-	DATA name<>+0x10(SB)/8, $v; \
-	DATA name<>+0x18(SB)/8, $v; \
-	GLOBL name<>(SB), RODATA|NOPTR, $32
-
-#define CONST32(name, a, b, c, d) \
-	DATA name<>+0x00(SB)/8, $a; \
-	DATA name<>+0x08(SB)/8, $b; \
-	DATA name<>+0x10(SB)/8, $c; \
-	DATA name<>+0x18(SB)/8, $d; \
-	GLOBL name<>(SB), RODATA|NOPTR, $32
+#include "consts_amd64.h"
 
 DATA half<>+0x00(SB)/8, $0x3f0000003f000000
 DATA half<>+0x08(SB)/8, $0x3f0000003f000000
@@ -350,6 +337,11 @@ CONST8(bf16Round, 0x00007fff00007fff)
 CONST8(bf16Quiet, 0x0040000000400000)
 CONST8(bf16High, 0xffff0000ffff0000)
 
+// m (Y5) += 1 when a (Y2) passes threshold t under predicate pred.
+#define FP4_STEP(pred, t) \
+	VCMPPS pred, t<>(SB), Y2, Y4; \
+	VPSUBD Y4, Y5, Y5
+
 // func mlxfpKernelAVX2(x *float32, n int, dst *byte, a *fpArgs, e *groupErr, table *float32)
 // One microscaling group's codes and error (QuantizeMLXFP's element loop),
 // n a multiple of 8: y = v/sv rounded to the dtype (cpu) or v*inv (gpu);
@@ -433,20 +425,13 @@ fp4:
 	VPXOR   Y5, Y5, Y5  // m: how many thresholds a passes
 	TESTL   $const_fpCPU, DX
 	JZ      fp4metal
-	VCMPPS  $0x1e, fpT025<>(SB), Y2, Y4
-	VPSUBD  Y4, Y5, Y5
-	VCMPPS  $0x1e, fpT075<>(SB), Y2, Y4
-	VPSUBD  Y4, Y5, Y5
-	VCMPPS  $0x1e, fpT125<>(SB), Y2, Y4
-	VPSUBD  Y4, Y5, Y5
-	VCMPPS  $0x1e, fpT175<>(SB), Y2, Y4
-	VPSUBD  Y4, Y5, Y5
-	VCMPPS  $0x1e, fpT25<>(SB), Y2, Y4
-	VPSUBD  Y4, Y5, Y5
-	VCMPPS  $0x1e, fpT35<>(SB), Y2, Y4
-	VPSUBD  Y4, Y5, Y5
-	VCMPPS  $0x1e, fpT5<>(SB), Y2, Y4
-	VPSUBD  Y4, Y5, Y5
+	FP4_STEP($0x1e, fpT025)
+	FP4_STEP($0x1e, fpT075)
+	FP4_STEP($0x1e, fpT125)
+	FP4_STEP($0x1e, fpT175)
+	FP4_STEP($0x1e, fpT25)
+	FP4_STEP($0x1e, fpT35)
+	FP4_STEP($0x1e, fpT5)
 	VCMPPS  $0x11, Y10, Y1, Y4 // y < 0
 	VPCMPEQD Y10, Y5, Y6      // m == 0
 	VPANDN  Y4, Y6, Y4
@@ -455,20 +440,13 @@ fp4:
 	JMP     fp4value
 
 fp4metal:
-	VCMPPS  $0x1e, fpT025<>(SB), Y2, Y4
-	VPSUBD  Y4, Y5, Y5
-	VCMPPS  $0x1d, fpT075<>(SB), Y2, Y4
-	VPSUBD  Y4, Y5, Y5
-	VCMPPS  $0x1e, fpT125<>(SB), Y2, Y4
-	VPSUBD  Y4, Y5, Y5
-	VCMPPS  $0x1d, fpT175<>(SB), Y2, Y4
-	VPSUBD  Y4, Y5, Y5
-	VCMPPS  $0x1e, fpT25<>(SB), Y2, Y4
-	VPSUBD  Y4, Y5, Y5
-	VCMPPS  $0x1d, fpT35<>(SB), Y2, Y4
-	VPSUBD  Y4, Y5, Y5
-	VCMPPS  $0x1e, fpT5<>(SB), Y2, Y4
-	VPSUBD  Y4, Y5, Y5
+	FP4_STEP($0x1e, fpT025)
+	FP4_STEP($0x1d, fpT075)
+	FP4_STEP($0x1e, fpT125)
+	FP4_STEP($0x1d, fpT175)
+	FP4_STEP($0x1e, fpT25)
+	FP4_STEP($0x1d, fpT35)
+	FP4_STEP($0x1e, fpT5)
 	VPSRLD  $31, Y1, Y4
 	VPSLLD  $3, Y4, Y4
 	VPOR    Y4, Y5, Y2
