@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/mtpconv/mtpconv/convert/source"
@@ -41,7 +42,8 @@ type Request struct {
 	OnFile   func(rec FileRecord)
 	Progress func(n int64)
 
-	keep []string // set by exportInto: the only files planned
+	keep    []string // set by exportInto: the only files planned, and the only files of the folder that are ours
+	shownAs string   // set by exportInto: the destination as messages name it ("--into DIR"), not the staging folder
 }
 
 // Fetcher is a remote source that can fetch byte ranges ahead of the run.
@@ -193,6 +195,9 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 			man.Source.BytesFetched = r.Fetcher.BytesFetched()
 			oc.BytesFetched, oc.SourceTotal = r.Fetcher.BytesFetched(), r.Fetcher.TotalBytes()
 		}
+		if r.keep != nil {
+			man.Into = &manifests.Into{OwnedFiles: append(slices.Clone(r.keep), manifests.FileName)}
+		}
 		if r.Timestamp {
 			man.CreatedAt = time.Now().UTC().Format(time.RFC3339)
 		}
@@ -219,7 +224,11 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	})
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("interrupted; nothing was written to %s: %w", r.Out, ctx.Err())
+			dest := r.Out
+			if r.shownAs != "" {
+				dest = r.shownAs
+			}
+			return nil, fmt.Errorf("interrupted; nothing was written to %s: %w", dest, ctx.Err())
 		}
 		return nil, err
 	}

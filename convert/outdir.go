@@ -74,7 +74,8 @@ func checkOutSource(out, srcDir string) error {
 // checkOutTarget refuses an existing --out that is not a folder, or, unless
 // force, any existing --out; with force it accepts only an earlier mtpconv
 // output (a folder holding our manifest), so --force never deletes anything
-// else.
+// else. A folder mtpconv only added its files into (--into) is refused
+// with or without force: all but those files belong to another export.
 func checkOutTarget(out string, force bool) error {
 	fi, err := os.Stat(out)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -86,27 +87,54 @@ func checkOutTarget(out string, force bool) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("--out %s is an existing file, not a folder; refusing to replace it", out)
 	}
+	kind, _ := folderOwner(out)
+	if kind == ownerInto {
+		return fmt.Errorf("--out %s is a folder mtpconv added its head into (export --into); the rest of it belongs to another export, which --out would delete. To replace the head, run the export with --into %s --force", out, out)
+	}
 	if !force {
 		return fmt.Errorf("%s already exists; pass --force to replace it", out)
 	}
-	if !isMTPConvOutput(out) {
+	if kind != ownerExport {
 		return fmt.Errorf("--out %s exists and is not an mtpconv output (it has no %s); --force only replaces an earlier export, remove the folder yourself if you mean it", out, manifests.FileName)
 	}
 	return nil
 }
 
-// isMTPConvOutput reports whether dir holds a manifest written by mtpconv.
-func isMTPConvOutput(dir string) bool {
-	b, err := os.ReadFile(filepath.Join(dir, manifests.FileName))
+// owner is whose a folder is, as its manifest says.
+type owner int
+
+const (
+	ownerNone    owner = iota // no manifest
+	ownerForeign              // a manifest mtpconv did not write (or cannot read)
+	ownerExport               // an mtpconv output: every file of it is ours
+	ownerInto                 // a folder mtpconv added into: only the recorded files are ours
+)
+
+// folderOwner reads dir's manifest, leniently (any schema version), and
+// returns, for a folder added into, what it records.
+func folderOwner(dir string) (owner, *manifests.Into) {
+	b, err := manifests.ReadRegularFile(filepath.Join(dir, manifests.FileName))
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, lerr := os.Lstat(filepath.Join(dir, manifests.FileName)); errors.Is(lerr, fs.ErrNotExist) {
+			return ownerNone, nil
+		}
+	}
 	if err != nil {
-		return false
+		return ownerForeign, nil
 	}
 	var m struct {
 		Tool struct {
 			Name string `json:"name"`
 		} `json:"tool"`
+		Into *manifests.Into `json:"into"`
 	}
-	return json.Unmarshal(b, &m) == nil && m.Tool.Name == "mtpconv"
+	switch {
+	case json.Unmarshal(b, &m) != nil || m.Tool.Name != "mtpconv":
+		return ownerForeign, nil
+	case m.Into != nil:
+		return ownerInto, m.Into
+	}
+	return ownerExport, nil
 }
 
 type relation int
@@ -212,7 +240,7 @@ func (w *partialDir) write(fn func(dir string) error) error {
 		return err
 	}
 	w.dir = filepath.Join(parent, "."+filepath.Base(clean)+".partial")
-	prev, _ := os.ReadFile(filepath.Join(w.dir, planMarker))
+	prev, _ := manifests.ReadRegularFile(filepath.Join(w.dir, planMarker))
 	if !w.resume || string(prev) != w.planHash {
 		if err := os.RemoveAll(w.dir); err != nil {
 			return err
@@ -275,7 +303,7 @@ func (w *partialDir) reuse(file string) (FileRecord, bool) {
 		return rec, false
 	}
 	recPath := filepath.Join(w.dir, doneDir, file+".json")
-	b, err := os.ReadFile(recPath)
+	b, err := manifests.ReadRegularFile(recPath)
 	if err != nil || json.Unmarshal(b, &rec) != nil {
 		return rec, false
 	}

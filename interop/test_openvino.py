@@ -271,10 +271,10 @@ def test_golden_nncf_vectors_are_current(tmp_path):
         assert a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]), k
 
 
-def test_readme_draft_step_runs(mtpconv, fixture_dirs, tmp_path_factory):
-    """The README's Python example drives the two IRs for one draft step."""
-    text = (ROOT / "README.md").read_text()
-    block = text.split("#### One draft step in Python", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+def test_documented_draft_step_runs(mtpconv, fixture_dirs, tmp_path_factory):
+    """The documented Python example drives the two IRs for one draft step."""
+    text = (ROOT / "docs" / "openvino.md").read_text()
+    block = text.split("### One draft step in Python", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     out = ir(mtpconv, fixture_dirs, tmp_path_factory, "a", "int4-g64")
     emb, _ = embedding(fixture_dirs["a"])
     rng = np.random.default_rng(3)

@@ -19,6 +19,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/mtpconv/mtpconv/convert/rows"
 	"github.com/mtpconv/mtpconv/quant"
@@ -52,6 +53,23 @@ type Manifest struct {
 	Tensors   []Tensor          `json:"tensors"`
 	Files     []File            `json:"files"`
 	BytesRead int64             `json:"source_bytes_read"`
+	// Into is set when the files were added into a folder another tool
+	// wrote (export --into): the folder is not an mtpconv output.
+	Into *Into `json:"into,omitempty"`
+}
+
+// Into records an export added into a folder mtpconv does not own.
+type Into struct {
+	// OwnedFiles are the only files of the folder mtpconv wrote and may
+	// replace or delete, this manifest included.
+	OwnedFiles []string `json:"owned_files"`
+}
+
+// Owns reports whether the folder's file name is one mtpconv wrote. In an
+// export's own folder every file is; in a folder added into, only the
+// recorded ones.
+func (m *Manifest) Owns(name string) bool {
+	return m.Into == nil || slices.Contains(m.Into.OwnedFiles, name)
 }
 
 // Tool names the producer.
@@ -276,16 +294,14 @@ type notFound string
 func (e notFound) Error() string        { return string(e) }
 func (e notFound) Is(target error) bool { return target == fs.ErrNotExist }
 
-// ReadRegularFile reads a whole local file, refusing anything but a regular
-// file (a FIFO would block the read forever, a device never end it).
-func ReadRegularFile(path string) ([]byte, error) {
-	f, _, err := st.OpenRegular(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(f)
-}
+// MaxFileSize bounds what is read of a manifest, a report or a record of
+// an interrupted run: far above what any export writes, and a file planted
+// in the folder cannot make a read take gigabytes.
+const MaxFileSize = 64 << 20
+
+// ReadRegularFile reads a whole manifest, report or record (see
+// st.ReadRegularFile: a regular file of at most MaxFileSize bytes).
+func ReadRegularFile(path string) ([]byte, error) { return st.ReadRegularFile(path, MaxFileSize) }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 

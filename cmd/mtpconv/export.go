@@ -153,8 +153,12 @@ func runExport(c *cli.Context) error {
 	case req.Out == "" && req.Into == "" && !req.DryRun:
 		return usagef("--out (or --into) is required")
 	}
-	if !req.DryRun && req.Into == "" && strings.HasPrefix(c.String("src"), "hf://") {
-		// No local source folder: refuse early, before reading over the network.
+	// Refused early, before the source is read (over the network for hf://).
+	if req.Into != "" {
+		if err := convert.CheckIntoFolder(req.Into); err != nil {
+			return err
+		}
+	} else if !req.DryRun && strings.HasPrefix(c.String("src"), "hf://") {
 		if err := convert.CheckOut(req.Out, req.Force); err != nil {
 			return err
 		}

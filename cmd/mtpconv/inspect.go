@@ -165,7 +165,7 @@ func inspectGGUF(c *cli.Context, path string) (bool, error) {
 	if err != nil || fi.IsDir() || !strings.HasSuffix(strings.ToLower(path), ".gguf") {
 		return false, nil
 	}
-	f, size, err := gguf.Open(path)
+	f, size, err := gguf.OpenContext(c.Context, path)
 	if err != nil {
 		return true, err
 	}

@@ -173,3 +173,72 @@ func diffTrees(a, b map[string]string) string {
 	}
 	return strings.Join(d, ", ")
 }
+
+// intoFixture adds the Qwen3.6 head into a fake optimum export that has a
+// README.md of its own, and returns the source and the folder.
+func intoFixture(t *testing.T) (string, string) {
+	t.Helper()
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := fakeOptimumExport(t, cfg)
+	if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte("---\nlicense: apache-2.0\n---\nthe export's own card\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "openvino", "--into", dir, "--quiet"); code != 0 {
+		t.Fatalf("--into: exit %d: %s", code, stderr)
+	}
+	return src, dir
+}
+
+// The manifest --into writes records the folder as added into and names
+// exactly the files that are ours; --out (with or without --force or
+// --resume, any target) refuses such a folder, naming --into, and nothing
+// of it changes.
+func TestIntoFolderIsNeverReplacedByOut(t *testing.T) {
+	src, dir := intoFixture(t)
+	var m struct {
+		Into *struct {
+			OwnedFiles []string `json:"owned_files"`
+		} `json:"into"`
+	}
+	raw, _ := os.ReadFile(filepath.Join(dir, manifests.FileName))
+	if err := json.Unmarshal(raw, &m); err != nil || m.Into == nil || strings.Join(m.Into.OwnedFiles, ",") != "openvino_mtp_model.bin,openvino_mtp_model.xml,"+manifests.FileName {
+		t.Errorf("manifest records %+v (%v)", m.Into, err)
+	}
+	snap := tree(t, dir)
+	for _, target := range []string{"openvino", "mlx", "gguf"} {
+		for _, extra := range [][]string{{"--force"}, nil, {"--resume"}, {"--force", "--resume"}} {
+			args := append([]string{"export", "--src", src, "--target", target, "--out", dir, "--quiet"}, extra...)
+			code, _, stderr := runCLI(t, args...)
+			if code == 0 || !strings.Contains(stderr, "--into") || strings.Contains(stderr, "pass --force") {
+				t.Errorf("--target %s %v: exit %d: %s", target, extra, code, stderr)
+			}
+			if d := diffTrees(snap, tree(t, dir)); d != "" {
+				t.Fatalf("--target %s %v changed %s", target, extra, d)
+			}
+		}
+	}
+}
+
+// card and verify --save write nothing into a folder the head was added
+// into: its README.md is the export's own.
+func TestIntoFolderGetsNoCard(t *testing.T) {
+	_, dir := intoFixture(t)
+	snap := tree(t, dir)
+	code, _, stderr := runCLI(t, "card", dir)
+	if code != exitFailure || !strings.Contains(stderr, "--into") || !strings.Contains(stderr, "no card written") {
+		t.Errorf("card: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "verify", "--save", dir); code != exitFailure || !strings.Contains(stderr, "without --save") {
+		t.Errorf("verify --save: exit %d: %s", code, stderr)
+	}
+	if d := diffTrees(snap, tree(t, dir)); d != "" {
+		t.Errorf("changed %s", d)
+	}
+	if code, _, stderr := runCLI(t, "verify", dir); code != 0 {
+		t.Errorf("verify: exit %d: %s", code, stderr)
+	}
+}

@@ -33,6 +33,12 @@ func verifyCommand() *cli.Command {
 				return usagef("verify takes one OUT folder, got %d arguments", c.NArg())
 			}
 			dir := c.Args().First()
+			if c.Bool("save") {
+				// Before the work: the report is for the card, which an --into folder does not get.
+				if m, err := manifests.Load(dir); err == nil && m.Into != nil {
+					return fmt.Errorf("%s: %w; run verify without --save", dir, errIntoFolder(manifests.ReportFile+" (read only by the card)"))
+				}
+			}
 			delay := newTestDelay(c.App.ErrWriter)
 			var src *st.Checkpoint
 			if s := c.String("src"); s != "" {
@@ -125,10 +131,16 @@ func writeFileReplacing(path string, data []byte) error {
 	return err
 }
 
+// errIntoFolder says why mtpconv writes nothing but its own files into a
+// folder it added its head into.
+func errIntoFolder(file string) error {
+	return fmt.Errorf("mtpconv added its head into this folder (export --into) and owns only the files its %s records; it writes no %s there, the folder's own files belong to the export it was added to", manifests.FileName, file)
+}
+
 func cardCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "card",
-		Usage:     "write OUT/README.md, the model card, from the manifest (and a saved verify report)",
+		Usage:     "write OUT/README.md, the model card, from the manifest (and a saved verify report); not for a folder the head was added into (--into): its README.md is the export's own",
 		ArgsUsage: "OUT",
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
@@ -138,6 +150,9 @@ func cardCommand() *cli.Command {
 			m, err := manifests.Load(dir)
 			if err != nil {
 				return fmt.Errorf("%s: %w", dir, err)
+			}
+			if m.Into != nil {
+				return fmt.Errorf("%s: %w; no card written: the head is described by %s (check it with mtpconv verify)", dir, errIntoFolder(manifests.CardFile), manifests.FileName)
 			}
 			var report *manifests.Report
 			b, err := manifests.ReadRegularFile(filepath.Join(dir, manifests.ReportFile))

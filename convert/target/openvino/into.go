@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mtpconv/mtpconv/convert"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
 // The files of an optimum-intel OpenVINO export of a Qwen3.5/3.6 model
@@ -20,7 +21,8 @@ var _ convert.Intoer = target{}
 
 // CheckInto accepts an optimum-intel export of the same model: its
 // config.json agrees on the model type, hidden size, vocabulary, experts and
-// MTP depth. It returns the two files that go into it.
+// MTP depth. It returns the two files that go into it, the .bin before the
+// .xml that refers to it.
 func (target) CheckInto(dir string, m *convert.Model) ([]string, error) {
 	var missing []string
 	for _, f := range optimumFiles {
@@ -31,9 +33,9 @@ func (target) CheckInto(dir string, m *convert.Model) ([]string, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("--into %s is not an optimum-intel OpenVINO export of a Qwen3.5/3.6 model (image-text-to-text layout): %s missing", dir, strings.Join(missing, ", "))
 	}
-	raw, err := os.ReadFile(filepath.Join(dir, convert.ConfigFile))
+	raw, err := st.ReadRegularFile(filepath.Join(dir, convert.ConfigFile), convert.MaxConfigSize)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--into %s: %w", dir, err)
 	}
 	c, err := convert.ParseConfig(raw)
 	if err != nil {
@@ -57,5 +59,5 @@ func (target) CheckInto(dir string, m *convert.Model) ([]string, error) {
 			return nil, fmt.Errorf("--into %s is an export of another model: its %s says %s %v, the source %v", dir, convert.ConfigFile, k.key, k.into, k.src)
 		}
 	}
-	return []string{LayerXML, LayerBin}, nil
+	return []string{LayerBin, LayerXML}, nil
 }
