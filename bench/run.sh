@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark: builds mtpconv and the read-bound tool, generates (once, about
 # 10 GB) the real-size synthetic Qwen3.6 checkpoint, and runs bench.py, which
-# prints the table and writes bench/results/DATE.md. Needs the interop venv
+# prints the table and writes bench/results/DATE.md, and bench/graft.py (the
+# --graft row against cp, bench/results/DATE-gguf-graft.md). Needs the interop venv
 # (scripts/setup-interop.sh) for the reference quantizers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,4 +10,11 @@ mkdir -p bench/.bin
 go build -o bench/.bin/mtpconv ./cmd/mtpconv
 go build -o bench/.bin/readbound ./bench/readbound
 go run ./cmd/mkfixtures -out bench/.data qwen3.6-moe-full > /dev/null
-.venv/bin/python bench/bench.py
+# BENCH_ONLY=gguf-graft runs only the graft row (bench/graft.py); the graft
+# row runs when BENCH_ONLY is unset or names it.
+if [ "${BENCH_ONLY:-}" != gguf-graft ]; then
+  .venv/bin/python bench/bench.py
+fi
+case ",${BENCH_ONLY:-gguf-graft}," in
+  *,gguf-graft,*) python3 bench/graft.py ;;
+esac

@@ -109,14 +109,21 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 		if err := checkOutTarget(r.Out, r.Force); err != nil {
 			return nil, err
 		}
+		if g := r.Options.Graft; g != "" {
+			if err := checkOutKeeps(r.Out, g); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if IsHubID(r.BaseModel) {
 		m.BaseModel = r.BaseModel
 	}
+	opts := r.Options
+	opts.Force = r.Force
 	var plan *Plan
 	if ip, ok := t.(IntoPlanner); ok && r.intoDir != "" {
-		plan, err = ip.PlanInto(r.intoDir, m, r.Options)
-	} else if plan, err = t.Plan(m, r.Options); err == nil && r.keep != nil {
+		plan, err = ip.PlanInto(r.intoDir, m, opts)
+	} else if plan, err = t.Plan(m, opts); err == nil && r.keep != nil {
 		keepOnly(plan, r.keep)
 	}
 	if err != nil {

@@ -20,6 +20,38 @@ import (
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
+// WriteFolder writes an output folder that no checkpoint plan describes (a
+// sidecar split from a GGUF file) as exports write theirs: fn fills a
+// hidden sibling under the output's lock, renamed into place only when fn
+// succeeds. keep is a file the export reads, which the folder must not hold.
+func WriteFolder(ctx context.Context, out string, force bool, keep string, fn func(dir string) error) error {
+	if err := checkOutTarget(out, force); err != nil {
+		return err
+	}
+	if err := checkOutKeeps(out, keep); err != nil {
+		return err
+	}
+	w := &partialDir{out: out, force: force}
+	return w.write(ctx, fn)
+}
+
+// checkOutKeeps refuses an output folder that is, or holds, a file the
+// export reads (a trunk GGUF): replacing the folder would delete it.
+func checkOutKeeps(out, file string) error {
+	o, err := resolveExisting(out)
+	if err != nil {
+		return err
+	}
+	f, err := resolveExisting(file)
+	if err != nil {
+		return err
+	}
+	if r := pathRelation(o, f); r == relSame || r == relContains {
+		return fmt.Errorf("--out %s holds %s, which the export reads; choose another output folder", out, file)
+	}
+	return nil
+}
+
 // checkOutSource refuses an output folder that is the local source folder
 // srcDir, contains it, or lies inside it; and one that is, or contains, the
 // real folder of a file of srcDir that is a symlink (a Hugging Face cache

@@ -189,6 +189,17 @@ const (
 	FormatGGUF FileFormat = "gguf"
 )
 
+// GGUFCopy makes a GGUF tensor file hold another GGUF file's tensors, their
+// bytes copied unchanged, next to the planned ones: Order lists every tensor
+// of the file in file order, and those the plan does not hold come from
+// Source, whose size and header hash the plan was made from.
+type GGUFCopy struct {
+	Source       string   `json:"source"`
+	Size         int64    `json:"size"`
+	HeaderSHA256 string   `json:"header_sha256"`
+	Order        []string `json:"order"`
+}
+
 // Plan is a whole export, decided before any tensor byte is read.
 type Plan struct {
 	Target      string                `json:"target"`
@@ -198,6 +209,7 @@ type Plan struct {
 	Formats     map[string]FileFormat `json:"formats,omitempty"` // of tensor files not in safetensors
 	Metadata    map[string]string     `json:"metadata"`          // safetensors __metadata__
 	GGUF        []gguf.KV             `json:"gguf,omitempty"`    // GGUF files' metadata
+	GGUFCopies  map[string]*GGUFCopy  `json:"gguf_copies,omitempty"`
 	Files       []OutFile             `json:"files"`
 	Notes       []string              `json:"notes"` // what the user should know (printed by export)
 
@@ -318,6 +330,9 @@ type FileLayout struct {
 	Sizes   map[string]int64
 	Header  []byte // safetensors header; empty for a raw OpenVINO .bin
 	Size    int64  // bytes of tensor data and header
+	// Copies are byte ranges of CopySource copied into the file unchanged.
+	Copies     []gguf.Copy
+	CopySource string
 }
 
 // Layout places the entries of a tensor file: after a safetensors header, or
@@ -414,6 +429,9 @@ func (p *Plan) layoutGGUF(file string, lay *FileLayout) (*FileLayout, error) {
 		}
 		infos[i] = gguf.TensorInfo{Name: e.Name, Dims: dims, Type: gt}
 	}
+	if c := p.GGUFCopies[file]; c != nil {
+		return p.assembleGGUF(file, c, infos, lay)
+	}
 	offs, total := gguf.Place(sizes, gguf.DefaultAlignment)
 	for i := range infos {
 		infos[i].Offset = offs[i]
@@ -428,4 +446,56 @@ func (p *Plan) layoutGGUF(file string, lay *FileLayout) (*FileLayout, error) {
 	}
 	lay.Size = int64(len(hdr)) + total
 	return lay, nil
+}
+
+// assembleGGUF places a GGUF file that holds a source GGUF's tensors
+// (copied) and the planned ones, in the order the plan gives.
+func (p *Plan) assembleGGUF(file string, c *GGUFCopy, planned []gguf.TensorInfo, lay *FileLayout) (*FileLayout, error) {
+	src, err := OpenGGUFCopySource(c)
+	if err != nil {
+		return nil, err
+	}
+	ours := map[string]gguf.TensorInfo{}
+	for _, t := range planned {
+		ours[t.Name] = t
+	}
+	theirs := map[string]gguf.TensorInfo{}
+	for _, t := range src.Tensors {
+		theirs[t.Name] = t
+	}
+	parts := make([]gguf.Part, 0, len(c.Order))
+	for _, n := range c.Order {
+		if t, ok := ours[n]; ok {
+			parts = append(parts, gguf.Part{Info: t})
+		} else if t, ok := theirs[n]; ok {
+			parts = append(parts, gguf.Part{Info: t, Copied: true, From: t.Offset})
+		} else {
+			return nil, fmt.Errorf("%s: tensor %s is neither planned nor in %s", file, n, c.Source)
+		}
+	}
+	if len(parts) != len(c.Order) || len(ours) > len(c.Order) {
+		return nil, fmt.Errorf("%s: the tensor order does not list every planned tensor", file)
+	}
+	a, err := gguf.Assemble(p.GGUF, parts, src)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	lay.Header, lay.Size, lay.Copies, lay.CopySource = a.Header, a.Size, a.Copies, c.Source
+	for _, e := range lay.Entries {
+		lay.Offsets[e.Name], lay.Sizes[e.Name] = a.Offsets[e.Name], a.Sizes[e.Name]
+	}
+	return lay, nil
+}
+
+// OpenGGUFCopySource reads the header of a GGUF file the plan copies
+// tensors from, refusing it when it is not the file the plan was made from.
+func OpenGGUFCopySource(c *GGUFCopy) (*gguf.File, error) {
+	f, size, sum, err := gguf.OpenFingerprint(c.Source)
+	if err != nil {
+		return nil, err
+	}
+	if size != c.Size || sum != c.HeaderSHA256 {
+		return nil, fmt.Errorf("%s changed since the export was planned", c.Source)
+	}
+	return f, nil
 }

@@ -2,14 +2,17 @@ package convert
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash"
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"sync"
 	"sync/atomic"
 
+	"github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
 )
@@ -109,8 +112,31 @@ func Run(ctx context.Context, p *Plan, ck *st.Checkpoint, dir string, opt RunOpt
 		runs = append(runs, fr)
 		states = append(states, fr.states...)
 	}
-	if err := runChunks(ctx, ck, states, opt); err != nil {
+	// Ranges copied from another file (a grafted trunk) are copied by the
+	// kernel while the planned tensors are computed; the files' hashes follow both.
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	copied := make(chan error, 1)
+	go func() {
+		var err error
 		for _, r := range runs {
+			if err = r.copyIn(cctx); err != nil {
+				cancel()
+				break
+			}
+		}
+		copied <- err
+	}()
+	err := runChunks(cctx, ck, states, opt)
+	if err != nil {
+		cancel()
+	}
+	if cerr := <-copied; cerr != nil && (err == nil || ctx.Err() == nil && errors.Is(err, context.Canceled)) {
+		err = cerr
+	}
+	if err != nil {
+		for _, r := range runs {
+			r.fh.stop() // a file whose copy did not finish is never hashed whole
 			r.abandon()
 		}
 		return nil, explainNonFinite(ck, err)
@@ -169,6 +195,39 @@ type fileRun struct {
 	rec     FileRecord
 	err     error
 	done    chan struct{}
+	// copies are ranges of copySource copied into the file unchanged.
+	copies     []gguf.Copy
+	copySource string
+}
+
+// copyPiece is how much of a copied range one kernel call moves: the
+// file's hash follows piece by piece, and an interrupt is seen between them.
+const copyPiece = 256 << 20
+
+// copyIn copies the file's ranges of another file, by the kernel where it
+// can, marking each piece for the hasher as it lands.
+func (fr *fileRun) copyIn(ctx context.Context) error {
+	if len(fr.copies) == 0 {
+		return nil
+	}
+	src, err := os.Open(fr.copySource)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	for _, c := range fr.copies {
+		for off := int64(0); off < c.Len; off += copyPiece {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			p := gguf.Copy{Src: c.Src + off, Dst: c.Dst + off, Len: min(copyPiece, c.Len-off)}
+			if _, err := gguf.CopyRange(fr.f, src, p); err != nil {
+				return fmt.Errorf("%s: copying from %s: %w", fr.name, fr.copySource, err)
+			}
+			fr.fh.mark(p.Dst, p.Len)
+		}
+	}
+	return nil
 }
 
 // openFileRun creates the file with its header and size, starts its hasher
@@ -192,13 +251,23 @@ func openFileRun(ck *st.Checkpoint, p *Plan, dir, file string, chunkElems int64,
 	}
 	fr := &fileRun{name: file, f: f, fh: newFileHasher(f, lay.Size), size: lay.Size, notify: notify, done: make(chan struct{})}
 	fr.fh.mark(0, int64(len(lay.Header)))
-	// Alignment gaps hold their final zeros already.
-	prev := int64(len(lay.Header))
+	// Alignment gaps hold their final zeros already; the tensors written and
+	// the ranges copied are marked as they land.
+	filled := make([][2]int64, 0, len(lay.Entries)+len(lay.Copies))
 	for _, e := range lay.Entries {
-		fr.fh.mark(prev, lay.Offsets[e.Name]-prev)
-		prev = lay.Offsets[e.Name] + lay.Sizes[e.Name]
+		filled = append(filled, [2]int64{lay.Offsets[e.Name], lay.Offsets[e.Name] + lay.Sizes[e.Name]})
+	}
+	for _, c := range lay.Copies {
+		filled = append(filled, [2]int64{c.Dst, c.Dst + c.Len})
+	}
+	sort.Slice(filled, func(i, j int) bool { return filled[i][0] < filled[j][0] })
+	prev := int64(len(lay.Header))
+	for _, r := range filled {
+		fr.fh.mark(prev, r[0]-prev)
+		prev = max(prev, r[1])
 	}
 	fr.fh.mark(prev, lay.Size-prev)
+	fr.copies, fr.copySource = lay.Copies, lay.CopySource
 	// Tensors in plan order, each cut into row chunks.
 	seen := map[*OutTensor]bool{}
 	for _, t := range lay.Owners {

@@ -52,7 +52,11 @@ type Options struct {
 	QMode          string
 	QuantPredicate string
 	GGUFType       string
-	Set            map[string]bool
+	// Graft is a trunk GGUF the gguf target writes the head into (one
+	// bundled file); Force lets it replace a head the trunk already holds.
+	Graft string
+	Force bool
+	Set   map[string]bool
 }
 
 // Option names, as the CLI flags spell them.
@@ -71,6 +75,7 @@ const (
 	OptQMode           = "q-mode"
 	OptQuantPredicate  = "quant-predicate"
 	OptGGUFType        = "gguf-type"
+	OptGraft           = "graft"
 )
 
 // Provenance is what an export records about itself inside its files.

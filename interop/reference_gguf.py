@@ -7,7 +7,7 @@ torch, which lives only in a separate, pinned environment:
     "$VENV/bin/pip" install torch==2.11.0 numpy==2.4.6 sentencepiece==0.2.3 \
         transformers==5.24.0 'protobuf<5' safetensors==0.8.0 jinja2
     go run ./cmd/mkfixtures qwen3.6-moe-tiny qwen3.5-moe-tiny qwen3-next-tiny qwen3.6-dense-tiny \
-        glm4.5-moe-tiny glm4.7-flash-tiny
+        qwen3.6-moe-genai qwen3.6-dense-genai glm4.5-moe-tiny glm4.7-flash-tiny
     "$VENV/bin/python" interop/reference_gguf.py LLAMA_CPP_DIR [FIXTURE...]
 
 LLAMA_CPP_DIR is vendor/llama.cpp of the llama-cpp-python 0.3.36 sdist
@@ -20,12 +20,19 @@ tokenizer's hash is not in the converter's table, so the detection answers
 what it answers for the real checkpoints (qwen35 for Qwen3.5/3.6, MoE and
 dense, qwen2 for Qwen3-Next, glm4 for GLM-4.5 and GLM-4.7-Flash). For the
 GLM fixtures the converter also runs without --mtp (its default: one file
-with the trunk and the NextN block, "bundled"), recorded as
-{fixture}-bundled-{outtype}.json. Named fixtures only are recorded again when
-any are given. Writes testdata/gguf_reference/*.json: per tensor its ggml
-type, dims and sha256; every metadata key with its type and value (long
-arrays by sha256). With MTPCONV_KEEP_GGUF=DIR the converter's files are kept
-in DIR (for runs of llama.cpp on them outside CI).
+with the trunk and the NextN block), recorded as
+{fixture}-bundled-{outtype}.json. With MTPCONV_KEEP_GGUF=DIR the
+converter's GLM files are kept in DIR (for runs of llama.cpp on them outside
+CI). Named fixtures only are
+recorded again when any are given. Writes testdata/gguf_reference/*.json:
+per tensor its ggml type, dims and sha256; every metadata key with its type
+and value (long arrays by sha256).
+
+For the small GenAI-sized fixtures (TRUNKS) it also records what --graft is
+checked against: the converter's `--no-mtp` trunk, committed as the file
+itself (FIXTURE-nomtp-bf16.gguf, about a megabyte), and its default output,
+the trunk with the head bundled (FIXTURE-bundled-bf16.json, with the whole
+file's sha256), next to the --mtp sidecar (FIXTURE-bf16.json).
 """
 import hashlib
 import json
@@ -43,6 +50,8 @@ FIXTURES = {"qwen3.6-moe-tiny": "qwen35", "qwen3.5-moe-tiny": "qwen35", "qwen3-n
 # Fixtures with their own tokenizer, also converted without --mtp (bundled).
 OWN_TOKENIZER = {"glm4.5-moe-tiny", "glm4.7-flash-tiny", "glm4.5-moe-tiny-rigged", "glm4.7-flash-tiny-rigged"}
 OUTTYPES = ["bf16", "f16"]
+# Fixtures small enough to commit their --no-mtp trunk GGUF.
+TRUNKS = {"qwen3.6-moe-genai": "qwen35", "qwen3.6-dense-genai": "qwen35"}
 
 RUNNER = r'''
 import sys, runpy
@@ -80,16 +89,34 @@ def describe(path, gguf):
     return {"metadata": meta, "tensors": tensors}
 
 
+def convert(llama, pre, src, tmp, tag, *args):
+    """Runs the converter on src with args; returns the one file it wrote."""
+    outd = Path(tmp) / ("out-" + tag)
+    outd.mkdir()
+    subprocess.run([sys.executable, "-c", RUNNER, str(llama), pre, str(src), *args, "--outfile", str(outd)], check=True)
+    files = list(outd.glob("*.gguf"))
+    assert len(files) == 1, files
+    return files[0]
+
+
+def record(path, gguf, dest, whole=False):
+    rec = describe(str(path), gguf)
+    rec["file_name"] = path.name
+    if whole:
+        rec["file_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    dest.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n")
+    print(dest.name, path.name, len(rec["tensors"]), "tensors")
+
+
 def main():
     llama = Path(sys.argv[1]).resolve()
     sys.path.insert(0, str(llama / "gguf-py"))
     import gguf
     out_dir = ROOT / "testdata" / "gguf_reference"
     out_dir.mkdir(parents=True, exist_ok=True)
-    keep = os.environ.get("MTPCONV_KEEP_GGUF")
-    chosen = sys.argv[2:] or list(FIXTURES)
+    chosen = sys.argv[2:] or list(FIXTURES) + list(TRUNKS)
     for fx in chosen:
-        pre = FIXTURES[fx]
+        pre = FIXTURES.get(fx) or TRUNKS[fx]
         src = ROOT / "testdata" / "fixtures" / fx
         with tempfile.TemporaryDirectory() as tmp:
             d = Path(tmp) / fx
@@ -99,22 +126,23 @@ def main():
             if fx not in OWN_TOKENIZER:
                 for f in (ROOT / "testdata" / "tokenizer-tiny").iterdir():
                     os.symlink(f, d / f.name)
+            if fx in TRUNKS:
+                trunk = convert(llama, pre, d, tmp, "nomtp", "--no-mtp", "--outtype", "bf16")
+                shutil.copyfile(trunk, out_dir / f"{fx}-nomtp-bf16.gguf")
+                print(f"{fx}-nomtp-bf16.gguf", trunk.name, trunk.stat().st_size, "bytes")
+                bundled = convert(llama, pre, d, tmp, "bundled", "--outtype", "bf16")
+                record(bundled, gguf, out_dir / f"{fx}-bundled-bf16.json", whole=True)
+                side = convert(llama, pre, d, tmp, "mtp", "--mtp", "--outtype", "bf16")
+                record(side, gguf, out_dir / f"{fx}-bf16.json")
+                continue
             layouts = [("", ["--mtp"])] + ([("-bundled", [])] if fx in OWN_TOKENIZER else [])
             for ot in OUTTYPES:
                 for layout, flags in layouts:
-                    outd = Path(tmp) / ("out-" + ot + layout)
-                    outd.mkdir()
-                    subprocess.run([sys.executable, "-c", RUNNER, str(llama), pre, str(d), *flags,
-                                    "--outtype", ot, "--outfile", str(outd)], check=True)
-                    files = list(outd.glob("*.gguf"))
-                    assert len(files) == 1, files
-                    rec = describe(str(files[0]), gguf)
-                    rec["file_name"] = files[0].name
-                    (out_dir / f"{fx}{layout}-{ot}.json").write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n")
-                    print(fx + layout, ot, files[0].name, len(rec["tensors"]), "tensors")
-                    if keep:
+                    f = convert(llama, pre, d, tmp, ot + layout, *flags, "--outtype", ot)
+                    record(f, gguf, out_dir / f"{fx}{layout}-{ot}.json")
+                    if keep := os.environ.get("MTPCONV_KEEP_GGUF"):
                         Path(keep).mkdir(parents=True, exist_ok=True)
-                        shutil.copy(files[0], Path(keep) / f"{fx}{layout}-{ot}.gguf")
+                        shutil.copy(f, Path(keep) / f"{fx}{layout}-{ot}.gguf")
 
 
 if __name__ == "__main__":

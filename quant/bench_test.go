@@ -53,6 +53,8 @@ func BenchmarkQuant(b *testing.B) {
 		{"mlx-int4-g64-cpu", mlxBench(w, cols, MLXAffineParams{4, 64, MLXCPU})},
 		{"mlx-int8-g64-cpu", mlxBench(w, cols, MLXAffineParams{8, 64, MLXCPU})},
 		{"mlx-int4-g64-gpu", mlxBench(w, cols, MLXAffineParams{4, 64, MLXGPU})},
+		{"mlx-int3-g64-gpu", mlxBench(w, cols, MLXAffineParams{3, 64, MLXGPU})},
+		{"mlx-int6-g64-gpu", mlxBench(w, cols, MLXAffineParams{6, 64, MLXGPU})},
 		{"nncf-int8-asym-channel", nncfBench(w, cols, NNCFParams{8, false, -1})},
 		{"nncf-int4-asym-g128", nncfBench(w, cols, NNCFParams{4, false, 128})},
 		{"nncf-int4-sym-g64", nncfBench(w, cols, NNCFParams{4, true, 64})},
@@ -148,8 +150,8 @@ func BenchmarkEncodeBF16(b *testing.B) {
 	benchCast(b, func() { EncodeF32("BF16", src, dst) })
 }
 
-// BenchmarkQuantizeMLXFP: the microscaling quantizers (portable Go) on 4 Mi
-// bf16-exact values in rows of 2048, as one export chunk.
+// BenchmarkQuantizeMLXFP: the microscaling quantizers on 4 Mi bf16-exact
+// values in rows of 2048, as one export chunk, per kernel path.
 func BenchmarkQuantizeMLXFP(b *testing.B) {
 	w := benchData(4 << 20)
 	for i := range w {
@@ -157,15 +159,62 @@ func BenchmarkQuantizeMLXFP(b *testing.B) {
 	}
 	for _, mode := range []MLXFPMode{MXFP4, MXFP8, NVFP4} {
 		for _, r := range []MLXRounding{MLXCPU, MLXGPU} {
-			b.Run(mode.String()+"-"+r.String(), func(b *testing.B) {
-				p := MLXFPParams{Mode: mode, Rounding: r}
-				var packed, scales []byte
-				var stats ErrStats
-				b.SetBytes(int64(len(w) * 2))
+			for _, path := range kernelPaths() {
+				b.Run(mode.String()+"-"+r.String()+"/"+path.name, func(b *testing.B) {
+					setAVX2(b, path.avx2)
+					p := MLXFPParams{Mode: mode, Rounding: r}
+					var packed, scales []byte
+					var stats ErrStats
+					b.SetBytes(int64(len(w) * 2))
+					for b.Loop() {
+						packed, scales = QuantizeMLXFP(w, 2048, p, "BF16", packed[:0], scales[:0], &stats)
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(w)), "ns/elem")
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkGGML: the ggml block quantizers with error statistics on 2048x256
+// weights (rows of one tensor chunk), per kernel path.
+func BenchmarkGGML(b *testing.B) {
+	const cols, rows = 2048, 256
+	w := benchData(cols * rows)
+	for i := range w {
+		w[i] = BF16ToF32(F32ToBF16(w[i]))
+	}
+	for _, typ := range []string{GGMLQ8_0, GGMLQ4_0, GGMLQ5_0, GGMLQ5_1, GGMLQ4_K, GGMLQ5_K, GGMLQ6_K} {
+		for _, path := range kernelPaths() {
+			b.Run(typ+"/"+path.name, func(b *testing.B) {
+				setAVX2(b, path.avx2)
+				var st ErrStats
+				var out []byte
+				b.SetBytes(int64(len(w)) * 2)
 				for b.Loop() {
-					packed, scales = QuantizeMLXFP(w, 2048, p, "BF16", packed[:0], scales[:0], &stats)
+					out, _ = QuantizeGGML(typ, w, cols, out[:0], &st)
 				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(w)), "ns/elem")
 			})
 		}
+	}
+}
+
+// BenchmarkPackCodes: the word-at-a-time packer against the one-code-at-a-time
+// loop ("bits"), 3-bit codes of groups of 64.
+func BenchmarkPackCodes(b *testing.B) {
+	codes := make([]uint8, 64)
+	for i := range codes {
+		codes[i] = uint8(i*5) & 7
+	}
+	row := make([]byte, 64*3/8)
+	for name, pack := range map[string]func([]byte, int, []uint8, int){"words": packCodes, "bits": packCodeBits} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				clear(row)
+				pack(row, 0, codes, 3)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/64, "ns/elem")
+		})
 	}
 }

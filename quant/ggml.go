@@ -89,6 +89,23 @@ func f16Scale(d float32) (uint16, float32) {
 	return h, F16ToF32(h)
 }
 
+// addAll is add for each x[i] and deq[i] in turn, by the AVX2 kernel when
+// its bits are the same: while the maximum and every error are not NaN
+// (Go's max on amd64 ORs the bits of later values into a NaN maximum).
+func (s *ErrStats) addAll(x, deq []float32) {
+	if useAVX2 && len(x) > 0 && len(x)%4 == 0 && s.Max == s.Max {
+		if emax, sum, ok := errStatsAVX2(&x[0], &deq[0], len(x), s.SumSq); ok {
+			s.Max = max(s.Max, emax)
+			s.SumSq = sum
+			s.N += int64(len(x))
+			return
+		}
+	}
+	for i, v := range x {
+		s.add(v, deq[i])
+	}
+}
+
 func (s *ErrStats) add(x, deq float32) {
 	if s == nil {
 		return
@@ -102,9 +119,16 @@ func (s *ErrStats) add(x, deq float32) {
 // q8_0Block is quantize_row_q8_0_ref for one block of 32.
 func q8_0Block(x []float32, y []byte, qe *ErrStats) {
 	var amax float32
-	for _, v := range x {
-		if a := float32(math.Abs(float64(v))); a > amax {
-			amax = a
+	ok := false
+	if useAVX2 {
+		amax, ok = absMaxAVX2(&x[0], 32) // equal to the loop's when no element is NaN
+	}
+	if !ok {
+		amax = 0
+		for _, v := range x {
+			if a := float32(math.Abs(float64(v))); a > amax {
+				amax = a
+			}
 		}
 	}
 	d := amax / 127
@@ -114,6 +138,24 @@ func q8_0Block(x []float32, y []byte, qe *ErrStats) {
 	}
 	h, dq := f16Scale(d)
 	binary.LittleEndian.PutUint16(y, h)
+	if ok && !math.IsInf(float64(id), 0) && !math.IsInf(float64(dq), 0) && (qe == nil || qe.Max == qe.Max) {
+		// Finite values with a finite id and scale: every code is in
+		// [-127, 127] and every error finite. (Otherwise codes of
+		// infinities and NaNs, which the vector conversion saturates
+		// differently, and NaN errors; and once the maximum is NaN, Go's
+		// max on amd64 ORs each later error's bits into it.)
+		var sum float64
+		if qe != nil {
+			sum = qe.SumSq
+		}
+		emax, sum := q8_0AVX2(&x[0], &y[2], id, dq, sum)
+		if qe != nil {
+			qe.Max = max(qe.Max, emax)
+			qe.SumSq = sum
+			qe.N += 32
+		}
+		return
+	}
 	for j, v := range x {
 		x0 := float32(v * id)
 		q := int8(math.Round(float64(x0)))

@@ -251,21 +251,26 @@ func qKBlock(bits int, x []float32, y []byte, qe *ErrStats) {
 		nmax, rmin, nstep = 31, -0.5, 15
 	}
 	var L [256]uint8
-	var Laux [32]uint8
-	var weights [32]float32
 	var mins, scales [8]float32
+	var lanes kqArgs
+	if !qkx2Lanes(&lanes, x, nmax, rmin, 0.1, nstep, L[:], scales[:], mins[:]) {
+		var Laux [32]uint8
+		var weights [32]float32
+		for j := 0; j < 8; j++ {
+			xs := x[32*j : 32*j+32]
+			var sumX2 float32
+			for _, v := range xs {
+				sumX2 += float32(v * v)
+			}
+			avX := float32(math.Sqrt(float64(sumX2 / 32)))
+			for l, v := range xs {
+				weights[l] = avX + absf(v)
+			}
+			scales[j] = makeQKX2Quants(32, nmax, xs, weights[:], L[32*j:], Laux[:], &mins[j], rmin, 0.1, nstep)
+		}
+	}
 	var maxScale, maxMin float32
 	for j := 0; j < 8; j++ {
-		xs := x[32*j : 32*j+32]
-		var sumX2 float32
-		for _, v := range xs {
-			sumX2 += float32(v * v)
-		}
-		avX := float32(math.Sqrt(float64(sumX2 / 32)))
-		for l, v := range xs {
-			weights[l] = avX + absf(v)
-		}
-		scales[j] = makeQKX2Quants(32, nmax, xs, weights[:], L[32*j:], Laux[:], &mins[j], rmin, 0.1, nstep)
 		if scales[j] > maxScale {
 			maxScale = scales[j]
 		}
@@ -307,13 +312,15 @@ func qKBlock(bits int, x []float32, y []byte, qe *ErrStats) {
 		}
 	}
 	if qe != nil {
+		var deq [256]float32
 		for j := 0; j < 8; j++ {
 			s, m := getScaleMinK4(j, sc)
 			dd, dm := float32(d*float32(s)), float32(dmin*float32(m))
 			for ii := 0; ii < 32; ii++ {
-				qe.add(x[32*j+ii], float32(dd*float32(L[32*j+ii]))-dm)
+				deq[32*j+ii] = float32(dd*float32(L[32*j+ii])) - dm
 			}
 		}
+		qe.addAll(x[:256], deq[:])
 	}
 	if bits == 4 {
 		q := y[16:]
@@ -354,10 +361,17 @@ func qKBlock(bits int, x []float32, y []byte, qe *ErrStats) {
 func q6_KBlock(x []float32, y []byte, qe *ErrStats) {
 	var L [256]int8
 	var scales [16]float32
+	var lanes kqArgs
+	for half := 0; half < 256; half += 128 {
+		if !qxLanes(&lanes, x[half:half+128], 32, L[half:half+128], scales[half/16:half/16+8]) {
+			for ib := half / 16; ib < half/16+8; ib++ {
+				scales[ib] = makeQXQuants(16, 32, x[16*ib:], L[16*ib:], 1)
+			}
+		}
+	}
 	var maxScale, maxAbsScale float32
 	for ib := 0; ib < 16; ib++ {
-		s := makeQXQuants(16, 32, x[16*ib:], L[16*ib:], 1)
-		scales[ib] = s
+		s := scales[ib]
 		if a := absf(s); a > maxAbsScale {
 			maxAbsScale, maxScale = a, s
 		}
@@ -388,12 +402,14 @@ func q6_KBlock(x []float32, y []byte, qe *ErrStats) {
 		}
 	}
 	if qe != nil {
+		var deq [256]float32
 		for j := 0; j < 16; j++ {
 			dd := float32(d * float32(int8(sc[j])))
 			for ii := 0; ii < 16; ii++ {
-				qe.add(x[16*j+ii], float32(dd*float32(int(L[16*j+ii])-32)))
+				deq[16*j+ii] = float32(dd * float32(int(L[16*j+ii])-32))
 			}
 		}
+		qe.addAll(x[:256], deq[:])
 	}
 	ql, qh := y[0:128], y[128:192]
 	for j := 0; j < 256; j += 128 {

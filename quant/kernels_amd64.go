@@ -28,3 +28,42 @@ func nncfKernelAVX2(x *float32, n int, dst *byte, k *kernArgs, e *groupErr)
 //
 //go:noescape
 func packNibblesAVX2(src *byte, n int, dst *byte)
+
+// qkx2AVX2 is makeQKX2Quants(32, ...) for the 8 groups of a, with steps
+// candidates (nstep+1), the weights avX + |x| computed as qKBlock does.
+//
+//go:noescape
+func qkx2AVX2(a *kqArgs, steps int)
+
+// qxAVX2 is makeQXQuants(16, nmax, ..., 1) for the 8 groups of a: a.num[0]
+// is -nmax, a.num[1:19] the 18 other candidates' numerators.
+//
+//go:noescape
+func qxAVX2(a *kqArgs)
+
+// mlxfpKernelAVX2 is QuantizeMLXFP's element loop for one group of n values
+// (a multiple of 8): codes to dst (a byte each for E4M3, two a byte for
+// E2M1) and the error to e, as mlxKernelAVX2 sets it; table is e4m3.
+//
+//go:noescape
+func mlxfpKernelAVX2(x *float32, n int, dst *byte, a *fpArgs, e *groupErr, table *float32)
+
+// absMaxAVX2 is the largest |x| of x[:n], n a multiple of 8, and whether
+// no element is NaN.
+//
+//go:noescape
+func absMaxAVX2(x *float32, n int) (m float32, ok bool)
+
+// q8_0AVX2 is q8_0Block's codes and error for one block given a finite
+// inverse scale id and the stored scale dq: the codes to y[:32], the
+// largest error, and sum plus the squared errors added in order.
+//
+//go:noescape
+func q8_0AVX2(x *float32, y *byte, id, dq float32, sum float64) (emax, rsum float64)
+
+// errStatsAVX2 is ErrStats.add over x[:n] and deq[:n], n a multiple of 4,
+// from the sum of squares sum: the largest error, the new sum, and whether
+// no error was NaN.
+//
+//go:noescape
+func errStatsAVX2(x, deq *float32, n int, sum float64) (emax, rsum float64, ok bool)

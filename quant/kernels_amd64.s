@@ -6,6 +6,7 @@
 
 #include "textflag.h"
 #include "go_asm.h"
+#include "consts_amd64.h"
 
 DATA half<>+0x00(SB)/8, $0x3f0000003f000000
 DATA half<>+0x08(SB)/8, $0x3f0000003f000000
@@ -311,5 +312,218 @@ nibloop:
 	JNZ        nibloop
 
 nibdone:
+	VZEROUPPER
+	RET
+
+// The microscaling element kernel (mlxfpKernelAVX2): constants.
+CONST32(fpMag, 0x3f00000000000000, 0x3fc000003f800000, 0x4040000040000000, 0x40c0000040800000) // 0 .5 1 1.5 2 3 4 6
+CONST8(fpT025, 0x3e8000003e800000)
+CONST8(fpT075, 0x3f4000003f400000)
+CONST8(fpT125, 0x3fa000003fa00000)
+CONST8(fpT175, 0x3fe000003fe00000)
+CONST8(fpT25, 0x4020000040200000)
+CONST8(fpT35, 0x4060000040600000)
+CONST8(fpT5, 0x40a0000040a00000)
+CONST8(fpSeven, 0x0000000700000007)
+CONST8(fpEight, 0x0000000800000008)
+CONST8(e4Sat, 0x43dfffff43dfffff)   // 543<<21 - 1: at or above saturates to 0x7e
+CONST8(e4Sub, 0x3c8000003c800000)   // 121<<23: below is subnormal (or zero)
+CONST8(e4Two14, 0x4680000046800000) // 2^14 = 141<<23
+CONST8(e4Bias, 0xc407ffffc407ffff)  // (7-127)<<23 + 0x7ffff
+CONST8(e4Max, 0x0000007e0000007e)
+CONST8(e4Byte, 0x000000ff000000ff)
+CONST8(wOne, 0x0000000100000001)
+CONST8(bf16Round, 0x00007fff00007fff)
+CONST8(bf16Quiet, 0x0040000000400000)
+CONST8(bf16High, 0xffff0000ffff0000)
+
+// m (Y5) += 1 when a (Y2) passes threshold t under predicate pred.
+#define FP4_STEP(pred, t) \
+	VCMPPS pred, t<>(SB), Y2, Y4; \
+	VPSUBD Y4, Y5, Y5
+
+// func mlxfpKernelAVX2(x *float32, n int, dst *byte, a *fpArgs, e *groupErr, table *float32)
+// One microscaling group's codes and error (QuantizeMLXFP's element loop),
+// n a multiple of 8: y = v/sv rounded to the dtype (cpu) or v*inv (gpu);
+// the E4M3 code of y (its value from table, e4m3) or its E2M1 code as the
+// cpu or the Metal kernel picks it; error |v - sv*value|.
+TEXT ·mlxfpKernelAVX2(SB), NOSPLIT, $0-48
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	MOVQ         dst+16(FP), DI
+	MOVQ         a+24(FP), AX
+	MOVQ         e+32(FP), BX
+	MOVQ         table+40(FP), R8
+	MOVL         fpArgs_flags(AX), DX
+	VBROADCASTSS fpArgs_sv(AX), Y12
+	VBROADCASTSS fpArgs_inv(AX), Y11
+	VPCMPEQD     Y13, Y13, Y13
+	VPSRLD       $1, Y13, Y13
+	VXORPS       Y10, Y10, Y10
+	VXORPS       Y14, Y14, Y14
+	VXORPS       Y15, Y15, Y15
+	SHRQ         $3, CX
+	JZ           fpdone
+
+fploop:
+	VMOVUPS (SI), Y0
+	TESTL   $const_fpCPU, DX
+	JNZ     fpcpu
+	VMULPS  Y11, Y0, Y1
+	JMP     fpcode
+
+fpcpu:
+	VDIVPS Y12, Y0, Y1
+	TESTL  $const_fpBF16, DX
+	JNZ    fpbf16
+	TESTL  $const_fpF16, DX
+	JZ     fpcode
+	VCVTPS2PH $0, Y1, X1
+	VCVTPH2PS X1, Y1
+	JMP       fpcode
+
+fpbf16:
+	// (u + 0x7fff + (u>>16)&1) with the low half cleared; NaN: u | 0x400000
+	VPSRLD    $16, Y1, Y2
+	VPAND     wOne<>(SB), Y2, Y2
+	VPADDD    bf16Round<>(SB), Y2, Y2
+	VPADDD    Y1, Y2, Y2
+	VPOR      bf16Quiet<>(SB), Y1, Y3
+	VCMPPS    $3, Y1, Y1, Y4
+	VPBLENDVB Y4, Y3, Y2, Y1
+	VPAND     bf16High<>(SB), Y1, Y1
+
+fpcode:
+	TESTL $const_fp8, DX
+	JZ    fp4
+
+	// E4M3 (F32ToE4M3)
+	VANDPS      Y13, Y1, Y2      // b = |y| bits
+	VANDNPS     Y1, Y13, Y3      // sign
+	VADDPS      e4Two14<>(SB), Y2, Y4
+	VPSUBD      e4Two14<>(SB), Y4, Y4 // subnormal code
+	VPSRLD      $20, Y2, Y5
+	VPAND       wOne<>(SB), Y5, Y5
+	VPADDD      Y2, Y5, Y5
+	VPADDD      e4Bias<>(SB), Y5, Y5
+	VPSRLD      $20, Y5, Y5      // normal code
+	VMOVDQU     e4Sub<>(SB), Y6
+	VPCMPGTD    Y2, Y6, Y6       // b < 121<<23
+	VPBLENDVB   Y6, Y4, Y5, Y5
+	VPCMPGTD    e4Sat<>(SB), Y2, Y6 // b >= 543<<21
+	VPBLENDVB   Y6, e4Max<>(SB), Y5, Y5
+	VPAND       e4Byte<>(SB), Y5, Y5
+	VPSRLD      $24, Y3, Y3
+	VPOR        Y3, Y5, Y2       // code
+	VPCMPEQD    Y6, Y6, Y6
+	VXORPS      Y7, Y7, Y7
+	VGATHERDPS  Y6, (R8)(Y2*4), Y7 // value
+	JMP         fperr
+
+fp4:
+	VANDPS  Y13, Y1, Y2 // a = |y|
+	VPXOR   Y5, Y5, Y5  // m: how many thresholds a passes
+	TESTL   $const_fpCPU, DX
+	JZ      fp4metal
+	FP4_STEP($0x1e, fpT025)
+	FP4_STEP($0x1e, fpT075)
+	FP4_STEP($0x1e, fpT125)
+	FP4_STEP($0x1e, fpT175)
+	FP4_STEP($0x1e, fpT25)
+	FP4_STEP($0x1e, fpT35)
+	FP4_STEP($0x1e, fpT5)
+	VCMPPS  $0x11, Y10, Y1, Y4 // y < 0
+	VPCMPEQD Y10, Y5, Y6      // m == 0
+	VPANDN  Y4, Y6, Y4
+	VPAND   fpEight<>(SB), Y4, Y4
+	VPOR    Y4, Y5, Y2
+	JMP     fp4value
+
+fp4metal:
+	FP4_STEP($0x1e, fpT025)
+	FP4_STEP($0x1d, fpT075)
+	FP4_STEP($0x1e, fpT125)
+	FP4_STEP($0x1d, fpT175)
+	FP4_STEP($0x1e, fpT25)
+	FP4_STEP($0x1d, fpT35)
+	FP4_STEP($0x1e, fpT5)
+	VPSRLD  $31, Y1, Y4
+	VPSLLD  $3, Y4, Y4
+	VPOR    Y4, Y5, Y2
+	VCMPPS  $3, Y1, Y1, Y4 // NaN: code 7
+	VPBLENDVB Y4, fpSeven<>(SB), Y2, Y2
+	VMOVDQU Y2, Y5
+	VPAND   fpSeven<>(SB), Y5, Y5
+
+fp4value:
+	VPERMPS fpMag<>(SB), Y5, Y7
+	VPAND   fpEight<>(SB), Y2, Y4
+	VPSLLD  $28, Y4, Y4
+	VPOR    Y4, Y7, Y7
+
+fperr:
+	VMULPS       Y12, Y7, Y7
+	VSUBPS       Y7, Y0, Y7
+	VANDPS       Y13, Y7, Y7
+	VMAXPS       Y15, Y7, Y15
+	VMULPS       Y7, Y7, Y7
+	VADDPS       Y7, Y14, Y14
+	VEXTRACTI128 $1, Y2, X4
+	VPACKSSDW    X4, X2, X2
+	VPACKUSWB    X2, X2, X2
+	TESTL        $const_fp8, DX
+	JZ           fpnib
+	VMOVQ        X2, (DI)
+	ADDQ         $8, DI
+	JMP          fpnext
+
+fpnib:
+	VPMADDUBSW nib<>(SB), X2, X2
+	VPACKUSWB  X2, X2, X2
+	VMOVD      X2, (DI)
+	ADDQ       $4, DI
+
+fpnext:
+	ADDQ $32, SI
+	DECQ CX
+	JNZ  fploop
+
+fpdone:
+	STORE_ERR
+	VZEROUPPER
+	RET
+
+// func absMaxAVX2(x *float32, n int) (m float32, ok bool)
+// The largest |x| of x[:n], n a multiple of 8; ok is false when an element
+// is NaN (the caller then follows Go's max, which propagates NaN).
+TEXT ·absMaxAVX2(SB), NOSPLIT, $0-21
+	MOVQ     x+0(FP), SI
+	MOVQ     n+8(FP), CX
+	VPCMPEQD Y3, Y3, Y3
+	VPSRLD   $1, Y3, Y3
+	VXORPS   Y0, Y0, Y0 // max
+	VXORPS   Y1, Y1, Y1 // NaN seen
+	SHRQ     $3, CX
+	JZ       amdone
+
+amloop:
+	VANDPS  (SI), Y3, Y2
+	VMAXPS  Y0, Y2, Y0
+	VCMPPS  $3, Y2, Y2, Y2
+	VORPS   Y2, Y1, Y1
+	ADDQ    $32, SI
+	DECQ    CX
+	JNZ     amloop
+
+amdone:
+	VEXTRACTF128 $1, Y0, X2
+	VMAXPS       X2, X0, X0
+	VPERMILPS    $0x4e, X0, X2
+	VMAXPS       X2, X0, X0
+	VPERMILPS    $0xb1, X0, X2
+	VMAXPS       X2, X0, X0
+	VMOVSS       X0, m+16(FP)
+	VPTEST       Y1, Y1
+	SETEQ        ok+20(FP)
 	VZEROUPPER
 	RET

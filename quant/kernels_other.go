@@ -24,3 +24,27 @@ func nncfKernelAVX2(x *float32, n int, dst *byte, k *kernArgs, e *groupErr) {
 func packNibblesAVX2(src *byte, n int, dst *byte) {
 	panic("quant: no AVX2 kernels on this architecture")
 }
+
+func qkx2AVX2(a *kqArgs, steps int) {
+	panic("quant: no AVX2 kernels on this architecture")
+}
+
+func qxAVX2(a *kqArgs) {
+	panic("quant: no AVX2 kernels on this architecture")
+}
+
+func mlxfpKernelAVX2(x *float32, n int, dst *byte, a *fpArgs, e *groupErr, table *float32) {
+	panic("quant: no AVX2 kernels on this architecture")
+}
+
+func absMaxAVX2(x *float32, n int) (float32, bool) {
+	panic("quant: no AVX2 kernels on this architecture")
+}
+
+func q8_0AVX2(x *float32, y *byte, id, dq float32, sum float64) (float64, float64) {
+	panic("quant: no AVX2 kernels on this architecture")
+}
+
+func errStatsAVX2(x, deq *float32, n int, sum float64) (float64, float64, bool) {
+	panic("quant: no AVX2 kernels on this architecture")
+}

@@ -1,6 +1,7 @@
 package quant
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -182,8 +183,34 @@ func mlxScaleBias(group []float32, nBins float32, rounding MLXRounding) (float32
 }
 
 // packCodes writes codes as a little-endian bit stream: element j of the row
-// takes bits [j*bits, j*bits+bits).
+// takes bits [j*bits, j*bits+bits). The row's bits from first*bits on must
+// be zero (rows are packed group after group into zeroed bytes).
 func packCodes(row []byte, first int, codes []uint8, bits int) {
+	if bits < 8 && first*bits%8 == 0 {
+		// Eight codes (a little-endian word of bytes) fill bits whole
+		// bytes: join neighbouring bytes, then pairs, then quads, as
+		// packNibbles8 does for 4 bits.
+		b := uint64(bits)
+		l1 := (uint64(1)<<b - 1) * 0x0001000100010001     // d = b bits in 16-bit lanes
+		l2 := (uint64(1)<<(2*b) - 1) * 0x0000000100000001 // 2b bits in 32-bit lanes
+		l3 := uint64(1)<<(4*b) - 1
+		out := row[first*bits/8:]
+		i := 0
+		for ; i+8 <= len(codes) && len(out) >= 8; i += 8 {
+			x := binary.LittleEndian.Uint64(codes[i:])
+			x = x&l1 | x>>(8-b)&(l1<<b)
+			x = x&l2 | x>>(16-2*b)&(l2<<(2*b))
+			x = x&l3 | x>>(32-4*b)&(l3<<(4*b))
+			binary.LittleEndian.PutUint64(out, x) // its bytes past bits are zero, as the row is
+			out = out[bits:]
+		}
+		first, codes = first+i, codes[i:]
+	}
+	packCodeBits(row, first, codes, bits)
+}
+
+// packCodeBits is packCodes one code at a time, for any first.
+func packCodeBits(row []byte, first int, codes []uint8, bits int) {
 	for i, c := range codes {
 		bit := (first + i) * bits
 		v := uint16(c) << (bit & 7)

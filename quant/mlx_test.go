@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"path/filepath"
 	"testing"
 
@@ -143,5 +144,28 @@ func goldenReader(t *testing.T, file string) func(name string) ([]byte, *st.Tens
 			t.Fatal(err)
 		}
 		return b, tt
+	}
+}
+
+// packCodes' word-at-a-time path writes the bits the one-code-at-a-time
+// loop writes, for every width, aligned or not, with tails.
+func TestPackCodesWords(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 5))
+	for _, bits := range []int{2, 3, 4, 5, 6, 8} {
+		for _, first := range []int{0, 1, 3, 8, 16, 32} {
+			for _, n := range []int{0, 5, 8, 13, 64} {
+				codes := make([]uint8, n)
+				for i := range codes {
+					codes[i] = uint8(r.IntN(1 << bits))
+				}
+				size := ((first+n)*bits + 7) / 8
+				want, got := make([]byte, size+1), make([]byte, size+1)
+				packCodeBits(want, first, codes, bits)
+				packCodes(got, first, codes, bits)
+				if !bytes.Equal(got, want) {
+					t.Errorf("bits %d first %d n %d: %x, want %x", bits, first, n, got, want)
+				}
+			}
+		}
 	}
 }

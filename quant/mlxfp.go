@@ -166,9 +166,15 @@ func QuantizeMLXFP(w []float32, cols int, p MLXFPParams, dtype string, packed, s
 		out := packed[start:]
 		for g0 := 0; g0 < cols; g0 += g {
 			grp := row[g0 : g0+g]
-			var amax float32
-			for _, v := range grp {
-				amax = max(amax, abs32f(v))
+			amax, ok := float32(0), false
+			if useAVX2 {
+				amax, ok = absMaxAVX2(&grp[0], g)
+			}
+			if !ok {
+				amax = 0
+				for _, v := range grp {
+					amax = max(amax, abs32f(v))
+				}
 			}
 			x := amax / maxv
 			if cpu {
@@ -193,6 +199,15 @@ func QuantizeMLXFP(w []float32, cols int, p MLXFPParams, dtype string, packed, s
 			inv := float32(0)
 			if sv != 0 {
 				inv = 1 / sv
+			}
+			if useAVX2 && !(cpu && sv == 0) {
+				a := fpArgs{sv: sv, inv: inv, flags: fpFlags(p, cpu, dtype)}
+				var e groupErr
+				mlxfpKernelAVX2(&grp[0], g, &out[g0*bits/8], &a, &e, &e4m3[0])
+				if stats != nil {
+					e.merge(stats, g)
+				}
+				continue
 			}
 			for i, v := range grp {
 				var c uint8
@@ -262,4 +277,37 @@ func DequantizeMLXFP(packedRow []byte, cols int, p MLXFPParams, scales []byte, o
 		}
 		out[j] = sv * fpValue(c, bits)
 	}
+}
+
+// fpArgs are one group's constants for mlxfpKernelAVX2.
+type fpArgs struct {
+	sv, inv float32 // the scale's value and, for gpu rounding, its inverse (0 for a zero scale)
+	flags   int32   // fpCPU, fp8, fpBF16, fpF16
+	_       int32
+}
+
+// The kernel's flags: cpu rounding (else gpu), E4M3 codes (else E2M1), and
+// for cpu rounding the dtype the quotients are rounded to (else F32).
+const (
+	fpCPU  = 1
+	fp8    = 2
+	fpBF16 = 4
+	fpF16  = 8
+)
+
+func fpFlags(p MLXFPParams, cpu bool, dtype string) int32 {
+	var f int32
+	if cpu {
+		f |= fpCPU
+		switch dtype {
+		case "BF16":
+			f |= fpBF16
+		case "F16":
+			f |= fpF16
+		}
+	}
+	if p.Mode.Bits() == 8 {
+		f |= fp8
+	}
+	return f
 }

@@ -12,13 +12,14 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert"
 	"github.com/mtpconv/mtpconv/convert/source"
+	_ "github.com/mtpconv/mtpconv/convert/target/gguf"
 	_ "github.com/mtpconv/mtpconv/convert/target/mlx"
 	_ "github.com/mtpconv/mtpconv/convert/target/openvino"
 )
 
 func main() {
 	src := flag.String("src", "", "source checkpoint folder")
-	target := flag.String("target", "mlx", "mlx | combined | openvino")
+	target := flag.String("target", "mlx", "mlx | combined | openvino | gguf")
 	flag.Parse()
 	if err := run(*src, *target); err != nil {
 		fmt.Fprintln(os.Stderr, "readbound:", err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert"
 	"github.com/mtpconv/mtpconv/convert/source"
+	ggtarget "github.com/mtpconv/mtpconv/convert/target/gguf"
+	"github.com/mtpconv/mtpconv/formats/gguf"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -42,6 +45,7 @@ func exportCommand() *cli.Command {
 			&cli.IntFlag{Name: convert.OptGroupSize, Value: 64, Usage: "quantization group size: mlx, combined affine 32 | 64 | 128 (default 64), mxfp4/mxfp8 32 only, nvfp4 16 only (the default for those); openvino int4 64 | 128"},
 			&cli.StringFlag{Name: convert.OptMLXRounding, Usage: "mlx, combined: gpu (what mlx_lm.convert gives on Apple silicon, the default) | cpu (MLX's CPU kernel)"},
 			&cli.StringFlag{Name: convert.OptGGUFType, Usage: "gguf: a llama-quantize file type, F16 | BF16 | Q8_0 | Q4_0 | Q4_K_M | Q4_K_S | Q5_K_M | Q6_K: what llama-quantize makes of the bf16 sidecar (instead of --head-precision)"},
+			&cli.StringFlag{Name: convert.OptGraft, Usage: "gguf: write the head into this trunk GGUF of the same model: one bundled GGUF in --out named as it, the trunk's tensors copied unchanged (--force replaces a head it already holds)"},
 			&cli.IntFlag{Name: convert.OptRouterBits, Value: 8, Usage: "mlx, combined: bits of the MoE router and shared_expert_gate when quantized, at group size 64, as mlx-lm does (0: same as their component)"},
 			&cli.IntFlag{Name: "jobs", Value: 0, Usage: "chunks converted in parallel, at least 1 (default: all cores); never changes the bytes"},
 			&cli.BoolFlag{Name: "keep-source-cache", Usage: "keep the source bytes read in the page cache (by default, bytes that were not cached before are dropped once read)"},
@@ -96,10 +100,12 @@ func exportOptions(c *cli.Context) (convert.Options, error) {
 		MLXRounding: c.String(convert.OptMLXRounding), RouterBits: c.Int(convert.OptRouterBits), Set: map[string]bool{},
 		TrunkRecipe: c.String(convert.OptTrunkRecipe), QBits: c.Int(convert.OptQBits), QGroupSize: c.Int(convert.OptQGroupSize),
 		QMode: c.String(convert.OptQMode), QuantPredicate: c.String(convert.OptQuantPredicate), GGUFType: c.String(convert.OptGGUFType),
+		Graft: c.String(convert.OptGraft),
 	}
 	for _, n := range []string{convert.OptHeadPrecision, convert.OptTrunkPrecision, convert.OptLMHeadPrecision, convert.OptGroupSize,
 		convert.OptSym, convert.OptMLXRounding, convert.OptRouterBits, convert.OptMaxShardSize,
-		convert.OptTrunkRecipe, convert.OptQBits, convert.OptQGroupSize, convert.OptQMode, convert.OptQuantPredicate, convert.OptGGUFType} {
+		convert.OptTrunkRecipe, convert.OptQBits, convert.OptQGroupSize, convert.OptQMode, convert.OptQuantPredicate, convert.OptGGUFType,
+		convert.OptGraft} {
 		o.Set[n] = c.IsSet(n)
 	}
 	if v := c.String(convert.OptMaxShardSize); v != "" {
@@ -153,6 +159,9 @@ func runExport(c *cli.Context) error {
 	case req.Out == "" && req.Into == "" && !req.DryRun:
 		return usagef("--out (or --into) is required")
 	}
+	if isGGUFFile(c.String("src")) {
+		return splitExport(c, req, start)
+	}
 	// Refused early, before the source is read (over the network for hf://).
 	if req.Into != "" {
 		if err := convert.CheckIntoFolder(req.Into); err != nil {
@@ -203,6 +212,11 @@ func runExport(c *cli.Context) error {
 	if req.Into != "" {
 		dest = req.Into
 	}
+	return printExport(c, req, oc, dest, remote, start)
+}
+
+// printExport prints what an export did.
+func printExport(c *cli.Context, req convert.Request, oc *convert.Outcome, dest string, remote *source.Remote, start time.Time) error {
 	sum := exportSummary{Target: req.Target, Out: dest, Tensors: oc.Tensors, Notes: oc.Notes, Warnings: append([]string{}, oc.Warnings...), ReusedFiles: oc.Reused,
 		BytesRead: oc.BytesRead, BytesOut: oc.BytesOut, BytesFetched: oc.BytesFetched, SourceTotal: oc.SourceTotal}
 	for _, f := range oc.Files {
@@ -228,6 +242,48 @@ func runExport(c *cli.Context) error {
 		}
 	}
 	return nil
+}
+
+// isGGUFFile reports a --src that is a local GGUF file (a bundled model to
+// split the sidecar from) rather than a checkpoint.
+func isGGUFFile(src string) bool {
+	fi, err := os.Stat(src)
+	if err != nil || !fi.Mode().IsRegular() {
+		return false
+	}
+	f, err := os.Open(src)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	magic := make([]byte, 4)
+	_, err = io.ReadFull(f, magic)
+	return err == nil && string(magic) == gguf.Magic
+}
+
+// splitExport writes the MTP-only sidecar of a bundled GGUF source: no
+// checkpoint, no option but where to write.
+func splitExport(c *cli.Context, req convert.Request, start time.Time) error {
+	if req.Target != "gguf" {
+		return usagef("--src %s is a GGUF file: only --target gguf reads one (it writes the MTP-only sidecar of the head it holds)", c.String("src"))
+	}
+	for _, f := range c.FlagNames() {
+		switch f {
+		case "src", "target", "out", "force", "json", "quiet":
+		default:
+			if c.IsSet(f) {
+				return usagef("--%s does not apply to a GGUF source: its sidecar keeps the head's tensors as they are", f)
+			}
+		}
+	}
+	if req.Out == "" {
+		return usagef("--out is required")
+	}
+	oc, err := ggtarget.Split(c.Context, c.String("src"), req.Out, req.Force, version)
+	if err != nil {
+		return err
+	}
+	return printExport(c, req, oc, req.Out, nil, start)
 }
 
 // peakRSS is the process's peak resident set size as the kernel reports it.

@@ -8,9 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mtpconv/mtpconv/convert"
 	"github.com/mtpconv/mtpconv/convert/source"
-	"github.com/mtpconv/mtpconv/convert/target/gguf"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fakehub"
@@ -202,16 +200,7 @@ func TestGGUFDense(t *testing.T) {
 // trunkSummary writes the test trunk GGUF of src and returns what inspect --json says of it.
 func trunkSummary(t *testing.T, src string) gg.Summary {
 	t.Helper()
-	m, err := convert.Load(source.Dir(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Checkpoint.Close()
-	trunk := filepath.Join(t.TempDir(), "trunk.gguf")
-	if err := gguf.WriteTrunk(m, trunk); err != nil {
-		t.Fatal(err)
-	}
-	_, stdout, _ := runCLI(t, "inspect", "--json", trunk)
+	_, stdout, _ := runCLI(t, "inspect", "--json", graftTrunk(t, src))
 	var s gg.Summary
 	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
 		t.Fatal(err)

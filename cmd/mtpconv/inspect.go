@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/mtpconv/mtpconv/convert"
+	ggtarget "github.com/mtpconv/mtpconv/convert/target/gguf"
 	"github.com/mtpconv/mtpconv/convert/target/mlx"
 	"github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
@@ -191,6 +192,7 @@ func inspectGGUF(c *cli.Context, path string) (bool, error) {
 		return true, err
 	}
 	s := gguf.Summarize(filepath.Base(path), size, f)
+	s.AddHead = ggtarget.AddHeadCommand(path, f, s)
 	if c.Bool("hash") || c.Bool("strict") {
 		return true, usagef("inspect of a GGUF file takes --json only")
 	}

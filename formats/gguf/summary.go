@@ -2,6 +2,8 @@ package gguf
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"sort"
@@ -33,6 +35,9 @@ type Summary struct {
 	TokenizerModel string         `json:"tokenizer_model,omitempty"`
 	Tokens         int            `json:"tokens"`
 	Problems       []string       `json:"problems"`
+	// AddHead is the command that adds an MTP head to a file without one
+	// (set by the caller that knows which architectures can have one).
+	AddHead string `json:"add_head_command,omitempty"`
 }
 
 // Open reads the header of a GGUF file; see OpenContext.
@@ -130,6 +135,8 @@ func (s *Summary) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "mtp head:      yes, MTP-only sidecar (blocks %v; load with -md next to a trunk GGUF, --spec-type draft-mtp)\n", s.MTPBlocks)
 	case s.MTPHead:
 		fmt.Fprintf(w, "mtp head:      yes, with the trunk (blocks %v)\n", s.MTPBlocks)
+	case s.AddHead != "":
+		fmt.Fprintf(w, "mtp head:      no; to add one (a new file, this one untouched):\n  %s\n", s.AddHead)
 	default:
 		fmt.Fprintln(w, "mtp head:      no")
 	}
@@ -152,4 +159,23 @@ func (s *Summary) WriteText(w io.Writer) {
 	for _, p := range s.Problems {
 		fmt.Fprintf(w, "problem:       %s\n", p)
 	}
+}
+
+// OpenFingerprint reads the header of a GGUF file and fingerprints it: its
+// size and the sha256 of its header bytes (everything before the data).
+func OpenFingerprint(path string) (*File, int64, string, error) {
+	g, size, err := Open(path)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	f, _, err := st.OpenRegular(path)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, g.DataOffset)); err != nil {
+		return nil, 0, "", fmt.Errorf("%s: %w", path, err)
+	}
+	return g, size, hex.EncodeToString(h.Sum(nil)), nil
 }

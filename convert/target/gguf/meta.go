@@ -9,6 +9,16 @@ import (
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 )
 
+// hparamsAndVocab reads the configuration and the vocabulary metadata.
+func hparamsAndVocab(m *convert.Model) (convert.Hparams, []gg.KV, error) {
+	h, err := m.Config.Hparams()
+	if err != nil {
+		return nil, nil, err
+	}
+	vocab, err := vocabMetadata(m, h)
+	return h, vocab, err
+}
+
 // metadata is every key the reference converter writes for the MTP-only
 // sidecar but general.name's provenance siblings (general.* from the model
 // card), in its order: the general keys, the family's architecture keys

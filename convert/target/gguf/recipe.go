@@ -11,9 +11,9 @@ import (
 // llama-quantize's per-tensor type choice (src/llama-quant.cpp:
 // llama_tensor_get_type and llama_tensor_get_type_impl, no imatrix, no
 // overrides) for the file types mtpconv writes, restricted to what these
-// architectures hold (the arch is never Falcon, the model type is never
-// 70B; a model of exactly 8 experts, as a test model may have, takes
-// llama-quantize's 8-expert bumps). Tensors are visited in the order llama-quantize
+// architectures hold (the arch is never Falcon, the
+// model type is never 70B; the rules for exactly 8 experts are kept for
+// the small test models that have 8). Tensors are visited in the order llama-quantize
 // visits them (block, then name): the attn_v counter depends on it.
 
 // defaultType is llama_ftype_get_default_type.
@@ -137,11 +137,11 @@ func llamaQuantizeTypes(ts []plannedTensor, ft gg.FileType, nLayerAll, nExpert i
 // quantState is llama-quantize's quantize_state_impl counters: attn_v
 // tensors seen and of all, ffn_down tensors seen, the block count; moe
 // (more than one expert) takes an ffn_down's layer from its name, else the
-// layer is the count of ffn_down tensors seen before it; eight: the model
-// has exactly 8 experts.
+// layer is the count of ffn_down tensors seen before it.
 type quantState struct {
 	iAttnV, nAttnV, iFFNDown, nLayer int
-	moe, eight                       bool
+	moe                              bool
+	eight                            bool // exactly 8 experts: attn_v and attn_k Q8_0, attn_output Q5_K at Q4_K_*
 }
 
 // typeImpl is llama_tensor_get_type_impl for the file types above.
@@ -170,7 +170,7 @@ func typeImpl(typ string, t plannedTensor, ft gg.FileType, c tensorCategory, tie
 		q.iAttnV++
 	case c == catAttnK && q.eight:
 		typ = "Q8_0"
-	case c == catAttnOutput && q.eight && (ft == gg.FileQ4_K_M || ft == gg.FileQ4_K_S):
+	case c == catAttnOutput && q.eight && (ft == gg.FileQ4_K_S || ft == gg.FileQ4_K_M):
 		typ = "Q5_K"
 	case c == catFFNDown:
 		// With more than one expert the layer comes from the name, else

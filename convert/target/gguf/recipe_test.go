@@ -26,29 +26,51 @@ func TestFFNDownLayer(t *testing.T) {
 	}
 }
 
-// A model of exactly 8 experts takes llama-quantize's 8-expert bumps:
-// attn_k and attn_v Q8_0 at every k-quant and Q4_0, attn_output Q5_K at
-// Q4_K_M and Q4_K_S; any other expert count does not.
-func TestEightExpertBumps(t *testing.T) {
+// With exactly 8 experts llama-quantize raises attn_v and attn_k to Q8_0 and,
+// at Q4_K_M/Q4_K_S, attn_output to Q5_K; with 256 it does not.
+func TestEightExperts(t *testing.T) {
 	ts := []plannedTensor{
-		{"blk.1.attn_k.weight", []int64{256, 256}, "BF16"},
-		{"blk.1.attn_output.weight", []int64{256, 256}, "BF16"},
-		{"blk.1.attn_v.weight", []int64{256, 256}, "BF16"},
+		{"blk.4.attn_k.weight", []int64{256, 256}, "BF16"},
+		{"blk.4.attn_output.weight", []int64{256, 256}, "BF16"},
+		{"blk.4.attn_v.weight", []int64{256, 256}, "BF16"},
 	}
 	for _, c := range []struct {
-		ft           gg.FileType
-		nExpert      int
-		k, output, v string
+		ft      gg.FileType
+		nExpert int
+		want    [3]string
 	}{
-		{gg.FileQ4_K_M, 8, "Q8_0", "Q5_K", "Q8_0"},
-		{gg.FileQ4_K_S, 8, "Q8_0", "Q5_K", "Q8_0"},
-		{gg.FileQ4_0, 8, "Q8_0", "Q4_0", "Q8_0"},
-		{gg.FileQ4_K_M, 16, "Q4_K", "Q4_K", "Q6_K"},
-		{gg.FileQ4_0, 16, "Q4_0", "Q4_0", "Q4_0"},
+		{gg.FileQ4_K_M, 8, [3]string{"Q8_0", "Q5_K", "Q8_0"}},
+		{gg.FileQ4_K_S, 8, [3]string{"Q8_0", "Q5_K", "Q8_0"}},
+		{gg.FileQ5_K_M, 8, [3]string{"Q8_0", "Q5_K", "Q8_0"}},
+		{gg.FileQ4_K_M, 256, [3]string{"Q4_K", "Q4_K", "Q6_K"}},
 	} {
-		got := llamaQuantizeTypes(ts, c.ft, 2, c.nExpert)
-		if got[ts[0].name] != c.k || got[ts[1].name] != c.output || got[ts[2].name] != c.v {
-			t.Errorf("%v, %d experts: %v", c.ft, c.nExpert, got)
+		got := llamaQuantizeTypes(ts, c.ft, 5, c.nExpert)
+		for i, want := range c.want {
+			if got[ts[i].name] != want {
+				t.Errorf("%v, %d experts: %s is %s, want %s", c.ft, c.nExpert, ts[i].name, got[ts[i].name], want)
+			}
 		}
+	}
+}
+
+// gguf-py's size label: E x (shared + one expert) for MoE, else the count,
+// with two significant digits at least.
+func TestSizeLabel(t *testing.T) {
+	for _, c := range []struct {
+		ts   []paramCount
+		want string
+	}{
+		{[]paramCount{{elems: 999}}, "1.0K"},
+		{[]paramCount{{elems: 349_123}}, "349K"},
+		{[]paramCount{{elems: 1_234_567}}, "1.2M"},
+		{[]paramCount{{elems: 27_400_000_000}}, "27B"},
+		{[]paramCount{{elems: 2_000_000_000}, {elems: 256 * 10_000_000, experts: 256}, {elems: 256 * 5_000_000, experts: 256}}, "256x2.0B"},
+	} {
+		if got := sizeLabel(c.ts); got != c.want {
+			t.Errorf("%v: %s, want %s", c.ts, got, c.want)
+		}
+	}
+	if c := countOf("blk.4.ffn_up_exps.weight", []int64{8, 64, 32}); c.experts != 8 || c.elems != 8*64*32 {
+		t.Errorf("countOf: %+v", c)
 	}
 }

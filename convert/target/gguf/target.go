@@ -31,7 +31,9 @@ func (target) Name() string { return "gguf" }
 func (target) Usage() string {
 	return "the MTP head as an MTP-only GGUF sidecar for llama.cpp (--spec-type draft-mtp)"
 }
-func (target) Accepts() []string { return []string{convert.OptHeadPrecision, convert.OptGGUFType} }
+func (target) Accepts() []string {
+	return []string{convert.OptHeadPrecision, convert.OptGGUFType, convert.OptGraft}
+}
 
 // precision is one --head-precision or --gguf-type value: the file type,
 // the float type of unquantized weights, the ggml block type of quantized
@@ -93,8 +95,7 @@ func choosePrecision(o convert.Options) (precision, error) {
 }
 
 func (t target) Plan(m *convert.Model, o convert.Options) (*convert.Plan, error) {
-	prec, err := choosePrecision(o)
-	if err != nil {
+	if _, err := choosePrecision(o); err != nil {
 		return nil, convert.UsageError{Err: err}
 	}
 	if m.Spec.GGUF.Arch == "" {
@@ -106,18 +107,21 @@ func (t target) Plan(m *convert.Model, o convert.Options) (*convert.Plan, error)
 	if m.MTPDepth != 1 {
 		return nil, fmt.Errorf("the head has %d MTP layers; llama.cpp's %s MTP graph supports exactly one", m.MTPDepth, m.Spec.GGUF.Arch)
 	}
-	h, err := m.Config.Hparams()
-	if err != nil {
-		return nil, err
+	if o.Graft != "" {
+		return t.planGraft(m, o)
 	}
-	vocab, err := vocabMetadata(m, h)
+	prec, err := choosePrecision(o)
+	if err != nil {
+		return nil, convert.UsageError{Err: err}
+	}
+	h, vocab, err := hparamsAndVocab(m)
 	if err != nil {
 		return nil, err
 	}
 	name := m.Origin().ShortName()
 	file := "mtp-" + name + "-" + prec.suffix + ".gguf"
 	pl := &convert.Planner{M: m, File: file}
-	if err := planTensors(pl, m, prec); err != nil {
+	if err := planTensors(pl, m, prec, nil); err != nil {
 		return nil, err
 	}
 	kvs := metadata(m, h, prec.ftype, name, vocab)
@@ -135,27 +139,9 @@ func (t target) Plan(m *convert.Model, o convert.Options) (*convert.Plan, error)
 	return p, nil
 }
 
-// sortLikeLlamaQuantize orders tensors as llama-quantize writes them (its
-// loader's weight map): tensors outside blocks first, then by block, each
-// group by name.
+// sortLikeLlamaQuantize orders tensors as llama-quantize writes them.
 func sortLikeLlamaQuantize(ts []convert.OutTensor) {
-	layer := func(n string) int {
-		if rest, ok := strings.CutPrefix(n, "blk."); ok {
-			if i := strings.IndexByte(rest, '.'); i > 0 {
-				if v, err := strconv.Atoi(rest[:i]); err == nil {
-					return v
-				}
-			}
-		}
-		return -1
-	}
-	sort.SliceStable(ts, func(i, j int) bool {
-		li, lj := layer(ts[i].Name), layer(ts[j].Name)
-		if li != lj {
-			return li < lj
-		}
-		return ts[i].Name < ts[j].Name
-	})
+	sort.SliceStable(ts, func(i, j int) bool { return llamaQuantizeLess(ts[i].Name, ts[j].Name) })
 }
 
 // moveLast moves keys to the end, in the order given (llama-quantize sets
@@ -189,13 +175,14 @@ func squeeze(shape []int64) []int64 {
 }
 
 // planTensors plans the sidecar's tensors: the trunk's embedding, final norm
-// and lm_head, and the head as block n_layer.
-func planTensors(pl *convert.Planner, m *convert.Model, prec precision) error {
+// and lm_head, and the head as block n_layer. For a llama-quantize type the
+// choice is made over the whole file as llama-quantize's counters see it:
+// the sidecar, or with trunk given (a graft), the trunk's tensors and the
+// head's.
+func planTensors(pl *convert.Planner, m *convert.Model, prec precision, trunk []plannedTensor) error {
 	if !prec.requant {
 		return planTensorsTyped(pl, m, prec, nil)
 	}
-	// llama-quantize's choice depends on every tensor (counters, order):
-	// list them as the bf16 sidecar holds them, then choose.
 	var listed []plannedTensor
 	dry := &convert.Planner{M: m, File: pl.File}
 	if err := planTensorsTyped(dry, m, precision{float: st.BF16, requant: true, quant: "list"}, func(name string, shape []int64, in st.DType) {
@@ -203,8 +190,22 @@ func planTensors(pl *convert.Planner, m *convert.Model, prec precision) error {
 	}); err != nil {
 		return err
 	}
-	types := llamaQuantizeTypes(listed, prec.ftype, m.Config.NumHiddenLayers+m.MTPDepth, m.Config.NumExperts)
-	return planTensorsTyped(pl, m, prec, func(name string, shape []int64, in st.DType) {}, types)
+	all := listed
+	if trunk != nil {
+		all = append([]plannedTensor{}, trunk...)
+		for _, t := range listed {
+			if blockOf(t.name) >= m.Config.NumHiddenLayers {
+				all = append(all, t)
+			}
+		}
+	}
+	types := llamaQuantizeTypes(all, prec.ftype, m.Config.NumHiddenLayers+m.MTPDepth, m.Config.NumExperts)
+	for _, t := range listed {
+		if _, ok := types[t.name]; !ok {
+			types[t.name] = t.in // a graft's copy of the trunk tensors, not planned
+		}
+	}
+	return planTensorsTyped(pl, m, prec, func(string, []int64, st.DType) {}, types)
 }
 
 // planTensorsTyped plans the tensors; with list set, it reports each
@@ -321,6 +322,18 @@ var quantBits = map[string]int{"Q4_0": 4, "Q5_0": 5, "Q5_1": 5, "Q8_0": 8, "Q4_K
 
 // Card: the sidecar pairs with a GGUF of the same trunk.
 func (target) Card(man *manifests.Manifest) manifests.TargetCard {
+	if f := man.Options["graft"]; f != "" {
+		return manifests.TargetCard{
+			Library: "llama.cpp",
+			What:    "a trunk GGUF with the multi-token-prediction (MTP) head bundled, as llama.cpp's reference converter writes a model with its head",
+			Pairing: "The trunk's tensors are those of the GGUF it was grafted into, byte for byte; the head is block n_layer.",
+			Experts: "stacked as llama.cpp's `ffn_{gate,up,down}_exps` `{in, out, E}`",
+			HowToRun: []string{
+				"With llama.cpp (the sources vendored by llama-cpp-python 0.3.36 tested), alone: the head drafts from the same file.",
+				"", "```sh", "llama-server -m " + f + " --spec-type draft-mtp", "```",
+			},
+		}
+	}
 	return manifests.TargetCard{
 		Library: "llama.cpp",
 		What:    "the multi-token-prediction (MTP) head as an MTP-only GGUF sidecar for llama.cpp speculative decoding",

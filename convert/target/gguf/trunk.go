@@ -30,11 +30,7 @@ func WriteTrunk(m *convert.Model, path string) error {
 	if err := m.TrunkError(); err != nil {
 		return err
 	}
-	h, err := m.Config.Hparams()
-	if err != nil {
-		return err
-	}
-	vocab, err := vocabMetadata(m, h)
+	h, vocab, err := hparamsAndVocab(m)
 	if err != nil {
 		return err
 	}
@@ -346,24 +342,11 @@ func WriteTrunk(m *convert.Model, path string) error {
 			return err
 		}
 	}
-	// The sidecar's metadata without the head: n_layer blocks, no nextn layers.
 	name := strings.TrimSuffix(path, ".gguf")
 	if i := strings.LastIndexByte(name, '/'); i >= 0 {
 		name = name[i+1:]
 	}
-	var kvs []gg.KV
-	a := m.Spec.GGUF.Arch
-	for _, kv := range metadata(m, h, gg.FileBF16, name, vocab) {
-		switch kv.Key {
-		case a + ".nextn_predict_layers":
-			continue
-		case a + ".block_count":
-			kv.Value = gg.U32(uint32(c.NumHiddenLayers))
-		case a + ".attention.recurrent_layers":
-			kv.Value = gg.Bools(kv.Value.V.([]bool)[:c.NumHiddenLayers])
-		}
-		kvs = append(kvs, kv)
-	}
+	kvs := trunkMetadata(m, h, name, vocab)
 	sizes := make([]int64, len(out))
 	for i, t := range out {
 		sizes[i] = int64(len(t.data))
@@ -387,4 +370,37 @@ func WriteTrunk(m *convert.Model, path string) error {
 		copy(buf[int64(len(hdr))+offs[i]:], t.data)
 	}
 	return os.WriteFile(path, buf, 0o644)
+}
+
+// trunkMetadata is the sidecar's metadata without the head: n_layer blocks,
+// no nextn layers (what the reference converter writes with --no-mtp).
+func trunkMetadata(m *convert.Model, h convert.Hparams, name string, vocab []gg.KV) []gg.KV {
+	var kvs []gg.KV
+	a := m.Spec.GGUF.Arch
+	n := m.Config.NumHiddenLayers
+	for _, kv := range metadata(m, h, gg.FileBF16, name, vocab) {
+		switch kv.Key {
+		case a + ".nextn_predict_layers":
+			continue
+		case a + ".block_count":
+			kv.Value = gg.U32(uint32(n))
+		case a + ".attention.recurrent_layers":
+			kv.Value = gg.Bools(kv.Value.V.([]bool)[:n])
+		}
+		kvs = append(kvs, kv)
+	}
+	return kvs
+}
+
+// TrunkMetadata is the metadata of a trunk GGUF of m without its head, for
+// tools that write one (the benchmark's real-size synthetic trunk).
+func TrunkMetadata(m *convert.Model, name string) ([]gg.KV, error) {
+	if m.Spec.GGUF.Arch == "" {
+		return nil, fmt.Errorf("family %s is not supported", m.Family)
+	}
+	h, vocab, err := hparamsAndVocab(m)
+	if err != nil {
+		return nil, err
+	}
+	return trunkMetadata(m, h, name, vocab), nil
 }

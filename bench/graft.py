@@ -1,0 +1,105 @@
+"""Benchmark --graft on a real-size trunk (bench/run.sh runs it).
+
+The trunk is a synthetic GGUF of the real-size Qwen3.6 checkpoint that
+run.sh generates (bench/synthtrunk: every tensor at its real shape, the
+embedding and lm_head F32, the rest BF16; above 10 GB), the source that
+checkpoint with the tiny test tokenizer. Each run copies the trunk with `cp`
+and grafts the head into it, back to back, and the ratio graft / cp of each
+pair is reported (median and range), with the graft's peak RSS. `cp` (GNU
+coreutils) copies with copy_file_range too, so the ratio is what the head
+(read, cast, written) and the output's sha256 (hashed as the copy lands)
+cost on top of the copy. The page cache is left as it is (warm): dropping it
+would slow every other process on a shared machine.
+"""
+import datetime
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench import machine
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = ROOT / "bench" / ".bin"
+DATA = ROOT / "bench" / ".data"
+CKPT = DATA / "qwen3.6-moe-full"
+SRC = DATA / "graft-src"
+TRUNK = DATA / "qwen3.6-moe-full-trunk.gguf"
+WORK = DATA / "graft-out"
+REPEAT = int(os.environ.get("BENCH_REPEAT", "3"))
+
+
+def prepare():
+    if not SRC.exists():
+        SRC.mkdir()
+        for d in (CKPT, ROOT / "testdata" / "tokenizer-tiny"):
+            for f in d.iterdir():
+                os.symlink(f, SRC / f.name)
+    if not TRUNK.exists():
+        subprocess.run(["go", "run", "./bench/synthtrunk", str(SRC), str(TRUNK) + ".tmp"], cwd=ROOT, check=True)
+        os.rename(str(TRUNK) + ".tmp", TRUNK)
+
+
+def timed(args):
+    t0 = time.perf_counter()
+    res = subprocess.run(args, check=True, capture_output=True, text=True)
+    return time.perf_counter() - t0, res
+
+
+def main():
+    prepare()
+    shutil.rmtree(WORK, ignore_errors=True)
+    WORK.mkdir()
+    size = TRUNK.stat().st_size
+    load = [os.getloadavg()[0]]
+    cps, grafts, ratios, rss, out_size = [], [], [], [], 0
+    for _ in range(REPEAT):
+        copy = WORK / "copy.gguf"
+        t_cp, _ = timed(["cp", str(TRUNK), str(copy)])
+        copy.unlink()
+        out = WORK / "graft"
+        t_g, res = timed(["/usr/bin/time", "-v", str(BIN / "mtpconv"), "export", "--src", str(SRC), "--target", "gguf",
+                          "--graft", str(TRUNK), "--out", str(out), "--json"])
+        summary = json.loads(res.stdout)
+        m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", res.stderr)
+        rss.append((summary["peak_rss_bytes"], int(m.group(1)) * 1024 if m else 0))
+        out_size = (out / TRUNK.name).stat().st_size
+        shutil.rmtree(out)
+        cps.append(t_cp)
+        grafts.append(t_g)
+        ratios.append(t_g / t_cp)
+        print(f"cp {t_cp:6.2f} s   graft {t_g:6.2f} s   x{t_g / t_cp:.2f}", flush=True)
+    shutil.rmtree(WORK, ignore_errors=True)
+    load.append(os.getloadavg()[0])
+    fs = subprocess.run(["stat", "-f", "-c", "%T", str(DATA)], capture_output=True, text=True).stdout.strip()
+    rng = lambda xs: f"{statistics.median(xs):.2f} ({min(xs):.2f}–{max(xs):.2f})"
+    lines = [
+        f"# mtpconv benchmark: --graft into a real-size trunk GGUF, {datetime.date.today().isoformat()}",
+        "",
+        f"Machine: {machine()}; file system {fs}; load average {load[0]:.1f} before, {load[1]:.1f} after "
+        "(the graft hashes every byte it writes, sha256 for the manifest: on a loaded machine that CPU time, not the copy, sets the ratio).",
+        f"Trunk: {TRUNK.name}, {size / 1e9:.2f} GB (bench/synthtrunk from `go run ./cmd/mkfixtures qwen3.6-moe-full`: "
+        "4 layers at Qwen3.6-35B-A3B's real shapes, embedding and lm_head F32, the rest BF16); "
+        f"the grafted file {out_size / 1e9:.2f} GB (the BF16 head added).",
+        "Each run: `cp TRUNK` then `mtpconv export --target gguf --graft TRUNK`, back to back; the page cache warm. "
+        f"{REPEAT} runs, medians with the range in brackets; × cp is the median of the paired ratios.",
+        "",
+        "| row | trunk GB | cp s | graft s | × cp | graft peak RSS MiB (VmHWM / time) |",
+        "|---|---|---|---|---|---|",
+        f"| gguf-graft bf16 head | {size / 1e9:.2f} | {rng(cps)} | {rng(grafts)} | {statistics.median(ratios):.2f} | "
+        f"{max(r[0] for r in rss) / 2**20:.0f} / {max(r[1] for r in rss) / 2**20:.0f} |",
+    ]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    dest = ROOT / "bench" / "results" / f"{datetime.date.today().isoformat()}-gguf-graft.md"
+    dest.write_text(text)
+    print(f"written to {dest.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
