@@ -21,10 +21,9 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/mtpconv/mtpconv/convert/rows"
-	"github.com/mtpconv/mtpconv/quant"
-
+	"github.com/mtpconv/mtpconv/convert/run/rows"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/quant"
 )
 
 // FileName is the manifest's name inside an output folder.

@@ -12,8 +12,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/mtpconv/mtpconv/convert/rows"
-
+	"github.com/mtpconv/mtpconv/convert/run/rows"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/quant"
 )

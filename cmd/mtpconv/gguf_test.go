@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mtpconv/mtpconv/convert"
+	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
-	"github.com/mtpconv/mtpconv/convert/target/gguf"
+	"github.com/mtpconv/mtpconv/convert/targets/gguf"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fakehub"
@@ -201,7 +201,7 @@ func TestGGUFDense(t *testing.T) {
 // trunkSummary writes the test trunk GGUF of src and returns what inspect --json says of it.
 func trunkSummary(t *testing.T, src string) gg.Summary {
 	t.Helper()
-	m, err := convert.Load(source.Dir(src))
+	m, err := model.Load(source.Dir(src))
 	if err != nil {
 		t.Fatal(err)
 	}

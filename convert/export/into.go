@@ -1,0 +1,268 @@
+package export
+
+// --into: the head added to a folder another tool exported (an optimum-intel
+// OpenVINO export), touching only the files the target places there and the
+// mtpconv manifest.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/plan"
+	"github.com/mtpconv/mtpconv/convert/source"
+	"github.com/mtpconv/mtpconv/convert/targets"
+	"github.com/mtpconv/mtpconv/manifests"
+)
+
+// Intoer is a Target that can add its output to an existing folder of the
+// same model: CheckInto refuses a folder that is not one (saying what
+// differs) and names the files of the output that go into it, in the order
+// they go in: a file after the files it refers to (an OpenVINO .bin before
+// its .xml). These tensor files are the only ones planned; the generic code
+// records them in the manifest as the only files of the folder that are
+// ours.
+type Intoer interface {
+	CheckInto(dir string, m *model.Model) ([]string, error)
+}
+
+// The hidden names --into reserves in the destination: the staging folder
+// the files are written in before they are renamed into place (so every
+// rename stays on one file system), and the lock held from before anything
+// is touched until the last rename.
+const (
+	intoStaging = ".mtpconv-into"
+	intoLock    = ".mtpconv-into.lock"
+)
+
+// exportInto runs the export into a staging folder inside r.Into, then
+// moves the target's files into r.Into (see intoSteps). Only the files the
+// manifest records as ours are ever replaced; nothing else of r.Into is
+// touched.
+func exportInto(ctx context.Context, r Request) (*Outcome, error) {
+	// The command line first: a usage error changes nothing.
+	if r.Out != "" {
+		return nil, targets.UsageError{Err: errors.New("--into and --out are exclusive")}
+	}
+	if r.Resume {
+		return nil, targets.UsageError{Err: errors.New("--resume does not apply to --into")}
+	}
+	t, err := targets.LookupTarget(r.Target)
+	if err != nil {
+		return nil, targets.UsageError{Err: err}
+	}
+	in, ok := t.(Intoer)
+	if !ok {
+		return nil, targets.UsageError{Err: fmt.Errorf("--target %s does not take --into", t.Name())}
+	}
+	if err := targets.CheckOptions(t, r.Options); err != nil {
+		return nil, targets.UsageError{Err: err}
+	}
+	if err := CheckIntoFolder(r.Into); err != nil {
+		return nil, err
+	}
+	if dir, ok := r.Model.Checkpoint.Source.(source.Dir); ok {
+		a, aerr := resolveExisting(r.Into)
+		b, berr := resolveExisting(string(dir))
+		if aerr == nil && berr == nil && pathRelation(a, b) == relSame {
+			return nil, fmt.Errorf("--into %s is the source folder; a source is never written (--into takes an optimum-intel export of it)", r.Into)
+		}
+	}
+	files, err := in.CheckInto(r.Into, r.Model)
+	if err != nil {
+		return nil, err
+	}
+	staging := filepath.Join(r.Into, intoStaging)
+	sub := r
+	sub.Into, sub.Out, sub.Force, sub.NoCard, sub.keep, sub.shownAs = "", staging, true, true, files, "--into "+r.Into
+	if r.DryRun {
+		if _, err := intoReplaces(r.Into, files, r.Force); err != nil {
+			return nil, err
+		}
+		return Export(ctx, sub)
+	}
+	lock, err := lockOutput(filepath.Join(r.Into, intoLock))
+	if errors.Is(err, errLocked) {
+		return nil, fmt.Errorf("another export is adding into %s (%s is locked); wait for it to finish or stop it", r.Into, intoLock)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer lock.release()
+	replacing, err := intoReplaces(r.Into, files, r.Force)
+	if err != nil {
+		return nil, err
+	}
+	// A staging folder left by a killed run is ours: its name is reserved,
+	// and the lock says no run is using it.
+	if err := os.RemoveAll(staging); err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(staging)
+	oc, err := Export(ctx, sub)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range intoSteps(r.Into, staging, files, replacing) {
+		if err := s.apply(); err != nil {
+			return nil, fmt.Errorf("--into %s: %w (run it again with --force to complete it)", r.Into, err)
+		}
+	}
+	if err := syncDir(r.Into); err != nil {
+		return nil, err
+	}
+	return oc, nil
+}
+
+// CheckIntoFolder refuses an --into that is not an existing folder; it
+// reads nothing else, so callers check it before reading a remote source.
+func CheckIntoFolder(dir string) error {
+	fi, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("--into %s: no such folder (--into adds to an existing export; --out makes a new folder)", dir)
+	}
+	if err != nil {
+		return fmt.Errorf("--into %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("--into %s is not a folder", dir)
+	}
+	return nil
+}
+
+// intoReplaces returns the files of the output already in dir, refusing
+// them unless force. --force replaces exactly these files (an optimum-intel
+// export carries an MTP IR of its own, and replacing it is what --into is
+// for), never another file of the folder: neither a manifest mtpconv did
+// not write nor a file an earlier --into owned that this one would not
+// replace.
+func intoReplaces(dir string, files []string, force bool) ([]string, error) {
+	kind, rec := folderOwner(dir)
+	switch kind {
+	case ownerForeign:
+		return nil, fmt.Errorf("%s has a %s that mtpconv did not write; refusing to replace it", dir, manifests.FileName)
+	case ownerExport:
+		return nil, fmt.Errorf("%s is an mtpconv output of its own (not an export mtpconv added into); refusing to add into it", dir)
+	}
+	var owned []string
+	if rec != nil {
+		owned = rec.OwnedFiles
+	}
+	for _, f := range owned {
+		if f == manifests.FileName || slices.Contains(files, f) {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
+			return nil, fmt.Errorf("%s holds %s from an earlier --into that this export would not replace; remove it (and %s) yourself to add this one", dir, f, manifests.FileName)
+		}
+	}
+	var present, foreign []string
+	for _, f := range files {
+		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
+			present = append(present, f)
+			if !slices.Contains(owned, f) {
+				foreign = append(foreign, f)
+			}
+		}
+	}
+	if len(present) > 0 && !force {
+		whose := "an earlier mtpconv --into wrote " + plural(len(present), "it", "them")
+		if len(foreign) > 0 {
+			whose = "not written by mtpconv: " + strings.Join(foreign, " and ") + " came with the export"
+		}
+		return nil, fmt.Errorf("%s already has %s (%s); pass --force to replace %s with mtpconv's (nothing else of the folder is touched)", dir, strings.Join(present, " and "), whose, plural(len(present), "it", "them"))
+	}
+	return present, nil
+}
+
+// intoStep is one change of the final phase of --into: a rename, or (no
+// from) the removal of an old file of ours.
+type intoStep struct{ from, to string }
+
+func (s intoStep) apply() error {
+	if s.from == "" {
+		return os.Remove(s.to)
+	}
+	return os.Rename(s.from, s.to)
+}
+
+// intoSteps orders the final phase so that a kill or failure between any
+// two steps leaves no mixed output: the new manifest first (it records the
+// files as ours before any of them lands, so an interrupted run can be
+// completed with --force), then the old files being replaced removed,
+// referring files first (an old .xml never outlives its .bin), then the
+// new files in the Intoer's order (a new .xml never precedes its .bin).
+// A reader finds the old output, part of it with every descriptor's data
+// its own, or the new one.
+func intoSteps(dir, staging string, files, replacing []string) []intoStep {
+	steps := []intoStep{{filepath.Join(staging, manifests.FileName), filepath.Join(dir, manifests.FileName)}}
+	for i := len(files) - 1; i >= 0; i-- {
+		if slices.Contains(replacing, files[i]) {
+			steps = append(steps, intoStep{to: filepath.Join(dir, files[i])})
+		}
+	}
+	for _, f := range files {
+		steps = append(steps, intoStep{filepath.Join(staging, f), filepath.Join(dir, f)})
+	}
+	return steps
+}
+
+// keepOnly narrows a plan to the tensor files kept by --into.
+func keepOnly(p *plan.Plan, keep []string) {
+	k := map[string]bool{}
+	for _, f := range keep {
+		k[f] = true
+	}
+	var files []string
+	for _, f := range p.TensorFiles {
+		if k[f] {
+			files = append(files, f)
+		}
+	}
+	var ts []plan.OutTensor
+	for _, t := range p.Tensors {
+		if k[t.File] {
+			ts = append(ts, t)
+		}
+	}
+	var other []plan.OutFile
+	for _, f := range p.Files {
+		if k[f.Name] {
+			other = append(other, f)
+		}
+	}
+	// A note about a file ("NAME: ...") that is not written goes too.
+	var notes []string
+	for _, n := range p.Notes {
+		if name, _, ok := strings.Cut(n, ": "); ok && filepath.Ext(name) != "" && !strings.Contains(name, " ") && !k[name] {
+			continue
+		}
+		notes = append(notes, n)
+	}
+	p.TensorFiles, p.Tensors, p.Files, p.Notes = files, ts, other, notes
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, fs.ErrInvalid) {
+		return err
+	}
+	return nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

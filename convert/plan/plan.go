@@ -1,0 +1,420 @@
+// Package plan is the export as pure data: every output tensor as row
+// segments of source tensors with its transforms, precision and file
+// (Plan), the byte layout of each output file, and the Planner that applies
+// the fixes every target needs from a family's roles. No I/O.
+package plan
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/mtpconv/mtpconv/convert/run/rows"
+	"github.com/mtpconv/mtpconv/formats/gguf"
+	ov "github.com/mtpconv/mtpconv/formats/openvino"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/manifests"
+)
+
+// Transform names a step applied to an output tensor; the manifest records it.
+type Transform = manifests.TransformName
+
+// The transforms, in the order they apply.
+const (
+	TNormPlusOne    = manifests.TNormPlusOne
+	TConv1dRelayout = manifests.TConv1dRelayout
+	TSplitGateUp    = manifests.TSplitGateUp
+	TStackExperts   = manifests.TStackExperts
+	TCast           = manifests.TCast
+	TQuantize       = manifests.TQuantize
+	TDequantFP8     = manifests.TDequantFP8
+)
+
+// Segment is a run of rows of a source tensor viewed as [rows, RowLen],
+// with, for an FP8 weight, the block scales it is read with.
+type Segment = rows.Segment
+
+// Quant describes how an output tensor is quantized.
+type Quant struct {
+	Mode      QuantMode `json:"mode"`
+	Bits      int       `json:"bits"`
+	GroupSize int       `json:"group_size"`          // nncf: <= 0 per output channel
+	Rounding  string    `json:"rounding,omitempty"`  // mlx_affine: "gpu" or "cpu"
+	Sym       bool      `json:"sym,omitempty"`       // nncf
+	GGMLType  string    `json:"ggml_type,omitempty"` // ggml: the block type (Q8_0, Q4_K, ...)
+}
+
+// QuantMode names a quantization scheme.
+type QuantMode = manifests.QuantMode
+
+// Quantization modes.
+const (
+	ModeMLXAffine = manifests.ModeMLXAffine
+	ModeNNCF      = manifests.ModeNNCF
+	ModeGGML      = manifests.ModeGGML
+)
+
+// nncfTypes are NNCF's storage types.
+var nncfTypes = map[[2]int]st.DType{{8, 0}: "U8", {8, 1}: "I8", {4, 0}: "U4", {4, 1}: "I4"}
+
+// CodeType is the storage type of NNCF codes (and zero points).
+func (q *Quant) CodeType() st.DType {
+	sym := 0
+	if q.Sym {
+		sym = 1
+	}
+	return nncfTypes[[2]int{q.Bits, sym}]
+}
+
+// OutTensor is one output tensor: where its rows come from, what is done to
+// them, and what is written. A quantized tensor named X.weight is written as
+// X.weight (U32 packed), X.scales and X.biases (DType).
+type OutTensor struct {
+	Name       string      `json:"name"`
+	Component  string      `json:"component"`
+	File       string      `json:"file"`
+	Segments   []Segment   `json:"segments"`
+	RowLen     int64       `json:"row_len"`
+	Shape      []int64     `json:"shape"`
+	DType      st.DType    `json:"dtype"`
+	Transforms []Transform `json:"transforms"`
+	Quant      *Quant      `json:"quant,omitempty"`
+}
+
+// Rows is the number of rows of the output.
+func (t *OutTensor) Rows() int64 {
+	var n int64
+	for _, s := range t.Segments {
+		n += s.Rows
+	}
+	return n
+}
+
+// Sources lists the distinct source tensors in order, block scales after their weight.
+func (t *OutTensor) Sources() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, s := range t.Segments {
+		for _, n := range []string{s.Source, s.Scale} {
+			if n != "" && !seen[n] {
+				seen[n] = true
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// SourceNames lists every source tensor the plan reads, once each.
+func (p *Plan) SourceNames() []string {
+	var out []string
+	seen := map[string]bool{}
+	for i := range p.Tensors {
+		for _, s := range p.Tensors[i].Sources() {
+			if !seen[s] {
+				seen[s] = true
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// Has reports whether the tensor carries a transform.
+func (t *OutTensor) Has(transform Transform) bool {
+	for _, x := range t.Transforms {
+		if x == transform {
+			return true
+		}
+	}
+	return false
+}
+
+// Entries are the safetensors entries the tensor becomes.
+func (t *OutTensor) Entries() []st.Entry {
+	if t.Quant != nil && t.Quant.Mode == ModeGGML {
+		// One entry of ggml blocks, its dtype the block type's name.
+		return []st.Entry{{Name: t.Name, DType: st.DType(t.Quant.GGMLType), Shape: t.Shape}}
+	}
+	if t.Quant == nil {
+		return []st.Entry{{Name: t.Name, DType: t.DType, Shape: t.Shape}}
+	}
+	lead := t.Shape[:len(t.Shape)-1]
+	in := t.Shape[len(t.Shape)-1]
+	base := strings.TrimSuffix(t.Name, ".weight")
+	with := func(last ...int64) []int64 { return append(append([]int64{}, lead...), last...) }
+	if t.Quant.Mode == ModeNNCF {
+		// NNCF's layout: codes [.., N, K] per channel or [.., N, K/G, G] grouped;
+		// f16 scale (and zero point, for asymmetric modes) [.., N, 1] or [.., N, K/G, 1].
+		q, s := with(in), with(1)
+		if g := int64(t.Quant.GroupSize); g > 0 {
+			q, s = with(in/g, g), with(in/g, 1)
+		}
+		es := []st.Entry{{Name: t.Name, DType: t.Quant.CodeType(), Shape: q}, {Name: base + ".scale", DType: st.F16, Shape: s}}
+		if !t.Quant.Sym {
+			es = append(es, st.Entry{Name: base + ".zero_point", DType: t.Quant.CodeType(), Shape: s})
+		}
+		return es
+	}
+	if _, fp := t.Quant.Mode.MLXFP(); fp {
+		// MLX's microscaling modes: packed codes and U8 scales, no biases.
+		return []st.Entry{
+			{Name: base + ".scales", DType: st.U8, Shape: with(in / int64(t.Quant.GroupSize))},
+			{Name: t.Name, DType: st.U32, Shape: with(in * int64(t.Quant.Bits) / 32)},
+		}
+	}
+	return []st.Entry{
+		{Name: base + ".biases", DType: t.DType, Shape: with(in / int64(t.Quant.GroupSize))},
+		{Name: base + ".scales", DType: t.DType, Shape: with(in / int64(t.Quant.GroupSize))},
+		{Name: t.Name, DType: st.U32, Shape: with(in * int64(t.Quant.Bits) / 32)},
+	}
+}
+
+// OutFile is a file of the output folder that is not a tensor file.
+type OutFile struct {
+	Name     string `json:"name"`
+	Contents []byte `json:"-"`      // written as is, when set
+	CopyFrom string `json:"source"` // else copied from the source checkpoint
+}
+
+// FileFormat is how a tensor file lays out its entries.
+type FileFormat string
+
+const (
+	// FormatSafetensors: a safetensors header, then the entries in name order.
+	FormatSafetensors FileFormat = ""
+	// FormatOpenVINOBin: an OpenVINO weights .bin, entries back to back at the
+	// format's alignment, placed by the manifest (no header).
+	FormatOpenVINOBin FileFormat = "openvino_bin"
+	// FormatGGUF: a GGUF header (Plan.GGUF metadata, tensor infos in plan
+	// order), then the tensors at the format's alignment; the manifest places
+	// each entry.
+	FormatGGUF FileFormat = "gguf"
+)
+
+// Plan is a whole export, decided before any tensor byte is read.
+type Plan struct {
+	Target      string                `json:"target"`
+	Options     map[string]string     `json:"options"`
+	Tensors     []OutTensor           `json:"tensors"`
+	TensorFiles []string              `json:"tensor_files"`
+	Formats     map[string]FileFormat `json:"formats,omitempty"` // of tensor files not in safetensors
+	Metadata    map[string]string     `json:"metadata"`          // safetensors __metadata__
+	GGUF        []gguf.KV             `json:"gguf,omitempty"`    // GGUF files' metadata
+	Files       []OutFile             `json:"files"`
+	Notes       []string              `json:"notes"` // what the user should know (printed by export)
+}
+
+// FileEntries returns the entries of a tensor file, sorted by name, and the
+// output tensor each belongs to.
+func (p *Plan) FileEntries(file string) ([]st.Entry, []*OutTensor) {
+	type pair struct {
+		e st.Entry
+		t *OutTensor
+	}
+	var pairs []pair
+	for i := range p.Tensors {
+		t := &p.Tensors[i]
+		if t.File != file {
+			continue
+		}
+		for _, e := range t.Entries() {
+			pairs = append(pairs, pair{e, t})
+		}
+	}
+	sort.Slice(pairs, func(i, j int) bool { return pairs[i].e.Name < pairs[j].e.Name })
+	es := make([]st.Entry, len(pairs))
+	ts := make([]*OutTensor, len(pairs))
+	for i, pr := range pairs {
+		es[i], ts[i] = pr.e, pr.t
+	}
+	return es, ts
+}
+
+// Validate checks the plan against the source inventory: every segment in
+// range, rows consistent with shapes, names unique.
+func (p *Plan) Validate(ck *st.Checkpoint) error {
+	seen := map[string]bool{}
+	for _, t := range p.Tensors {
+		for _, e := range t.Entries() {
+			key := t.File + "\x00" + e.Name
+			if seen[key] {
+				return fmt.Errorf("plan: %s: tensor %s twice", t.File, e.Name)
+			}
+			seen[key] = true
+		}
+		elems := int64(1)
+		for _, d := range t.Shape {
+			elems *= d
+		}
+		if t.RowLen <= 0 || t.Rows()*t.RowLen != elems {
+			return fmt.Errorf("plan: %s: %d rows of %d do not make shape %v", t.Name, t.Rows(), t.RowLen, t.Shape)
+		}
+		for _, s := range t.Segments {
+			src, ok := ck.Tensors[s.Source]
+			if !ok {
+				return fmt.Errorf("plan: %s: source %s is not in the checkpoint", t.Name, s.Source)
+			}
+			if err := rows.Check(ck, s, t.RowLen); err != nil {
+				return fmt.Errorf("plan: %s: %w", t.Name, err)
+			}
+			if src.Elements()%t.RowLen != 0 || s.Row < 0 || s.Rows < 0 || s.Row+s.Rows > src.Elements()/t.RowLen {
+				return fmt.Errorf("plan: %s: rows [%d, %d) of %s (shape %v) out of range", t.Name, s.Row, s.Row+s.Rows, s.Source, src.Shape)
+			}
+		}
+		if t.Quant != nil && t.Quant.GroupSize > 0 && t.RowLen%int64(t.Quant.GroupSize) != 0 {
+			return fmt.Errorf("plan: %s: row length %d not a multiple of group size %d", t.Name, t.RowLen, t.Quant.GroupSize)
+		}
+		if q := t.Quant; q != nil && q.Mode == ModeNNCF && q.Bits == 4 {
+			// Zero points pack two per byte across rows: every run of rows must hold an even count.
+			groups := int64(1)
+			if q.GroupSize > 0 {
+				groups = t.RowLen / int64(q.GroupSize)
+			}
+			for _, s := range t.Segments {
+				if s.Rows*groups%2 != 0 {
+					return fmt.Errorf("plan: %s: %d rows of %d groups cannot be nibble-packed in pieces", t.Name, s.Rows, groups)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// SourceRanges lists, per shard, the byte ranges [begin, end) the plan reads,
+// so a remote source can fetch exactly those.
+func (p *Plan) SourceRanges(ck *st.Checkpoint) map[string][][2]int64 {
+	out := map[string][][2]int64{}
+	for _, t := range p.Tensors {
+		for _, s := range t.Segments {
+			src := ck.Tensors[s.Source]
+			size, _ := src.DType.Size()
+			b := src.Begin + s.Row*t.RowLen*size
+			out[src.Shard.Name] = append(out[src.Shard.Name], [2]int64{b, b + s.Rows*t.RowLen*size})
+			if sc, ok := ck.Tensors[s.Scale]; ok && s.Scale != "" {
+				out[sc.Shard.Name] = append(out[sc.Shard.Name], [2]int64{sc.Begin, sc.End})
+			}
+		}
+	}
+	return out
+}
+
+// FileLayout is where every entry of a tensor file goes.
+type FileLayout struct {
+	Entries []st.Entry
+	Owners  []*OutTensor
+	Offsets map[string]int64
+	Sizes   map[string]int64
+	Header  []byte // safetensors header; empty for a raw OpenVINO .bin
+	Size    int64  // bytes of tensor data and header
+}
+
+// Layout places the entries of a tensor file: after a safetensors header, or
+// as its format package places them.
+func (p *Plan) Layout(file string) (*FileLayout, error) {
+	entries, owners := p.FileEntries(file)
+	lay := &FileLayout{Entries: entries, Owners: owners, Offsets: map[string]int64{}, Sizes: map[string]int64{}}
+	if p.Formats[file] == FormatGGUF {
+		return p.layoutGGUF(file, lay)
+	}
+	if p.Formats[file] == FormatOpenVINOBin {
+		sizes := make([]int64, len(entries))
+		for i, e := range entries {
+			sizes[i] = EntryBytes(e)
+		}
+		offsets, total := ov.PlaceWeights(sizes)
+		for i, e := range entries {
+			lay.Offsets[e.Name], lay.Sizes[e.Name] = offsets[i], sizes[i]
+		}
+		lay.Size = total
+		return lay, nil
+	}
+	hdr, sizes, err := st.EncodeHeader(entries, p.Metadata)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	lay.Header = hdr
+	off := int64(len(hdr))
+	for i, e := range entries {
+		lay.Offsets[e.Name], lay.Sizes[e.Name] = off, sizes[i]
+		off += sizes[i]
+	}
+	lay.Size = off
+	return lay, nil
+}
+
+// EntryBytes is the stored size of an entry; U4 and I4 pack two per byte.
+func EntryBytes(e st.Entry) int64 {
+	n := int64(1)
+	for _, d := range e.Shape {
+		n *= d
+	}
+	switch e.DType {
+	case "U4", "I4":
+		return (n + 1) / 2
+	}
+	if gt, ok := gguf.ParseType(string(e.DType)); ok && gt.Quantized() {
+		b, _ := gt.RowBytes(n)
+		return b
+	}
+	size, _ := e.DType.Size()
+	return n * size
+}
+
+// SourceBytes is how many source bytes executing the plan reads.
+func (p *Plan) SourceBytes(ck *st.Checkpoint) int64 {
+	var n int64
+	for _, rs := range p.SourceRanges(ck) {
+		for _, r := range rs {
+			n += r[1] - r[0]
+		}
+	}
+	return n
+}
+
+// layoutGGUF places a GGUF file: the header (the plan's GGUF metadata and one
+// tensor info per entry, in plan order), then each entry at the alignment.
+// Shapes are written innermost first, as ggml counts dimensions.
+func (p *Plan) layoutGGUF(file string, lay *FileLayout) (*FileLayout, error) {
+	var entries []st.Entry
+	var owners []*OutTensor
+	for i := range p.Tensors {
+		t := &p.Tensors[i]
+		if t.File != file {
+			continue
+		}
+		for _, e := range t.Entries() {
+			entries = append(entries, e)
+			owners = append(owners, t)
+		}
+	}
+	lay.Entries, lay.Owners = entries, owners
+	sizes := make([]int64, len(entries))
+	infos := make([]gguf.TensorInfo, len(entries))
+	for i, e := range entries {
+		sizes[i] = EntryBytes(e)
+		gt, ok := gguf.ParseType(string(e.DType))
+		if !ok {
+			return nil, fmt.Errorf("%s: tensor %s: %s is not a ggml type", file, e.Name, e.DType)
+		}
+		dims := make([]int64, len(e.Shape))
+		for j, d := range e.Shape {
+			dims[len(e.Shape)-1-j] = d
+		}
+		infos[i] = gguf.TensorInfo{Name: e.Name, Dims: dims, Type: gt}
+	}
+	offs, total := gguf.Place(sizes, gguf.DefaultAlignment)
+	for i := range infos {
+		infos[i].Offset = offs[i]
+	}
+	hdr, err := gguf.EncodeHeader(p.GGUF, infos)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	lay.Header = hdr
+	for i, e := range entries {
+		lay.Offsets[e.Name], lay.Sizes[e.Name] = int64(len(hdr))+offs[i], sizes[i]
+	}
+	lay.Size = int64(len(hdr)) + total
+	return lay, nil
+}
