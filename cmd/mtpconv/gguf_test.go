@@ -9,11 +9,11 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
-	"github.com/mtpconv/mtpconv/convert/targets/gguf"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fakehub"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/internal/gguftrunk"
 	"github.com/mtpconv/mtpconv/internal/testfs"
 )
 
@@ -207,7 +207,7 @@ func trunkSummary(t *testing.T, src string) gg.Summary {
 	}
 	defer m.Checkpoint.Close()
 	trunk := filepath.Join(t.TempDir(), "trunk.gguf")
-	if err := gguf.WriteTrunk(m, trunk); err != nil {
+	if err := gguftrunk.WriteTrunk(m, trunk); err != nil {
 		t.Fatal(err)
 	}
 	_, stdout, _ := runCLI(t, "inspect", "--json", trunk)

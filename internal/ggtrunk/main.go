@@ -11,7 +11,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
-	"github.com/mtpconv/mtpconv/convert/targets/gguf"
+	"github.com/mtpconv/mtpconv/internal/gguftrunk"
 )
 
 func main() {
@@ -21,7 +21,7 @@ func main() {
 	}
 	m, err := model.Load(source.Dir(os.Args[1]))
 	if err == nil {
-		err = gguf.WriteTrunk(m, os.Args[2])
+		err = gguftrunk.WriteTrunk(m, os.Args[2])
 		m.Checkpoint.Close()
 	}
 	if err != nil {

@@ -13,11 +13,11 @@ import (
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
-// metadata is every key the reference converter writes for the MTP-only
+// Metadata is every key the reference converter writes for the MTP-only
 // sidecar but general.name's provenance siblings (general.* from the model
 // card), in its order: the general keys, the family's architecture keys
 // with general.file_type after its base ones, the vocabulary.
-func metadata(m *model.Model, h model.Hparams, ftype gg.FileType, name string, vocab []gg.KV) []gg.KV {
+func Metadata(m *model.Model, h model.Hparams, ftype gg.FileType, name string, vocab []gg.KV) []gg.KV {
 	kvs := []gg.KV{
 		gg.Pair("general.architecture", gg.Str(m.Spec.GGUF.Arch)),
 		gg.Pair("general.type", gg.Str("model")),
@@ -46,11 +46,11 @@ type addedToken struct {
 	Normalized bool   `json:"normalized"`
 }
 
-// vocabMetadata reads tokenizer.json and tokenizer_config.json the way the
+// VocabMetadata reads tokenizer.json and tokenizer_config.json the way the
 // reference converter does for these models (a GPT-2 BPE vocabulary, padded
 // to the config's vocab_size with [PAD{i}] tokens; special tokens from
 // tokenizer_config.json; merges; the chat template).
-func vocabMetadata(m *model.Model, h model.Hparams) ([]gg.KV, error) {
+func VocabMetadata(m *model.Model, h model.Hparams) ([]gg.KV, error) {
 	src := m.Checkpoint.Source
 	raw, err := st.ReadSmallFile(src, "tokenizer.json", 256<<20)
 	if err != nil {

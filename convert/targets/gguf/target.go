@@ -120,7 +120,7 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	vocab, err := vocabMetadata(m, h)
+	vocab, err := VocabMetadata(m, h)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +130,7 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if err := planTensors(pl, m, prec); err != nil {
 		return nil, err
 	}
-	kvs := metadata(m, h, prec.ftype, name, vocab)
+	kvs := Metadata(m, h, prec.ftype, name, vocab)
 	if prec.requant {
 		sortLikeLlamaQuantize(pl.Out)
 		kvs = moveLast(kvs, "general.quantization_version", "general.file_type")

@@ -1,4 +1,8 @@
-package gguf
+// Package gguftrunk writes the trunk of a Qwen hybrid fixture as the bf16
+// GGUF llama.cpp's reference converter writes without the MTP head, for the
+// tests that pair it with an mtpconv sidecar. Test tooling: it names the
+// Qwen hybrids' trunk tensors, which no target does.
+package gguftrunk
 
 import (
 	"fmt"
@@ -8,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/targets/gguf"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	"github.com/mtpconv/mtpconv/quant"
 )
@@ -33,7 +38,7 @@ func WriteTrunk(m *model.Model, path string) error {
 	if err != nil {
 		return err
 	}
-	vocab, err := vocabMetadata(m, h)
+	vocab, err := gguf.VocabMetadata(m, h)
 	if err != nil {
 		return err
 	}
@@ -274,7 +279,7 @@ func WriteTrunk(m *model.Model, path string) error {
 	}
 	var kvs []gg.KV
 	a := m.Spec.GGUF.Arch
-	for _, kv := range metadata(m, h, gg.FileBF16, name, vocab) {
+	for _, kv := range gguf.Metadata(m, h, gg.FileBF16, name, vocab) {
 		switch kv.Key {
 		case a + ".nextn_predict_layers":
 			continue
