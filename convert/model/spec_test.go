@@ -8,6 +8,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/internal/testmodel"
+	"github.com/mtpconv/mtpconv/quant/codec"
 )
 
 func problems(m *model.Model) string {
@@ -100,7 +101,7 @@ func TestSpecBiasesAndNorms(t *testing.T) {
 	testmodel.RegisterGLM(t)
 	m := testmodel.GLM(t, testmodel.GLMConfig(1, false), nil, nil)
 	quantizeAll := func(string, string, int64) *plan.Quant {
-		return &plan.Quant{Mode: plan.ModeMLXAffine, Bits: 4, GroupSize: 32}
+		return &plan.Quant{Mode: codec.ModeMLXAffine, Bits: 4, GroupSize: 32}
 	}
 	pl := &plan.Planner{M: m, File: "x"}
 	pl.Head(func(s string) string { return s }, "F16", quantizeAll)

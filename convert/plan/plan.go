@@ -7,13 +7,13 @@ package plan
 import (
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/mtpconv/mtpconv/convert/run/rows"
 	"github.com/mtpconv/mtpconv/formats/gguf"
 	ov "github.com/mtpconv/mtpconv/formats/openvino"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
+	"github.com/mtpconv/mtpconv/quant/codec"
 )
 
 // Transform names a step applied to an output tensor; the manifest records it.
@@ -44,26 +44,22 @@ type Quant struct {
 	GGMLType  string    `json:"ggml_type,omitempty"` // ggml: the block type (Q8_0, Q4_K, ...)
 }
 
-// QuantMode names a quantization scheme.
-type QuantMode = manifests.QuantMode
+// QuantMode names a quantization scheme; its codec (quant/codec) is
+// everything the mode means.
+type QuantMode = codec.Mode
 
-// Quantization modes.
-const (
-	ModeMLXAffine = manifests.ModeMLXAffine
-	ModeNNCF      = manifests.ModeNNCF
-	ModeGGML      = manifests.ModeGGML
-)
+// Params are the quantization's parameters as its codec takes them.
+func (q *Quant) Params() codec.Params {
+	return codec.Params{Bits: q.Bits, Group: q.GroupSize, Sym: q.Sym, Rounding: q.Rounding, GGMLType: q.GGMLType}
+}
 
-// nncfTypes are NNCF's storage types.
-var nncfTypes = map[[2]int]st.DType{{8, 0}: "U8", {8, 1}: "I8", {4, 0}: "U4", {4, 1}: "I4"}
-
-// CodeType is the storage type of NNCF codes (and zero points).
-func (q *Quant) CodeType() st.DType {
-	sym := 0
-	if q.Sym {
-		sym = 1
+// Codec is the quantization's codec (planned modes are known ones).
+func (q *Quant) Codec() codec.Codec {
+	c, err := codec.For(q.Mode)
+	if err != nil {
+		panic("plan: " + err.Error()) // targets plan only the modes of codec
 	}
-	return nncfTypes[[2]int{q.Bits, sym}]
+	return c
 }
 
 // OutTensor is one output tensor: where its rows come from, what is done to
@@ -132,42 +128,10 @@ func (t *OutTensor) Has(transform Transform) bool {
 
 // Entries are the safetensors entries the tensor becomes.
 func (t *OutTensor) Entries() []st.Entry {
-	if t.Quant != nil && t.Quant.Mode == ModeGGML {
-		// One entry of ggml blocks, its dtype the block type's name.
-		return []st.Entry{{Name: t.Name, DType: st.DType(t.Quant.GGMLType), Shape: t.Shape}}
-	}
 	if t.Quant == nil {
 		return []st.Entry{{Name: t.Name, DType: t.DType, Shape: t.Shape}}
 	}
-	lead := t.Shape[:len(t.Shape)-1]
-	in := t.Shape[len(t.Shape)-1]
-	base := strings.TrimSuffix(t.Name, ".weight")
-	with := func(last ...int64) []int64 { return append(append([]int64{}, lead...), last...) }
-	if t.Quant.Mode == ModeNNCF {
-		// NNCF's layout: codes [.., N, K] per channel or [.., N, K/G, G] grouped;
-		// f16 scale (and zero point, for asymmetric modes) [.., N, 1] or [.., N, K/G, 1].
-		q, s := with(in), with(1)
-		if g := int64(t.Quant.GroupSize); g > 0 {
-			q, s = with(in/g, g), with(in/g, 1)
-		}
-		es := []st.Entry{{Name: t.Name, DType: t.Quant.CodeType(), Shape: q}, {Name: base + ".scale", DType: st.F16, Shape: s}}
-		if !t.Quant.Sym {
-			es = append(es, st.Entry{Name: base + ".zero_point", DType: t.Quant.CodeType(), Shape: s})
-		}
-		return es
-	}
-	if _, fp := t.Quant.Mode.MLXFP(); fp {
-		// MLX's microscaling modes: packed codes and U8 scales, no biases.
-		return []st.Entry{
-			{Name: base + ".scales", DType: st.U8, Shape: with(in / int64(t.Quant.GroupSize))},
-			{Name: t.Name, DType: st.U32, Shape: with(in * int64(t.Quant.Bits) / 32)},
-		}
-	}
-	return []st.Entry{
-		{Name: base + ".biases", DType: t.DType, Shape: with(in / int64(t.Quant.GroupSize))},
-		{Name: base + ".scales", DType: t.DType, Shape: with(in / int64(t.Quant.GroupSize))},
-		{Name: t.Name, DType: st.U32, Shape: with(in * int64(t.Quant.Bits) / 32)},
-	}
+	return t.Quant.Codec().Entries(t.Name, t.Shape, t.DType, t.Quant.Params())
 }
 
 // OutFile is a file of the output folder that is not a tensor file.
@@ -265,18 +229,18 @@ func (p *Plan) Validate(ck *st.Checkpoint) error {
 		if t.Quant != nil && t.Quant.GroupSize > 0 && t.RowLen%int64(t.Quant.GroupSize) != 0 {
 			return fmt.Errorf("plan: %s: row length %d not a multiple of group size %d", t.Name, t.RowLen, t.Quant.GroupSize)
 		}
-		if q := t.Quant; q != nil && q.Mode == ModeNNCF && q.Bits == 4 {
-			// Zero points pack two per byte across rows: every run of rows must hold an even count.
-			groups := int64(1)
-			if q.GroupSize > 0 {
-				groups = t.RowLen / int64(q.GroupSize)
+		if q := t.Quant; q != nil {
+			c, err := codec.For(q.Mode)
+			if err != nil {
+				return fmt.Errorf("plan: %s: %w", t.Name, err)
 			}
-			for _, s := range t.Segments {
-				if s.Rows*groups%2 != 0 {
-					return fmt.Errorf("plan: %s: %d rows of %d groups cannot be nibble-packed in pieces", t.Name, s.Rows, groups)
+			for _, sg := range t.Segments {
+				if err := c.SegmentRows(q.Params(), t.RowLen, sg.Rows); err != nil {
+					return fmt.Errorf("plan: %s: %w", t.Name, err)
 				}
 			}
 		}
+
 	}
 	return nil
 }

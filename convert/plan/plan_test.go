@@ -15,6 +15,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/targets"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/internal/testmodel"
+	"github.com/mtpconv/mtpconv/quant/codec"
 
 	_ "github.com/mtpconv/mtpconv/convert/targets/mlx"
 	_ "github.com/mtpconv/mtpconv/convert/targets/openvino"
@@ -175,7 +176,7 @@ func TestPlanOpenVINO(t *testing.T) {
 			t.Errorf("%s: final norm %+v", fx, n)
 		}
 		e := ts["mtp.layers.0.mlp.switch_mlp.down_proj.weight"]
-		if e.Quant == nil || e.Quant.Mode != plan.ModeNNCF || e.Quant.Bits != 4 || e.Quant.Sym || e.Quant.GroupSize != 64 || e.File != "openvino_mtp_model.bin" {
+		if e.Quant == nil || e.Quant.Mode != codec.ModeNNCF || e.Quant.Bits != 4 || e.Quant.Sym || e.Quant.GroupSize != 64 || e.File != "openvino_mtp_model.bin" {
 			t.Errorf("%s: experts %+v", fx, e.Quant)
 		}
 		entries := e.Entries()

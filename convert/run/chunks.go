@@ -12,6 +12,7 @@ import (
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
 	"github.com/mtpconv/mtpconv/quant"
+	"github.com/mtpconv/mtpconv/quant/codec"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -33,7 +34,7 @@ type tensorState struct {
 	plusOne     bool
 	raw         bool // the file has no header: the manifest places each entry
 	outSize     int64
-	qz          chunkQuantizer
+	qz          codec.Encoder
 	out         *fileRun
 
 	res          *tensorResult
@@ -73,7 +74,7 @@ func newTensorState(ck *st.Checkpoint, t *plan.OutTensor, offsets map[string]int
 	chunkRows := max(1, chunkElems/t.RowLen)
 	if t.Quant != nil {
 		var err error
-		if s.qz, err = newChunkQuantizer(t); err != nil {
+		if s.qz, err = t.Quant.Codec().Encoder(t.Name, t.RowLen, t.DType, t.Quant.Params()); err != nil {
 			return nil, err
 		}
 		chunkRows = max(2, chunkRows&^1) // nibble-packed zero points need even row counts
@@ -95,7 +96,7 @@ type scratch struct {
 	rd   *rows.Reader
 	enc  []byte
 	vals []float32
-	q    quantBufs
+	q    codec.Bufs
 }
 
 // stages orders the per-tensor stages of chunks running in parallel. One
@@ -213,12 +214,12 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 	if err := sg.enter(&s.srcNext, i, func() error { s.hashSource(c, raw, scaleRaw); return nil }); err != nil {
 		return err
 	}
-	var pieces []piece
+	var pieces []codec.Piece
 	var qe quant.ErrStats
 	var overflows int
 	switch {
 	case s.copyThrough:
-		pieces = []piece{{t.Name, raw, t.RowLen * s.outSize, 1}}
+		pieces = []codec.Piece{{Name: t.Name, Data: raw, Num: t.RowLen * s.outSize, Den: 1}}
 	case seg.Scale != "":
 		// Dequantized through the shared row reader, then the usual path from float32.
 		sc.vals = grow(sc.vals, elems)
@@ -238,16 +239,16 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 		return fmt.Errorf("%s: %w", seg.Source, err)
 	}
 	for _, pc := range pieces {
-		off := s.offsets[pc.name] + pc.offset(c.outRow)
-		if _, err := s.out.f.WriteAt(pc.data, off); err != nil {
+		off := s.offsets[pc.Name] + pc.Offset(c.outRow)
+		if _, err := s.out.f.WriteAt(pc.Data, off); err != nil {
 			return err
 		}
-		s.out.fh.mark(off, int64(len(pc.data)))
+		s.out.fh.mark(off, int64(len(pc.Data)))
 	}
 	return sg.enter(&s.outNext, i, func() error {
 		if !s.copyThrough {
 			for _, pc := range pieces {
-				s.entryHash[pc.name].Write(pc.data)
+				s.entryHash[pc.Name].Write(pc.Data)
 			}
 		}
 		s.f16Overflows += int64(overflows)
@@ -303,13 +304,13 @@ func (s *tensorState) hashSource(c chunk, raw, scaleRaw []byte) {
 
 // transform decodes a chunk, applies the value transforms and the cast or
 // quantization, and returns the bytes to store.
-func (s *tensorState) transform(sc *scratch, inType st.DType, raw []byte, elems, rows int64, qe *quant.ErrStats) ([]piece, int, error) {
+func (s *tensorState) transform(sc *scratch, inType st.DType, raw []byte, elems, rows int64, qe *quant.ErrStats) ([]codec.Piece, int, error) {
 	t := s.t
 	if inType == st.BF16 && t.DType == st.F16 && !s.plusOne && s.qz == nil {
 		// The common cast in one pass, without a float32 buffer.
 		sc.enc = growBytes(sc.enc, elems*2)
 		overflows, err := quant.CastBF16ToF16(raw, sc.enc)
-		return []piece{{t.Name, sc.enc, t.RowLen * 2, 1}}, overflows, err
+		return []codec.Piece{{Name: t.Name, Data: sc.enc, Num: t.RowLen * 2, Den: 1}}, overflows, err
 	}
 	sc.vals = grow(sc.vals, elems)
 	vals := sc.vals
@@ -320,12 +321,12 @@ func (s *tensorState) transform(sc *scratch, inType st.DType, raw []byte, elems,
 		return s.transformValues(sc, vals, elems, rows, qe)
 	}
 	// The cast is the identity: quantize the decoded values directly.
-	return s.qz.quantize(vals, rows, qe, &sc.q), 0, nil
+	return s.qz.Encode(vals, rows, qe, &sc.q), 0, nil
 }
 
 // transformValues applies the value transforms to decoded source values,
 // then the cast or quantization, and returns the bytes to store.
-func (s *tensorState) transformValues(sc *scratch, vals []float32, elems, rows int64, qe *quant.ErrStats) ([]piece, int, error) {
+func (s *tensorState) transformValues(sc *scratch, vals []float32, elems, rows int64, qe *quant.ErrStats) ([]codec.Piece, int, error) {
 	t := s.t
 	if s.plusOne {
 		for i := range vals {
@@ -339,12 +340,12 @@ func (s *tensorState) transformValues(sc *scratch, vals []float32, elems, rows i
 		return nil, 0, err
 	}
 	if s.qz == nil {
-		return []piece{{t.Name, sc.enc, t.RowLen * s.outSize, 1}}, overflows, nil
+		return []codec.Piece{{Name: t.Name, Data: sc.enc, Num: t.RowLen * s.outSize, Den: 1}}, overflows, nil
 	}
 	if err := quant.DecodeF32(string(t.DType), sc.enc, vals); err != nil {
 		return nil, 0, err
 	}
-	return s.qz.quantize(vals, rows, qe, &sc.q), overflows, nil
+	return s.qz.Encode(vals, rows, qe, &sc.q), overflows, nil
 }
 
 // finish completes the tensor's manifest record once its last chunk is stored.

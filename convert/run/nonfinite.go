@@ -11,6 +11,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/run/rows"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/quant"
+	"github.com/mtpconv/mtpconv/quant/codec"
 )
 
 // What a NaN or an infinity in the source means depends on the output:
@@ -42,12 +43,12 @@ func (e *errNonFinite) Error() string {
 // error statistics that are not finite (a group spanning more than the
 // float32 range has an infinite scale); for a float tensor it counts the
 // NaN and infinite values stored. Both scan the bytes a word at a time.
-func (s *tensorState) checkFinite(inType st.DType, raw []byte, pieces []piece, overflows int, qe *quant.ErrStats) (int64, error) {
+func (s *tensorState) checkFinite(inType st.DType, raw []byte, pieces []codec.Piece, overflows int, qe *quant.ErrStats) (int64, error) {
 	if s.t.Quant == nil {
 		if len(pieces) != 1 {
 			return 0, fmt.Errorf("tensor %s: %d pieces for a float tensor", s.t.Name, len(pieces))
 		}
-		n, err := quant.CountNonFinite(string(s.t.DType), pieces[0].data)
+		n, err := quant.CountNonFinite(string(s.t.DType), pieces[0].Data)
 		return int64(n), err
 	}
 	bad, err := quant.CountNonFinite(string(inType), raw)
@@ -123,10 +124,7 @@ func explainNonFinite(ck *st.Checkpoint, err error) error {
 	if more > 0 {
 		lines = append(lines, fmt.Sprintf("and %d more source tensors", more))
 	}
-	why := "a NaN or an infinity cannot be quantized"
-	if t.Quant.Mode == plan.ModeNNCF {
-		why = "NNCF compresses its f16 cast, where a NaN, an infinity or a value beyond ±65504 cannot be compressed"
-	}
+	why := t.Quant.Codec().NonFinite()
 	return fmt.Errorf("%s; %s is to be quantized (%s), and %s: export it at a float precision or repair the checkpoint",
 		strings.Join(lines, "; "), t.Name, quantName(t.Quant), why)
 }

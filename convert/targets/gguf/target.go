@@ -22,6 +22,7 @@ import (
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
+	"github.com/mtpconv/mtpconv/quant/codec"
 )
 
 func init() { targets.RegisterTarget(target{}) }
@@ -251,7 +252,7 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 		case "F32", "F16", "BF16":
 			return st.DType(typ), nil
 		default:
-			return st.BF16, &plan.Quant{Mode: plan.ModeGGML, Bits: quantBits[typ], GroupSize: int(blockSize[typ]), GGMLType: typ}
+			return st.BF16, &plan.Quant{Mode: codec.ModeGGML, Bits: quantBits[typ], GroupSize: int(blockSize[typ]), GGMLType: typ}
 		}
 	}
 	add := func(src, name string) {

@@ -15,9 +15,9 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
-	"github.com/mtpconv/mtpconv/convert/run"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/quant/codec"
 )
 
 // Precision is what a component is written as: a float dtype, or an MLX
@@ -41,9 +41,9 @@ var Precisions = []string{"f16", "bf16", "int2", "int3", "int4", "int5", "int6",
 
 // fpModes are MLX's microscaling modes: their bits and their one group size.
 var fpModes = map[string]Precision{
-	"mxfp4": {"mxfp4", st.BF16, 4, run.ModeMLXMXFP4, 32},
-	"mxfp8": {"mxfp8", st.BF16, 8, run.ModeMLXMXFP8, 32},
-	"nvfp4": {"nvfp4", st.BF16, 4, run.ModeMLXNVFP4, 16},
+	"mxfp4": {"mxfp4", st.BF16, 4, codec.ModeMLXMXFP4, 32},
+	"mxfp8": {"mxfp8", st.BF16, 8, codec.ModeMLXMXFP8, 32},
+	"nvfp4": {"nvfp4", st.BF16, 4, codec.ModeMLXNVFP4, 16},
 }
 
 // ParsePrecision reads one of Precisions.
@@ -54,7 +54,7 @@ func ParsePrecision(s string) (Precision, error) {
 	case "bf16":
 		return Precision{Name: s, Float: st.BF16}, nil
 	case "int2", "int3", "int4", "int5", "int6", "int8":
-		return Precision{Name: s, Float: st.BF16, Bits: int(s[3] - '0'), Mode: plan.ModeMLXAffine}, nil
+		return Precision{Name: s, Float: st.BF16, Bits: int(s[3] - '0'), Mode: codec.ModeMLXAffine}, nil
 	}
 	if p, ok := fpModes[s]; ok {
 		return p, nil
@@ -186,7 +186,7 @@ func options(o targets.Options) (Options, error) {
 		if trunkFlag != "" && !(trunkFlag == "--q-bits/--q-mode" && !qBits && or(o.QMode, "affine") == "affine") {
 			return out, fmt.Errorf("--trunk-recipe %s sets the trunk's bits layer by layer (affine); leave out %s", out.Recipe, trunkFlag)
 		}
-		out.Trunk = Precision{Name: out.Recipe, Float: st.BF16, Bits: Recipes[out.Recipe][0], Mode: plan.ModeMLXAffine}
+		out.Trunk = Precision{Name: out.Recipe, Float: st.BF16, Bits: Recipes[out.Recipe][0], Mode: codec.ModeMLXAffine}
 	}
 	out.Rounding, out.RouterBits, out.MaxShard = or(o.MLXRounding, defaultRounding), defaultRouterBits, o.MaxShardSize
 	if o.Set[targets.OptRouterBits] {
@@ -265,7 +265,7 @@ func (o Options) rule(m *model.Model, p Precision, g int) plan.QuantRule {
 	return func(src, name string, in int64) *plan.Quant {
 		mode, bits, gs := p.Mode, p.Bits, g
 		if o.RouterBits > 0 && m.Is(src, model.RoleRouter) {
-			mode, bits, gs = plan.ModeMLXAffine, o.RouterBits, 64
+			mode, bits, gs = codec.ModeMLXAffine, o.RouterBits, 64
 		}
 		if in%int64(gs) != 0 {
 			return nil
@@ -301,7 +301,7 @@ func (o Options) recipeRule(m *model.Model, g int, layerAt int) plan.QuantRule {
 			strings.Contains(path, "lm_head"):
 			b = bits[1]
 		}
-		return &plan.Quant{Mode: plan.ModeMLXAffine, Bits: b, GroupSize: g, Rounding: o.Rounding}
+		return &plan.Quant{Mode: codec.ModeMLXAffine, Bits: b, GroupSize: g, Rounding: o.Rounding}
 	}
 }
 

@@ -4,9 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mtpconv/mtpconv/convert/plan"
-	"github.com/mtpconv/mtpconv/convert/run"
 	"github.com/mtpconv/mtpconv/convert/targets"
+	"github.com/mtpconv/mtpconv/quant/codec"
 )
 
 func set(o targets.Options, names ...string) targets.Options {
@@ -29,8 +28,8 @@ func TestPrecisionsParse(t *testing.T) {
 			t.Fatalf("%s: %+v %v", n, p, err)
 		}
 	}
-	for n, want := range map[string][3]any{"int3": {3, plan.ModeMLXAffine, 0}, "int6": {6, plan.ModeMLXAffine, 0},
-		"mxfp4": {4, run.ModeMLXMXFP4, 32}, "mxfp8": {8, run.ModeMLXMXFP8, 32}, "nvfp4": {4, run.ModeMLXNVFP4, 16}} {
+	for n, want := range map[string][3]any{"int3": {3, codec.ModeMLXAffine, 0}, "int6": {6, codec.ModeMLXAffine, 0},
+		"mxfp4": {4, codec.ModeMLXMXFP4, 32}, "mxfp8": {8, codec.ModeMLXMXFP8, 32}, "nvfp4": {4, codec.ModeMLXNVFP4, 16}} {
 		p, _ := ParsePrecision(n)
 		if p.Bits != want[0] || p.Mode != want[1] || p.Group != want[2] {
 			t.Errorf("%s: %+v", n, p)

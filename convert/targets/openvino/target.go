@@ -21,6 +21,7 @@ import (
 	ov "github.com/mtpconv/mtpconv/formats/openvino"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
+	"github.com/mtpconv/mtpconv/quant/codec"
 )
 
 func init() { targets.RegisterTarget(target{}) }
@@ -89,12 +90,12 @@ func (o options) nncf(prec string) (*plan.Quant, error) {
 	case "f16":
 		return nil, nil
 	case "int8":
-		return &plan.Quant{Mode: plan.ModeNNCF, Bits: 8, GroupSize: -1, Sym: o.Sym}, nil
+		return &plan.Quant{Mode: codec.ModeNNCF, Bits: 8, GroupSize: -1, Sym: o.Sym}, nil
 	case "int4":
 		if o.GroupSize != 64 && o.GroupSize != 128 {
 			return nil, fmt.Errorf("int4 group size %d: must be 64 or 128", o.GroupSize)
 		}
-		return &plan.Quant{Mode: plan.ModeNNCF, Bits: 4, GroupSize: o.GroupSize, Sym: o.Sym}, nil
+		return &plan.Quant{Mode: codec.ModeNNCF, Bits: 4, GroupSize: o.GroupSize, Sym: o.Sym}, nil
 	}
 	return nil, fmt.Errorf("OpenVINO precision %q is not f16, int8 or int4", prec)
 }
