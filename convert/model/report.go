@@ -84,7 +84,7 @@ func (m *Model) Inspect() (*Report, error) {
 			"rms_norm_eps":      c.RMSNormEps, "tie_word_embeddings": c.TieWordEmbeddings,
 		},
 		MTP: MTPReport{Depth: m.MTPDepth, Tensors: m.Groups[GroupMTP].Tensors, Experts: m.MTPExperts,
-			ExpertsPerTok: c.NumExpertsPerTok, NormConvention: "zero_centred (stored w, effective 1+w)"},
+			ExpertsPerTok: c.NumExpertsPerTok, NormConvention: m.headNormConvention()},
 		HeadComplete: len(m.MTPProblems) == 0, TrunkComplete: len(m.TrunkProblems) == 0,
 	}
 	if r.MTP.Experts == nil {
@@ -210,4 +210,15 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%.2f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// headNormConvention says how the head's RMSNorm weights are stored, by the
+// roles the family gives them.
+func (m *Model) headNormConvention() string {
+	for n, r := range m.roles {
+		if r&RoleZeroCentredNorm != 0 && m.IsHead(n) {
+			return "zero_centred (stored w, effective 1+w)"
+		}
+	}
+	return "plain (stored as applied)"
 }

@@ -42,6 +42,9 @@ func TestSpecHeadInLayerList(t *testing.T) {
 			t.Errorf("%s in group %s, want %s", name, g, group)
 		}
 	}
+	if r, err := m.Inspect(); err != nil || r.MTP.NormConvention != "plain (stored as applied)" {
+		t.Errorf("inspect: %v, %+v", err, r)
+	}
 	if r := m.HeadRelative("model.layers.3.shared_head.norm.weight"); r != "layers.0.shared_head.norm.weight" || m.HeadName(r) != "model.layers.3.shared_head.norm.weight" {
 		t.Errorf("relative %q, back %q", r, m.HeadName(r))
 	}

@@ -244,7 +244,7 @@ func GLM(t testing.TB, config []byte, keep func(name string) bool, extra map[str
 func GLMInventory(cfg *model.Config, src st.Opener, keep func(string) bool) *st.Checkpoint {
 	s := glmFamily{}.Spec(cfg)
 	ck := &st.Checkpoint{Source: src, Tensors: map[string]*st.Tensor{}}
-	shard := &st.Shard{Name: "model.safetensors"}
+	shard := &st.Shard{Name: "model.safetensors", Header: &st.Header{}}
 	add := func(prefix string, ws []model.Want) {
 		for _, w := range ws {
 			n := prefix + w.Suffix
