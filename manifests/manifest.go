@@ -57,11 +57,17 @@ type Manifest struct {
 	Into *Into `json:"into,omitempty"`
 }
 
-// Into records an export added into a folder mtpconv does not own.
+// Into records an export added into a folder mtpconv does not own: which of
+// its files mtpconv owns, which of the folder's own files it replaced (a
+// copy of their prior bytes is one of the owned files, so removing the head
+// can restore them), and the folder's files it builds on and left alone,
+// with their hashes, so verify can tell they are unchanged.
 type Into struct {
 	// OwnedFiles are the only files of the folder mtpconv wrote and may
 	// replace or delete, this manifest included.
-	OwnedFiles []string `json:"owned_files"`
+	OwnedFiles []string  `json:"owned_files"`
+	Updated    []Updated `json:"updated,omitempty"` // the folder's files mtpconv replaced
+	Kept       []File    `json:"kept,omitempty"`    // the folder's files the output builds on (the trunk's weights), unchanged
 }
 
 // Owns reports whether the folder's file name is one mtpconv wrote. In an
@@ -69,6 +75,25 @@ type Into struct {
 // recorded ones.
 func (m *Manifest) Owns(name string) bool {
 	return m.Into == nil || slices.Contains(m.Into.OwnedFiles, name)
+}
+
+// Updated is one of the folder's files that mtpconv replaced: Files holds
+// what it wrote, Original the bytes the folder had, kept under Original.Name.
+type Updated struct {
+	Name     string `json:"name"`
+	Original File   `json:"original"`
+}
+
+// UpdatedFile returns the record of a replaced file, if name is one.
+func (in *Into) UpdatedFile(name string) (Updated, bool) {
+	if in != nil {
+		for _, u := range in.Updated {
+			if u.Name == name {
+				return u, true
+			}
+		}
+	}
+	return Updated{}, false
 }
 
 // Tool names the producer.
@@ -265,16 +290,14 @@ type notFound string
 func (e notFound) Error() string        { return string(e) }
 func (e notFound) Is(target error) bool { return target == fs.ErrNotExist }
 
-// ReadRegularFile reads a whole local file, refusing anything but a regular
-// file (a FIFO would block the read forever, a device never end it).
-func ReadRegularFile(path string) ([]byte, error) {
-	f, _, err := st.OpenRegular(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return io.ReadAll(f)
-}
+// MaxFileSize bounds what is read of a manifest, a report or a record of
+// an interrupted run: far above what any export writes, and a file planted
+// in the folder cannot make a read take gigabytes.
+const MaxFileSize = 64 << 20
+
+// ReadRegularFile reads a whole manifest, report or record (see
+// st.ReadRegularFile: a regular file of at most MaxFileSize bytes).
+func ReadRegularFile(path string) ([]byte, error) { return st.ReadRegularFile(path, MaxFileSize) }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 

@@ -11,6 +11,7 @@ type Summary struct {
 	Tensors    int               `json:"tensors"`
 	Precisions []PrecisionCount  `json:"precisions"`
 	Files      []File            `json:"files"`
+	Into       *Into             `json:"into,omitempty"` // added into a folder another tool wrote
 	Warnings   []string          `json:"warnings"`
 }
 
@@ -27,7 +28,7 @@ const OldMLXLMWarning = "this MLX file carries mtp.* tensors: mlx-lm 0.30.7 to 0
 // Summarize condenses a manifest, with its target's warnings.
 func Summarize(m *Manifest, tc TargetCard) *Summary {
 	s := &Summary{Kind: "mtpconv_output", Target: m.Target, Tool: m.Tool, Source: m.Source.Name, Model: m.Model,
-		Options: m.Options, Tensors: len(m.Tensors), Files: m.Files, Warnings: []string{}}
+		Options: m.Options, Tensors: len(m.Tensors), Files: m.Files, Into: m.Into, Warnings: []string{}}
 	for _, r := range precisionRows(m) {
 		s.Precisions = append(s.Precisions, PrecisionCount{r.component, r.precision, r.count})
 	}

@@ -32,7 +32,7 @@ type Report struct {
 	Out        string    `json:"out"`
 	Source     string    `json:"source,omitempty"`
 	OK         bool      `json:"ok"`
-	Files      int       `json:"files_checked"`   // the files the manifest lists (not itself, nor the card)
+	Files      int       `json:"files_checked"`   // the files the manifest lists (not itself, nor the card), and those of a folder added into it records as kept
 	Tensors    int       `json:"tensors"`         // the output tensors the manifest records
 	Entries    int       `json:"tensors_checked"` // their stored entries (a quantized tensor is codes, scales and biases or zero points)
 	Recomputed int       `json:"tensors_recomputed"`
@@ -75,23 +75,15 @@ func Verify(ctx context.Context, dir string, src *st.Checkpoint) (*Report, error
 	defer v.close()
 	r := v.r
 	for _, f := range m.Files {
-		if err := ctx.Err(); err != nil {
+		if err := v.checkFile(ctx, f, "file_hash", ""); err != nil {
 			return nil, err
 		}
-		r.Files++
-		path, err := v.resolve(f.Name)
-		if err != nil {
-			v.fileProblem(f.Name, "", err)
-			continue
-		}
-		size, sum, err := HashFileContext(ctx, path)
-		switch {
-		case ctx.Err() != nil:
-			return nil, ctx.Err()
-		case err != nil:
-			v.fileProblem(f.Name, "", err)
-		case size != f.Size || sum != f.SHA256:
-			r.add("file_hash", f.Name, "", "%s: %d bytes with sha256 %s; the manifest records %d bytes with %s", f.Name, size, sum, f.Size, f.SHA256)
+	}
+	if m.Into != nil {
+		for _, f := range m.Into.Kept {
+			if err := v.checkFile(ctx, f, "file_changed", "of the folder the head was added into"); err != nil {
+				return nil, err
+			}
 		}
 	}
 	for i := range m.Tensors {
@@ -171,6 +163,34 @@ func Verify(ctx context.Context, dir string, src *st.Checkpoint) (*Report, error
 	}
 	r.OK = len(r.Problems) == 0
 	return r, nil
+}
+
+// checkFile compares a file's size and sha256 with the record, reporting a
+// difference as kind; whose says whose file it is, for the message. It
+// returns only ctx's error.
+func (v *verifier) checkFile(ctx context.Context, f File, kind, whose string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	v.r.Files++
+	path, err := v.resolve(f.Name)
+	if err != nil {
+		v.fileProblem(f.Name, "", err)
+		return nil
+	}
+	size, sum, err := HashFileContext(ctx, path)
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case err != nil:
+		v.fileProblem(f.Name, "", err)
+	case size != f.Size || sum != f.SHA256:
+		if whose != "" {
+			whose = " (a file " + whose + ")"
+		}
+		v.r.add(kind, f.Name, "", "%s%s: %d bytes with sha256 %s; the manifest records %d bytes with %s", f.Name, whose, size, sum, f.Size, f.SHA256)
+	}
+	return nil
 }
 
 // Problem kinds of a file that verify refuses to read.

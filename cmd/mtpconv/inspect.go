@@ -12,6 +12,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/targets"
+	"github.com/mtpconv/mtpconv/convert/targets/mlx"
 	"github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
@@ -21,8 +22,8 @@ import (
 func inspectCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "inspect",
-		Usage:     "describe a checkpoint (family, dims, MTP head, expert layout, tensor groups and problems), an mtpconv output, or a GGUF file",
-		ArgsUsage: "SRC | FILE.gguf",
+		Usage:     "describe a checkpoint (family, dims, MTP head, expert layout, tensor groups and problems), an mtpconv output, an MLX model folder (does it hold an MTP head? if not, the command that adds one), or a GGUF file",
+		ArgsUsage: "SRC | MLX_DIR | FILE.gguf",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print a machine-readable report"},
 			&cli.BoolFlag{Name: "hash", Usage: "read every tensor and include the sha256 of its bytes"},
@@ -107,7 +108,18 @@ func hashTensors(c *cli.Context, ck *st.Checkpoint, r *model.Report) error {
 func inspectOutput(c *cli.Context, dir string) (bool, error) {
 	m, err := manifests.Load(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return false, foreignMLXWarning(c, dir)
+		if !mlx.IsFolder(dir) {
+			return false, foreignMLXWarning(c, dir)
+		}
+		r, err := mlx.InspectFolder(dir)
+		if err != nil {
+			return true, err
+		}
+		if c.Bool("json") {
+			return true, printJSON(c, r)
+		}
+		r.WriteText(c.App.Writer)
+		return true, foreignMLXWarning(c, dir)
 	}
 	if err != nil {
 		return true, fmt.Errorf("%s: %w", dir, err)
@@ -127,6 +139,15 @@ func inspectOutput(c *cli.Context, dir string) (bool, error) {
 	}
 	for _, f := range s.Files {
 		fmt.Fprintf(w, "file:          %s %d bytes sha256 %s\n", f.Name, f.Size, f.SHA256)
+	}
+	if in := s.Into; in != nil {
+		fmt.Fprintf(w, "added into:    a folder mtpconv did not write; it owns %s\n", strings.Join(in.OwnedFiles, ", "))
+		for _, u := range in.Updated {
+			fmt.Fprintf(w, "  replaced     %s (the original is %s, sha256 %s)\n", u.Name, u.Original.Name, u.Original.SHA256)
+		}
+		for _, k := range in.Kept {
+			fmt.Fprintf(w, "  builds on    %s %d bytes sha256 %s (checked by verify)\n", k.Name, k.Size, k.SHA256)
+		}
 	}
 	for _, x := range s.Warnings {
 		fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", x)
@@ -165,7 +186,7 @@ func inspectGGUF(c *cli.Context, path string) (bool, error) {
 	if err != nil || fi.IsDir() || !strings.HasSuffix(strings.ToLower(path), ".gguf") {
 		return false, nil
 	}
-	f, size, err := gguf.Open(path)
+	f, size, err := gguf.OpenContext(c.Context, path)
 	if err != nil {
 		return true, err
 	}

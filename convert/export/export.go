@@ -52,6 +52,7 @@ type Request struct {
 
 	keep    []string // set by exportInto: the only files planned, and the only files of the folder that are ours
 	shownAs string   // set by exportInto: the destination as messages name it ("--into DIR"), not the staging folder
+	intoDir string   // set by exportInto for an IntoPlanner: the folder it plans for
 }
 
 // Fetcher is a remote source that can fetch byte ranges ahead of the run.
@@ -115,12 +116,14 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 			return nil, err
 		}
 	}
-	plan, err := t.Plan(m, r.Options)
+	var plan *plan.Plan
+	if ip, ok := t.(IntoPlanner); ok && r.intoDir != "" {
+		plan, err = ip.PlanInto(r.intoDir, m, r.Options)
+	} else if plan, err = t.Plan(m, r.Options); err == nil && r.keep != nil {
+		keepOnly(plan, r.keep)
+	}
 	if err != nil {
 		return nil, err
-	}
-	if r.keep != nil {
-		keepOnly(plan, r.keep)
 	}
 	if r.Jobs <= 0 {
 		r.Jobs = runtime.GOMAXPROCS(0)

@@ -18,6 +18,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/convert/targets"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -30,6 +31,96 @@ import (
 // ours.
 type Intoer interface {
 	CheckInto(dir string, m *model.Model) ([]string, error)
+}
+
+// IntoPlanner is an Intoer whose output depends on the folder it goes into
+// (MLX: the head in a file of its own, the folder's config.json and index
+// updated to declare it). PlanInto plans the export for dir, reading the
+// folder's files it updates with IntoBase; exportInto replaces them (listed
+// in Plan.IntoUpdates) each atomically, after keeping a copy of the bytes
+// the folder had under IntoOriginals, and records all of it in the manifest.
+type IntoPlanner interface {
+	Intoer
+	PlanInto(dir string, m *model.Model, o targets.Options) (*plan.Plan, error)
+}
+
+// IntoOriginals is the folder, inside an --into folder, that keeps the prior
+// bytes of the folder's own files mtpconv replaced (copy them back to undo).
+const IntoOriginals = "mtpconv-original"
+
+// IntoBase reads what an update of the folder's file name starts from: the
+// bytes the folder had before mtpconv first replaced that file, that is the
+// copy an earlier --into kept (the file must then still be as mtpconv wrote
+// it: an edit made since is not silently dropped), or else the file itself.
+// Files are read only when regular and at most limit bytes. sum is the
+// sha256 of the file as it is now.
+func IntoBase(dir, name string, limit int64) (base []byte, sum string, err error) {
+	cur, err := st.ReadSmallFile(source.Dir(dir), name, limit)
+	if err != nil {
+		return nil, "", fmt.Errorf("--into %s: %w", dir, err)
+	}
+	sum = manifests.SHA256(cur)
+	prior, err := intoManifest(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	u, ok := priorInto(prior).UpdatedFile(name)
+	if !ok || sum == u.Original.SHA256 {
+		// Not replaced yet, or an interrupted run recorded it but stopped
+		// before replacing it.
+		return cur, sum, nil
+	}
+	if wrote, _ := findFile(prior.Files, name); wrote.SHA256 != sum {
+		return nil, "", fmt.Errorf("--into %s: %s changed since mtpconv updated it (sha256 %s, recorded %s); put back the version mtpconv wrote or the original in %s/ first", dir, name, sum, wrote.SHA256, IntoOriginals)
+	}
+	orig, err := st.ReadSmallFile(source.Dir(dir), u.Original.Name, limit)
+	if err != nil {
+		return nil, "", fmt.Errorf("--into %s: the copy of the original %s: %w", dir, name, err)
+	}
+	if manifests.SHA256(orig) != u.Original.SHA256 {
+		return nil, "", fmt.Errorf("--into %s: %s is not the original %s mtpconv kept (its sha256 differs from the record)", dir, u.Original.Name, name)
+	}
+	return orig, sum, nil
+}
+
+// IntoOwned reports whether an earlier --into recorded file name of dir as
+// written by mtpconv.
+func IntoOwned(dir, name string) (bool, error) {
+	prior, err := intoManifest(dir)
+	if err != nil || priorInto(prior) == nil {
+		return false, err
+	}
+	return slices.Contains(prior.Into.OwnedFiles, name), nil
+}
+
+// intoManifest is the manifest of an earlier export into dir, nil when there
+// is none (or it is not mtpconv's, which exportInto refuses).
+func intoManifest(dir string) (*manifests.Manifest, error) {
+	if kind, _ := folderOwner(dir); kind != ownerInto {
+		return nil, nil
+	}
+	m, err := manifests.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--into %s: %w", dir, err)
+	}
+	return m, nil
+}
+
+// priorInto is the Into record of an earlier export's manifest, if any.
+func priorInto(m *manifests.Manifest) *manifests.Into {
+	if m == nil {
+		return nil
+	}
+	return m.Into
+}
+
+func findFile(files []manifests.File, name string) (manifests.File, bool) {
+	for _, f := range files {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return manifests.File{}, false
 }
 
 // The hidden names --into reserves in the destination: the staging folder
@@ -81,6 +172,10 @@ func exportInto(ctx context.Context, r Request) (*Outcome, error) {
 	staging := filepath.Join(r.Into, intoStaging)
 	sub := r
 	sub.Into, sub.Out, sub.Force, sub.NoCard, sub.keep, sub.shownAs = "", staging, true, true, files, "--into "+r.Into
+	_, planner := in.(IntoPlanner)
+	if planner {
+		sub.intoDir = r.Into
+	}
 	if r.DryRun {
 		if _, err := intoReplaces(r.Into, files, r.Force); err != nil {
 			return nil, err
@@ -109,7 +204,21 @@ func exportInto(ctx context.Context, r Request) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, s := range intoSteps(r.Into, staging, files, replacing) {
+	steps := intoSteps(r.Into, staging, files, replacing)
+	if planner {
+		// The copies of the originals land right after the manifest, the
+		// folder's own files last (config.json, which declares the head,
+		// after the index), each replaced by one rename.
+		originals, err := recordInto(ctx, r.Into, staging, oc.Plan)
+		if err != nil {
+			return nil, err
+		}
+		steps = append(append(steps[:1:1], originalSteps(r.Into, staging, originals)...), steps[1:]...)
+		for _, u := range oc.Plan.IntoUpdates {
+			steps = append(steps, intoStep{filepath.Join(staging, u.Name), filepath.Join(r.Into, u.Name)})
+		}
+	}
+	for _, s := range steps {
 		if err := s.apply(); err != nil {
 			return nil, fmt.Errorf("--into %s: %w (run it again with --force to complete it)", r.Into, err)
 		}
@@ -155,7 +264,7 @@ func intoReplaces(dir string, files []string, force bool) ([]string, error) {
 		owned = rec.OwnedFiles
 	}
 	for _, f := range owned {
-		if f == manifests.FileName || slices.Contains(files, f) {
+		if f == manifests.FileName || slices.Contains(files, f) || isOriginal(rec, f) {
 			continue
 		}
 		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
@@ -211,6 +320,128 @@ func intoSteps(dir, staging string, files, replacing []string) []intoStep {
 		steps = append(steps, intoStep{filepath.Join(staging, f), filepath.Join(dir, f)})
 	}
 	return steps
+}
+
+// recordInto completes the staged manifest of an IntoPlanner's export with
+// the Into record: each updated file checked unchanged since it was planned
+// and its original kept (the copy an earlier --into made, or one staged now
+// under IntoOriginals), and the folder's files the output builds on hashed.
+// It returns the staged copies to rename into place.
+func recordInto(ctx context.Context, dir, staging string, p *plan.Plan) ([]string, error) {
+	prior, err := intoManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	man, err := manifests.Load(staging)
+	if err != nil {
+		return nil, err
+	}
+	in := &manifests.Into{}
+	var staged []string
+	for _, u := range p.IntoUpdates {
+		size, sum, err := manifests.HashFile(filepath.Join(dir, u.Name))
+		if err != nil {
+			return nil, fmt.Errorf("--into %s: %w", dir, err)
+		}
+		if sum != u.SHA256 {
+			return nil, fmt.Errorf("--into %s: %s changed during the export; nothing was replaced", dir, u.Name)
+		}
+		rec, ok := priorInto(prior).UpdatedFile(u.Name)
+		if ok && sum == rec.Original.SHA256 {
+			// An interrupted run recorded the original and may have stopped
+			// before its copy landed: a copy already there must be it.
+			if osize, osum, err := manifests.HashFile(filepath.Join(dir, rec.Original.Name)); err == nil {
+				if osize != size || osum != sum {
+					return nil, fmt.Errorf("--into %s: %s is not the original %s mtpconv kept (its sha256 differs from the record)", dir, rec.Original.Name, u.Name)
+				}
+			} else {
+				ok = false
+			}
+		}
+		if !ok {
+			rec = manifests.Updated{Name: u.Name, Original: manifests.File{Name: IntoOriginals + "/" + u.Name, Size: size, SHA256: sum}}
+			if _, err := os.Lstat(filepath.Join(dir, rec.Original.Name)); err == nil && !isOriginal(priorInto(prior), rec.Original.Name) {
+				return nil, fmt.Errorf("--into %s: %s exists and mtpconv did not write it; refusing to replace it", dir, rec.Original.Name)
+			}
+			if err := copyRegular(filepath.Join(dir, u.Name), filepath.Join(staging, rec.Original.Name), sum); err != nil {
+				return nil, fmt.Errorf("--into %s: keeping the original %s: %w", dir, u.Name, err)
+			}
+			staged = append(staged, rec.Original.Name)
+		}
+		in.Updated = append(in.Updated, rec)
+		man.Files = append(man.Files, rec.Original)
+	}
+	// An original an earlier run kept of a file this one leaves as it is
+	// (it holds the original bytes again) stays kept and recorded.
+	if pi := priorInto(prior); pi != nil {
+		for _, u := range pi.Updated {
+			if _, planned := in.UpdatedFile(u.Name); !planned {
+				if _, err := os.Lstat(filepath.Join(dir, u.Original.Name)); err == nil {
+					in.Updated = append(in.Updated, u)
+					man.Files = append(man.Files, u.Original)
+				}
+			}
+		}
+	}
+	for _, f := range man.Files {
+		if _, updated := in.UpdatedFile(f.Name); !updated {
+			in.OwnedFiles = append(in.OwnedFiles, f.Name)
+		}
+	}
+	in.OwnedFiles = append(in.OwnedFiles, manifests.FileName)
+	for _, name := range p.IntoKept {
+		size, sum, err := manifests.HashFileContext(ctx, filepath.Join(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("--into %s: %w", dir, err)
+		}
+		in.Kept = append(in.Kept, manifests.File{Name: name, Size: size, SHA256: sum})
+	}
+	man.Into = in
+	return staged, man.Write(staging)
+}
+
+// copyRegular copies a regular file whose bytes must hash to sum.
+func copyRegular(from, to, sum string) error {
+	b, err := manifests.ReadRegularFile(from)
+	if err != nil {
+		return err
+	}
+	if manifests.SHA256(b) != sum {
+		return fmt.Errorf("%s changed while being read", from)
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o644)
+}
+
+// originalSteps moves the staged copies of originals into place: the
+// whole folder in one rename when the destination has none yet.
+func originalSteps(dir, staging string, originals []string) []intoStep {
+	if len(originals) == 0 {
+		return nil
+	}
+	if _, err := os.Lstat(filepath.Join(dir, IntoOriginals)); err != nil {
+		return []intoStep{{filepath.Join(staging, IntoOriginals), filepath.Join(dir, IntoOriginals)}}
+	}
+	var steps []intoStep
+	for _, f := range originals {
+		steps = append(steps, intoStep{filepath.Join(staging, f), filepath.Join(dir, f)})
+	}
+	return steps
+}
+
+// isOriginal reports whether an owned file is the copy of an original an
+// earlier --into kept: a later one keeps it (never replaces it).
+func isOriginal(rec *manifests.Into, name string) bool {
+	if rec != nil {
+		for _, u := range rec.Updated {
+			if u.Original.Name == name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // keepOnly narrows a plan to the tensor files kept by --into.

@@ -240,7 +240,7 @@ func (w *partialDir) write(fn func(dir string) error) error {
 		return err
 	}
 	w.dir = filepath.Join(parent, "."+filepath.Base(clean)+".partial")
-	prev, _ := os.ReadFile(filepath.Join(w.dir, planMarker))
+	prev, _ := manifests.ReadRegularFile(filepath.Join(w.dir, planMarker))
 	if !w.resume || string(prev) != w.planHash {
 		if err := os.RemoveAll(w.dir); err != nil {
 			return err
@@ -303,7 +303,7 @@ func (w *partialDir) reuse(file string) (run.FileRecord, bool) {
 		return rec, false
 	}
 	recPath := filepath.Join(w.dir, doneDir, file+".json")
-	b, err := os.ReadFile(recPath)
+	b, err := manifests.ReadRegularFile(recPath)
 	if err != nil || json.Unmarshal(b, &rec) != nil {
 		return rec, false
 	}

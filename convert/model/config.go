@@ -98,9 +98,12 @@ type Config struct {
 	ropeThetaKey, rotaryKey string
 }
 
+// MaxConfigSize bounds the size of a config.json this tool reads.
+const MaxConfigSize = 16 << 20
+
 // LoadConfig reads and validates config.json of a source.
 func LoadConfig(src source.Source) (*Config, error) {
-	raw, err := st.ReadSmallFile(src, ConfigFile, 16<<20)
+	raw, err := st.ReadSmallFile(src, ConfigFile, MaxConfigSize)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%s: %s is missing", src.Name(), ConfigFile)

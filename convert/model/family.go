@@ -301,6 +301,15 @@ func (c *Config) Family() (Family, error) {
 	return detectFamily(Identity{ModelType: c.ModelType, TextModelType: c.TextModelType, Architectures: c.Architectures})
 }
 
+// SpecFor is the Spec of the family a config belongs to.
+func SpecFor(cfg *Config) (*Spec, error) {
+	f, err := cfg.Family()
+	if err != nil {
+		return nil, err
+	}
+	return f.Spec(cfg), nil
+}
+
 // Families lists the supported family names.
 func Families() []string {
 	var out []string

@@ -49,19 +49,32 @@ func (m *Model) License() string {
 	if err != nil {
 		return "other"
 	}
-	lines := strings.Split(string(b), "\n")
-	if len(lines) == 0 || strings.TrimSpace(lines[0]) != "---" {
-		return "other"
+	if v := FrontMatter(b, "license"); v != "" {
+		return v
 	}
-	for _, l := range lines[1:] {
+	return "other"
+}
+
+// FrontMatter is the value of key in a model card's YAML front matter, as
+// the Hub writes it ("key: value", or "key:" then a list whose first item
+// is taken); "" when absent.
+func FrontMatter(card []byte, key string) string {
+	lines := strings.Split(string(card), "\n")
+	if len(lines) == 0 || strings.TrimSpace(lines[0]) != "---" {
+		return ""
+	}
+	for i, l := range lines[1:] {
 		if strings.TrimSpace(l) == "---" {
 			break
 		}
-		if v, ok := strings.CutPrefix(l, "license:"); ok {
-			if v = strings.Trim(strings.TrimSpace(v), `"'`); v != "" {
-				return v
-			}
+		v, ok := strings.CutPrefix(l, key+":")
+		if !ok {
+			continue
 		}
+		if v = strings.TrimSpace(v); v == "" && i+2 < len(lines) {
+			v, _ = strings.CutPrefix(strings.TrimSpace(lines[i+2]), "- ")
+		}
+		return strings.Trim(strings.TrimSpace(v), `"'`)
 	}
-	return "other"
+	return ""
 }

@@ -167,6 +167,20 @@ type Plan struct {
 	GGUF        []gguf.KV             `json:"gguf,omitempty"`    // GGUF files' metadata
 	Files       []OutFile             `json:"files"`
 	Notes       []string              `json:"notes"` // what the user should know (printed by export)
+
+	// --into by an IntoPlanner: the folder's own files among Files (each
+	// planned from the bytes IntoBase read), and the folder's files the
+	// output builds on, recorded so verify can tell they are unchanged.
+	IntoUpdates []IntoUpdate `json:"into_updates,omitempty"`
+	IntoKept    []string     `json:"into_kept,omitempty"`
+}
+
+// IntoUpdate is a file of the --into folder that the plan rewrites; SHA256
+// is the file's as it was when planned, so a change made meanwhile is
+// refused rather than lost.
+type IntoUpdate struct {
+	Name   string `json:"name"`
+	SHA256 string `json:"sha256"`
 }
 
 // FileEntries returns the entries of a tensor file, sorted by name, and the

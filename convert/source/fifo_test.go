@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mtpconv/mtpconv/internal/testfs"
-
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/testfs"
 )
 
 // writeIndex writes a checkpoint index naming shards.
@@ -120,5 +119,19 @@ func TestOpenRegularRegularFile(t *testing.T) {
 	b := make([]byte, 3)
 	if n, err := f.ReadAt(b, 0); n != 3 || err != nil || string(b) != "abc" || fi.Size() != 3 {
 		t.Fatalf("%d %v %q %d", n, err, b, fi.Size())
+	}
+}
+
+// TestCacheRefFIFO: a refs file of the Hugging Face cache that is a FIFO is
+// refused at once (reading it blocked forever).
+func TestCacheRefFIFO(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("HF_HUB_CACHE", cache)
+	refs := filepath.Join(cache, "models--org--name", "refs")
+	os.MkdirAll(refs, 0o755)
+	testfs.Mkfifo(t, filepath.Join(refs, "main"))
+	err := within(t, 5*time.Second, func() error { _, err := CacheSnapshot("org/name", "main"); return err })
+	if !errors.Is(err, st.ErrNotRegular) || !strings.Contains(err.Error(), "refs/main is not a regular file") {
+		t.Fatalf("error %v", err)
 	}
 }

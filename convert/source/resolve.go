@@ -3,10 +3,13 @@ package source
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
 var repoID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$`)
@@ -67,6 +70,9 @@ func CacheDir() string {
 
 var commitHash = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
+// maxRefSize bounds a refs file of the cache (a commit hash and a newline).
+const maxRefSize = 4 << 10
+
 // CacheSnapshot finds models--ORG--NAME/snapshots/COMMIT for a revision: a
 // commit hash as is, or a branch or tag through refs/REV.
 func CacheSnapshot(repo, rev string) (string, error) {
@@ -76,9 +82,12 @@ func CacheSnapshot(repo, rev string) (string, error) {
 		if strings.Contains(rev, "..") {
 			return "", fmt.Errorf("revision %q is not a branch, tag or commit", rev)
 		}
-		b, err := os.ReadFile(filepath.Join(base, "refs", rev))
-		if err != nil {
+		b, err := st.ReadRegularFile(filepath.Join(base, "refs", rev), maxRefSize)
+		if errors.Is(err, fs.ErrNotExist) {
 			return "", fmt.Errorf("%s has no refs/%s", base, rev)
+		}
+		if err != nil {
+			return "", err
 		}
 		commit = strings.TrimSpace(string(b))
 		if !commitHash.MatchString(commit) {

@@ -9,10 +9,9 @@ package gguf
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"math"
+	"reflect"
 	"sort"
 )
 
@@ -55,13 +54,30 @@ func (t ValueType) String() string {
 	return fmt.Sprintf("type%d", uint32(t))
 }
 
-// Value is a typed metadata value. Scalars are held in the Go type of their
+// goTypes is the Go type that holds a value of each scalar type.
+var goTypes = map[ValueType]reflect.Type{
+	TypeUint8: reflect.TypeFor[uint8](), TypeInt8: reflect.TypeFor[int8](), TypeUint16: reflect.TypeFor[uint16](),
+	TypeInt16: reflect.TypeFor[int16](), TypeUint32: reflect.TypeFor[uint32](), TypeInt32: reflect.TypeFor[int32](),
+	TypeFloat32: reflect.TypeFor[float32](), TypeBool: reflect.TypeFor[bool](), TypeString: reflect.TypeFor[string](),
+	TypeUint64: reflect.TypeFor[uint64](), TypeInt64: reflect.TypeFor[int64](), TypeFloat64: reflect.TypeFor[float64](),
+}
+
+// Value is a typed metadata value. A scalar is held in the Go type of its
 // tag (uint32 for TypeUint32, float32 for TypeFloat32, string, bool, ...);
-// an array holds its element type and a slice of such values.
+// an array holds its element type and a typed slice of such values
+// ([]string for an array of TypeString, []int32 for TypeInt32, ...).
 type Value struct {
 	Type ValueType
 	Elem ValueType // arrays only
-	V    any       // scalar, or []any for arrays
+	V    any       // scalar, or a typed slice for arrays
+}
+
+// Len is the number of elements of an array value, 0 for anything else.
+func (v Value) Len() int {
+	if x := reflect.ValueOf(v.V); v.Type == TypeArray && x.Kind() == reflect.Slice {
+		return x.Len()
+	}
+	return 0
 }
 
 // KV is one metadata entry.
@@ -76,36 +92,15 @@ func I32(v int32) Value     { return Value{Type: TypeInt32, V: v} }
 func Float(v float32) Value { return Value{Type: TypeFloat32, V: v} }
 func Bool(v bool) Value     { return Value{Type: TypeBool, V: v} }
 func Str(v string) Value    { return Value{Type: TypeString, V: v} }
-func Arr(elem ValueType, vs []any) Value {
-	return Value{Type: TypeArray, Elem: elem, V: vs}
-}
 
 // Strings is an array of strings.
-func Strings(ss []string) Value {
-	vs := make([]any, len(ss))
-	for i, s := range ss {
-		vs[i] = s
-	}
-	return Arr(TypeString, vs)
-}
+func Strings(ss []string) Value { return Value{Type: TypeArray, Elem: TypeString, V: ss} }
 
 // Int32s is an array of int32.
-func Int32s(xs []int32) Value {
-	vs := make([]any, len(xs))
-	for i, x := range xs {
-		vs[i] = x
-	}
-	return Arr(TypeInt32, vs)
-}
+func Int32s(xs []int32) Value { return Value{Type: TypeArray, Elem: TypeInt32, V: xs} }
 
 // Bools is an array of bool.
-func Bools(xs []bool) Value {
-	vs := make([]any, len(xs))
-	for i, x := range xs {
-		vs[i] = x
-	}
-	return Arr(TypeBool, vs)
-}
+func Bools(xs []bool) Value { return Value{Type: TypeArray, Elem: TypeBool, V: xs} }
 
 // TensorInfo is one tensor of a GGUF file. Dims are ggml's ne, innermost
 // (row length) first: the reverse of a PyTorch shape.
@@ -116,17 +111,32 @@ type TensorInfo struct {
 	Offset int64 // from the start of the data section
 }
 
-// Elements is the number of values of the tensor.
+// Elements is the number of values of the tensor, or -1 when a dimension
+// is negative or their product overflows an int64 (Read refuses both).
 func (t TensorInfo) Elements() int64 {
 	n := int64(1)
 	for _, d := range t.Dims {
+		if d < 0 || d > 0 && n > math.MaxInt64/d {
+			return -1
+		}
 		n *= d
 	}
 	return n
 }
 
-// Bytes is the stored size of the tensor.
-func (t TensorInfo) Bytes() (int64, error) { return t.Type.RowBytes(t.Elements()) }
+// Bytes is the stored size of the tensor. As llama.cpp requires, a row
+// (the first dimension) is whole blocks of the type, and the count of
+// values and of bytes fit an int64.
+func (t TensorInfo) Bytes() (int64, error) {
+	n := t.Elements()
+	if n < 0 {
+		return 0, fmt.Errorf("shape %v: the number of values overflows", t.Dims)
+	}
+	if len(t.Dims) > 0 && t.Type.Known() && t.Dims[0]%t.Type.BlockSize() != 0 {
+		return 0, fmt.Errorf("rows of %d values are not whole %s blocks of %d", t.Dims[0], t.Type, t.Type.BlockSize())
+	}
+	return t.Type.RowBytes(n)
+}
 
 // File is a parsed GGUF header.
 type File struct {
@@ -262,274 +272,34 @@ func writeString(b *bytes.Buffer, s string) {
 	b.WriteString(s)
 }
 
-func writeScalar(b *bytes.Buffer, t ValueType, v any) error {
-	le := func(x any) { binary.Write(b, binary.LittleEndian, x) }
-	ok := true
-	switch t {
-	case TypeUint8:
-		x, k := v.(uint8)
-		le(x)
-		ok = k
-	case TypeInt8:
-		x, k := v.(int8)
-		le(x)
-		ok = k
-	case TypeUint16:
-		x, k := v.(uint16)
-		le(x)
-		ok = k
-	case TypeInt16:
-		x, k := v.(int16)
-		le(x)
-		ok = k
-	case TypeUint32:
-		x, k := v.(uint32)
-		le(x)
-		ok = k
-	case TypeInt32:
-		x, k := v.(int32)
-		le(x)
-		ok = k
-	case TypeFloat32:
-		x, k := v.(float32)
-		le(x)
-		ok = k
-	case TypeBool:
-		x, k := v.(bool)
-		le(x)
-		ok = k
-	case TypeString:
-		x, k := v.(string)
-		writeString(b, x)
-		ok = k
-	case TypeUint64:
-		x, k := v.(uint64)
-		le(x)
-		ok = k
-	case TypeInt64:
-		x, k := v.(int64)
-		le(x)
-		ok = k
-	case TypeFloat64:
-		x, k := v.(float64)
-		le(x)
-		ok = k
-	default:
-		return fmt.Errorf("value type %d", t)
-	}
-	if !ok {
-		return fmt.Errorf("value %v (%T) is not a %s", v, v, t)
-	}
-	return nil
-}
-
+// writeValue encodes a value: a scalar in the Go type of its tag, an array
+// as a typed slice (see Value).
 func writeValue(b *bytes.Buffer, v Value) error {
-	if v.Type != TypeArray {
-		return writeScalar(b, v.Type, v.V)
+	t, want := v.Type, goTypes[v.Type]
+	if t == TypeArray {
+		t, want = v.Elem, reflect.SliceOf(goTypes[v.Elem])
 	}
-	xs, ok := v.V.([]any)
-	if !ok || v.Elem == TypeArray {
-		return fmt.Errorf("bad array")
+	if goTypes[t] == nil {
+		return fmt.Errorf("value type %s", t)
 	}
-	binary.Write(b, binary.LittleEndian, uint32(v.Elem))
-	binary.Write(b, binary.LittleEndian, uint64(len(xs)))
-	for _, x := range xs {
-		if err := writeScalar(b, v.Elem, x); err != nil {
-			return err
+	if reflect.TypeOf(v.V) != want {
+		return fmt.Errorf("value %v (%T) is not a %s", v.V, v.V, v.Type)
+	}
+	if v.Type == TypeArray {
+		binary.Write(b, binary.LittleEndian, uint32(v.Elem))
+		binary.Write(b, binary.LittleEndian, uint64(v.Len()))
+	}
+	switch x := v.V.(type) {
+	case string:
+		writeString(b, x)
+	case []string:
+		for _, s := range x {
+			writeString(b, s)
 		}
+	default:
+		return binary.Write(b, binary.LittleEndian, x)
 	}
 	return nil
-}
-
-// Limits of what Read accepts, against hostile files.
-const (
-	maxString = 1 << 30
-	maxCount  = 1 << 24
-	maxDims   = 4
-	maxHeader = 1 << 31
-)
-
-// Read parses the header of a GGUF file of the given size: metadata and
-// tensor infos, every tensor checked to lie inside the file.
-func Read(r io.ReaderAt, size int64) (*File, error) {
-	rd := &reader{r: r, size: size}
-	if string(rd.bytes(4)) != Magic {
-		if rd.err != nil {
-			return nil, rd.err
-		}
-		return nil, errors.New("not a GGUF file (bad magic)")
-	}
-	f := &File{Version: rd.u32(), Alignment: DefaultAlignment}
-	if rd.err == nil && (f.Version < 2 || f.Version > 3) {
-		return nil, fmt.Errorf("GGUF version %d is not supported", f.Version)
-	}
-	nt, nkv := rd.u64(), rd.u64()
-	if rd.err == nil && (nt > maxCount || nkv > maxCount) {
-		return nil, fmt.Errorf("GGUF header claims %d tensors and %d keys", nt, nkv)
-	}
-	for i := uint64(0); i < nkv && rd.err == nil; i++ {
-		k := rd.str()
-		v := rd.value(ValueType(rd.u32()), 0)
-		f.KV = append(f.KV, KV{k, v})
-	}
-	if a, ok := f.Uint("general.alignment"); ok {
-		if a <= 0 || a&(a-1) != 0 || a > 1<<20 {
-			return nil, fmt.Errorf("general.alignment %d is not a power of two", a)
-		}
-		f.Alignment = a
-	}
-	for i := uint64(0); i < nt && rd.err == nil; i++ {
-		t := TensorInfo{Name: rd.str()}
-		nd := rd.u32()
-		if nd > maxDims {
-			return nil, fmt.Errorf("tensor %s: %d dimensions", t.Name, nd)
-		}
-		for j := uint32(0); j < nd; j++ {
-			d := rd.u64()
-			if d > 1<<40 {
-				return nil, fmt.Errorf("tensor %s: dimension %d", t.Name, d)
-			}
-			t.Dims = append(t.Dims, int64(d))
-		}
-		t.Type = GGMLType(rd.u32())
-		t.Offset = int64(rd.u64())
-		f.Tensors = append(f.Tensors, t)
-	}
-	if rd.err != nil {
-		return nil, rd.err
-	}
-	f.DataOffset = pad(rd.off, f.Alignment)
-	names := map[string]bool{}
-	for _, t := range f.Tensors {
-		if names[t.Name] {
-			return nil, fmt.Errorf("tensor %s twice", t.Name)
-		}
-		names[t.Name] = true
-		n, err := t.Bytes()
-		if err != nil {
-			return nil, fmt.Errorf("tensor %s: %w", t.Name, err)
-		}
-		if t.Offset < 0 || t.Offset%f.Alignment != 0 || f.DataOffset+t.Offset+n > size {
-			return nil, fmt.Errorf("tensor %s: data [%d, %d) outside the file (%d bytes)", t.Name, t.Offset, t.Offset+n, size-f.DataOffset)
-		}
-	}
-	return f, nil
-}
-
-type reader struct {
-	r    io.ReaderAt
-	size int64
-	off  int64
-	err  error
-}
-
-func (rd *reader) bytes(n int64) []byte {
-	if rd.err != nil {
-		return nil
-	}
-	if n < 0 || rd.off+n > rd.size || rd.off+n > maxHeader {
-		rd.err = fmt.Errorf("GGUF header runs past the end of the file (at byte %d)", rd.off)
-		return nil
-	}
-	b := make([]byte, n)
-	if _, err := rd.r.ReadAt(b, rd.off); err != nil {
-		rd.err = err
-		return nil
-	}
-	rd.off += n
-	return b
-}
-
-func (rd *reader) u32() uint32 {
-	b := rd.bytes(4)
-	if b == nil {
-		return 0
-	}
-	return binary.LittleEndian.Uint32(b)
-}
-
-func (rd *reader) u64() uint64 {
-	b := rd.bytes(8)
-	if b == nil {
-		return 0
-	}
-	return binary.LittleEndian.Uint64(b)
-}
-
-func (rd *reader) str() string {
-	n := rd.u64()
-	if n > maxString {
-		if rd.err == nil {
-			rd.err = fmt.Errorf("GGUF string of %d bytes", n)
-		}
-		return ""
-	}
-	return string(rd.bytes(int64(n)))
-}
-
-func (rd *reader) scalar(t ValueType) any {
-	switch t {
-	case TypeUint8, TypeInt8, TypeBool:
-		b := rd.bytes(1)
-		if b == nil {
-			return nil
-		}
-		switch t {
-		case TypeUint8:
-			return b[0]
-		case TypeInt8:
-			return int8(b[0])
-		}
-		return b[0] != 0
-	case TypeUint16, TypeInt16:
-		b := rd.bytes(2)
-		if b == nil {
-			return nil
-		}
-		x := binary.LittleEndian.Uint16(b)
-		if t == TypeInt16 {
-			return int16(x)
-		}
-		return x
-	case TypeUint32:
-		return rd.u32()
-	case TypeInt32:
-		return int32(rd.u32())
-	case TypeFloat32:
-		return math.Float32frombits(rd.u32())
-	case TypeUint64:
-		return rd.u64()
-	case TypeInt64:
-		return int64(rd.u64())
-	case TypeFloat64:
-		return math.Float64frombits(rd.u64())
-	case TypeString:
-		return rd.str()
-	}
-	if rd.err == nil {
-		rd.err = fmt.Errorf("unknown GGUF value type %d", t)
-	}
-	return nil
-}
-
-func (rd *reader) value(t ValueType, depth int) Value {
-	if t != TypeArray {
-		return Value{Type: t, V: rd.scalar(t)}
-	}
-	elem := ValueType(rd.u32())
-	n := rd.u64()
-	if rd.err != nil {
-		return Value{}
-	}
-	if n > maxCount*4 || depth > 0 || elem == TypeArray {
-		rd.err = fmt.Errorf("GGUF array of %d elements (type %d)", n, elem)
-		return Value{}
-	}
-	xs := make([]any, 0, min(n, 1<<16))
-	for i := uint64(0); i < n && rd.err == nil; i++ {
-		xs = append(xs, rd.scalar(elem))
-	}
-	return Value{Type: TypeArray, Elem: elem, V: xs}
 }
 
 // SortedKeys lists the metadata keys in name order.

@@ -1,12 +1,14 @@
 package gguf
 
 import (
+	"context"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
+
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
 // Summary is what `mtpconv inspect` says about a GGUF file, ours or
@@ -33,21 +35,20 @@ type Summary struct {
 	Problems       []string       `json:"problems"`
 }
 
-// Open reads the header of a GGUF file.
-func Open(path string) (*File, int64, error) {
-	f, err := os.Open(path)
+// Open reads the header of a GGUF file; see OpenContext.
+func Open(path string) (*File, int64, error) { return OpenContext(context.Background(), path) }
+
+// OpenContext reads the header of a local GGUF file (ReadContext) and
+// returns it with the file's size. Anything but a regular file is refused
+// before it is opened (a FIFO would block the open forever); symbolic links
+// are followed. Errors name the file.
+func OpenContext(ctx context.Context, path string) (*File, int64, error) {
+	f, fi, err := st.OpenRegular(path)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, 0, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, 0, fmt.Errorf("%s is not a regular file", path)
-	}
-	g, err := Read(f, fi.Size())
+	g, err := ReadContext(ctx, f, fi.Size())
 	if err != nil {
 		return nil, 0, fmt.Errorf("%s: %w", path, err)
 	}
@@ -68,9 +69,7 @@ func Summarize(name string, size int64, f *File) *Summary {
 	s.Keys = len(f.KV)
 	s.TokenizerModel = f.String("tokenizer.ggml.model")
 	if v, ok := f.Lookup("tokenizer.ggml.tokens"); ok {
-		if xs, ok := v.V.([]any); ok {
-			s.Tokens = len(xs)
-		}
+		s.Tokens = v.Len()
 	}
 	s.Tensors = len(f.Tensors)
 	mtp := map[int64]bool{}

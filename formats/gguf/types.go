@@ -1,6 +1,9 @@
 package gguf
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // GGMLType is a tensor's storage type, numbered as ggml numbers them.
 type GGMLType uint32
@@ -61,6 +64,9 @@ func (t GGMLType) RowBytes(n int64) (int64, error) {
 	}
 	if n%i.block != 0 {
 		return 0, fmt.Errorf("%d values are not whole %s blocks of %d", n, i.name, i.block)
+	}
+	if n < 0 || n/i.block > math.MaxInt64/i.size {
+		return 0, fmt.Errorf("%d values of %s: the byte count overflows", n, i.name)
 	}
 	return n / i.block * i.size, nil
 }

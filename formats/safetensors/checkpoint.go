@@ -115,17 +115,36 @@ func CheckLocalName(name string) error {
 	return nil
 }
 
-// ReadSmallFile reads a whole (small) file of a checkpoint, such as config.json.
+// ReadSmallFile reads a whole (small) file of a checkpoint, such as
+// config.json, refusing it when it is over limit bytes.
 func ReadSmallFile(src Opener, name string, limit int64) ([]byte, error) {
 	f, err := src.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if f.Size() > limit {
-		return nil, fmt.Errorf("%s is %d bytes, over the %d-byte limit", name, f.Size(), limit)
+	return readWhole(f, f.Size(), limit, name)
+}
+
+// ReadRegularFile reads a whole small local file (a config.json, a
+// manifest, a record) from a folder the user gave: anything but a regular
+// file is refused before it is opened (see OpenRegular), and so is a file
+// over limit bytes, before anything is allocated for it.
+func ReadRegularFile(path string, limit int64) ([]byte, error) {
+	f, fi, err := OpenRegular(path)
+	if err != nil {
+		return nil, err
 	}
-	buf := make([]byte, f.Size())
+	defer f.Close()
+	return readWhole(f, fi.Size(), limit, path)
+}
+
+// readWhole reads the size bytes of a file named name, at most limit.
+func readWhole(f io.ReaderAt, size, limit int64, name string) ([]byte, error) {
+	if size > limit {
+		return nil, fmt.Errorf("%s is %d bytes, over the %d-byte limit", name, size, limit)
+	}
+	buf := make([]byte, size)
 	if _, err := f.ReadAt(buf, 0); err != nil && !(errors.Is(err, io.EOF) && len(buf) == 0) {
 		return nil, fmt.Errorf("reading %s: %w", name, err)
 	}

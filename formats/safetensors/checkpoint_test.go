@@ -3,6 +3,7 @@ package safetensors
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -188,4 +189,28 @@ func FuzzParseIndex(f *testing.F) {
 			t.Fatalf("negative total size")
 		}
 	})
+}
+
+// TestReadRegularFileBounded: a file over the limit is refused by its size,
+// before anything is allocated for it (a 1 GiB config.json was read whole).
+func TestReadRegularFileBounded(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(p, []byte(`{"a": 1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := ReadRegularFile(p, 8); err != nil || string(b) != `{"a": 1}` {
+		t.Fatalf("%q %v", b, err)
+	}
+	os.Truncate(p, 1<<30) // sparse
+	allocs := testing.AllocsPerRun(2, func() {
+		if _, err := ReadRegularFile(p, 16<<20); err == nil || !strings.Contains(err.Error(), "config.json is 1073741824 bytes, over the 16777216-byte limit") {
+			t.Fatalf("error %v", err)
+		}
+	})
+	if allocs > 20 {
+		t.Errorf("%.0f allocations", allocs)
+	}
+	if _, err := ReadRegularFile(filepath.Dir(p), 1<<20); !errors.Is(err, ErrNotRegular) {
+		t.Errorf("a folder: %v", err)
+	}
 }

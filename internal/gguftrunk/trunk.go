@@ -286,7 +286,7 @@ func WriteTrunk(m *model.Model, path string) error {
 		case a + ".block_count":
 			kv.Value = gg.U32(uint32(c.NumHiddenLayers))
 		case a + ".attention.recurrent_layers":
-			kv.Value = gg.Arr(gg.TypeBool, kv.Value.V.([]any)[:c.NumHiddenLayers])
+			kv.Value = gg.Bools(kv.Value.V.([]bool)[:c.NumHiddenLayers])
 		}
 		kvs = append(kvs, kv)
 	}

@@ -73,7 +73,7 @@ func (cb combined) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) 
 	for _, blk := range m.TrunkExperts {
 		pl.Experts(blk, trunkName(m.ExpertLayer(blk)), o.Trunk.Float, trunkRule)
 	}
-	pl.Head(m.HeadName, o.Head.Float, o.rule(m, o.Head, o.GroupSize))
+	planHead(pl, m, o)
 
 	tensors, files, index, err := shard(pl.Out, o.MaxShard)
 	if err != nil {
@@ -105,6 +105,13 @@ func (cb combined) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) 
 	hp := m.Spec.HeadPrefix
 	p.Notes = append(p.Notes, fmt.Sprintf("stock mlx-lm >= 0.32.0 loads this file (it drops %s* and shifts no norm on converted files); mlx-lm 0.30.7 to 0.31.3 shift every norm a second time when %s* keys are present", hp, hp))
 	return p, nil
+}
+
+// planHead plans the head as the combined file holds it: under its
+// checkpoint names (mtp.* for a head apart), experts stacked, at the head's
+// precision.
+func planHead(pl *plan.Planner, m *model.Model, o Options) {
+	pl.Head(m.HeadName, o.Head.Float, o.rule(m, o.Head, o.GroupSize))
 }
 
 // combinedConfig is the source config.json with vision_config dropped and

@@ -8,6 +8,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/export"
 	"github.com/mtpconv/mtpconv/convert/model"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
 // The files of an optimum-intel OpenVINO export of a Qwen3.5/3.6 model
@@ -33,9 +34,9 @@ func (target) CheckInto(dir string, m *model.Model) ([]string, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("--into %s is not an optimum-intel OpenVINO export of a Qwen3.5/3.6 model (image-text-to-text layout): %s missing", dir, strings.Join(missing, ", "))
 	}
-	raw, err := os.ReadFile(filepath.Join(dir, model.ConfigFile))
+	raw, err := st.ReadRegularFile(filepath.Join(dir, model.ConfigFile), model.MaxConfigSize)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("--into %s: %w", dir, err)
 	}
 	c, err := model.ParseConfig(raw)
 	if err != nil {

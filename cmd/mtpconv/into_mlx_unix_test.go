@@ -1,0 +1,51 @@
+//go:build unix
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/fixtures"
+)
+
+// A FIFO in place of config.json or the index is refused at once, not read
+// (a read would block forever), and nothing changes.
+func TestIntoMLXRefusesFIFOs(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	for _, name := range []string{"config.json", st.IndexFile} {
+		dir := headlessMLXFolder(t, "--trunk-precision", "int4")
+		os.Remove(filepath.Join(dir, name))
+		if err := syscall.Mkfifo(filepath.Join(dir, name), 0o644); err != nil {
+			t.Skip("no FIFOs here:", err)
+		}
+		snap := names(t, dir)
+		code, _, stderr := runCLI(t, "export", "--src", src, "--target", "combined", "--into", dir, "--quiet")
+		if code != 1 || !strings.Contains(stderr, name) || !strings.Contains(stderr, "FIFO") {
+			t.Errorf("%s a FIFO: exit %d: %s", name, code, stderr)
+		}
+		if now := names(t, dir); now != snap {
+			t.Errorf("refused --into changed the folder: %s, was %s", now, snap)
+		}
+	}
+}
+
+// names lists a folder's entries with their sizes (tree would read the FIFO).
+func names(t *testing.T, dir string) string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range es {
+		fi, _ := e.Info()
+		out = append(out, e.Name()+":"+strconv.FormatInt(fi.Size(), 10))
+	}
+	return strings.Join(out, ",")
+}
