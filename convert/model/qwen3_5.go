@@ -7,7 +7,7 @@ package model
 // model.), the vision tower under model.visual., the MoE families' linear
 // attention, and a dense SwiGLU MLP (intermediate_size) in every layer and
 // in the MTP layer.
-type qwen35Dense struct{}
+type qwen35Dense struct{ hybridConfig }
 
 func init() { RegisterFamily(qwen35Dense{}) }
 
@@ -16,7 +16,5 @@ func (qwen35Dense) Name() string { return "qwen3_5" }
 func (qwen35Dense) Matches(id Identity) bool {
 	return MatchesIdentity(id, []string{"qwen3_5", "qwen3_5_text"}, "Qwen3_5For")
 }
-
-func (qwen35Dense) ParseConfig(raw []byte) (*Config, error) { return parseHybridConfig(raw) }
 
 func (qwen35Dense) Spec(c *Config) *Spec { return qwen35Spec(c, "qwen35") } // the MoE family's names; dense by config

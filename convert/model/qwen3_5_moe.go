@@ -4,7 +4,7 @@ package model
 // config nested under text_config, text weights under model.language_model.,
 // a vision tower under model.visual., linear attention with flat split input
 // projections, trunk experts fused, MTP experts per-expert (3.5) or fused (3.6).
-type qwen35MoE struct{}
+type qwen35MoE struct{ hybridConfig }
 
 func init() { RegisterFamily(qwen35MoE{}) }
 
@@ -13,8 +13,6 @@ func (qwen35MoE) Name() string { return "qwen3_5_moe" }
 func (qwen35MoE) Matches(id Identity) bool {
 	return MatchesIdentity(id, []string{"qwen3_5_moe", "qwen3_5_moe_text"}, "Qwen3_5Moe")
 }
-
-func (qwen35MoE) ParseConfig(raw []byte) (*Config, error) { return parseHybridConfig(raw) }
 
 func (qwen35MoE) Spec(c *Config) *Spec { return qwen35Spec(c, "qwen35moe") }
 

@@ -3,7 +3,7 @@ package model
 // qwen3Next is Qwen3-Next (Qwen3NextForCausalLM): flat config, weights under
 // model., linear attention with grouped in_proj_qkvz / in_proj_ba, and every
 // MoE block (trunk and MTP) storing its experts per expert.
-type qwen3Next struct{}
+type qwen3Next struct{ hybridConfig }
 
 func init() { RegisterFamily(qwen3Next{}) }
 
@@ -12,8 +12,6 @@ func (qwen3Next) Name() string { return "qwen3_next" }
 func (qwen3Next) Matches(id Identity) bool {
 	return MatchesIdentity(id, []string{"qwen3_next"}, "Qwen3Next")
 }
-
-func (qwen3Next) ParseConfig(raw []byte) (*Config, error) { return parseHybridConfig(raw) }
 
 func (qwen3Next) Spec(c *Config) *Spec {
 	h := int64(c.HiddenSize)

@@ -19,9 +19,12 @@ import (
 // hybridDefaults are the Qwen3.5 and Qwen3-Next configuration classes' defaults.
 var hybridDefaults = ConfigDefaults{PartialRotaryFactor: 0.25, RMSNormEps: 1e-6, RopeTheta: 10000, FullAttentionInterval: 4}
 
-// parseHybridConfig decodes and validates a hybrid config and derives the
+// hybridConfig is the config parsing the hybrid families share (their Family.ParseConfig).
+type hybridConfig struct{}
+
+// ParseConfig decodes and validates a hybrid config and derives the
 // layer types from full_attention_interval when layer_types is absent.
-func parseHybridConfig(raw []byte) (*Config, error) {
+func (hybridConfig) ParseConfig(raw []byte) (*Config, error) {
 	c, err := DecodeConfig(raw, hybridDefaults)
 	if err != nil {
 		return nil, err

@@ -97,12 +97,12 @@ func choosePrecision(o targets.Options) (precision, error) {
 }
 
 func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
+	if m.Spec.GGUF.Arch == "" {
+		return nil, fmt.Errorf("--target gguf does not know llama.cpp's architecture for family %s", m.Family)
+	}
 	prec, err := choosePrecision(o)
 	if err != nil {
 		return nil, targets.UsageError{Err: err}
-	}
-	if m.Spec.GGUF.Arch == "" {
-		return nil, fmt.Errorf("--target gguf does not know llama.cpp's architecture for family %s", m.Family)
 	}
 	if err := m.HeadError(); err != nil {
 		return nil, err
