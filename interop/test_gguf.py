@@ -83,6 +83,91 @@ def test_sidecar_equals_reference(mtpconv, fixture_dirs, tmp_path, fx, precision
     assert strip(ours["metadata"]) == strip(ref["metadata"])
 
 
+# What llama.cpp's own gguf-py (the copy vendored with it, which
+# convert_hf_to_gguf.py imports: newer than the gguf wheel) writes from
+# SpecialVocab, key by key in order. Run apart: the test process has the
+# gguf wheel imported under the same name.
+SPECIAL_VOCAB = r'''
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import gguf
+sv = gguf.SpecialVocab(sys.argv[2], load_merges=True)
+w = gguf.GGUFWriter(None, "qwen35moe")
+sv.add_to_gguf(w, quiet=True)
+print(json.dumps([[k, v.value] for k, v in w.kv_data[0].items() if k.startswith("tokenizer.")]))
+'''
+
+BYTE_LEVEL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+
+
+def special(tok):
+    return {"SpecialToken": {"id": tok, "type_id": 0}}
+
+
+SEQ_A, SEQ_B = {"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}
+
+# (post_processor or "keep", normalizer or "keep", tokenizer_config.json or None (absent) or "keep", extra files)
+SPECIAL_CASES = {
+    "test tokenizer": ("keep", "keep", "keep", {}),
+    "no post_processor": (None, "keep", '{"add_eos_token": true, "bos_token": {"content": "<|im_start|>"}}', {}),
+    "ByteLevel in a Sequence, add_bos_token true": ({"type": "Sequence", "processors": [BYTE_LEVEL]}, "keep",
+                                                    '{"add_bos_token": true, "eos_token": "<|im_end|>"}', {}),
+    "TemplateProcessing bos A eos": ({"type": "TemplateProcessing", "single": [special("<|im_start|>"), SEQ_A, special("<|im_end|>")],
+                                      "pair": [special("<|im_start|>"), SEQ_A, special("<|im_end|>"), SEQ_B, special("<|im_end|>")]},
+                                     "keep", '{"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "add_bos_token": false}', {}),
+    "TemplateProcessing, another trailing token": ({"type": "TemplateProcessing", "single": [SEQ_A, special("<|endoftext|>")]},
+                                                   "keep", '{"eos_token": "<|im_end|>"}', {}),
+    "TemplateProcessing pair with a separator": ({"type": "TemplateProcessing", "single": [special("<|im_start|>"), SEQ_A],
+                                                  "pair": [special("<|im_start|>"), SEQ_A, special("<|im_end|>"), SEQ_B]},
+                                                 "keep", '{"bos_token": "<|im_start|>", "eos_token": "<|im_end|>"}', {}),
+    "RobertaProcessing": ({"type": "RobertaProcessing", "sep": ["<|im_end|>", 322], "cls": ["<|im_start|>", 321]}, "keep",
+                          '{"eos_token": "<|im_end|>"}', {}),
+    "cls stands in for bos": (None, "keep", '{"eos_token": "<|im_end|>", "cls_token": "<|im_start|>"}', {}),
+    "no tokenizer_config.json": ("keep", "keep", None, {"chat_template.jinja": "jinja"}),
+    "empty tokenizer_config.json": ("keep", "keep", "{}", {"chat_template.jinja": "jinja"}),
+    "chat_template.jinja": ("keep", "keep", '{"eos_token": "<|im_end|>"}', {"chat_template.jinja": "jinja"}),
+    "chat_template.json": ("keep", "keep", '{"eos_token": "<|im_end|>"}', {"chat_template.json": '{"chat_template": "json"}'}),
+    "named chat templates": ("keep", "keep", json.dumps({"eos_token": "<|im_end|>", "chat_template": [
+        {"name": "default", "template": "d"}, {"name": "tool use", "template": "t"}]}), {}),
+    "normalizer flags": ("keep", {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Lowercase"},
+                                  {"type": "BertNormalizer", "strip_accents": False}]}, "keep", {}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SPECIAL_CASES))
+def test_special_vocab_equals_gguf_py(mtpconv, fixture_dirs, llama_bin, tmp_path, case):
+    """Every tokenizer key the reference converter takes from SpecialVocab --
+    merges, special token ids, add_bos/add_eos/add_sep (tokenizer_config.json
+    and tokenizer.json's post_processor), chat templates, normalizer flags --
+    is in our sidecar with the same value, in the same order."""
+    post, norm, tc, extra = SPECIAL_CASES[case]
+    src = tmp_path / "src"
+    src.mkdir()
+    for f in Path(fixture_dirs["a"]).iterdir():
+        os.symlink(f, src / f.name)
+    tj = json.loads((TOKENIZER / "tokenizer.json").read_text())
+    if post != "keep":
+        tj["post_processor"] = post
+    if norm != "keep":
+        tj["normalizer"] = norm
+    (src / "tokenizer.json").write_text(json.dumps(tj))
+    if tc == "keep":
+        tc = (TOKENIZER / "tokenizer_config.json").read_text()
+    if tc is not None:
+        (src / "tokenizer_config.json").write_text(tc)
+    for name, body in extra.items():
+        (src / name).write_text(body)
+    gguf_py = llama_bin.parent / "src" / "llama_cpp_python-0.3.36" / "vendor" / "llama.cpp" / "gguf-py"
+    res = subprocess.run([os.sys.executable, "-c", SPECIAL_VOCAB, str(gguf_py), str(src)], check=True, capture_output=True, text=True)
+    want = [tuple(kv) for kv in json.loads(res.stdout)]
+    r = gguf.GGUFReader(str(sidecar(mtpconv, src, tmp_path / "out", "bf16")))
+    skip = {"tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type"}
+    got = [(f.name, f.contents()) for f in r.fields.values() if f.name.startswith("tokenizer.") and f.name not in skip]
+    if case == "named chat templates":  # the writer lists the names of a Python set; we sort them
+        want = [(k, sorted(v) if k == "tokenizer.chat_templates" else v) for k, v in want]
+    assert got == want
+
+
 def shards(src):
     """(path, header length, header) of each safetensors shard of a folder."""
     out = []

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"path"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -42,7 +44,14 @@ func Card(m *Manifest, tc TargetCard, report *Report) []byte {
 	}
 	name := m.Model.BaseModel
 	if name == "" {
-		name = m.Source.Name
+		name = m.Model.Name
+	}
+	if name == "" { // a manifest from before model names: never show a path
+		name = path.Base(filepath.ToSlash(m.Source.Name))
+	}
+	from := "`" + name + "`"
+	if m.Source.Revision != "" && m.Source.Repo == name {
+		from += " (revision `" + m.Source.Revision + "`)"
 	}
 	p("---")
 	if m.Model.BaseModel != "" {
@@ -62,7 +71,7 @@ func Card(m *Manifest, tc TargetCard, report *Report) []byte {
 	p("")
 	p("# %s: MTP head (%s)", name, m.Target)
 	p("")
-	p("This folder holds %s, exported from `%s` by %s %s.", tc.What, name, m.Tool.Name, m.Tool.Version)
+	p("This folder holds %s, exported from %s by %s %s.", tc.What, from, m.Tool.Name, m.Tool.Version)
 	if tc.Pairing != "" {
 		p("%s", strings.ReplaceAll(tc.Pairing, "{base}", name))
 	}

@@ -104,7 +104,9 @@ type Tool struct {
 
 // Source fingerprints the checkpoint an export read.
 type Source struct {
-	Name         string         `json:"name"`
+	Name         string         `json:"name"`               // where the source was read from: a path or hf://ORG/NAME@COMMIT
+	Repo         string         `json:"repo,omitempty"`     // its Hub repo id, when known
+	Revision     string         `json:"revision,omitempty"` // the repo's commit, when the source knows it
 	ConfigSHA256 string         `json:"config_sha256"`
 	Shards       []Shard        `json:"shards"`
 	TotalBytes   int64          `json:"total_bytes"`
@@ -127,6 +129,7 @@ type SourceTensor struct {
 
 // Model is what the outputs are, for people and model cards.
 type Model struct {
+	Name           string `json:"name,omitempty"` // the source model as the model files name it: its Hub id, else its folder's name
 	Family         string `json:"family"`
 	ModelType      string `json:"model_type"`
 	BaseModel      string `json:"base_model"`
@@ -216,6 +219,10 @@ type Tensor struct {
 	// infinities of the source, kept by a float output, plus its f16
 	// overflows. Quantized tensors never hold any (the export refuses them).
 	NonFinite int64 `json:"nonfinite,omitempty"`
+	// NegativeScales counts the negative FP8 block scales (weight_scale_inv)
+	// of an FP8 source's rows: their blocks are dequantized with their sign
+	// flipped, as the source says, which no release means to do.
+	NegativeScales int64 `json:"negative_scales,omitempty"`
 }
 
 // Has reports whether the tensor carries the named transform.

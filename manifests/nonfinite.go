@@ -61,17 +61,32 @@ func nonFiniteMessage(t *Tensor) string {
 // nonFiniteWarnings lists the tensors that store NaN or infinite values.
 func nonFiniteWarnings(m *Manifest) []string {
 	var out []string
-	n := 0
+	n, neg := 0, 0
 	for i := range m.Tensors {
-		if t := &m.Tensors[i]; t.NonFinite > 0 {
+		t := &m.Tensors[i]
+		if t.NonFinite > 0 {
 			if n < maxListed {
 				out = append(out, nonFiniteMessage(t))
 			}
 			n++
 		}
+		if t.NegativeScales > 0 {
+			if neg < maxListed {
+				out = append(out, t.Name+": "+NegativeScalesMessage(t.NegativeScales))
+			}
+			neg++
+		}
 	}
 	if n > maxListed {
 		out = append(out, fmt.Sprintf("and %d more tensors hold NaN or infinite values", n-maxListed))
 	}
+	if neg > maxListed {
+		out = append(out, fmt.Sprintf("and %d more tensors were dequantized with negative FP8 block scales", neg-maxListed))
+	}
 	return out
+}
+
+// NegativeScalesMessage says what n negative FP8 block scales of a tensor did.
+func NegativeScalesMessage(n int64) string {
+	return fmt.Sprintf("%d of its FP8 block scales (weight_scale_inv) are negative; those blocks are dequantized with their sign flipped, as the source says", n)
 }

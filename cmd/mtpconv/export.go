@@ -30,7 +30,7 @@ func exportCommand() *cli.Command {
 			&cli.StringFlag{Name: "src", Usage: "source: a folder, ORG/NAME[@rev] from the Hugging Face cache, or hf://ORG/NAME[@rev] read from the Hub by range", Required: true},
 			&cli.StringFlag{Name: "target", Usage: strings.Join(targets.TargetNames(), " | "), Required: true},
 			&cli.StringFlag{Name: "out", Usage: "output folder (must not exist unless --force)"},
-			&cli.StringFlag{Name: "into", Usage: "openvino: add the MTP IR (openvino_mtp_model.xml/.bin) to this optimum-intel export of the same model; combined: add the mtp.* head (model-mtp.safetensors, config.json and the index updated, their originals kept) to this MLX model folder of the same model; the trunk files are not touched (exclusive with --out; --force replaces a head mtpconv added before)"},
+			&cli.StringFlag{Name: "into", Usage: "openvino: add the MTP IR (openvino_mtp_model.xml/.bin) to this optimum-intel export of the same model; combined: add the mtp.* head (model-mtp.safetensors, config.json and the index updated, their originals kept) to this MLX model folder of the same model; the trunk files are not touched, no README.md is written, and the manifest records what mtpconv owns (exclusive with --out; --force replaces the head's files already there)"},
 			&cli.StringFlag{Name: targets.OptHeadPrecision, Usage: "mlx, combined: f16 | bf16 | int2 | int3 | int4 | int5 | int6 | int8 (MLX affine) | mxfp4 | mxfp8 | nvfp4 (default bf16); openvino: f16 | int8 | int4 (default f16)"},
 			&cli.StringFlag{Name: targets.OptLMHeadPrecision, Usage: "openvino: f16 | int8 | int4 for the lm_head IR (default int8)"},
 			&cli.BoolFlag{Name: targets.OptSym, Usage: "openvino: symmetric i8/i4 instead of asymmetric u8/u4 (NNCF INT*_SYM)"},
@@ -47,7 +47,7 @@ func exportCommand() *cli.Command {
 			&cli.IntFlag{Name: targets.OptRouterBits, Value: 8, Usage: "mlx, combined: bits of the MoE router and shared_expert_gate when quantized, at group size 64, as mlx-lm does (0: same as their component)"},
 			&cli.IntFlag{Name: "jobs", Value: 0, Usage: "chunks converted in parallel, at least 1 (default: all cores); never changes the bytes"},
 			&cli.BoolFlag{Name: "keep-source-cache", Usage: "keep the source bytes read in the page cache (by default, bytes that were not cached before are dropped once read)"},
-			&cli.BoolFlag{Name: "force", Usage: "replace an existing output folder"},
+			&cli.BoolFlag{Name: "force", Usage: "replace an existing output folder (an earlier mtpconv --out; never a folder the head was added into: use --into DIR --force)"},
 			&cli.BoolFlag{Name: "resume", Usage: "continue an interrupted export into the same --out, reusing finished files whose hashes match"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the plan (tensors, files, sizes, peak memory) and write nothing"},
 			&cli.BoolFlag{Name: "no-card", Usage: "do not write README.md (the model card)"},
@@ -87,7 +87,7 @@ type exportSummary struct {
 }
 
 // holdAfterEnv is a test hook: the export blocks after writing the named
-// file, so a test can kill it mid-way.
+// file (until interrupted), so a test can kill or interrupt it mid-way.
 const holdAfterEnv = "MTPCONV_TEST_HOLD_AFTER_FILE"
 
 // exportOptions reads the target options from the flags, recording which were given.
@@ -185,7 +185,10 @@ func runExport(c *cli.Context) error {
 			fmt.Fprintf(c.App.ErrWriter, "wrote %s (%d bytes)\n", rec.File.Name, rec.File.Size)
 		}
 		if os.Getenv(holdAfterEnv) == rec.File.Name {
-			time.Sleep(time.Hour)
+			select { // until killed or interrupted
+			case <-time.After(time.Hour):
+			case <-c.Context.Done():
+			}
 		}
 	}
 	oc, err := export.Export(c.Context, req)
@@ -196,7 +199,7 @@ func runExport(c *cli.Context) error {
 		return err
 	}
 	if req.DryRun {
-		return printDryRun(c, oc, req.Jobs)
+		return printDryRun(c, oc, req.Jobs, !req.NoCard && req.Into == "")
 	}
 	dest := req.Out
 	if req.Into != "" {
@@ -247,7 +250,7 @@ func peakRSS() int64 {
 
 // printDryRun prints the plan without writing anything: every tensor, and
 // every file with the size the export would write.
-func printDryRun(c *cli.Context, oc *export.Outcome, jobs int) error {
+func printDryRun(c *cli.Context, oc *export.Outcome, jobs int, card bool) error {
 	type row struct {
 		Name      string `json:"name"`
 		File      string `json:"file"`
@@ -282,8 +285,12 @@ func printDryRun(c *cli.Context, oc *export.Outcome, jobs int) error {
 	for _, f := range oc.Planned {
 		fmt.Fprintf(out, "file %-40s %14d bytes\n", f.Name, f.Bytes)
 	}
-	fmt.Fprintf(out, "total %d bytes in %d files (plus %s and %s); estimated peak memory %d MiB with --jobs %d\n",
-		total, len(oc.Planned), manifests.FileName, "README.md", oc.PeakMemory>>20, jobs)
+	plus := manifests.FileName
+	if card { // no card with --no-card, nor in a folder added into
+		plus += " and " + manifests.CardFile
+	}
+	fmt.Fprintf(out, "total %d bytes in %d files (plus %s); estimated peak memory %d MiB with --jobs %d\n",
+		total, len(oc.Planned), plus, oc.PeakMemory>>20, jobs)
 	for _, n := range oc.Notes {
 		fmt.Fprintln(out, "note:", n)
 	}

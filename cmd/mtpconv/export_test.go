@@ -9,11 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mtpconv/mtpconv/internal/testfs"
-
 	"github.com/mtpconv/mtpconv/convert/source"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/internal/testfs"
 )
 
 // readDir returns every file of a folder by name.
@@ -139,6 +138,8 @@ func TestExportRefusesBadInputAndLeavesNothing(t *testing.T) {
 			[]string{`precision "int7"`}},
 		{"bad group size", []string{"--src", missing, "--target", "mlx", "--group-size", "48"}, exitUsage,
 			[]string{"--group-size 48"}},
+		{"openvino group size without int4", []string{"--src", fixtures.Ensure(t, fixtures.Qwen36), "--target", "openvino", "--group-size", "48"}, exitUsage,
+			[]string{"--group-size 48: only int4 is quantized in groups"}},
 		{"missing source", []string{"--src", filepath.Join(t.TempDir(), "none"), "--target", "mlx"}, exitFailure,
 			[]string{"no such folder"}},
 	}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/internal/testfs"
+	"github.com/mtpconv/mtpconv/manifests"
 )
 
 // An FP8 release converts on every target, and where the paths are the same
@@ -95,6 +98,11 @@ func TestFP8SourceRefusals(t *testing.T) {
 				c["quantization_config"].(map[string]any)["weight_block_size"] = []int{64, 64}
 			})
 		}, "in blocks of [64 64] it must be"},
+		{"absurd block size", func(t *testing.T, dir string) {
+			editConfig(t, src, dir, func(c map[string]any) {
+				c["quantization_config"].(map[string]any)["weight_block_size"] = []int64{math.MaxInt64, math.MaxInt64}
+			})
+		}, "weight_block_size is [9223372036854775807 9223372036854775807]; it must be two sizes from 1 to 1048576"},
 		{"no quantization_config", func(t *testing.T, dir string) {
 			editConfig(t, src, dir, func(c map[string]any) { delete(c, "quantization_config") })
 		}, "declares no fp8 quantization_config"},
@@ -168,5 +176,64 @@ func TestFP8SourceToGGUF(t *testing.T) {
 				t.Errorf("%v: %s differs from the dequantized twin's", args, name)
 			}
 		}
+	}
+}
+
+// Negative FP8 block scales are counted per tensor, recorded in the
+// manifest, noted by export and warned on the card, as non-finite values are.
+func TestFP8NegativeScalesReported(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36FP8)
+	const w = "mtp.layers.0.self_attn.q_proj.weight"
+	dir := t.TempDir()
+	idxName := "model.safetensors.index.json"
+	raw, _ := os.ReadFile(filepath.Join(src, idxName))
+	var idx struct {
+		WeightMap map[string]string `json:"weight_map"`
+	}
+	json.Unmarshal(raw, &idx)
+	shard := idx.WeightMap[w+"_scale_inv"]
+	testfs.LinkDir(t, src, dir, shard)
+	b, err := os.ReadFile(filepath.Join(src, shard))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Flip the sign of the scale's first two values in a copy of its shard.
+	n := binary.LittleEndian.Uint64(b)
+	var header map[string]json.RawMessage
+	if err := json.Unmarshal(b[8:8+n], &header); err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		DType   string   `json:"dtype"`
+		Offsets [2]int64 `json:"data_offsets"`
+	}
+	json.Unmarshal(header[w+"_scale_inv"], &info)
+	size := map[string]int64{"F32": 4, "BF16": 2}[info.DType]
+	for i := range int64(2) {
+		b[8+int64(n)+info.Offsets[0]+i*size+size-1] ^= 0x80
+	}
+	os.WriteFile(filepath.Join(dir, shard), b, 0o644)
+
+	out := filepath.Join(t.TempDir(), "o")
+	code, _, stderr := runCLI(t, "export", "--src", dir, "--target", "mlx", "--out", out)
+	if code != 0 || !strings.Contains(stderr, "layers.0.self_attn.q_proj.weight: 2 of its FP8 block scales (weight_scale_inv) are negative") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	m, err := manifests.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tn := range m.Tensors {
+		want := int64(0)
+		if strings.HasSuffix(tn.Name, "layers.0.self_attn.q_proj.weight") {
+			want = 2
+		}
+		if tn.NegativeScales != want {
+			t.Errorf("%s: negative_scales %d, want %d", tn.Name, tn.NegativeScales, want)
+		}
+	}
+	card, _ := os.ReadFile(filepath.Join(out, "README.md"))
+	if !strings.Contains(string(card), "2 of its FP8 block scales") {
+		t.Error("the card does not warn of the negative scales")
 	}
 }

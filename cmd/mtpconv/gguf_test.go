@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -216,4 +217,40 @@ func trunkSummary(t *testing.T, src string) gg.Summary {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// inspect of a GGUF caps its list of problems as every list is capped (the
+// first 20, then how many more); --json gives the whole count.
+func TestInspectGGUFCapsProblems(t *testing.T) {
+	const n = 100
+	kvs := []gg.KV{gg.Pair("general.architecture", gg.Str("qwen35moe")), gg.Pair("qwen35moe.block_count", gg.U32(1)),
+		gg.Pair("qwen35moe.nextn_predict_layers", gg.U32(1))}
+	sizes := make([]int64, n)
+	for i := range sizes {
+		sizes[i] = 4
+	}
+	offs, total := gg.Place(sizes, gg.DefaultAlignment)
+	var ts []gg.TensorInfo
+	for i := range n { // nextn tensors in blocks 10.., outside the only block
+		ts = append(ts, gg.TensorInfo{Name: fmt.Sprintf("blk.%d.nextn.eh_proj.weight", 10+i), Dims: []int64{1}, Type: gg.F32, Offset: offs[i]})
+	}
+	hdr, err := gg.EncodeHeader(kvs, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "many.gguf")
+	os.WriteFile(path, append(hdr, make([]byte, total)...), 0o644)
+	code, text, stderr := runCLI(t, "inspect", path)
+	if got := strings.Count(text, "problem:"); code != 0 || got != 21 || !strings.Contains(text, fmt.Sprintf("and %d more problems", n-20)) {
+		t.Errorf("exit %d, %d problem lines: %s%s", code, got, text, stderr)
+	}
+	code, out, _ := runCLI(t, "inspect", "--json", path)
+	var s struct {
+		Problems     []string `json:"problems"`
+		ProblemCount int      `json:"problem_count"`
+		Architecture string   `json:"architecture"`
+	}
+	if err := json.Unmarshal([]byte(out), &s); err != nil || code != 0 || len(s.Problems) != 21 || s.ProblemCount != n || s.Architecture != "qwen35moe" {
+		t.Errorf("json: exit %d, %d problems, count %d, %v: %s", code, len(s.Problems), s.ProblemCount, err, out)
+	}
 }

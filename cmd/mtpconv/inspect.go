@@ -194,8 +194,14 @@ func inspectGGUF(c *cli.Context, path string) (bool, error) {
 	if c.Bool("hash") || c.Bool("strict") {
 		return true, usagef("inspect of a GGUF file takes --json only")
 	}
+	// Every list shown is capped, as for checkpoints; JSON gives the count.
+	count := len(s.Problems)
+	s.Problems = model.CapList(s.Problems, "problems")
 	if c.Bool("json") {
-		return true, printJSON(c, s)
+		return true, printJSON(c, struct {
+			*gguf.Summary
+			ProblemCount int `json:"problem_count"`
+		}{s, count})
 	}
 	s.WriteText(c.App.Writer)
 	return true, nil

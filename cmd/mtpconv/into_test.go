@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mtpconv/mtpconv/internal/fakehub"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/manifests"
 )
@@ -125,10 +127,27 @@ func TestIntoRefusesAnotherModelOrFolder(t *testing.T) {
 		code, _, stderr := runCLI(t, append([]string{"export", "--src", src, "--target", "openvino", "--into", dir, "--quiet"}, extra...)...)
 		return code, stderr
 	}
-	for key, want := range map[string]string{`"hidden_size": 128`: "hidden_size", `"vocab_size": 512`: "vocab_size", `"mtp_num_hidden_layers": 1`: "mtp_num_hidden_layers", `"num_experts": 256`: "num_experts"} {
-		bad := strings.Replace(string(cfg), key, strings.Split(key, ":")[0]+": 3", 1)
+	// Every value the head depends on: each differing one is refused, named.
+	for _, c := range []struct{ from, to, want string }{
+		{`"hidden_size": 128`, `"hidden_size": 3`, "hidden_size"},
+		{`"vocab_size": 512`, `"vocab_size": 3`, "vocab_size"},
+		{`"mtp_num_hidden_layers": 1`, `"mtp_num_hidden_layers": 3`, "mtp_num_hidden_layers"},
+		{`"num_experts": 256`, `"num_experts": 3`, "num_experts"},
+		{`"num_experts_per_tok": 8`, `"num_experts_per_tok": 4`, "num_experts_per_tok"},
+		{`"num_attention_heads": 4`, `"num_attention_heads": 8`, "num_attention_heads"},
+		{`"num_key_value_heads": 2`, `"num_key_value_heads": 1`, "num_key_value_heads"},
+		{`"head_dim": 64`, `"head_dim": 32`, "head_dim"},
+		{`"moe_intermediate_size": 128`, `"moe_intermediate_size": 64`, "moe_intermediate_size"},
+		{`"shared_expert_intermediate_size": 128`, `"shared_expert_intermediate_size": 64`, "shared_expert_intermediate_size"},
+		{`"attn_output_gate": true`, `"attn_output_gate": false`, "attn_output_gate"},
+		{`"rms_norm_eps": 0.000001`, `"rms_norm_eps": 0.00001`, "rms_norm_eps"},
+		{`"partial_rotary_factor": 0.25`, `"partial_rotary_factor": 0.5`, "partial_rotary_factor"},
+		{`"rope_theta": 10000000`, `"rope_theta": 1000000`, "rope_theta"},
+		{`"model_type": "qwen3_5_moe_text"`, `"model_type": "qwen3_5_text"`, "model_type"},
+	} {
+		bad, want := strings.Replace(string(cfg), c.from, c.to, 1), c.want
 		if bad == string(cfg) {
-			t.Fatalf("%s not in the fixture config", key)
+			t.Fatalf("%s not in the fixture config", c.from)
 		}
 		dir := fakeOptimumExport(t, []byte(bad))
 		snap := tree(t, dir)
@@ -240,5 +259,74 @@ func TestIntoFolderGetsNoCard(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, "verify", dir); code != 0 {
 		t.Errorf("verify: exit %d: %s", code, stderr)
+	}
+}
+
+// --into speaks of --into: its dry run lists no README.md (none is
+// written), its messages name neither --out nor the staging folder, and a
+// missing folder is refused before the Hub is asked anything.
+func TestIntoWording(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	cfg, _ := os.ReadFile(filepath.Join(src, "config.json"))
+	dir := fakeOptimumExport(t, cfg)
+	snap := tree(t, dir)
+	code, stdout, stderr := runCLI(t, "export", "--src", src, "--target", "openvino", "--into", dir, "--dry-run")
+	if code != 0 || strings.Contains(stdout, "README.md") || !strings.Contains(stdout, "(plus "+manifests.FileName+")") {
+		t.Errorf("dry run: exit %d: %s%s", code, stdout, stderr)
+	}
+	if d := diffTrees(snap, tree(t, dir)); d != "" {
+		t.Errorf("dry run changed %s", d)
+	}
+
+	// The export says it wrote no card.
+	fresh := fakeOptimumExport(t, cfg)
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "openvino", "--into", fresh); code != 0 || !strings.Contains(stderr, "note: no model card written: README.md belongs to the export") {
+		t.Errorf("--into: exit %d: %s", code, stderr)
+	}
+
+	// Interrupted: names neither the staging folder nor --out.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var o, e strings.Builder
+	if code := run(ctx, []string{"mtpconv", "export", "--src", src, "--target", "openvino", "--into", dir, "--quiet"}, &o, &e); code != exitInterrupted ||
+		strings.Contains(e.String(), ".mtpconv-into") || strings.Contains(e.String(), "--out") {
+		t.Errorf("interrupted: exit %d: %s", code, e.String())
+	}
+	if d := diffTrees(snap, tree(t, dir)); d != "" {
+		t.Errorf("interrupted run changed %s", d)
+	}
+
+	// An export kept inside the source folder takes the head (nothing of the
+	// source is written); the source folder itself is refused, naming --into.
+	root := t.TempDir()
+	linked := filepath.Join(root, "src")
+	linkFixture(t, fixtures.Qwen36, linked)
+	inside := filepath.Join(linked, "ov")
+	os.Rename(fakeOptimumExport(t, cfg), inside)
+	if code, _, stderr := runCLI(t, "export", "--src", linked, "--target", "openvino", "--into", inside, "--quiet"); code != 0 {
+		t.Errorf("--into inside the source: exit %d: %s", code, stderr)
+	}
+	for _, f := range []string{"openvino_language_model.xml", "openvino_text_embeddings_model.xml"} {
+		os.WriteFile(filepath.Join(linked, f), []byte("<net/>"), 0o644)
+	}
+	before := tree(t, linked)
+	if code, _, stderr := runCLI(t, "export", "--src", linked, "--target", "openvino", "--into", linked, "--quiet"); code != exitFailure ||
+		!strings.Contains(stderr, "--into "+linked+" is the source folder") {
+		t.Errorf("--into the source: exit %d: %s", code, stderr)
+	}
+	if d := diffTrees(before, tree(t, linked)); d != "" {
+		t.Errorf("--into the source changed %s", d)
+	}
+
+	// A missing folder: refused before any request to the Hub.
+	hub := fakehub.New(hubRepo, src)
+	defer hub.Close()
+	hubEnv(t, hub.URL)
+	missing := filepath.Join(t.TempDir(), "missing")
+	if code, _, stderr := runCLI(t, "export", "--src", "hf://"+hubRepo, "--target", "openvino", "--into", missing); code != exitFailure || !strings.Contains(stderr, "no such folder") {
+		t.Errorf("missing --into: exit %d: %s", code, stderr)
+	}
+	if n := len(hub.Requests()); n != 0 {
+		t.Errorf("%d requests to the Hub before refusing a missing --into", n)
 	}
 }

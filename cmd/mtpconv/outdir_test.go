@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -390,5 +391,48 @@ func TestResumeRechecksSourceBytes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An --out with ".." after a folder that does not exist is refused before
+// any work (the system could not follow it at the final rename); one after
+// an existing folder is followed. (Not filepath.Join: it would clean them.)
+func TestExportRefusesDotDotAfterMissingFolder(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	root := t.TempDir()
+	for _, out := range []string{root + "/missing/../b", root + "/a/missing/../../b"} {
+		code, _, stderr := runCLI(t, "export", "--src", src, "--target", "mlx", "--out", out)
+		if code != exitFailure || !strings.Contains(stderr, "cannot be followed") || strings.Contains(stderr, "wrote ") {
+			t.Errorf("%s: exit %d: %s", out, code, stderr)
+		}
+	}
+	if left, _ := os.ReadDir(root); len(left) != 0 {
+		t.Errorf("left %v", left)
+	}
+	os.Mkdir(filepath.Join(root, "here"), 0o755)
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "mlx", "--quiet", "--out", root+"/here/../b"); code != 0 {
+		t.Errorf("through an existing folder: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(root, "b", manifests.FileName)); err != nil {
+		t.Error(err)
+	}
+}
+
+// SIGINT once every chunk is done (the export held after its last tensor
+// file) still stops it: exit 130, and nothing is left beside the output.
+func TestInterruptAfterLastChunk(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	parent := t.TempDir()
+	cmd := startHeld(t, filepath.Join(parent, "out"), "model.safetensors", "--src", src, "--target", "mlx")
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("exit %v, want %d", err, exitInterrupted)
+	}
+	if left, _ := os.ReadDir(parent); len(left) != 0 {
+		t.Errorf("left %v", left)
 	}
 }

@@ -1,7 +1,3 @@
-// Package export owns a whole export: option checks, the output folder
-// (lock, atomic rename, --force, resume that proves what it reuses, --into a
-// folder we do not own), the run, the target's Finish, the manifest and
-// the model card.
 package export
 
 import (
@@ -38,7 +34,7 @@ type Request struct {
 	KeepSourceCache bool
 	NoCard          bool   // no README.md model card
 	Timestamp       bool   // record the time in the manifest
-	BaseModel       string // Hub id for the card; default guessed from the source
+	BaseModel       string // Hub id of the source model, for the model files and the card; default from the source (Model.Origin)
 	License         string // for the card; default from the source README
 	Version         string // the tool's version, recorded in the outputs
 
@@ -105,7 +101,9 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	}
 	writing := !r.DryRun
 	if writing {
-		if dir, ok := m.Checkpoint.Source.(source.Dir); ok {
+		// (exportInto checks its own folder against the source: its staging
+		// folder may lie inside the source, where nothing of it is replaced.)
+		if dir, ok := m.Checkpoint.Source.(source.Dir); ok && r.shownAs == "" {
 			// The source folder (an HF cache id resolves to its snapshot) first:
 			// refusing --out S for "already exists" would suggest --force.
 			if err := checkOutSource(r.Out, string(dir)); err != nil {
@@ -115,6 +113,9 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 		if err := checkOutTarget(r.Out, r.Force); err != nil {
 			return nil, err
 		}
+	}
+	if model.IsHubID(r.BaseModel) {
+		m.BaseModel = r.BaseModel
 	}
 	var plan *plan.Plan
 	if ip, ok := t.(IntoPlanner); ok && r.intoDir != "" {
@@ -128,7 +129,7 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	if r.Jobs <= 0 {
 		r.Jobs = runtime.GOMAXPROCS(0)
 	}
-	prov := targets.Provenance{Version: r.Version, Source: m.Checkpoint.Source.Name()}
+	prov := targets.Provenance{Version: r.Version, Source: m.Origin().Name()}
 	oc := &Outcome{Plan: plan, Tensors: len(plan.Tensors), Notes: append([]string{}, plan.Notes...), Reused: []string{}}
 	if r.DryRun {
 		oc.Planned, err = plannedFiles(t, m, plan, prov)
@@ -146,7 +147,7 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	}
 	w := &partialDir{out: r.Out, force: r.Force, resume: r.Resume, planHash: planHash(r.Version, plan, fingerprint), source: m.Checkpoint}
 	fin, finishes := t.(targets.Finisher)
-	err = w.write(func(dir string) error {
+	err = w.write(ctx, func(dir string) error {
 		// Files a Finisher completes are announced once final, so the sizes
 		// the caller prints are those on disk.
 		var held []run.FileRecord
@@ -202,6 +203,9 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 			Tensors: res.Tensors, Files: res.Files, BytesRead: res.BytesRead,
 		}
 		man.Source.Tensors = res.Sources
+		if o := m.Origin(); o.Repo != "" {
+			man.Source.Repo, man.Source.Revision = o.Repo, o.Revision
+		}
 		if r.Fetcher != nil {
 			man.Source.BytesFetched = r.Fetcher.BytesFetched()
 			oc.BytesFetched, oc.SourceTotal = r.Fetcher.BytesFetched(), r.Fetcher.TotalBytes()
@@ -305,21 +309,22 @@ const NormConvention = "zero-centred RMSNorm weights stored shifted: 1+w (the +1
 func describeModel(r Request) (manifests.Model, []string) {
 	m := r.Model
 	var notes []string
-	base := r.BaseModel
+	origin := m.Origin()
+	base := origin.Repo
 	switch {
-	case base != "" && !model.IsHubID(base):
-		notes = append(notes, fmt.Sprintf("--base-model %q is not a Hub id ORG/NAME: the card names no base model", base))
-		base = ""
-	case base == "":
-		if base = m.BaseModelGuess(); base == "" {
-			notes = append(notes, "the source names no Hub model: the card names no base model (pass --base-model ORG/NAME)")
+	case r.BaseModel != "" && !model.IsHubID(r.BaseModel):
+		notes = append(notes, fmt.Sprintf("--base-model %q is not a Hub id ORG/NAME: ignored", r.BaseModel))
+		if base == "" {
+			notes = append(notes, "the source names no Hub model: the card names no base model")
 		}
+	case base == "":
+		notes = append(notes, "the source names no Hub model: the card names no base model (pass --base-model ORG/NAME)")
 	}
 	lic := r.License
 	if lic == "" {
 		lic = m.License()
 	}
-	return manifests.Model{Family: m.Family, ModelType: m.Config.ModelType, BaseModel: base, License: lic,
+	return manifests.Model{Name: origin.Name(), Family: m.Family, ModelType: m.Config.ModelType, BaseModel: base, License: lic,
 		HiddenSize: m.Config.HiddenSize, NumExperts: m.Config.NumExperts, ExpertsPerTok: m.Config.NumExpertsPerTok,
 		MTPDepth: m.MTPDepth, NormConvention: NormConvention}, notes
 }

@@ -162,7 +162,7 @@ func exportInto(ctx context.Context, r Request) (*Outcome, error) {
 		a, aerr := resolveExisting(r.Into)
 		b, berr := resolveExisting(string(dir))
 		if aerr == nil && berr == nil && pathRelation(a, b) == relSame {
-			return nil, fmt.Errorf("--into %s is the source folder; a source is never written (--into takes an optimum-intel export of it)", r.Into)
+			return nil, fmt.Errorf("--into %s is the source folder; a source is never written (--into takes another export of it)", r.Into)
 		}
 	}
 	files, err := in.CheckInto(r.Into, r.Model)
@@ -218,6 +218,9 @@ func exportInto(ctx context.Context, r Request) (*Outcome, error) {
 			steps = append(steps, intoStep{filepath.Join(staging, u.Name), filepath.Join(r.Into, u.Name)})
 		}
 	}
+	if err := ctx.Err(); err != nil { // before the first step: after it the steps run to the end
+		return nil, fmt.Errorf("interrupted; nothing was written to --into %s: %w", r.Into, err)
+	}
 	for _, s := range steps {
 		if err := s.apply(); err != nil {
 			return nil, fmt.Errorf("--into %s: %w (run it again with --force to complete it)", r.Into, err)
@@ -225,6 +228,9 @@ func exportInto(ctx context.Context, r Request) (*Outcome, error) {
 	}
 	if err := syncDir(r.Into); err != nil {
 		return nil, err
+	}
+	if !r.NoCard {
+		oc.Notes = append(oc.Notes, fmt.Sprintf("no model card written: %s belongs to the export the head was added to; %s records the head (check it with mtpconv verify)", manifests.CardFile, manifests.FileName))
 	}
 	return oc, nil
 }
@@ -282,8 +288,11 @@ func intoReplaces(dir string, files []string, force bool) ([]string, error) {
 	}
 	if len(present) > 0 && !force {
 		whose := "an earlier mtpconv --into wrote " + plural(len(present), "it", "them")
-		if len(foreign) > 0 {
-			whose = "not written by mtpconv: " + strings.Join(foreign, " and ") + " came with the export"
+		switch {
+		case len(foreign) == len(present):
+			whose = plural(len(present), "it", "they") + " came with the export: mtpconv did not write " + plural(len(present), "it", "them")
+		case len(foreign) > 0:
+			whose = strings.Join(foreign, " and ") + " came with the export: mtpconv did not write " + plural(len(foreign), "it", "them")
 		}
 		return nil, fmt.Errorf("%s already has %s (%s); pass --force to replace %s with mtpconv's (nothing else of the folder is touched)", dir, strings.Join(present, " and "), whose, plural(len(present), "it", "them"))
 	}

@@ -9,8 +9,9 @@ import (
 // maxValueNotes caps the notes about tensor values; the manifest has them all.
 const maxValueNotes = 20
 
-// valueNotes says which float tensors store NaN or infinite values: those
-// kept from the source, and f16 overflows.
+// valueNotes says which float tensors store NaN or infinite values (those
+// kept from the source, and f16 overflows) and which were dequantized with
+// negative FP8 block scales.
 func valueNotes(tensors []manifests.Tensor) []string {
 	var notes []string
 	more := 0
@@ -28,9 +29,12 @@ func valueNotes(tensors []manifests.Tensor) []string {
 		if t.F16Overflows > 0 {
 			add("%s: %d values above the f16 range became infinite", t.Name, t.F16Overflows)
 		}
+		if t.NegativeScales > 0 {
+			add("%s: %s", t.Name, manifests.NegativeScalesMessage(t.NegativeScales))
+		}
 	}
 	if more > 0 {
-		notes = append(notes, fmt.Sprintf("and %d more notes on NaN, infinite or overflowing values (the manifest records each tensor's nonfinite and f16_overflows)", more))
+		notes = append(notes, fmt.Sprintf("and %d more notes on NaN, infinite or overflowing values and negative scales (the manifest records each tensor's nonfinite, f16_overflows and negative_scales)", more))
 	}
 	return notes
 }

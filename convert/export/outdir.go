@@ -5,6 +5,7 @@ package export
 // run may be reused. Nothing here depends on the command line.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,6 +78,9 @@ func checkOutSource(out, srcDir string) error {
 // else. A folder mtpconv only added its files into (--into) is refused
 // with or without force: all but those files belong to another export.
 func checkOutTarget(out string, force bool) error {
+	if err := checkDotDot("--out", out); err != nil {
+		return err
+	}
 	fi, err := os.Stat(out)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -96,6 +100,26 @@ func checkOutTarget(out string, force bool) error {
 	}
 	if kind != ownerExport {
 		return fmt.Errorf("--out %s exists and is not an mtpconv output (it has no %s); --force only replaces an earlier export, remove the folder yourself if you mean it", out, manifests.FileName)
+	}
+	return nil
+}
+
+// checkDotDot refuses a path with a ".." after a part that does not exist:
+// the system cannot follow it, so the final rename would fail after all
+// the work, though the path's cleaned form looks fine.
+func checkDotDot(flag, p string) error {
+	parts := strings.Split(filepath.ToSlash(p), "/")
+	for i, part := range parts {
+		if part != ".." || i == 0 {
+			continue
+		}
+		prefix := filepath.FromSlash(strings.Join(parts[:i], "/"))
+		if prefix == "" {
+			continue // "/..": the root
+		}
+		if fi, err := os.Stat(prefix); err != nil || !fi.IsDir() {
+			return fmt.Errorf("%s %s: %s is not an existing folder, so the \"..\" after it cannot be followed; give the path without \"..\"", flag, p, prefix)
+		}
 	}
 	return nil
 }
@@ -220,7 +244,7 @@ const (
 	doneDir    = ".mtpconv-done"
 )
 
-func (w *partialDir) write(fn func(dir string) error) error {
+func (w *partialDir) write(ctx context.Context, fn func(dir string) error) error {
 	clean := filepath.Clean(w.out)
 	parent := filepath.Dir(clean)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
@@ -259,6 +283,11 @@ func (w *partialDir) write(fn func(dir string) error) error {
 		}
 	}()
 	if err := fn(w.dir); err != nil {
+		return err
+	}
+	// The last moment an interruption can still leave nothing: a signal
+	// after the last chunk stops the run here, not after the rename.
+	if err := ctx.Err(); err != nil {
 		return err
 	}
 	os.Remove(filepath.Join(w.dir, planMarker))

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -65,6 +67,35 @@ func TestOutputLock(t *testing.T) {
 			defer c.release()
 			if held, err := lockOpened(early, path); held || err != nil {
 				t.Fatalf("the deleted inode counted as the lock: held %v, %v", held, err)
+			}
+		}},
+		{"planted symlink refused", func(t *testing.T, path string) {
+			victim := filepath.Join(filepath.Dir(path), "victim")
+			os.Symlink(victim, path) // dangling: following it would create the file
+			if l, err := lockOutput(path); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+				l.release()
+				t.Fatalf("lock through a symlink: %v", err)
+			}
+			if _, err := os.Lstat(victim); err == nil {
+				t.Error("the lock created the symlink's target")
+			}
+			os.WriteFile(victim, []byte("mine"), 0o644)
+			if _, err := lockOutput(path); err == nil {
+				t.Fatal("lock through a symlink to an existing file")
+			}
+			if b, _ := os.ReadFile(victim); string(b) != "mine" {
+				t.Errorf("the symlink's target holds %q", b)
+			}
+			if fi, err := os.Lstat(path); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+				t.Errorf("the planted symlink was changed: %v", err)
+			}
+		}},
+		{"FIFO refused without blocking", func(t *testing.T, path string) {
+			if err := syscall.Mkfifo(path, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := lockOutput(path); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+				t.Fatalf("lock on a FIFO: %v", err)
 			}
 		}},
 	}

@@ -31,9 +31,18 @@ type outputLock struct {
 // process holds it.
 func lockOutput(path string) (*outputLock, error) {
 	for range 100 {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		// Never through a symlink planted at the path: the lock would create
+		// or hold a file elsewhere, and release would not remove it.
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0o644)
+		if errors.Is(err, unix.ELOOP) {
+			return nil, fmt.Errorf("%s is a symbolic link, not a lock file mtpconv made; refusing to follow it (remove it if it is not yours)", path)
+		}
 		if err != nil {
 			return nil, err
+		}
+		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+			f.Close()
+			return nil, fmt.Errorf("%s is not a regular file, not a lock file mtpconv made; refusing to use it", path)
 		}
 		held, err := lockOpened(f, path)
 		if err != nil {
@@ -62,7 +71,7 @@ func lockOpened(f *os.File, path string) (bool, error) {
 	if err := unix.Fstat(int(f.Fd()), &held); err != nil {
 		return false, err
 	}
-	if err := unix.Stat(path, &named); err != nil {
+	if err := unix.Lstat(path, &named); err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return false, nil
 		}

@@ -388,6 +388,31 @@ func (h Hparams) Int(key string) (int64, bool) {
 // Dense reports a dense MLP in every layer: no experts declared, an intermediate size instead.
 func (c *Config) Dense() bool { return c.NumExperts == 0 && c.IntermediateSize > 0 }
 
+// ConfigValue is one configuration value, under the key that names it.
+type ConfigValue struct {
+	Key   string
+	Value any
+}
+
+// HeadValues are the configuration values (defaults applied) that the MTP
+// head's tensor shapes and computation depend on (its forward, see
+// hybridForward): two configurations that agree on all of them take the
+// same head. The MTP depth is not among them: config.json may leave it to
+// the tensors (see ConfigMTPDepth).
+func (c *Config) HeadValues() []ConfigValue {
+	return []ConfigValue{
+		{"model_type", c.ModelType}, {"text model_type", c.TextModelType},
+		{"hidden_size", c.HiddenSize}, {"vocab_size", c.VocabSize},
+		{"num_attention_heads", c.NumAttentionHeads}, {"num_key_value_heads", c.NumKeyValueHeads},
+		{"head_dim", c.HeadDim}, {"attn_output_gate", c.outputGate()},
+		{c.rotaryKey, c.PartialRotaryFactor}, {c.ropeThetaKey, c.RopeTheta}, {"rms_norm_eps", c.RMSNormEps},
+		{"num_experts", c.NumExperts}, {"num_experts_per_tok", c.NumExpertsPerTok},
+		{"norm_topk_prob", c.NormTopkProb == nil || *c.NormTopkProb},
+		{"moe_intermediate_size", c.MoeIntermediateSize}, {"shared_expert_intermediate_size", c.SharedExpertIntermed},
+		{"intermediate_size", c.IntermediateSize},
+	}
+}
+
 // outputGate reports whether q_proj carries a sigmoid output gate per head (the default).
 func (c *Config) outputGate() bool { return c.AttnOutputGate == nil || *c.AttnOutputGate }
 

@@ -60,8 +60,8 @@ func (m *Model) fp8() (*FP8Info, []fp8Problem) {
 	if q.Fmt != "" && q.Fmt != "e4m3" {
 		problems = append(problems, fp8Problem{"", fmt.Sprintf("%s: quantization_config.fmt is %q; this tool reads e4m3", ConfigFile, q.Fmt)})
 	}
-	if len(q.WeightBlockSize) != 2 || q.WeightBlockSize[0] <= 0 || q.WeightBlockSize[1] <= 0 {
-		return info, append(problems, fp8Problem{"", fmt.Sprintf("%s: quantization_config.weight_block_size is %v; it must be two positive sizes", ConfigFile, q.WeightBlockSize)})
+	if b := q.WeightBlockSize; len(b) != 2 || b[0] <= 0 || b[1] <= 0 || b[0] > rows.MaxBlock || b[1] > rows.MaxBlock {
+		return info, append(problems, fp8Problem{"", fmt.Sprintf("%s: quantization_config.weight_block_size is %v; it must be two sizes from 1 to %d (FP8 releases use [128, 128])", ConfigFile, b, rows.MaxBlock)})
 	}
 	dtypes := map[st.DType]bool{}
 	for _, t := range weights {

@@ -49,6 +49,10 @@ type Model struct {
 	MTPProblems   []string
 	TrunkProblems []string
 
+	// BaseModel is the Hub id the user gave the source (--base-model): it
+	// names the source in model files over what the source says (Origin).
+	BaseModel string
+
 	roles map[string]Role // of every tensor the family explains
 }
 

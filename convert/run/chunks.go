@@ -44,6 +44,7 @@ type tensorState struct {
 	qe           quant.ErrStats
 	f16Overflows int64
 	nonfinite    int64
+	negScales    int64
 	srcNext      int // next chunk for the source stage
 	outNext      int // next chunk for the output stage
 }
@@ -203,10 +204,13 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 		return err
 	}
 	var scaleRaw []byte
+	var negScales int64
 	if seg.Scale != "" && c.first {
-		if _, scaleRaw, err = sc.rd.Scales(seg.Scale); err != nil {
+		var scales []float32
+		if scales, scaleRaw, err = sc.rd.Scales(seg.Scale); err != nil {
 			return err
 		}
+		negScales = rows.NegativeScales(scales, seg, t.RowLen)
 	}
 	if progress != nil {
 		progress(int64(len(raw) + len(scaleRaw)))
@@ -253,6 +257,7 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 		}
 		s.f16Overflows += int64(overflows)
 		s.nonfinite += nonfinite
+		s.negScales += negScales
 		s.qe.Max = max(s.qe.Max, qe.Max)
 		s.qe.SumSq += qe.SumSq
 		s.qe.N += qe.N
@@ -357,6 +362,7 @@ func (s *tensorState) finish() {
 	}
 	rec.F16Overflows = s.f16Overflows
 	rec.NonFinite = s.nonfinite
+	rec.NegativeScales = s.negScales
 	if t.Quant != nil {
 		rec.QuantError = &manifests.QuantError{MaxAbs: s.qe.Max, RMS: s.qe.RMS()}
 	}

@@ -16,9 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"golang.org/x/sync/errgroup"
 )
 
 // RemoteOptions configure reading from the Hub.
@@ -58,6 +57,8 @@ func (o *RemoteOptions) defaults() error {
 			return err
 		}
 		o.Token = t
+	} else if err := checkToken(o.Token, "the caller"); err != nil {
+		return err
 	}
 	switch {
 	case o.Retries == 0:
@@ -101,6 +102,7 @@ type Remote struct {
 	client       *http.Client
 	fetched      atomic.Int64
 	spool        string
+	spoolLock    *os.File // held while the spool is in use (see lockSpool)
 	mu           sync.Mutex
 	sizes        map[string]int64 // -1: unknown until a range answer tells
 	spools       map[string]*spoolFile
@@ -193,9 +195,53 @@ func (r *Remote) Close() error {
 		s.f.Close()
 	}
 	r.spools = map[string]*spoolFile{}
+	var err error
 	if r.spool != "" {
-		return os.RemoveAll(r.spool)
+		err = os.RemoveAll(r.spool)
+		r.spool = ""
 	}
+	if r.spoolLock != nil {
+		r.spoolLock.Close()
+		r.spoolLock = nil
+	}
+	return err
+}
+
+// A spool folder is SpoolDir/mtpconv-hub-PID-RANDOM holding the owner
+// lock: a run killed before Close leaves it behind (gigabytes for a real
+// model), and the next run removes those whose owner is gone.
+const (
+	spoolPrefix    = "mtpconv-hub-"
+	spoolOwnerFile = "owner.lock"
+)
+
+// newSpool removes the spools of runs that are gone, then makes and locks
+// this run's.
+func (r *Remote) newSpool() error {
+	base := r.opt.SpoolDir
+	if base == "" {
+		base = os.TempDir()
+	}
+	if entries, err := os.ReadDir(base); err == nil {
+		for _, e := range entries {
+			// Only real folders of our name; a symlink is never followed.
+			if e.IsDir() && e.Type()&fs.ModeSymlink == 0 && strings.HasPrefix(e.Name(), spoolPrefix) {
+				if dir := filepath.Join(base, e.Name()); spoolAbandoned(dir) {
+					os.RemoveAll(dir)
+				}
+			}
+		}
+	}
+	d, err := os.MkdirTemp(base, fmt.Sprintf("%s%d-", spoolPrefix, os.Getpid()))
+	if err != nil {
+		return err
+	}
+	lock, err := lockSpool(d)
+	if err != nil {
+		os.RemoveAll(d)
+		return err
+	}
+	r.spool, r.spoolLock = d, lock
 	return nil
 }
 
@@ -307,11 +353,9 @@ type spoolFile struct {
 // conversion that follows reads them from disk in bounded memory.
 func (r *Remote) Prefetch(ranges map[string][]Range) error {
 	if r.spool == "" {
-		d, err := os.MkdirTemp(r.opt.SpoolDir, "mtpconv-hub-")
-		if err != nil {
+		if err := r.newSpool(); err != nil {
 			return err
 		}
-		r.spool = d
 	}
 	g, ctx := errgroup.WithContext(r.opt.Context)
 	g.SetLimit(r.opt.Parallel)

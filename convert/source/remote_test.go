@@ -186,6 +186,9 @@ func TestFindToken(t *testing.T) {
 		{"no file", map[string]string{"HOME": "."}, "", ""},
 		{"empty HF_TOKEN falls back", map[string]string{"HF_TOKEN": " ", "HF_HOME": "h"}, "h/token", "hf_file"},
 		{"unreadable path", map[string]string{"HF_TOKEN_PATH": "dir"}, "dir/token", "error"},
+		// A control character inside the token: refused at once, naming the token's origin.
+		{"control character in HF_TOKEN", map[string]string{"HF_TOKEN": "hf_fi\x01le"}, "", "error:a control character at position 6"},
+		{"space in HF_TOKEN", map[string]string{"HF_TOKEN": "hf_fi le"}, "", "error:$HF_TOKEN) has a space"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -206,8 +209,8 @@ func TestFindToken(t *testing.T) {
 				os.WriteFile(p, []byte("\n  hf_file \r\n"), 0o600)
 			}
 			got, err := FindToken()
-			if c.want == "error" {
-				if err == nil || strings.Contains(err.Error(), "hf_file") {
+			if want, ok := strings.CutPrefix(c.want, "error"); ok {
+				if err == nil || strings.Contains(err.Error(), "hf_fi") || !strings.Contains(err.Error(), strings.TrimPrefix(want, ":")) {
 					t.Fatalf("token %q, err %v", got, err)
 				}
 				return
@@ -496,4 +499,22 @@ func errString(err error) string {
 		return "ok"
 	}
 	return err.Error()
+}
+
+// A token that cannot go into a header fails at once, saying the token is
+// the cause, before any request (it used to be retried as a network error).
+func TestBadTokenFailsBeforeAnyRequest(t *testing.T) {
+	isolate(t)
+	h := newHub(t, repoDir(t))
+	t.Setenv("HF_TOKEN", "hf_abc\x1bdef")
+	opt := fastOptions(h, &syncBuffer{})
+	opt.Token = ""
+	start := time.Now()
+	_, err := OpenRemote(testRepo, "main", opt)
+	if err == nil || !strings.Contains(err.Error(), "the Hugging Face token (from $HF_TOKEN) has a control character") || strings.Contains(err.Error(), "hf_abc") {
+		t.Fatalf("err %v", err)
+	}
+	if n := len(h.Requests()); n != 0 || time.Since(start) > time.Second {
+		t.Errorf("%d requests, %v", n, time.Since(start))
+	}
 }

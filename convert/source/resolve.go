@@ -100,3 +100,23 @@ func CacheSnapshot(repo, rev string) (string, error) {
 	}
 	return dir, nil
 }
+
+// cacheRepo reads the repo id and commit from the path of a Hugging Face
+// cache snapshot folder, wherever the cache lives.
+func cacheRepo(dir string) (HubRepo, bool) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return HubRepo{}, false
+	}
+	commit := filepath.Base(abs)
+	snapshots := filepath.Dir(abs)
+	name, ok := strings.CutPrefix(filepath.Base(filepath.Dir(snapshots)), "models--")
+	if !ok || filepath.Base(snapshots) != "snapshots" || !commitHash.MatchString(commit) {
+		return HubRepo{}, false
+	}
+	id := strings.Replace(name, "--", "/", 1)
+	if !repoID.MatchString(id) || strings.Contains(id, "..") {
+		return HubRepo{}, false
+	}
+	return HubRepo{ID: id, Revision: commit}, true
+}

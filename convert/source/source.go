@@ -28,3 +28,22 @@ var (
 	_ Source    = (*Remote)(nil)
 	_ st.Opener = Source(nil)
 )
+
+// HubRepo is the Hub repo a source holds: its id ORG/NAME and the commit.
+type HubRepo struct {
+	ID       string
+	Revision string // the commit; "" when not known
+}
+
+// RepoOf tells which Hub repo a source holds, when the source itself says:
+// a hf:// source, or a Hugging Face cache snapshot folder
+// (models--ORG--NAME/snapshots/COMMIT). Any other folder says nothing.
+func RepoOf(src Source) (HubRepo, bool) {
+	switch s := src.(type) {
+	case *Remote:
+		return HubRepo{ID: s.repo, Revision: s.commit}, true
+	case Dir:
+		return cacheRepo(string(s))
+	}
+	return HubRepo{}, false
+}

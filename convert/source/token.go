@@ -17,7 +17,7 @@ import (
 // itself never appears in an error.
 func FindToken() (string, error) {
 	if t := cleanToken(os.Getenv("HF_TOKEN")); t != "" {
-		return t, nil
+		return t, checkToken(t, "$HF_TOKEN")
 	}
 	path := TokenPath()
 	if path == "" {
@@ -35,7 +35,28 @@ func FindToken() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("the Hugging Face token file %s: %w", path, err)
 	}
-	return cleanToken(string(b)), nil
+	t := cleanToken(string(b))
+	return t, checkToken(t, "the token file "+path)
+}
+
+// checkToken refuses a token that cannot go into an HTTP header: a control
+// character, a space or a non-ASCII byte inside it (a paste gone wrong)
+// would fail every request as if the network did. The token itself is
+// never shown.
+func checkToken(t, from string) error {
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; c <= ' ' || c >= 0x7f {
+			what := "a control character"
+			switch {
+			case c == ' ':
+				what = "a space"
+			case c >= 0x80:
+				what = "a non-ASCII byte"
+			}
+			return fmt.Errorf("the Hugging Face token (from %s) has %s at position %d; a token is printable ASCII: set it again", from, what, i+1)
+		}
+	}
+	return nil
 }
 
 // TokenPath is where the Hugging Face CLI keeps the token of its login.

@@ -82,7 +82,7 @@ const (
 // Provenance is what an export records about itself inside its files.
 type Provenance struct {
 	Version string // the tool's version
-	Source  string // the source's name
+	Source  string // the source model's name (Origin.Name): a Hub id or a folder's base name, never a path
 }
 
 var targets = map[string]Target{}

@@ -374,6 +374,9 @@ func (s *Server) listing(w http.ResponseWriter) {
 	}
 	var sibs []sib
 	filepath.Walk(s.Dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			fi, err = os.Stat(p) // a folder of links (as the HF cache is) lists its files' sizes
+		}
 		if err != nil || fi.IsDir() {
 			return nil
 		}

@@ -100,6 +100,28 @@ func (r *Reader) Scales(name string) ([]float32, []byte, error) {
 	return vals, raw, nil
 }
 
+// MaxBlock bounds each size of an FP8 scale block (releases use 128), so
+// that no block arithmetic can overflow.
+const MaxBlock = 1 << 20
+
+// NegativeScales counts the negative block scales of the rows a segment
+// reads (a scale row covers Block[0] weight rows).
+func NegativeScales(scales []float32, seg Segment, rowLen int64) int64 {
+	if seg.Scale == "" || len(seg.Block) != 2 || seg.Block[0] <= 0 || seg.Block[1] <= 0 {
+		return 0
+	}
+	cols := (rowLen + seg.Block[1] - 1) / seg.Block[1]
+	from := seg.Row / seg.Block[0] * cols
+	to := min(int64(len(scales)), (seg.Row+seg.Rows+seg.Block[0]-1)/seg.Block[0]*cols)
+	var n int64
+	for i := from; i < to; i++ {
+		if scales[i] < 0 {
+			n++
+		}
+	}
+	return n
+}
+
 // Check refuses a segment the reader cannot decode: an FP8 weight without
 // its scale, a scale of the wrong shape or dtype, a block that is not two
 // positive sizes, or rows that are not the weight's own rows.
@@ -120,8 +142,8 @@ func Check(ck *st.Checkpoint, seg Segment, rowLen int64) error {
 	if len(t.Shape) != 2 || t.Shape[1] != rowLen {
 		return fmt.Errorf("%s: tensor %s: FP8 weights are read as whole rows of a 2-D tensor (shape %v, rows of %d)", t.Shard.Name, seg.Source, t.Shape, rowLen)
 	}
-	if len(seg.Block) != 2 || seg.Block[0] <= 0 || seg.Block[1] <= 0 {
-		return fmt.Errorf("%s: tensor %s: block size %v is not two positive sizes", t.Shard.Name, seg.Source, seg.Block)
+	if len(seg.Block) != 2 || seg.Block[0] <= 0 || seg.Block[1] <= 0 || seg.Block[0] > MaxBlock || seg.Block[1] > MaxBlock {
+		return fmt.Errorf("%s: tensor %s: block size %v is not two sizes from 1 to %d", t.Shard.Name, seg.Source, seg.Block, MaxBlock)
 	}
 	s, ok := ck.Tensors[seg.Scale]
 	if !ok {

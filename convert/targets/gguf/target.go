@@ -10,7 +10,6 @@ package gguf
 
 import (
 	"fmt"
-	"path"
 	"slices"
 	"sort"
 	"strconv"
@@ -125,7 +124,7 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	name := sourceName(m.Checkpoint.Source.Name())
+	name := m.Origin().ShortName()
 	file := "mtp-" + name + "-" + prec.suffix + ".gguf"
 	pl := &plan.Planner{M: m, File: file}
 	if err := planTensors(pl, m, prec); err != nil {
@@ -144,17 +143,6 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 		Options:  map[string]string{"precision": prec.name, "gguf_file_type": prec.ftype.String()},
 	}
 	return p, nil
-}
-
-// sourceName is what the sidecar is called after: the last element of the
-// source's name (a folder, ORG/NAME, hf://ORG/NAME@rev), without a revision.
-func sourceName(s string) string {
-	s = strings.TrimRight(strings.ReplaceAll(s, "\\", "/"), "/")
-	name := path.Base(s)
-	if i := strings.IndexByte(name, '@'); i > 0 {
-		name = name[:i]
-	}
-	return name
 }
 
 // sortLikeLlamaQuantize orders tensors as llama-quantize writes them (its

@@ -168,6 +168,7 @@ func options(o targets.Options) (Options, error) {
 	if out.Trunk, err = ParsePrecision(trunk); err != nil {
 		return out, fmt.Errorf("--trunk-precision: %w", err)
 	}
+	recipeFlag := "--" + targets.OptTrunkRecipe
 	switch {
 	case given(targets.OptTrunkRecipe, o.TrunkRecipe != ""):
 		out.Recipe = o.TrunkRecipe
@@ -175,16 +176,16 @@ func options(o targets.Options) (Options, error) {
 			out.Notes = append(out.Notes, "--trunk-recipe wins over --quant-predicate; it was ignored")
 		}
 	case given(targets.OptQuantPredicate, o.QuantPredicate != ""):
-		out.Recipe = o.QuantPredicate
+		out.Recipe, recipeFlag = o.QuantPredicate, "--"+targets.OptQuantPredicate
 	}
 	if out.Recipe != "" {
 		if _, ok := Recipes[out.Recipe]; !ok {
-			return out, fmt.Errorf("--trunk-recipe %q: must be one of %s", out.Recipe, recipeNames())
+			return out, fmt.Errorf("%s %q: must be one of %s", recipeFlag, out.Recipe, recipeNames())
 		}
 		// mlx-lm: "Quant predicates only support 'affine' quantization"; its
 		// --q-mode affine may stay.
 		if trunkFlag != "" && !(trunkFlag == "--q-bits/--q-mode" && !qBits && or(o.QMode, "affine") == "affine") {
-			return out, fmt.Errorf("--trunk-recipe %s sets the trunk's bits layer by layer (affine); leave out %s", out.Recipe, trunkFlag)
+			return out, fmt.Errorf("%s %s sets the trunk's bits layer by layer (affine); leave out %s", recipeFlag, out.Recipe, trunkFlag)
 		}
 		out.Trunk = Precision{Name: out.Recipe, Float: st.BF16, Bits: Recipes[out.Recipe][0], Mode: codec.ModeMLXAffine}
 	}
@@ -218,8 +219,13 @@ func options(o targets.Options) (Options, error) {
 	if err := checkGroup(headFlag, out.GroupSize, out.Head); err != nil {
 		return out, err
 	}
-	if err := checkGroup(trunkGroupFlag, out.TrunkGroup, out.Trunk); err != nil {
-		return out, err
+	// The trunk's group only matters when it is quantized (the mlx target
+	// has no trunk at all): --group-size 16 for an nvfp4 head is no error
+	// about a bf16 trunk.
+	if out.Trunk.Quantized() {
+		if err := checkGroup(trunkGroupFlag, out.TrunkGroup, out.Trunk); err != nil {
+			return out, err
+		}
 	}
 	if out.Rounding != "gpu" && out.Rounding != "cpu" {
 		return out, fmt.Errorf("--mlx-rounding %q: must be gpu or cpu", out.Rounding)

@@ -60,11 +60,17 @@ func TestOptionsAliasesAndGroups(t *testing.T) {
 		{o: set(targets.Options{TrunkPrecision: "mxfp4", GroupSize: 64}, targets.OptTrunkPrecision, targets.OptGroupSize), err: "--group-size 64: mxfp4 quantizes in groups of 32 only"},
 		{o: set(targets.Options{HeadPrecision: "nvfp4", GroupSize: 32}, targets.OptHeadPrecision, targets.OptGroupSize), err: "--group-size 32: nvfp4 quantizes in groups of 16 only"},
 		{o: set(targets.Options{HeadPrecision: "int4", GroupSize: 16}, targets.OptHeadPrecision, targets.OptGroupSize), err: "takes 32, 64 or 128"},
+		// nvfp4 takes 16, as the help says; the bf16 trunk has no groups to refuse it for.
+		{o: set(targets.Options{HeadPrecision: "nvfp4", GroupSize: 16}, targets.OptHeadPrecision, targets.OptGroupSize), trunk: "bf16", head: 16, trunkGroup: 16},
+		{o: set(targets.Options{HeadPrecision: "nvfp4", TrunkPrecision: "int4", GroupSize: 16}, targets.OptHeadPrecision, targets.OptTrunkPrecision, targets.OptGroupSize), err: "--group-size 16: int4 (MLX affine) takes 32, 64 or 128"},
 		{o: set(targets.Options{TrunkPrecision: "mxfp4", HeadPrecision: "int4", QGroupSize: 32, GroupSize: 128}, targets.OptTrunkPrecision, targets.OptHeadPrecision, targets.OptQGroupSize, targets.OptGroupSize), trunk: "mxfp4", head: 128, trunkGroup: 32, note: "--q-group-size wins"},
 		{o: set(targets.Options{TrunkRecipe: "mixed_3_6"}, targets.OptTrunkRecipe), trunk: "mixed_3_6", recipe: "mixed_3_6", head: 64, trunkGroup: 64},
 		{o: set(targets.Options{QuantPredicate: "mixed_2_6", QMode: "affine"}, targets.OptQuantPredicate, targets.OptQMode), trunk: "mixed_2_6", recipe: "mixed_2_6", head: 64, trunkGroup: 64},
 		{o: set(targets.Options{TrunkRecipe: "mixed_4_6", QuantPredicate: "mixed_2_6"}, targets.OptTrunkRecipe, targets.OptQuantPredicate), trunk: "mixed_4_6", recipe: "mixed_4_6", head: 64, trunkGroup: 64, note: "--trunk-recipe wins"},
-		{o: set(targets.Options{TrunkRecipe: "mixed_5_6"}, targets.OptTrunkRecipe), err: "must be one of mixed_2_6, mixed_3_4, mixed_3_6, mixed_4_6"},
+		{o: set(targets.Options{TrunkRecipe: "mixed_5_6"}, targets.OptTrunkRecipe), err: `--trunk-recipe "mixed_5_6": must be one of mixed_2_6, mixed_3_4, mixed_3_6, mixed_4_6`},
+		// An error names the flag given.
+		{o: set(targets.Options{QuantPredicate: "mixed_5_6"}, targets.OptQuantPredicate), err: `--quant-predicate "mixed_5_6": must be one of`},
+		{o: set(targets.Options{QuantPredicate: "mixed_3_6", TrunkPrecision: "int4"}, targets.OptQuantPredicate, targets.OptTrunkPrecision), err: "--quant-predicate mixed_3_6 sets the trunk's bits"},
 		{o: set(targets.Options{TrunkRecipe: "mixed_3_6", TrunkPrecision: "int4"}, targets.OptTrunkRecipe, targets.OptTrunkPrecision), err: "leave out --trunk-precision"},
 		{o: set(targets.Options{QuantPredicate: "mixed_3_6", QMode: "mxfp4"}, targets.OptQuantPredicate, targets.OptQMode), err: "leave out --q-bits/--q-mode"},
 	}

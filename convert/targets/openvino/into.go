@@ -21,8 +21,8 @@ var optimumFiles = []string{"openvino_language_model.xml", "openvino_text_embedd
 var _ export.Intoer = target{}
 
 // CheckInto accepts an optimum-intel export of the same model: its
-// config.json agrees on the model type, hidden size, vocabulary, experts and
-// MTP depth. It returns the two files that go into it, the .bin before the
+// config.json agrees on every value the head depends on (Config.HeadValues)
+// and on the MTP depth. It returns the two files that go into it, the .bin before the
 // .xml that refers to it.
 func (target) CheckInto(dir string, m *model.Model) ([]string, error) {
 	var missing []string
@@ -42,23 +42,14 @@ func (target) CheckInto(dir string, m *model.Model) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--into %s: %s: %w", dir, model.ConfigFile, err)
 	}
-	depth, declared := c.ConfigMTPDepth()
-	src := m.Config
-	for _, k := range []struct {
-		key       string
-		into, src any
-		skip      bool
-	}{
-		{"model_type", c.ModelType, src.ModelType, false},
-		{"text model_type", c.TextModelType, src.TextModelType, false},
-		{"hidden_size", c.HiddenSize, src.HiddenSize, false},
-		{"vocab_size", c.VocabSize, src.VocabSize, false},
-		{"num_experts", c.NumExperts, src.NumExperts, false},
-		{"mtp_num_hidden_layers", depth, m.MTPDepth, !declared},
-	} {
-		if !k.skip && k.into != k.src {
-			return nil, fmt.Errorf("--into %s is an export of another model: its %s says %s %v, the source %v", dir, model.ConfigFile, k.key, k.into, k.src)
+	theirs := c.HeadValues()
+	for i, ours := range m.Config.HeadValues() {
+		if theirs[i].Value != ours.Value {
+			return nil, fmt.Errorf("--into %s is an export of another model: its %s says %s %v, the source %v", dir, model.ConfigFile, theirs[i].Key, theirs[i].Value, ours.Value)
 		}
+	}
+	if depth, declared := c.ConfigMTPDepth(); declared && depth != m.MTPDepth {
+		return nil, fmt.Errorf("--into %s is an export of another model: its %s says mtp_num_hidden_layers %v, the source %v", dir, model.ConfigFile, depth, m.MTPDepth)
 	}
 	return []string{LayerBin, LayerXML}, nil
 }

@@ -110,6 +110,9 @@ func (t target) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 	if err != nil {
 		return nil, targets.UsageError{Err: fmt.Errorf("--head-precision: %w", err)}
 	}
+	if uo.Set[targets.OptGroupSize] && o.Head != "int4" && o.LMHead != "int4" {
+		return nil, targets.UsageError{Err: fmt.Errorf("--group-size %d: only int4 is quantized in groups, and the head is %s, the lm_head %s; leave it out", uo.GroupSize, o.Head, o.LMHead)}
+	}
 	lq, err := o.nncf(o.LMHead)
 	if err != nil {
 		return nil, targets.UsageError{Err: fmt.Errorf("--lm-head-precision: %w", err)}
