@@ -10,6 +10,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/mtpconv/mtpconv/quant/codec"
 )
 
 // CardFile is the model card's file name.
@@ -179,29 +181,11 @@ func precisionWords(t *Tensor) string {
 	if !ok {
 		return t.DType
 	}
-	if q.Mode == ModeNNCF {
-		kind := map[bool]string{true: "symmetric", false: "asymmetric"}[q.Sym]
-		group := fmt.Sprintf("group %d", q.Group)
-		if q.Group <= 0 {
-			group = "per output channel"
-		}
-		return fmt.Sprintf("int%d %s, %s (f16 scales, NNCF)", q.Bits, kind, group)
+	c, err := codec.For(q.Mode)
+	if err != nil {
+		return string(q.Mode)
 	}
-	if q.Mode == ModeGGML {
-		return fmt.Sprintf("%s (ggml blocks of %d)", q.GGMLType, q.Group)
-	}
-	switch q.Mode {
-	case ModeMLXMXFP4, ModeMLXNVFP4, ModeMLXMXFP8:
-		codes, scales := "E2M1", "E8M0"
-		if q.Mode == ModeMLXMXFP8 {
-			codes = "E4M3"
-		}
-		if q.Mode == ModeMLXNVFP4 {
-			scales = "E4M3"
-		}
-		return fmt.Sprintf("%s (%s codes, %s scales, group %d)", q.Mode.MLXModeName(), codes, scales, q.Group)
-	}
-	return fmt.Sprintf("%d-bit affine, group %d (%s scales)", q.Bits, q.Group, t.DType)
+	return c.Words(q.Params(), t.DType)
 }
 
 // quantized reports whether any tensor of the output is quantized.

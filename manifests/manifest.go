@@ -21,10 +21,9 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/mtpconv/mtpconv/convert/rows"
-	"github.com/mtpconv/mtpconv/quant"
-
+	"github.com/mtpconv/mtpconv/convert/run/rows"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/quant/codec"
 )
 
 // FileName is the manifest's name inside an output folder.
@@ -161,42 +160,9 @@ const (
 	TTranspose      TransformName = "transpose"      // each segment's [rows, row_len] block stored transposed, [row_len, rows]
 )
 
-// QuantMode names a quantization scheme.
-type QuantMode string
-
-// The quantization modes.
-const (
-	ModeMLXAffine QuantMode = "mlx_affine" // MLX affine: codes, scales and biases
-	ModeNNCF      QuantMode = "nncf"       // NNCF weight compression: codes, f16 scales, zero points when asymmetric
-	// MLX's microscaling modes: packed E2M1 (fp4) or E4M3 (fp8) codes and one
-	// U8 scale per group (E8M0 for mx, E4M3 for nv), no biases.
-	ModeMLXMXFP4 QuantMode = "mlx_mxfp4"
-	ModeMLXMXFP8 QuantMode = "mlx_mxfp8"
-	ModeMLXNVFP4 QuantMode = "mlx_nvfp4"
-	ModeGGML     QuantMode = "ggml" // ggml block quantization (llama.cpp's Q8_0, Q4_K, ...), one entry of blocks
-)
-
-// MLXFP is the kernel of one of MLX's microscaling modes (ok false for another mode).
-func (m QuantMode) MLXFP() (quant.MLXFPMode, bool) {
-	k, ok := map[QuantMode]quant.MLXFPMode{ModeMLXMXFP4: quant.MXFP4, ModeMLXMXFP8: quant.MXFP8, ModeMLXNVFP4: quant.NVFP4}[m]
-	return k, ok
-}
-
-// MLXModeName is the name MLX gives a quantization mode (mx.quantize's mode,
-// config.json's "mode"), "" for a mode that is not MLX's.
-func (m QuantMode) MLXModeName() string {
-	switch m {
-	case ModeMLXAffine:
-		return "affine"
-	case ModeMLXMXFP4:
-		return "mxfp4"
-	case ModeMLXMXFP8:
-		return "mxfp8"
-	case ModeMLXNVFP4:
-		return "nvfp4"
-	}
-	return ""
-}
+// QuantMode names a quantization scheme; its codec (quant/codec) is
+// everything the mode means.
+type QuantMode = codec.Mode
 
 // Transform is one step applied to an output tensor; quantize carries its parameters.
 type Transform struct {
@@ -208,6 +174,11 @@ type Transform struct {
 	Rounding string        `json:"rounding,omitempty"`
 	DType    string        `json:"dtype,omitempty"`     // for cast
 	GGMLType string        `json:"ggml_type,omitempty"` // ggml quantization: the block type
+}
+
+// Params are a quantize transform's parameters as its codec takes them.
+func (t Transform) Params() codec.Params {
+	return codec.Params{Bits: t.Bits, Group: t.Group, Sym: t.Sym, Rounding: t.Rounding, GGMLType: t.GGMLType}
 }
 
 // Entry is one stored tensor of an output file. Tensor checksums are CRC-32C:

@@ -1,7 +1,6 @@
 package manifests
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,12 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
-	"github.com/mtpconv/mtpconv/convert/rows"
-
+	"github.com/mtpconv/mtpconv/convert/run/rows"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/quant"
+	"github.com/mtpconv/mtpconv/quant/codec"
 )
 
 // ReportFile is where `verify --save` records its report, for the card.
@@ -416,51 +414,16 @@ func entryChecksumCount(ctx context.Context, f *os.File, begin, end int64, dtype
 // problems it added to r mean anything.
 func recompute(ctx context.Context, r *Report, src *st.Checkpoint, o *outFile, t *Tensor) (sameSource bool, err error) {
 	_, plusOne := t.Has(TNormPlusOne)
-	q, quantized := t.Has(TQuantize)
-	if quantized && q.Mode == ModeNNCF {
-		return recomputeNNCF(ctx, r, src, o, t, q)
-	}
-	if mode, ok := q.Mode.MLXFP(); quantized && ok {
-		return recomputeMLXFP(ctx, r, src, o, t, q, mode, plusOne)
-	}
-	if quantized && q.Mode == ModeGGML {
-		return recomputeGGML(ctx, r, src, o, t, q, plusOne)
-	}
-	var qp quant.MLXAffineParams
-	if quantized {
-		if q.Mode != ModeMLXAffine {
-			return false, fmt.Errorf("quantization mode %q is not one verify knows", q.Mode)
-		}
-		rounding, err := quant.ParseMLXRounding(q.Rounding)
-		if err != nil {
-			return false, err
-		}
-		qp = quant.MLXAffineParams{Bits: q.Bits, GroupSize: q.Group, Rounding: rounding}
+	if q, quantized := t.Has(TQuantize); quantized {
+		return recomputeQuantized(ctx, r, src, o, t, q, plusOne)
 	}
 	outSize, err := st.DType(t.DType).Size()
 	if err != nil {
 		return false, err
 	}
-	entry := func(name string) (st.TensorInfo, error) {
-		info, ok := o.h.Lookup(name)
-		if !ok {
-			return info, fmt.Errorf("entry %s is missing", name)
-		}
-		return info, nil
-	}
-	main, err := entry(t.Name)
-	if err != nil {
-		return false, err
-	}
-	var scalesE, biasesE st.TensorInfo
-	if quantized {
-		base := t.Name[:len(t.Name)-len(".weight")]
-		if scalesE, err = entry(base + ".scales"); err != nil {
-			return false, err
-		}
-		if biasesE, err = entry(base + ".biases"); err != nil {
-			return false, err
-		}
+	main, ok := o.h.Lookup(t.Name)
+	if !ok {
+		return false, fmt.Errorf("entry %s is missing", t.Name)
 	}
 	// A tensor of the source's dtype without +1 was copied, bits and all
 	// (a signalling NaN too, which arithmetic or a cast would quieten).
@@ -470,14 +433,13 @@ func recompute(ctx context.Context, r *Report, src *st.Checkpoint, o *outFile, t
 			copied = false
 		}
 	}
-	lacks, doubles, unexpected, differs, beyond := 0, 0, 0, 0, 0
-	var worst float64
+	lacks, doubles, unexpected, differs := 0, 0, 0, 0
 	sameSource, err = sourceChunks(ctx, src, t, func(v []float32, n, outRow int64) error {
 		elems := n * t.RowLen
 		cast := func(add float32) []float32 {
 			out := make([]float32, elems)
 			copy(out, v)
-			if add == 0 && copied && !quantized {
+			if add == 0 && copied {
 				return out
 			}
 			if add != 0 { // adding 0 would turn -0 into +0
@@ -491,54 +453,20 @@ func recompute(ctx context.Context, r *Report, src *st.Checkpoint, o *outFile, t
 			return out
 		}
 		want := cast(map[bool]float32{true: 1, false: 0}[plusOne])
-		if !quantized {
-			got, err := readF32(o.f, main, outRow*t.RowLen*outSize, elems, t.DType)
-			if err != nil {
-				return err
-			}
-			if !sameBits(got, want) {
-				switch {
-				case sameBits(got, cast(0)) && plusOne:
-					lacks++
-				case sameBits(got, cast(2)) && plusOne:
-					doubles++
-				case sameBits(got, cast(1)) && !plusOne:
-					unexpected++
-				default:
-					differs++
-				}
-			}
-		} else {
-			groups := t.RowLen / int64(qp.GroupSize)
-			rowBytes := t.RowLen * int64(qp.Bits) / 8
-			packed := make([]byte, n*rowBytes)
-			if _, err := o.f.ReadAt(packed, main.Begin+outRow*rowBytes); err != nil {
-				return err
-			}
-			scales, err := readF32(o.f, scalesE, outRow*groups*outSize, n*groups, t.DType)
-			if err != nil {
-				return err
-			}
-			biases, err := readF32(o.f, biasesE, outRow*groups*outSize, n*groups, t.DType)
-			if err != nil {
-				return err
-			}
-			// The stored scale is rounded to the dtype (relative error rel),
-			// which moves code c by up to c*rel steps.
-			rel := map[string]float64{"BF16": 1.0 / 256, "F16": 1.0 / 2048}[t.DType]
-			slack := 1 + float64(int(1)<<qp.Bits-1)*rel
-			deq := make([]float32, t.RowLen)
-			for i := int64(0); i < n; i++ {
-				quant.DequantizeMLXAffine(packed[i*rowBytes:(i+1)*rowBytes], int(t.RowLen), qp, scales[i*groups:], biases[i*groups:], deq)
-				for j, x := range deq {
-					step := math.Abs(float64(scales[i*groups+int64(j)/int64(qp.GroupSize)]))
-					d := math.Abs(float64(x - want[i*t.RowLen+int64(j)]))
-					worst = max(worst, d)
-					// One step at a clamped end, plus the scale's own rounding over the code range.
-					if d > step*slack+1e-6 {
-						beyond++
-					}
-				}
+		got, err := readF32(o.f, main, outRow*t.RowLen*outSize, elems, t.DType)
+		if err != nil {
+			return err
+		}
+		if !sameBits(got, want) {
+			switch {
+			case sameBits(got, cast(0)) && plusOne:
+				lacks++
+			case sameBits(got, cast(2)) && plusOne:
+				doubles++
+			case sameBits(got, cast(1)) && !plusOne:
+				unexpected++
+			default:
+				differs++
 			}
 		}
 		return nil
@@ -555,10 +483,66 @@ func recompute(ctx context.Context, r *Report, src *st.Checkpoint, o *outFile, t
 		r.add("norm_unexpected_plus_one", t.File, t.Name, "%s: %d chunks hold source+1 but no +1 was recorded", t.Name, unexpected)
 	case differs > 0:
 		r.add("values_differ", t.File, t.Name, "%s: %d chunks differ from the cast source", t.Name, differs)
-	case beyond > 0:
+	}
+	return sameSource, nil
+}
+
+// recomputeQuantized has the tensor's codec check every chunk of stored
+// rows against the source cast as the export cast it: an exact codec
+// encodes it again and compares bytes, a bounded one dequantizes the stored
+// codes to within one step.
+func recomputeQuantized(ctx context.Context, r *Report, src *st.Checkpoint, o *outFile, t *Tensor, q Transform, plusOne bool) (bool, error) {
+	c, err := codec.For(q.Mode)
+	if err != nil {
+		return false, fmt.Errorf("quantization mode %q is not one verify knows", q.Mode)
+	}
+	p := q.Params()
+	if err := c.Validate(p, t.RowLen); err != nil {
+		return false, err
+	}
+	outSize, err := st.DType(t.DType).Size()
+	if err != nil {
+		return false, err
+	}
+	read := func(entry string, off, n int64) ([]byte, error) {
+		info, ok := o.h.Lookup(entry)
+		if !ok {
+			return nil, fmt.Errorf("entry %s is missing", entry)
+		}
+		if off < 0 || n < 0 || off+n > info.End-info.Begin {
+			return nil, fmt.Errorf("entry %s holds %d bytes, not [%d, %d)", entry, info.End-info.Begin, off, off+n)
+		}
+		b := make([]byte, n)
+		_, err := o.f.ReadAt(b, info.Begin+off)
+		return b, err
+	}
+	differs, beyond := 0, 0
+	var worst float64
+	var last codec.Result
+	sameSource, err := sourceChunks(ctx, src, t, func(v []float32, n, outRow int64) error {
+		res, err := c.Check(codec.Chunk{Name: t.Name, RowLen: t.RowLen, DType: st.DType(t.DType), P: p,
+			Want: castAsExported(v, plusOne, t.DType, outSize), Rows: n, OutRow: outRow}, read)
+		if err != nil {
+			return err
+		}
+		if res.Differs {
+			differs++
+		}
+		beyond += res.Beyond
+		worst = max(worst, res.Worst)
+		last = res
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	if differs > 0 {
+		r.add("values_differ", t.File, t.Name, "%s: %d chunks differ from the source quantized again%s", t.Name, differs, last.Again)
+	}
+	if beyond > 0 {
 		r.add("quant_bound", t.File, t.Name, "%s: %d values dequantize further than one step from the source (worst %g)", t.Name, beyond, worst)
 	}
-	if quantized && t.QuantError != nil && worst > t.QuantError.MaxAbs*1.0001+1e-9 {
+	if last.RecordsError && t.QuantError != nil && worst > t.QuantError.MaxAbs*1.0001+1e-9 {
 		r.add("quant_error_record", t.File, t.Name, "%s: recomputed max error %g exceeds the recorded %g", t.Name, worst, t.QuantError.MaxAbs)
 	}
 	return sameSource, nil
@@ -665,173 +649,4 @@ func castAsExported(v []float32, plusOne bool, dtype string, size int64) []float
 	quant.EncodeF32(dtype, out, enc)
 	quant.DecodeF32(dtype, enc, out)
 	return out
-}
-
-// recomputeMLXFP checks a tensor in one of MLX's microscaling modes. Their
-// codes are a pure function of the cast source values (power-of-two or e4m3
-// scales, no rounding choices left open), so verify quantizes the source
-// again with the recorded kernel and compares codes and scales bit for bit.
-func recomputeMLXFP(ctx context.Context, r *Report, src *st.Checkpoint, o *outFile, t *Tensor, q Transform, mode quant.MLXFPMode, plusOne bool) (bool, error) {
-	rounding, err := quant.ParseMLXRounding(q.Rounding)
-	if err != nil {
-		return false, err
-	}
-	p := quant.MLXFPParams{Mode: mode, Rounding: rounding}
-	if err := p.Validate(int(t.RowLen)); err != nil {
-		return false, err
-	}
-	base := strings.TrimSuffix(t.Name, ".weight")
-	codesE, ok1 := o.h.Lookup(t.Name)
-	scalesE, ok2 := o.h.Lookup(base + ".scales")
-	if !ok1 || !ok2 {
-		return false, fmt.Errorf("the codes or scales of %s are missing", t.Name)
-	}
-	outSize, err := st.DType(t.DType).Size()
-	if err != nil {
-		return false, err
-	}
-	rowBytes, groups := int64(p.RowBytes(int(t.RowLen))), t.RowLen/int64(mode.GroupSize())
-	differs := 0
-	sameSource, err := sourceChunks(ctx, src, t, func(v []float32, n, outRow int64) error {
-		v = castAsExported(v, plusOne, t.DType, outSize)
-		packed, scales := quant.QuantizeMLXFP(v, int(t.RowLen), p, t.DType, nil, nil, &quant.ErrStats{})
-		gotCodes := make([]byte, n*rowBytes)
-		gotScales := make([]byte, n*groups)
-		if _, err := o.f.ReadAt(gotCodes, codesE.Begin+outRow*rowBytes); err != nil {
-			return err
-		}
-		if _, err := o.f.ReadAt(gotScales, scalesE.Begin+outRow*groups); err != nil {
-			return err
-		}
-		if !bytes.Equal(packed, gotCodes) || !bytes.Equal(scales, gotScales) {
-			differs++
-		}
-		return nil
-	})
-	if err != nil {
-		return false, err
-	}
-	if differs > 0 {
-		r.add("values_differ", t.File, t.Name, "%s: %d chunks differ from the source quantized again (%s, %s rounding)", t.Name, differs, q.Mode, q.Rounding)
-	}
-	return sameSource, nil
-}
-
-// recomputeNNCF checks an NNCF-compressed tensor: every code dequantizes,
-// with its stored f16 scale and zero point, to within one step of the
-// source cast to f16, and the codes hash as the manifest says (checked above).
-func recomputeNNCF(ctx context.Context, r *Report, src *st.Checkpoint, o *outFile, t *Tensor, q Transform) (bool, error) {
-	p := quant.NNCFParams{Bits: q.Bits, Sym: q.Sym, GroupSize: q.Group}
-	base := strings.TrimSuffix(t.Name, ".weight")
-	codesE, ok1 := o.h.Lookup(t.Name)
-	scaleE, ok2 := o.h.Lookup(base + ".scale")
-	zpE, ok3 := o.h.Lookup(base + ".zero_point")
-	if !ok1 || !ok2 || (!p.Sym && !ok3) {
-		return false, fmt.Errorf("the codes, scale or zero point of %s are missing", t.Name)
-	}
-	read := func(e st.TensorInfo) ([]byte, error) {
-		b := make([]byte, e.End-e.Begin)
-		_, err := o.f.ReadAt(b, e.Begin)
-		return b, err
-	}
-	sb, err := read(scaleE)
-	if err != nil {
-		return false, err
-	}
-	var zps []byte
-	if !p.Sym {
-		if zps, err = read(zpE); err != nil {
-			return false, err
-		}
-	}
-	unpack := func(b []byte, i int64) uint8 {
-		if p.Bits == 8 {
-			return b[i]
-		}
-		return (b[i/2] >> (4 * (i % 2))) & 0xf
-	}
-	scales := make([]float32, len(sb)/2)
-	quant.DecodeF32("F16", sb, scales)
-	g := int64(p.Group(int(t.RowLen)))
-	var i int64 // element index across the whole tensor
-	beyond := 0
-	var worst float64
-	// Rows are checked in chunks of an even count, so 4-bit codes start on a byte.
-	sameSource, err := sourceChunks(ctx, src, t, func(v []float32, rows, _ int64) error {
-		n := rows * t.RowLen
-		enc := make([]byte, 2*n)
-		quant.EncodeF32("F16", v, enc)
-		quant.DecodeF32("F16", enc, v)
-		start := i * int64(p.Bits) / 8
-		codes, err := read(st.TensorInfo{Begin: codesE.Begin + start, End: codesE.Begin + start + n*int64(p.Bits)/8})
-		if err != nil {
-			return err
-		}
-		for k, want := range v {
-			grp := i / g
-			var zp uint8
-			if !p.Sym {
-				zp = unpack(zps, grp)
-			}
-			d := math.Abs(float64(quant.DequantizeNNCF(unpack(codes, int64(k)), zp, scales[grp], p) - want))
-			worst = max(worst, d)
-			if d > math.Abs(float64(scales[grp]))*1.001+1e-6 {
-				beyond++
-			}
-			i++
-		}
-		return nil
-	})
-	if err != nil {
-		return false, err
-	}
-	if beyond > 0 {
-		r.add("quant_bound", t.File, t.Name, "%s: %d values dequantize further than one step from the source (worst %g)", t.Name, beyond, worst)
-	}
-	return sameSource, nil
-}
-
-// recomputeGGML quantizes the source again with the ggml kernel the export
-// used (llama.cpp's reference arithmetic, deterministic) and compares the
-// stored blocks byte for byte.
-func recomputeGGML(ctx context.Context, r *Report, src *st.Checkpoint, o *outFile, t *Tensor, q Transform, plusOne bool) (bool, error) {
-	info, ok := o.h.Lookup(t.Name)
-	if !ok {
-		return false, fmt.Errorf("entry %s is missing", t.Name)
-	}
-	qk, bs, err := quant.GGMLBlock(q.GGMLType)
-	if err != nil {
-		return false, err
-	}
-	if t.RowLen%int64(qk) != 0 {
-		return false, fmt.Errorf("rows of %d are not whole %s blocks", t.RowLen, q.GGMLType)
-	}
-	outSize, err := st.DType(t.DType).Size()
-	if err != nil {
-		return false, err
-	}
-	rowBytes := t.RowLen / int64(qk) * int64(bs)
-	differs := 0
-	sameSource, err := sourceChunks(ctx, src, t, func(v []float32, n, outRow int64) error {
-		vals := castAsExported(v, plusOne, t.DType, outSize)
-		want, err := quant.QuantizeGGML(q.GGMLType, vals, int(t.RowLen), nil, nil)
-		if err != nil {
-			return err
-		}
-		got := make([]byte, n*rowBytes)
-		if _, err := o.f.ReadAt(got, info.Begin+outRow*rowBytes); err != nil {
-			return err
-		}
-		if !bytes.Equal(got, want) {
-			differs++
-		}
-		return nil
-	})
-	if err != nil {
-		return false, err
-	}
-	if differs > 0 {
-		r.add("values_differ", t.File, t.Name, "%s: %d chunks differ from the source quantized again as %s", t.Name, differs, q.GGMLType)
-	}
-	return sameSource, nil
 }

@@ -15,27 +15,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mtpconv/mtpconv/convert/export"
+	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
-
-	"github.com/mtpconv/mtpconv/convert"
-	_ "github.com/mtpconv/mtpconv/convert/target/mlx"
+	"github.com/mtpconv/mtpconv/convert/targets"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/manifests"
 	"github.com/mtpconv/mtpconv/quant"
+
+	_ "github.com/mtpconv/mtpconv/convert/targets/mlx"
 )
 
 // export runs the export library on the checkpoint in src (MLX target, the
 // given head precision) into out, manifest included, as the CLI does.
-func export(t *testing.T, src, out, head string) {
+func exportTo(t *testing.T, src, out, head string) {
 	t.Helper()
-	m, err := convert.Load(source.Dir(src))
+	m, err := model.Load(source.Dir(src))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Checkpoint.Close()
-	_, err = convert.Export(context.Background(), convert.Request{
-		Model: m, Target: "mlx", Options: convert.Options{HeadPrecision: head}, Out: out, NoCard: true, Version: "test",
+	_, err = export.Export(context.Background(), export.Request{
+		Model: m, Target: "mlx", Options: targets.Options{HeadPrecision: head}, Out: out, NoCard: true, Version: "test",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +58,7 @@ func baseOutput(t *testing.T, fixture, head string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	export(t, fixtures.Ensure(t, fixture), filepath.Join(dir, "out"), head)
+	exportTo(t, fixtures.Ensure(t, fixture), filepath.Join(dir, "out"), head)
 	exported[key] = filepath.Join(dir, "out")
 	return exported[key]
 }
@@ -513,7 +515,7 @@ func TestVerifyNegativeZero(t *testing.T) {
 		t.Run(head, func(t *testing.T) {
 			src := copyFixture(t, fixtures.Qwen36, "mtp.fc.weight", "mtp.layers.0.mlp.experts.down_proj", "mtp.norm.weight")
 			out := filepath.Join(t.TempDir(), "out")
-			export(t, src, out, head)
+			exportTo(t, src, out, head)
 			// The export keeps -0.0 (as a copy and as the f16 cast) ...
 			b := tensorBytes(t, filepath.Join(out, "model.safetensors"), "fc.weight")
 			if bits := binary.LittleEndian.Uint16(b); bits != 0x8000 {

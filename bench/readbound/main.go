@@ -10,11 +10,13 @@ import (
 	"os"
 	"time"
 
-	"github.com/mtpconv/mtpconv/convert"
+	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
-	_ "github.com/mtpconv/mtpconv/convert/target/gguf"
-	_ "github.com/mtpconv/mtpconv/convert/target/mlx"
-	_ "github.com/mtpconv/mtpconv/convert/target/openvino"
+	"github.com/mtpconv/mtpconv/convert/targets"
+
+	_ "github.com/mtpconv/mtpconv/convert/targets/gguf"
+	_ "github.com/mtpconv/mtpconv/convert/targets/mlx"
+	_ "github.com/mtpconv/mtpconv/convert/targets/openvino"
 )
 
 func main() {
@@ -28,17 +30,17 @@ func main() {
 }
 
 func run(src, target string) error {
-	m, err := convert.Load(source.Dir(src))
+	m, err := model.Load(source.Dir(src))
 	if err != nil {
 		return err
 	}
 	defer m.Checkpoint.Close()
 	// The source ranges depend on the target, not on its precisions: its defaults do.
-	t, err := convert.LookupTarget(target)
+	t, err := targets.LookupTarget(target)
 	if err != nil {
 		return err
 	}
-	p, err := t.Plan(m, convert.Options{})
+	p, err := t.Plan(m, targets.Options{})
 	if err != nil {
 		return err
 	}

@@ -15,10 +15,10 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/mtpconv/mtpconv/convert"
+	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
-	"github.com/mtpconv/mtpconv/convert/target/gguf"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
+	"github.com/mtpconv/mtpconv/internal/gguftrunk"
 )
 
 func main() {
@@ -33,12 +33,12 @@ func main() {
 }
 
 func run(src, out string) error {
-	m, err := convert.Load(source.Dir(src))
+	m, err := model.Load(source.Dir(src))
 	if err != nil {
 		return err
 	}
 	defer m.Checkpoint.Close()
-	kvs, err := gguf.TrunkMetadata(m, "synthetic")
+	kvs, err := gguftrunk.TrunkMetadata(m, "synthetic")
 	if err != nil {
 		return err
 	}
@@ -58,7 +58,7 @@ func run(src, out string) error {
 		b := "blk." + strconv.Itoa(i) + "."
 		add(b+"attn_norm.weight", gg.F32, h)
 		add(b+"post_attention_norm.weight", gg.F32, h)
-		if m.LayerTypes[i] == convert.FullAttention {
+		if m.LayerTypes[i] == model.FullAttention {
 			add(b+"attn_q.weight", gg.BF16, h, 2*q)
 			add(b+"attn_k.weight", gg.BF16, h, kv)
 			add(b+"attn_v.weight", gg.BF16, h, kv)

@@ -8,19 +8,21 @@ import (
 	"strings"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
-	"github.com/mtpconv/mtpconv/convert"
+	"github.com/mtpconv/mtpconv/convert/export"
+	"github.com/mtpconv/mtpconv/convert/plan"
+	convrun "github.com/mtpconv/mtpconv/convert/run"
 	"github.com/mtpconv/mtpconv/convert/source"
-	ggtarget "github.com/mtpconv/mtpconv/convert/target/gguf"
+	"github.com/mtpconv/mtpconv/convert/targets"
+	ggtarget "github.com/mtpconv/mtpconv/convert/targets/gguf"
 	"github.com/mtpconv/mtpconv/formats/gguf"
 	"github.com/mtpconv/mtpconv/manifests"
+	"github.com/urfave/cli/v2"
 )
 
 func exportCommand() *cli.Command {
 	var targetHelp []string
-	for _, n := range convert.TargetNames() {
-		t, _ := convert.LookupTarget(n)
+	for _, n := range targets.TargetNames() {
+		t, _ := targets.LookupTarget(n)
 		targetHelp = append(targetHelp, n+": "+t.Usage()+" (takes "+strings.Join(dashed(t.Accepts()), ", ")+")")
 	}
 	return &cli.Command{
@@ -29,24 +31,24 @@ func exportCommand() *cli.Command {
 		Description: "Targets:\n   " + strings.Join(targetHelp, "\n   ") + "\n\nA target-specific flag given to a target that does not take it is an error.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "src", Usage: "source: a folder, ORG/NAME[@rev] from the Hugging Face cache, or hf://ORG/NAME[@rev] read from the Hub by range", Required: true},
-			&cli.StringFlag{Name: "target", Usage: strings.Join(convert.TargetNames(), " | "), Required: true},
+			&cli.StringFlag{Name: "target", Usage: strings.Join(targets.TargetNames(), " | "), Required: true},
 			&cli.StringFlag{Name: "out", Usage: "output folder (must not exist unless --force)"},
 			&cli.StringFlag{Name: "into", Usage: "openvino: add the MTP IR (openvino_mtp_model.xml/.bin) to this optimum-intel export of the same model; combined: add the mtp.* head (model-mtp.safetensors, config.json and the index updated, their originals kept) to this MLX model folder of the same model; the trunk files are not touched, no README.md is written, and the manifest records what mtpconv owns (exclusive with --out; --force replaces the head's files already there)"},
-			&cli.StringFlag{Name: convert.OptHeadPrecision, Usage: "mlx, combined: f16 | bf16 | int2 | int3 | int4 | int5 | int6 | int8 (MLX affine) | mxfp4 | mxfp8 | nvfp4 (default bf16); openvino: f16 | int8 | int4 (default f16)"},
-			&cli.StringFlag{Name: convert.OptLMHeadPrecision, Usage: "openvino: f16 | int8 | int4 for the lm_head IR (default int8)"},
-			&cli.BoolFlag{Name: convert.OptSym, Usage: "openvino: symmetric i8/i4 instead of asymmetric u8/u4 (NNCF INT*_SYM)"},
-			&cli.StringFlag{Name: convert.OptTrunkPrecision, Usage: "combined: as --head-precision for mlx (default bf16); wins over --q-bits/--q-mode"},
-			&cli.StringFlag{Name: convert.OptTrunkRecipe, Usage: "combined: mlx-lm's mixed recipe for the trunk, mixed_2_6 | mixed_3_4 | mixed_3_6 | mixed_4_6 (the head keeps --head-precision); wins over --quant-predicate"},
-			&cli.IntFlag{Name: convert.OptQBits, Usage: "combined: mlx_lm.convert's spelling of the trunk's bits (with --q-mode; --trunk-precision wins)"},
-			&cli.IntFlag{Name: convert.OptQGroupSize, Usage: "combined: mlx_lm.convert's spelling: the trunk's group size (wins over --group-size for the trunk)"},
-			&cli.StringFlag{Name: convert.OptQMode, Usage: "combined: mlx_lm.convert's spelling: affine | mxfp4 | mxfp8 | nvfp4 for the trunk (--trunk-precision wins)"},
-			&cli.StringFlag{Name: convert.OptQuantPredicate, Usage: "combined: mlx_lm.convert's spelling of --trunk-recipe (--trunk-recipe wins)"},
-			&cli.StringFlag{Name: convert.OptMaxShardSize, Usage: "combined: split the file into shards of at most this size (e.g. 5GB, 500MiB)"},
-			&cli.IntFlag{Name: convert.OptGroupSize, Value: 64, Usage: "quantization group size: mlx, combined affine 32 | 64 | 128 (default 64), mxfp4/mxfp8 32 only, nvfp4 16 only (the default for those); openvino int4 64 | 128"},
-			&cli.StringFlag{Name: convert.OptMLXRounding, Usage: "mlx, combined: gpu (what mlx_lm.convert gives on Apple silicon, the default) | cpu (MLX's CPU kernel)"},
-			&cli.StringFlag{Name: convert.OptGGUFType, Usage: "gguf: a llama-quantize file type, F16 | BF16 | Q8_0 | Q4_0 | Q4_K_M | Q4_K_S | Q5_K_M | Q6_K: what llama-quantize makes of the bf16 sidecar (instead of --head-precision)"},
-			&cli.StringFlag{Name: convert.OptGraft, Usage: "gguf: write the head into this trunk GGUF of the same model: one bundled GGUF in --out named as it, the trunk's tensors copied unchanged (--force replaces a head it already holds)"},
-			&cli.IntFlag{Name: convert.OptRouterBits, Value: 8, Usage: "mlx, combined: bits of the MoE router and shared_expert_gate when quantized, at group size 64, as mlx-lm does (0: same as their component)"},
+			&cli.StringFlag{Name: targets.OptHeadPrecision, Usage: "mlx, combined: f16 | bf16 | int2 | int3 | int4 | int5 | int6 | int8 (MLX affine) | mxfp4 | mxfp8 | nvfp4 (default bf16); openvino: f16 | int8 | int4 (default f16)"},
+			&cli.StringFlag{Name: targets.OptLMHeadPrecision, Usage: "openvino: f16 | int8 | int4 for the lm_head IR (default int8)"},
+			&cli.BoolFlag{Name: targets.OptSym, Usage: "openvino: symmetric i8/i4 instead of asymmetric u8/u4 (NNCF INT*_SYM)"},
+			&cli.StringFlag{Name: targets.OptTrunkPrecision, Usage: "combined: as --head-precision for mlx (default bf16); wins over --q-bits/--q-mode"},
+			&cli.StringFlag{Name: targets.OptTrunkRecipe, Usage: "combined: mlx-lm's mixed recipe for the trunk, mixed_2_6 | mixed_3_4 | mixed_3_6 | mixed_4_6 (the head keeps --head-precision); wins over --quant-predicate"},
+			&cli.IntFlag{Name: targets.OptQBits, Usage: "combined: mlx_lm.convert's spelling of the trunk's bits (with --q-mode; --trunk-precision wins)"},
+			&cli.IntFlag{Name: targets.OptQGroupSize, Usage: "combined: mlx_lm.convert's spelling: the trunk's group size (wins over --group-size for the trunk)"},
+			&cli.StringFlag{Name: targets.OptQMode, Usage: "combined: mlx_lm.convert's spelling: affine | mxfp4 | mxfp8 | nvfp4 for the trunk (--trunk-precision wins)"},
+			&cli.StringFlag{Name: targets.OptQuantPredicate, Usage: "combined: mlx_lm.convert's spelling of --trunk-recipe (--trunk-recipe wins)"},
+			&cli.StringFlag{Name: targets.OptMaxShardSize, Usage: "combined: split the file into shards of at most this size (e.g. 5GB, 500MiB)"},
+			&cli.IntFlag{Name: targets.OptGroupSize, Value: 64, Usage: "quantization group size: mlx, combined affine 32 | 64 | 128 (default 64), mxfp4/mxfp8 32 only, nvfp4 16 only (the default for those); openvino int4 64 | 128"},
+			&cli.StringFlag{Name: targets.OptMLXRounding, Usage: "mlx, combined: gpu (what mlx_lm.convert gives on Apple silicon, the default) | cpu (MLX's CPU kernel)"},
+			&cli.StringFlag{Name: targets.OptGGUFType, Usage: "gguf: a llama-quantize file type, F16 | BF16 | Q8_0 | Q4_0 | Q4_K_M | Q4_K_S | Q5_K_M | Q6_K: what llama-quantize makes of the bf16 sidecar (instead of --head-precision)"},
+			&cli.StringFlag{Name: targets.OptGraft, Usage: "gguf: write the head into this trunk GGUF of the same model: one bundled GGUF in --out named as it, the trunk's tensors copied unchanged (--force replaces a head it already holds)"},
+			&cli.IntFlag{Name: targets.OptRouterBits, Value: 8, Usage: "mlx, combined: bits of the MoE router and shared_expert_gate when quantized, at group size 64, as mlx-lm does (0: same as their component)"},
 			&cli.IntFlag{Name: "jobs", Value: 0, Usage: "chunks converted in parallel, at least 1 (default: all cores); never changes the bytes"},
 			&cli.BoolFlag{Name: "keep-source-cache", Usage: "keep the source bytes read in the page cache (by default, bytes that were not cached before are dropped once read)"},
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing output folder (an earlier mtpconv --out; never a folder the head was added into: use --into DIR --force)"},
@@ -93,22 +95,22 @@ type exportSummary struct {
 const holdAfterEnv = "MTPCONV_TEST_HOLD_AFTER_FILE"
 
 // exportOptions reads the target options from the flags, recording which were given.
-func exportOptions(c *cli.Context) (convert.Options, error) {
-	o := convert.Options{
-		HeadPrecision: c.String(convert.OptHeadPrecision), TrunkPrecision: c.String(convert.OptTrunkPrecision),
-		LMHeadPrecision: c.String(convert.OptLMHeadPrecision), GroupSize: c.Int(convert.OptGroupSize), Sym: c.Bool(convert.OptSym),
-		MLXRounding: c.String(convert.OptMLXRounding), RouterBits: c.Int(convert.OptRouterBits), Set: map[string]bool{},
-		TrunkRecipe: c.String(convert.OptTrunkRecipe), QBits: c.Int(convert.OptQBits), QGroupSize: c.Int(convert.OptQGroupSize),
-		QMode: c.String(convert.OptQMode), QuantPredicate: c.String(convert.OptQuantPredicate), GGUFType: c.String(convert.OptGGUFType),
-		Graft: c.String(convert.OptGraft),
+func exportOptions(c *cli.Context) (targets.Options, error) {
+	o := targets.Options{
+		HeadPrecision: c.String(targets.OptHeadPrecision), TrunkPrecision: c.String(targets.OptTrunkPrecision),
+		LMHeadPrecision: c.String(targets.OptLMHeadPrecision), GroupSize: c.Int(targets.OptGroupSize), Sym: c.Bool(targets.OptSym),
+		MLXRounding: c.String(targets.OptMLXRounding), RouterBits: c.Int(targets.OptRouterBits), Set: map[string]bool{},
+		TrunkRecipe: c.String(targets.OptTrunkRecipe), QBits: c.Int(targets.OptQBits), QGroupSize: c.Int(targets.OptQGroupSize),
+		QMode: c.String(targets.OptQMode), QuantPredicate: c.String(targets.OptQuantPredicate), GGUFType: c.String(targets.OptGGUFType),
+		Graft: c.String(targets.OptGraft),
 	}
-	for _, n := range []string{convert.OptHeadPrecision, convert.OptTrunkPrecision, convert.OptLMHeadPrecision, convert.OptGroupSize,
-		convert.OptSym, convert.OptMLXRounding, convert.OptRouterBits, convert.OptMaxShardSize,
-		convert.OptTrunkRecipe, convert.OptQBits, convert.OptQGroupSize, convert.OptQMode, convert.OptQuantPredicate, convert.OptGGUFType,
-		convert.OptGraft} {
+	for _, n := range []string{targets.OptHeadPrecision, targets.OptTrunkPrecision, targets.OptLMHeadPrecision, targets.OptGroupSize,
+		targets.OptSym, targets.OptMLXRounding, targets.OptRouterBits, targets.OptMaxShardSize,
+		targets.OptTrunkRecipe, targets.OptQBits, targets.OptQGroupSize, targets.OptQMode, targets.OptQuantPredicate, targets.OptGGUFType,
+		targets.OptGraft} {
 		o.Set[n] = c.IsSet(n)
 	}
-	if v := c.String(convert.OptMaxShardSize); v != "" {
+	if v := c.String(targets.OptMaxShardSize); v != "" {
 		n, err := parseSize(v)
 		if err != nil {
 			return o, usagef("--max-shard-size: %v", err)
@@ -145,12 +147,12 @@ func runExport(c *cli.Context) error {
 	if c.IsSet("jobs") && c.Int("jobs") < 1 {
 		return usagef("--jobs %d: must be 1 or more (leave it out to use every core)", c.Int("jobs"))
 	}
-	req := convert.Request{
+	req := export.Request{
 		Target: c.String("target"), Options: o, Out: c.String("out"), Into: c.String("into"), Force: c.Bool("force"), Resume: c.Bool("resume"),
 		DryRun: c.Bool("dry-run"), Jobs: c.Int("jobs"), KeepSourceCache: c.Bool("keep-source-cache"), NoCard: c.Bool("no-card"),
 		Timestamp: c.Bool("timestamp"), BaseModel: c.String("base-model"), License: c.String("license"), Version: version,
 	}
-	if _, err := convert.LookupTarget(req.Target); err != nil {
+	if _, err := targets.LookupTarget(req.Target); err != nil {
 		return usageError{err}
 	}
 	switch {
@@ -164,11 +166,11 @@ func runExport(c *cli.Context) error {
 	}
 	// Refused early, before the source is read (over the network for hf://).
 	if req.Into != "" {
-		if err := convert.CheckIntoFolder(req.Into); err != nil {
+		if err := export.CheckIntoFolder(req.Into); err != nil {
 			return err
 		}
 	} else if !req.DryRun && strings.HasPrefix(c.String("src"), "hf://") {
-		if err := convert.CheckOut(req.Out, req.Force); err != nil {
+		if err := export.CheckOut(req.Out, req.Force); err != nil {
 			return err
 		}
 	}
@@ -187,7 +189,7 @@ func runExport(c *cli.Context) error {
 		bar = startProgress(c.App.ErrWriter, 0)
 		req.Progress = bar.add
 	}
-	req.OnFile = func(rec convert.FileRecord) {
+	req.OnFile = func(rec convrun.FileRecord) {
 		if !quiet && bar == nil {
 			fmt.Fprintf(c.App.ErrWriter, "wrote %s (%d bytes)\n", rec.File.Name, rec.File.Size)
 		}
@@ -198,7 +200,7 @@ func runExport(c *cli.Context) error {
 			}
 		}
 	}
-	oc, err := convert.Export(c.Context, req)
+	oc, err := export.Export(c.Context, req)
 	if bar != nil {
 		bar.finish()
 	}
@@ -216,7 +218,7 @@ func runExport(c *cli.Context) error {
 }
 
 // printExport prints what an export did.
-func printExport(c *cli.Context, req convert.Request, oc *convert.Outcome, dest string, remote *source.Remote, start time.Time) error {
+func printExport(c *cli.Context, req export.Request, oc *export.Outcome, dest string, remote *source.Remote, start time.Time) error {
 	sum := exportSummary{Target: req.Target, Out: dest, Tensors: oc.Tensors, Notes: oc.Notes, Warnings: append([]string{}, oc.Warnings...), ReusedFiles: oc.Reused,
 		BytesRead: oc.BytesRead, BytesOut: oc.BytesOut, BytesFetched: oc.BytesFetched, SourceTotal: oc.SourceTotal}
 	for _, f := range oc.Files {
@@ -263,7 +265,7 @@ func isGGUFFile(src string) bool {
 
 // splitExport writes the MTP-only sidecar of a bundled GGUF source: no
 // checkpoint, no option but where to write.
-func splitExport(c *cli.Context, req convert.Request, start time.Time) error {
+func splitExport(c *cli.Context, req export.Request, start time.Time) error {
 	if req.Target != "gguf" {
 		return usagef("--src %s is a GGUF file: only --target gguf reads one (it writes the MTP-only sidecar of the head it holds)", c.String("src"))
 	}
@@ -304,7 +306,7 @@ func peakRSS() int64 {
 
 // printDryRun prints the plan without writing anything: every tensor, and
 // every file with the size the export would write.
-func printDryRun(c *cli.Context, oc *convert.Outcome, jobs int, card bool) error {
+func printDryRun(c *cli.Context, oc *export.Outcome, jobs int, card bool) error {
 	type row struct {
 		Name      string `json:"name"`
 		File      string `json:"file"`
@@ -316,7 +318,7 @@ func printDryRun(c *cli.Context, oc *convert.Outcome, jobs int, card bool) error
 	for _, t := range p.Tensors {
 		var b int64
 		for _, e := range t.Entries() {
-			b += convert.EntryBytes(e)
+			b += plan.EntryBytes(e)
 		}
 		prec := string(t.DType)
 		if t.Quant != nil {

@@ -9,11 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mtpconv/mtpconv/internal/testfs"
-
 	"github.com/mtpconv/mtpconv/convert/source"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/internal/testfs"
 )
 
 // readDir returns every file of a folder by name.

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mtpconv/mtpconv/convert"
+	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
-	"github.com/mtpconv/mtpconv/convert/target/gguf"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
+	"github.com/mtpconv/mtpconv/internal/gguftrunk"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -174,13 +174,13 @@ func TestGGUFSplitBundled(t *testing.T) {
 // converter's --no-mtp file) and returns its path.
 func graftTrunk(t *testing.T, src string) string {
 	t.Helper()
-	m, err := convert.Load(source.Dir(src))
+	m, err := model.Load(source.Dir(src))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Checkpoint.Close()
 	trunk := filepath.Join(t.TempDir(), "Tiny-BF16.gguf")
-	if err := gguf.WriteTrunk(m, trunk); err != nil {
+	if err := gguftrunk.WriteTrunk(m, trunk); err != nil {
 		t.Fatal(err)
 	}
 	return trunk

@@ -10,14 +10,14 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/urfave/cli/v2"
-
-	"github.com/mtpconv/mtpconv/convert"
-	ggtarget "github.com/mtpconv/mtpconv/convert/target/gguf"
-	"github.com/mtpconv/mtpconv/convert/target/mlx"
+	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/targets"
+	ggtarget "github.com/mtpconv/mtpconv/convert/targets/gguf"
+	"github.com/mtpconv/mtpconv/convert/targets/mlx"
 	"github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
+	"github.com/urfave/cli/v2"
 )
 
 func inspectCommand() *cli.Command {
@@ -77,7 +77,7 @@ func inspectCommand() *cli.Command {
 
 // hashTensors fills in the sha256 of every tensor of the report, reading
 // each in chunks and stopping within a chunk when the command is interrupted.
-func hashTensors(c *cli.Context, ck *st.Checkpoint, r *convert.Report) error {
+func hashTensors(c *cli.Context, ck *st.Checkpoint, r *model.Report) error {
 	delay := newTestDelay(c.App.ErrWriter)
 	delay.arm()
 	var buf []byte
@@ -125,7 +125,7 @@ func inspectOutput(c *cli.Context, dir string) (bool, error) {
 	if err != nil {
 		return true, fmt.Errorf("%s: %w", dir, err)
 	}
-	s := manifests.Summarize(m, convert.CardOf(m))
+	s := manifests.Summarize(m, targets.CardOf(m))
 	if c.Bool("json") {
 		return true, printJSON(c, s)
 	}
@@ -198,7 +198,7 @@ func inspectGGUF(c *cli.Context, path string) (bool, error) {
 	}
 	// Every list shown is capped, as for checkpoints; JSON gives the count.
 	count := len(s.Problems)
-	s.Problems = convert.CapList(s.Problems, "problems")
+	s.Problems = model.CapList(s.Problems, "problems")
 	if c.Bool("json") {
 		return true, printJSON(c, struct {
 			*gguf.Summary

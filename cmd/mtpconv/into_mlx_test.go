@@ -9,10 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/manifests"
-
-	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
 // headlessMLXFolder lays out an MLX model folder as mlx_lm.convert writes

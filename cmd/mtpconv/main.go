@@ -24,13 +24,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mtpconv/mtpconv/convert/targets"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/urfave/cli/v2"
 
-	"github.com/mtpconv/mtpconv/convert"
-	_ "github.com/mtpconv/mtpconv/convert/target/gguf"     // registers gguf
-	_ "github.com/mtpconv/mtpconv/convert/target/mlx"      // registers mlx and combined
-	_ "github.com/mtpconv/mtpconv/convert/target/openvino" // registers openvino
-	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	_ "github.com/mtpconv/mtpconv/convert/targets/gguf"     // registers gguf
+	_ "github.com/mtpconv/mtpconv/convert/targets/mlx"      // registers mlx and combined
+	_ "github.com/mtpconv/mtpconv/convert/targets/openvino" // registers openvino
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -92,7 +92,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "mtpconv:", err)
 	var ue usageError
-	var ce convert.UsageError
+	var ce targets.UsageError
 	if errors.As(err, &ue) || errors.As(err, &ce) || isCLIUsage(err) {
 		return exitUsage
 	}

@@ -3,10 +3,9 @@ package main
 import (
 	"encoding/json"
 
-	"github.com/urfave/cli/v2"
-
-	"github.com/mtpconv/mtpconv/convert"
+	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
+	"github.com/urfave/cli/v2"
 )
 
 // openSource resolves --src (folder, HF cache id, or hf:// repo) and returns
@@ -22,12 +21,12 @@ func openSource(c *cli.Context, src string) (source.Source, *source.Remote, erro
 
 // loadModel resolves --src and describes the checkpoint. The caller calls
 // the returned close when done (it closes the shards and any remote spool).
-func loadModel(c *cli.Context, src string) (*convert.Model, *source.Remote, func(), error) {
+func loadModel(c *cli.Context, src string) (*model.Model, *source.Remote, func(), error) {
 	s, remote, err := openSource(c, src)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	m, err := convert.Load(s)
+	m, err := model.Load(s)
 	if err != nil {
 		remote.Close()
 		return nil, nil, nil, err

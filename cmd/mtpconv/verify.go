@@ -8,11 +8,10 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/urfave/cli/v2"
-
-	"github.com/mtpconv/mtpconv/convert"
+	"github.com/mtpconv/mtpconv/convert/targets"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
+	"github.com/urfave/cli/v2"
 )
 
 // errVerifyFailed exits 1 after the report has been printed.
@@ -165,7 +164,7 @@ func cardCommand() *cli.Command {
 			case !errors.Is(err, fs.ErrNotExist):
 				return err
 			}
-			return writeFileReplacing(filepath.Join(dir, manifests.CardFile), manifests.Card(m, convert.CardOf(m), report))
+			return writeFileReplacing(filepath.Join(dir, manifests.CardFile), manifests.Card(m, targets.CardOf(m), report))
 		},
 	}
 }

@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mtpconv/mtpconv/internal/testfs"
-
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/testfs"
 )
 
 // writeIndex writes a checkpoint index naming shards.

@@ -16,9 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"golang.org/x/sync/errgroup"
 )
 
 // RemoteOptions configure reading from the Hub.

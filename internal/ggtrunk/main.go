@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/mtpconv/mtpconv/convert"
+	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
-	"github.com/mtpconv/mtpconv/convert/target/gguf"
+	"github.com/mtpconv/mtpconv/internal/gguftrunk"
 )
 
 func main() {
@@ -19,9 +19,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: ggtrunk SRC OUT.gguf")
 		os.Exit(2)
 	}
-	m, err := convert.Load(source.Dir(os.Args[1]))
+	m, err := model.Load(source.Dir(os.Args[1]))
 	if err == nil {
-		err = gguf.WriteTrunk(m, os.Args[2])
+		err = gguftrunk.WriteTrunk(m, os.Args[2])
 		m.Checkpoint.Close()
 	}
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/mtpconv/mtpconv/convert"
+	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
@@ -56,20 +56,20 @@ func GLMConfig(depth int, mla bool) []byte {
 type glmFamily struct{}
 
 func (glmFamily) Name() string { return GLMName }
-func (glmFamily) Matches(id convert.Identity) bool {
-	return convert.MatchesIdentity(id, []string{GLMModelType}, "TestGlm4Moe")
+func (glmFamily) Matches(id model.Identity) bool {
+	return model.MatchesIdentity(id, []string{GLMModelType}, "TestGlm4Moe")
 }
 
-func (glmFamily) ParseConfig(raw []byte) (*convert.Config, error) {
-	c, err := convert.DecodeConfig(raw, convert.ConfigDefaults{PartialRotaryFactor: 0.5, RMSNormEps: 1e-5, RopeTheta: 10000})
+func (glmFamily) ParseConfig(raw []byte) (*model.Config, error) {
+	c, err := model.DecodeConfig(raw, model.ConfigDefaults{PartialRotaryFactor: 0.5, RMSNormEps: 1e-5, RopeTheta: 10000})
 	if err != nil {
 		return nil, err
 	}
 	c.NumExperts = c.NRoutedExperts // its own name for the routed experts
 	c.SharedExpertIntermed = c.NSharedExperts * c.MoeIntermediateSize
-	keys := append(c.CommonKeys(), convert.PositiveKey{Name: "intermediate_size", Value: c.IntermediateSize},
-		convert.PositiveKey{Name: "n_routed_experts", Value: c.NRoutedExperts}, convert.PositiveKey{Name: "n_group", Value: c.NGroup})
-	if err := convert.CheckPositive(keys...); err != nil {
+	keys := append(c.CommonKeys(), model.PositiveKey{Name: "intermediate_size", Value: c.IntermediateSize},
+		model.PositiveKey{Name: "n_routed_experts", Value: c.NRoutedExperts}, model.PositiveKey{Name: "n_group", Value: c.NGroup})
+	if err := model.CheckPositive(keys...); err != nil {
 		return nil, err
 	}
 	if err := c.CheckCommon(); err != nil {
@@ -81,16 +81,16 @@ func (glmFamily) ParseConfig(raw []byte) (*convert.Config, error) {
 	return c, nil
 }
 
-func mla(c *convert.Config) bool { return c.KVLoraRank > 0 }
+func mla(c *model.Config) bool { return c.KVLoraRank > 0 }
 
-func (glmFamily) Spec(c *convert.Config) *convert.Spec {
+func (glmFamily) Spec(c *model.Config) *model.Spec {
 	h, v := int64(c.HiddenSize), int64(c.VocabSize)
 	q, kv := int64(c.NumAttentionHeads*c.HeadDim), int64(c.NumKeyValueHeads*c.HeadDim)
 	e, mi, si, di := int64(c.NumExperts), int64(c.MoeIntermediateSize), int64(c.SharedExpertIntermed), int64(c.IntermediateSize)
-	w := func(s string, role convert.Role, shape ...int64) convert.Want {
-		return convert.Want{Suffix: s, Shape: shape, Role: role}
+	w := func(s string, role model.Role, shape ...int64) model.Want {
+		return model.Want{Suffix: s, Shape: shape, Role: role}
 	}
-	attention := []convert.Want{
+	attention := []model.Want{
 		w("self_attn.q_proj.weight", 0, q, h), w("self_attn.q_proj.bias", 0, q),
 		w("self_attn.k_proj.weight", 0, kv, h), w("self_attn.k_proj.bias", 0, kv),
 		w("self_attn.v_proj.weight", 0, kv, h), w("self_attn.v_proj.bias", 0, kv),
@@ -99,7 +99,7 @@ func (glmFamily) Spec(c *convert.Config) *convert.Spec {
 	if mla(c) {
 		nope, rope, vd := int64(c.QKNopeHeadDim), int64(c.QKRopeHeadDim), int64(c.VHeadDim)
 		heads, ql, kl := int64(c.NumAttentionHeads), int64(*c.QLoraRank), int64(c.KVLoraRank)
-		attention = []convert.Want{
+		attention = []model.Want{
 			w("self_attn.q_a_proj.weight", 0, ql, h), w("self_attn.q_a_layernorm.weight", 0, ql),
 			w("self_attn.q_b_proj.weight", 0, heads*(nope+rope), ql),
 			w("self_attn.kv_a_proj_with_mqa.weight", 0, kl+rope, h), w("self_attn.kv_a_layernorm.weight", 0, kl),
@@ -107,15 +107,15 @@ func (glmFamily) Spec(c *convert.Config) *convert.Spec {
 			w("self_attn.o_proj.weight", 0, h, heads*vd),
 		}
 	}
-	norms := []convert.Want{w("input_layernorm.weight", 0, h), w("post_attention_layernorm.weight", 0, h)} // plain RMSNorm
-	dense := []convert.Want{w("mlp.gate_proj.weight", 0, di, h), w("mlp.up_proj.weight", 0, di, h), w("mlp.down_proj.weight", 0, h, di)}
-	moe := []convert.Want{
-		w("mlp.gate.weight", convert.RoleRouter, e, h), w("mlp.gate.e_score_correction_bias", convert.RoleRouter, e),
+	norms := []model.Want{w("input_layernorm.weight", 0, h), w("post_attention_layernorm.weight", 0, h)} // plain RMSNorm
+	dense := []model.Want{w("mlp.gate_proj.weight", 0, di, h), w("mlp.up_proj.weight", 0, di, h), w("mlp.down_proj.weight", 0, h, di)}
+	moe := []model.Want{
+		w("mlp.gate.weight", model.RoleRouter, e, h), w("mlp.gate.e_score_correction_bias", model.RoleRouter, e),
 		w("mlp.shared_experts.gate_proj.weight", 0, si, h), w("mlp.shared_experts.up_proj.weight", 0, si, h),
 		w("mlp.shared_experts.down_proj.weight", 0, h, si),
 	}
 	isMoE := func(i int) bool { return i >= c.FirstKDenseReplace }
-	layer := func(i int) []convert.Want {
+	layer := func(i int) []model.Want {
 		ws := append(slices.Clone(norms), attention...)
 		if isMoE(i) {
 			return append(ws, moe...)
@@ -125,19 +125,19 @@ func (glmFamily) Spec(c *convert.Config) *convert.Spec {
 	head := append(layer(c.NumHiddenLayers),
 		w("eh_proj.weight", 0, h, 2*h), w("enorm.weight", 0, h), w("hnorm.weight", 0, h), w("shared_head.norm.weight", 0, h),
 		// The reference converter may drop these copies of the trunk's.
-		w("embed_tokens.weight", convert.RoleOptional, v, h), w("shared_head.head.weight", convert.RoleOptional, v, h))
-	s := &convert.Spec{
+		w("embed_tokens.weight", model.RoleOptional, v, h), w("shared_head.head.weight", model.RoleOptional, v, h))
+	s := &model.Spec{
 		TextPrefixes: []string{"model."}, HeadInLayers: true,
-		TrunkTop:   []convert.Want{w("embed_tokens.weight", 0, v, h), w("norm.weight", 0, h)},
+		TrunkTop:   []model.Want{w("embed_tokens.weight", 0, v, h), w("norm.weight", 0, h)},
 		TrunkLayer: layer,
 		HeadLayer:  head,
-		MoE: &convert.MoE{
+		MoE: &model.MoE{
 			Experts: "mlp.experts.", FusedGateUp: "gate_up_proj", FusedDown: "down_proj",
 			PerExpert: [3]string{"gate_proj.weight", "up_proj.weight", "down_proj.weight"},
 			Stacked:   [3]string{"mlp.switch_mlp.gate_proj.weight", "mlp.switch_mlp.up_proj.weight", "mlp.switch_mlp.down_proj.weight"},
 		},
-		Experts: func(layout convert.ExpertLayout) []convert.Want {
-			var out []convert.Want
+		Experts: func(layout model.ExpertLayout) []model.Want {
+			var out []model.Want
 			for x := range c.NumExperts {
 				p := "mlp.experts." + strconv.Itoa(x) + "."
 				out = append(out, w(p+"gate_proj.weight", 0, mi, h), w(p+"up_proj.weight", 0, mi, h), w(p+"down_proj.weight", 0, h, mi))
@@ -146,7 +146,7 @@ func (glmFamily) Spec(c *convert.Config) *convert.Spec {
 		},
 		MoELayer: isMoE,
 		Forward:  forward,
-		GGUF: convert.GGUFSpec{
+		GGUF: model.GGUFSpec{
 			Arch: "test_glm4moe", PreTokenizer: "test_glm4",
 			Top: map[string]string{"embed_tokens.weight": "token_embd.weight", "norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"},
 			Layer: map[string]string{
@@ -162,64 +162,64 @@ func (glmFamily) Spec(c *convert.Config) *convert.Spec {
 				"shared_head.norm.weight": "nextn.shared_head_norm.weight", "embed_tokens.weight": "nextn.embed_tokens.weight",
 				"shared_head.head.weight": "nextn.shared_head_head.weight",
 			},
-			Metadata: func(m *convert.Model, h convert.Hparams) ([]gg.KV, []gg.KV) {
+			Metadata: func(m *model.Model, h model.Hparams) ([]gg.KV, []gg.KV) {
 				a := m.Spec.GGUF.Arch
 				return []gg.KV{gg.Pair(a+".block_count", gg.U32(uint32(m.Config.NumHiddenLayers+m.MTPDepth)))},
 					[]gg.KV{gg.Pair(a+".nextn_predict_layers", gg.U32(uint32(m.MTPDepth))), gg.Pair(a+".leading_dense_block_count", gg.U32(uint32(m.Config.FirstKDenseReplace)))}
 			},
 		},
-		OpenVINO: convert.OpenVINOSpec{Refusal: GLMRefusal},
+		OpenVINO: model.OpenVINOSpec{Refusal: GLMRefusal},
 	}
 	if !c.TieWordEmbeddings {
-		s.LMHead = &convert.Want{Suffix: "lm_head.weight", Shape: []int64{v, h}}
+		s.LMHead = &model.Want{Suffix: "lm_head.weight", Shape: []int64{v, h}}
 	}
 	return s
 }
 
 // forward is the family's MTP forward: per MTP layer its own shared head;
 // GQA with biases (or MLA) and sigmoid group routing.
-func forward(m *convert.Model) convert.Forward {
+func forward(m *model.Model) model.Forward {
 	c := m.Config
 	p := m.HeadLayerPrefix(0)
-	f := convert.Forward{EmbedNorm: p + "enorm.weight", HiddenNorm: p + "hnorm.weight", EmbeddingFirst: true,
+	f := model.Forward{EmbedNorm: p + "enorm.weight", HiddenNorm: p + "hnorm.weight", EmbeddingFirst: true,
 		FC: p + "eh_proj.weight", FinalNorm: p + "shared_head.norm.weight", Eps: c.RMSNormEps}
 	for j := range m.MTPDepth {
 		p := m.HeadLayerPrefix(j)
 		sa, mp := p+"self_attn.", p+"mlp."
-		at := convert.Attention{Kind: convert.AttnGQA, Prefix: sa,
+		at := model.Attention{Kind: model.AttnGQA, Prefix: sa,
 			Q: sa + "q_proj.weight", K: sa + "k_proj.weight", V: sa + "v_proj.weight", O: sa + "o_proj.weight",
 			QBias: sa + "q_proj.bias", KBias: sa + "k_proj.bias", VBias: sa + "v_proj.bias",
 			Heads: c.NumAttentionHeads, KVHeads: c.NumKeyValueHeads, HeadDim: c.HeadDim, RotaryDim: c.RotaryDim(), RopeTheta: c.RopeTheta}
 		if mla(c) {
-			at = convert.Attention{Kind: convert.AttnMLA, Prefix: sa, Q: sa + "q_b_proj.weight", O: sa + "o_proj.weight",
+			at = model.Attention{Kind: model.AttnMLA, Prefix: sa, Q: sa + "q_b_proj.weight", O: sa + "o_proj.weight",
 				QA: sa + "q_a_proj.weight", QANorm: sa + "q_a_layernorm.weight", KVA: sa + "kv_a_proj_with_mqa.weight",
 				KVANorm: sa + "kv_a_layernorm.weight", KVB: sa + "kv_b_proj.weight", Heads: c.NumAttentionHeads,
 				QLoraRank: *c.QLoraRank, KVLoraRank: c.KVLoraRank, QKNopeHeadDim: c.QKNopeHeadDim, QKRopeHeadDim: c.QKRopeHeadDim,
 				VHeadDim: c.VHeadDim, RotaryDim: c.QKRopeHeadDim, RopeTheta: c.RopeTheta}
 		}
-		f.Layers = append(f.Layers, convert.ForwardLayer{Prefix: p, InputNorm: p + "input_layernorm.weight",
+		f.Layers = append(f.Layers, model.ForwardLayer{Prefix: p, InputNorm: p + "input_layernorm.weight",
 			PostAttentionNorm: p + "post_attention_layernorm.weight", Attention: at,
-			MLP: convert.MLP{Kind: convert.MLPSparseMoE, Prefix: mp, Router: mp + "gate.weight",
+			MLP: model.MLP{Kind: model.MLPSparseMoE, Prefix: mp, Router: mp + "gate.weight",
 				Gate: p + "mlp.switch_mlp.gate_proj.weight", Up: p + "mlp.switch_mlp.up_proj.weight", Down: p + "mlp.switch_mlp.down_proj.weight",
 				Experts: c.NumExperts, TopK: c.NumExpertsPerTok, NormTopK: true,
 				SharedPrefix: mp + "shared_experts.", SharedGate: mp + "shared_experts.gate_proj.weight",
 				SharedUp: mp + "shared_experts.up_proj.weight", SharedDown: mp + "shared_experts.down_proj.weight",
-				Routing: convert.RouteSigmoidGroupTopK, ScoreCorrectionBias: mp + "gate.e_score_correction_bias",
+				Routing: model.RouteSigmoidGroupTopK, ScoreCorrectionBias: mp + "gate.e_score_correction_bias",
 				Groups: c.NGroup, TopKGroups: c.TopkGroup, ScalingFactor: c.RoutedScalingFactor}})
 	}
 	return f
 }
 
 // RegisterGLM registers the family for the rest of the test.
-func RegisterGLM(t testing.TB) { t.Cleanup(convert.RegisterFamily(glmFamily{})) }
+func RegisterGLM(t testing.TB) { t.Cleanup(model.RegisterFamily(glmFamily{})) }
 
 // GLM describes a synthesised checkpoint of the family (inventory only,
 // no tensor data) in a folder holding config.json and whatever files
 // extra names; keep filters the tensors.
-func GLM(t testing.TB, config []byte, keep func(name string) bool, extra map[string][]byte) *convert.Model {
+func GLM(t testing.TB, config []byte, keep func(name string) bool, extra map[string][]byte) *model.Model {
 	t.Helper()
 	dir := t.TempDir()
-	files := map[string][]byte{convert.ConfigFile: config}
+	files := map[string][]byte{model.ConfigFile: config}
 	for n, b := range extra {
 		files[n] = b
 	}
@@ -228,11 +228,11 @@ func GLM(t testing.TB, config []byte, keep func(name string) bool, extra map[str
 			t.Fatal(err)
 		}
 	}
-	cfg, err := convert.ParseConfig(config)
+	cfg, err := model.ParseConfig(config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := convert.Describe(cfg, GLMInventory(cfg, source.Dir(dir), keep))
+	m, err := model.Describe(cfg, GLMInventory(cfg, source.Dir(dir), keep))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,11 +241,11 @@ func GLM(t testing.TB, config []byte, keep func(name string) bool, extra map[str
 
 // GLMInventory lists every tensor the family's Spec wants for cfg (optional
 // ones included), kept by keep, as one shard's BF16 tensors.
-func GLMInventory(cfg *convert.Config, src st.Opener, keep func(string) bool) *st.Checkpoint {
+func GLMInventory(cfg *model.Config, src st.Opener, keep func(string) bool) *st.Checkpoint {
 	s := glmFamily{}.Spec(cfg)
 	ck := &st.Checkpoint{Source: src, Tensors: map[string]*st.Tensor{}}
-	shard := &st.Shard{Name: "model.safetensors"}
-	add := func(prefix string, ws []convert.Want) {
+	shard := &st.Shard{Name: "model.safetensors", Header: &st.Header{}}
+	add := func(prefix string, ws []model.Want) {
 		for _, w := range ws {
 			n := prefix + w.Suffix
 			if keep != nil && !keep(n) {
@@ -258,7 +258,7 @@ func GLMInventory(cfg *convert.Config, src st.Opener, keep func(string) bool) *s
 	tp := s.TextPrefixes[0]
 	add(tp, s.TrunkTop)
 	if s.LMHead != nil {
-		add("", []convert.Want{*s.LMHead})
+		add("", []model.Want{*s.LMHead})
 	}
 	depth, _ := cfg.ConfigMTPDepth()
 	for i := range cfg.NumHiddenLayers + depth {
@@ -269,7 +269,7 @@ func GLMInventory(cfg *convert.Config, src st.Opener, keep func(string) bool) *s
 			add(lp, s.HeadLayer)
 		}
 		if s.MoELayer(i) {
-			add(lp, s.Experts(convert.PerExpert))
+			add(lp, s.Experts(model.PerExpert))
 		}
 	}
 	slices.Sort(ck.Names)

@@ -8,22 +8,24 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/mtpconv/mtpconv/convert"
+	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/source"
+	"github.com/mtpconv/mtpconv/convert/targets"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/internal/testfs"
 )
 
 // Load describes the fixture (generated on first use), closed when the test ends.
-func Load(t testing.TB, fixture string) *convert.Model {
+func Load(t testing.TB, fixture string) *model.Model {
 	t.Helper()
 	return LoadDir(t, fixtures.Ensure(t, fixture))
 }
 
 // LoadDir describes the checkpoint in dir, closed when the test ends.
-func LoadDir(t testing.TB, dir string) *convert.Model {
+func LoadDir(t testing.TB, dir string) *model.Model {
 	t.Helper()
-	m, err := convert.Load(source.Dir(dir))
+	m, err := model.Load(source.Dir(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,9 +34,9 @@ func LoadDir(t testing.TB, dir string) *convert.Model {
 }
 
 // Target looks up a registered target.
-func Target(t testing.TB, name string) convert.Target {
+func Target(t testing.TB, name string) targets.Target {
 	t.Helper()
-	tg, err := convert.LookupTarget(name)
+	tg, err := targets.LookupTarget(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,10 +70,16 @@ func TokenizerFiles(t testing.TB) map[string][]byte {
 	return out
 }
 
-// PlanNames plans m for target name with default options and returns the planned tensors' names and dtypes.
-func PlanNames(t testing.TB, name string, m *convert.Model) map[string]string {
+// Plan plans an export of m through the target registry.
+func Plan(t testing.TB, m *model.Model, target string, o targets.Options) (*plan.Plan, error) {
 	t.Helper()
-	p, err := Target(t, name).Plan(m, convert.Options{})
+	return Target(t, target).Plan(m, o)
+}
+
+// PlanNames plans m for target name with default options and returns the planned tensors' names and dtypes.
+func PlanNames(t testing.TB, name string, m *model.Model) map[string]string {
+	t.Helper()
+	p, err := Plan(t, m, name, targets.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,384 @@
+package export
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/plan"
+	"github.com/mtpconv/mtpconv/convert/run"
+	"github.com/mtpconv/mtpconv/convert/source"
+	"github.com/mtpconv/mtpconv/convert/targets"
+	"github.com/mtpconv/mtpconv/manifests"
+)
+
+// Request is one export: the described model, the target and its options,
+// and where and how to write.
+type Request struct {
+	Model   *model.Model
+	Target  string
+	Options targets.Options
+
+	Out             string
+	Into            string // add the target's files to this existing folder of the same model (exclusive with Out)
+	Force           bool   // replace an existing mtpconv output (with Into: the files the target places there)
+	Resume          bool   // reuse the finished files of an interrupted run into Out
+	DryRun          bool   // plan and size everything, write nothing
+	Jobs            int    // chunks converted at once; 0: all cores
+	KeepSourceCache bool
+	NoCard          bool   // no README.md model card
+	Timestamp       bool   // record the time in the manifest
+	BaseModel       string // Hub id of the source model, for the model files and the card; default from the source (Model.Origin)
+	License         string // for the card; default from the source README
+	Version         string // the tool's version, recorded in the outputs
+
+	// Fetcher, for a remote source, fetches the plan's byte ranges up front
+	// and counts what it received.
+	Fetcher Fetcher
+	// OnFile is called as each output file is complete; Progress with the
+	// source bytes of each chunk read.
+	OnFile   func(rec run.FileRecord)
+	Progress func(n int64)
+
+	keep    []string // set by exportInto: the only files planned, and the only files of the folder that are ours
+	shownAs string   // set by exportInto: the destination as messages name it ("--into DIR"), not the staging folder
+	intoDir string   // set by exportInto for an IntoPlanner: the folder it plans for
+}
+
+// Fetcher is a remote source that can fetch byte ranges ahead of the run.
+type Fetcher interface {
+	Prefetch(ranges map[string][][2]int64) error
+	BytesFetched() int64
+	TotalBytes() int64
+}
+
+// PlannedFile is one file of the output folder and its size.
+type PlannedFile struct {
+	Name  string `json:"name"`
+	Bytes int64  `json:"bytes"`
+}
+
+// Outcome is what an export did (or, for a dry run, would do).
+type Outcome struct {
+	Plan         *plan.Plan
+	Files        []manifests.File // every file of the output folder, manifest and card included
+	Planned      []PlannedFile    // dry run: every file but the manifest and card, with its exact size
+	Tensors      int
+	BytesRead    int64
+	BytesOut     int64
+	BytesFetched int64
+	SourceTotal  int64
+	Reused       []string
+	Notes        []string
+	Warnings     []string // what the card leaves out and why
+	PeakMemory   int64    // dry run: the estimate for Jobs
+}
+
+// Export plans the request's target, then (unless a dry run) writes the
+// whole output folder atomically: into a locked hidden sibling, renamed into
+// place only when complete, reusing on Resume the files of an interrupted
+// run whose source bytes are proven unchanged.
+func Export(ctx context.Context, r Request) (*Outcome, error) {
+	if r.Into != "" {
+		return exportInto(ctx, r)
+	}
+	m := r.Model
+	t, err := targets.LookupTarget(r.Target)
+	if err != nil {
+		return nil, targets.UsageError{Err: err}
+	}
+	if err := targets.CheckOptions(t, r.Options); err != nil {
+		return nil, targets.UsageError{Err: err}
+	}
+	if r.Out == "" && !r.DryRun {
+		return nil, targets.UsageError{Err: fmt.Errorf("--out (or --into) is required")}
+	}
+	writing := !r.DryRun
+	if writing {
+		// (exportInto checks its own folder against the source: its staging
+		// folder may lie inside the source, where nothing of it is replaced.)
+		if dir, ok := m.Checkpoint.Source.(source.Dir); ok && r.shownAs == "" {
+			// The source folder (an HF cache id resolves to its snapshot) first:
+			// refusing --out S for "already exists" would suggest --force.
+			if err := checkOutSource(r.Out, string(dir)); err != nil {
+				return nil, err
+			}
+		}
+		if err := checkOutTarget(r.Out, r.Force); err != nil {
+			return nil, err
+		}
+		if g := r.Options.Graft; g != "" {
+			if err := checkOutKeeps(r.Out, g); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if model.IsHubID(r.BaseModel) {
+		m.BaseModel = r.BaseModel
+	}
+	opts := r.Options
+	opts.Force = r.Force
+	var plan *plan.Plan
+	if ip, ok := t.(IntoPlanner); ok && r.intoDir != "" {
+		plan, err = ip.PlanInto(r.intoDir, m, opts)
+	} else if plan, err = t.Plan(m, opts); err == nil && r.keep != nil {
+		keepOnly(plan, r.keep)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.Jobs <= 0 {
+		r.Jobs = runtime.GOMAXPROCS(0)
+	}
+	prov := targets.Provenance{Version: r.Version, Source: m.Origin().Name()}
+	oc := &Outcome{Plan: plan, Tensors: len(plan.Tensors), Notes: append([]string{}, plan.Notes...), Reused: []string{}}
+	if r.DryRun {
+		oc.Planned, err = plannedFiles(t, m, plan, prov)
+		oc.PeakMemory = run.EstimatePeakMemory(m, plan, r.Jobs)
+		return oc, err
+	}
+	fingerprint, err := manifests.Fingerprint(m.Checkpoint, m.Config.Raw)
+	if err != nil {
+		return nil, err
+	}
+	if r.Fetcher != nil {
+		if err := r.Fetcher.Prefetch(plan.SourceRanges(m.Checkpoint)); err != nil {
+			return nil, err
+		}
+	}
+	w := &partialDir{out: r.Out, force: r.Force, resume: r.Resume, planHash: planHash(r.Version, plan, fingerprint), source: m.Checkpoint}
+	fin, finishes := t.(targets.Finisher)
+	err = w.write(ctx, func(dir string) error {
+		// Files a Finisher completes are announced once final, so the sizes
+		// the caller prints are those on disk.
+		var held []run.FileRecord
+		opts := run.RunOptions{
+			Jobs: r.Jobs, KeepSourceCache: r.KeepSourceCache, Reuse: w.reuse, Progress: r.Progress,
+			OnFile: func(rec run.FileRecord) {
+				w.finished(rec)
+				switch {
+				case finishes:
+					held = append(held, rec)
+				case r.OnFile != nil:
+					r.OnFile(rec)
+				}
+			},
+		}
+		res, err := run.Run(ctx, plan, m.Checkpoint, dir, opts)
+		if err != nil {
+			return err
+		}
+		if finishes {
+			files, err := fin.Finish(dir, m, plan, prov, res)
+			if err != nil {
+				return err
+			}
+			res.Files = replaceFiles(res.Files, files)
+			final := map[string]manifests.File{}
+			for _, f := range res.Files {
+				final[f.Name] = f
+			}
+			for _, rec := range held {
+				rec.File = final[rec.File.Name]
+				if r.OnFile != nil {
+					r.OnFile(rec)
+				}
+			}
+			for _, f := range files {
+				if r.OnFile != nil && !heldFile(held, f.Name) {
+					r.OnFile(run.FileRecord{File: f})
+				}
+			}
+		}
+		res.BytesOut = 0
+		for _, f := range res.Files {
+			res.BytesOut += f.Size
+		}
+		model, notes := describeModel(r)
+		if !r.NoCard {
+			oc.Warnings = append(oc.Warnings, notes...)
+		}
+		man := &manifests.Manifest{
+			Schema: manifests.SchemaVersion, Tool: manifests.Tool{Name: "mtpconv", Version: r.Version},
+			Source: fingerprint, Target: plan.Target, Options: plan.Options, Model: model,
+			Tensors: res.Tensors, Files: res.Files, BytesRead: res.BytesRead,
+		}
+		man.Source.Tensors = res.Sources
+		if o := m.Origin(); o.Repo != "" {
+			man.Source.Repo, man.Source.Revision = o.Repo, o.Revision
+		}
+		if r.Fetcher != nil {
+			man.Source.BytesFetched = r.Fetcher.BytesFetched()
+			oc.BytesFetched, oc.SourceTotal = r.Fetcher.BytesFetched(), r.Fetcher.TotalBytes()
+		}
+		if r.keep != nil {
+			man.Into = &manifests.Into{OwnedFiles: append(slices.Clone(r.keep), manifests.FileName)}
+		}
+		if r.Timestamp {
+			man.CreatedAt = time.Now().UTC().Format(time.RFC3339)
+		}
+		if err := man.Write(dir); err != nil {
+			return err
+		}
+		oc.Files = append(oc.Files, res.Files...)
+		if mf, err := fileRecord(dir, manifests.FileName); err == nil {
+			oc.Files = append(oc.Files, mf)
+		}
+		if !r.NoCard {
+			card := manifests.Card(man, t.Card(man), nil)
+			if err := os.WriteFile(filepath.Join(dir, manifests.CardFile), card, 0o644); err != nil {
+				return err
+			}
+			oc.Files = append(oc.Files, manifests.File{Name: manifests.CardFile, Size: int64(len(card)), SHA256: manifests.SHA256(card)})
+		}
+		oc.BytesRead = res.BytesRead
+		for _, f := range oc.Files {
+			oc.BytesOut += f.Size // every file of the folder, manifest and card included
+		}
+		oc.Notes = append(oc.Notes, valueNotes(res.Tensors)...)
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			dest := r.Out
+			if r.shownAs != "" {
+				dest = r.shownAs
+			}
+			return nil, fmt.Errorf("interrupted; nothing was written to %s: %w", dest, ctx.Err())
+		}
+		return nil, err
+	}
+	oc.Reused = append(oc.Reused, w.reused...)
+	oc.Notes = append(oc.Notes, w.notes...)
+	return oc, nil
+}
+
+// plannedFiles sizes every file the export writes but the manifest and card,
+// with the code that writes them: tensor files from their layout, files the
+// target finishes from the target itself, plain files from their contents.
+func plannedFiles(t targets.Target, m *model.Model, p *plan.Plan, prov targets.Provenance) ([]PlannedFile, error) {
+	var out []PlannedFile
+	for _, f := range p.TensorFiles {
+		lay, err := p.Layout(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, PlannedFile{f, lay.Size})
+	}
+	if fin, ok := t.(targets.Finisher); ok {
+		files, err := fin.Finish("", m, p, prov, nil)
+		if err != nil {
+			return nil, err
+		}
+		idx := map[string]int{}
+		for i, f := range out {
+			idx[f.Name] = i
+		}
+		for _, f := range files {
+			if i, ok := idx[f.Name]; ok {
+				out[i].Bytes = f.Size
+			} else {
+				out = append(out, PlannedFile{f.Name, f.Size})
+			}
+		}
+	}
+	for _, f := range p.Files {
+		n := int64(len(f.Contents))
+		if f.Contents == nil {
+			src, err := m.Checkpoint.Source.Open(f.CopyFrom)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", f.CopyFrom, err)
+			}
+			n = src.Size()
+			src.Close()
+		}
+		out = append(out, PlannedFile{f.Name, n})
+	}
+	return out, nil
+}
+
+func fileRecord(dir, name string) (manifests.File, error) {
+	size, sum, err := manifests.HashFile(filepath.Join(dir, name))
+	return manifests.File{Name: name, Size: size, SHA256: sum}, err
+}
+
+// NormConvention is how every output stores zero-centred norms.
+const NormConvention = "zero-centred RMSNorm weights stored shifted: 1+w (the +1 is applied by mtpconv; loaders must not add it again)"
+
+// describeModel fills the manifest's model section; notes say what the
+// card leaves out and why.
+func describeModel(r Request) (manifests.Model, []string) {
+	m := r.Model
+	var notes []string
+	origin := m.Origin()
+	base := origin.Repo
+	switch {
+	case r.BaseModel != "" && !model.IsHubID(r.BaseModel):
+		notes = append(notes, fmt.Sprintf("--base-model %q is not a Hub id ORG/NAME: ignored", r.BaseModel))
+		if base == "" {
+			notes = append(notes, "the source names no Hub model: the card names no base model")
+		}
+	case base == "":
+		notes = append(notes, "the source names no Hub model: the card names no base model (pass --base-model ORG/NAME)")
+	}
+	lic := r.License
+	if lic == "" {
+		lic = m.License()
+	}
+	return manifests.Model{Name: origin.Name(), Family: m.Family, ModelType: m.Config.ModelType, BaseModel: base, License: lic,
+		HiddenSize: m.Config.HiddenSize, NumExperts: m.Config.NumExperts, ExpertsPerTok: m.Config.NumExpertsPerTok,
+		MTPDepth: m.MTPDepth, NormConvention: NormConvention}, notes
+}
+
+// planHash identifies a plan over a source, so a resumed run only reuses
+// files of the same export.
+func planHash(version string, p *plan.Plan, s manifests.Source) string {
+	var files []string
+	for _, f := range p.Files {
+		files = append(files, f.Name+":"+manifests.SHA256(f.Contents)+":"+f.CopyFrom)
+	}
+	b, _ := json.Marshal(struct {
+		Version string
+		Plan    *plan.Plan
+		Files   []string
+		Source  manifests.Source
+	}{version, p, files, s})
+	return manifests.SHA256(b)
+}
+
+// replaceFiles swaps in the final records of files rewritten after Run and appends new ones.
+func replaceFiles(files []manifests.File, final []manifests.File) []manifests.File {
+	idx := map[string]int{}
+	for i, f := range files {
+		idx[f.Name] = i
+	}
+	for _, f := range final {
+		if i, ok := idx[f.Name]; ok {
+			files[i] = f
+		} else {
+			files = append(files, f)
+		}
+	}
+	return files
+}
+
+// CheckOut refuses an output folder that cannot be written: an existing
+// file, or (without force, or when it is not an mtpconv output) a folder.
+// Export checks it too; callers reading a remote source check it first, so
+// nothing is fetched for an export that cannot land.
+func CheckOut(out string, force bool) error { return checkOutTarget(out, force) }
+
+func heldFile(recs []run.FileRecord, name string) bool {
+	for _, r := range recs {
+		if r.File.Name == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,508 @@
+package export
+
+// --into: the head added to a folder another tool exported (an optimum-intel
+// OpenVINO export), touching only the files the target places there and the
+// mtpconv manifest.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/plan"
+	"github.com/mtpconv/mtpconv/convert/source"
+	"github.com/mtpconv/mtpconv/convert/targets"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/manifests"
+)
+
+// Intoer is a Target that can add its output to an existing folder of the
+// same model: CheckInto refuses a folder that is not one (saying what
+// differs) and names the files of the output that go into it, in the order
+// they go in: a file after the files it refers to (an OpenVINO .bin before
+// its .xml). These tensor files are the only ones planned; the generic code
+// records them in the manifest as the only files of the folder that are
+// ours.
+type Intoer interface {
+	CheckInto(dir string, m *model.Model) ([]string, error)
+}
+
+// IntoPlanner is an Intoer whose output depends on the folder it goes into
+// (MLX: the head in a file of its own, the folder's config.json and index
+// updated to declare it). PlanInto plans the export for dir, reading the
+// folder's files it updates with IntoBase; exportInto replaces them (listed
+// in Plan.IntoUpdates) each atomically, after keeping a copy of the bytes
+// the folder had under IntoOriginals, and records all of it in the manifest.
+type IntoPlanner interface {
+	Intoer
+	PlanInto(dir string, m *model.Model, o targets.Options) (*plan.Plan, error)
+}
+
+// IntoOriginals is the folder, inside an --into folder, that keeps the prior
+// bytes of the folder's own files mtpconv replaced (copy them back to undo).
+const IntoOriginals = "mtpconv-original"
+
+// IntoBase reads what an update of the folder's file name starts from: the
+// bytes the folder had before mtpconv first replaced that file, that is the
+// copy an earlier --into kept (the file must then still be as mtpconv wrote
+// it: an edit made since is not silently dropped), or else the file itself.
+// Files are read only when regular and at most limit bytes. sum is the
+// sha256 of the file as it is now.
+func IntoBase(dir, name string, limit int64) (base []byte, sum string, err error) {
+	cur, err := st.ReadSmallFile(source.Dir(dir), name, limit)
+	if err != nil {
+		return nil, "", fmt.Errorf("--into %s: %w", dir, err)
+	}
+	sum = manifests.SHA256(cur)
+	prior, err := intoManifest(dir)
+	if err != nil {
+		return nil, "", err
+	}
+	u, ok := priorInto(prior).UpdatedFile(name)
+	if !ok || sum == u.Original.SHA256 {
+		// Not replaced yet, or an interrupted run recorded it but stopped
+		// before replacing it.
+		return cur, sum, nil
+	}
+	if wrote, _ := findFile(prior.Files, name); wrote.SHA256 != sum {
+		return nil, "", fmt.Errorf("--into %s: %s changed since mtpconv updated it (sha256 %s, recorded %s); put back the version mtpconv wrote or the original in %s/ first", dir, name, sum, wrote.SHA256, IntoOriginals)
+	}
+	orig, err := st.ReadSmallFile(source.Dir(dir), u.Original.Name, limit)
+	if err != nil {
+		return nil, "", fmt.Errorf("--into %s: the copy of the original %s: %w", dir, name, err)
+	}
+	if manifests.SHA256(orig) != u.Original.SHA256 {
+		return nil, "", fmt.Errorf("--into %s: %s is not the original %s mtpconv kept (its sha256 differs from the record)", dir, u.Original.Name, name)
+	}
+	return orig, sum, nil
+}
+
+// IntoOwned reports whether an earlier --into recorded file name of dir as
+// written by mtpconv.
+func IntoOwned(dir, name string) (bool, error) {
+	prior, err := intoManifest(dir)
+	if err != nil || priorInto(prior) == nil {
+		return false, err
+	}
+	return slices.Contains(prior.Into.OwnedFiles, name), nil
+}
+
+// intoManifest is the manifest of an earlier export into dir, nil when there
+// is none (or it is not mtpconv's, which exportInto refuses).
+func intoManifest(dir string) (*manifests.Manifest, error) {
+	if kind, _ := folderOwner(dir); kind != ownerInto {
+		return nil, nil
+	}
+	m, err := manifests.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("--into %s: %w", dir, err)
+	}
+	return m, nil
+}
+
+// priorInto is the Into record of an earlier export's manifest, if any.
+func priorInto(m *manifests.Manifest) *manifests.Into {
+	if m == nil {
+		return nil
+	}
+	return m.Into
+}
+
+func findFile(files []manifests.File, name string) (manifests.File, bool) {
+	for _, f := range files {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return manifests.File{}, false
+}
+
+// The hidden names --into reserves in the destination: the staging folder
+// the files are written in before they are renamed into place (so every
+// rename stays on one file system), and the lock held from before anything
+// is touched until the last rename.
+const (
+	intoStaging = ".mtpconv-into"
+	intoLock    = ".mtpconv-into.lock"
+)
+
+// exportInto runs the export into a staging folder inside r.Into, then
+// moves the target's files into r.Into (see intoSteps). Only the files the
+// manifest records as ours are ever replaced; nothing else of r.Into is
+// touched.
+func exportInto(ctx context.Context, r Request) (*Outcome, error) {
+	// The command line first: a usage error changes nothing.
+	if r.Out != "" {
+		return nil, targets.UsageError{Err: errors.New("--into and --out are exclusive")}
+	}
+	if r.Resume {
+		return nil, targets.UsageError{Err: errors.New("--resume does not apply to --into")}
+	}
+	t, err := targets.LookupTarget(r.Target)
+	if err != nil {
+		return nil, targets.UsageError{Err: err}
+	}
+	in, ok := t.(Intoer)
+	if !ok {
+		return nil, targets.UsageError{Err: fmt.Errorf("--target %s does not take --into", t.Name())}
+	}
+	if err := targets.CheckOptions(t, r.Options); err != nil {
+		return nil, targets.UsageError{Err: err}
+	}
+	if err := CheckIntoFolder(r.Into); err != nil {
+		return nil, err
+	}
+	if dir, ok := r.Model.Checkpoint.Source.(source.Dir); ok {
+		a, aerr := resolveExisting(r.Into)
+		b, berr := resolveExisting(string(dir))
+		if aerr == nil && berr == nil && pathRelation(a, b) == relSame {
+			return nil, fmt.Errorf("--into %s is the source folder; a source is never written (--into takes another export of it)", r.Into)
+		}
+	}
+	files, err := in.CheckInto(r.Into, r.Model)
+	if err != nil {
+		return nil, err
+	}
+	staging := filepath.Join(r.Into, intoStaging)
+	sub := r
+	sub.Into, sub.Out, sub.Force, sub.NoCard, sub.keep, sub.shownAs = "", staging, true, true, files, "--into "+r.Into
+	_, planner := in.(IntoPlanner)
+	if planner {
+		sub.intoDir = r.Into
+	}
+	if r.DryRun {
+		if _, err := intoReplaces(r.Into, files, r.Force); err != nil {
+			return nil, err
+		}
+		return Export(ctx, sub)
+	}
+	lock, err := lockOutput(filepath.Join(r.Into, intoLock))
+	if errors.Is(err, errLocked) {
+		return nil, fmt.Errorf("another export is adding into %s (%s is locked); wait for it to finish or stop it", r.Into, intoLock)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer lock.release()
+	replacing, err := intoReplaces(r.Into, files, r.Force)
+	if err != nil {
+		return nil, err
+	}
+	// A staging folder left by a killed run is ours: its name is reserved,
+	// and the lock says no run is using it.
+	if err := os.RemoveAll(staging); err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(staging)
+	oc, err := Export(ctx, sub)
+	if err != nil {
+		return nil, err
+	}
+	steps := intoSteps(r.Into, staging, files, replacing)
+	if planner {
+		// The copies of the originals land right after the manifest, the
+		// folder's own files last (config.json, which declares the head,
+		// after the index), each replaced by one rename.
+		originals, err := recordInto(ctx, r.Into, staging, oc.Plan)
+		if err != nil {
+			return nil, err
+		}
+		steps = append(append(steps[:1:1], originalSteps(r.Into, staging, originals)...), steps[1:]...)
+		for _, u := range oc.Plan.IntoUpdates {
+			steps = append(steps, intoStep{filepath.Join(staging, u.Name), filepath.Join(r.Into, u.Name)})
+		}
+	}
+	if err := ctx.Err(); err != nil { // before the first step: after it the steps run to the end
+		return nil, fmt.Errorf("interrupted; nothing was written to --into %s: %w", r.Into, err)
+	}
+	for _, s := range steps {
+		if err := s.apply(); err != nil {
+			return nil, fmt.Errorf("--into %s: %w (run it again with --force to complete it)", r.Into, err)
+		}
+	}
+	if err := syncDir(r.Into); err != nil {
+		return nil, err
+	}
+	if !r.NoCard {
+		oc.Notes = append(oc.Notes, fmt.Sprintf("no model card written: %s belongs to the export the head was added to; %s records the head (check it with mtpconv verify)", manifests.CardFile, manifests.FileName))
+	}
+	return oc, nil
+}
+
+// CheckIntoFolder refuses an --into that is not an existing folder; it
+// reads nothing else, so callers check it before reading a remote source.
+func CheckIntoFolder(dir string) error {
+	fi, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("--into %s: no such folder (--into adds to an existing export; --out makes a new folder)", dir)
+	}
+	if err != nil {
+		return fmt.Errorf("--into %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("--into %s is not a folder", dir)
+	}
+	return nil
+}
+
+// intoReplaces returns the files of the output already in dir, refusing
+// them unless force. --force replaces exactly these files (an optimum-intel
+// export carries an MTP IR of its own, and replacing it is what --into is
+// for), never another file of the folder: neither a manifest mtpconv did
+// not write nor a file an earlier --into owned that this one would not
+// replace.
+func intoReplaces(dir string, files []string, force bool) ([]string, error) {
+	kind, rec := folderOwner(dir)
+	switch kind {
+	case ownerForeign:
+		return nil, fmt.Errorf("%s has a %s that mtpconv did not write; refusing to replace it", dir, manifests.FileName)
+	case ownerExport:
+		return nil, fmt.Errorf("%s is an mtpconv output of its own (not an export mtpconv added into); refusing to add into it", dir)
+	}
+	var owned []string
+	if rec != nil {
+		owned = rec.OwnedFiles
+	}
+	for _, f := range owned {
+		if f == manifests.FileName || slices.Contains(files, f) || isOriginal(rec, f) {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
+			return nil, fmt.Errorf("%s holds %s from an earlier --into that this export would not replace; remove it (and %s) yourself to add this one", dir, f, manifests.FileName)
+		}
+	}
+	var present, foreign []string
+	for _, f := range files {
+		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
+			present = append(present, f)
+			if !slices.Contains(owned, f) {
+				foreign = append(foreign, f)
+			}
+		}
+	}
+	if len(present) > 0 && !force {
+		whose := "an earlier mtpconv --into wrote " + plural(len(present), "it", "them")
+		switch {
+		case len(foreign) == len(present):
+			whose = plural(len(present), "it", "they") + " came with the export: mtpconv did not write " + plural(len(present), "it", "them")
+		case len(foreign) > 0:
+			whose = strings.Join(foreign, " and ") + " came with the export: mtpconv did not write " + plural(len(foreign), "it", "them")
+		}
+		return nil, fmt.Errorf("%s already has %s (%s); pass --force to replace %s with mtpconv's (nothing else of the folder is touched)", dir, strings.Join(present, " and "), whose, plural(len(present), "it", "them"))
+	}
+	return present, nil
+}
+
+// intoStep is one change of the final phase of --into: a rename, or (no
+// from) the removal of an old file of ours.
+type intoStep struct{ from, to string }
+
+func (s intoStep) apply() error {
+	if s.from == "" {
+		return os.Remove(s.to)
+	}
+	return os.Rename(s.from, s.to)
+}
+
+// intoSteps orders the final phase so that a kill or failure between any
+// two steps leaves no mixed output: the new manifest first (it records the
+// files as ours before any of them lands, so an interrupted run can be
+// completed with --force), then the old files being replaced removed,
+// referring files first (an old .xml never outlives its .bin), then the
+// new files in the Intoer's order (a new .xml never precedes its .bin).
+// A reader finds the old output, part of it with every descriptor's data
+// its own, or the new one.
+func intoSteps(dir, staging string, files, replacing []string) []intoStep {
+	steps := []intoStep{{filepath.Join(staging, manifests.FileName), filepath.Join(dir, manifests.FileName)}}
+	for i := len(files) - 1; i >= 0; i-- {
+		if slices.Contains(replacing, files[i]) {
+			steps = append(steps, intoStep{to: filepath.Join(dir, files[i])})
+		}
+	}
+	for _, f := range files {
+		steps = append(steps, intoStep{filepath.Join(staging, f), filepath.Join(dir, f)})
+	}
+	return steps
+}
+
+// recordInto completes the staged manifest of an IntoPlanner's export with
+// the Into record: each updated file checked unchanged since it was planned
+// and its original kept (the copy an earlier --into made, or one staged now
+// under IntoOriginals), and the folder's files the output builds on hashed.
+// It returns the staged copies to rename into place.
+func recordInto(ctx context.Context, dir, staging string, p *plan.Plan) ([]string, error) {
+	prior, err := intoManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	man, err := manifests.Load(staging)
+	if err != nil {
+		return nil, err
+	}
+	in := &manifests.Into{}
+	var staged []string
+	for _, u := range p.IntoUpdates {
+		size, sum, err := manifests.HashFile(filepath.Join(dir, u.Name))
+		if err != nil {
+			return nil, fmt.Errorf("--into %s: %w", dir, err)
+		}
+		if sum != u.SHA256 {
+			return nil, fmt.Errorf("--into %s: %s changed during the export; nothing was replaced", dir, u.Name)
+		}
+		rec, ok := priorInto(prior).UpdatedFile(u.Name)
+		if ok && sum == rec.Original.SHA256 {
+			// An interrupted run recorded the original and may have stopped
+			// before its copy landed: a copy already there must be it.
+			if osize, osum, err := manifests.HashFile(filepath.Join(dir, rec.Original.Name)); err == nil {
+				if osize != size || osum != sum {
+					return nil, fmt.Errorf("--into %s: %s is not the original %s mtpconv kept (its sha256 differs from the record)", dir, rec.Original.Name, u.Name)
+				}
+			} else {
+				ok = false
+			}
+		}
+		if !ok {
+			rec = manifests.Updated{Name: u.Name, Original: manifests.File{Name: IntoOriginals + "/" + u.Name, Size: size, SHA256: sum}}
+			if _, err := os.Lstat(filepath.Join(dir, rec.Original.Name)); err == nil && !isOriginal(priorInto(prior), rec.Original.Name) {
+				return nil, fmt.Errorf("--into %s: %s exists and mtpconv did not write it; refusing to replace it", dir, rec.Original.Name)
+			}
+			if err := copyRegular(filepath.Join(dir, u.Name), filepath.Join(staging, rec.Original.Name), sum); err != nil {
+				return nil, fmt.Errorf("--into %s: keeping the original %s: %w", dir, u.Name, err)
+			}
+			staged = append(staged, rec.Original.Name)
+		}
+		in.Updated = append(in.Updated, rec)
+		man.Files = append(man.Files, rec.Original)
+	}
+	// An original an earlier run kept of a file this one leaves as it is
+	// (it holds the original bytes again) stays kept and recorded.
+	if pi := priorInto(prior); pi != nil {
+		for _, u := range pi.Updated {
+			if _, planned := in.UpdatedFile(u.Name); !planned {
+				if _, err := os.Lstat(filepath.Join(dir, u.Original.Name)); err == nil {
+					in.Updated = append(in.Updated, u)
+					man.Files = append(man.Files, u.Original)
+				}
+			}
+		}
+	}
+	for _, f := range man.Files {
+		if _, updated := in.UpdatedFile(f.Name); !updated {
+			in.OwnedFiles = append(in.OwnedFiles, f.Name)
+		}
+	}
+	in.OwnedFiles = append(in.OwnedFiles, manifests.FileName)
+	for _, name := range p.IntoKept {
+		size, sum, err := manifests.HashFileContext(ctx, filepath.Join(dir, name))
+		if err != nil {
+			return nil, fmt.Errorf("--into %s: %w", dir, err)
+		}
+		in.Kept = append(in.Kept, manifests.File{Name: name, Size: size, SHA256: sum})
+	}
+	man.Into = in
+	return staged, man.Write(staging)
+}
+
+// copyRegular copies a regular file whose bytes must hash to sum.
+func copyRegular(from, to, sum string) error {
+	b, err := manifests.ReadRegularFile(from)
+	if err != nil {
+		return err
+	}
+	if manifests.SHA256(b) != sum {
+		return fmt.Errorf("%s changed while being read", from)
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o644)
+}
+
+// originalSteps moves the staged copies of originals into place: the
+// whole folder in one rename when the destination has none yet.
+func originalSteps(dir, staging string, originals []string) []intoStep {
+	if len(originals) == 0 {
+		return nil
+	}
+	if _, err := os.Lstat(filepath.Join(dir, IntoOriginals)); err != nil {
+		return []intoStep{{filepath.Join(staging, IntoOriginals), filepath.Join(dir, IntoOriginals)}}
+	}
+	var steps []intoStep
+	for _, f := range originals {
+		steps = append(steps, intoStep{filepath.Join(staging, f), filepath.Join(dir, f)})
+	}
+	return steps
+}
+
+// isOriginal reports whether an owned file is the copy of an original an
+// earlier --into kept: a later one keeps it (never replaces it).
+func isOriginal(rec *manifests.Into, name string) bool {
+	if rec != nil {
+		for _, u := range rec.Updated {
+			if u.Original.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// keepOnly narrows a plan to the tensor files kept by --into.
+func keepOnly(p *plan.Plan, keep []string) {
+	k := map[string]bool{}
+	for _, f := range keep {
+		k[f] = true
+	}
+	var files []string
+	for _, f := range p.TensorFiles {
+		if k[f] {
+			files = append(files, f)
+		}
+	}
+	var ts []plan.OutTensor
+	for _, t := range p.Tensors {
+		if k[t.File] {
+			ts = append(ts, t)
+		}
+	}
+	var other []plan.OutFile
+	for _, f := range p.Files {
+		if k[f.Name] {
+			other = append(other, f)
+		}
+	}
+	// A note about a file ("NAME: ...") that is not written goes too.
+	var notes []string
+	for _, n := range p.Notes {
+		if name, _, ok := strings.Cut(n, ": "); ok && filepath.Ext(name) != "" && !strings.Contains(name, " ") && !k[name] {
+			continue
+		}
+		notes = append(notes, n)
+	}
+	p.TensorFiles, p.Tensors, p.Files, p.Notes = files, ts, other, notes
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, fs.ErrInvalid) {
+		return err
+	}
+	return nil
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -1,0 +1,351 @@
+package model
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	gg "github.com/mtpconv/mtpconv/formats/gguf"
+)
+
+// Family is the knowledge about one model family's checkpoint, one file per
+// family (qwen3_5_moe.go, qwen3_next.go). Nothing outside a family's files
+// names one of its tensors or config keys: describing, planning, lowering
+// and every target read the Spec and its per-target tables.
+type Family interface {
+	// Name is the family's name in reports and manifests.
+	Name() string
+	// Matches recognises the family from config.json's identity alone,
+	// before any other key is read.
+	Matches(id Identity) bool
+	// ParseConfig decodes and validates config.json (DecodeConfig and the
+	// Config's checks are the shared helpers).
+	ParseConfig(raw []byte) (*Config, error)
+	// Spec is everything the family's checkpoints hold, for one config.
+	Spec(c *Config) *Spec
+}
+
+// families are the supported families, each registered from its own file.
+// Their Matches never overlap, so the order does not matter; it is kept
+// sorted by name for messages.
+var families []Family
+
+// RegisterFamily adds a family; each family file calls it from init (a
+// test family from its test, removing it again with the returned func).
+func RegisterFamily(f Family) (unregister func()) {
+	i, _ := slices.BinarySearchFunc(families, f.Name(), func(a Family, n string) int { return strings.Compare(a.Name(), n) })
+	families = slices.Insert(families, i, f)
+	return func() {
+		families = slices.DeleteFunc(families, func(g Family) bool { return g == f })
+	}
+}
+
+// Role is what a tensor is for, as far as the conversion rules care.
+type Role uint8
+
+const (
+	// RoleZeroCentredNorm is an RMSNorm weight stored as w, effective 1+w.
+	// A norm without it is plain (stored as applied).
+	RoleZeroCentredNorm Role = 1 << iota
+	// RoleKeepDType is never cast: it keeps its stored dtype.
+	RoleKeepDType
+	// RoleConv1d is a depthwise conv1d weight stored [C,1,K] (PyTorch); MLX wants [C,K,1].
+	RoleConv1d
+	// RoleRouter stays at higher precision than its component (MoE router,
+	// shared-expert gate, the routing's score-correction bias).
+	RoleRouter
+	// RoleOptional may be absent: a checkpoint (or the converter that made
+	// it) may drop it, and completeness does not ask for it.
+	RoleOptional
+)
+
+// Want is one tensor a layer must hold, with the shape the config implies.
+// A bias is a Want like any other ("self_attn.q_proj.bias", one dimension).
+type Want struct {
+	Suffix string
+	Shape  []int64
+	Role   Role
+}
+
+// MoE is how a family stores the routed experts of a MoE block.
+type MoE struct {
+	// Experts is the prefix of the routed experts under a layer, e.g. "mlp.experts.".
+	Experts string
+	// Fused names the two fused tensors (no .weight suffix): gate and up
+	// stacked [E, 2I, H] (gate first), down [E, H, I].
+	FusedGateUp, FusedDown string
+	// PerExpert names the three projections of expert e: Experts + "{e}." + name.
+	PerExpert [3]string // gate, up, down
+	// Stacked is where targets put the stacked [E, out, in] gate, up and down
+	// weights, under the layer (mlx-lm's SwitchGLU names, which the OpenVINO
+	// IR reuses for its constants).
+	Stacked [3]string
+}
+
+// Spec is what a family's checkpoint holds for one config, and how its MTP
+// head computes. It is data: describing, planning and lowering read it.
+//
+// The head sits in one of two places. Apart (Qwen: HeadPrefix "mtp."),
+// with HeadTop under the prefix and MTP layer j under HeadPrefix +
+// "layers.{j}.". Or in the layer list (HeadInLayers: DeepSeek-V3, GLM-4.x,
+// MiMo, Step), MTP layer j being the text layer num_hidden_layers + j, each
+// with its own eh_proj, enorm, hnorm and shared_head.* among its HeadLayer
+// wants; HeadTop is then empty.
+type Spec struct {
+	TextPrefixes   []string // where the text weights live, most specific first
+	VisionPrefixes []string // the vision tower, dropped by every target
+	HeadPrefix     string   // every tensor of a head apart starts with it, e.g. "mtp."
+	HeadInLayers   bool     // the MTP layers follow the trunk's in the layer list
+
+	TrunkTop   []Want                           // under the text prefix
+	LMHead     *Want                            // at the root; nil when tied to the embedding
+	TrunkLayer func(i int) []Want               // under the text prefix + "layers.{i}."
+	HeadTop    []Want                           // under HeadPrefix (a head apart)
+	HeadLayer  []Want                           // under each MTP layer's prefix
+	MoE        *MoE                             // nil for a dense MLP
+	Experts    func(layout ExpertLayout) []Want // the routed-expert tensors of one block, under a layer
+	// MoELayer reports whether layer i routes experts (the MTP layer j is
+	// i = num_hidden_layers + j); nil: every layer does when MoE is set.
+	// A MoE trunk with leading dense layers (first_k_dense_replace) says
+	// no for those, and lists their dense MLP in TrunkLayer.
+	MoELayer func(i int) bool
+	Forward  func(m *Model) Forward // the MTP forward, for targets that lower it
+
+	// How each target's consumers name, describe and run the family.
+	MLX      MLXSpec
+	GGUF     GGUFSpec
+	OpenVINO OpenVINOSpec
+}
+
+// GGUFSpec is how llama.cpp names and describes the family: its
+// architecture, and what its reference converter (convert_hf_to_gguf.py,
+// gguf-py's constants and tensor map) writes for it. Names are data keyed
+// by the family's own tensor names; the target only applies them.
+type GGUFSpec struct {
+	// Arch is llama.cpp's architecture (general.architecture, the prefix of its keys).
+	Arch string
+	// PreTokenizer is tokenizer.ggml.pre for the family's official tokenizers.
+	PreTokenizer string
+	// Top names the tensors outside the layers: a TrunkTop suffix (under
+	// the text prefix) or the LM head's name.
+	Top map[string]string
+	// HeadTop names a tensor under the head prefix, in block n_layer.
+	HeadTop map[string]string
+	// Layer names a tensor under a decoder layer (MTP layer j is block
+	// n_layer + j), within its block.
+	Layer map[string]string
+	// Metadata is the architecture's keys, in the reference converter's
+	// order: base (its TextModel.set_gguf_parameters; general.file_type
+	// follows them) and the architecture's own after it.
+	Metadata func(m *Model, h Hparams) (base, own []gg.KV)
+	// SpecialTokens are the special-token ids the reference converter sets
+	// for the family over tokenizer_config.json's, by token text, in its order.
+	SpecialTokens []SpecialToken
+}
+
+// SpecialToken is a special token a family's vocabulary sets: its type
+// (bos, eos, unk, eot, eom, ...) and the text of the added token.
+type SpecialToken struct{ Type, Content string }
+
+// OpenVINOSpec says whether an OpenVINO pipeline runs the family's head.
+type OpenVINOSpec struct {
+	// Refusal, when set, is the one sentence naming the consumer that is
+	// missing: the target writes nothing nobody can run.
+	Refusal string
+}
+
+// MLXSpec is how the MLX consumers (mlx-lm, mlx-vlm) name and configure this family.
+type MLXSpec struct {
+	// DrafterModelType is mlx-vlm's model_type for the head alone.
+	DrafterModelType string
+	// DrafterTextConfig fills keys the drafter's TextConfig needs that the
+	// family's config.json may lack (given the text config object).
+	DrafterTextConfig func(m *Model, text map[string]any)
+	// TrunkName maps a trunk tensor name to mlx-lm's post-sanitize name.
+	TrunkName func(m *Model, name string) string
+	// CombinedRefusal, when set, is why stock mlx-lm cannot load a combined file.
+	CombinedRefusal string
+	// DrafterName maps a head tensor's HeadRelative name (or a layer prefix
+	// "layers.{j}.") to its drafter name; nil keeps it.
+	DrafterName func(rel string) string
+	// DrafterBlockExtra: the drafter's block_size is the MTP depth plus it
+	// (mlx-vlm's splitter for the family); 0 means 2.
+	DrafterBlockExtra int
+	// DrafterKVB names, under the drafter's layer, the two halves a
+	// multi-head latent attention kv_b_proj is split into: the key half
+	// transposed per head [heads, kv_lora, nope], the value half [heads, v, kv_lora].
+	DrafterKVB [2]string
+	// DrafterQuantRefusal, when set, is why a quantized drafter is refused.
+	DrafterQuantRefusal string
+}
+
+// Forward is a family's MTP forward, abstractly: the targets lower it, or
+// refuse a kind they have no lowering for, naming it.
+type Forward struct {
+	EmbedNorm  string // RMSNorm of the next tokens' embedding
+	HiddenNorm string // RMSNorm of the trunk's hidden state (after its final norm)
+	// EmbeddingFirst: fc's input is concat(embedding, hidden) in this order.
+	EmbeddingFirst bool
+	FC             string
+	Layers         []ForwardLayer
+	FinalNorm      string
+	Eps            float64
+}
+
+// Attention kinds.
+const (
+	// AttnGatedFull is full softmax attention with q/k norms, partial
+	// rotary, GQA and a sigmoid output gate interleaved per head in q_proj.
+	AttnGatedFull = "gated_full"
+	// AttnGQA is grouped-query attention with optional q/k/v biases and
+	// q/k norms and partial rotary (GLM-4.5/4.6/4.7).
+	AttnGQA = "gqa"
+	// AttnMLA is multi-head latent attention: low-rank query and key-value
+	// projections, a rotary part and a no-position part per head
+	// (DeepSeek-V2/V3, GLM-4.7-Flash).
+	AttnMLA = "mla"
+)
+
+// MLP kinds.
+const (
+	MLPSparseMoE = "sparse_moe" // routed top-k experts plus shared experts
+	MLPDense     = "dense"      // gate, up, down (SwiGLU)
+)
+
+// Routing kinds of a sparse MoE.
+const (
+	// RouteSoftmaxTopK: softmax over the router's logits, top-k, optionally
+	// renormalised (NormTopK); a sigmoid-gated shared expert (Qwen).
+	RouteSoftmaxTopK = "softmax_topk"
+	// RouteSigmoidGroupTopK: sigmoid scores plus e_score_correction_bias
+	// choose top-k among the best TopKGroups of Groups expert groups; the
+	// chosen scores (renormalised when NormTopK) times ScalingFactor weigh
+	// the experts; ungated shared experts (DeepSeek-V3, GLM-4.x).
+	RouteSigmoidGroupTopK = "sigmoid_group_topk"
+)
+
+// ForwardLayer is one decoder layer of the head: pre-norm attention and MLP with residuals.
+type ForwardLayer struct {
+	Prefix            string // names of the layer's nodes start with it
+	InputNorm         string
+	PostAttentionNorm string
+	Attention         Attention
+	MLP               MLP
+}
+
+// Attention is a layer's attention block.
+type Attention struct {
+	Kind                     string
+	Prefix                   string
+	Q, K, V, O, QNorm, KNorm string // QNorm, KNorm "" when the kind has none
+	QBias, KBias, VBias      string // "" when absent
+	Heads, KVHeads, HeadDim  int
+	RotaryDim                int
+	RopeTheta                float64
+	OutputGate               bool
+	// Multi-head latent attention: Q is q_b_proj over QA (q_a_proj) and
+	// QANorm when QLoraRank > 0; KVA (kv_a_proj_with_mqa), KVANorm and KVB
+	// (kv_b_proj) give keys and values.
+	QA, QANorm, KVA, KVANorm, KVB          string
+	QLoraRank, KVLoraRank                  int
+	QKNopeHeadDim, QKRopeHeadDim, VHeadDim int
+}
+
+// MLP is a layer's feed-forward block.
+type MLP struct {
+	Kind   string
+	Prefix string
+	// Sparse MoE: router, stacked expert weights, shared expert and its gate.
+	Router           string
+	Gate, Up, Down   string // stacked [E, out, in] (MoE) or [out, in] (dense)
+	Experts, TopK    int
+	NormTopK         bool
+	SharedPrefix     string
+	SharedGate       string
+	SharedUp         string
+	SharedDown       string
+	SharedExpertGate string // "" for ungated shared experts
+	// Routing is RouteSoftmaxTopK (also when empty) or RouteSigmoidGroupTopK
+	// with its score-correction bias, groups and scaling.
+	Routing             string
+	ScoreCorrectionBias string
+	Groups, TopKGroups  int
+	ScalingFactor       float64
+}
+
+// MatchesIdentity recognises a family by config.json: a model_type (top
+// level or text_config's) among modelTypes, or an architecture starting
+// with arch.
+func MatchesIdentity(id Identity, modelTypes []string, arch string) bool {
+	for _, t := range modelTypes {
+		if id.ModelType == t || id.TextModelType == t {
+			return true
+		}
+	}
+	for _, a := range id.Architectures {
+		if strings.HasPrefix(a, arch) {
+			return true
+		}
+	}
+	return false
+}
+
+// detectFamily finds the family of a config.json identity.
+func detectFamily(id Identity) (Family, error) {
+	for _, f := range families {
+		if f.Matches(id) {
+			return f, nil
+		}
+	}
+	return nil, fmt.Errorf("model_type %q (architectures %v) is not a supported family (%s)",
+		id.ModelType, id.Architectures, strings.Join(Families(), ", "))
+}
+
+// LookupFamily finds a supported family by name.
+func LookupFamily(name string) (Family, bool) {
+	for _, f := range families {
+		if f.Name() == name {
+			return f, true
+		}
+	}
+	return nil, false
+}
+
+// Family is the family that parsed the config (detected again from its
+// identity for a Config built in code).
+func (c *Config) Family() (Family, error) {
+	if c.family != nil {
+		return c.family, nil
+	}
+	return detectFamily(Identity{ModelType: c.ModelType, TextModelType: c.TextModelType, Architectures: c.Architectures})
+}
+
+// SpecFor is the Spec of the family a config belongs to.
+func SpecFor(cfg *Config) (*Spec, error) {
+	f, err := cfg.Family()
+	if err != nil {
+		return nil, err
+	}
+	return f.Spec(cfg), nil
+}
+
+// Families lists the supported family names.
+func Families() []string {
+	var out []string
+	for _, f := range families {
+		out = append(out, f.Name())
+	}
+	return out
+}
+
+// FamiliesWhere lists the families whose Spec satisfies ok (static facts
+// only: the Spec is taken for an empty config).
+func FamiliesWhere(ok func(*Spec) bool) []string {
+	var out []string
+	for _, f := range families {
+		if ok(f.Spec(&Config{})) {
+			out = append(out, f.Name())
+		}
+	}
+	return out
+}

@@ -1,0 +1,71 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// glm45Config is a GLM-4.5-shaped config.json of a test-only model type
+// (the real glm4_moe is a registered family): no linear attention, sigmoid
+// routing over expert groups, leading dense layers.
+const glm45Config = `{"architectures":["TestGlm4MoeForCausalLM"],"model_type":"test_glm4_moe","hidden_size":64,"num_hidden_layers":3,
+"num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"partial_rotary_factor":0.5,"vocab_size":32,"intermediate_size":96,
+"moe_intermediate_size":16,"n_routed_experts":8,"n_shared_experts":1,"num_experts_per_tok":2,"n_group":2,"topk_group":1,
+"routed_scaling_factor":2.5,"first_k_dense_replace":1,"num_nextn_predict_layers":1,"attention_bias":true,"rms_norm_eps":1e-5}`
+
+// testFamily is a family the tests register for a while: it recognises
+// GLM-4.5's identity and validates its config with its own rule.
+type testFamily struct{ parsed *int }
+
+func (testFamily) Name() string { return "test_glm" }
+func (testFamily) Matches(id Identity) bool {
+	return MatchesIdentity(id, []string{"test_glm4_moe"}, "TestGlm4Moe")
+}
+func (f testFamily) ParseConfig(raw []byte) (*Config, error) {
+	*f.parsed++
+	c, err := DecodeConfig(raw, ConfigDefaults{PartialRotaryFactor: 0.5, RMSNormEps: 1e-5, RopeTheta: 10000})
+	if err != nil {
+		return nil, err
+	}
+	c.NumExperts = c.NRoutedExperts // GLM names the routed experts its own way
+	if err := CheckPositive(c.CommonKeys()...); err != nil {
+		return nil, err
+	}
+	if c.NGroup <= 0 {
+		return nil, fmt.Errorf("n_group is %d; test_glm routes over expert groups", c.NGroup)
+	}
+	return c, c.CheckCommon()
+}
+func (testFamily) Spec(c *Config) *Spec { return &Spec{} }
+
+// withFamily registers f for the duration of a test.
+func withFamily(t *testing.T, f Family) { t.Cleanup(RegisterFamily(f)) }
+
+// The family is detected from architectures and model_type before any
+// key is validated, and the family validates its own config: a GLM-4.5
+// config is no longer refused for the hybrid Qwen's missing
+// linear_num_key_heads.
+func TestFamilyDetectedBeforeValidation(t *testing.T) {
+	_, err := ParseConfig([]byte(glm45Config))
+	if err == nil || !strings.Contains(err.Error(), `model_type "test_glm4_moe" (architectures [TestGlm4MoeForCausalLM]) is not a supported family`) {
+		t.Fatalf("without its family: %v", err)
+	}
+	parsed := 0
+	withFamily(t, testFamily{&parsed})
+	cfg, err := ParseConfig([]byte(glm45Config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parsed != 1 || cfg.PartialRotaryFactor != 0.5 || cfg.NGroup != 2 {
+		t.Errorf("parsed %d times, config %+v", parsed, cfg)
+	}
+	if f, err := cfg.Family(); err != nil || f.Name() != "test_glm" {
+		t.Errorf("family %v, %v", f, err)
+	}
+	// The family's own rule, not a shared one, refuses its config.
+	_, err = ParseConfig([]byte(strings.Replace(glm45Config, `"n_group":2`, `"n_group":0`, 1)))
+	if err == nil || !strings.Contains(err.Error(), "n_group is 0; test_glm routes over expert groups") {
+		t.Fatalf("n_group 0: %v", err)
+	}
+}

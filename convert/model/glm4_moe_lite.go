@@ -1,0 +1,118 @@
+package model
+
+import (
+	"strings"
+
+	gg "github.com/mtpconv/mtpconv/formats/gguf"
+)
+
+// GLM-4.7-Flash (Glm4MoeLiteForCausalLM): the GLM-4.x layout of
+// glm4_moe.go with DeepSeek-V2's multi-head latent attention (q_a_proj,
+// q_a_layernorm, q_b_proj; kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj),
+// which llama.cpp runs as its deepseek2 architecture. See docs/glm.md.
+
+func init() { RegisterFamily(glm4MoeLite{}) }
+
+type glm4MoeLite struct{}
+
+func (glm4MoeLite) Name() string { return "glm4_moe_lite" }
+
+func (glm4MoeLite) Matches(id Identity) bool {
+	return MatchesIdentity(id, []string{"glm4_moe_lite"}, "Glm4MoeLiteForCausalLM")
+}
+
+// Glm4MoeLiteConfig's defaults (head_dim is qk_rope_head_dim, all rotary).
+var glm4MoeLiteDefaults = ConfigDefaults{PartialRotaryFactor: 1, RMSNormEps: 1e-5, RopeTheta: 10000}
+
+func (glm4MoeLite) ParseConfig(raw []byte) (*Config, error) {
+	c, err := parseGLMConfig(raw, glm4MoeLiteDefaults, true)
+	if err != nil {
+		return nil, err
+	}
+	c.HeadDim = c.QKRopeHeadDim // the configuration class's attribute map
+	return c, nil
+}
+
+func (glm4MoeLite) Spec(c *Config) *Spec {
+	s := glmSpec(c, true)
+	s.MLX = MLXSpec{
+		// mlx-vlm's glm4_moe_lite_mtp splitter: the NextN layer's own
+		// tensors at the top, the decoder layer as model.mtp_block, the
+		// shared head as lm_head, kv_b_proj absorbed (embed_q, unembed_out).
+		DrafterModelType:    "glm4_moe_lite_mtp",
+		DrafterName:         glmLiteDrafterName,
+		DrafterBlockExtra:   1,
+		DrafterKVB:          [2]string{"self_attn.embed_q.weight", "self_attn.unembed_out.weight"},
+		DrafterQuantRefusal: "a quantized GLM-4.7-Flash drafter is not written yet (mlx-vlm's splitter quantizes its own way: no router quantization, the absorbed MLA halves by their last dimension); export bf16 or f16",
+		CombinedRefusal:     glmCombinedRefusal,
+	}
+	s.GGUF = GGUFSpec{
+		Arch: "deepseek2", PreTokenizer: "glm4",
+		Top:           s.GGUF.Top,
+		Layer:         glmLiteGGUFLayer,
+		Metadata:      glmLiteGGUFMetadata,
+		SpecialTokens: glmSpecialTokens,
+	}
+	return s
+}
+
+// glmLiteGGUFLayer is gguf-py's deepseek2 tensor map for GLM-4.7-Flash's
+// layers (kv_b_proj becomes attn_k_b and attn_v_b, split by the target).
+var glmLiteGGUFLayer = func() map[string]string {
+	m := map[string]string{
+		"post_attention_layernorm.weight":     "ffn_norm.weight",
+		"self_attn.q_proj.weight":             "attn_q.weight",
+		"self_attn.q_a_proj.weight":           "attn_q_a.weight",
+		"self_attn.q_a_layernorm.weight":      "attn_q_a_norm.weight",
+		"self_attn.q_b_proj.weight":           "attn_q_b.weight",
+		"self_attn.kv_a_proj_with_mqa.weight": "attn_kv_a_mqa.weight",
+		"self_attn.kv_a_layernorm.weight":     "attn_kv_a_norm.weight",
+	}
+	for k, v := range glmGGUFLayer {
+		if _, ok := m[k]; !ok {
+			m[k] = v
+		}
+	}
+	return m
+}()
+
+// glmLiteGGUFMetadata is every key convert_hf_to_gguf.py writes for
+// GLM-4.7-Flash as deepseek2 (MLA as MQA: one key-value head of
+// kv_lora_rank + qk_rope_head_dim).
+func glmLiteGGUFMetadata(m *Model, hp Hparams) (base, own []gg.KV) {
+	c := m.Config
+	base = glmGGUFBase(m, hp, 1)
+	add, _ := ggufAdder(m, hp, &own)
+	u := func(v int) gg.Value { return gg.U32(uint32(v)) }
+	add("leading_dense_block_count", u(c.FirstKDenseReplace))
+	add("vocab_size", u(c.VocabSize))
+	if c.QLoraRank != nil {
+		add("attention.q_lora_rank", u(*c.QLoraRank))
+	}
+	add("attention.kv_lora_rank", u(c.KVLoraRank))
+	add("attention.key_length", u(c.KVLoraRank+c.QKRopeHeadDim))
+	add("attention.value_length", u(c.KVLoraRank))
+	add("attention.key_length_mla", u(c.QKNopeHeadDim+c.QKRopeHeadDim))
+	add("attention.value_length_mla", u(c.VHeadDim))
+	add("expert_feed_forward_length", u(c.MoeIntermediateSize))
+	add("expert_shared_count", u(c.NSharedExperts))
+	glmGGUFRouting(add, c, hp, true)
+	add("rope.dimension_count", u(c.QKRopeHeadDim))
+	add("nextn_predict_layers", u(m.MTPDepth))
+	return base, own
+}
+
+// glmLiteDrafterName is mlx-vlm's flat drafter name of a NextN tensor
+// (given as "layers.0.<suffix>", or the layer prefix for stacked experts).
+func glmLiteDrafterName(rel string) string {
+	_, rest, _ := strings.Cut(strings.TrimPrefix(rel, "layers."), ".")
+	switch rest {
+	case "embed_tokens.weight", "enorm.weight", "hnorm.weight", "eh_proj.weight":
+		return "model." + rest
+	case "shared_head.norm.weight":
+		return "model.shared_head_norm.weight"
+	case "shared_head.head.weight":
+		return "lm_head.weight"
+	}
+	return "model.mtp_block." + rest
+}

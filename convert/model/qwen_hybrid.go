@@ -1,0 +1,400 @@
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	gg "github.com/mtpconv/mtpconv/formats/gguf"
+)
+
+// The hybrid Qwen decoder (Qwen3.5/3.6-MoE and Qwen3-Next): GatedDeltaNet
+// linear attention on three of four layers, gated full attention on the
+// fourth, a sparse MoE with a gated shared expert in every layer, and an MTP
+// head of the same full-attention MoE layer behind two pre-fc norms and fc.
+// Every RMSNorm but linear_attn.norm is zero-centred (stored w, applied 1+w).
+// The two family files differ only in where tensors live and in the linear
+// attention's input projections.
+
+// hybridDefaults are the Qwen3.5 and Qwen3-Next configuration classes' defaults.
+var hybridDefaults = ConfigDefaults{PartialRotaryFactor: 0.25, RMSNormEps: 1e-6, RopeTheta: 10000, FullAttentionInterval: 4}
+
+// hybridConfig is the config parsing the hybrid families share (their Family.ParseConfig).
+type hybridConfig struct{}
+
+// ParseConfig decodes and validates a hybrid config and derives the
+// layer types from full_attention_interval when layer_types is absent.
+func (hybridConfig) ParseConfig(raw []byte) (*Config, error) {
+	c, err := DecodeConfig(raw, hybridDefaults)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateHybrid(c); err != nil {
+		return nil, err
+	}
+	if len(c.LayerTypes) == 0 {
+		for i := 0; i < c.NumHiddenLayers; i++ {
+			if (i+1)%c.FullAttentionInterval == 0 {
+				c.LayerTypes = append(c.LayerTypes, FullAttention)
+			} else {
+				c.LayerTypes = append(c.LayerTypes, LinearAttention)
+			}
+		}
+	}
+	return c, nil
+}
+
+// validateHybrid refuses a hybrid config that cannot describe a model:
+// the shared keys and checks plus the linear attention's and the layer types.
+func validateHybrid(c *Config) error {
+	keys := append(c.CommonKeys(),
+		PositiveKey{"linear_num_key_heads", c.LinearNumKeyHeads}, PositiveKey{"linear_num_value_heads", c.LinearNumValueHeads},
+		PositiveKey{"linear_key_head_dim", c.LinearKeyHeadDim}, PositiveKey{"linear_value_head_dim", c.LinearValueHeadDim},
+		PositiveKey{"linear_conv_kernel_dim", c.LinearConvKernelDim},
+		PositiveKey{"full_attention_interval", c.FullAttentionInterval})
+	if err := CheckPositive(append(keys, c.MLPKeys()...)...); err != nil {
+		return err
+	}
+	if err := c.CheckCommon(); err != nil {
+		return err
+	}
+	if c.LinearNumValueHeads%c.LinearNumKeyHeads != 0 {
+		return fmt.Errorf("linear_num_value_heads %d is not a multiple of linear_num_key_heads %d", c.LinearNumValueHeads, c.LinearNumKeyHeads)
+	}
+	if n := len(c.LayerTypes); n != 0 && n != c.NumHiddenLayers {
+		return fmt.Errorf("layer_types has %d entries for %d layers", n, c.NumHiddenLayers)
+	}
+	for i, t := range c.LayerTypes {
+		if t != FullAttention && t != LinearAttention {
+			return fmt.Errorf("layer_types[%d] is %q", i, t)
+		}
+	}
+	return nil
+}
+
+// hybridLayout is what sets one hybrid family apart: where its tensors
+// live, its linear-attention input projections, and llama.cpp's
+// architecture and pre-tokenizer for it (Qwen3.5's write M-RoPE sections).
+type hybridLayout struct {
+	text, vision []string
+	linear       []Want
+	ggufArch     string
+	preTokenizer string
+	mrope        bool
+}
+
+// hybridSpec is the Spec the Qwen hybrid families share. A dense config
+// (the Qwen3.5/3.6 dense models) has a SwiGLU MLP where the others have the MoE.
+func hybridSpec(c *Config, l hybridLayout) *Spec {
+	textPrefixes, visionPrefixes, linear := l.text, l.vision, l.linear
+	h, v := int64(c.HiddenSize), int64(c.VocabSize)
+	norm := func(suffix string) Want { return Want{suffix, []int64{h}, RoleZeroCentredNorm} }
+	layerNorms := []Want{norm("input_layernorm.weight"), norm("post_attention_layernorm.weight")}
+	mlp := sparseMoE
+	if c.Dense() {
+		mlp = denseMLP
+	}
+	s := &Spec{
+		TextPrefixes: textPrefixes, VisionPrefixes: visionPrefixes, HeadPrefix: "mtp.",
+		TrunkTop: []Want{{"embed_tokens.weight", []int64{v, h}, 0}, norm("norm.weight")},
+		TrunkLayer: func(i int) []Want {
+			ws := append([]Want{}, layerNorms...)
+			if c.LayerTypes[i] == FullAttention {
+				ws = append(ws, gatedAttention(c)...)
+			} else {
+				ws = append(ws, linear...)
+				ws = append(ws, gatedDeltaCommon(c)...)
+			}
+			return append(ws, mlp(c)...)
+		},
+		HeadTop: []Want{
+			{"fc.weight", []int64{h, 2 * h}, 0},
+			norm("pre_fc_norm_embedding.weight"),
+			norm("pre_fc_norm_hidden.weight"),
+			norm("norm.weight"),
+		},
+		HeadLayer: append(append(append([]Want{}, layerNorms...), gatedAttention(c)...), mlp(c)...),
+		MoE: &MoE{
+			Experts: "mlp.experts.", FusedGateUp: "gate_up_proj", FusedDown: "down_proj",
+			PerExpert: [3]string{"gate_proj.weight", "up_proj.weight", "down_proj.weight"},
+			Stacked:   [3]string{"mlp.switch_mlp.gate_proj.weight", "mlp.switch_mlp.up_proj.weight", "mlp.switch_mlp.down_proj.weight"},
+		},
+		Experts: func(layout ExpertLayout) []Want { return expertTensors(c, layout) },
+		Forward: hybridForward,
+		MLX: MLXSpec{
+			DrafterModelType:  "qwen3_5_mtp",
+			DrafterTextConfig: hybridDrafterText,
+			TrunkName: func(m *Model, n string) string {
+				// mlx-lm's sanitize: model.language_model.X -> language_model.model.X, lm_head -> language_model.lm_head.
+				if rest, ok := cutPrefix(n, m.TextPrefix); ok {
+					return "language_model.model." + rest
+				}
+				return "language_model." + n
+			},
+		},
+	}
+	s.GGUF = GGUFSpec{
+		Arch: l.ggufArch, PreTokenizer: l.preTokenizer,
+		Top:      map[string]string{"embed_tokens.weight": "token_embd.weight", "norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"},
+		HeadTop:  hybridGGUFHead,
+		Layer:    hybridGGUFLayer,
+		Metadata: func(m *Model, h Hparams) ([]gg.KV, []gg.KV) { return hybridGGUFMetadata(m, h, l.mrope) },
+	}
+	if !c.TieWordEmbeddings {
+		s.LMHead = &Want{"lm_head.weight", []int64{v, h}, 0}
+	}
+	if c.Dense() {
+		s.MoE, s.Experts = nil, nil
+	}
+	return s
+}
+
+// hybridDrafterText fills what mlx-vlm's qwen3_5_mtp TextConfig needs and
+// a flat config lacks: rope_parameters (M-RoPE sections over the rotary
+// half), and mtp_num_hidden_layers.
+func hybridDrafterText(m *Model, text map[string]any) {
+	c := m.Config
+	if _, ok := text["rope_parameters"]; !ok {
+		text["rope_parameters"] = map[string]any{
+			"type": "default", "rope_theta": c.RopeTheta, "partial_rotary_factor": c.PartialRotaryFactor,
+			"mrope_section": []int{c.RotaryDim() / 2, 0, 0},
+		}
+	}
+	if _, ok := text["mtp_num_hidden_layers"]; !ok {
+		text["mtp_num_hidden_layers"] = m.MTPDepth
+	}
+}
+
+// hybridGGUFLayer is gguf-py's tensor map for qwen35moe, qwen3next and the
+// dense qwen35, from the suffixes under a decoder layer.
+var hybridGGUFLayer = map[string]string{
+	"input_layernorm.weight":             "attn_norm.weight",
+	"post_attention_layernorm.weight":    "post_attention_norm.weight",
+	"self_attn.q_proj.weight":            "attn_q.weight",
+	"self_attn.k_proj.weight":            "attn_k.weight",
+	"self_attn.v_proj.weight":            "attn_v.weight",
+	"self_attn.o_proj.weight":            "attn_output.weight",
+	"self_attn.q_norm.weight":            "attn_q_norm.weight",
+	"self_attn.k_norm.weight":            "attn_k_norm.weight",
+	"mlp.gate.weight":                    "ffn_gate_inp.weight",
+	"mlp.shared_expert.gate_proj.weight": "ffn_gate_shexp.weight",
+	"mlp.shared_expert.up_proj.weight":   "ffn_up_shexp.weight",
+	"mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
+	"mlp.shared_expert_gate.weight":      "ffn_gate_inp_shexp.weight",
+	// qwen35's dense SwiGLU MLP.
+	"mlp.gate_proj.weight": "ffn_gate.weight",
+	"mlp.up_proj.weight":   "ffn_up.weight",
+	"mlp.down_proj.weight": "ffn_down.weight",
+}
+
+// hybridGGUFHead is the head's tensors outside its layers (mtp.fc, ...) as
+// the reference converter remaps them: fc -> eh_proj, pre_fc_norm_embedding
+// -> enorm, pre_fc_norm_hidden -> hnorm, norm -> shared_head.norm.
+var hybridGGUFHead = map[string]string{
+	"fc.weight":                    "nextn.eh_proj.weight",
+	"pre_fc_norm_embedding.weight": "nextn.enorm.weight",
+	"pre_fc_norm_hidden.weight":    "nextn.hnorm.weight",
+	"norm.weight":                  "nextn.shared_head_norm.weight",
+}
+
+// hybridGGUFMetadata is every key the reference converter writes for these
+// architectures' MTP-only sidecar, in its order (Qwen3.5's with their
+// M-RoPE sections).
+func hybridGGUFMetadata(m *Model, h Hparams, mrope bool) (base, own []gg.KV) {
+	c := m.Config
+	a := m.Spec.GGUF.Arch
+	u := func(v int) gg.Value { return gg.U32(uint32(v)) }
+	kvs := &base
+	add := func(k string, v gg.Value) { *kvs = append(*kvs, gg.KV{Key: a + "." + k, Value: v}) }
+	add("block_count", u(c.NumHiddenLayers+m.MTPDepth))
+	if n, ok := h.Int("max_position_embeddings"); ok {
+		add("context_length", u(int(n)))
+	}
+	add("embedding_length", u(c.HiddenSize))
+	if n, ok := h.Int("intermediate_size"); ok {
+		add("feed_forward_length", u(int(n)))
+	}
+	add("attention.head_count", u(c.NumAttentionHeads))
+	add("attention.head_count_kv", u(c.NumKeyValueHeads))
+	if mrope {
+		// Qwen3.5 always writes its M-RoPE sections (the default when absent), padded to 4.
+		sec := []int32{11, 11, 10, 0}
+		if rp, ok := h["rope_parameters"].(map[string]any); ok {
+			if ms, ok := rp["mrope_section"].([]any); ok {
+				sec = nil
+				for _, x := range ms {
+					if n, ok := x.(json.Number); ok {
+						v, _ := n.Int64()
+						sec = append(sec, int32(v))
+					}
+				}
+				for len(sec) < 4 {
+					sec = append(sec, 0)
+				}
+				sec = sec[:4]
+			}
+		}
+		add("rope.dimension_sections", gg.Int32s(sec))
+	}
+	add("rope.freq_base", gg.Float(float32(c.RopeTheta)))
+	add("attention.layer_norm_rms_epsilon", gg.Float(float32(c.RMSNormEps)))
+	dense := c.Dense() // qwen35: feed_forward_length above, no expert keys
+	if !dense {
+		add("expert_count", u(c.NumExperts))
+		add("expert_used_count", u(c.NumExpertsPerTok))
+	}
+	if _, ok := h.Int("head_dim"); ok {
+		add("attention.key_length", u(c.HeadDim))
+		add("attention.value_length", u(c.HeadDim))
+	}
+	kvs = &own
+	if !dense {
+		add("expert_feed_forward_length", u(c.MoeIntermediateSize))
+		add("expert_shared_feed_forward_length", u(c.SharedExpertIntermed))
+	}
+	add("nextn_predict_layers", u(m.MTPDepth))
+	add("ssm.conv_kernel", u(c.LinearConvKernelDim))
+	add("ssm.state_size", u(c.LinearKeyHeadDim))
+	add("ssm.group_count", u(c.LinearNumKeyHeads))
+	add("ssm.time_step_rank", u(c.LinearNumValueHeads))
+	add("ssm.inner_size", u(c.LinearValueHeadDim*c.LinearNumValueHeads))
+	var rec []bool
+	for _, t := range m.LayerTypes {
+		rec = append(rec, t == LinearAttention)
+	}
+	for range m.MTPDepth {
+		rec = append(rec, false)
+	}
+	add("attention.recurrent_layers", gg.Bools(rec))
+	add("full_attention_interval", u(c.FullAttentionInterval))
+	add("rope.dimension_count", u(c.RotaryDim()))
+	return base, own
+}
+
+func cutPrefix(s, p string) (string, bool) {
+	if len(s) >= len(p) && s[:len(p)] == p {
+		return s[len(p):], true
+	}
+	return s, false
+}
+
+// gatedDeltaCommon lists the GatedDeltaNet tensors both families share.
+// conv1d is expected in the raw PyTorch layout [C, 1, K].
+func gatedDeltaCommon(c *Config) []Want {
+	h := int64(c.HiddenSize)
+	kd := int64(c.LinearNumKeyHeads * c.LinearKeyHeadDim)
+	vd := int64(c.LinearNumValueHeads * c.LinearValueHeadDim)
+	nv := int64(c.LinearNumValueHeads)
+	return []Want{
+		{"linear_attn.conv1d.weight", []int64{2*kd + vd, 1, int64(c.LinearConvKernelDim)}, RoleConv1d},
+		{"linear_attn.A_log", []int64{nv}, RoleKeepDType}, // mlx-lm keeps A_log as stored (float32 in Qwen3.5)
+		{"linear_attn.dt_bias", []int64{nv}, 0},
+		{"linear_attn.norm.weight", []int64{int64(c.LinearValueHeadDim)}, 0}, // a plain norm, never shifted
+		{"linear_attn.out_proj.weight", []int64{h, vd}, 0},
+	}
+}
+
+// gatedAttention lists a gated full-attention block (trunk every 4th layer, and the MTP layer).
+func gatedAttention(c *Config) []Want {
+	h := int64(c.HiddenSize)
+	q := int64(c.NumAttentionHeads * c.HeadDim)
+	kv := int64(c.NumKeyValueHeads * c.HeadDim)
+	qOut := q
+	if c.outputGate() {
+		qOut = 2 * q // queries and their sigmoid gate, interleaved per head
+	}
+	d := int64(c.HeadDim)
+	return []Want{
+		{"self_attn.q_proj.weight", []int64{qOut, h}, 0},
+		{"self_attn.k_proj.weight", []int64{kv, h}, 0},
+		{"self_attn.v_proj.weight", []int64{kv, h}, 0},
+		{"self_attn.o_proj.weight", []int64{h, q}, 0},
+		{"self_attn.q_norm.weight", []int64{d}, RoleZeroCentredNorm},
+		{"self_attn.k_norm.weight", []int64{d}, RoleZeroCentredNorm},
+	}
+}
+
+// sparseMoE lists the non-expert tensors of a MoE block with a gated shared expert.
+func sparseMoE(c *Config) []Want {
+	h, e, si := int64(c.HiddenSize), int64(c.NumExperts), int64(c.SharedExpertIntermed)
+	return []Want{
+		{"mlp.gate.weight", []int64{e, h}, RoleRouter},
+		{"mlp.shared_expert.gate_proj.weight", []int64{si, h}, 0},
+		{"mlp.shared_expert.up_proj.weight", []int64{si, h}, 0},
+		{"mlp.shared_expert.down_proj.weight", []int64{h, si}, 0},
+		{"mlp.shared_expert_gate.weight", []int64{1, h}, RoleRouter},
+	}
+}
+
+// denseMLP lists a dense SwiGLU MLP.
+func denseMLP(c *Config) []Want {
+	h, i := int64(c.HiddenSize), int64(c.IntermediateSize)
+	return []Want{
+		{"mlp.gate_proj.weight", []int64{i, h}, 0},
+		{"mlp.up_proj.weight", []int64{i, h}, 0},
+		{"mlp.down_proj.weight", []int64{h, i}, 0},
+	}
+}
+
+// expertTensors lists the routed-expert tensors of one block in a layout.
+func expertTensors(c *Config, layout ExpertLayout) []Want {
+	h, i := int64(c.HiddenSize), int64(c.MoeIntermediateSize)
+	if layout == Fused {
+		e := int64(c.NumExperts)
+		return []Want{
+			{"mlp.experts.gate_up_proj", []int64{e, 2 * i, h}, 0},
+			{"mlp.experts.down_proj", []int64{e, h, i}, 0},
+		}
+	}
+	out := make([]Want, 0, 3*c.NumExperts)
+	for e := 0; e < c.NumExperts; e++ {
+		p := "mlp.experts." + strconv.Itoa(e) + "."
+		out = append(out,
+			Want{p + "gate_proj.weight", []int64{i, h}, 0},
+			Want{p + "up_proj.weight", []int64{i, h}, 0},
+			Want{p + "down_proj.weight", []int64{h, i}, 0})
+	}
+	return out
+}
+
+// hybridForward is the MTP forward of the checkpoint's modelling code:
+// fc(concat(norm_e(embedding), norm_h(hidden))), then per layer gated
+// attention and the sparse MoE with residuals, then mtp.norm.
+func hybridForward(m *Model) Forward {
+	c := m.Config
+	f := Forward{
+		EmbedNorm: "mtp.pre_fc_norm_embedding.weight", HiddenNorm: "mtp.pre_fc_norm_hidden.weight",
+		EmbeddingFirst: true, FC: "mtp.fc.weight", FinalNorm: "mtp.norm.weight", Eps: c.RMSNormEps,
+	}
+	for j := 0; j < m.MTPDepth; j++ {
+		p := "mtp.layers." + strconv.Itoa(j) + "."
+		sa, mp := p+"self_attn.", p+"mlp."
+		f.Layers = append(f.Layers, ForwardLayer{
+			Prefix: p, InputNorm: p + "input_layernorm.weight", PostAttentionNorm: p + "post_attention_layernorm.weight",
+			Attention: Attention{
+				Kind: AttnGatedFull, Prefix: sa,
+				Q: sa + "q_proj.weight", K: sa + "k_proj.weight", V: sa + "v_proj.weight", O: sa + "o_proj.weight",
+				QNorm: sa + "q_norm.weight", KNorm: sa + "k_norm.weight",
+				Heads: c.NumAttentionHeads, KVHeads: c.NumKeyValueHeads, HeadDim: c.HeadDim,
+				RotaryDim: c.RotaryDim(), RopeTheta: c.RopeTheta, OutputGate: c.outputGate(),
+			},
+			MLP: hybridMLP(c, p, mp),
+		})
+	}
+	return f
+}
+
+// hybridMLP is a layer's MLP: the sparse MoE, or a dense SwiGLU.
+func hybridMLP(c *Config, p, mp string) MLP {
+	if c.Dense() {
+		return MLP{Kind: MLPDense, Prefix: mp, Gate: mp + "gate_proj.weight", Up: mp + "up_proj.weight", Down: mp + "down_proj.weight"}
+	}
+	return MLP{
+		Kind: MLPSparseMoE, Prefix: mp, Router: mp + "gate.weight", Routing: RouteSoftmaxTopK,
+		Gate: p + "mlp.switch_mlp.gate_proj.weight", Up: p + "mlp.switch_mlp.up_proj.weight", Down: p + "mlp.switch_mlp.down_proj.weight",
+		Experts: c.NumExperts, TopK: c.NumExpertsPerTok, NormTopK: c.NormTopkProb == nil || *c.NormTopkProb,
+		SharedPrefix: mp + "shared_expert.", SharedGate: mp + "shared_expert.gate_proj.weight",
+		SharedUp: mp + "shared_expert.up_proj.weight", SharedDown: mp + "shared_expert.down_proj.weight",
+		SharedExpertGate: mp + "shared_expert_gate.weight",
+	}
+}

@@ -1,0 +1,246 @@
+package plan_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/mtpconv/mtpconv/convert/plan"
+	"github.com/mtpconv/mtpconv/convert/run"
+	"github.com/mtpconv/mtpconv/convert/targets"
+	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/internal/testmodel"
+	"github.com/mtpconv/mtpconv/quant/codec"
+
+	_ "github.com/mtpconv/mtpconv/convert/targets/mlx"
+	_ "github.com/mtpconv/mtpconv/convert/targets/openvino"
+)
+
+func byName(p *plan.Plan) map[string]plan.OutTensor {
+	out := map[string]plan.OutTensor{}
+	for _, t := range p.Tensors {
+		out[t.Name] = t
+	}
+	return out
+}
+
+// The plan is pure data: decided from headers alone, checked here without reading a tensor.
+func TestPlanMLXHead(t *testing.T) {
+	cases := []struct {
+		fixture  string
+		expertTr plan.Transform
+		segments int
+	}{
+		{fixtures.Qwen36, plan.TSplitGateUp, 256},
+		{fixtures.Qwen35, plan.TStackExperts, 256},
+		{fixtures.Next, plan.TStackExperts, 512},
+	}
+	for _, c := range cases {
+		t.Run(c.fixture, func(t *testing.T) {
+			m := testmodel.Load(t, c.fixture)
+			p, err := testmodel.Plan(t, m, "mlx", targets.Options{HeadPrecision: "int4"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts := byName(p)
+			if len(p.Tensors) != 20 {
+				t.Fatalf("%d output tensors", len(p.Tensors))
+			}
+			plusOne := 0
+			for _, o := range p.Tensors {
+				if o.Has(plan.TNormPlusOne) {
+					plusOne++
+					if len(o.Shape) != 1 || o.Quant != nil {
+						t.Errorf("%s: shifted but not a float vector", o.Name)
+					}
+				}
+				if strings.HasPrefix(o.Name, "mtp.") {
+					t.Errorf("%s keeps the mtp. prefix", o.Name)
+				}
+			}
+			if plusOne != 7 {
+				t.Errorf("%d norms shifted, want 7", plusOne)
+			}
+			gate := ts["layers.0.mlp.switch_mlp.gate_proj.weight"]
+			if !gate.Has(c.expertTr) || len(gate.Segments) != c.segments || gate.Quant == nil || gate.Quant.Bits != 4 {
+				t.Errorf("gate: %+v", gate.Transforms)
+			}
+			if r := ts["layers.0.mlp.gate.weight"]; r.Quant == nil || r.Quant.Bits != 8 || r.Quant.GroupSize != 64 {
+				t.Errorf("router not at the 8-bit floor: %+v", r.Quant)
+			}
+			if c.expertTr == plan.TSplitGateUp {
+				up := ts["layers.0.mlp.switch_mlp.up_proj.weight"]
+				// Expert 1's up rows start after expert 0's gate and up rows and expert 1's gate rows.
+				if s := up.Segments[1]; s.Row != 3*128 || s.Rows != 128 || s.Source != "mtp.layers.0.mlp.experts.gate_up_proj" {
+					t.Errorf("up segment 1 = %+v", s)
+				}
+			}
+			var cfg map[string]any
+			if err := json.Unmarshal(p.Files[0].Contents, &cfg); err != nil || cfg["model_type"] != "qwen3_5_mtp" {
+				t.Fatalf("config: %v %v", err, cfg["model_type"])
+			}
+		})
+	}
+}
+
+func TestPlanCombined(t *testing.T) {
+	m := testmodel.Load(t, fixtures.Qwen35)
+	p, err := testmodel.Plan(t, m, "combined", targets.Options{TrunkPrecision: "int4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := byName(p)
+	conv := ts["language_model.model.layers.0.linear_attn.conv1d.weight"]
+	if !conv.Has(plan.TConv1dRelayout) || conv.Shape[1] != 4 || conv.Shape[2] != 1 || conv.Quant != nil {
+		t.Errorf("conv1d %+v", conv)
+	}
+	if a := ts["language_model.model.layers.0.linear_attn.A_log"]; a.DType != "F32" || a.Has(plan.TCast) {
+		t.Errorf("A_log cast: %+v", a)
+	}
+	if n := ts["language_model.model.layers.0.linear_attn.norm.weight"]; n.Has(plan.TNormPlusOne) {
+		t.Error("linear_attn.norm shifted")
+	}
+	if n := ts["language_model.model.norm.weight"]; !n.Has(plan.TNormPlusOne) {
+		t.Error("final norm not shifted")
+	}
+	if h := ts["mtp.layers.0.mlp.switch_mlp.down_proj.weight"]; h.Quant != nil || h.DType != "BF16" || !h.Has(plan.TStackExperts) {
+		t.Errorf("head experts: %+v", h)
+	}
+	if e := ts["language_model.model.embed_tokens.weight"]; e.Quant == nil || e.Quant.Bits != 4 {
+		t.Error("embedding not quantized with the trunk")
+	}
+	for name := range ts {
+		if strings.Contains(name, "visual") {
+			t.Errorf("vision tensor %s kept", name)
+		}
+	}
+}
+
+// Chunked execution gives the same bytes as whole-tensor execution, for
+// MLX packing and for NNCF's nibble-packed codes and zero points.
+func TestRunChunkedEqualsWhole(t *testing.T) {
+	m := testmodel.Load(t, fixtures.Qwen36)
+	mlx, err := testmodel.Plan(t, m, "mlx", targets.Options{HeadPrecision: "int4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ov, err := testmodel.Plan(t, m, "openvino", targets.Options{HeadPrecision: "int4", LMHeadPrecision: "int4", GroupSize: 128, Set: map[string]bool{"group-size": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []*plan.Plan{mlx, ov} {
+		var files [][]byte
+		for _, chunk := range []int64{1 << 30, 1000} { // one chunk per tensor, then many chunks per tensor
+			dir := t.TempDir()
+			if _, err := run.Run(context.Background(), p, m.Checkpoint, dir, run.RunOptions{Jobs: 2, ChunkElems: chunk}); err != nil {
+				t.Fatal(err)
+			}
+			var all []byte
+			for _, f := range p.TensorFiles {
+				b, err := os.ReadFile(filepath.Join(dir, f))
+				if err != nil {
+					t.Fatal(err)
+				}
+				all = append(all, b...)
+			}
+			files = append(files, all)
+		}
+		if !bytes.Equal(files[0], files[1]) {
+			t.Fatalf("%s: chunked output differs", p.Target)
+		}
+	}
+}
+
+func TestPlanOpenVINO(t *testing.T) {
+	for _, fx := range []string{fixtures.Qwen36, fixtures.Qwen35, fixtures.Next} {
+		m := testmodel.Load(t, fx)
+		p, err := testmodel.Plan(t, m, "openvino", targets.Options{HeadPrecision: "int4", LMHeadPrecision: "int8", GroupSize: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := byName(p)
+		if len(p.Tensors) != 21 {
+			t.Fatalf("%s: %d tensors", fx, len(p.Tensors))
+		}
+		for _, n := range []string{"mtp.layers.0.mlp.gate.weight", "mtp.layers.0.mlp.shared_expert_gate.weight"} {
+			if ts[n].Quant != nil || ts[n].DType != "F16" {
+				t.Errorf("%s: %s should stay f16: %+v", fx, n, ts[n].Quant)
+			}
+		}
+		if n := ts["mtp.norm.weight"]; n.DType != "F32" || !n.Has(plan.TNormPlusOne) {
+			t.Errorf("%s: final norm %+v", fx, n)
+		}
+		e := ts["mtp.layers.0.mlp.switch_mlp.down_proj.weight"]
+		if e.Quant == nil || e.Quant.Mode != codec.ModeNNCF || e.Quant.Bits != 4 || e.Quant.Sym || e.Quant.GroupSize != 64 || e.File != "openvino_mtp_model.bin" {
+			t.Errorf("%s: experts %+v", fx, e.Quant)
+		}
+		entries := e.Entries()
+		if len(entries) != 3 || entries[0].DType != "U4" || len(entries[0].Shape) != 4 || entries[2].Name != "mtp.layers.0.mlp.switch_mlp.down_proj.zero_point" {
+			t.Errorf("%s: expert entries %+v", fx, entries)
+		}
+		if h := ts["lm_head.weight"]; h.File != "openvino_mtp_lm_head.bin" || h.Quant == nil || h.Quant.Bits != 8 || h.Quant.GroupSize != -1 {
+			t.Errorf("%s: lm_head %+v", fx, h.Quant)
+		}
+		lay, err := p.Layout("openvino_mtp_model.bin")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, off := range lay.Offsets {
+			if off%64 != 0 {
+				t.Errorf("%s: %s at unaligned offset %d", fx, name, off)
+			}
+		}
+	}
+	m := testmodel.Load(t, fixtures.Qwen36)
+	if _, err := testmodel.Plan(t, m, "openvino", targets.Options{HeadPrecision: "int4", LMHeadPrecision: "int8", GroupSize: 32, Set: map[string]bool{"group-size": true}}); err == nil {
+		t.Error("int4 group 32 accepted")
+	}
+}
+
+func TestCombinedShards(t *testing.T) {
+	m := testmodel.Load(t, fixtures.Qwen36)
+	const maxShard = 40_000_000
+	p, err := testmodel.Plan(t, m, "combined", targets.Options{MaxShardSize: maxShard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.TensorFiles) < 3 || p.TensorFiles[0] != "model-00001-of-0000"+strconv.Itoa(len(p.TensorFiles))+".safetensors" {
+		t.Fatalf("files %v", p.TensorFiles)
+	}
+	var index struct {
+		WeightMap map[string]string `json:"weight_map"`
+	}
+	var raw []byte
+	for _, f := range p.Files {
+		if f.Name == "model.safetensors.index.json" {
+			raw = f.Contents
+		}
+	}
+	if err := json.Unmarshal(raw, &index); err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range p.TensorFiles {
+		lay, err := p.Layout(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for _, e := range lay.Entries {
+			n += lay.Sizes[e.Name]
+			if index.WeightMap[e.Name] != file {
+				t.Errorf("index puts %s in %s, plan in %s", e.Name, index.WeightMap[e.Name], file)
+			}
+		}
+		if n > maxShard && len(lay.Entries) > 1 {
+			t.Errorf("%s holds %d tensor bytes, over %d", file, n, maxShard)
+		}
+	}
+	if len(index.WeightMap) != 96 {
+		t.Errorf("index lists %d tensors", len(index.WeightMap))
+	}
+}

@@ -1,0 +1,156 @@
+package plan
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/mtpconv/mtpconv/convert/model"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+)
+
+// Planner accumulates the output tensors of one file, applying the fixes
+// every target needs from the family's roles: the +1 of zero-centred norms,
+// the conv1d relayout, dtypes kept as stored. Targets choose names, files,
+// dtypes and quantization.
+type Planner struct {
+	M         *model.Model
+	File      string
+	Component string // of the tensors added next: ComponentTrunk, ComponentHead or ComponentLMHead
+	Out       []OutTensor
+}
+
+// Components of an output, as cards and summaries group tensors.
+const (
+	ComponentTrunk  = "trunk"
+	ComponentHead   = "head"
+	ComponentLMHead = "lm_head"
+)
+
+// QuantRule decides the quantization of a linear weight (src the source
+// tensor, name the output, in its row length), or nil to keep it float.
+type QuantRule func(src, name string, in int64) *Quant
+
+// Plain plans a one-source tensor, renamed, as dtype (quantized by rule when
+// it is a linear weight and rule says so).
+func (pl *Planner) Plain(src, name string, dtype st.DType, rule QuantRule) {
+	t := pl.M.Checkpoint.Tensors[src]
+	shape := append([]int64{}, t.Shape...)
+	rowLen := int64(1)
+	if len(shape) > 0 {
+		rowLen = shape[len(shape)-1]
+	}
+	var transforms []Transform
+	if pl.M.Is(src, model.RoleZeroCentredNorm) && len(shape) == 1 {
+		transforms = append(transforms, TNormPlusOne)
+	}
+	conv := pl.M.Is(src, model.RoleConv1d)
+	if conv && len(shape) == 3 && shape[1] == 1 {
+		shape = []int64{shape[0], shape[2], 1}
+		rowLen = 1 // element order is unchanged; rows are single elements
+		transforms = append(transforms, TConv1dRelayout)
+	}
+	if pl.M.Is(src, model.RoleKeepDType) {
+		dtype = t.DType
+	}
+	var q *Quant
+	if rule != nil && len(shape) >= 2 && strings.HasSuffix(name, ".weight") && !conv {
+		q = rule(src, name, rowLen)
+	}
+	pl.Add(OutTensor{Name: name, Segments: []Segment{pl.Segment(src, 0, t.Elements()/rowLen)}, RowLen: rowLen, Shape: shape, DType: dtype, Transforms: transforms}, q)
+}
+
+// SplitKVB plans a multi-head latent attention kv_b_proj [heads × (nope +
+// v), kv_lora] as its two halves: kName, each head's key rows transposed
+// ([heads, kv_lora, nope]), and vName, each head's value rows ([heads, v,
+// kv_lora]). shape maps the PyTorch shape to the stored one.
+func (pl *Planner) SplitKVB(src string, at model.Attention, kName, vName string, add func(name string, segs []Segment, rowLen int64, shape []int64, tr []Transform)) {
+	nope, v, heads, kl := int64(at.QKNopeHeadDim), int64(at.VHeadDim), int64(at.Heads), int64(at.KVLoraRank)
+	var ks, vs []Segment
+	for h := range heads {
+		ks = append(ks, pl.Segment(src, h*(nope+v), nope))
+		vs = append(vs, pl.Segment(src, h*(nope+v)+nope, v))
+	}
+	add(kName, ks, kl, []int64{heads, kl, nope}, []Transform{TTranspose})
+	add(vName, vs, kl, []int64{heads, v, kl}, nil)
+}
+
+// Segment is rows of a source tensor; an FP8 weight is read with its block
+// scales (the family's checkpoint says which: Model.BlockScale).
+func (pl *Planner) Segment(src string, row, rows int64) Segment {
+	seg := Segment{Source: src, Row: row, Rows: rows}
+	if scale, block, ok := pl.M.BlockScale(src); ok {
+		seg.Scale, seg.Block = scale, block
+	}
+	return seg
+}
+
+// Add appends a planned tensor, recording its cast and quantization.
+func (pl *Planner) Add(t OutTensor, q *Quant) {
+	t.File = pl.File
+	t.Component = pl.Component
+	for _, s := range t.Segments {
+		if s.Scale != "" { // read with its block scales: dequantized first
+			t.Transforms = append([]Transform{TDequantFP8}, t.Transforms...)
+			break
+		}
+	}
+	if t.DType != pl.M.Checkpoint.Tensors[t.Segments[0].Source].DType {
+		t.Transforms = append(t.Transforms, TCast)
+	}
+	if q != nil {
+		t.Quant = q
+		t.Transforms = append(t.Transforms, TQuantize)
+	}
+	pl.Out = append(pl.Out, t)
+}
+
+// Experts plans the routed experts of blk as the family's stacked
+// [E, out, in] gate, up and down weights under outLayer.
+func (pl *Planner) Experts(blk model.ExpertBlock, outLayer string, dtype st.DType, rule QuantRule) {
+	c, moe := pl.M.Config, pl.M.Spec.MoE
+	e, h, i := int64(c.NumExperts), int64(c.HiddenSize), int64(c.MoeIntermediateSize)
+	proj := [3]struct{ out, in int64 }{{i, h}, {i, h}, {h, i}}
+	for k, p := range proj {
+		var segs []Segment
+		var tr Transform
+		switch {
+		case blk.Layout == model.Fused && k == 2:
+			segs = []Segment{pl.Segment(blk.Prefix+moe.FusedDown, 0, e*h)}
+		case blk.Layout == model.Fused:
+			tr = TSplitGateUp
+			for x := int64(0); x < e; x++ {
+				segs = append(segs, pl.Segment(blk.Prefix+moe.FusedGateUp, x*2*i+int64(k)*i, i))
+			}
+		default:
+			tr = TStackExperts
+			for x := 0; x < int(e); x++ {
+				segs = append(segs, pl.Segment(blk.Prefix+strconv.Itoa(x)+"."+moe.PerExpert[k], 0, p.out))
+			}
+		}
+		name := outLayer + moe.Stacked[k]
+		t := OutTensor{Name: name, Segments: segs, RowLen: p.in, Shape: []int64{e, p.out, p.in}, DType: dtype}
+		if tr != "" {
+			t.Transforms = []Transform{tr}
+		}
+		var q *Quant
+		if rule != nil {
+			q = rule(blk.Prefix, name, p.in)
+		}
+		pl.Add(t, q)
+	}
+}
+
+// Head plans every tensor of the MTP head, renamed by rename (applied to
+// its HeadRelative name), experts stacked.
+func (pl *Planner) Head(rename func(string) string, dtype st.DType, rule QuantRule, keep func(string) bool) {
+	pl.Component = ComponentHead
+	for _, n := range pl.M.HeadTensors() {
+		if keep != nil && !keep(n) {
+			continue
+		}
+		pl.Plain(n, rename(pl.M.HeadRelative(n)), dtype, rule)
+	}
+	for j, blk := range pl.M.MTPExperts {
+		pl.Experts(blk, rename("layers."+strconv.Itoa(j)+"."), dtype, rule)
+	}
+}

@@ -1,0 +1,401 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash"
+	"sync"
+
+	"github.com/mtpconv/mtpconv/convert/plan"
+	"github.com/mtpconv/mtpconv/convert/run/rows"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/manifests"
+	"github.com/mtpconv/mtpconv/quant"
+	"github.com/mtpconv/mtpconv/quant/codec"
+	"golang.org/x/sync/errgroup"
+)
+
+// A tensor is processed as row chunks that run in parallel: the three
+// expert tensors of the real head hold most of its bytes, so parallel
+// tensors alone leave cores idle. What must see the bytes in order (the
+// source and entry hashes, the error sums) happens in two ordered stages per
+// tensor; chunk boundaries depend only on the tensor, never on the number of
+// jobs, so the output and the manifest are the same for any --jobs.
+
+// tensorState is one output tensor's execution: its chunks and what the
+// ordered stages accumulate.
+type tensorState struct {
+	t           *plan.OutTensor
+	offsets     map[string]int64
+	chunks      []chunk
+	wholeSeg    []bool // segment i covers its whole source tensor
+	copyThrough bool
+	plusOne     bool
+	transposed  bool // each segment stored transposed, whole (TTranspose)
+	raw         bool // the file has no header: the manifest places each entry
+	outSize     int64
+	qz          codec.Encoder
+	out         *fileRun
+
+	res          *tensorResult
+	srcHash      hash.Hash32
+	whole        hash.Hash32            // the current segment's own checksum, when the tensor has several
+	entryHash    map[string]hash.Hash32 // CRC-32C per stored entry
+	qe           quant.ErrStats
+	f16Overflows int64
+	nonfinite    int64
+	negScales    int64
+	srcNext      int // next chunk for the source stage
+	outNext      int // next chunk for the output stage
+}
+
+// chunk is rows [row, row+rows) of one segment's source tensor, landing at
+// output row outRow.
+type chunk struct {
+	seg         int
+	row, rows   int64
+	outRow      int64
+	first, last bool // first and last chunk of its segment
+}
+
+func newTensorState(ck *st.Checkpoint, t *plan.OutTensor, offsets map[string]int64, chunkElems int64) (*tensorState, error) {
+	s := &tensorState{t: t, offsets: offsets, res: &tensorResult{record: record(t)}, srcHash: manifests.NewTensorHash(), entryHash: map[string]hash.Hash32{}}
+	for _, e := range s.res.record.Entries {
+		s.entryHash[e.Name] = manifests.NewTensorHash()
+	}
+	// A tensor copied through unchanged (same dtype, no transform on values)
+	// stores its source bytes as they are, in segment order: its entry
+	// checksum is its source checksum.
+	s.plusOne = t.Has(plan.TNormPlusOne)
+	s.transposed = t.Has(plan.TTranspose)
+	s.copyThrough = t.Quant == nil && !s.plusOne && !s.transposed
+	for _, seg := range t.Segments {
+		s.copyThrough = s.copyThrough && ck.Tensors[seg.Source].DType == t.DType
+	}
+	s.outSize, _ = t.DType.Size()
+	chunkRows := max(1, chunkElems/t.RowLen)
+	if t.Quant != nil {
+		var err error
+		if s.qz, err = t.Quant.Codec().Encoder(t.Name, t.RowLen, t.DType, t.Quant.Params()); err != nil {
+			return nil, err
+		}
+		chunkRows = max(2, chunkRows&^1) // nibble-packed zero points need even row counts
+	}
+	outRow := int64(0)
+	for i, seg := range t.Segments {
+		s.wholeSeg = append(s.wholeSeg, seg.Row == 0 && seg.Rows*t.RowLen == ck.Tensors[seg.Source].Elements())
+		segChunk := chunkRows
+		if s.transposed { // a transposed block is stored whole
+			segChunk = seg.Rows
+		}
+		for r := int64(0); r < seg.Rows; r += segChunk {
+			n := min(segChunk, seg.Rows-r)
+			s.chunks = append(s.chunks, chunk{seg: i, row: r, rows: n, outRow: outRow, first: r == 0, last: r+n == seg.Rows})
+			outRow += n
+		}
+	}
+	return s, nil
+}
+
+// scratch is one worker's reader and buffers, reused from chunk to chunk.
+type scratch struct {
+	rd   *rows.Reader
+	enc  []byte
+	vals []float32
+	tmp  []float32 // a transposed block
+	q    codec.Bufs
+}
+
+// stages orders the per-tensor stages of chunks running in parallel. One
+// lock serves all tensors: stages are short next to a chunk's work.
+type stages struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	aborted bool
+	cause   error // the failure that aborted the run
+}
+
+var errAborted = errors.New("aborted")
+
+// enter waits until *next == i, runs fn and advances *next. fn runs
+// without the lock: only the chunk whose turn it is can be in that stage.
+func (sg *stages) enter(next *int, i int, fn func() error) error {
+	sg.mu.Lock()
+	for *next != i && !sg.aborted {
+		sg.cond.Wait()
+	}
+	aborted := sg.aborted
+	sg.mu.Unlock()
+	if aborted {
+		return errAborted
+	}
+	err := fn()
+	sg.mu.Lock()
+	*next++
+	sg.cond.Broadcast()
+	sg.mu.Unlock()
+	return err
+}
+
+// abort wakes every waiting chunk; the first real failure is kept, since
+// woken chunks may reach the errgroup before it.
+func (sg *stages) abort(cause error) {
+	sg.mu.Lock()
+	if !sg.aborted && !errors.Is(cause, errAborted) {
+		sg.cause = cause
+	}
+	sg.aborted = true
+	sg.cond.Broadcast()
+	sg.mu.Unlock()
+}
+
+// runChunks executes every chunk of the tensors, of every file, with
+// opt.Jobs workers.
+// Chunks start in order, and a chunk only waits for earlier chunks of its
+// own tensor, so the ordered stages cannot deadlock.
+func runChunks(ctx context.Context, ck *st.Checkpoint, states []*tensorState, opt RunOptions) error {
+	sg := &stages{}
+	sg.cond = sync.NewCond(&sg.mu)
+	pool := make(chan *scratch, opt.Jobs)
+	for range opt.Jobs {
+		pool <- &scratch{rd: rows.NewReader(ck)}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(opt.Jobs)
+	for _, s := range states {
+		if len(s.chunks) == 0 {
+			s.finish()
+			s.out.tensorDone()
+			continue
+		}
+		for i := range s.chunks {
+			if gctx.Err() != nil {
+				break
+			}
+			g.Go(func() error {
+				sc := <-pool
+				defer func() { pool <- sc }()
+				if err := s.runChunk(gctx, ck, i, sc, sg, opt.Progress); err != nil {
+					if !errors.Is(err, errAborted) {
+						err = fmt.Errorf("%s: tensor %s: %w", s.out.name, s.t.Name, err)
+					}
+					sg.abort(err)
+					return err
+				}
+				return nil
+			})
+		}
+	}
+	err := g.Wait()
+	if sg.cause != nil {
+		return sg.cause
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	return err
+}
+
+// runChunk reads, transforms and writes one chunk.
+func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc *scratch, sg *stages, progress func(int64)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t, c := s.t, s.chunks[i]
+	seg := t.Segments[c.seg]
+	src := ck.Tensors[seg.Source]
+	elems := c.rows * t.RowLen
+	raw, err := sc.rd.Raw(seg, t.RowLen, c.row, c.rows)
+	if err != nil {
+		return err
+	}
+	var scaleRaw []byte
+	var negScales int64
+	if seg.Scale != "" && c.first {
+		var scales []float32
+		if scales, scaleRaw, err = sc.rd.Scales(seg.Scale); err != nil {
+			return err
+		}
+		negScales = rows.NegativeScales(scales, seg, t.RowLen)
+	}
+	if progress != nil {
+		progress(int64(len(raw) + len(scaleRaw)))
+	}
+	if err := sg.enter(&s.srcNext, i, func() error { s.hashSource(c, raw, scaleRaw); return nil }); err != nil {
+		return err
+	}
+	var pieces []codec.Piece
+	var qe quant.ErrStats
+	var overflows int
+	switch {
+	case s.copyThrough:
+		pieces = []codec.Piece{{Name: t.Name, Data: raw, Num: t.RowLen * s.outSize, Den: 1}}
+	case seg.Scale != "":
+		// Dequantized through the shared row reader, then the usual path from float32.
+		sc.vals = grow(sc.vals, elems)
+		if err := sc.rd.Decode(seg, t.RowLen, c.row, c.rows, raw, sc.vals); err != nil {
+			return err
+		}
+		s.transpose(sc, sc.vals, c.rows)
+		if pieces, overflows, err = s.transformValues(sc, sc.vals, elems, c.rows, &qe); err != nil {
+			return fmt.Errorf("%s: %w", seg.Source, err)
+		}
+	default:
+		if pieces, overflows, err = s.transform(sc, src.DType, raw, elems, c.rows, &qe); err != nil {
+			return fmt.Errorf("%s: %w", seg.Source, err)
+		}
+	}
+	nonfinite, err := s.checkFinite(src.DType, raw, pieces, overflows, &qe)
+	if err != nil {
+		return fmt.Errorf("%s: %w", seg.Source, err)
+	}
+	for _, pc := range pieces {
+		off := s.offsets[pc.Name] + pc.Offset(c.outRow)
+		if _, err := s.out.f.WriteAt(pc.Data, off); err != nil {
+			return err
+		}
+		s.out.fh.mark(off, int64(len(pc.Data)))
+	}
+	return sg.enter(&s.outNext, i, func() error {
+		if !s.copyThrough {
+			for _, pc := range pieces {
+				s.entryHash[pc.Name].Write(pc.Data)
+			}
+		}
+		s.f16Overflows += int64(overflows)
+		s.nonfinite += nonfinite
+		s.negScales += negScales
+		s.qe.Max = max(s.qe.Max, qe.Max)
+		s.qe.SumSq += qe.SumSq
+		s.qe.N += qe.N
+		if i == len(s.chunks)-1 {
+			s.finish()
+			s.out.tensorDone()
+		}
+		return nil
+	})
+}
+
+// hashSource feeds a chunk's source bytes, in order, to the tensor's source
+// hash and to its segment's own hash; a segment's block scales, read whole
+// with its first chunk, are recorded as a source tensor of their own.
+func (s *tensorState) hashSource(c chunk, raw, scaleRaw []byte) {
+	seg := s.t.Segments[c.seg]
+	if scaleRaw != nil {
+		// The scales are part of what the tensor is made from: its source
+		// checksum covers them, before the segment's rows.
+		h := manifests.NewTensorHash()
+		h.Write(scaleRaw)
+		s.res.read += int64(len(scaleRaw))
+		s.res.sources = append(s.res.sources, manifests.SourceTensor{Name: seg.Scale, CRC32C: manifests.TensorSum(h)})
+		s.srcHash.Write(scaleRaw)
+	}
+	s.res.read += int64(len(raw))
+	s.srcHash.Write(raw)
+	multi := len(s.t.Segments) > 1
+	if multi && c.first {
+		s.whole = manifests.NewTensorHash()
+	}
+	if multi {
+		s.whole.Write(raw)
+	}
+	if !c.last {
+		return
+	}
+	// A segment that covers its whole source tensor fingerprints that tensor.
+	// (With a single segment that is the tensor's own source hash.)
+	if !s.wholeSeg[c.seg] {
+		return
+	}
+	h := s.srcHash
+	if multi {
+		h = s.whole
+	}
+	s.res.sources = append(s.res.sources, manifests.SourceTensor{Name: seg.Source, CRC32C: manifests.TensorSum(h)})
+}
+
+// transform decodes a chunk, applies the value transforms and the cast or
+// quantization, and returns the bytes to store.
+func (s *tensorState) transform(sc *scratch, inType st.DType, raw []byte, elems, rows int64, qe *quant.ErrStats) ([]codec.Piece, int, error) {
+	t := s.t
+	if inType == st.BF16 && t.DType == st.F16 && !s.plusOne && !s.transposed && s.qz == nil {
+		// The common cast in one pass, without a float32 buffer.
+		sc.enc = growBytes(sc.enc, elems*2)
+		overflows, err := quant.CastBF16ToF16(raw, sc.enc)
+		return []codec.Piece{{Name: t.Name, Data: sc.enc, Num: t.RowLen * 2, Den: 1}}, overflows, err
+	}
+	sc.vals = grow(sc.vals, elems)
+	vals := sc.vals
+	if err := quant.DecodeF32(string(inType), raw, vals); err != nil {
+		return nil, 0, err
+	}
+	s.transpose(sc, vals, rows)
+	if inType != t.DType || s.plusOne || s.qz == nil {
+		return s.transformValues(sc, vals, elems, rows, qe)
+	}
+	// The cast is the identity: quantize the decoded values directly.
+	return s.qz.Encode(vals, rows, qe, &sc.q), 0, nil
+}
+
+// transpose stores a whole segment's [rows, RowLen] values as [RowLen, rows].
+func (s *tensorState) transpose(sc *scratch, vals []float32, rows int64) {
+	if !s.transposed {
+		return
+	}
+	n := s.t.RowLen
+	sc.tmp = grow(sc.tmp, rows*n)
+	for r := int64(0); r < rows; r++ {
+		for c := int64(0); c < n; c++ {
+			sc.tmp[c*rows+r] = vals[r*n+c]
+		}
+	}
+	copy(vals, sc.tmp[:rows*n])
+}
+
+// transformValues applies the value transforms to decoded source values,
+// then the cast or quantization, and returns the bytes to store.
+func (s *tensorState) transformValues(sc *scratch, vals []float32, elems, rows int64, qe *quant.ErrStats) ([]codec.Piece, int, error) {
+	t := s.t
+	if s.plusOne {
+		for i := range vals {
+			vals[i] += 1
+		}
+	}
+	// Cast: round to the output dtype once; quantization sees the cast values.
+	sc.enc = growBytes(sc.enc, elems*s.outSize)
+	overflows, err := quant.EncodeF32(string(t.DType), vals, sc.enc)
+	if err != nil {
+		return nil, 0, err
+	}
+	if s.qz == nil {
+		return []codec.Piece{{Name: t.Name, Data: sc.enc, Num: t.RowLen * s.outSize, Den: 1}}, overflows, nil
+	}
+	if err := quant.DecodeF32(string(t.DType), sc.enc, vals); err != nil {
+		return nil, 0, err
+	}
+	return s.qz.Encode(vals, rows, qe, &sc.q), overflows, nil
+}
+
+// finish completes the tensor's manifest record once its last chunk is stored.
+func (s *tensorState) finish() {
+	t, rec := s.t, &s.res.record
+	rec.SourceCRC32C = manifests.TensorSum(s.srcHash)
+	if s.copyThrough {
+		s.entryHash[t.Name] = s.srcHash
+	}
+	rec.F16Overflows = s.f16Overflows
+	rec.NonFinite = s.nonfinite
+	rec.NegativeScales = s.negScales
+	if t.Quant != nil {
+		rec.QuantError = &manifests.QuantError{MaxAbs: s.qe.Max, RMS: s.qe.RMS()}
+	}
+	for i := range rec.Entries {
+		e := &rec.Entries[i]
+		e.CRC32C = manifests.TensorSum(s.entryHash[e.Name])
+		if s.raw { // no header to find it by
+			e.Offset = s.offsets[e.Name]
+			e.Size = plan.EntryBytes(st.Entry{Name: e.Name, DType: st.DType(e.DType), Shape: e.Shape})
+		}
+	}
+}

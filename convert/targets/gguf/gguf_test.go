@@ -1,0 +1,259 @@
+package gguf_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/mtpconv/mtpconv/convert/export"
+	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/source"
+	"github.com/mtpconv/mtpconv/convert/targets"
+	gg "github.com/mtpconv/mtpconv/formats/gguf"
+	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/internal/testmodel"
+	"github.com/mtpconv/mtpconv/manifests"
+
+	_ "github.com/mtpconv/mtpconv/convert/targets/gguf"
+)
+
+func exportTo(t *testing.T, src, precision string) string {
+	t.Helper()
+	m, err := model.Load(source.Dir(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Checkpoint.Close()
+	out := filepath.Join(t.TempDir(), "out")
+	o := targets.Options{HeadPrecision: precision, Set: map[string]bool{targets.OptHeadPrecision: precision != ""}}
+	if _, err := export.Export(context.Background(), export.Request{Model: m, Target: "gguf", Options: o, Out: out, NoCard: true, Version: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(out, "*.gguf"))
+	if len(files) != 1 {
+		t.Fatalf("%d GGUF files in %s", len(files), out)
+	}
+	return files[0]
+}
+
+type refValue struct {
+	Type   string          `json:"type"`
+	Elem   string          `json:"elem"`
+	Len    int             `json:"len"`
+	SHA256 string          `json:"sha256"`
+	Value  json.RawMessage `json:"value"`
+}
+
+type reference struct {
+	Metadata map[string]refValue `json:"metadata"`
+	Tensors  []struct {
+		Name   string  `json:"name"`
+		Type   string  `json:"type"`
+		Dims   []int64 `json:"dims"`
+		SHA256 string  `json:"sha256"`
+	} `json:"tensors"`
+}
+
+// Keys the reference derives from the model card and folder name, which we do not reproduce.
+var provenance = map[string]bool{"general.name": true, "general.size_label": true}
+
+// pyJSON is Python's json.dumps(v, ensure_ascii=False) of a metadata array,
+// which is what interop/reference_gguf.py hashes.
+func pyJSON(v gg.Value) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	xs := reflect.ValueOf(v.V)
+	for i := range xs.Len() {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		switch x := xs.Index(i).Interface().(type) {
+		case string:
+			b.WriteByte('"')
+			for _, r := range x {
+				switch {
+				case r == '"' || r == '\\':
+					b.WriteByte('\\')
+					b.WriteRune(r)
+				case r == '\n':
+					b.WriteString(`\n`)
+				case r == '\r':
+					b.WriteString(`\r`)
+				case r == '\t':
+					b.WriteString(`\t`)
+				case r < 0x20:
+					fmt.Fprintf(&b, `\u%04x`, r)
+				default:
+					b.WriteRune(r)
+				}
+			}
+			b.WriteByte('"')
+		case bool:
+			b.WriteString(strconv.FormatBool(x))
+		default:
+			n, _ := gg.Value{V: x}.Int()
+			b.WriteString(strconv.FormatInt(n, 10))
+		}
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+var refTypes = map[gg.ValueType]string{gg.TypeUint32: "UINT32", gg.TypeInt32: "INT32", gg.TypeFloat32: "FLOAT32", gg.TypeBool: "BOOL", gg.TypeString: "STRING"}
+
+// Our BF16 and F16 sidecars hold llama.cpp's reference converter's tensors
+// (names, types, dims, sha256 of the bytes) and metadata, key for key but
+// for the provenance keys, as recorded by interop/reference_gguf.py: the
+// MoE fixtures and the dense one (arch qwen35).
+func TestSidecarEqualsReference(t *testing.T) {
+	for _, fx := range append(append([]string{}, fixtures.All...), fixtures.Qwen36Dense) {
+		for _, prec := range []string{"bf16", "f16"} {
+			t.Run(fx+"/"+prec, func(t *testing.T) {
+				raw, err := os.ReadFile(filepath.Join(fixtures.Root(), "testdata", "gguf_reference", fx+"-"+prec+".json"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var ref reference
+				if err := json.Unmarshal(raw, &ref); err != nil {
+					t.Fatal(err)
+				}
+				path := exportTo(t, testmodel.WithTokenizer(t, fx), prec)
+				data, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f, err := gg.Read(bytes.NewReader(data), int64(len(data)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := map[string]gg.TensorInfo{}
+				for _, ti := range f.Tensors {
+					got[ti.Name] = ti
+				}
+				if len(got) != len(ref.Tensors) {
+					t.Errorf("%d tensors, the reference has %d", len(got), len(ref.Tensors))
+				}
+				for _, rt := range ref.Tensors {
+					ti, ok := got[rt.Name]
+					if !ok {
+						t.Errorf("tensor %s missing", rt.Name)
+						continue
+					}
+					n, _ := ti.Bytes()
+					sum := sha256.Sum256(data[f.DataOffset+ti.Offset : f.DataOffset+ti.Offset+n])
+					if ti.Type.String() != rt.Type || fmt.Sprint(ti.Dims) != fmt.Sprint(rt.Dims) || hex.EncodeToString(sum[:]) != rt.SHA256 {
+						t.Errorf("tensor %s: %s %v %x; the reference has %s %v %s", rt.Name, ti.Type, ti.Dims, sum[:6], rt.Type, rt.Dims, rt.SHA256[:12])
+					}
+				}
+				for k, rv := range ref.Metadata {
+					if provenance[k] {
+						continue
+					}
+					v, ok := f.Lookup(k)
+					if !ok {
+						t.Errorf("metadata %s missing", k)
+						continue
+					}
+					if v.Type == gg.TypeArray {
+						s := sha256.Sum256([]byte(pyJSON(v)))
+						if rv.Type != "arr" || hex.EncodeToString(s[:]) != rv.SHA256 || v.Len() != rv.Len {
+							t.Errorf("metadata %s: %d elements hashing %x; the reference has %d hashing %s", k, v.Len(), s[:6], rv.Len, rv.SHA256[:12])
+						}
+						continue
+					}
+					var want any
+					json.Unmarshal(rv.Value, &want)
+					var gotV any = v.V
+					if n, ok := v.Int(); ok {
+						gotV = float64(n)
+					} else if x, ok := v.V.(float32); ok {
+						gotV = float64(x)
+					}
+					if refTypes[v.Type] != rv.Type || gotV != want {
+						t.Errorf("metadata %s: %s %v; the reference has %s %v", k, v.Type, v.V, rv.Type, want)
+					}
+				}
+				for _, kv := range f.KV {
+					if _, ok := ref.Metadata[kv.Key]; !ok && !provenance[kv.Key] {
+						t.Errorf("metadata %s is not in the reference", kv.Key)
+					}
+				}
+				if !strings.HasPrefix(filepath.Base(path), "mtp-") || !strings.HasSuffix(path, "-"+strings.ToUpper(prec)+".gguf") {
+					t.Errorf("file name %s", filepath.Base(path))
+				}
+			})
+		}
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	m, err := model.Load(source.Dir(fixtures.Ensure(t, fixtures.Qwen36)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Checkpoint.Close()
+	tg, _ := targets.LookupTarget("gguf")
+	if _, err := tg.Plan(m, targets.Options{}); err == nil || !strings.Contains(err.Error(), "tokenizer.json is missing") {
+		t.Errorf("no tokenizer: %v", err)
+	}
+	for _, p := range []string{"int2", "fp8"} {
+		if _, err := tg.Plan(m, targets.Options{HeadPrecision: p}); err == nil || !strings.Contains(err.Error(), "--head-precision") {
+			t.Errorf("--head-precision %s: %v", p, err)
+		}
+	}
+	if err := targets.CheckOptions(tg, targets.Options{Set: map[string]bool{targets.OptGroupSize: true}}); err == nil {
+		t.Error("--group-size was accepted")
+	}
+}
+
+// verify --src quantizes the source again and finds a changed block.
+func TestVerifyRecomputesQ8_0(t *testing.T) {
+	src := testmodel.WithTokenizer(t, fixtures.Qwen36)
+	path := exportTo(t, src, "int8")
+	m, err := model.Load(source.Dir(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Checkpoint.Close()
+	dir := filepath.Dir(path)
+	rep, err := manifests.Verify(context.Background(), dir, m.Checkpoint)
+	if err != nil || rep.Unsafe() || len(rep.Problems) != 0 {
+		t.Fatalf("verify: %v %+v", err, rep)
+	}
+	man, err := manifests.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var off int64 = -1
+	for _, tn := range man.Tensors {
+		if tn.Name == "blk.4.ffn_up_exps.weight" {
+			if q, ok := tn.Has(manifests.TQuantize); !ok || q.GGMLType != "Q8_0" {
+				t.Fatalf("%s records no Q8_0 quantization", tn.Name)
+			}
+			off = tn.Entries[0].Offset + 1000
+		}
+	}
+	data, _ := os.ReadFile(path)
+	data[off] ^= 1
+	os.WriteFile(path, data, 0o644)
+	rep, err = manifests.Verify(context.Background(), dir, m.Checkpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]bool{}
+	for _, p := range rep.Problems {
+		kinds[p.Kind] = true
+	}
+	if !kinds["values_differ"] || !kinds["tensor_hash"] {
+		t.Errorf("a changed block: problems %+v", rep.Problems)
+	}
+}

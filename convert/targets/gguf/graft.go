@@ -1,0 +1,508 @@
+package gguf
+
+// --graft: the head written into a trunk GGUF the user already has, as one
+// bundled file laid out as convert_hf_to_gguf.py writes a model with its
+// MTP head (its default, neither --mtp nor --no-mtp): the head as block
+// n_layer, block_count n_layer + depth, nextn_predict_layers, the trunk's
+// tensors with their bytes and types unchanged (copied by the kernel).
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/plan"
+	"github.com/mtpconv/mtpconv/convert/targets"
+	gg "github.com/mtpconv/mtpconv/formats/gguf"
+)
+
+// graftPrecision is the head's precision in a trunk: the user's choice, or
+// what llama-quantize gives the head in a file of the trunk's file type
+// (the converter's own float types for a BF16 or F16 trunk), else Q8_0.
+func graftPrecision(o targets.Options, trunk *gg.File) (precision, string, error) {
+	if o.Set[targets.OptGGUFType] || o.Set[targets.OptHeadPrecision] || o.GGUFType != "" || o.HeadPrecision != "" {
+		p, err := choosePrecision(o)
+		return p, "", err
+	}
+	ft, ok := trunk.Uint("general.file_type")
+	name := gg.FileType(ft).String()
+	switch {
+	case ok && gg.FileType(ft) == gg.FileBF16:
+		return headPrecisions["bf16"], fmt.Sprintf("the head is BF16, as the reference converter writes it in a file of the trunk's type %s", name), nil
+	case ok && gg.FileType(ft) == gg.FileF16:
+		return headPrecisions["f16"], fmt.Sprintf("the head is F16, as the reference converter writes it in a file of the trunk's type %s", name), nil
+	}
+	if p, found := fileTypes[name]; ok && found {
+		return p, fmt.Sprintf("the head takes what llama-quantize gives it in a file of the trunk's type %s (--gguf-type or --head-precision to choose)", name), nil
+	}
+	why := "the trunk declares no general.file_type"
+	if ok {
+		why = fmt.Sprintf("mtpconv does not write the trunk's type %s", name)
+	}
+	return fileTypes["Q8_0"], fmt.Sprintf("the head is Q8_0: %s (--gguf-type or --head-precision to choose)", why), nil
+}
+
+// ggmlShape is the PyTorch-order shape of ggml dimensions.
+func ggmlShape(dims []int64) []int64 {
+	shape := make([]int64, len(dims))
+	for j, d := range dims {
+		shape[len(dims)-1-j] = d
+	}
+	return shape
+}
+
+// paramCount is one tensor's share of the parameter count.
+type paramCount struct {
+	elems, experts int64 // experts: > 0 for a stacked expert tensor
+}
+
+// countOf counts a tensor as gguf-py's writer does: a 3+-dimensional
+// "_exps." tensor counts per expert.
+func countOf(name string, shape []int64) paramCount {
+	n := int64(1)
+	for _, d := range shape {
+		n *= d
+	}
+	c := paramCount{elems: n}
+	if strings.Contains(name, "_exps.") && len(shape) >= 3 {
+		c.experts = shape[len(shape)-3]
+		if strings.Contains(name, ".bias") {
+			c.experts = shape[len(shape)-2]
+		}
+	}
+	return c
+}
+
+// sizeLabel is the general.size_label the reference converter derives from
+// a file's tensors (gguf-py's size_label): E x (shared + one expert's
+// parameters) for MoE models, else the parameter count, rounded to two
+// significant digits at least (K, M, B or T).
+func sizeLabel(ts []paramCount) string {
+	var total, shared, expert, expertSum, nExpert int64
+	for _, t := range ts {
+		total += t.elems
+		if t.experts > 0 {
+			expert += t.elems / t.experts
+			expertSum += t.experts
+			nExpert++
+		} else {
+			shared += t.elems
+		}
+	}
+	if nExpert > 0 {
+		return fmt.Sprintf("%dx%s", expertSum/nExpert, roundedCount(shared+expert))
+	}
+	return roundedCount(total)
+}
+
+func roundedCount(n int64) string {
+	x, suffix := float64(n)*1e-3, "K"
+	switch {
+	case n > 1e12:
+		x, suffix = float64(n)*1e-12, "T"
+	case n > 1e9:
+		x, suffix = float64(n)*1e-9, "B"
+	case n > 1e6:
+		x, suffix = float64(n)*1e-6, "M"
+	}
+	digits := len(strings.TrimLeft(strconv.FormatFloat(math.RoundToEven(x), 'f', 0, 64), "0"))
+	return strconv.FormatFloat(x, 'f', max(2-digits, 0), 64) + suffix
+}
+
+func (t target) planGraft(m *model.Model, o targets.Options) (*plan.Plan, error) {
+	path := o.Graft
+	trunk, size, sum, err := gg.OpenFingerprint(path)
+	if err != nil {
+		return nil, fmt.Errorf("--graft: %w", err)
+	}
+	if n, _ := trunk.Uint("split.count"); n > 1 {
+		return nil, fmt.Errorf("--graft %s is one of %d split GGUF files; merge them first (llama-gguf-split --merge)", path, n)
+	}
+	h, err := m.Config.Hparams()
+	if err != nil {
+		return nil, err
+	}
+	// The family's own keys, as the reference converter writes them for the bundled file.
+	base, own := m.Spec.GGUF.Metadata(m, h)
+	ours := append(base, own...)
+	if err := sameModel(trunk, m, h, ours, path); err != nil {
+		return nil, err
+	}
+	a := m.Spec.GGUF.Arch
+	nLayer := m.Config.NumHiddenLayers
+	// A head already there: refused, or with --force dropped and replaced.
+	var old []string
+	for _, ti := range trunk.Tensors {
+		if blockOf(ti.Name) >= nLayer {
+			old = append(old, ti.Name)
+		}
+	}
+	if n, _ := trunk.Uint(a + ".nextn_predict_layers"); n > 0 || len(old) > 0 {
+		if !o.Force {
+			return nil, fmt.Errorf("--graft %s already holds an MTP head (%s.nextn_predict_layers %d, %d tensors in blocks >= %d); pass --force to replace it", path, a, n, len(old), nLayer)
+		}
+	}
+	prec, why, err := graftPrecision(o, trunk)
+	if err != nil {
+		return nil, targets.UsageError{Err: err}
+	}
+	file := filepath.Base(path)
+	var trunkTensors []plannedTensor
+	for _, ti := range trunk.Tensors {
+		if !slices.Contains(old, ti.Name) {
+			trunkTensors = append(trunkTensors, plannedTensor{ti.Name, squeeze(ggmlShape(ti.Dims)), ti.Type.String()})
+		}
+	}
+	pl := &plan.Planner{M: m, File: file}
+	if err := planTensors(pl, m, prec, trunkTensors); err != nil {
+		return nil, err
+	}
+	var head []plan.OutTensor
+	for _, t := range pl.Out {
+		if t.Component == plan.ComponentHead {
+			head = append(head, t)
+		}
+	}
+	kvs, err := bundledMetadata(trunk, ours, a, nLayer, m.MTPDepth)
+	if err != nil {
+		return nil, fmt.Errorf("--graft %s: %w", path, err)
+	}
+	// A size label the converter derived from the trunk's tensors is derived
+	// again from the bundled file's (a label from a model card is kept).
+	var params, headParams []paramCount
+	for _, ti := range trunk.Tensors {
+		if !slices.Contains(old, ti.Name) {
+			params = append(params, countOf(ti.Name, ggmlShape(ti.Dims)))
+		}
+	}
+	for _, t := range head {
+		for _, e := range t.Entries() {
+			headParams = append(headParams, countOf(e.Name, e.Shape))
+		}
+	}
+	if label := trunk.String("general.size_label"); label != "" && label == sizeLabel(params) {
+		for i := range kvs {
+			if kvs[i].Key == "general.size_label" {
+				kvs[i].Value = gg.Str(sizeLabel(append(params, headParams...)))
+			}
+		}
+	}
+	var trunkNames []string
+	for _, tt := range trunkTensors {
+		trunkNames = append(trunkNames, tt.name)
+	}
+	order := bundledOrder(m, trunkNames, head)
+	p := &plan.Plan{
+		Target: t.Name(), Tensors: head, TensorFiles: []string{file},
+		Formats:    map[string]plan.FileFormat{file: plan.FormatGGUF},
+		Metadata:   map[string]string{},
+		GGUF:       kvs,
+		GGUFCopies: map[string]*plan.GGUFCopy{file: {Source: path, Size: size, HeaderSHA256: sum, Order: order}},
+		Options: map[string]string{"precision": prec.name, "gguf_file_type": prec.ftype.String(), "graft": file,
+			"graft_trunk_bytes": strconv.FormatInt(size, 10), "graft_trunk_header_sha256": sum},
+	}
+	if why != "" {
+		p.Notes = append(p.Notes, why)
+	}
+	if len(old) > 0 {
+		p.Notes = append(p.Notes, fmt.Sprintf("--force: the %d head tensors %s held are replaced", len(old), file))
+	}
+	return p, nil
+}
+
+// identityKeys are the architecture's keys (after its prefix) a trunk of
+// the source's model holds with the values the family's table gives them.
+var identityKeys = []string{"embedding_length", "attention.head_count", "attention.head_count_kv", "expert_count", "expert_used_count"}
+
+// sameModel refuses a trunk GGUF that is not the source's model, naming
+// the first key that differs. ours is the family's architecture keys for
+// the source.
+func sameModel(f *gg.File, m *model.Model, h model.Hparams, ours []gg.KV, path string) error {
+	c := m.Config
+	gs := m.Spec.GGUF
+	a := gs.Arch
+	if got := f.String("general.architecture"); got != a {
+		return fmt.Errorf("--graft %s: general.architecture is %q, the source %s is %q", path, got, m.Family, a)
+	}
+	nextn, _ := f.Uint(a + ".nextn_predict_layers")
+	if n, ok := f.Uint(a + ".block_count"); !ok || n-nextn != int64(c.NumHiddenLayers) {
+		return fmt.Errorf("--graft %s: %s.block_count %d (with %d MTP layers) is not the source's %d layers", path, a, n, nextn, c.NumHiddenLayers)
+	}
+	for _, k := range identityKeys {
+		i := slices.IndexFunc(ours, func(kv gg.KV) bool { return kv.Key == a+"."+k })
+		if i < 0 {
+			continue // the family does not write it
+		}
+		want, _ := ours[i].Value.Int()
+		if n, ok := f.Uint(ours[i].Key); !ok || n != want {
+			return fmt.Errorf("--graft %s: %s is %d, the source's is %d", path, ours[i].Key, n, want)
+		}
+	}
+	vocab, ok := h.Int("vocab_size")
+	if !ok {
+		return fmt.Errorf("%s: vocab_size is missing", model.ConfigFile)
+	}
+	// The embedding: the trunk tensor outside the layers of shape [vocab, hidden], by the family's name for it.
+	embName := ""
+	for _, w := range m.Spec.TrunkTop {
+		if len(w.Shape) == 2 && w.Shape[0] == vocab && w.Shape[1] == int64(c.HiddenSize) {
+			embName = gs.Top[w.Suffix]
+		}
+	}
+	var emb *gg.TensorInfo
+	for i := range f.Tensors {
+		if embName != "" && f.Tensors[i].Name == embName {
+			emb = &f.Tensors[i]
+		}
+	}
+	if emb == nil || len(emb.Dims) != 2 || emb.Dims[0] != int64(c.HiddenSize) || emb.Dims[1] != vocab {
+		return fmt.Errorf("--graft %s: %s is not [%d, %d] (hidden, vocab_size of the source)", path, cmp.Or(embName, "the token embedding"), c.HiddenSize, vocab)
+	}
+	tv, _ := f.Lookup("tokenizer.ggml.tokens")
+	theirs, _ := tv.V.([]string)
+	if int64(len(theirs)) != vocab {
+		return fmt.Errorf("--graft %s: tokenizer.ggml.tokens holds %d tokens, the source's vocab_size is %d", path, len(theirs), vocab)
+	}
+	// The token list itself, when the source has its tokenizer.
+	kvs, err := VocabMetadata(m, h)
+	if err != nil {
+		return nil // no tokenizer.json: the sizes above are what can be compared
+	}
+	for _, kv := range kvs {
+		if kv.Key != "tokenizer.ggml.tokens" {
+			continue
+		}
+		ours, _ := kv.Value.V.([]string)
+		for i := range ours {
+			if theirs[i] != ours[i] {
+				return fmt.Errorf("--graft %s: tokenizer.ggml.tokens differs from the source's tokenizer at token %d (%q, the source has %q)", path, i, theirs[i], ours[i])
+			}
+		}
+	}
+	return nil
+}
+
+// bundledMetadata is the trunk's metadata with the keys a bundled file
+// changes, as the family's table (ours) writes them: block_count counts the
+// MTP layers, a per-layer array (recurrent_layers) takes the head's entries
+// from the table, nextn_predict_layers is added where the table places it
+// (before the key that follows it there).
+func bundledMetadata(f *gg.File, ours []gg.KV, a string, nLayer, depth int) ([]gg.KV, error) {
+	kvs := make([]gg.KV, 0, len(f.KV)+1)
+	nextnKey := a + ".nextn_predict_layers"
+	nextn := gg.Pair(nextnKey, gg.U32(uint32(depth)))
+	oursByKey := map[string]gg.Value{}
+	before := "" // the key the table writes after nextn_predict_layers
+	for i, kv := range ours {
+		oursByKey[kv.Key] = kv.Value
+		if kv.Key == nextnKey && i+1 < len(ours) {
+			before = ours[i+1].Key
+		}
+	}
+	placed := false
+	for _, kv := range f.KV {
+		switch kv.Key {
+		case a + ".block_count":
+			kv.Value = gg.U32(uint32(nLayer + depth))
+			if n, ok := f.Uint(kv.Key); ok && n > 0xffffffff {
+				return nil, fmt.Errorf("%s is %d", kv.Key, n)
+			}
+		case nextnKey:
+			kv, placed = nextn, true
+		case before:
+			if !placed {
+				kvs, placed = append(kvs, nextn), true
+			}
+		}
+		if head, ok := oursByKey[kv.Key].V.([]bool); ok && kv.Key != nextnKey {
+			xs, ok := kv.Value.V.([]bool)
+			if !ok || len(xs) < nLayer || len(head) != nLayer+depth {
+				return nil, fmt.Errorf("%s is not %d booleans", kv.Key, nLayer)
+			}
+			kv.Value = gg.Bools(append(append([]bool{}, xs[:nLayer]...), head[nLayer:]...))
+		}
+		kvs = append(kvs, kv)
+	}
+	if !placed {
+		// The key that follows it is absent: after the last key of the architecture.
+		at := len(kvs)
+		for i, kv := range kvs {
+			if strings.HasPrefix(kv.Key, a+".") {
+				at = i + 1
+			}
+		}
+		kvs = slices.Insert(kvs, at, nextn)
+	}
+	return kvs, nil
+}
+
+// bundledOrder is the order of the bundled file's tensors. A trunk in
+// llama-quantize's order (tensors outside blocks, then by block, each by
+// name) gets the head that way too: last, by name. Any other trunk is taken
+// to be in the reference converter's order, which visits the source's
+// shards in name order and each shard's tensors by name (mtp.* after every
+// trunk name): a head tensor comes after every trunk tensor of its shard
+// and earlier shards, in the order the converter emits it.
+func bundledOrder(m *model.Model, trunk []string, head []plan.OutTensor) []string {
+	var headNames []string
+	for _, t := range head {
+		headNames = append(headNames, t.Name)
+	}
+	if isLlamaQuantizeOrder(trunk) {
+		sorted := append([]string{}, headNames...)
+		sortNamesLikeLlamaQuantize(sorted)
+		return append(append([]string{}, trunk...), sorted...)
+	}
+	ck := m.Checkpoint
+	var shardNames []string
+	for _, t := range ck.Tensors {
+		if !slices.Contains(shardNames, t.Shard.Name) {
+			shardNames = append(shardNames, t.Shard.Name)
+		}
+	}
+	sort.Strings(shardNames)
+	shardOf := func(src string) int {
+		if t, ok := ck.Tensors[src]; ok {
+			return slices.Index(shardNames, t.Shard.Name)
+		}
+		return -1
+	}
+	// A head tensor is emitted with the last of its sources the converter visits.
+	type emitted struct {
+		name  string
+		shard int
+		src   string
+	}
+	var hs []emitted
+	for _, t := range head {
+		e := emitted{name: t.Name, shard: -1}
+		for _, s := range t.Sources() {
+			if k := shardOf(s); k > e.shard || k == e.shard && s > e.src {
+				e.shard, e.src = k, s
+			}
+		}
+		hs = append(hs, e)
+	}
+	sort.SliceStable(hs, func(i, j int) bool {
+		if hs[i].shard != hs[j].shard {
+			return hs[i].shard < hs[j].shard
+		}
+		if hs[i].src != hs[j].src {
+			return hs[i].src < hs[j].src
+		}
+		return hs[i].name < hs[j].name
+	})
+	// The shard of each trunk tensor: of its source, or of its layer's tensors.
+	tp := m.TextPrefix
+	layerShard := map[int]int{}
+	for name, t := range ck.Tensors {
+		if rest, ok := strings.CutPrefix(name, tp+"layers."); ok {
+			var i int
+			if _, err := fmt.Sscanf(rest, "%d.", &i); err == nil {
+				layerShard[i] = max(layerShard[i], slices.Index(shardNames, t.Shard.Name))
+			}
+		}
+	}
+	// The tensors outside the layers, by the family's names for them.
+	fixed := map[string]string{}
+	for _, w := range m.Spec.TrunkTop {
+		if g, ok := m.Spec.GGUF.Top[w.Suffix]; ok {
+			fixed[g] = tp + w.Suffix
+		}
+	}
+	if s := m.Spec.LMHead; s != nil {
+		if g, ok := m.Spec.GGUF.Top[s.Suffix]; ok {
+			fixed[g] = s.Suffix
+		}
+	}
+	var out []string
+	k, shard := 0, 0
+	for _, n := range trunk {
+		if src, ok := fixed[n]; ok {
+			shard = max(shardOf(src), 0)
+		} else if b := blockOf(n); b >= 0 {
+			shard = layerShard[b]
+		}
+		for ; k < len(hs) && hs[k].shard < shard; k++ {
+			out = append(out, hs[k].name)
+		}
+		out = append(out, n)
+	}
+	for ; k < len(hs); k++ {
+		out = append(out, hs[k].name)
+	}
+	return out
+}
+
+// isLlamaQuantizeOrder reports tensors in llama-quantize's order.
+func isLlamaQuantizeOrder(names []string) bool {
+	sorted := append([]string{}, names...)
+	sortNamesLikeLlamaQuantize(sorted)
+	return slices.Equal(sorted, names)
+}
+
+func sortNamesLikeLlamaQuantize(names []string) {
+	sort.SliceStable(names, func(i, j int) bool { return llamaQuantizeLess(names[i], names[j]) })
+}
+
+// llamaQuantizeLess orders tensors as llama-quantize writes them (its
+// loader's weight map): tensors outside blocks first, then by block, each
+// group by name.
+func llamaQuantizeLess(a, b string) bool {
+	if ba, bb := blockOf(a), blockOf(b); ba != bb {
+		return ba < bb
+	}
+	return a < b
+}
+
+// AddHeadCommand is the one command that writes an MTP head into the GGUF
+// at path, or "" when it holds one or is of an architecture mtpconv does
+// not write. The checkpoint is the Hub repository the file names as its
+// source or base model, read by range (only the head's tensors), when it
+// names one.
+func AddHeadCommand(path string, f *gg.File, s *gg.Summary) string {
+	if s.MTPHead || s.MTPOnly {
+		return ""
+	}
+	if len(familiesOf(s.Architecture)) == 0 {
+		return ""
+	}
+	src := "CHECKPOINT"
+	for _, k := range []string{"general.source.repo_url", "general.base_model.0.repo_url"} {
+		if id, ok := strings.CutPrefix(f.String(k), "https://huggingface.co/"); ok && model.IsHubID(id) {
+			src = "hf://" + id
+			break
+		}
+	}
+	stem := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	return fmt.Sprintf("mtpconv export --src %s --target gguf --graft %s --out %s", src, shellQuote(path), shellQuote(stem+"-mtp"))
+}
+
+// shellQuote quotes a path for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r == '+' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// familiesOf lists the families llama.cpp names arch (static facts: each
+// family's GGUF table for an empty config).
+func familiesOf(arch string) []*model.Spec {
+	var specs []*model.Spec
+	model.FamiliesWhere(func(s *model.Spec) bool {
+		if arch != "" && s.GGUF.Arch == arch {
+			specs = append(specs, s)
+		}
+		return false
+	})
+	return specs
+}

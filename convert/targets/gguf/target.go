@@ -1,0 +1,360 @@
+// Package gguf is the "gguf" target: the MTP head as the MTP-only GGUF
+// sidecar llama.cpp loads next to a trunk GGUF for speculative decoding
+// (--spec-type draft-mtp). It writes what llama.cpp's reference converter
+// (convert_hf_to_gguf.py --mtp) writes: the head as block n_layer + j under
+// llama.cpp's names, plus token_embd, output_norm and output, norms shifted
+// and in float32, the router and shared-expert gate in float32, the
+// architecture's hyperparameters and the vocabulary. Quantized precisions
+// are what llama-quantize makes of the bf16 sidecar.
+package gguf
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/plan"
+	"github.com/mtpconv/mtpconv/convert/targets"
+	gg "github.com/mtpconv/mtpconv/formats/gguf"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/manifests"
+	"github.com/mtpconv/mtpconv/quant/codec"
+)
+
+func init() { targets.RegisterTarget(target{}) }
+
+type target struct{}
+
+var _ targets.Target = target{}
+
+func (target) Name() string { return "gguf" }
+func (target) Usage() string {
+	return "the MTP head as an MTP-only GGUF sidecar for llama.cpp (--spec-type draft-mtp)"
+}
+func (target) Accepts() []string {
+	return []string{targets.OptHeadPrecision, targets.OptGGUFType, targets.OptGraft}
+}
+
+// precision is one --head-precision or --gguf-type value: the file type,
+// the float type of unquantized weights, the ggml block type of quantized
+// ones, and whether the file is laid out as llama-quantize writes it.
+type precision struct {
+	name   string
+	ftype  gg.FileType
+	float  st.DType
+	quant  string // "" for a float precision
+	suffix string // in the file name
+	// requant: what llama-quantize writes from the bf16 sidecar: its
+	// per-tensor type choice, tensors sorted by block then name, trailing
+	// unit dimensions dropped, general.quantization_version and
+	// general.file_type moved last.
+	requant bool
+}
+
+// headPrecisions are the --head-precision values: bf16 and f16 as the
+// reference converter writes them, int8 as llama-quantize Q8_0 makes it.
+var headPrecisions = map[string]precision{
+	"bf16": {"bf16", gg.FileBF16, st.BF16, "", "BF16", false},
+	"f16":  {"f16", gg.FileF16, st.F16, "", "F16", false},
+	"int8": {"int8", gg.FileQ8_0, st.BF16, "Q8_0", "Q8_0", true},
+	"int4": {"int4", gg.FileQ4_K_M, st.BF16, "Q4_K", "Q4_K_M", true},
+}
+
+// fileTypes are the --gguf-type values: llama-quantize's file types.
+var fileTypes = map[string]precision{
+	"BF16":   {"BF16", gg.FileBF16, st.BF16, "", "BF16", true},
+	"F16":    {"F16", gg.FileF16, st.F16, "", "F16", true},
+	"Q8_0":   {"Q8_0", gg.FileQ8_0, st.BF16, "Q8_0", "Q8_0", true},
+	"Q4_0":   {"Q4_0", gg.FileQ4_0, st.BF16, "Q4_0", "Q4_0", true},
+	"Q4_K_M": {"Q4_K_M", gg.FileQ4_K_M, st.BF16, "Q4_K", "Q4_K_M", true},
+	"Q4_K_S": {"Q4_K_S", gg.FileQ4_K_S, st.BF16, "Q4_K", "Q4_K_S", true},
+	"Q5_K_M": {"Q5_K_M", gg.FileQ5_K_M, st.BF16, "Q5_K", "Q5_K_M", true},
+	"Q6_K":   {"Q6_K", gg.FileQ6_K, st.BF16, "Q6_K", "Q6_K", true},
+}
+
+const defaultPrecision = "bf16"
+
+func choosePrecision(o targets.Options) (precision, error) {
+	if o.Set[targets.OptGGUFType] || o.GGUFType != "" {
+		if o.Set[targets.OptHeadPrecision] {
+			return precision{}, fmt.Errorf("--gguf-type and --head-precision both set: give one")
+		}
+		if p, ok := fileTypes[o.GGUFType]; ok {
+			return p, nil
+		}
+		return precision{}, fmt.Errorf("--gguf-type %q: must be F16, BF16, Q8_0, Q4_0, Q4_K_M, Q4_K_S, Q5_K_M or Q6_K", o.GGUFType)
+	}
+	pn := o.HeadPrecision
+	if pn == "" {
+		pn = defaultPrecision
+	}
+	if p, ok := headPrecisions[pn]; ok {
+		return p, nil
+	}
+	return precision{}, fmt.Errorf("--head-precision %q: must be bf16, f16, int8 (Q8_0) or int4 (Q4_K_M) for --target gguf", pn)
+}
+
+func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
+	if m.Spec.GGUF.Arch == "" {
+		return nil, fmt.Errorf("--target gguf does not know llama.cpp's architecture for family %s", m.Family)
+	}
+	prec, err := choosePrecision(o)
+	if err != nil {
+		return nil, targets.UsageError{Err: err}
+	}
+	if err := m.HeadError(); err != nil {
+		return nil, err
+	}
+	if m.MTPDepth != 1 {
+		return nil, fmt.Errorf("the head has %d MTP layers; llama.cpp's %s MTP graph supports exactly one", m.MTPDepth, m.Spec.GGUF.Arch)
+	}
+	if o.Graft != "" {
+		return t.planGraft(m, o)
+	}
+	h, err := m.Config.Hparams()
+	if err != nil {
+		return nil, err
+	}
+	vocab, err := VocabMetadata(m, h)
+	if err != nil {
+		return nil, err
+	}
+	name := m.Origin().ShortName()
+	file := "mtp-" + name + "-" + prec.suffix + ".gguf"
+	pl := &plan.Planner{M: m, File: file}
+	if err := planTensors(pl, m, prec, nil); err != nil {
+		return nil, err
+	}
+	kvs := Metadata(m, h, prec.ftype, name, vocab)
+	if prec.requant {
+		sortLikeLlamaQuantize(pl.Out)
+		kvs = moveLast(kvs, "general.quantization_version", "general.file_type")
+	}
+	p := &plan.Plan{
+		Target: t.Name(), Tensors: pl.Out, TensorFiles: []string{file},
+		Formats:  map[string]plan.FileFormat{file: plan.FormatGGUF},
+		Metadata: map[string]string{},
+		GGUF:     kvs,
+		Options:  map[string]string{"precision": prec.name, "gguf_file_type": prec.ftype.String()},
+	}
+	return p, nil
+}
+
+// sortLikeLlamaQuantize orders tensors as llama-quantize writes them.
+func sortLikeLlamaQuantize(ts []plan.OutTensor) {
+	sort.SliceStable(ts, func(i, j int) bool { return llamaQuantizeLess(ts[i].Name, ts[j].Name) })
+}
+
+// moveLast moves keys to the end, in the order given (llama-quantize sets
+// them again, which appends them).
+func moveLast(kvs []gg.KV, keys ...string) []gg.KV {
+	var out, last []gg.KV
+	for _, kv := range kvs {
+		if slices.Contains(keys, kv.Key) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	for _, k := range keys {
+		for _, kv := range kvs {
+			if kv.Key == k {
+				last = append(last, kv)
+			}
+		}
+	}
+	return append(out, last...)
+}
+
+// squeeze drops leading unit dimensions of a PyTorch shape (trailing in
+// ggml's order), as ggml_n_dims counts them when llama-quantize writes a
+// tensor; one dimension always stays.
+func squeeze(shape []int64) []int64 {
+	for len(shape) > 1 && shape[0] == 1 {
+		shape = shape[1:]
+	}
+	return shape
+}
+
+// planTensors plans the sidecar's tensors: the trunk's embedding, final norm
+// and lm_head, and the head as block n_layer. For a llama-quantize type the
+// choice is made over the whole file as llama-quantize's counters see it:
+// the sidecar, or with trunk given (a graft), the trunk's tensors and the
+// head's.
+func planTensors(pl *plan.Planner, m *model.Model, prec precision, trunk []plannedTensor) error {
+	if !prec.requant {
+		return planTensorsTyped(pl, m, prec, nil)
+	}
+	var listed []plannedTensor
+	dry := &plan.Planner{M: m, File: pl.File}
+	if err := planTensorsTyped(dry, m, precision{float: st.BF16, requant: true, quant: "list"}, func(name string, shape []int64, in st.DType) {
+		listed = append(listed, plannedTensor{name, shape, string(in)})
+	}); err != nil {
+		return err
+	}
+	all := listed
+	if trunk != nil {
+		all = append([]plannedTensor{}, trunk...)
+		for _, t := range listed {
+			if blockOf(t.name) >= m.Config.NumHiddenLayers {
+				all = append(all, t)
+			}
+		}
+	}
+	types := llamaQuantizeTypes(all, prec.ftype, m.Config.NumHiddenLayers+m.MTPDepth, m.Config.NumExperts)
+	for _, t := range listed {
+		if _, ok := types[t.name]; !ok {
+			types[t.name] = t.in // a graft's copy of the trunk tensors, not planned
+		}
+	}
+	return planTensorsTyped(pl, m, prec, func(string, []int64, st.DType) {}, types)
+}
+
+// planTensorsTyped plans the tensors; with list set, it reports each
+// tensor's name, shape and bf16-sidecar type; with types, a llama-quantize
+// layout takes each tensor's type from it.
+func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list func(string, []int64, st.DType), types ...map[string]string) error {
+	c := m.Config
+	// typeOf is the stored type of a tensor: the reference converter's choice
+	// (float32 for norms, router and shared-expert gate), or for a
+	// llama-quantize layout its choice.
+	typeOf := func(name string, shape []int64) (st.DType, *plan.Quant) {
+		dt := prec.float
+		if f32Tensor(name, len(shape)) {
+			dt = st.F32
+		}
+		if list != nil {
+			list(name, shape, dt)
+		}
+		if len(types) == 0 {
+			return dt, nil
+		}
+		switch typ := types[0][name]; typ {
+		case "F32", "F16", "BF16":
+			return st.DType(typ), nil
+		default:
+			return st.BF16, &plan.Quant{Mode: codec.ModeGGML, Bits: quantBits[typ], GroupSize: int(blockSize[typ]), GGMLType: typ}
+		}
+	}
+	add := func(src, name string) {
+		shape := m.Checkpoint.Tensors[src].Shape
+		if prec.requant {
+			shape = squeeze(shape)
+		}
+		dt, q := typeOf(name, shape)
+		pl.Plain(src, name, dt, func(string, string, int64) *plan.Quant { return q })
+		if t := &pl.Out[len(pl.Out)-1]; prec.requant {
+			t.Shape = shape
+			if q != nil && t.Quant == nil {
+				t.Quant = q // Plain asks rules of linear weights only; llama-quantize decides alone here
+				t.Transforms = append(t.Transforms, plan.TQuantize)
+			}
+		}
+	}
+	// The trunk's tensors outside the layers the family names for llama.cpp
+	// (embedding, final norm), then the untied lm_head.
+	gs := m.Spec.GGUF
+	pl.Component = plan.ComponentTrunk
+	for _, w := range m.Spec.TrunkTop {
+		if g, ok := gs.Top[w.Suffix]; ok {
+			add(m.TextPrefix+w.Suffix, g)
+		}
+	}
+	if s := m.Spec.LMHead; s != nil {
+		g, ok := gs.Top[s.Suffix]
+		if !ok {
+			return fmt.Errorf("no GGUF name for the lm_head %s", s.Suffix)
+		}
+		pl.Component = plan.ComponentLMHead
+		add(s.Suffix, g)
+	}
+	pl.Component = plan.ComponentHead
+	// Multi-head latent attention: kv_b_proj is stored as llama.cpp's
+	// DeepSeek-V2 path wants it, attn_k_b and attn_v_b.
+	mla := m.MLAKVB()
+	addRows := func(name string, segs []plan.Segment, rowLen int64, shape []int64, tr []plan.Transform) {
+		if prec.requant {
+			shape = squeeze(shape)
+		}
+		dt, q := typeOf(name, shape)
+		pl.Add(plan.OutTensor{Name: name, Segments: segs, RowLen: rowLen, Shape: shape, DType: dt, Transforms: tr}, q)
+	}
+	for _, n := range m.HeadTensors() {
+		if at, ok := mla[n]; ok {
+			j, _, _ := strings.Cut(strings.TrimPrefix(m.HeadRelative(n), "layers."), ".")
+			jn, err := strconv.Atoi(j)
+			if err != nil {
+				return fmt.Errorf("%s: not in an MTP layer", n)
+			}
+			b := "blk." + strconv.Itoa(c.NumHiddenLayers+jn) + "."
+			pl.SplitKVB(n, at, b+"attn_k_b.weight", b+"attn_v_b.weight", addRows)
+			continue
+		}
+		g, err := headName(gs, m.HeadRelative(n), c.NumHiddenLayers)
+		if err != nil {
+			return err
+		}
+		add(n, g)
+	}
+	for j, blk := range m.MTPExperts {
+		b := fmt.Sprintf("blk.%d.", c.NumHiddenLayers+j)
+		e, hs, is := int64(c.NumExperts), int64(c.HiddenSize), int64(c.MoeIntermediateSize)
+		shapes := [3][]int64{{e, is, hs}, {e, is, hs}, {e, hs, is}}
+		first := len(pl.Out)
+		quants := [3]*plan.Quant{}
+		dts := [3]st.DType{}
+		for k := range 3 {
+			dts[k], quants[k] = typeOf(b+expertNames[k], shapes[k])
+		}
+		k := 0
+		pl.Experts(blk, b, dts[0], func(string, string, int64) *plan.Quant { q := quants[k]; k++; return q })
+		for k := range 3 {
+			t := &pl.Out[first+k]
+			t.Name = b + expertNames[k]
+			if t.DType != dts[k] {
+				return fmt.Errorf("%s: experts of differing float types are not supported", t.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// quantBits is recorded in the manifest's quantize transform next to the type.
+var quantBits = map[string]int{"Q4_0": 4, "Q5_0": 5, "Q5_1": 5, "Q8_0": 8, "Q4_K": 4, "Q5_K": 5, "Q6_K": 6}
+
+// Card: the sidecar pairs with a GGUF of the same trunk.
+func (target) Card(man *manifests.Manifest) manifests.TargetCard {
+	if f := man.Options["graft"]; f != "" {
+		return manifests.TargetCard{
+			Library: "llama.cpp",
+			What:    "a trunk GGUF with the multi-token-prediction (MTP) head bundled, as llama.cpp's reference converter writes a model with its head",
+			Pairing: "The trunk's tensors are those of the GGUF it was grafted into, byte for byte; the head is block n_layer.",
+			Experts: "stacked as llama.cpp's `ffn_{gate,up,down}_exps` `{in, out, E}`",
+			HowToRun: []string{
+				"With llama.cpp (the sources vendored by llama-cpp-python 0.3.36 tested), alone: the head drafts from the same file.",
+				"", "```sh", "llama-server -m " + f + " --spec-type draft-mtp", "```",
+			},
+		}
+	}
+	return manifests.TargetCard{
+		Library: "llama.cpp",
+		What:    "the multi-token-prediction (MTP) head as an MTP-only GGUF sidecar for llama.cpp speculative decoding",
+		Pairing: "It pairs with a GGUF of the same trunk (`{base}`), converted without its MTP head: the sidecar carries its own copy of the embedding, final norm and lm_head.",
+		Experts: "stacked as llama.cpp's `ffn_{gate,up,down}_exps` `{in, out, E}`",
+		HowToRun: []string{
+			"With llama.cpp (the sources vendored by llama-cpp-python 0.3.36 tested), next to the trunk GGUF:",
+			"", "```sh", "llama-server -m TRUNK.gguf -md " + fileOf(man) + " --spec-type draft-mtp", "```",
+		},
+	}
+}
+
+func fileOf(man *manifests.Manifest) string {
+	for _, f := range man.Files {
+		if strings.HasSuffix(f.Name, ".gguf") {
+			return f.Name
+		}
+	}
+	return "mtp-MODEL.gguf"
+}

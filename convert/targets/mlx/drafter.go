@@ -1,0 +1,157 @@
+package mlx
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/plan"
+	"github.com/mtpconv/mtpconv/convert/targets"
+	"github.com/mtpconv/mtpconv/manifests"
+)
+
+func init() {
+	targets.RegisterTarget(drafter{})
+	targets.RegisterTarget(combined{})
+}
+
+// drafter is --target mlx: the MTP head as an mlx-vlm drafter folder
+// (model.safetensors with bare names, norms shifted, experts stacked, and a
+// config.json carrying the source text_config).
+type drafter struct{}
+
+var _ targets.Target = drafter{}
+
+func (drafter) Name() string { return "mlx" }
+func (drafter) Usage() string {
+	return "the MTP head as an mlx-vlm drafter folder (model.safetensors + config.json)"
+}
+func (drafter) Accepts() []string {
+	return []string{targets.OptHeadPrecision, targets.OptGroupSize, targets.OptMLXRounding, targets.OptRouterBits}
+}
+
+func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
+	o, err := options(uo)
+	if err != nil {
+		return nil, targets.UsageError{Err: err}
+	}
+	if m.Spec.MLX.DrafterModelType == "" {
+		return nil, fmt.Errorf("--target mlx: mlx-vlm has no drafter model for %s heads", m.Family)
+	}
+	if err := m.HeadError(); err != nil {
+		return nil, err
+	}
+	ms := m.Spec.MLX
+	if ms.DrafterQuantRefusal != "" && o.Head.Quantized() {
+		return nil, fmt.Errorf("--target mlx: %s", ms.DrafterQuantRefusal)
+	}
+	rename := ms.DrafterName
+	if rename == nil {
+		rename = func(s string) string { return s }
+	}
+	pl := &plan.Planner{M: m, File: "model.safetensors"}
+	rule := o.rule(m, o.Head, o.GroupSize)
+	if mla := m.MLAKVB(); len(mla) > 0 {
+		// Multi-head latent attention: kv_b_proj as the two halves the family's drafter names.
+		if ms.DrafterKVB[0] == "" {
+			return nil, fmt.Errorf("--target mlx: %s's drafter does not name the halves of kv_b_proj", m.Family)
+		}
+		pl.Component = plan.ComponentHead
+		for _, n := range slices.Sorted(maps.Keys(mla)) {
+			at := mla[n]
+			layer := m.HeadRelative(n)
+			layer = layer[:len(layer)-len(strings.TrimPrefix(at.KVB, m.HeadLayerPrefix(0)))]
+			pl.SplitKVB(n, at, rename(layer+ms.DrafterKVB[0]), rename(layer+ms.DrafterKVB[1]),
+				func(name string, segs []plan.Segment, rowLen int64, shape []int64, tr []plan.Transform) {
+					pl.Add(plan.OutTensor{Name: name, Segments: segs, RowLen: rowLen, Shape: shape, DType: o.Head.Float, Transforms: tr}, nil)
+				})
+		}
+		pl.Head(rename, o.Head.Float, rule, func(n string) bool { _, ok := mla[n]; return !ok })
+	} else {
+		pl.Head(rename, o.Head.Float, rule, nil)
+	}
+	p := &plan.Plan{
+		Target: d.Name(), Tensors: pl.Out, TensorFiles: []string{pl.File},
+		Metadata: map[string]string{"format": "mlx"},
+		Options:  map[string]string{"head_precision": o.Head.Name, "group_size": strconv.Itoa(o.GroupSize), "mlx_rounding": o.Rounding, "router_bits": strconv.Itoa(o.RouterBits)},
+		Notes:    o.Notes,
+	}
+	cfg, err := drafterConfig(m, p, o)
+	if err != nil {
+		return nil, err
+	}
+	p.Files = append(p.Files, plan.OutFile{Name: "config.json", Contents: cfg})
+	p.Files = append(p.Files, copies(m)...)
+	return p, nil
+}
+
+// drafterConfig writes the drafter's config.json the way mlx-vlm's splitter
+// does: the family's drafter model_type, the source text_config (for a flat
+// config the whole config plus rope_parameters), block_size = depth + 2,
+// and the quantization block when the head is quantized.
+func drafterConfig(m *model.Model, p *plan.Plan, o Options) ([]byte, error) {
+	text, err := textConfigObject(m)
+	if err != nil {
+		return nil, err
+	}
+	cfg := map[string]any{
+		"model_type":          m.Spec.MLX.DrafterModelType,
+		"block_size":          m.MTPDepth + cmp.Or(m.Spec.MLX.DrafterBlockExtra, 2),
+		"text_config":         text,
+		"tie_word_embeddings": m.Config.TieWordEmbeddings,
+	}
+	if o.Head.Quantized() {
+		q := quantizationConfig(p.Tensors, plan.Quant{Mode: o.Head.Mode, Bits: o.Head.Bits, GroupSize: o.GroupSize}, false)
+		cfg["quantization"] = q
+		cfg["quantization_config"] = q
+	}
+	return indentJSON(cfg, "  ")
+}
+
+// textConfigObject returns the source's text configuration as a JSON value
+// that the drafter's TextConfig reads: nested text_config as is, or the
+// whole flat config, plus what the family's drafter needs (DrafterTextConfig).
+func textConfigObject(m *model.Model) (map[string]any, error) {
+	var root map[string]any
+	if err := json.Unmarshal(m.Config.Raw, &root); err != nil {
+		return nil, fmt.Errorf("%s: %w", model.ConfigFile, err)
+	}
+	text := root
+	if tc, ok := root["text_config"].(map[string]any); ok {
+		text = tc
+	}
+	delete(text, "quantization_config") // a flat config's own storage (an FP8 release's) is not the drafter's
+	if f := m.Spec.MLX.DrafterTextConfig; f != nil {
+		f(m, text)
+	}
+	return text, nil
+}
+
+// Card: the drafter pairs with an MLX conversion of the same trunk.
+func (drafter) Card(man *manifests.Manifest) manifests.TargetCard {
+	return manifests.TargetCard{
+		Library:   "mlx",
+		What:      "the multi-token-prediction (MTP) head as an MLX speculative drafter (mlx-vlm's `" + drafterModelType(man) + "` format)",
+		Pairing:   "It pairs with an MLX conversion of the same trunk (`{base}`): the drafter shares the trunk's embedding and lm_head.",
+		Experts:   "stacked as mlx-lm's `switch_mlp` `[E, out, in]`",
+		Precision: precisionLines(man),
+		HowToRun: []string{
+			"With mlx-vlm (0.7.10 tested) as the drafter of the matching trunk:",
+			"", "```python", "from mlx_vlm.speculative.drafters import load_drafter",
+			"drafter, kind = load_drafter(\"PATH/TO/THIS/FOLDER\")  # kind == \"mtp\"", "```",
+		},
+	}
+}
+
+// drafterModelType is mlx-vlm's model_type of the manifest's family.
+func drafterModelType(man *manifests.Manifest) string {
+	if f, ok := model.LookupFamily(man.Model.Family); ok {
+		return f.Spec(&model.Config{}).MLX.DrafterModelType
+	}
+	return "*_mtp"
+}

@@ -1,0 +1,140 @@
+package mlx
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/source"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+)
+
+// FolderReport is what inspect says of an MLX model folder (one
+// mlx_lm.convert or an mlx-community upload made): above all whether it
+// holds an MTP head, and if not, the command that adds one.
+type FolderReport struct {
+	Kind         string   `json:"kind"` // "mlx_folder"
+	Dir          string   `json:"dir"`
+	ModelType    string   `json:"model_type"`
+	Quantization string   `json:"quantization"`
+	WeightFiles  []string `json:"weight_files"`
+	MTPHead      bool     `json:"mtp_head"`
+	HeadFiles    []string `json:"head_files,omitempty"` // the weight files holding mtp.* tensors
+	BaseModel    string   `json:"base_model,omitempty"` // from the folder's model card
+	AddHead      string   `json:"add_head_command,omitempty"`
+	Why          string   `json:"why_no_command,omitempty"` // when no command can add one
+}
+
+// IsFolder reports whether dir looks like an MLX model folder: a
+// config.json beside weight files that MLX wrote (metadata format "mlx").
+func IsFolder(dir string) bool {
+	if _, err := source.Dir(dir).Open(model.ConfigFile); err != nil {
+		return false
+	}
+	names, _ := filepath.Glob(filepath.Join(dir, weightGlob))
+	for _, n := range names {
+		if h, err := readHeader(n); err == nil && h.Metadata["format"] == "mlx" {
+			return true
+		}
+	}
+	return false
+}
+
+// InspectFolder describes an MLX model folder mtpconv did not write.
+func InspectFolder(dir string) (*FolderReport, error) {
+	f, err := readFolder(dir)
+	if err != nil {
+		return nil, err
+	}
+	r := &FolderReport{Kind: "mlx_folder", Dir: dir, ModelType: f.cfg.ModelType, WeightFiles: f.weights, HeadFiles: f.heads, MTPHead: len(f.heads) > 0,
+		Quantization: f.describeQuant()}
+	if card, err := st.ReadSmallFile(source.Dir(dir), "README.md", 4<<20); err == nil {
+		if b := model.FrontMatter(card, "base_model"); model.IsHubID(b) {
+			r.BaseModel = b
+		}
+	}
+	if r.MTPHead {
+		return r, nil
+	}
+	spec, err := model.SpecFor(f.cfg)
+	switch {
+	case err != nil:
+		r.Why = err.Error()
+	case spec.MLX.CombinedRefusal != "":
+		r.Why = spec.MLX.CombinedRefusal
+	default:
+		src := "SRC"
+		if r.BaseModel != "" {
+			src = "hf://" + r.BaseModel
+		}
+		r.AddHead = fmt.Sprintf("mtpconv export --src %s --target combined --into %s", src, shellQuote(dir))
+	}
+	return r, nil
+}
+
+// describeQuant says how the folder's weights are stored.
+func (f *folder) describeQuant() string {
+	if f.quant == nil {
+		if f.floatDType != "" {
+			return strings.ToLower(string(f.floatDType))
+		}
+		return "none"
+	}
+	s := fmt.Sprintf("%s %d-bit, group %d", f.quant.Mode, f.quant.Bits, f.quant.GroupSize)
+	q, _ := f.root.get("quantization")
+	entries, _ := decodeObject(q)
+	bits := map[int]bool{}
+	n := 0
+	for _, e := range entries {
+		var m folderQuant
+		if raw, ok := e.Value.(json.RawMessage); ok && json.Unmarshal(raw, &m) == nil && m.Bits > 0 {
+			bits[m.Bits] = true
+			n++
+		}
+	}
+	if n > 0 {
+		var bs []string
+		for b := range bits {
+			bs = append(bs, strconv.Itoa(b))
+		}
+		sort.Strings(bs)
+		s += fmt.Sprintf("; %d modules with their own entry (%s bits)", n, strings.Join(bs, ", "))
+	}
+	return s
+}
+
+// WriteText prints the report for people.
+func (r *FolderReport) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "MLX folder:    %s (model_type %s)\n", r.Dir, r.ModelType)
+	fmt.Fprintf(w, "quantization:  %s\n", r.Quantization)
+	fmt.Fprintf(w, "weight files:  %s\n", strings.Join(r.WeightFiles, ", "))
+	if r.BaseModel != "" {
+		fmt.Fprintf(w, "base model:    %s (from its model card)\n", r.BaseModel)
+	}
+	if r.MTPHead {
+		fmt.Fprintf(w, "MTP head:      yes, in %s\n", strings.Join(r.HeadFiles, ", "))
+		return
+	}
+	fmt.Fprintf(w, "MTP head:      none\n")
+	if r.AddHead == "" {
+		fmt.Fprintf(w, "mtpconv cannot add one: %s\n", r.Why)
+		return
+	}
+	fmt.Fprintf(w, "add one with:  %s\n", r.AddHead)
+	if strings.Contains(r.AddHead, "--src SRC") {
+		fmt.Fprintf(w, "               (SRC: the checkpoint this folder was converted from, e.g. hf://ORG/NAME or a local folder)\n")
+	}
+}
+
+// shellQuote quotes a path for a shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@+=,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

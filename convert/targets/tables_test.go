@@ -1,0 +1,177 @@
+// Package targets_test checks that every target reads the family's tables
+// and refuses, by name, what a family's Spec says that it cannot write.
+package targets_test
+
+import (
+	"encoding/json"
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/targets"
+	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/internal/testmodel"
+
+	_ "github.com/mtpconv/mtpconv/convert/targets/gguf"
+	_ "github.com/mtpconv/mtpconv/convert/targets/mlx"
+	_ "github.com/mtpconv/mtpconv/convert/targets/openvino"
+)
+
+// wantNames fails for each name not among the planned ones.
+func wantNames(t *testing.T, planned map[string]string, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if _, ok := planned[n]; !ok {
+			t.Errorf("no tensor %s in %v", n, planned)
+		}
+	}
+}
+
+// The GGUF target names nothing itself: architecture, pre-tokenizer,
+// tensor names and metadata keys all come from the family's table.
+func TestGGUFReadsFamilyTable(t *testing.T) {
+	m := testmodel.LoadDir(t, testmodel.WithTokenizer(t, fixtures.Qwen36))
+	g := &m.Spec.GGUF
+	g.Arch, g.PreTokenizer = "test_arch", "test_pre"
+	g.Layer = maps.Clone(g.Layer)
+	g.Layer["self_attn.q_proj.weight"] = "attn_q_test.weight"
+	g.HeadTop = maps.Clone(g.HeadTop)
+	g.HeadTop["fc.weight"] = "nextn.test_proj.weight"
+	wantNames(t, testmodel.PlanNames(t, "gguf", m), "blk.4.attn_q_test.weight", "blk.4.nextn.test_proj.weight", "token_embd.weight", "output.weight")
+	p, err := testmodel.Target(t, "gguf").Plan(m, targets.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := map[string]any{}
+	for _, k := range p.GGUF {
+		kv[k.Key] = k.Value.V
+	}
+	if kv["general.architecture"] != "test_arch" || kv["tokenizer.ggml.pre"] != "test_pre" || kv["test_arch.block_count"] == nil {
+		t.Errorf("metadata %v", kv)
+	}
+	for k := range kv {
+		if strings.HasPrefix(k, "qwen35moe.") {
+			t.Errorf("key %s not from the table", k)
+		}
+	}
+	// A family without a llama.cpp architecture is refused, naming it.
+	g.Arch = ""
+	if _, err := testmodel.Target(t, "gguf").Plan(m, targets.Options{}); err == nil || !strings.Contains(err.Error(), "does not know llama.cpp's architecture for family qwen3_5_moe") {
+		t.Errorf("no arch: %v", err)
+	}
+}
+
+// A head in the layer list with q/k/v biases, a score-correction bias and
+// its own shared head: every tensor named by the family's table (biases
+// as *.bias in float32), the MTP layer as block n_layer; multi-head latent
+// attention's kv_b_proj split in two.
+func TestGGUFSidecarOfLayerListHead(t *testing.T) {
+	testmodel.RegisterGLM(t)
+	m := testmodel.GLM(t, testmodel.GLMConfig(1, false), nil, testmodel.TokenizerFiles(t))
+	types := testmodel.PlanNames(t, "gguf", m)
+	for name, dt := range map[string]string{
+		"blk.3.attn_q.bias": "F32", "blk.3.attn_v.bias": "F32", "blk.3.exp_probs_b.bias": "F32", "blk.3.attn_q.weight": "BF16",
+		"blk.3.nextn.eh_proj.weight": "BF16", "blk.3.nextn.enorm.weight": "F32", "blk.3.nextn.shared_head_head.weight": "BF16",
+		"blk.3.ffn_down_exps.weight": "BF16", "token_embd.weight": "BF16", "output.weight": "BF16",
+	} {
+		if types[name] != dt {
+			t.Errorf("%s: %q, want %s", name, types[name], dt)
+		}
+	}
+	if len(types) != 26 {
+		t.Errorf("%d tensors: %v", len(types), types)
+	}
+	// Multi-head latent attention's kv_b_proj is stored as llama.cpp's
+	// DeepSeek-V2 path wants it: attn_k_b (key rows transposed) and attn_v_b.
+	flash := testmodel.Load(t, fixtures.GLM47Flash)
+	types = testmodel.PlanNames(t, "gguf", flash)
+	if types["blk.2.attn_k_b.weight"] != "BF16" || types["blk.2.attn_v_b.weight"] != "BF16" || types["blk.2.attn_kv_b.weight"] != "" {
+		t.Errorf("mla: %v", types)
+	}
+}
+
+// The drafter's model_type and the keys its config adds come from the
+// family's MLX table; combined's refusal is the family's sentence.
+func TestMLXReadsFamilyTable(t *testing.T) {
+	m := testmodel.Load(t, fixtures.Next)
+	m.Spec.MLX.DrafterModelType = "test_mtp"
+	m.Spec.MLX.DrafterTextConfig = func(m *model.Model, text map[string]any) { text["test_key"] = 7 }
+	p, err := testmodel.Target(t, "mlx").Plan(m, targets.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		ModelType string         `json:"model_type"`
+		Text      map[string]any `json:"text_config"`
+	}
+	for _, f := range p.Files {
+		if f.Name == "config.json" {
+			if err := json.Unmarshal(f.Contents, &cfg); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	_, rope := cfg.Text["rope_parameters"]
+	if cfg.ModelType != "test_mtp" || cfg.Text["test_key"] != 7.0 || rope {
+		t.Errorf("config %+v", cfg)
+	}
+	m.Spec.MLX.CombinedRefusal = "the test family's combined file has no loader"
+	if _, err := testmodel.Target(t, "combined").Plan(m, targets.Options{}); err == nil || !strings.Contains(err.Error(), "the test family's combined file has no loader") {
+		t.Errorf("combined: %v", err)
+	}
+}
+
+// A family with no mlx-vlm drafter is refused by name; with one, the
+// drafter holds the head's tensors under their layer-relative names,
+// whether the head sits apart or in the layer list.
+func TestMLXDrafterOfLayerListHead(t *testing.T) {
+	testmodel.RegisterGLM(t)
+	m := testmodel.GLM(t, testmodel.GLMConfig(1, false), nil, nil)
+	if _, err := testmodel.Target(t, "mlx").Plan(m, targets.Options{}); err == nil || err.Error() != "--target mlx: mlx-vlm has no drafter model for test_glm heads" {
+		t.Fatalf("err = %v", err)
+	}
+	m.Spec.MLX.DrafterModelType = "test_glm_mtp"
+	wantNames(t, testmodel.PlanNames(t, "mlx", m), "layers.0.eh_proj.weight", "layers.0.self_attn.q_proj.bias", "layers.0.mlp.switch_mlp.down_proj.weight", "layers.0.shared_head.head.weight")
+}
+
+// A family whose head no OpenVINO pipeline runs is refused with the
+// family's one sentence, before anything is planned; what the IR blocks
+// cannot lower is refused at planning, naming it: attention with biases
+// (GQA) or latent attention, sigmoid group routing, ungated shared experts.
+func TestOpenVINORefusals(t *testing.T) {
+	testmodel.RegisterGLM(t)
+	tg := testmodel.Target(t, "openvino")
+	for _, mla := range []bool{false, true} {
+		m := testmodel.GLM(t, testmodel.GLMConfig(1, mla), nil, nil)
+		if _, err := tg.Plan(m, targets.Options{}); err == nil || err.Error() != "--target openvino: "+testmodel.GLMRefusal {
+			t.Fatalf("refusal: %v", err)
+		}
+		m.Spec.OpenVINO.Refusal = ""
+		want := `attention "gqa" (output gate false) has no lowering`
+		if mla {
+			want = `attention "mla" (output gate false) has no lowering`
+		}
+		if _, err := tg.Plan(m, targets.Options{}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("mla %v: %v", mla, err)
+		}
+	}
+	q := testmodel.Load(t, fixtures.Qwen36)
+	if _, err := tg.Plan(q, targets.Options{}); err != nil {
+		t.Fatalf("qwen3_5_moe: %v", err)
+	}
+	qwen := q.Spec.Forward
+	for _, c := range []struct {
+		change func(*model.Forward)
+		want   string
+	}{
+		{func(f *model.Forward) { f.Layers[0].Attention.QBias = "x" }, "attention with q/k/v biases has no lowering"},
+		{func(f *model.Forward) { f.Layers[0].MLP.Routing = model.RouteSigmoidGroupTopK }, `MoE routing "sigmoid_group_topk" has no lowering`},
+		{func(f *model.Forward) { f.Layers[0].MLP.SharedExpertGate = "" }, "ungated shared experts have no lowering"},
+	} {
+		q.Spec.Forward = func(m *model.Model) model.Forward { f := qwen(m); c.change(&f); return f }
+		if _, err := tg.Plan(q, targets.Options{}); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("want %q: %v", c.want, err)
+		}
+	}
+}

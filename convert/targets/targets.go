@@ -1,0 +1,162 @@
+// Package targets is the registry of output kinds (one package each below
+// it: gguf, mlx, openvino): the Target interface, the user's export
+// Options, and how an option a target does not take is refused.
+package targets
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/plan"
+	"github.com/mtpconv/mtpconv/convert/run"
+	"github.com/mtpconv/mtpconv/manifests"
+)
+
+// Target is one output kind, one package each under convert/targets, behind
+// the registry: it says which export options it takes and their defaults,
+// plans an export as data, and finishes what Run wrote (files that need the
+// finished weights, such as an OpenVINO graph).
+type Target interface {
+	// Name is the --target value.
+	Name() string
+	// Usage is one line for --help.
+	Usage() string
+	// Accepts lists the options (their flag names) the target takes; any
+	// other option set by the user is an error.
+	Accepts() []string
+	// Plan decides the whole export. o holds every option, defaults not yet applied.
+	Plan(m *model.Model, o Options) (*plan.Plan, error)
+	// Card is what the model card and summaries say about an output of this target.
+	Card(man *manifests.Manifest) manifests.TargetCard
+}
+
+// Finisher is a Target whose files are completed after Run: Finish writes
+// into dir (or, with dir empty, only sizes) and returns the final records
+// of the files it wrote or changed.
+type Finisher interface {
+	Finish(dir string, m *model.Model, p *plan.Plan, prov Provenance, res *run.Result) ([]manifests.File, error)
+}
+
+// Options are the user's export choices. Set records which were given, so a
+// target can refuse an option it does not take and apply its own defaults.
+type Options struct {
+	HeadPrecision   string
+	TrunkPrecision  string
+	LMHeadPrecision string
+	GroupSize       int
+	Sym             bool
+	MLXRounding     string
+	RouterBits      int
+	MaxShardSize    int64
+	TrunkRecipe     string // mixed_2_6, mixed_3_4, mixed_3_6 or mixed_4_6
+	// mlx-lm's spellings (mlx_lm.convert --q-bits, --q-group-size, --q-mode,
+	// --quant-predicate), for the trunk of the MLX targets.
+	QBits          int
+	QGroupSize     int
+	QMode          string
+	QuantPredicate string
+	GGUFType       string
+	// Graft is a trunk GGUF the gguf target writes the head into (one
+	// bundled file); Force lets it replace a head the trunk already holds.
+	Graft string
+	Force bool
+	Set   map[string]bool
+}
+
+// Option names, as the CLI flags spell them.
+const (
+	OptHeadPrecision   = "head-precision"
+	OptTrunkPrecision  = "trunk-precision"
+	OptLMHeadPrecision = "lm-head-precision"
+	OptGroupSize       = "group-size"
+	OptSym             = "sym"
+	OptMLXRounding     = "mlx-rounding"
+	OptRouterBits      = "router-bits"
+	OptMaxShardSize    = "max-shard-size"
+	OptTrunkRecipe     = "trunk-recipe"
+	OptQBits           = "q-bits"
+	OptQGroupSize      = "q-group-size"
+	OptQMode           = "q-mode"
+	OptQuantPredicate  = "quant-predicate"
+	OptGGUFType        = "gguf-type"
+	OptGraft           = "graft"
+)
+
+// Provenance is what an export records about itself inside its files.
+type Provenance struct {
+	Version string // the tool's version
+	Source  string // the source model's name (Origin.Name): a Hub id or a folder's base name, never a path
+}
+
+var targets = map[string]Target{}
+
+// RegisterTarget adds a target; each target package calls it from init.
+func RegisterTarget(t Target) {
+	if _, dup := targets[t.Name()]; dup {
+		panic("convert: target " + t.Name() + " registered twice")
+	}
+	targets[t.Name()] = t
+}
+
+// TargetNames lists the registered targets, sorted.
+func TargetNames() []string {
+	out := make([]string, 0, len(targets))
+	for n := range targets {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// LookupTarget finds a registered target.
+func LookupTarget(name string) (Target, error) {
+	t, ok := targets[name]
+	if !ok {
+		return nil, fmt.Errorf("--target %q: must be %s", name, strings.Join(TargetNames(), ", "))
+	}
+	return t, nil
+}
+
+// CheckOptions refuses options the target does not take.
+func CheckOptions(t Target, o Options) error {
+	ok := map[string]bool{}
+	for _, a := range t.Accepts() {
+		ok[a] = true
+	}
+	var bad []string
+	for k, set := range o.Set {
+		if set && !ok[k] {
+			bad = append(bad, "--"+k)
+		}
+	}
+	sort.Strings(bad)
+	if len(bad) > 0 {
+		return fmt.Errorf("--target %s does not take %s (it takes %s)", t.Name(), strings.Join(bad, ", "), flagList(t.Accepts()))
+	}
+	return nil
+}
+
+func flagList(names []string) string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = "--" + n
+	}
+	return strings.Join(out, ", ")
+}
+
+// UsageError is a bad option value: the CLI exits 2 for it, as for a bad flag.
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+// CardOf is what an output's target says about it on cards and summaries
+// (nothing for a target this build does not know).
+func CardOf(man *manifests.Manifest) manifests.TargetCard {
+	if t, ok := targets[man.Target]; ok {
+		return t.Card(man)
+	}
+	return manifests.TargetCard{}
+}
