@@ -26,15 +26,22 @@ func ggufSource(t *testing.T) string {
 	return dir
 }
 
-// inspect reads GGUF files: our sidecar is an MTP-only file with its head in
-// block 4; a trunk without head has none.
-func TestInspectGGUF(t *testing.T) {
-	src := ggufSource(t)
+// q8Sidecar exports the Q8_0 sidecar of src (a folder named "src") and
+// returns its path.
+func q8Sidecar(t *testing.T, src string) string {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "o")
 	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--head-precision", "int8", "--out", out, "--quiet"); code != 0 {
 		t.Fatalf("export: %d %s", code, stderr)
 	}
-	side := filepath.Join(out, "mtp-src-Q8_0.gguf")
+	return filepath.Join(out, "mtp-src-Q8_0.gguf")
+}
+
+// inspect reads GGUF files: our sidecar is an MTP-only file with its head in
+// block 4; a trunk without head has none.
+func TestInspectGGUF(t *testing.T) {
+	src := ggufSource(t)
+	side := q8Sidecar(t, src)
 	code, stdout, stderr := runCLI(t, "inspect", "--json", side)
 	if code != 0 {
 		t.Fatalf("inspect: %d %s", code, stderr)
@@ -154,11 +161,7 @@ func TestGGUFDense(t *testing.T) {
 	}
 	testfs.LinkDir(t, fixtures.Ensure(t, fixtures.Qwen36Dense), src)
 	testfs.LinkDir(t, filepath.Join(fixtures.Root(), "testdata", "tokenizer-tiny"), src)
-	out := filepath.Join(t.TempDir(), "o")
-	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--head-precision", "int8", "--out", out, "--quiet"); code != 0 {
-		t.Fatalf("export: %d %s", code, stderr)
-	}
-	side := filepath.Join(out, "mtp-src-Q8_0.gguf")
+	side := q8Sidecar(t, src)
 	f, _, err := gg.Open(side)
 	if err != nil {
 		t.Fatal(err)

@@ -66,11 +66,7 @@ func writeGGUF(t *testing.T, path string, kvs []gg.KV, infos []gg.TensorInfo, da
 // untouched; what does not apply is refused.
 func TestGGUFSplitBundled(t *testing.T) {
 	src := ggufSource(t)
-	out := filepath.Join(t.TempDir(), "side")
-	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--head-precision", "int8", "--out", out, "--quiet"); code != 0 {
-		t.Fatalf("export: %d %s", code, stderr)
-	}
-	side := filepath.Join(out, "mtp-src-Q8_0.gguf")
+	side := q8Sidecar(t, src)
 	f, data := ggufTensors(t, side)
 	// Trunk blocks 0..3 around the head: one tensor each, between and before the sidecar's.
 	infos := []gg.TensorInfo{}
