@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,6 +14,7 @@ import (
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fakehub"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/internal/testfs"
 )
 
 const hubRepo = "Qwen/Qwen3.6-35B-A3B"
@@ -270,16 +273,7 @@ func TestExportFromHFCacheWithoutNetwork(t *testing.T) {
 	dir := fixtures.Ensure(t, fixtures.Qwen36)
 	local, _ := exportFiles(t, dir)
 	cache := t.TempDir()
-	repo := filepath.Join(cache, "models--Qwen--Qwen3.6-35B-A3B")
-	snap := filepath.Join(repo, "snapshots", fakehub.Commit)
-	os.MkdirAll(snap, 0o755)
-	os.MkdirAll(filepath.Join(repo, "refs"), 0o755)
-	os.WriteFile(filepath.Join(repo, "refs", "main"), []byte(fakehub.Commit), 0o644)
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		// The cache keeps blobs elsewhere and symlinks them into the snapshot.
-		os.Symlink(filepath.Join(dir, e.Name()), filepath.Join(snap, e.Name()))
-	}
+	cacheSnapshot(t, cache, hubRepo, fakehub.Commit, dir)
 	t.Setenv("HF_HUB_CACHE", cache)
 	hubEnv(t, "http://127.0.0.1:9") // nothing listens: any network use fails
 	for _, offline := range []string{"", "1"} {
@@ -289,4 +283,132 @@ func TestExportFromHFCacheWithoutNetwork(t *testing.T) {
 		pinned, _ := exportFiles(t, hubRepo+"@"+fakehub.Commit)
 		sameFiles(t, local, pinned)
 	}
+}
+
+// cacheSnapshot lays out cache as a Hugging Face cache holding repo at
+// commit (refs/main points there), its snapshot symlinking the files of
+// dir as the cache links its blobs.
+func cacheSnapshot(t *testing.T, cache, repo, commit, dir string) {
+	t.Helper()
+	root := filepath.Join(cache, "models--"+strings.ReplaceAll(repo, "/", "--"))
+	snap := filepath.Join(root, "snapshots", commit)
+	for _, d := range []string{snap, filepath.Join(root, "refs")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "refs", "main"), []byte(commit), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testfs.LinkDir(t, dir, snap)
+}
+
+// The GLM families from the Hub and from a Hugging Face cache: the gguf
+// sidecar (and GLM-4.7-Flash's mlx-vlm drafter) read by range from the
+// (fake) Hub and from a cache snapshot equals the local export byte for
+// byte; the Hub sends no byte of a trunk layer (only the NextN layer,
+// the embedding and lm_head, the shard headers and the small files), and
+// the cache export sends nothing.
+func TestGLMFromHubAndCache(t *testing.T) {
+	cases := []struct {
+		fixture, repo string
+		targets       [][]string
+	}{
+		{fixtures.GLM45, "zai-org/GLM-4.5-Air", [][]string{{"--target", "gguf"}, {"--target", "gguf", "--gguf-type", "Q4_K_M"}}},
+		{fixtures.GLM47Flash, "zai-org/GLM-4.7-Flash", [][]string{{"--target", "gguf"}, {"--target", "mlx"}}},
+	}
+	for _, c := range cases {
+		t.Run(c.fixture, func(t *testing.T) {
+			dir := fixtures.Ensure(t, c.fixture)
+			hub := fakehub.New(c.repo, dir)
+			defer hub.Close()
+			hubEnv(t, hub.URL)
+			cache := t.TempDir()
+			cacheSnapshot(t, cache, c.repo, fakehub.Commit, dir)
+			t.Setenv("HF_HUB_CACHE", cache)
+			trunk := trunkLayers(t, dir)
+			for _, target := range c.targets {
+				name := strings.Join(target, " ")
+				local, _ := exportWith(t, dir, append(target, "--base-model", c.repo)...)
+				before, logged := hub.Sent(), len(hub.Requests())
+				remote, sum := exportWith(t, "hf://"+c.repo, target...)
+				sent := hub.Sent() - before
+				sameFiles(t, local, remote)
+				if got := fetchedTensors(t, hub.Requests()[logged:], trunk); len(got) != 0 {
+					t.Errorf("%s: fetched trunk tensors %v", name, got)
+				}
+				var trunkBytes int64
+				for _, tn := range trunk {
+					trunkBytes += tn.Bytes()
+				}
+				if sent == 0 || sent > sum.SourceTotal-trunkBytes {
+					t.Errorf("%s: fetched %d of %d bytes, of which %d are trunk layers", name, sent, sum.SourceTotal, trunkBytes)
+				}
+				t.Logf("%s: fetched %d of %d bytes (%.0f%%; trunk layers %d)", name, sent, sum.SourceTotal, 100*float64(sent)/float64(sum.SourceTotal), trunkBytes)
+				cached, _ := exportWith(t, c.repo, target...)
+				sameFiles(t, local, cached)
+				if d := hub.Sent() - before - sent; d != 0 {
+					t.Errorf("%s: the cache export fetched %d bytes", name, d)
+				}
+			}
+		})
+	}
+}
+
+// trunkLayers lists the tensors of dir's decoder layers below
+// num_hidden_layers (the trunk's, which a head export never reads).
+func trunkLayers(t *testing.T, dir string) []*st.Tensor {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Layers int `json:"num_hidden_layers"`
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil || cfg.Layers == 0 {
+		t.Fatalf("config.json: num_hidden_layers %d, %v", cfg.Layers, err)
+	}
+	ck, err := st.Open(source.Dir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	var out []*st.Tensor
+	for _, name := range ck.Names {
+		rest, ok := strings.CutPrefix(name, "model.layers.")
+		if !ok {
+			continue
+		}
+		if i, err := strconv.Atoi(rest[:strings.IndexByte(rest, '.')]); err != nil || i < cfg.Layers {
+			out = append(out, ck.Tensors[name])
+		}
+	}
+	return out
+}
+
+// fetchedTensors names the tensors among ts of which a byte was asked for
+// in reqs (ranged file requests of the fake Hub).
+func fetchedTensors(t *testing.T, reqs []fakehub.Request, ts []*st.Tensor) []string {
+	t.Helper()
+	var out []string
+	for _, r := range reqs {
+		spec, ok := strings.CutPrefix(r.Range, "bytes=")
+		if !ok {
+			continue
+		}
+		from, to, _ := strings.Cut(spec, "-")
+		lo, err1 := strconv.ParseInt(from, 10, 64)
+		hi, err2 := strconv.ParseInt(to, 10, 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("%s: range %q", r.Path, r.Range)
+		}
+		for _, tn := range ts {
+			start := tn.Shard.Header.DataStart
+			if path.Base(r.Path) == tn.Shard.Name && lo < start+tn.End && hi >= start+tn.Begin {
+				out = append(out, tn.Name)
+			}
+		}
+	}
+	return out
 }

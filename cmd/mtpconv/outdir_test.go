@@ -183,10 +183,7 @@ func mustGetwd(t *testing.T) string {
 // commit (refs/main), its snapshot files linked to the fixture, and points
 // HF_HUB_CACHE at it. It returns the --src id.
 func hfCache(t *testing.T, root, fixture, commit string) string {
-	repo := filepath.Join(root, "hub", "models--org--tiny")
-	linkFixture(t, fixture, filepath.Join(repo, "snapshots", commit))
-	os.MkdirAll(filepath.Join(repo, "refs"), 0o755)
-	os.WriteFile(filepath.Join(repo, "refs", "main"), []byte(commit), 0o644)
+	cacheSnapshot(t, filepath.Join(root, "hub"), "org/tiny", commit, fixtures.Ensure(t, fixture))
 	t.Setenv("HF_HUB_CACHE", filepath.Join(root, "hub"))
 	return "org/tiny"
 }

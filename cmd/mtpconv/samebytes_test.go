@@ -58,13 +58,7 @@ func TestSameSourceSameBytes(t *testing.T) {
 	named := sourceFolder(t, filepath.Join(root, "downloads"), "Qwen3.6-35B-A3B", map[string]string{"README.md": readme})
 	other := sourceFolder(t, filepath.Join(root, "elsewhere"), "my-copy", nil)
 	cache := filepath.Join(root, "hub")
-	sourceFolder(t, filepath.Join(cache, "models--Qwen--Qwen3.6-35B-A3B", "snapshots"), fakehub.Commit, nil)
-	if err := os.MkdirAll(filepath.Join(cache, "models--Qwen--Qwen3.6-35B-A3B", "refs"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(cache, "models--Qwen--Qwen3.6-35B-A3B", "refs", "main"), []byte(fakehub.Commit), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cacheSnapshot(t, cache, repo, fakehub.Commit, other)
 	hub := fakehub.New(repo, other)
 	defer hub.Close()
 	hubEnv(t, hub.URL)
