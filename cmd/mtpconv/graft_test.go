@@ -183,6 +183,22 @@ func graftTrunk(t *testing.T, src string) string {
 	return trunk
 }
 
+// trunkKept reports each trunk tensor whose bytes or type the graft changed
+// and returns the graft's tensor types.
+func trunkKept(t *testing.T, what string, tf *gg.File, tdata map[string][]byte, of *gg.File, odata map[string][]byte) map[string]gg.GGMLType {
+	t.Helper()
+	types := map[string]gg.GGMLType{}
+	for _, ti := range of.Tensors {
+		types[ti.Name] = ti.Type
+	}
+	for _, ti := range tf.Tensors {
+		if !bytes.Equal(odata[ti.Name], tdata[ti.Name]) || types[ti.Name] != ti.Type {
+			t.Errorf("%strunk tensor %s changed", what, ti.Name)
+		}
+	}
+	return types
+}
+
 func graft(t *testing.T, src, trunk string, extra ...string) (string, string) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "g")
@@ -210,15 +226,7 @@ func TestGGUFGraft(t *testing.T) {
 	}
 	tf, tdata := ggufTensors(t, trunk)
 	of, odata := ggufTensors(t, out)
-	types := map[string]gg.GGMLType{}
-	for _, ti := range of.Tensors {
-		types[ti.Name] = ti.Type
-	}
-	for _, ti := range tf.Tensors {
-		if !bytes.Equal(odata[ti.Name], tdata[ti.Name]) || types[ti.Name] != ti.Type {
-			t.Errorf("trunk tensor %s changed", ti.Name)
-		}
-	}
+	types := trunkKept(t, "", tf, tdata, of, odata)
 	side := filepath.Join(t.TempDir(), "side")
 	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--out", side, "--quiet"); code != 0 {
 		t.Fatal(stderr)
@@ -474,15 +482,7 @@ func TestGLMGraftSplit(t *testing.T) {
 			name := fx + " " + typ
 			out, _ := graft(t, src, trunk, "--gguf-type", typ)
 			of, odata := ggufTensors(t, out)
-			types := map[string]gg.GGMLType{}
-			for _, ti := range of.Tensors {
-				types[ti.Name] = ti.Type
-			}
-			for _, ti := range tf.Tensors {
-				if !bytes.Equal(odata[ti.Name], tdata[ti.Name]) || types[ti.Name] != ti.Type {
-					t.Errorf("%s: trunk tensor %s changed", name, ti.Name)
-				}
-			}
+			trunkKept(t, name+": ", tf, tdata, of, odata)
 			if len(of.Tensors) <= len(tf.Tensors) {
 				t.Errorf("%s: no head grafted (%d tensors)", name, len(of.Tensors))
 			}
