@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -539,6 +541,56 @@ func TestGLMGraftSplit(t *testing.T) {
 			if code, stdout, stderr := runCLI(t, "verify", split); code != 0 || !strings.Contains(stdout, "OK") {
 				t.Errorf("%s: verify split: %d %s %s", name, code, stdout, stderr)
 			}
+		}
+	}
+}
+
+// A bf16 graft onto a trunk in the reference converter's order (its bundled
+// file without the NextN block) is that bundled file tensor for tensor, in
+// its order: GLM's head comes from model.layers.{n}, which the converter
+// visits before model.norm (output_norm), unlike Qwen's mtp.* after
+// every trunk name.
+func TestGLMGraftOrderLikeReference(t *testing.T) {
+	for _, fx := range []string{fixtures.GLM45, fixtures.GLM47Flash} {
+		src := fixtures.Ensure(t, fx)
+		tf, tdata := ggufTensors(t, graftTrunk(t, src))
+		raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "gguf_reference", fx+"-bundled-bf16.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ref struct {
+			Tensors []struct{ Name, Type, SHA256 string }
+		}
+		if err := json.Unmarshal(raw, &ref); err != nil {
+			t.Fatal(err)
+		}
+		byName := map[string]gg.TensorInfo{}
+		for _, ti := range tf.Tensors {
+			byName[ti.Name] = gg.TensorInfo{Name: ti.Name, Dims: ti.Dims, Type: ti.Type}
+		}
+		var infos []gg.TensorInfo
+		for _, r := range ref.Tensors {
+			if ti, ok := byName[r.Name]; ok {
+				infos = append(infos, ti)
+			}
+		}
+		if len(infos) != len(tf.Tensors) {
+			t.Fatalf("%s: the reference holds %d of the trunk's %d tensors", fx, len(infos), len(tf.Tensors))
+		}
+		trunk := filepath.Join(t.TempDir(), "Ref-BF16.gguf")
+		writeGGUF(t, trunk, tf.KV, infos, tdata)
+		out, _ := graft(t, src, trunk)
+		of, odata := ggufTensors(t, out)
+		var got, want []string
+		for _, ti := range of.Tensors {
+			sum := sha256.Sum256(odata[ti.Name])
+			got = append(got, ti.Name+" "+ti.Type.String()+" "+hex.EncodeToString(sum[:]))
+		}
+		for _, r := range ref.Tensors {
+			want = append(want, r.Name+" "+r.Type+" "+r.SHA256)
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s: the graft's tensors\n%s\nthe reference bundled file's\n%s", fx, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	}
 }
