@@ -52,12 +52,12 @@ def assert_trunk_kept(trunk, grafted):
         assert ours[name] == t, name
 
 
-def speculative_alone(llama_bin, model, n=48):
+def speculative_alone(llama_bin, model, n=48, extra=()):
     """llama-speculative-simple with the MTP head of the model itself (no -md)."""
     import re
     for _ in range(6):
         out, err = run_llama(llama_bin, "llama-speculative-simple", "-m", model, "--spec-type", "draft-mtp",
-                             "-p", PROMPT, "-n", n, "--temp", "0", "-c", "512", "-t", "2")
+                             "-p", PROMPT, "-n", n, "--temp", "0", "-c", "512", "-t", "2", *extra)
         stats = {k: float(v) for k, v in re.findall(r"\b(n_drafted|n_accept|accept)\s*=\s*([0-9.]+)", err)}
         if {"n_drafted", "n_accept", "accept"} <= stats.keys():
             return out.strip(), stats

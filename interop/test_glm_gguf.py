@@ -8,7 +8,10 @@ deepseek2 for GLM-4.7-Flash) against llama.cpp itself and gguf-py:
   numpy reference (interop/reference_nextn.py) fed llama.cpp's own h_nextn;
 - llama.cpp drafts with our sidecar (--spec-type draft-mtp): greedy text equal to
   the no-draft text; on the rigged twins it accepts >= 95% of the drafts at bf16,
-  Q8_0 and Q4_K_M.
+  Q8_0 and Q4_K_M;
+- llama.cpp drafts alike with the head grafted into the trunk (--graft, one file,
+  no -md), every trunk tensor kept. No reference --no-mtp trunk is recorded for
+  these families, so the graft is not compared with a reference bundled file.
 """
 import json
 import subprocess
@@ -21,6 +24,7 @@ import pytest
 from conftest import ROOT, export
 from reference_nextn import GLMReference
 from test_glm import glm_dirs  # noqa: F401  (session fixtures)
+from test_gguf_graft import assert_trunk_kept, graft, speculative_alone
 from test_gguf import PROVENANCE, REFERENCE, describe, ggtrunk, greedy, llama_bin, run_llama, sidecar, speculative  # noqa: F401
 
 PLAIN = {"glm": "glm4.5-moe-tiny", "flash": "glm4.7-flash-tiny"}
@@ -108,13 +112,23 @@ def test_llama_nextn_logits_equal_reference(mtpconv, glm_dirs, ggtrunk, mtp_logi
     assert (mtp.argmax(-1) == want.argmax(-1)).all()
 
 
+def drafted(mtpconv, llama_bin, src, trunk, out, key, how, precision):
+    """llama.cpp's greedy drafting with the head at precision: a sidecar next to
+    the trunk (-md), or grafted into it (one file, every trunk tensor kept)."""
+    if how == "sidecar":
+        return speculative(llama_bin, trunk, sidecar(mtpconv, src, out, precision), extra=overrides(key))
+    bundled = graft(mtpconv, src, trunk, out, "--head-precision", precision)
+    assert_trunk_kept(trunk, bundled)
+    return speculative_alone(llama_bin, bundled, extra=overrides(key))
+
+
 @pytest.mark.parametrize("key", list(PLAIN))
-def test_llama_drafts_with_sidecar(mtpconv, glm_dirs, llama_bin, ggtrunk, tmp_path, key):
+@pytest.mark.parametrize("how", ["sidecar", "graft"])
+def test_llama_drafts(mtpconv, glm_dirs, llama_bin, ggtrunk, tmp_path, key, how):
     src = glm_dirs[key]
     trunk = trunk_of(ggtrunk, src, tmp_path / "trunk.gguf", key)
-    draft = sidecar(mtpconv, src, tmp_path / "out", "bf16")
     want = greedy(llama_bin, trunk, 64)
-    got, stats = speculative(llama_bin, trunk, draft, extra=overrides(key))
+    got, stats = drafted(mtpconv, llama_bin, src, trunk, tmp_path / "out", key, how, "bf16")
     assert stats["n_drafted"] > 0
     assert len(got) > 20
     assert got == want or (len(got) > 52 and want.startswith(got))
@@ -122,13 +136,13 @@ def test_llama_drafts_with_sidecar(mtpconv, glm_dirs, llama_bin, ggtrunk, tmp_pa
 
 @pytest.mark.parametrize("key", ["glm-rigged", "flash-rigged"])
 @pytest.mark.parametrize("precision", ["bf16", "int8", "int4"])
-def test_rigged_acceptance(mtpconv, glm_dirs, llama_bin, ggtrunk, tmp_path, key, precision):
+@pytest.mark.parametrize("how", ["sidecar", "graft"])
+def test_rigged_acceptance(mtpconv, glm_dirs, llama_bin, ggtrunk, tmp_path, key, precision, how):
     src = glm_dirs[key]
     trunk = trunk_of(ggtrunk, src, tmp_path / "trunk.gguf", key)
-    draft = sidecar(mtpconv, src, tmp_path / "out", precision)
     want = greedy(llama_bin, trunk, 64)
-    got, stats = speculative(llama_bin, trunk, draft, extra=overrides(key))
-    print(f"rigged {key} {precision}: drafted {stats['n_drafted']:.0f}, accepted {stats['n_accept']:.0f} ({stats['accept']:.1f}%)")
+    got, stats = drafted(mtpconv, llama_bin, src, trunk, tmp_path / "out", key, how, precision)
+    print(f"rigged {how} {key} {precision}: drafted {stats['n_drafted']:.0f}, accepted {stats['n_accept']:.0f} ({stats['accept']:.1f}%)")
     assert len(got) > 52 and want.startswith(got)
     assert stats["n_drafted"] >= 30
     assert stats["n_accept"] / stats["n_drafted"] >= 0.95

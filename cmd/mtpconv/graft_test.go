@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,6 +14,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
+	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/internal/gguftrunk"
 	"github.com/mtpconv/mtpconv/manifests"
 )
@@ -182,6 +185,22 @@ func graftTrunk(t *testing.T, src string) string {
 	return trunk
 }
 
+// trunkKept reports each trunk tensor whose bytes or type the graft changed
+// and returns the graft's tensor types.
+func trunkKept(t *testing.T, what string, tf *gg.File, tdata map[string][]byte, of *gg.File, odata map[string][]byte) map[string]gg.GGMLType {
+	t.Helper()
+	types := map[string]gg.GGMLType{}
+	for _, ti := range of.Tensors {
+		types[ti.Name] = ti.Type
+	}
+	for _, ti := range tf.Tensors {
+		if !bytes.Equal(odata[ti.Name], tdata[ti.Name]) || types[ti.Name] != ti.Type {
+			t.Errorf("%strunk tensor %s changed", what, ti.Name)
+		}
+	}
+	return types
+}
+
 func graft(t *testing.T, src, trunk string, extra ...string) (string, string) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "g")
@@ -209,15 +228,7 @@ func TestGGUFGraft(t *testing.T) {
 	}
 	tf, tdata := ggufTensors(t, trunk)
 	of, odata := ggufTensors(t, out)
-	types := map[string]gg.GGMLType{}
-	for _, ti := range of.Tensors {
-		types[ti.Name] = ti.Type
-	}
-	for _, ti := range tf.Tensors {
-		if !bytes.Equal(odata[ti.Name], tdata[ti.Name]) || types[ti.Name] != ti.Type {
-			t.Errorf("trunk tensor %s changed", ti.Name)
-		}
-	}
+	types := trunkKept(t, "", tf, tdata, of, odata)
 	side := filepath.Join(t.TempDir(), "side")
 	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--out", side, "--quiet"); code != 0 {
 		t.Fatal(stderr)
@@ -456,5 +467,130 @@ func TestInspectGGUFAddHead(t *testing.T) {
 	}
 	if want := "mtpconv export --src hf://Qwen/Qwen3.6-35B-A3B --target gguf --graft '" + named + "' --out 'my model-mtp'"; s.AddHead != want {
 		t.Errorf("add_head_command %q, want %q", s.AddHead, want)
+	}
+}
+
+// The graft and the split are table-driven: for both GLM families (glm4moe
+// and deepseek2) and each head precision, the head grafted into the
+// family's bf16 trunk keeps every trunk tensor's bytes and type, verify
+// passes against the source, and the sidecar split back is byte for byte
+// the sidecar the export writes directly.
+func TestGLMGraftSplit(t *testing.T) {
+	for _, fx := range []string{fixtures.GLM45, fixtures.GLM47Flash} {
+		src := fixtures.Ensure(t, fx)
+		trunk := graftTrunk(t, src)
+		tf, tdata := ggufTensors(t, trunk)
+		for _, typ := range []string{"BF16", "Q8_0", "Q4_K_M"} {
+			name := fx + " " + typ
+			out, _ := graft(t, src, trunk, "--gguf-type", typ)
+			of, odata := ggufTensors(t, out)
+			trunkKept(t, name+": ", tf, tdata, of, odata)
+			if len(of.Tensors) <= len(tf.Tensors) {
+				t.Errorf("%s: no head grafted (%d tensors)", name, len(of.Tensors))
+			}
+			if code, stdout, stderr := runCLI(t, "verify", filepath.Dir(out), "--src", src); code != 0 || !strings.Contains(stdout, "recomputed from the source: OK") {
+				t.Errorf("%s: verify graft: %d %s %s", name, code, stdout, stderr)
+			}
+			direct := filepath.Join(t.TempDir(), "direct")
+			if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--gguf-type", typ, "--out", direct, "--quiet"); code != 0 {
+				t.Fatalf("%s: export: %s", name, stderr)
+			}
+			split := filepath.Join(t.TempDir(), "split")
+			if code, _, stderr := runCLI(t, "export", "--src", out, "--target", "gguf", "--out", split, "--quiet"); code != 0 {
+				t.Fatalf("%s: split: %s", name, stderr)
+			}
+			want, _ := filepath.Glob(filepath.Join(direct, "*.gguf"))
+			got, _ := filepath.Glob(filepath.Join(split, "*.gguf"))
+			if len(want) != 1 || len(got) != 1 {
+				t.Fatalf("%s: sidecars %v %v", name, want, got)
+			}
+			// The split holds the graft's metadata (the trunk's, as grafted) and
+			// the direct sidecar's tensors in the graft's order, those outside
+			// blocks being the trunk's (a graft keeps every trunk tensor).
+			wf, wdata := ggufTensors(t, want[0])
+			var infos []gg.TensorInfo
+			data := map[string][]byte{}
+			for _, ti := range of.Tensors {
+				if _, kept := wdata[ti.Name]; !kept {
+					continue
+				}
+				b := wdata[ti.Name]
+				if !strings.HasPrefix(ti.Name, "blk.") {
+					b = tdata[ti.Name]
+				}
+				infos, data[ti.Name] = append(infos, gg.TensorInfo{Name: ti.Name, Dims: ti.Dims, Type: ti.Type}), b
+			}
+			if len(infos) != len(wf.Tensors) {
+				t.Errorf("%s: the graft holds %d of the sidecar's %d tensors", name, len(infos), len(wf.Tensors))
+			}
+			expected := filepath.Join(t.TempDir(), "expected.gguf")
+			writeGGUF(t, expected, of.KV, infos, data)
+			wb, _ := os.ReadFile(expected)
+			gb, _ := os.ReadFile(got[0])
+			if !bytes.Equal(gb, wb) {
+				t.Errorf("%s: split sidecar (%d bytes) differs from the sidecar with the trunk's metadata and top tensors (%d bytes)", name, len(gb), len(wb))
+			}
+			// At bf16 the trunk's top tensors are the sidecar's: every tensor the same bytes.
+			if _, gdata := ggufTensors(t, got[0]); typ == "BF16" {
+				for n, b := range wdata {
+					if !bytes.Equal(gdata[n], b) {
+						t.Errorf("%s: split tensor %s differs from the direct sidecar's", name, n)
+					}
+				}
+			}
+			if code, stdout, stderr := runCLI(t, "verify", split); code != 0 || !strings.Contains(stdout, "OK") {
+				t.Errorf("%s: verify split: %d %s %s", name, code, stdout, stderr)
+			}
+		}
+	}
+}
+
+// A bf16 graft onto a trunk in the reference converter's order (its bundled
+// file without the NextN block) is that bundled file tensor for tensor, in
+// its order: GLM's head comes from model.layers.{n}, which the converter
+// visits before model.norm (output_norm), unlike Qwen's mtp.* after
+// every trunk name.
+func TestGLMGraftOrderLikeReference(t *testing.T) {
+	for _, fx := range []string{fixtures.GLM45, fixtures.GLM47Flash} {
+		src := fixtures.Ensure(t, fx)
+		tf, tdata := ggufTensors(t, graftTrunk(t, src))
+		raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "gguf_reference", fx+"-bundled-bf16.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ref struct {
+			Tensors []struct{ Name, Type, SHA256 string }
+		}
+		if err := json.Unmarshal(raw, &ref); err != nil {
+			t.Fatal(err)
+		}
+		byName := map[string]gg.TensorInfo{}
+		for _, ti := range tf.Tensors {
+			byName[ti.Name] = gg.TensorInfo{Name: ti.Name, Dims: ti.Dims, Type: ti.Type}
+		}
+		var infos []gg.TensorInfo
+		for _, r := range ref.Tensors {
+			if ti, ok := byName[r.Name]; ok {
+				infos = append(infos, ti)
+			}
+		}
+		if len(infos) != len(tf.Tensors) {
+			t.Fatalf("%s: the reference holds %d of the trunk's %d tensors", fx, len(infos), len(tf.Tensors))
+		}
+		trunk := filepath.Join(t.TempDir(), "Ref-BF16.gguf")
+		writeGGUF(t, trunk, tf.KV, infos, tdata)
+		out, _ := graft(t, src, trunk)
+		of, odata := ggufTensors(t, out)
+		var got, want []string
+		for _, ti := range of.Tensors {
+			sum := sha256.Sum256(odata[ti.Name])
+			got = append(got, ti.Name+" "+ti.Type.String()+" "+hex.EncodeToString(sum[:]))
+		}
+		for _, r := range ref.Tensors {
+			want = append(want, r.Name+" "+r.Type+" "+r.SHA256)
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s: the graft's tensors\n%s\nthe reference bundled file's\n%s", fx, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
 	}
 }

@@ -421,15 +421,18 @@ func bundledOrder(m *model.Model, trunk []string, head []plan.OutTensor) []strin
 			fixed[g] = s.Suffix
 		}
 	}
+	// A head tensor goes before the first trunk tensor the converter visits
+	// after it: in a later shard, or later by name in the same shard (GLM's
+	// model.layers.{n} before model.norm; Qwen's mtp.* after every trunk name).
 	var out []string
-	k, shard := 0, 0
+	k, shard, src := 0, 0, ""
 	for _, n := range trunk {
-		if src, ok := fixed[n]; ok {
-			shard = max(shardOf(src), 0)
+		if s, ok := fixed[n]; ok {
+			shard, src = max(shardOf(s), 0), s
 		} else if b := blockOf(n); b >= 0 {
-			shard = layerShard[b]
+			shard, src = layerShard[b], tp+"layers."+strconv.Itoa(b)+"."
 		}
-		for ; k < len(hs) && hs[k].shard < shard; k++ {
+		for ; k < len(hs) && (hs[k].shard < shard || hs[k].shard == shard && hs[k].src < src); k++ {
 			out = append(out, hs[k].name)
 		}
 		out = append(out, n)
