@@ -22,6 +22,10 @@ func ggmlPathsAgree(t *testing.T, name, typ string, w []float32, cols int) {
 			if out[i], err = QuantizeGGML(typ, w, cols, nil, &stats[i]); err != nil {
 				t.Fatal(err)
 			}
+			// Without statistics (as the verifier quantizes) the blocks are the same.
+			if plain, _ := QuantizeGGML(typ, w, cols, nil, nil); !bytes.Equal(plain, out[i]) {
+				t.Fatalf("%s: blocks without statistics differ (avx2 %v)", name, on)
+			}
 		})
 	}
 	if !bytes.Equal(out[0], out[1]) {
@@ -51,6 +55,92 @@ func TestGGMLPathsAgree(t *testing.T) {
 			}
 		}
 	}
+}
+
+// legacyEdgeBlocks are 32-value blocks at the edges of Q4_0, Q5_0 and Q5_1:
+// ties of the largest magnitude, zero extremes of either sign, scales whose
+// inverse or f16 overflows, infinities and NaNs.
+func legacyEdgeBlocks() map[string][]float32 {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	negZero := float32(math.Copysign(0, -1))
+	ramp := func(f func(i int) float32) []float32 {
+		b := make([]float32, 32)
+		for i := range b {
+			b[i] = f(i)
+		}
+		return b
+	}
+	set := func(b []float32, kv ...float32) []float32 {
+		for i := 0; i < len(kv); i += 2 {
+			b[int(kv[i])] = kv[i+1]
+		}
+		return b
+	}
+	small := func(i int) float32 { return float32(i%7-3) * 0.1 }
+	return map[string][]float32{
+		"tie +first":    set(ramp(small), 3, 2, 9, -2),
+		"tie -first":    set(ramp(small), 3, -2, 9, 2),
+		"zeros +first":  ramp(func(i int) float32 { return []float32{0, negZero}[i%2] }),
+		"zeros -first":  ramp(func(i int) float32 { return []float32{negZero, 0}[i%2] }),
+		"min -0 first":  set(ramp(func(i int) float32 { return float32(i + 1) }), 5, negZero, 7, 0),
+		"min +0 first":  set(ramp(func(i int) float32 { return float32(i + 1) }), 5, 0, 7, negZero),
+		"max -0 first":  set(ramp(func(i int) float32 { return -float32(i + 1) }), 20, negZero, 30, 0),
+		"max +0 first":  set(ramp(func(i int) float32 { return -float32(i + 1) }), 20, 0, 30, negZero),
+		"subnormal":     ramp(func(i int) float32 { return float32(i-16) * 1e-40 }),
+		"subnormal+0":   set(ramp(func(i int) float32 { return float32(i%5) * 3e-41 }), 0, negZero),
+		"halves":        ramp(func(i int) float32 { return float32(i-16) / 2 }),
+		"f16 overflow":  ramp(func(i int) float32 { return float32(i-15) * 1e5 }),
+		"max float":     set(ramp(small), 1, math.MaxFloat32, 2, -math.MaxFloat32),
+		"inf":           set(ramp(small), 4, inf),
+		"-inf and inf":  set(ramp(small), 4, -inf, 8, inf),
+		"nan":           set(ramp(small), 6, nan),
+		"nan at max":    set(ramp(small), 0, nan, 1, 5, 2, nan),
+		"all nan":       ramp(func(int) float32 { return nan }),
+		"nan and zeros": set(ramp(func(int) float32 { return negZero }), 0, nan),
+	}
+}
+
+// TestGGMLLegacyEdges: each edge block alone, and after and before ordinary
+// blocks (a kernel stops at a NaN error and resumes after it), gives the
+// same bits in both paths; and the scalar rules the kernels follow hold.
+func TestGGMLLegacyEdges(t *testing.T) {
+	skipWithoutAVX2(t)
+	r := rand.New(rand.NewPCG(3, 9))
+	ordinary := normalRow(r, 64, 0.02)
+	for name, b := range legacyEdgeBlocks() {
+		for _, typ := range []string{GGMLQ8_0, GGMLQ4_0, GGMLQ5_0, GGMLQ5_1} {
+			ggmlPathsAgree(t, typ+"/"+name, typ, b, 32)
+			w := append(append(append([]float32{}, ordinary...), b...), ordinary...)
+			ggmlPathsAgree(t, typ+"/"+name+"/among", typ, w, 32)
+		}
+	}
+	blocks := legacyEdgeBlocks()
+	f16At := func(typ string, b []float32, off int) uint16 {
+		y, err := QuantizeGGML(typ, b, 32, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return uint16(y[off]) | uint16(y[off+1])<<8
+	}
+	forEachPath(t, func(t *testing.T) {
+		for _, c := range []struct {
+			typ, block string
+			off        int
+			want       uint16
+		}{
+			{GGMLQ4_0, "tie +first", 0, 0xb400},   // d = 2 / -8
+			{GGMLQ4_0, "tie -first", 0, 0x3400},   // d = -2 / -8
+			{GGMLQ5_0, "zeros -first", 0, 0x8000}, // mx stays +0: d = +0 / -16
+			{GGMLQ5_1, "min -0 first", 2, 0x8000}, // m: the first zero, its sign kept
+			{GGMLQ5_1, "min +0 first", 2, 0x0000},
+			{GGMLQ5_1, "zeros -first", 2, 0x8000},
+			{GGMLQ5_1, "zeros +first", 2, 0x0000},
+		} {
+			if got := f16At(c.typ, blocks[c.block], c.off); got != c.want {
+				t.Errorf("%s %s: f16 at %d is %#04x, want %#04x", c.typ, c.block, c.off, got, c.want)
+			}
+		}
+	})
 }
 
 func FuzzGGML(f *testing.F) {

@@ -102,9 +102,11 @@ found:
 	VCVTPH2PS    X11, X11; \
 	VBROADCASTSS X11, Y15
 
-// Codes int8(float32(x*id + add)) (id Y12; the int32 conversion's low byte,
-// sign-extended, as Go's float32-to-int8 conversion does on amd64), at
-// most lim.
+// Codes min(lim, int8(x*id + add)) (id Y12): Go's float32-to-int8
+// conversion on amd64 is the int32 conversion's low byte, sign-extended.
+// x*id + add is in [0, 2*add] unless id is infinite (a block of tiny
+// values), when the int32 conversion gives 0x80000000: the codes are in
+// [0, lim], which the packing and dequantizing below rely on.
 #define SIGNED_CODE(x, c, add, lim) \
 	VMULPS     Y12, x, c; \
 	VADDPS     add, c, c; \
@@ -113,27 +115,24 @@ found:
 	VPSRAD     $24, c, c; \
 	VPMINSD    lim, c, c
 
-// Bytes lo | hi<<4 (each masked by mask first when mask is not lgByte) of
-// the codes Y4|Y6 (elements j and j+16, j < 8) and Y5|Y7 (j < 16) to
-// off(DI), 16 of them in element order.
-#define PACK_NIBBLES(mask, off) \
-	VPAND        mask, Y4, Y11; \
-	VPAND        mask, Y6, Y12; \
+// Bytes (lo & 15) | (hi & 15)<<4 of the codes Y4|Y6 (elements j and j+16,
+// j < 8) and Y5|Y7 (j < 16) to off(DI), 16 of them in element order.
+#define PACK_NIBBLES(off) \
+	VPAND        lgNibble<>(SB), Y4, Y11; \
+	VPAND        lgNibble<>(SB), Y6, Y12; \
 	VPSLLD       $4, Y12, Y12; \
 	VPOR         Y12, Y11, Y11; \
-	VPAND        lgByte<>(SB), Y11, Y11; \
-	VPAND        mask, Y5, Y12; \
-	VPAND        mask, Y7, Y13; \
+	VPAND        lgNibble<>(SB), Y5, Y12; \
+	VPAND        lgNibble<>(SB), Y7, Y13; \
 	VPSLLD       $4, Y13, Y13; \
 	VPOR         Y13, Y12, Y12; \
-	VPAND        lgByte<>(SB), Y12, Y12; \
 	VPACKUSDW    Y12, Y11, Y11; \
 	VPERMQ       $0xd8, Y11, Y11; \
 	VEXTRACTI128 $1, Y11, X12; \
 	VPACKUSWB    X12, X11, X11; \
 	VMOVDQU      X11, off(DI)
 
-// Bit 4 of the codes Y4..Y7 (bytes), element i in bit i, to off(DI).
+// Bit 4 of the codes Y4..Y7, element i in bit i, to off(DI).
 #define STORE_QH(off) \
 	VPSLLD    $27, Y4, Y11; \
 	VMOVMSKPS Y11, AX; \
@@ -239,11 +238,9 @@ end: \
 	VZEROUPPER; \
 	RET
 
-// Dequantized Q4_0: float32(int8(code - 8)) * d (Y15).
+// Dequantized Q4_0: float32(code - 8) * d (Y15).
 #define Q4_0_DEQ(c) \
 	VPSUBD    lg8<>(SB), c, c; \
-	VPSLLD    $24, c, c; \
-	VPSRAD    $24, c, c; \
 	VCVTDQ2PS c, c; \
 	VMULPS    Y15, c, c
 
@@ -262,7 +259,7 @@ q40loop:
 	SIGNED_CODE(Y1, Y5, lg8p5<>(SB), lgNibble<>(SB))
 	SIGNED_CODE(Y2, Y6, lg8p5<>(SB), lgNibble<>(SB))
 	SIGNED_CODE(Y3, Y7, lg8p5<>(SB), lgNibble<>(SB))
-	PACK_NIBBLES(lgByte<>(SB), 2)
+	PACK_NIBBLES(2)
 	Q4_0_DEQ(Y4)
 	Q4_0_DEQ(Y5)
 	Q4_0_DEQ(Y6)
@@ -271,10 +268,6 @@ q40loop:
 	NEXT_BLOCK(18, q40loop)
 	EPILOGUE(q40bail, q40end)
 
-// Q5_0 codes as bytes: uint8(min(31, int8(x*id + 16.5))).
-#define Q5_0_CODE(x, c) \
-	SIGNED_CODE(x, c, lg16p5<>(SB), lg31<>(SB)); \
-	VPAND lgByte<>(SB), c, c
 
 // Dequantized Q5_0: float32(int(code) - 16) * d (Y15).
 #define Q5_0_DEQ(c) \
@@ -293,12 +286,12 @@ q50loop:
 	VDIVSS lgNeg16<>(SB), X14, X14 // d = mx / -16
 	INV_SCALE
 	STORE_D
-	Q5_0_CODE(Y0, Y4)
-	Q5_0_CODE(Y1, Y5)
-	Q5_0_CODE(Y2, Y6)
-	Q5_0_CODE(Y3, Y7)
+	SIGNED_CODE(Y0, Y4, lg16p5<>(SB), lg31<>(SB))
+	SIGNED_CODE(Y1, Y5, lg16p5<>(SB), lg31<>(SB))
+	SIGNED_CODE(Y2, Y6, lg16p5<>(SB), lg31<>(SB))
+	SIGNED_CODE(Y3, Y7, lg16p5<>(SB), lg31<>(SB))
 	STORE_QH(2)
-	PACK_NIBBLES(lgNibble<>(SB), 6)
+	PACK_NIBBLES(6)
 	Q5_0_DEQ(Y4)
 	Q5_0_DEQ(Y5)
 	Q5_0_DEQ(Y6)
@@ -307,7 +300,8 @@ q50loop:
 	NEXT_BLOCK(22, q50loop)
 	EPILOGUE(q50bail, q50end)
 
-// Q5_1 codes as bytes: uint8((x - mn)*id + 0.5), mn Y13.
+// Q5_1 codes uint8((x - mn)*id + 0.5), mn Y13: the int32 conversion's low
+// byte, in [0, 31] (0 from 0x80000000 when x - mn is infinite or NaN).
 #define Q5_1_CODE(x, c) \
 	VSUBPS     Y13, x, c; \
 	VMULPS     Y12, c, c; \
@@ -343,15 +337,12 @@ q51loop:
 	HREDUCE(VMINPS, Y12, X12, X11)
 	HREDUCE(VMAXPS, Y13, X13, X11)
 
-	// A zero minimum or maximum is the first zero element, sign
-	// included, as the scalar loop keeps it.
+	// A zero minimum is the first zero element, sign included, as the
+	// scalar loop keeps it; so is a zero maximum then. (A zero maximum
+	// over a non-zero minimum gives the same d either way.)
 	VXORPS    X14, X14, X14
 	VUCOMISS  X14, X12
-	JEQ       q51zero
-	VUCOMISS  X14, X13
 	JNE       q51range
-
-q51zero:
 	VXORPS    Y14, Y14, Y14
 	FIRST_EQ(Y0, Y1, Y2, Y3, Y14)
 	VMOVSS    (SI)(AX*4), X15
@@ -381,7 +372,7 @@ q51range:
 	Q5_1_CODE(Y2, Y6)
 	Q5_1_CODE(Y3, Y7)
 	STORE_QH(4)
-	PACK_NIBBLES(lgNibble<>(SB), 8)
+	PACK_NIBBLES(8)
 	Q5_1_DEQ(Y4)
 	Q5_1_DEQ(Y5)
 	Q5_1_DEQ(Y6)
