@@ -318,6 +318,18 @@ def test_quantized_equals_llama_quantize(mtpconv, fixture_dirs, llama_bin, tmp_p
     assert ours.read_bytes() == ref.read_bytes()
 
 
+def test_fallback_types_are_compared(mtpconv, fixture_dirs, tmp_path):
+    """The fixtures' rows are not whole 256-blocks, so the test above compares the 32-value types with
+    llama-quantize too: Q4_K_S falls back to Q5_0 and Q5_1, and Q4_0 is its own."""
+    src = with_tokenizer(fixture_dirs["a"], tmp_path / "src")
+    types = set()
+    for ftype in ["Q4_K_S", "Q4_0"]:
+        export(mtpconv, src, tmp_path / ftype, "--target", "gguf", "--gguf-type", ftype)
+        (out,) = (tmp_path / ftype).glob("*.gguf")
+        types |= {t.tensor_type.name for t in gguf.GGUFReader(out).tensors}
+    assert {"Q4_0", "Q5_0", "Q5_1"} <= types, types
+
+
 KERNEL_TYPES = ["Q8_0", "Q4_0", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"]
 
 
