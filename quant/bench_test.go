@@ -177,7 +177,8 @@ func BenchmarkQuantizeMLXFP(b *testing.B) {
 }
 
 // BenchmarkGGML: the ggml block quantizers with error statistics on 2048x256
-// weights (rows of one tensor chunk), per kernel path.
+// weights (rows of one tensor chunk), per kernel path; the assembly's rows
+// also give the Go row's time per block over theirs (speedup).
 func BenchmarkGGML(b *testing.B) {
 	const cols, rows = 2048, 256
 	w := benchData(cols * rows)
@@ -185,6 +186,8 @@ func BenchmarkGGML(b *testing.B) {
 		w[i] = BF16ToF32(F32ToBF16(w[i]))
 	}
 	for _, typ := range []string{GGMLQ8_0, GGMLQ4_0, GGMLQ5_0, GGMLQ5_1, GGMLQ4_K, GGMLQ5_K, GGMLQ6_K} {
+		qk, _, _ := GGMLBlock(typ)
+		var goBlock float64 // ns per block of the Go row, which runs first
 		for _, path := range kernelPaths() {
 			b.Run(typ+"/"+path.name, func(b *testing.B) {
 				setAVX2(b, path.avx2)
@@ -194,7 +197,14 @@ func BenchmarkGGML(b *testing.B) {
 				for b.Loop() {
 					out, _ = QuantizeGGML(typ, w, cols, out[:0], &st)
 				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(w)), "ns/elem")
+				perOp := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+				b.ReportMetric(perOp/float64(len(w)), "ns/elem")
+				b.ReportMetric(perOp/float64(len(w)/qk), "ns/block")
+				if !path.avx2 {
+					goBlock = perOp / float64(len(w)/qk)
+				} else if goBlock > 0 {
+					b.ReportMetric(goBlock/(perOp/float64(len(w)/qk)), "speedup")
+				}
 			})
 		}
 	}
