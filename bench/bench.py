@@ -8,7 +8,10 @@ nothing, and (b) the reference quantizers on the same tensors: mx.quantize
 (MLX CPU) for every quantized MLX precision (affine int8/int4/int3 and the
 microscaling modes mxfp4/mxfp8/nvfp4), nncf.compress_weights for OpenVINO int8/int4,
 and llama-quantize (2 threads, no imatrix) of our bf16 GGUF sidecar for the
-GGUF int8 (Q8_0) and int4 (Q4_K_M) sidecars, whose bytes must be identical.
+GGUF int8 (Q8_0), int4 (Q4_K_M) and --gguf-type Q4_0 sidecars, whose bytes must be
+identical. (Q5_0 and Q5_1, llama-quantize's fallbacks for rows that are not whole
+256-blocks, have no row: every row here is whole blocks, and --gguf-type does not
+offer them; `go test ./quant -bench GGML` times their kernels.)
 The GGUF rows read the same checkpoint with the tiny test tokenizer
 (testdata/tokenizer-tiny, padded to the vocabulary) linked in, since a GGUF
 carries the vocabulary.
@@ -57,9 +60,10 @@ CONFIGS = [
     ("gguf", "bf16", ["--target", "gguf", "--head-precision", "bf16"]),
     ("gguf", "int8", ["--target", "gguf", "--head-precision", "int8"]),
     ("gguf", "int4", ["--target", "gguf", "--head-precision", "int4"]),
+    ("gguf", "Q4_0", ["--target", "gguf", "--gguf-type", "Q4_0"]),
 ]
 # llama-quantize's file type for each quantized GGUF precision.
-GGUF_FTYPES = {"int8": "Q8_0", "int4": "Q4_K_M"}
+GGUF_FTYPES = {"int8": "Q8_0", "int4": "Q4_K_M", "Q4_0": "Q4_0"}
 
 
 def source(target):
