@@ -8,6 +8,7 @@
 #include "go_asm.h"
 
 #include "consts_amd64.h"
+#include "ggml_err_amd64.h"
 
 CONST8(kqMagic, 0x4b4000004b400000) // 12582912 = 1.5*2^23
 CONST8(kqMant, 0x007fffff007fffff)
@@ -330,44 +331,9 @@ qxdone:
 	RET
 
 CONST8(kqHalf, 0x3f0000003f000000)
-DATA kqAbs64<>+0x00(SB)/8, $0x7fffffffffffffff
-DATA kqAbs64<>+0x08(SB)/8, $0x7fffffffffffffff
-DATA kqAbs64<>+0x10(SB)/8, $0x7fffffffffffffff
-DATA kqAbs64<>+0x18(SB)/8, $0x7fffffffffffffff
-GLOBL kqAbs64<>(SB), RODATA|NOPTR, $32
-
-// Add the 4 float64 lanes of Y2 to X8 in lane order.
-#define SUM_LANES \
-	VADDSD       X2, X8, X8; \
-	VPERMILPD    $1, X2, X3; \
-	VADDSD       X3, X8, X8; \
-	VEXTRACTF128 $1, Y2, X2; \
-	VADDSD       X2, X8, X8; \
-	VPERMILPD    $1, X2, X3; \
-	VADDSD       X3, X8, X8
-
-// Error of 4 elements: Y4 the values, Y5 the dequantized ones (float32 in
-// X4, X5): |float64(v) - float64(deq)| into the maxima Y9, its square
-// added to X8 in order.
-#define Q8_ERR4(v, d) \
-	VCVTPS2PD v, Y2; \
-	VCVTPS2PD d, Y3; \
-	VSUBPD    Y3, Y2, Y2; \
-	VANDPD    kqAbs64<>(SB), Y2, Y2; \
-	VMAXPD    Y9, Y2, Y9; \
-	VCMPPD    $3, Y2, Y2, Y3; \
-	VORPD     Y3, Y10, Y10; \
-	VMULPD    Y2, Y2, Y2; \
-	SUM_LANES
-
-// The largest of the maxima Y9 to emax, the sum X8 to rsum.
-#define STORE_STATS \
-	VEXTRACTF128 $1, Y9, X2; \
-	VMAXPD       X2, X9, X9; \
-	VPERMILPD    $1, X9, X2; \
-	VMAXPD       X2, X9, X9; \
-	VMOVSD       X9, emax+32(FP); \
-	VMOVSD       X8, rsum+40(FP)
+// Error of 4 elements (float32 in X registers v, d), as ERR4 with Y2 and
+// Y3 and the maxima in Y9.
+#define Q8_ERR4(v, d) ERR4(v, d, Y2, X2, Y3, X3, Y9)
 
 // func q8_0AVX2(x *float32, y *byte, id, dq float32, sum float64) (emax, rsum float64)
 // quantize_row_q8_0_ref's codes for one block of 32 given its inverse scale
@@ -413,7 +379,7 @@ q8loop:
 	DECQ         CX
 	JNZ          q8loop
 
-	STORE_STATS
+	STORE_ERR(emax+32(FP), rsum+40(FP))
 	VZEROUPPER
 	RET
 
@@ -441,7 +407,7 @@ esloop:
 	JNZ     esloop
 
 esdone:
-	STORE_STATS
+	STORE_ERR(emax+32(FP), rsum+40(FP))
 	VPTEST       Y10, Y10
 	SETEQ        ok+48(FP)
 	VZEROUPPER

@@ -7,6 +7,7 @@
 #include "textflag.h"
 
 #include "consts_amd64.h"
+#include "ggml_err_amd64.h"
 
 CONST8(lgAbs, 0x7fffffff7fffffff)
 CONST8(lgMax, 0x7f7fffff7f7fffff)    // math.MaxFloat32
@@ -23,7 +24,6 @@ CONST8(lgNibble, 0x0000000f0000000f) // also the Q4_0 code limit 15
 CONST8(lg8, 0x0000000800000008)
 CONST8(lg16, 0x0000001000000010)
 CONST8(lg31, 0x0000001f0000001f)
-CONST8(lgAbs64, 0x7fffffffffffffff)
 
 // The block's 32 values.
 #define LOAD_BLOCK \
@@ -150,26 +150,8 @@ found:
 	ORL       BX, AX; \
 	MOVL      AX, off(DI)
 
-// Error statistics (ErrStats.add) of four values in the scalar order: xv
-// the values, dv the dequantized ones (float32). |float64(x) -
-// float64(deq)| into the block's maxima Y12 and its NaN flags Y10, the
-// squares added to X8 one at a time.
-#define ERR4(xv, dv) \
-	VCVTPS2PD    xv, Y13; \
-	VCVTPS2PD    dv, Y14; \
-	VSUBPD       Y14, Y13, Y13; \
-	VANDPD       lgAbs64<>(SB), Y13, Y13; \
-	VMAXPD       Y12, Y13, Y12; \
-	VCMPPD       $3, Y13, Y13, Y14; \
-	VORPD        Y14, Y10, Y10; \
-	VMULPD       Y13, Y13, Y13; \
-	VADDSD       X13, X8, X8; \
-	VPERMILPD    $1, X13, X14; \
-	VADDSD       X14, X8, X8; \
-	VEXTRACTF128 $1, Y13, X13; \
-	VADDSD       X13, X8, X8; \
-	VPERMILPD    $1, X13, X14; \
-	VADDSD       X14, X8, X8
+// ERR4 (ggml_err_amd64.h) with Y13 and Y14, the maxima in the block's Y12.
+#define BLOCK_ERR4(xv, dv) ERR4(xv, dv, Y13, X13, Y14, X14, Y12)
 
 // The scalar code adds the errors of elements j and j+16 in turn: the
 // statistics of elements p (j..j+7) and q (j+16..j+23), their dequantized
@@ -179,14 +161,14 @@ found:
 	VUNPCKHPS    yq, yp, yp; \
 	VUNPCKLPS    ydq, ydp, yq; \
 	VUNPCKHPS    ydq, ydp, ydp; \
-	ERR4(X11, xq); \
-	ERR4(xp, xdp); \
+	BLOCK_ERR4(X11, xq); \
+	BLOCK_ERR4(xp, xdp); \
 	VEXTRACTF128 $1, Y11, X11; \
 	VEXTRACTF128 $1, yq, xq; \
-	ERR4(X11, xq); \
+	BLOCK_ERR4(X11, xq); \
 	VEXTRACTF128 $1, yp, xp; \
 	VEXTRACTF128 $1, ydp, xdp; \
-	ERR4(xp, xdp)
+	BLOCK_ERR4(xp, xdp)
 
 // The block's statistics from the values Y0..Y3 and the dequantized Y4..Y7,
 // when R9 asks for them; a NaN error jumps to bail with the block not
@@ -228,19 +210,40 @@ skip:
 bail: \
 	VMOVQ        R10, X8; \
 end: \
-	VEXTRACTF128 $1, Y9, X11; \
-	VMAXPD       X11, X9, X9; \
-	VPERMILPD    $1, X9, X11; \
-	VMAXPD       X11, X9, X9; \
 	MOVQ         R8, done+40(FP); \
-	VMOVSD       X9, emax+48(FP); \
-	VMOVSD       X8, rsum+56(FP); \
+	STORE_ERR(emax+48(FP), rsum+56(FP)); \
 	VZEROUPPER; \
 	RET
 
-// Dequantized Q4_0: float32(code - 8) * d (Y15).
-#define Q4_0_DEQ(c) \
-	VPSUBD    lg8<>(SB), c, c; \
+// The block's statistics, the next block of bs bytes, and the results.
+#define BLOCK_END(bs, loop, next, bail, end) \
+	BLOCK_STATS(next, bail); \
+	NEXT_BLOCK(bs, loop); \
+	EPILOGUE(bail, end)
+
+// Q4_0 and Q5_0 (neg -8 or -16): the block, d = mx / neg (f16 to y[0:2],
+// decoded to Y15), the inverse id, and the codes min(lim, int8(x*id + add))
+// into Y4..Y7.
+#define SYM_CODES(found, neg, add, lim) \
+	LOAD_BLOCK; \
+	ABS_MAX_FIRST(found); \
+	VDIVSS neg, X14, X14; \
+	INV_SCALE; \
+	STORE_D; \
+	SIGNED_CODE(Y0, Y4, add, lim); \
+	SIGNED_CODE(Y1, Y5, add, lim); \
+	SIGNED_CODE(Y2, Y6, add, lim); \
+	SIGNED_CODE(Y3, Y7, add, lim)
+
+// Q4_0 and Q5_0 dequantized: float32(code - bias) * d, in Y4..Y7.
+#define SYM_DEQ(bias) \
+	SYM_DEQ1(Y4, bias); \
+	SYM_DEQ1(Y5, bias); \
+	SYM_DEQ1(Y6, bias); \
+	SYM_DEQ1(Y7, bias)
+
+#define SYM_DEQ1(c, bias) \
+	VPSUBD    bias, c, c; \
 	VCVTDQ2PS c, c; \
 	VMULPS    Y15, c, c
 
@@ -250,30 +253,10 @@ TEXT ·q4_0AVX2(SB), NOSPLIT, $0-64
 	JZ q40end
 
 q40loop:
-	LOAD_BLOCK
-	ABS_MAX_FIRST(q40mx)
-	VDIVSS lgNeg8<>(SB), X14, X14 // d = mx / -8
-	INV_SCALE
-	STORE_D
-	SIGNED_CODE(Y0, Y4, lg8p5<>(SB), lgNibble<>(SB))
-	SIGNED_CODE(Y1, Y5, lg8p5<>(SB), lgNibble<>(SB))
-	SIGNED_CODE(Y2, Y6, lg8p5<>(SB), lgNibble<>(SB))
-	SIGNED_CODE(Y3, Y7, lg8p5<>(SB), lgNibble<>(SB))
+	SYM_CODES(q40mx, lgNeg8<>(SB), lg8p5<>(SB), lgNibble<>(SB))
 	PACK_NIBBLES(2)
-	Q4_0_DEQ(Y4)
-	Q4_0_DEQ(Y5)
-	Q4_0_DEQ(Y6)
-	Q4_0_DEQ(Y7)
-	BLOCK_STATS(q40next, q40bail)
-	NEXT_BLOCK(18, q40loop)
-	EPILOGUE(q40bail, q40end)
-
-
-// Dequantized Q5_0: float32(int(code) - 16) * d (Y15).
-#define Q5_0_DEQ(c) \
-	VPSUBD    lg16<>(SB), c, c; \
-	VCVTDQ2PS c, c; \
-	VMULPS    Y15, c, c
+	SYM_DEQ(lg8<>(SB))
+	BLOCK_END(18, q40loop, q40next, q40bail, q40end)
 
 // func q5_0AVX2(x *float32, y *byte, nb int, stats bool, sum float64) (done int, emax, rsum float64)
 TEXT ·q5_0AVX2(SB), NOSPLIT, $0-64
@@ -281,24 +264,11 @@ TEXT ·q5_0AVX2(SB), NOSPLIT, $0-64
 	JZ q50end
 
 q50loop:
-	LOAD_BLOCK
-	ABS_MAX_FIRST(q50mx)
-	VDIVSS lgNeg16<>(SB), X14, X14 // d = mx / -16
-	INV_SCALE
-	STORE_D
-	SIGNED_CODE(Y0, Y4, lg16p5<>(SB), lg31<>(SB))
-	SIGNED_CODE(Y1, Y5, lg16p5<>(SB), lg31<>(SB))
-	SIGNED_CODE(Y2, Y6, lg16p5<>(SB), lg31<>(SB))
-	SIGNED_CODE(Y3, Y7, lg16p5<>(SB), lg31<>(SB))
+	SYM_CODES(q50mx, lgNeg16<>(SB), lg16p5<>(SB), lg31<>(SB))
 	STORE_QH(2)
 	PACK_NIBBLES(6)
-	Q5_0_DEQ(Y4)
-	Q5_0_DEQ(Y5)
-	Q5_0_DEQ(Y6)
-	Q5_0_DEQ(Y7)
-	BLOCK_STATS(q50next, q50bail)
-	NEXT_BLOCK(22, q50loop)
-	EPILOGUE(q50bail, q50end)
+	SYM_DEQ(lg16<>(SB))
+	BLOCK_END(22, q50loop, q50next, q50bail, q50end)
 
 // Q5_1 codes uint8((x - mn)*id + 0.5), mn Y13: the int32 conversion's low
 // byte, in [0, 31] (0 from 0x80000000 when x - mn is infinite or NaN).
@@ -377,6 +347,4 @@ q51range:
 	Q5_1_DEQ(Y5)
 	Q5_1_DEQ(Y6)
 	Q5_1_DEQ(Y7)
-	BLOCK_STATS(q51next, q51bail)
-	NEXT_BLOCK(24, q51loop)
-	EPILOGUE(q51bail, q51end)
+	BLOCK_END(24, q51loop, q51next, q51bail, q51end)
