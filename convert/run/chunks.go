@@ -292,15 +292,19 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 	})
 }
 
+// disagree ends the errors of a tensor whose bytes do not fill its planned
+// entries exactly, which only an inconsistent plan or encoder can cause.
+const disagree = "the encoder and the plan disagree on the tensor's layout"
+
 // checkPiece refuses a piece that would land outside its planned entry:
 // the encoder and the plan disagree on the tensor's bytes.
 func (s *tensorState) checkPiece(pc codec.Piece, outRow int64) error {
 	size, ok := s.sizes[pc.Name]
 	if _, own := s.entryHash[pc.Name]; !ok || !own {
-		return fmt.Errorf("produced an entry %s that is not planned", pc.Name)
+		return fmt.Errorf("produced an entry %s that is not planned: %s", pc.Name, disagree)
 	}
 	if off := pc.Offset(outRow); off < 0 || off+int64(len(pc.Data)) > size {
-		return fmt.Errorf("entry %s: produced bytes [%d, %d), beyond its planned %d bytes", pc.Name, off, off+int64(len(pc.Data)), size)
+		return fmt.Errorf("entry %s: produced bytes [%d, %d), beyond its planned %d bytes: %s", pc.Name, off, off+int64(len(pc.Data)), size, disagree)
 	}
 	return nil
 }
@@ -312,7 +316,7 @@ func (s *tensorState) checkPiece(pc codec.Piece, outRow int64) error {
 func (s *tensorState) advanceEntries(pieces []codec.Piece, outRow int64, last bool) error {
 	for _, pc := range pieces {
 		if off := pc.Offset(outRow); off != s.entryNext[pc.Name] {
-			return fmt.Errorf("entry %s: produced bytes at %d, but %d bytes are stored so far", pc.Name, off, s.entryNext[pc.Name])
+			return fmt.Errorf("entry %s: produced bytes at %d, after %d bytes stored: %s", pc.Name, off, s.entryNext[pc.Name], disagree)
 		}
 		s.entryNext[pc.Name] += int64(len(pc.Data))
 	}
@@ -321,7 +325,7 @@ func (s *tensorState) advanceEntries(pieces []codec.Piece, outRow int64, last bo
 	}
 	for _, e := range s.res.record.Entries {
 		if got, want := s.entryNext[e.Name], s.sizes[e.Name]; got != want {
-			return fmt.Errorf("entry %s: produced %d bytes, planned %d", e.Name, got, want)
+			return fmt.Errorf("entry %s: produced %d bytes, planned %d: %s", e.Name, got, want, disagree)
 		}
 	}
 	return nil
