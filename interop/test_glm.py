@@ -12,7 +12,9 @@
 - mlx-vlm's own splitter (glm4_moe_lite_mtp) takes the GLM-4.7-Flash
   fixture's NextN layer, and its drafter folder holds exactly the layer's
   tensors in its layout (kv_b_proj absorbed, experts stacked), the drafter
-  model mlx-vlm 0.7.10 cannot load yet (no Model class).
+  model mlx-vlm 0.7.10 cannot load yet (no Model class);
+- our GLM-4.7-Flash drafter folder equals the splitter's, float and at every
+  quantization the splitter offers, tensor for tensor and key for key.
 """
 import json
 
