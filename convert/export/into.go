@@ -314,9 +314,17 @@ func findPresent(ctx context.Context, dir string, files []string) (intoPresent, 
 		}
 		if ours {
 			p.ours = append(p.ours, f)
-		} else {
-			p.theirs = append(p.theirs, f)
+			continue
 		}
+		// Refused before any work: a FIFO or a folder cannot be kept as a
+		// recorded original.
+		if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
+			if err == nil {
+				err = &st.NotRegularError{Path: path, Mode: fi.Mode()}
+			}
+			return p, fmt.Errorf("--into %s: %w; refusing to replace it", dir, err)
+		}
+		p.theirs = append(p.theirs, f)
 	}
 	return p, nil
 }
