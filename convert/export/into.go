@@ -1,8 +1,9 @@
 package export
 
 // --into: the head added to a folder another tool exported (an optimum-intel
-// OpenVINO export), touching only the files the target places there and the
-// mtpconv manifest.
+// OpenVINO export), touching only the files the target places there, the
+// mtpconv manifest and, for the folder's own files it replaces, the copies of
+// their originals under IntoOriginals.
 
 import (
 	"context"
@@ -28,7 +29,9 @@ import (
 // they go in: a file after the files it refers to (an OpenVINO .bin before
 // its .xml). These tensor files are the only ones planned; the generic code
 // records them in the manifest as the only files of the folder that are
-// ours.
+// ours, or, where the folder had a file of that name that mtpconv did not
+// write (--force), keeps that file under IntoOriginals and records it as
+// replaced (see recordInto).
 type Intoer interface {
 	CheckInto(dir string, m *model.Model) ([]string, error)
 }
@@ -38,14 +41,16 @@ type Intoer interface {
 // updated to declare it). PlanInto plans the export for dir, reading the
 // folder's files it updates with IntoBase; exportInto replaces them (listed
 // in Plan.IntoUpdates) each atomically, after keeping a copy of the bytes
-// the folder had under IntoOriginals, and records all of it in the manifest.
+// the folder had under IntoOriginals, and records all of it in the manifest
+// (the record of an Intoer's replaced files: see recordInto).
 type IntoPlanner interface {
 	Intoer
 	PlanInto(dir string, m *model.Model, o targets.Options) (*plan.Plan, error)
 }
 
 // IntoOriginals is the folder, inside an --into folder, that keeps the prior
-// bytes of the folder's own files mtpconv replaced (copy them back to undo).
+// bytes of the folder's own files mtpconv replaced (move them back, and
+// remove the files mtpconv owns, to undo).
 const IntoOriginals = "mtpconv-original"
 
 // IntoBase reads what an update of the folder's file name starts from: the
