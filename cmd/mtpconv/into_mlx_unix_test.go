@@ -54,12 +54,7 @@ func names(t *testing.T, dir string) string {
 // under mtpconv-original/ as a recorded original: --into --force refuses it
 // before any work, naming it, and nothing changes.
 func TestIntoForceRefusesAFIFOIR(t *testing.T) {
-	src := fixtures.Ensure(t, fixtures.Qwen36)
-	cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := fakeOptimumExport(t, cfg)
+	src, dir := optimumExportOfFixture(t)
 	os.WriteFile(filepath.Join(dir, "openvino_mtp_model.bin"), []byte("optimum's"), 0o644)
 	if err := syscall.Mkfifo(filepath.Join(dir, "openvino_mtp_model.xml"), 0o644); err != nil {
 		t.Skip("no FIFOs here:", err)

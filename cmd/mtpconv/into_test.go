@@ -38,13 +38,20 @@ func fakeOptimumExport(t *testing.T, config []byte) string {
 	return dir
 }
 
-func TestIntoAddsOnlyTheMTPIR(t *testing.T) {
-	src := fixtures.Ensure(t, fixtures.Qwen36)
+// optimumExportOfFixture is the Qwen3.6 fixture and a fake optimum export
+// of it.
+func optimumExportOfFixture(t *testing.T) (src, dir string) {
+	t.Helper()
+	src = fixtures.Ensure(t, fixtures.Qwen36)
 	cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := fakeOptimumExport(t, cfg)
+	return src, fakeOptimumExport(t, cfg)
+}
+
+func TestIntoAddsOnlyTheMTPIR(t *testing.T) {
+	src, dir := optimumExportOfFixture(t)
 	before := tree(t, dir)
 	into := func(extra ...string) (int, string) {
 		code, _, stderr := runCLI(t, append([]string{"export", "--src", src, "--target", "openvino", "--into", dir, "--quiet"}, extra...)...)
@@ -197,12 +204,7 @@ func diffTrees(a, b map[string]string) string {
 // README.md of its own, and returns the source and the folder.
 func intoFixture(t *testing.T) (string, string) {
 	t.Helper()
-	src := fixtures.Ensure(t, fixtures.Qwen36)
-	cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := fakeOptimumExport(t, cfg)
+	src, dir := optimumExportOfFixture(t)
 	if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte("---\nlicense: apache-2.0\n---\nthe export's own card\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -337,12 +339,7 @@ func TestIntoWording(t *testing.T) {
 // checks it); a later edit of the replacing IR is refused, not dropped.
 // (--force used to delete optimum's IR.)
 func TestIntoForceKeepsOptimumsMTPIR(t *testing.T) {
-	src := fixtures.Ensure(t, fixtures.Qwen36)
-	cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := fakeOptimumExport(t, cfg)
+	src, dir := optimumExportOfFixture(t)
 	own := map[string]string{"openvino_mtp_model.xml": `<net name="optimum's own MTP"/>`, "openvino_mtp_model.bin": "optimum's MTP weights"}
 	for f, b := range own {
 		os.WriteFile(filepath.Join(dir, f), []byte(b), 0o644)
