@@ -134,6 +134,16 @@ func TestIntoForceKeepsTheExportsOwnIR(t *testing.T) {
 	}
 	checkKept(t, dir, before, own, map[string]string{xml: now[xml], bin: now[bin]})
 
+	// The originals copied back (the manifest left): the next --force finds
+	// the export's own IR again and keeps it again, the same record.
+	for f, b := range own {
+		os.WriteFile(filepath.Join(dir, f), b, 0o644)
+	}
+	if _, err := export.Export(context.Background(), req(dir, "int4")); err != nil {
+		t.Fatal(err)
+	}
+	checkKept(t, dir, before, own, map[string]string{xml: now[xml], bin: now[bin]})
+
 	// The undo the docs give: each recorded original moved back over its
 	// file, then every file mtpconv owns removed (and mtpconv-original/).
 	man, err := manifests.Load(dir)
