@@ -111,10 +111,22 @@ type Spec struct {
 	MoELayer func(i int) bool
 	Forward  func(m *Model) Forward // the MTP forward, for targets that lower it
 
+	// What inspect says of the family's own config.
+	Report ReportSpec
+
 	// How each target's consumers name, describe and run the family.
 	MLX      MLXSpec
 	GGUF     GGUFSpec
 	OpenVINO OpenVINOSpec
+}
+
+// ReportSpec is what inspect says of a family's own config, beyond the keys
+// every family shares (hidden size, vocabulary, experts, ...).
+type ReportSpec struct {
+	Dims      map[string]any // the family's own config values, by config key
+	Attention string         // its attention, in words
+	Layers    string         // its layer list, in words
+	Routing   string         // how its MoE routes, in words (empty: softmax top-k)
 }
 
 // GGUFSpec is how llama.cpp names and describes the family: its
@@ -175,8 +187,9 @@ type MLXSpec struct {
 	// multi-head latent attention kv_b_proj is split into: the key half
 	// transposed per head [heads, kv_lora, nope], the value half [heads, v, kv_lora].
 	DrafterKVB [2]string
-	// DrafterQuantRefusal, when set, is why a quantized drafter is refused.
-	DrafterQuantRefusal string
+	// DrafterRoutersFloat: a quantized drafter keeps the MoE routers float,
+	// as the family's mlx-vlm splitter does (--router-bits does not apply).
+	DrafterRoutersFloat bool
 }
 
 // Forward is a family's MTP forward, abstractly: the targets lower it, or
