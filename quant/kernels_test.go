@@ -9,11 +9,11 @@ import (
 )
 
 // forEachPath runs f once with the portable Go kernels and, where the CPU
-// has them, once with the AVX2 assembly.
+// has them, once with the vector assembly (AVX2 or NEON).
 func forEachPath(t *testing.T, f func(t *testing.T)) {
 	for _, p := range kernelPaths() {
 		t.Run(p.name, func(t *testing.T) {
-			setAVX2(t, p.avx2)
+			setSIMD(t, p.simd)
 			f(t)
 		})
 	}
@@ -160,21 +160,18 @@ func sameStats(a, b ErrStats) bool {
 	return math.Float64bits(a.Max) == math.Float64bits(b.Max) && sameSq && a.N == b.N
 }
 
-// withAVX2 runs f with useAVX2 set to on.
-func withAVX2(t *testing.T, on bool, f func()) {
-	old := useAVX2
-	useAVX2 = on
-	defer func() { useAVX2 = old }()
+// withSIMD runs f with *simdFlag set to on.
+func withSIMD(t *testing.T, on bool, f func()) {
+	old := *simdFlag
+	*simdFlag = on
+	defer func() { *simdFlag = old }()
 	f()
 }
 
-// TestMLXPathsAgree checks that the AVX2 and Go kernels give the same packed
+// TestMLXPathsAgree checks that the vector and Go kernels give the same packed
 // weights, scales, biases and error statistics, bit for bit.
 func TestMLXPathsAgree(t *testing.T) {
-	if !useAVX2 {
-		t.Skip("no AVX2 on this CPU")
-	}
-	t.Cleanup(func() { useAVX2 = true })
+	needSIMD(t)
 	r := rand.New(rand.NewPCG(7, 11))
 	dtypes := []string{"BF16", "F16", "F32"}
 	n := 0
@@ -199,10 +196,7 @@ func TestMLXPathsAgree(t *testing.T) {
 // TestNNCFPathsAgree is TestMLXPathsAgree for NNCF: codes, scales, zero
 // points and error statistics, and the packed nibbles.
 func TestNNCFPathsAgree(t *testing.T) {
-	if !useAVX2 {
-		t.Skip("no AVX2 on this CPU")
-	}
-	t.Cleanup(func() { useAVX2 = true })
+	needSIMD(t)
 	r := rand.New(rand.NewPCG(3, 5))
 	for _, bits := range []int{4, 8} {
 		for _, sym := range []bool{false, true} {
@@ -221,7 +215,7 @@ func TestNNCFPathsAgree(t *testing.T) {
 	}
 }
 
-// mlxPathsAgree quantizes w with the Go and the AVX2 kernels and reports
+// mlxPathsAgree quantizes w with the Go and the vector kernels and reports
 // any difference in the packed weights, scales, biases or error statistics.
 func mlxPathsAgree(t *testing.T, name string, w []float32, cols int, p MLXAffineParams, dtype string) {
 	t.Helper()
@@ -232,7 +226,7 @@ func mlxPathsAgree(t *testing.T, name string, w []float32, cols int, p MLXAffine
 	}
 	var res [2]result
 	for k, on := range []bool{false, true} {
-		withAVX2(t, on, func() {
+		withSIMD(t, on, func() {
 			x := &res[k]
 			x.packed, x.s, x.b = QuantizeMLXAffineStats(w, cols, p, nil, nil, nil, dtype, &x.st)
 		})
@@ -245,7 +239,7 @@ func mlxPathsAgree(t *testing.T, name string, w []float32, cols int, p MLXAffine
 		t.Errorf("%s: scales or biases differ", name)
 	}
 	if !sameStats(g.st, a.st) {
-		t.Errorf("%s: error stats differ: go %+v avx2 %+v", name, g.st, a.st)
+		t.Errorf("%s: error stats differ: go %+v simd %+v", name, g.st, a.st)
 	}
 }
 
@@ -260,7 +254,7 @@ func nncfPathsAgree(t *testing.T, name string, w []float32, cols int, p NNCFPara
 	}
 	var res [2]result
 	for k, on := range []bool{false, true} {
-		withAVX2(t, on, func() {
+		withSIMD(t, on, func() {
 			x := &res[k]
 			x.codes, x.s, x.zps = QuantizeNNCFStats(w, cols, p, nil, nil, nil, &x.st)
 			x.nib = PackNibbles(x.codes, []byte{0xaa})
@@ -274,7 +268,7 @@ func nncfPathsAgree(t *testing.T, name string, w []float32, cols int, p NNCFPara
 		t.Errorf("%s: scales or zero points differ", name)
 	}
 	if !sameStats(g.st, a.st) {
-		t.Errorf("%s: error stats differ: go %+v avx2 %+v", name, g.st, a.st)
+		t.Errorf("%s: error stats differ: go %+v simd %+v", name, g.st, a.st)
 	}
 }
 
