@@ -363,3 +363,31 @@ func testPackNibblesLengths(t *testing.T) {
 		}
 	}
 }
+
+// TestAbsMaxVec: the vector maximum of |x| is the scalar one, and ok is
+// false exactly when x holds a NaN (the smallest NaNs included), whichever
+// lane holds the special value.
+func TestAbsMaxVec(t *testing.T) {
+	needSIMD(t)
+	r := rand.New(rand.NewPCG(4, 4))
+	specials := []uint32{0, 0x80000000, 1, 0x7f7fffff, 0x7f800000, 0xff800000, 0x7f800001, 0xff800001, 0x7fc00000, 0xffffffff}
+	for _, n := range []int{8, 16, 32, 64} {
+		for _, sp := range specials {
+			for lane := range n {
+				x := normalRow(r, n, 1)
+				x[lane] = math.Float32frombits(sp)
+				var want uint32
+				nan := false
+				for _, v := range x {
+					a := math.Float32bits(v) &^ (1 << 31)
+					nan = nan || a > 0x7f800000
+					want = max(want, a)
+				}
+				m, ok := absMaxVec(x)
+				if ok == nan || ok && math.Float32bits(m) != want {
+					t.Fatalf("n %d, %#08x in lane %d: %#08x %v, want %#08x and ok %v", n, sp, lane, math.Float32bits(m), ok, want, !nan)
+				}
+			}
+		}
+	}
+}
