@@ -1,14 +1,21 @@
 package quant
 
-// The NEON kernels in float_arm64.s. n must be a multiple of 8 and the
-// pointers must address n elements. Only the bf16 casts are integer
-// operations; f16 decoding and encoding stay in Go (see float_arm64.s).
+import "unsafe"
+
+// The NEON kernels in float_arm64.s (integer operations only). n must be a
+// multiple of 8 (4 for encodeF16NEON) and the pointers must address n
+// elements. f16 decoding stays in Go (a table lookup).
 
 //go:noescape
 func decodeBF16NEON(dst *float32, src *byte, n int)
 
 //go:noescape
 func encodeBF16NEON(dst *byte, src *float32, n int)
+
+// encodeF16NEON encodes float32 values, or bf16 values when fromBF16 is set.
+//
+//go:noescape
+func encodeF16NEON(dst *byte, src *byte, n int, fromBF16 bool) (overflows int)
 
 // The *Vec helpers run the assembly on the longest prefix it handles and
 // return how many elements they converted; the Go loops do the rest.
@@ -32,6 +39,20 @@ func encodeBF16Vec(dst []byte, src []float32) int {
 	return n
 }
 
-func decodeF16Vec(dst []float32, src []byte) int                   { return 0 }
-func encodeF16Vec(dst []byte, src []float32) (done, overflows int) { return 0, 0 }
-func castBF16F16Vec(dst, src []byte) (done, overflows int)         { return 0, 0 }
+func decodeF16Vec(dst []float32, src []byte) int { return 0 }
+
+func encodeF16Vec(dst []byte, src []float32) (done, overflows int) {
+	n := len(src) &^ 3
+	if !useNEON || n == 0 {
+		return 0, 0
+	}
+	return n, encodeF16NEON(&dst[0], (*byte)(unsafe.Pointer(&src[0])), n, false)
+}
+
+func castBF16F16Vec(dst, src []byte) (done, overflows int) {
+	n := len(src) / 2 &^ 3
+	if !useNEON || n == 0 {
+		return 0, 0
+	}
+	return n, encodeF16NEON(&dst[0], &src[0], n, true)
+}

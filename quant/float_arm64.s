@@ -82,3 +82,169 @@ encloop:
 
 encdone:
 	RET
+
+// func encodeF16NEON(dst *byte, src *byte, n int, fromBF16 bool) (overflows int)
+// F32ToF16 on n values (a multiple of 4): float32 bits, or bf16 widened to
+// them (the one-pass cast), with integer operations only. Per lane, from
+// |x| (the sign is ORed in last):
+//   - below 2^-14 (a subnormal half or zero): M = mantissa | 2^23 shifted
+//     right by 126 - exponent, rounded to even. The shift is 13 plus
+//     t = min(112 - exponent, 15), done in conditional steps of 8, 4, 2 and 1
+//     that collect the lost bits into a sticky mask, then one more for the
+//     rounding bit; a shift of 28 leaves 0, which is also every smaller
+//     input's result (and zero's). Skipped when no lane needs it.
+//   - 2^-14 up: rebias the exponent and round to nearest even, as F32ToF16;
+//   - |x| >= 0x477ff000 (65520 and up, and Inf/NaN): infinity, counted as an
+//     overflow when finite; NaN: quiet, the payload's top ten bits.
+// The unsigned comparisons a >= K add 2^31 - K and test bit 31 (a < 2^31).
+TEXT ·encodeF16NEON(SB), NOSPLIT, $0-40
+	MOVD  dst+0(FP), R0
+	MOVD  src+8(FP), R1
+	MOVD  n+16(FP), R2
+	MOVBU fromBF16+24(FP), R3
+	VEOR  V10.B16, V10.B16, V10.B16 // finite overflows, per lane
+	VEOR  V11.B16, V11.B16, V11.B16 // zero
+	CBZ   R2, f16done
+	MOVW  $0x7fffffff, R4
+	VDUP  R4, V12.S4
+	MOVW  $0x8000, R4
+	VDUP  R4, V13.S4
+	MOVW  $0x38000000, R4
+	VDUP  R4, V14.S4
+	MOVW  $1, R4
+	VDUP  R4, V15.S4
+	MOVW  $0x0fff, R4
+	VDUP  R4, V16.S4
+	MOVW  $0x47800000, R4
+	VDUP  R4, V17.S4                // + this: >= 0x38800000 (2^-14)
+	MOVW  $0x80000000, R4
+	VDUP  R4, V18.S4
+	MOVW  $0x38801000, R4
+	VDUP  R4, V19.S4                // >= 0x477ff000 (65520)
+	MOVW  $0x00800000, R4
+	VDUP  R4, V20.S4                // >= 0x7f800000 (Inf); also the implicit bit
+	MOVW  $0x007fffff, R4
+	VDUP  R4, V21.S4                // >= 0x7f800001 (NaN); also the mantissa mask
+	MOVW  $0x7c00, R4
+	VDUP  R4, V22.S4
+	MOVW  $0x3ff, R4
+	VDUP  R4, V23.S4
+	MOVW  $0x7e00, R4
+	VDUP  R4, V24.S4
+	MOVW  $112, R4
+	VDUP  R4, V25.S4
+	MOVW  $15, R4
+	VDUP  R4, V26.S4
+	MOVW  $0x1fff, R4
+	VDUP  R4, V27.S4
+	MOVW  $8, R4
+	VDUP  R4, V28.S4
+	MOVW  $4, R4
+	VDUP  R4, V29.S4
+	MOVW  $2, R4
+	VDUP  R4, V30.S4
+	MOVW  $0xff, R4
+	VDUP  R4, V31.S4
+	MOVW  $3, R4
+	VDUP  R4, V9.S4
+
+f16loop:
+	CBZ    R3, f16f32
+	VLD1.P 8(R1), [V0.H4]
+	VZIP1  V0.H8, V11.H8, V0.H8 // bf16 to float32 bits
+	B      f16conv
+
+f16f32:
+	VLD1.P 16(R1), [V0.S4]
+
+f16conv:
+	VAND   V12.B16, V0.B16, V2.B16 // |x|
+	VUSHR  $16, V0.S4, V3.S4
+	VAND   V13.B16, V3.B16, V3.B16 // sign
+	VADD   V17.S4, V2.S4, V5.S4
+	VCMTST V18.S4, V5.S4, V5.S4    // normal halves (and up)
+	VEOR   V1.B16, V1.B16, V1.B16
+	VCMEQ  V11.S4, V2.S4, V6.S4
+	VORR   V6.B16, V5.B16, V6.B16  // lanes that need no subnormal rounding
+	VMOV   V6.D[0], R4
+	VMOV   V6.D[1], R5
+	AND    R5, R4, R4
+	CMN    $1, R4
+	BEQ    f16normal
+
+	VUSHR  $23, V2.S4, V4.S4
+	VSUB   V4.S4, V25.S4, V4.S4   // 112 - exponent
+	VUMIN  V26.S4, V4.S4, V4.S4   // t
+	VAND   V21.B16, V2.B16, V1.B16
+	VORR   V20.B16, V1.B16, V1.B16 // M
+	VCMTST V27.S4, V1.S4, V6.S4    // sticky: the 13 bits always shifted out
+	VUSHR  $13, V1.S4, V1.S4
+
+	VCMTST V28.S4, V4.S4, V7.S4 // t & 8
+	VCMTST V31.S4, V1.S4, V8.S4
+	VAND   V7.B16, V8.B16, V8.B16
+	VORR   V8.B16, V6.B16, V6.B16
+	VUSHR  $8, V1.S4, V0.S4
+	VBIT   V7.B16, V0.B16, V1.B16
+
+	VCMTST V29.S4, V4.S4, V7.S4 // t & 4
+	VCMTST V26.S4, V1.S4, V8.S4
+	VAND   V7.B16, V8.B16, V8.B16
+	VORR   V8.B16, V6.B16, V6.B16
+	VUSHR  $4, V1.S4, V0.S4
+	VBIT   V7.B16, V0.B16, V1.B16
+
+	VCMTST V30.S4, V4.S4, V7.S4 // t & 2
+	VCMTST V9.S4, V1.S4, V8.S4
+	VAND   V7.B16, V8.B16, V8.B16
+	VORR   V8.B16, V6.B16, V6.B16
+	VUSHR  $2, V1.S4, V0.S4
+	VBIT   V7.B16, V0.B16, V1.B16
+
+	VCMTST V15.S4, V4.S4, V7.S4 // t & 1
+	VCMTST V15.S4, V1.S4, V8.S4
+	VAND   V7.B16, V8.B16, V8.B16
+	VORR   V8.B16, V6.B16, V6.B16
+	VUSHR  $1, V1.S4, V0.S4
+	VBIT   V7.B16, V0.B16, V1.B16
+
+	VAND   V15.B16, V1.B16, V7.B16 // the rounding bit
+	VUSHR  $1, V1.S4, V1.S4
+	VAND   V15.B16, V1.B16, V8.B16 // odd
+	VAND   V15.B16, V6.B16, V6.B16
+	VORR   V8.B16, V6.B16, V6.B16
+	VAND   V7.B16, V6.B16, V6.B16  // round up: above the half, or a tie to odd
+	VADD   V6.S4, V1.S4, V1.S4
+
+f16normal:
+	VSUB   V14.S4, V2.S4, V4.S4    // rebiased
+	VUSHR  $13, V4.S4, V6.S4
+	VAND   V15.B16, V6.B16, V6.B16
+	VADD   V16.S4, V4.S4, V4.S4
+	VADD   V6.S4, V4.S4, V4.S4
+	VUSHR  $13, V4.S4, V4.S4
+	VBIT   V5.B16, V4.B16, V1.B16
+	VADD   V19.S4, V2.S4, V5.S4
+	VCMTST V18.S4, V5.S4, V5.S4    // 65520 and up
+	VBIT   V5.B16, V22.B16, V1.B16
+	VADD   V20.S4, V2.S4, V6.S4
+	VCMTST V18.S4, V6.S4, V6.S4    // Inf or NaN
+	VEOR   V6.B16, V5.B16, V5.B16  // finite overflows
+	VSUB   V5.S4, V10.S4, V10.S4   // each counts one (the mask is -1)
+	VADD   V21.S4, V2.S4, V6.S4
+	VCMTST V18.S4, V6.S4, V6.S4    // NaN
+	VUSHR  $13, V2.S4, V7.S4
+	VAND   V23.B16, V7.B16, V7.B16
+	VORR   V24.B16, V7.B16, V7.B16
+	VBIT   V6.B16, V7.B16, V1.B16
+	VORR   V3.B16, V1.B16, V1.B16
+	VUZP1  V1.H8, V1.H8, V2.H8     // the low halves
+	VST1.P [V2.H4], 8(R0)
+	SUBS   $4, R2
+	BNE    f16loop
+
+f16done:
+	VUADDLV V10.S4, V10
+	VMOV    V10.D[0], R4
+	MOVD    R4, overflows+32(FP)
+	RET
