@@ -3,11 +3,14 @@ package quant
 import "unsafe"
 
 // The NEON kernels in float_arm64.s (integer operations only). n must be a
-// multiple of 8 (4 for encodeF16NEON) and the pointers must address n
-// elements. f16 decoding stays in Go (a table lookup).
+// multiple of 8 (4 for the f16 kernels) and the pointers must address n
+// elements.
 
 //go:noescape
 func decodeBF16NEON(dst *float32, src *byte, n int)
+
+//go:noescape
+func decodeF16NEON(dst *float32, src *byte, n int)
 
 //go:noescape
 func encodeBF16NEON(dst *byte, src *float32, n int)
@@ -39,7 +42,14 @@ func encodeBF16Vec(dst []byte, src []float32) int {
 	return n
 }
 
-func decodeF16Vec(dst []float32, src []byte) int { return 0 }
+func decodeF16Vec(dst []float32, src []byte) int {
+	n := len(dst) &^ 3
+	if !useNEON || n == 0 {
+		return 0
+	}
+	decodeF16NEON(&dst[0], &src[0], n)
+	return n
+}
 
 func encodeF16Vec(dst []byte, src []float32) (done, overflows int) {
 	n := len(src) &^ 3

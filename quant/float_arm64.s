@@ -248,3 +248,106 @@ f16done:
 	VMOV    V10.D[0], R4
 	MOVD    R4, overflows+32(FP)
 	RET
+
+// func decodeF16NEON(dst *float32, src *byte, n int)
+// F16ToF32 on n values (a multiple of 4), integer operations only. Per lane,
+// from |h| (the sign moves to bit 31): the bits shifted up by 13 with the
+// exponent rebiased (+112) are every normal; Inf and NaN get 112 more, NaN
+// the quiet bit (as x448/float16, whose table the Go code reads); zero stays
+// zero; a subnormal is normalized first (shifted left until bit 10 is set,
+// in conditional steps of 8, 4, 2 and 1, the exponent lowered by as much).
+// The normalization is skipped when no lane is subnormal.
+TEXT ·decodeF16NEON(SB), NOSPLIT, $0-24
+	MOVD dst+0(FP), R0
+	MOVD src+8(FP), R1
+	MOVD n+16(FP), R2
+	CBZ  R2, h16done
+	VEOR V31.B16, V31.B16, V31.B16 // zero
+	MOVW $0x7fff, R4
+	VDUP R4, V16.S4
+	MOVW $0x8000, R4
+	VDUP R4, V17.S4
+	MOVW $0x38000000, R4
+	VDUP R4, V18.S4                // 112 << 23
+	MOVW $0x7c00, R4
+	VDUP R4, V19.S4
+	MOVW $0x3ff, R4
+	VDUP R4, V20.S4
+	MOVW $0x00400000, R4
+	VDUP R4, V21.S4
+	MOVW $0xfffffff8, R4
+	VDUP R4, V22.S4                // below 8: shift by 8
+	MOVW $0xffffff80, R4
+	VDUP R4, V23.S4                // below 128: by 4
+	MOVW $0xfffffe00, R4
+	VDUP R4, V24.S4                // below 512: by 2
+	MOVW $0xfffffc00, R4
+	VDUP R4, V25.S4                // below 1024: by 1
+	MOVW $0x04000000, R4
+	VDUP R4, V26.S4                // 8 << 23
+	MOVW $0x02000000, R4
+	VDUP R4, V27.S4
+	MOVW $0x01000000, R4
+	VDUP R4, V28.S4
+	MOVW $0x00800000, R4
+	VDUP R4, V29.S4
+
+h16loop:
+	VLD1.P 8(R1), [V0.H4]
+	VUXTL  V0.H4, V0.S4
+	VAND   V16.B16, V0.B16, V1.B16 // |h|
+	VAND   V17.B16, V0.B16, V2.B16
+	VSHL   $16, V2.S4, V2.S4       // sign
+	VSHL   $13, V1.S4, V3.S4
+	VADD   V18.S4, V3.S4, V3.S4    // a normal's bits
+	VAND   V19.B16, V1.B16, V4.B16 // the exponent field
+	VCMEQ  V19.S4, V4.S4, V5.S4    // Inf or NaN
+	VAND   V18.B16, V5.B16, V6.B16
+	VADD   V6.S4, V3.S4, V3.S4
+	VCMTST V20.S4, V1.S4, V6.S4
+	VAND   V5.B16, V6.B16, V6.B16  // NaN
+	VAND   V21.B16, V6.B16, V6.B16
+	VORR   V6.B16, V3.B16, V3.B16
+	VCMEQ  V31.S4, V4.S4, V5.S4    // exponent 0
+	VCMEQ  V31.S4, V1.S4, V6.S4    // zero
+	VEOR   V6.B16, V5.B16, V5.B16  // subnormal
+	VMOV   V5.D[0], R4
+	VMOV   V5.D[1], R5
+	ORR    R5, R4, R4
+	CBZ    R4, h16sign
+
+	VEOR   V7.B16, V7.B16, V7.B16  // the exponent's decrease, << 23
+	VCMTST V22.S4, V1.S4, V8.S4
+	VSHL   $8, V1.S4, V9.S4
+	VBIF   V8.B16, V9.B16, V1.B16
+	VADD   V26.S4, V7.S4, V9.S4
+	VBIF   V8.B16, V9.B16, V7.B16
+	VCMTST V23.S4, V1.S4, V8.S4
+	VSHL   $4, V1.S4, V9.S4
+	VBIF   V8.B16, V9.B16, V1.B16
+	VADD   V27.S4, V7.S4, V9.S4
+	VBIF   V8.B16, V9.B16, V7.B16
+	VCMTST V24.S4, V1.S4, V8.S4
+	VSHL   $2, V1.S4, V9.S4
+	VBIF   V8.B16, V9.B16, V1.B16
+	VADD   V28.S4, V7.S4, V9.S4
+	VBIF   V8.B16, V9.B16, V7.B16
+	VCMTST V25.S4, V1.S4, V8.S4
+	VSHL   $1, V1.S4, V9.S4
+	VBIF   V8.B16, V9.B16, V1.B16
+	VADD   V29.S4, V7.S4, V9.S4
+	VBIF   V8.B16, V9.B16, V7.B16
+	VSHL   $13, V1.S4, V9.S4
+	VADD   V18.S4, V9.S4, V9.S4
+	VSUB   V7.S4, V9.S4, V9.S4     // bit 10 became the exponent's lowest
+	VBIT   V5.B16, V9.B16, V3.B16
+
+h16sign:
+	VBIT   V6.B16, V31.B16, V3.B16 // zero
+	VORR   V2.B16, V3.B16, V3.B16
+	VST1.P [V3.S4], 16(R0)
+	SUBS   $4, R2
+	BNE    h16loop
+
+h16done:
+	RET
