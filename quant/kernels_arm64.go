@@ -20,8 +20,9 @@ func absMaxVec(x []float32) (m float32, ok bool) {
 	return absMaxNEON(&x[0], len(x))
 }
 
+// packNibblesVec takes multiples of 16 codes (an nvfp4 group).
 func packNibblesVec(codes []uint8, dst []byte) int {
-	n := len(codes) &^ 31
+	n := len(codes) &^ 15
 	if !useNEON || n == 0 {
 		return 0
 	}

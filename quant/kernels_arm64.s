@@ -44,13 +44,15 @@ amreduce:
 	RET
 
 // func packNibblesNEON(src *byte, n int, dst *byte)
-// n a multiple of 32: the even codes' low nibbles under the odd codes
-// shifted up by 4 (sli keeps the destination's bits below the shift).
+// n a multiple of 16: the even codes' low nibbles under the odd codes
+// shifted up by 4 (sli keeps the destination's bits below the shift), 32
+// codes a step, then 16 if n is an odd multiple of 16.
 TEXT ·packNibblesNEON(SB), NOSPLIT, $0-24
 	MOVD src+0(FP), R0
 	MOVD n+8(FP), R1
 	MOVD dst+16(FP), R2
-	CBZ  R1, nibdone
+	CMP  $32, R1
+	BLT  nib16
 
 nibloop:
 	VLD1.P 32(R0), [V0.B16, V1.B16]
@@ -58,8 +60,17 @@ nibloop:
 	VUZP2  V1.B16, V0.B16, V3.B16 // codes 1, 3, ..., 31
 	VSLI   $4, V3.B16, V2.B16
 	VST1.P [V2.B16], 16(R2)
-	SUBS   $32, R1
-	BNE    nibloop
+	SUB    $32, R1
+	CMP    $32, R1
+	BGE    nibloop
+
+nib16:
+	CBZ    R1, nibdone
+	VLD1   (R0), [V0.B16]
+	VUZP1  V0.B16, V0.B16, V2.B16
+	VUZP2  V0.B16, V0.B16, V3.B16
+	VSLI   $4, V3.B16, V2.B16
+	VST1   [V2.D1], (R2)
 
 nibdone:
 	RET
