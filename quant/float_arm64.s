@@ -97,6 +97,17 @@ encdone:
 //   - |x| >= 0x477ff000 (65520 and up, and Inf/NaN): infinity, counted as an
 //     overflow when finite; NaN: quiet, the payload's top ten bits.
 // The unsigned comparisons a >= K add 2^31 - K and test bit 31 (a < 2^31).
+// SHIFT_STICKY(bit, low, k): where t (V4) has bit set, shift M (V1) right by
+// k, ORing into the sticky mask (V6) whether the k bits shifted out (low)
+// were non-zero. Uses V0, V7, V8.
+#define SHIFT_STICKY(bit, low, k) \
+	VCMTST bit.S4, V4.S4, V7.S4; \
+	VCMTST low.S4, V1.S4, V8.S4; \
+	VAND   V7.B16, V8.B16, V8.B16; \
+	VORR   V8.B16, V6.B16, V6.B16; \
+	VUSHR  $(k), V1.S4, V0.S4; \
+	VBIT   V7.B16, V0.B16, V1.B16
+
 TEXT ·encodeF16NEON(SB), NOSPLIT, $0-40
 	MOVD  dst+0(FP), R0
 	MOVD  src+8(FP), R1
@@ -179,35 +190,10 @@ f16conv:
 	VORR   V20.B16, V1.B16, V1.B16 // M
 	VCMTST V27.S4, V1.S4, V6.S4    // sticky: the 13 bits always shifted out
 	VUSHR  $13, V1.S4, V1.S4
-
-	VCMTST V28.S4, V4.S4, V7.S4 // t & 8
-	VCMTST V31.S4, V1.S4, V8.S4
-	VAND   V7.B16, V8.B16, V8.B16
-	VORR   V8.B16, V6.B16, V6.B16
-	VUSHR  $8, V1.S4, V0.S4
-	VBIT   V7.B16, V0.B16, V1.B16
-
-	VCMTST V29.S4, V4.S4, V7.S4 // t & 4
-	VCMTST V26.S4, V1.S4, V8.S4
-	VAND   V7.B16, V8.B16, V8.B16
-	VORR   V8.B16, V6.B16, V6.B16
-	VUSHR  $4, V1.S4, V0.S4
-	VBIT   V7.B16, V0.B16, V1.B16
-
-	VCMTST V30.S4, V4.S4, V7.S4 // t & 2
-	VCMTST V9.S4, V1.S4, V8.S4
-	VAND   V7.B16, V8.B16, V8.B16
-	VORR   V8.B16, V6.B16, V6.B16
-	VUSHR  $2, V1.S4, V0.S4
-	VBIT   V7.B16, V0.B16, V1.B16
-
-	VCMTST V15.S4, V4.S4, V7.S4 // t & 1
-	VCMTST V15.S4, V1.S4, V8.S4
-	VAND   V7.B16, V8.B16, V8.B16
-	VORR   V8.B16, V6.B16, V6.B16
-	VUSHR  $1, V1.S4, V0.S4
-	VBIT   V7.B16, V0.B16, V1.B16
-
+	SHIFT_STICKY(V28, V31, 8)
+	SHIFT_STICKY(V29, V26, 4)
+	SHIFT_STICKY(V30, V9, 2)
+	SHIFT_STICKY(V15, V15, 1)
 	VAND   V15.B16, V1.B16, V7.B16 // the rounding bit
 	VUSHR  $1, V1.S4, V1.S4
 	VAND   V15.B16, V1.B16, V8.B16 // odd
@@ -257,6 +243,15 @@ f16done:
 // zero; a subnormal is normalized first (shifted left until bit 10 is set,
 // in conditional steps of 8, 4, 2 and 1, the exponent lowered by as much).
 // The normalization is skipped when no lane is subnormal.
+// NORMALIZE(high, k, dec): where v (V1) has no bit in high, shift it left by
+// k and add dec (k << 23) to the exponent's decrease (V7). Uses V8, V9.
+#define NORMALIZE(high, k, dec) \
+	VCMTST high.S4, V1.S4, V8.S4; \
+	VSHL   $(k), V1.S4, V9.S4; \
+	VBIF   V8.B16, V9.B16, V1.B16; \
+	VADD   dec.S4, V7.S4, V9.S4; \
+	VBIF   V8.B16, V9.B16, V7.B16
+
 TEXT ·decodeF16NEON(SB), NOSPLIT, $0-24
 	MOVD dst+0(FP), R0
 	MOVD src+8(FP), R1
@@ -317,26 +312,10 @@ h16loop:
 	CBZ    R4, h16sign
 
 	VEOR   V7.B16, V7.B16, V7.B16  // the exponent's decrease, << 23
-	VCMTST V22.S4, V1.S4, V8.S4
-	VSHL   $8, V1.S4, V9.S4
-	VBIF   V8.B16, V9.B16, V1.B16
-	VADD   V26.S4, V7.S4, V9.S4
-	VBIF   V8.B16, V9.B16, V7.B16
-	VCMTST V23.S4, V1.S4, V8.S4
-	VSHL   $4, V1.S4, V9.S4
-	VBIF   V8.B16, V9.B16, V1.B16
-	VADD   V27.S4, V7.S4, V9.S4
-	VBIF   V8.B16, V9.B16, V7.B16
-	VCMTST V24.S4, V1.S4, V8.S4
-	VSHL   $2, V1.S4, V9.S4
-	VBIF   V8.B16, V9.B16, V1.B16
-	VADD   V28.S4, V7.S4, V9.S4
-	VBIF   V8.B16, V9.B16, V7.B16
-	VCMTST V25.S4, V1.S4, V8.S4
-	VSHL   $1, V1.S4, V9.S4
-	VBIF   V8.B16, V9.B16, V1.B16
-	VADD   V29.S4, V7.S4, V9.S4
-	VBIF   V8.B16, V9.B16, V7.B16
+	NORMALIZE(V22, 8, V26)
+	NORMALIZE(V23, 4, V27)
+	NORMALIZE(V24, 2, V28)
+	NORMALIZE(V25, 1, V29)
 	VSHL   $13, V1.S4, V9.S4
 	VADD   V18.S4, V9.S4, V9.S4
 	VSUB   V7.S4, V9.S4, V9.S4     // bit 10 became the exponent's lowest
