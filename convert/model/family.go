@@ -111,10 +111,22 @@ type Spec struct {
 	MoELayer func(i int) bool
 	Forward  func(m *Model) Forward // the MTP forward, for targets that lower it
 
+	// What inspect says of the family's own config.
+	Report ReportSpec
+
 	// How each target's consumers name, describe and run the family.
 	MLX      MLXSpec
 	GGUF     GGUFSpec
 	OpenVINO OpenVINOSpec
+}
+
+// ReportSpec is what inspect says of a family's own config, beyond the keys
+// every family shares (hidden size, vocabulary, experts, ...).
+type ReportSpec struct {
+	Dims      map[string]any // the family's own config values, by config key
+	Attention string         // its attention, in words
+	Layers    string         // its layer list, in words
+	Routing   string         // how its MoE routes, in words (empty: softmax top-k)
 }
 
 // GGUFSpec is how llama.cpp names and describes the family: its

@@ -155,6 +155,7 @@ func glmSpec(c *Config, lite bool) *Spec {
 		Experts:  func(layout ExpertLayout) []Want { return glmExperts(c, layout) },
 		MoELayer: isMoE,
 		Forward:  glmForward,
+		Report:   glmReport(c, lite),
 		MLX:      MLXSpec{CombinedRefusal: glmCombinedRefusal},
 		GGUF: GGUFSpec{
 			Arch: "glm4moe", PreTokenizer: "glm4",
@@ -171,6 +172,46 @@ func glmSpec(c *Config, lite bool) *Spec {
 		s.LMHead = &Want{Suffix: "lm_head.weight", Shape: []int64{v, h}}
 	}
 	return s
+}
+
+// glmReport is what inspect says of a GLM-4.x config: its attention (GQA,
+// or MLA for GLM-4.7-Flash), its leading dense layers and its routing.
+func glmReport(c *Config, lite bool) ReportSpec {
+	norm, normTopk := "weights as chosen", c.NormTopkProb == nil || *c.NormTopkProb
+	if normTopk {
+		norm = "weights renormalised"
+	}
+	r := ReportSpec{
+		Dims: map[string]any{
+			"first_k_dense_replace": c.FirstKDenseReplace, "n_shared_experts": c.NSharedExperts,
+			"n_group": c.NGroup, "topk_group": c.TopkGroup, "routed_scaling_factor": c.RoutedScalingFactor,
+			"partial_rotary_factor": c.PartialRotaryFactor, "norm_topk_prob": normTopk,
+		},
+		Layers:  fmt.Sprintf("%d (%d dense MLP, %d MoE), all full attention", c.NumHiddenLayers, min(c.FirstKDenseReplace, c.NumHiddenLayers), max(0, c.NumHiddenLayers-c.FirstKDenseReplace)),
+		Routing: fmt.Sprintf("sigmoid, e_score_correction_bias for the choice, n_group %d, topk_group %d, %s, scaled by %v", c.NGroup, c.TopkGroup, norm, c.RoutedScalingFactor),
+	}
+	if lite {
+		ql := "none (q_proj)"
+		if c.QLoraRank != nil {
+			ql = strconv.Itoa(*c.QLoraRank)
+			r.Dims["q_lora_rank"] = *c.QLoraRank
+		}
+		for k, v := range map[string]int{"kv_lora_rank": c.KVLoraRank, "qk_nope_head_dim": c.QKNopeHeadDim, "qk_rope_head_dim": c.QKRopeHeadDim, "v_head_dim": c.VHeadDim} {
+			r.Dims[k] = v
+		}
+		r.Attention = fmt.Sprintf("multi-head latent attention, %d heads: q_lora_rank %s, kv_lora_rank %d, qk dims %d nope + %d rope, v dim %d (theta %v)",
+			c.NumAttentionHeads, ql, c.KVLoraRank, c.QKNopeHeadDim, c.QKRopeHeadDim, c.VHeadDim, c.RopeTheta)
+		return r
+	}
+	r.Dims["attention_bias"], r.Dims["use_qk_norm"] = c.AttentionBias, c.UseQKNorm
+	r.Attention = fmt.Sprintf("GQA, heads %d/%d of dim %d (rotary %d, theta %v)", c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim, c.RotaryDim(), c.RopeTheta)
+	if c.AttentionBias {
+		r.Attention += ", q/k/v biases"
+	}
+	if c.UseQKNorm {
+		r.Attention += ", q/k norms"
+	}
+	return r
 }
 
 // glmExperts lists the routed experts of one block: per expert in the

@@ -83,6 +83,28 @@ type hybridLayout struct {
 	mrope        bool
 }
 
+// hybridReport is what inspect says of a hybrid config: its two attentions
+// and how the layers alternate between them.
+func hybridReport(c *Config) ReportSpec {
+	full := 0
+	for _, t := range c.LayerTypes {
+		if t == FullAttention {
+			full++
+		}
+	}
+	return ReportSpec{
+		Dims: map[string]any{
+			"linear_num_key_heads": c.LinearNumKeyHeads, "linear_num_value_heads": c.LinearNumValueHeads,
+			"linear_key_head_dim": c.LinearKeyHeadDim, "linear_value_head_dim": c.LinearValueHeadDim,
+			"linear_conv_kernel_dim": c.LinearConvKernelDim,
+		},
+		Attention: fmt.Sprintf("gated full attention, heads %d/%d of dim %d (rotary %d, theta %v); gated delta-net linear attention, heads %d/%d of dims %d/%d, conv kernel %d",
+			c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim, c.RotaryDim(), c.RopeTheta,
+			c.LinearNumKeyHeads, c.LinearNumValueHeads, c.LinearKeyHeadDim, c.LinearValueHeadDim, c.LinearConvKernelDim),
+		Layers: fmt.Sprintf("%d (%d linear attention, %d full attention)", len(c.LayerTypes), len(c.LayerTypes)-full, full),
+	}
+}
+
 // hybridSpec is the Spec the Qwen hybrid families share. A dense config
 // (the Qwen3.5/3.6 dense models) has a SwiGLU MLP where the others have the MoE.
 func hybridSpec(c *Config, l hybridLayout) *Spec {
@@ -121,6 +143,7 @@ func hybridSpec(c *Config, l hybridLayout) *Spec {
 		},
 		Experts: func(layout ExpertLayout) []Want { return expertTensors(c, layout) },
 		Forward: hybridForward,
+		Report:  hybridReport(c),
 		MLX: MLXSpec{
 			DrafterModelType:  "qwen3_5_mtp",
 			DrafterTextConfig: hybridDrafterText,

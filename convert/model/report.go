@@ -20,6 +20,9 @@ type Report struct {
 	NestedConfig  bool                   `json:"nested_text_config"`
 	Dims          map[string]any         `json:"dims"`
 	LayerTypes    []string               `json:"layer_types"`
+	Attention     string                 `json:"attention"`
+	Layers        string                 `json:"layers"`
+	Routing       string                 `json:"routing,omitempty"`
 	MTP           MTPReport              `json:"mtp"`
 	TrunkExperts  []ExpertBlock          `json:"trunk_experts"`
 	Groups        map[string]*GroupStats `json:"groups"`
@@ -71,14 +74,12 @@ func (m *Model) Inspect() (*Report, error) {
 		Kind: "source_checkpoint", Source: m.Checkpoint.Source.Name(), Family: m.Family,
 		ModelType: c.ModelType, Architectures: c.Architectures, NestedConfig: c.Nested,
 		LayerTypes: m.LayerTypes, TrunkExperts: m.TrunkExperts, Groups: m.Groups, DTypes: m.DTypes, FP8: m.FP8, FP8Storage: m.FP8Info, Dense: c.Dense(),
+		Attention: m.Spec.Report.Attention, Layers: m.Spec.Report.Layers, Routing: m.Spec.Report.Routing,
 		Dims: map[string]any{
 			"hidden_size": c.HiddenSize, "num_hidden_layers": c.NumHiddenLayers, "vocab_size": c.VocabSize,
 			"num_attention_heads": c.NumAttentionHeads, "num_key_value_heads": c.NumKeyValueHeads, "head_dim": c.HeadDim,
 			"rotary_dim": c.RotaryDim(), "rope_theta": c.RopeTheta,
-			"linear_num_key_heads": c.LinearNumKeyHeads, "linear_num_value_heads": c.LinearNumValueHeads,
-			"linear_key_head_dim": c.LinearKeyHeadDim, "linear_value_head_dim": c.LinearValueHeadDim,
-			"linear_conv_kernel_dim": c.LinearConvKernelDim,
-			"num_experts":            c.NumExperts, "num_experts_per_tok": c.NumExpertsPerTok,
+			"num_experts": c.NumExperts, "num_experts_per_tok": c.NumExpertsPerTok,
 			"moe_intermediate_size": c.MoeIntermediateSize, "shared_expert_intermediate_size": c.SharedExpertIntermed,
 			"intermediate_size": c.IntermediateSize,
 			"rms_norm_eps":      c.RMSNormEps, "tie_word_embeddings": c.TieWordEmbeddings,
@@ -86,6 +87,10 @@ func (m *Model) Inspect() (*Report, error) {
 		MTP: MTPReport{Depth: m.MTPDepth, Tensors: m.Groups[GroupMTP].Tensors, Experts: m.MTPExperts,
 			ExpertsPerTok: c.NumExpertsPerTok, NormConvention: m.headNormConvention()},
 		HeadComplete: len(m.MTPProblems) == 0, TrunkComplete: len(m.TrunkProblems) == 0,
+	}
+	maps.Copy(r.Dims, m.Spec.Report.Dims)
+	if r.Layers == "" {
+		r.Layers = fmt.Sprint(c.NumHiddenLayers)
 	}
 	if r.MTP.Experts == nil {
 		r.MTP.Experts = []ExpertBlock{}
@@ -120,18 +125,18 @@ func (r *Report) WriteText(w io.Writer) {
 	p("source:        %s", r.Source)
 	p("family:        %s (model_type %s, %s, text_config %s)", r.Family, r.ModelType, strings.Join(r.Architectures, ","), map[bool]string{true: "nested", false: "flat"}[r.NestedConfig])
 	d := r.Dims
-	p("dims:          hidden %v, heads %v/%v of dim %v (rotary %v, theta %v), vocab %v", d["hidden_size"], d["num_attention_heads"], d["num_key_value_heads"], d["head_dim"], d["rotary_dim"], d["rope_theta"], d["vocab_size"])
-	full := 0
-	for _, t := range r.LayerTypes {
-		if t == FullAttention {
-			full++
-		}
+	p("dims:          hidden %v, vocab %v", d["hidden_size"], d["vocab_size"])
+	if r.Attention != "" {
+		p("attention:     %s", r.Attention)
 	}
-	p("layers:        %d (%d linear attention, %d full attention)", len(r.LayerTypes), len(r.LayerTypes)-full, full)
+	p("layers:        %s", r.Layers)
 	if r.Dense {
 		p("mlp:           dense SwiGLU, intermediate %v (trunk and MTP head)", d["intermediate_size"])
 	} else {
 		p("experts:       %v routed, top-%v, intermediate %v, shared expert %v", d["num_experts"], d["num_experts_per_tok"], d["moe_intermediate_size"], d["shared_expert_intermediate_size"])
+		if r.Routing != "" {
+			p("routing:       %s", r.Routing)
+		}
 	}
 	cd := "not declared"
 	if r.MTP.ConfigDepth != nil {

@@ -6,9 +6,12 @@ package run
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -169,23 +172,50 @@ func Run(ctx context.Context, p *plan.Plan, ck *st.Checkpoint, dir string, opt R
 		res.BytesOut += rec.File.Size
 	}
 	for _, of := range p.Files {
-		data := of.Contents
-		if data == nil {
-			var err error
-			data, err = st.ReadSmallFile(ck.Source, of.CopyFrom, 1<<30)
-			if err != nil {
-				return nil, fmt.Errorf("copying %s: %w", of.CopyFrom, err)
-			}
+		var f manifests.File
+		var err error
+		if of.Contents != nil {
+			err = os.WriteFile(filepath.Join(dir, of.Name), of.Contents, 0o644)
+			f = manifests.File{Name: of.Name, Size: int64(len(of.Contents)), SHA256: manifests.SHA256(of.Contents)}
+		} else if f, err = copySourceFile(ck.Source, of.CopyFrom, dir, of.Name); err != nil {
+			err = fmt.Errorf("copying %s: %w", of.CopyFrom, err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, of.Name), data, 0o644); err != nil {
+		if err != nil {
 			return nil, err
 		}
-		rec := FileRecord{File: manifests.File{Name: of.Name, Size: int64(len(data)), SHA256: manifests.SHA256(data)}}
-		res.Files = append(res.Files, rec.File)
-		res.BytesOut += rec.File.Size
-		notify(rec)
+		res.Files = append(res.Files, f)
+		res.BytesOut += f.Size
+		notify(FileRecord{File: f})
 	}
 	return res, nil
+}
+
+// copySourceFile copies a file of the source (a tokenizer, a template) into
+// dir as name, streamed and hashed on the way: however large it is, it never
+// sits in memory whole.
+func copySourceFile(src st.Opener, from, dir, name string) (manifests.File, error) {
+	in, err := src.Open(from)
+	if err != nil {
+		return manifests.File{}, err
+	}
+	defer in.Close()
+	out, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		return manifests.File{}, err
+	}
+	h := sha256.New()
+	// Large reads: a remote source answers each with one ranged request.
+	n, err := io.CopyBuffer(io.MultiWriter(out, h), io.NewSectionReader(in, 0, in.Size()), make([]byte, min(in.Size(), 8<<20)+1))
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n != in.Size() {
+		err = fmt.Errorf("%s: read %d of its %d bytes", from, n, in.Size())
+	}
+	if err != nil {
+		return manifests.File{}, err
+	}
+	return manifests.File{Name: name, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
 // fileRun is one tensor file of the plan being written.
