@@ -66,6 +66,10 @@ def into(mtpconv, sources, family, kind, precision, tmp_path_factory):
     for name, h in before.items():
         if name not in ours:
             assert after[name] == h, f"--into changed {name}"
+    # optimum's own MTP IR is kept, byte for byte, beside ours (GenAI reads
+    # the folder's top level only: the draft is ours).
+    kept = digests(dst / "mtpconv-original")
+    assert kept == {n: before[n] for n in ("openvino_mtp_model.xml", "openvino_mtp_model.bin")}
     assert CORE.read_model(dst / "openvino_mtp_model.xml").get_rt_info("mtp_mode").astype(str) == "true"
     return dst
 

@@ -49,3 +49,22 @@ func names(t *testing.T, dir string) string {
 	}
 	return strings.Join(out, ",")
 }
+
+// A FIFO in place of the MTP IR of an optimum-intel export cannot be kept
+// under mtpconv-original/ as a recorded original: --into --force refuses it
+// before any work, naming it, and nothing changes.
+func TestIntoForceRefusesAFIFOIR(t *testing.T) {
+	src, dir := optimumExportOfFixture(t)
+	os.WriteFile(filepath.Join(dir, "openvino_mtp_model.bin"), []byte("optimum's"), 0o644)
+	if err := syscall.Mkfifo(filepath.Join(dir, "openvino_mtp_model.xml"), 0o644); err != nil {
+		t.Skip("no FIFOs here:", err)
+	}
+	snap := names(t, dir)
+	code, _, stderr := runCLI(t, "export", "--src", src, "--target", "openvino", "--into", dir, "--force", "--quiet")
+	if code != exitFailure || !strings.Contains(stderr, "openvino_mtp_model.xml is not a regular file: it is a named pipe (FIFO); refusing to replace it") {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+	if now := names(t, dir); now != snap {
+		t.Errorf("refused --into changed the folder: %s, was %s", now, snap)
+	}
+}

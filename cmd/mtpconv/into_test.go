@@ -38,13 +38,20 @@ func fakeOptimumExport(t *testing.T, config []byte) string {
 	return dir
 }
 
-func TestIntoAddsOnlyTheMTPIR(t *testing.T) {
-	src := fixtures.Ensure(t, fixtures.Qwen36)
+// optimumExportOfFixture is the Qwen3.6 fixture and a fake optimum export
+// of it.
+func optimumExportOfFixture(t *testing.T) (src, dir string) {
+	t.Helper()
+	src = fixtures.Ensure(t, fixtures.Qwen36)
 	cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := fakeOptimumExport(t, cfg)
+	return src, fakeOptimumExport(t, cfg)
+}
+
+func TestIntoAddsOnlyTheMTPIR(t *testing.T) {
+	src, dir := optimumExportOfFixture(t)
 	before := tree(t, dir)
 	into := func(extra ...string) (int, string) {
 		code, _, stderr := runCLI(t, append([]string{"export", "--src", src, "--target", "openvino", "--into", dir, "--quiet"}, extra...)...)
@@ -197,12 +204,7 @@ func diffTrees(a, b map[string]string) string {
 // README.md of its own, and returns the source and the folder.
 func intoFixture(t *testing.T) (string, string) {
 	t.Helper()
-	src := fixtures.Ensure(t, fixtures.Qwen36)
-	cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := fakeOptimumExport(t, cfg)
+	src, dir := optimumExportOfFixture(t)
 	if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte("---\nlicense: apache-2.0\n---\nthe export's own card\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -329,4 +331,68 @@ func TestIntoWording(t *testing.T) {
 	if n := len(hub.Requests()); n != 0 {
 		t.Errorf("%d requests to the Hub before refusing a missing --into", n)
 	}
+}
+
+// An optimum-intel export that carries its own MTP IR: --into refuses it
+// without --force, saying the export's own would be kept; --force moves it,
+// byte for byte, into mtpconv-original/, recorded (inspect shows it, verify
+// checks it); a later edit of the replacing IR is refused, not dropped.
+// (--force used to delete optimum's IR.)
+func TestIntoForceKeepsOptimumsMTPIR(t *testing.T) {
+	src, dir := optimumExportOfFixture(t)
+	own := map[string]string{"openvino_mtp_model.xml": `<net name="optimum's own MTP"/>`, "openvino_mtp_model.bin": "optimum's MTP weights"}
+	for f, b := range own {
+		os.WriteFile(filepath.Join(dir, f), []byte(b), 0o644)
+	}
+	args := []string{"export", "--src", src, "--target", "openvino", "--into", dir}
+	refusedUnchanged(t, dir, exitFailure, "they came with the export: mtpconv did not write them); pass --force to replace them with mtpconv's (nothing else of the folder is touched; the export's own are kept in mtpconv-original/)", args...)
+
+	before := tree(t, dir)
+	code, _, stderr := runCLI(t, append(args, "--force")...)
+	if code != 0 {
+		t.Fatalf("--force: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "openvino_mtp_model.bin and openvino_mtp_model.xml came with the export: kept, byte for byte, in mtpconv-original/") {
+		t.Errorf("--force says nothing of the export's own files: %s", stderr)
+	}
+	after := tree(t, dir)
+	for p, h := range before {
+		if base := filepath.Base(p); own[base] == "" && after[p] != h {
+			t.Errorf("%s changed", p)
+		}
+	}
+	var man manifests.Manifest
+	raw, _ := os.ReadFile(filepath.Join(dir, manifests.FileName))
+	if err := json.Unmarshal(raw, &man); err != nil {
+		t.Fatal(err)
+	}
+	for f, b := range own {
+		kept, err := os.ReadFile(filepath.Join(dir, "mtpconv-original", f))
+		if err != nil || string(kept) != b {
+			t.Errorf("mtpconv-original/%s holds %q (%v), the export's own %q", f, kept, err, b)
+		}
+		if u, ok := man.Into.UpdatedFile(f); !ok || u.Original.Name != "mtpconv-original/"+f || u.Original.SHA256 != manifests.SHA256([]byte(b)) {
+			t.Errorf("%s: recorded %+v", f, u)
+		}
+		if now, _ := os.ReadFile(filepath.Join(dir, f)); string(now) == b || len(now) == 0 {
+			t.Errorf("%s not replaced", f)
+		}
+	}
+	if code, stdout, stderr := runCLI(t, "verify", "--src", src, dir); code != 0 {
+		t.Errorf("verify: exit %d: %s%s", code, stdout, stderr)
+	}
+	if code, stdout, _ := runCLI(t, "inspect", dir); code != 0 || !strings.Contains(stdout, "replaced     openvino_mtp_model.xml (the original is mtpconv-original/openvino_mtp_model.xml") {
+		t.Errorf("inspect: exit %d: %s", code, stdout)
+	}
+	// The original changed under mtpconv-original/: verify names it.
+	os.WriteFile(filepath.Join(dir, "mtpconv-original", "openvino_mtp_model.bin"), []byte("other"), 0o644)
+	if code, stdout, _ := runCLI(t, "verify", dir); code != exitFailure || !strings.Contains(stdout, "mtpconv-original/openvino_mtp_model.bin") {
+		t.Errorf("verify of a changed original: exit %d: %s", code, stdout)
+	}
+	os.WriteFile(filepath.Join(dir, "mtpconv-original", "openvino_mtp_model.bin"), []byte(own["openvino_mtp_model.bin"]), 0o644)
+	// Edited since: --force does not drop the edit (there is one original to keep).
+	f, _ := os.OpenFile(filepath.Join(dir, "openvino_mtp_model.xml"), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("<!-- edited -->")
+	f.Close()
+	refusedUnchanged(t, dir, exitFailure, "openvino_mtp_model.xml changed since mtpconv updated it", append(args, "--force")...)
 }

@@ -1,8 +1,9 @@
 package export
 
 // --into: the head added to a folder another tool exported (an optimum-intel
-// OpenVINO export), touching only the files the target places there and the
-// mtpconv manifest.
+// OpenVINO export), touching only the files the target places there, the
+// mtpconv manifest and, for the folder's own files it replaces, the copies of
+// their originals under IntoOriginals.
 
 import (
 	"context"
@@ -28,7 +29,9 @@ import (
 // they go in: a file after the files it refers to (an OpenVINO .bin before
 // its .xml). These tensor files are the only ones planned; the generic code
 // records them in the manifest as the only files of the folder that are
-// ours.
+// ours, or, where the folder had a file of that name that mtpconv did not
+// write (--force), keeps that file under IntoOriginals and records it as
+// replaced (see recordInto).
 type Intoer interface {
 	CheckInto(dir string, m *model.Model) ([]string, error)
 }
@@ -38,14 +41,16 @@ type Intoer interface {
 // updated to declare it). PlanInto plans the export for dir, reading the
 // folder's files it updates with IntoBase; exportInto replaces them (listed
 // in Plan.IntoUpdates) each atomically, after keeping a copy of the bytes
-// the folder had under IntoOriginals, and records all of it in the manifest.
+// the folder had under IntoOriginals, and records all of it in the manifest
+// (the record of an Intoer's replaced files: see recordInto).
 type IntoPlanner interface {
 	Intoer
 	PlanInto(dir string, m *model.Model, o targets.Options) (*plan.Plan, error)
 }
 
 // IntoOriginals is the folder, inside an --into folder, that keeps the prior
-// bytes of the folder's own files mtpconv replaced (copy them back to undo).
+// bytes of the folder's own files mtpconv replaced (move them back, and
+// remove the files mtpconv owns, to undo).
 const IntoOriginals = "mtpconv-original"
 
 // IntoBase reads what an update of the folder's file name starts from: the
@@ -64,14 +69,9 @@ func IntoBase(dir, name string, limit int64) (base []byte, sum string, err error
 	if err != nil {
 		return nil, "", err
 	}
-	u, ok := priorInto(prior).UpdatedFile(name)
-	if !ok || sum == u.Original.SHA256 {
-		// Not replaced yet, or an interrupted run recorded it but stopped
-		// before replacing it.
-		return cur, sum, nil
-	}
-	if wrote, _ := findFile(prior.Files, name); wrote.SHA256 != sum {
-		return nil, "", fmt.Errorf("--into %s: %s changed since mtpconv updated it (sha256 %s, recorded %s); put back the version mtpconv wrote or the original in %s/ first", dir, name, sum, wrote.SHA256, IntoOriginals)
+	u, ours, err := replacedByUs(dir, prior, name, sum)
+	if err != nil || !ours {
+		return cur, sum, err
 	}
 	orig, err := st.ReadSmallFile(source.Dir(dir), u.Original.Name, limit)
 	if err != nil {
@@ -81,6 +81,23 @@ func IntoBase(dir, name string, limit int64) (base []byte, sum string, err error
 		return nil, "", fmt.Errorf("--into %s: %s is not the original %s mtpconv kept (its sha256 differs from the record)", dir, u.Original.Name, name)
 	}
 	return orig, sum, nil
+}
+
+// replacedByUs tells whether the folder's file name, whose sha256 is now
+// sum, was replaced by an earlier --into and still holds what mtpconv wrote
+// there (its original is then u.Original). A file never replaced, or that
+// holds its original bytes again (a run stopped before replacing it, or the
+// original put back), is the folder's own. Any other bytes are an edit
+// made since, refused rather than dropped: there is one original to keep.
+func replacedByUs(dir string, prior *manifests.Manifest, name, sum string) (u manifests.Updated, ours bool, err error) {
+	u, ok := priorInto(prior).UpdatedFile(name)
+	if !ok || sum == u.Original.SHA256 {
+		return u, false, nil
+	}
+	if wrote, _ := findFile(prior.Files, name); wrote.SHA256 != sum {
+		return u, false, fmt.Errorf("--into %s: %s changed since mtpconv updated it (sha256 %s, recorded %s); put back the version mtpconv wrote or the original in %s/ first", dir, name, sum, wrote.SHA256, IntoOriginals)
+	}
+	return u, true, nil
 }
 
 // IntoOwned reports whether an earlier --into recorded file name of dir as
@@ -177,10 +194,15 @@ func exportInto(ctx context.Context, r Request) (*Outcome, error) {
 		sub.intoDir = r.Into
 	}
 	if r.DryRun {
-		if _, err := intoReplaces(r.Into, files, r.Force); err != nil {
+		present, err := intoReplaces(ctx, r.Into, files, r.Force)
+		if err != nil {
 			return nil, err
 		}
-		return Export(ctx, sub)
+		oc, err := Export(ctx, sub)
+		if err == nil {
+			oc.Notes = append(oc.Notes, present.keptNotes()...)
+		}
+		return oc, err
 	}
 	lock, err := lockOutput(filepath.Join(r.Into, intoLock))
 	if errors.Is(err, errLocked) {
@@ -190,7 +212,7 @@ func exportInto(ctx context.Context, r Request) (*Outcome, error) {
 		return nil, err
 	}
 	defer lock.release()
-	replacing, err := intoReplaces(r.Into, files, r.Force)
+	present, err := intoReplaces(ctx, r.Into, files, r.Force)
 	if err != nil {
 		return nil, err
 	}
@@ -204,36 +226,50 @@ func exportInto(ctx context.Context, r Request) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	steps := intoSteps(r.Into, staging, files, replacing)
-	if planner {
-		// The copies of the originals land right after the manifest, the
-		// folder's own files last (config.json, which declares the head,
-		// after the index), each replaced by one rename.
-		originals, err := recordInto(ctx, r.Into, staging, oc.Plan)
-		if err != nil {
-			return nil, err
-		}
-		steps = append(append(steps[:1:1], originalSteps(r.Into, staging, originals)...), steps[1:]...)
-		for _, u := range oc.Plan.IntoUpdates {
-			steps = append(steps, intoStep{filepath.Join(staging, u.Name), filepath.Join(r.Into, u.Name)})
-		}
+	if now, err := findPresent(ctx, r.Into, files); err != nil {
+		return nil, err
+	} else if !slices.Equal(now.ours, present.ours) || !slices.Equal(now.theirs, present.theirs) {
+		return nil, fmt.Errorf("--into %s: %s changed during the export; nothing was replaced", r.Into, strings.Join(files, " or "))
 	}
+	copies, err := recordInto(ctx, r.Into, staging, oc.Plan, present.theirs)
+	if err != nil {
+		return nil, err
+	}
+	changes := intoChanges{files: files, ours: present.ours, theirs: present.theirs, copies: copies}
+	for _, u := range oc.Plan.IntoUpdates {
+		changes.updates = append(changes.updates, u.Name)
+	}
+	steps := intoSteps(r.Into, staging, changes)
+	oc.Notes = append(oc.Notes, present.keptNotes()...)
 	if err := ctx.Err(); err != nil { // before the first step: after it the steps run to the end
 		return nil, fmt.Errorf("interrupted; nothing was written to --into %s: %w", r.Into, err)
 	}
-	for _, s := range steps {
-		if err := s.apply(); err != nil {
+	for i, s := range steps {
+		var err error
+		if stepFault != nil {
+			err = stepFault(i)
+		}
+		if err == nil {
+			err = s.apply()
+		}
+		if err != nil {
 			return nil, fmt.Errorf("--into %s: %w (run it again with --force to complete it)", r.Into, err)
 		}
 	}
-	if err := syncDir(r.Into); err != nil {
-		return nil, err
+	for _, d := range []string{filepath.Join(r.Into, IntoOriginals), r.Into} {
+		if err := syncDir(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
 	}
 	if !r.NoCard {
 		oc.Notes = append(oc.Notes, fmt.Sprintf("no model card written: %s belongs to the export the head was added to; %s records the head (check it with mtpconv verify)", manifests.CardFile, manifests.FileName))
 	}
 	return oc, nil
 }
+
+// stepFault, set by tests only, fails the final phase of --into before
+// step i (a kill or a failing rename there).
+var stepFault func(i int) error
 
 // CheckIntoFolder refuses an --into that is not an existing folder; it
 // reads nothing else, so callers check it before reading a remote source.
@@ -251,52 +287,111 @@ func CheckIntoFolder(dir string) error {
 	return nil
 }
 
+// intoPresent is what --into finds of the target's files in the folder,
+// in the target's order: those an earlier --into wrote (ours: replaced) and
+// the folder's own (theirs: an optimum-intel export carries an MTP IR of its
+// own; --force moves them under IntoOriginals, recorded, never deletes them).
+type intoPresent struct{ ours, theirs []string }
+
+// findPresent sorts the target's files already in dir. A file an earlier
+// --into replaced is ours while it holds what mtpconv wrote (see
+// replacedByUs).
+func findPresent(ctx context.Context, dir string, files []string) (intoPresent, error) {
+	var p intoPresent
+	prior, err := intoManifest(dir)
+	if err != nil {
+		return p, err
+	}
+	for _, f := range files {
+		path := filepath.Join(dir, f)
+		if _, err := os.Lstat(path); err != nil {
+			continue
+		}
+		ours := priorInto(prior) != nil && slices.Contains(prior.Into.OwnedFiles, f)
+		if _, updated := priorInto(prior).UpdatedFile(f); updated && !ours {
+			_, sum, err := manifests.HashFileContext(ctx, path)
+			if err != nil {
+				return p, fmt.Errorf("--into %s: %w", dir, err)
+			}
+			if _, ours, err = replacedByUs(dir, prior, f, sum); err != nil {
+				return p, err
+			}
+		}
+		if ours {
+			p.ours = append(p.ours, f)
+			continue
+		}
+		// Refused before any work: a FIFO or a folder cannot be kept as a
+		// recorded original.
+		if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
+			if err == nil {
+				err = &st.NotRegularError{Path: path, Mode: fi.Mode()}
+			}
+			return p, fmt.Errorf("--into %s: %w; refusing to replace it", dir, err)
+		}
+		p.theirs = append(p.theirs, f)
+	}
+	return p, nil
+}
+
+// keptNotes says where the folder's own files an export replaces go.
+func (p intoPresent) keptNotes() []string {
+	if len(p.theirs) == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s came with the export: kept, byte for byte, in %s/ and recorded in %s (moving %s back, after removing what mtpconv added, undoes the export)",
+		strings.Join(p.theirs, " and "), IntoOriginals, manifests.FileName, plural(len(p.theirs), "it", "them"))}
+}
+
 // intoReplaces returns the files of the output already in dir, refusing
 // them unless force. --force replaces exactly these files (an optimum-intel
 // export carries an MTP IR of its own, and replacing it is what --into is
-// for), never another file of the folder: neither a manifest mtpconv did
-// not write nor a file an earlier --into owned that this one would not
-// replace.
-func intoReplaces(dir string, files []string, force bool) ([]string, error) {
+// for; the export's own are kept, see intoPresent), never another file of
+// the folder: neither a manifest mtpconv did not write nor a file an
+// earlier --into owned that this one would not replace.
+func intoReplaces(ctx context.Context, dir string, files []string, force bool) (intoPresent, error) {
 	kind, rec := folderOwner(dir)
 	switch kind {
 	case ownerForeign:
-		return nil, fmt.Errorf("%s has a %s that mtpconv did not write; refusing to replace it", dir, manifests.FileName)
+		return intoPresent{}, fmt.Errorf("%s has a %s that mtpconv did not write; refusing to replace it", dir, manifests.FileName)
 	case ownerExport:
-		return nil, fmt.Errorf("%s is an mtpconv output of its own (not an export mtpconv added into); refusing to add into it", dir)
+		return intoPresent{}, fmt.Errorf("%s is an mtpconv output of its own (not an export mtpconv added into); refusing to add into it", dir)
 	}
-	var owned []string
 	if rec != nil {
-		owned = rec.OwnedFiles
-	}
-	for _, f := range owned {
-		if f == manifests.FileName || slices.Contains(files, f) || isOriginal(rec, f) {
-			continue
-		}
-		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
-			return nil, fmt.Errorf("%s holds %s from an earlier --into that this export would not replace; remove it (and %s) yourself to add this one", dir, f, manifests.FileName)
-		}
-	}
-	var present, foreign []string
-	for _, f := range files {
-		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
-			present = append(present, f)
-			if !slices.Contains(owned, f) {
-				foreign = append(foreign, f)
+		for _, f := range rec.OwnedFiles {
+			if f == manifests.FileName || slices.Contains(files, f) || isOriginal(rec, f) {
+				continue
+			}
+			if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
+				return intoPresent{}, fmt.Errorf("%s holds %s from an earlier --into that this export would not replace; remove it (and %s) yourself to add this one", dir, f, manifests.FileName)
 			}
 		}
 	}
-	if len(present) > 0 && !force {
-		whose := "an earlier mtpconv --into wrote " + plural(len(present), "it", "them")
-		switch {
-		case len(foreign) == len(present):
-			whose = plural(len(present), "it", "they") + " came with the export: mtpconv did not write " + plural(len(present), "it", "them")
-		case len(foreign) > 0:
-			whose = strings.Join(foreign, " and ") + " came with the export: mtpconv did not write " + plural(len(foreign), "it", "them")
-		}
-		return nil, fmt.Errorf("%s already has %s (%s); pass --force to replace %s with mtpconv's (nothing else of the folder is touched)", dir, strings.Join(present, " and "), whose, plural(len(present), "it", "them"))
+	p, err := findPresent(ctx, dir, files)
+	if err != nil {
+		return p, err
 	}
-	return present, nil
+	n := len(p.ours) + len(p.theirs)
+	if n > 0 && !force {
+		var present []string
+		for _, f := range files {
+			if slices.Contains(p.ours, f) || slices.Contains(p.theirs, f) {
+				present = append(present, f)
+			}
+		}
+		whose, kept := "an earlier mtpconv --into wrote "+plural(n, "it", "them"), ""
+		switch {
+		case len(p.theirs) == n:
+			whose = plural(n, "it", "they") + " came with the export: mtpconv did not write " + plural(n, "it", "them")
+		case len(p.theirs) > 0:
+			whose = strings.Join(p.theirs, " and ") + " came with the export: mtpconv did not write " + plural(len(p.theirs), "it", "them")
+		}
+		if len(p.theirs) > 0 {
+			kept = fmt.Sprintf("; the export's own %s kept in %s/", plural(len(p.theirs), "is", "are"), IntoOriginals)
+		}
+		return p, fmt.Errorf("%s already has %s (%s); pass --force to replace %s with mtpconv's (nothing else of the folder is touched%s)", dir, strings.Join(present, " and "), whose, plural(n, "it", "them"), kept)
+	}
+	return p, nil
 }
 
 // intoStep is one change of the final phase of --into: a rename, or (no
@@ -310,33 +405,66 @@ func (s intoStep) apply() error {
 	return os.Rename(s.from, s.to)
 }
 
+// intoChanges is what the final phase of --into changes in the folder.
+type intoChanges struct {
+	files   []string // the target's files, in the Intoer's order (a file after those it refers to)
+	ours    []string // of files, those in the folder an earlier --into wrote: removed
+	theirs  []string // of files, the folder's own: moved under IntoOriginals
+	copies  []string // staged copies of originals (IntoOriginals/NAME) of the updated files
+	updates []string // the folder's files replaced by their staged new version (IntoUpdates)
+}
+
 // intoSteps orders the final phase so that a kill or failure between any
-// two steps leaves no mixed output: the new manifest first (it records the
-// files as ours before any of them lands, so an interrupted run can be
-// completed with --force), then the old files being replaced removed,
-// referring files first (an old .xml never outlives its .bin), then the
-// new files in the Intoer's order (a new .xml never precedes its .bin).
+// two steps leaves no mixed output and loses nothing of the folder: the new
+// manifest first (it records the files as ours, and where the folder's own
+// go, before any of them moves, so an interrupted run can be completed with
+// --force); then the copies of originals (the whole IntoOriginals folder in
+// one rename when the destination has none yet); then the old files of the
+// target moved out of the way, referring files first (an old .xml never
+// outlives its .bin): removed when ours, moved under IntoOriginals when the
+// folder's own; then the new files in the Intoer's order (a new .xml never
+// precedes its .bin); the updated files last, each replaced by one rename.
 // A reader finds the old output, part of it with every descriptor's data
 // its own, or the new one.
-func intoSteps(dir, staging string, files, replacing []string) []intoStep {
+func intoSteps(dir, staging string, c intoChanges) []intoStep {
 	steps := []intoStep{{filepath.Join(staging, manifests.FileName), filepath.Join(dir, manifests.FileName)}}
-	for i := len(files) - 1; i >= 0; i-- {
-		if slices.Contains(replacing, files[i]) {
-			steps = append(steps, intoStep{to: filepath.Join(dir, files[i])})
+	if len(c.copies) > 0 || len(c.theirs) > 0 {
+		if _, err := os.Lstat(filepath.Join(dir, IntoOriginals)); err != nil {
+			steps = append(steps, intoStep{filepath.Join(staging, IntoOriginals), filepath.Join(dir, IntoOriginals)})
+		} else {
+			for _, f := range c.copies {
+				steps = append(steps, intoStep{filepath.Join(staging, f), filepath.Join(dir, f)})
+			}
 		}
 	}
-	for _, f := range files {
+	for i := len(c.files) - 1; i >= 0; i-- {
+		f := c.files[i]
+		switch {
+		case slices.Contains(c.ours, f):
+			steps = append(steps, intoStep{to: filepath.Join(dir, f)})
+		case slices.Contains(c.theirs, f):
+			steps = append(steps, intoStep{filepath.Join(dir, f), filepath.Join(dir, IntoOriginals, f)})
+		}
+	}
+	for _, f := range c.files {
+		steps = append(steps, intoStep{filepath.Join(staging, f), filepath.Join(dir, f)})
+	}
+	for _, f := range c.updates {
 		steps = append(steps, intoStep{filepath.Join(staging, f), filepath.Join(dir, f)})
 	}
 	return steps
 }
 
-// recordInto completes the staged manifest of an IntoPlanner's export with
-// the Into record: each updated file checked unchanged since it was planned
-// and its original kept (the copy an earlier --into made, or one staged now
-// under IntoOriginals), and the folder's files the output builds on hashed.
-// It returns the staged copies to rename into place.
-func recordInto(ctx context.Context, dir, staging string, p *plan.Plan) ([]string, error) {
+// recordInto completes the staged manifest with the Into record. Each of
+// the folder's own files the export replaces has its original kept under
+// IntoOriginals and recorded: the plan's IntoUpdates (checked unchanged
+// since they were planned) by a copy staged now, as each stays in place
+// until its new version replaces it; moved, the target's files the folder
+// had, by moving the file itself there (see intoSteps: it makes way anyway,
+// and a rename keeps every byte without reading it); either reuses the
+// original an earlier run kept. The files the output builds on are hashed.
+// It returns the staged copies.
+func recordInto(ctx context.Context, dir, staging string, p *plan.Plan, moved []string) ([]string, error) {
 	prior, err := intoManifest(dir)
 	if err != nil {
 		return nil, err
@@ -345,43 +473,67 @@ func recordInto(ctx context.Context, dir, staging string, p *plan.Plan) ([]strin
 	if err != nil {
 		return nil, err
 	}
+	if fi, err := os.Lstat(filepath.Join(dir, IntoOriginals)); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("--into %s: %s is not a folder and mtpconv did not make it; refusing to replace it", dir, IntoOriginals)
+	}
+	type replaced struct {
+		name, planned string // planned: the sha256 an IntoUpdate was planned from
+		move          bool
+	}
+	var all []replaced
+	for _, u := range p.IntoUpdates {
+		all = append(all, replaced{name: u.Name, planned: u.SHA256})
+	}
+	for _, f := range moved {
+		all = append(all, replaced{name: f, move: true})
+	}
 	in := &manifests.Into{}
 	var staged []string
-	for _, u := range p.IntoUpdates {
-		size, sum, err := manifests.HashFile(filepath.Join(dir, u.Name))
+	for _, x := range all {
+		size, sum, err := manifests.HashFileContext(ctx, filepath.Join(dir, x.name))
 		if err != nil {
 			return nil, fmt.Errorf("--into %s: %w", dir, err)
 		}
-		if sum != u.SHA256 {
-			return nil, fmt.Errorf("--into %s: %s changed during the export; nothing was replaced", dir, u.Name)
+		if !x.move && sum != x.planned {
+			return nil, fmt.Errorf("--into %s: %s changed during the export; nothing was replaced", dir, x.name)
 		}
-		rec, ok := priorInto(prior).UpdatedFile(u.Name)
+		rec, ok := priorInto(prior).UpdatedFile(x.name)
 		if ok && sum == rec.Original.SHA256 {
 			// An interrupted run recorded the original and may have stopped
 			// before its copy landed: a copy already there must be it.
-			if osize, osum, err := manifests.HashFile(filepath.Join(dir, rec.Original.Name)); err == nil {
+			if osize, osum, err := manifests.HashFileContext(ctx, filepath.Join(dir, rec.Original.Name)); err == nil {
 				if osize != size || osum != sum {
-					return nil, fmt.Errorf("--into %s: %s is not the original %s mtpconv kept (its sha256 differs from the record)", dir, rec.Original.Name, u.Name)
+					return nil, fmt.Errorf("--into %s: %s is not the original %s mtpconv kept (its sha256 differs from the record)", dir, rec.Original.Name, x.name)
 				}
 			} else {
 				ok = false
 			}
 		}
 		if !ok {
-			rec = manifests.Updated{Name: u.Name, Original: manifests.File{Name: IntoOriginals + "/" + u.Name, Size: size, SHA256: sum}}
+			rec = manifests.Updated{Name: x.name, Original: manifests.File{Name: IntoOriginals + "/" + x.name, Size: size, SHA256: sum}}
 			if _, err := os.Lstat(filepath.Join(dir, rec.Original.Name)); err == nil && !isOriginal(priorInto(prior), rec.Original.Name) {
 				return nil, fmt.Errorf("--into %s: %s exists and mtpconv did not write it; refusing to replace it", dir, rec.Original.Name)
 			}
-			if err := copyRegular(filepath.Join(dir, u.Name), filepath.Join(staging, rec.Original.Name), sum); err != nil {
-				return nil, fmt.Errorf("--into %s: keeping the original %s: %w", dir, u.Name, err)
+			if !x.move {
+				if err := copyRegular(filepath.Join(dir, x.name), filepath.Join(staging, rec.Original.Name), sum); err != nil {
+					return nil, fmt.Errorf("--into %s: keeping the original %s: %w", dir, x.name, err)
+				}
+				staged = append(staged, rec.Original.Name)
 			}
-			staged = append(staged, rec.Original.Name)
 		}
 		in.Updated = append(in.Updated, rec)
 		man.Files = append(man.Files, rec.Original)
 	}
-	// An original an earlier run kept of a file this one leaves as it is
-	// (it holds the original bytes again) stays kept and recorded.
+	if len(moved) > 0 {
+		// The folder the originals move into, renamed into place first
+		// when the destination has none yet.
+		if err := os.MkdirAll(filepath.Join(staging, IntoOriginals), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	// An original an earlier run kept of a file this one does not take from
+	// the folder (it holds mtpconv's version, or the original again) stays
+	// kept and recorded.
 	if pi := priorInto(prior); pi != nil {
 		for _, u := range pi.Updated {
 			if _, planned := in.UpdatedFile(u.Name); !planned {
@@ -422,22 +574,6 @@ func copyRegular(from, to, sum string) error {
 		return err
 	}
 	return os.WriteFile(to, b, 0o644)
-}
-
-// originalSteps moves the staged copies of originals into place: the
-// whole folder in one rename when the destination has none yet.
-func originalSteps(dir, staging string, originals []string) []intoStep {
-	if len(originals) == 0 {
-		return nil
-	}
-	if _, err := os.Lstat(filepath.Join(dir, IntoOriginals)); err != nil {
-		return []intoStep{{filepath.Join(staging, IntoOriginals), filepath.Join(dir, IntoOriginals)}}
-	}
-	var steps []intoStep
-	for _, f := range originals {
-		steps = append(steps, intoStep{filepath.Join(staging, f), filepath.Join(dir, f)})
-	}
-	return steps
 }
 
 // isOriginal reports whether an owned file is the copy of an original an

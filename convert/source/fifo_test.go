@@ -135,3 +135,32 @@ func TestCacheRefFIFO(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// TestTokenFileFIFO: a FIFO where the Hugging Face token file goes is
+// refused at once, naming it (opening it blocked forever), whether named by
+// $HF_TOKEN_PATH or found at $HF_HOME/token; $HF_TOKEN still wins over it.
+func TestTokenFileFIFO(t *testing.T) {
+	for _, env := range []string{"HF_TOKEN_PATH", "HF_HOME"} {
+		t.Run(env, func(t *testing.T) {
+			for _, k := range []string{"HF_TOKEN", "HF_TOKEN_PATH", "HF_HOME", "XDG_CACHE_HOME"} {
+				t.Setenv(k, "")
+			}
+			dir := t.TempDir()
+			fifo := filepath.Join(dir, "token")
+			testfs.Mkfifo(t, fifo)
+			if env == "HF_TOKEN_PATH" {
+				t.Setenv(env, fifo)
+			} else {
+				t.Setenv(env, dir)
+			}
+			err := within(t, 5*time.Second, func() error { _, err := FindToken(); return err })
+			if !errors.Is(err, st.ErrNotRegular) || !strings.Contains(err.Error(), fifo+" is not a regular file: it is a named pipe (FIFO)") || !strings.Contains(err.Error(), "$HF_TOKEN") {
+				t.Fatalf("error %v", err)
+			}
+			t.Setenv("HF_TOKEN", "hf_env")
+			if tok, err := FindToken(); tok != "hf_env" || err != nil {
+				t.Fatalf("with $HF_TOKEN: %q, %v", tok, err)
+			}
+		})
+	}
+}

@@ -3,12 +3,16 @@ package source
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
+
+// tokenFileLimit bounds the token file: a token is under 100 bytes.
+const tokenFileLimit = 64 << 10
 
 // FindToken finds the Hugging Face token as the Hugging Face tools do:
 // $HF_TOKEN, else the file the Hugging Face CLI's login writes ($HF_TOKEN_PATH,
@@ -23,17 +27,16 @@ func FindToken() (string, error) {
 	if path == "" {
 		return "", nil
 	}
-	f, err := os.Open(path)
+	// Read as a regular file of at most 64 KiB: a FIFO or a device there
+	// would block the open or the read forever. It is refused, not skipped:
+	// the user put something at the token's path, and going on without the
+	// token would fail later as a 401 or a "not found" for a gated model.
+	b, err := st.ReadRegularFile(path, tokenFileLimit)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("the Hugging Face token file: %w", err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 64<<10))
-	if err != nil {
-		return "", fmt.Errorf("the Hugging Face token file %s: %w", path, err)
+		return "", fmt.Errorf("the Hugging Face token file: %w (set $HF_TOKEN, or put the token in it as a plain file)", err)
 	}
 	t := cleanToken(string(b))
 	return t, checkToken(t, "the token file "+path)
