@@ -12,7 +12,9 @@
 - mlx-vlm's own splitter (glm4_moe_lite_mtp) takes the GLM-4.7-Flash
   fixture's NextN layer, and its drafter folder holds exactly the layer's
   tensors in its layout (kv_b_proj absorbed, experts stacked), the drafter
-  model mlx-vlm 0.7.10 cannot load yet (no Model class).
+  model mlx-vlm 0.7.10 cannot load yet (no Model class);
+- our GLM-4.7-Flash drafter folder equals the splitter's, float and at every
+  quantization the splitter offers, tensor for tensor and key for key.
 """
 import json
 
@@ -114,6 +116,21 @@ def test_mlx_vlm_splitter_layout(glm_dirs, tmp_path):
     assert not hasattr(glm4_moe_lite_mtp, "Model")
 
 
+def assert_same_drafter(ours, ref):
+    """Two drafter folders hold the same tensors, byte for byte and dtype for
+    dtype, the same config.json (every key and value) and tokenizer files."""
+    a, b = mx.load(str(ours / "model.safetensors")), mx.load(str(ref / "model.safetensors"))
+    assert set(a) == set(b), set(a) ^ set(b)
+    for k in b:
+        assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, (k, a[k].dtype, b[k].dtype, a[k].shape, b[k].shape)
+        assert bytes(memoryview(a[k].view(mx.uint8) if a[k].dtype != mx.float32 else a[k])) == \
+            bytes(memoryview(b[k].view(mx.uint8) if b[k].dtype != mx.float32 else b[k])), k
+    assert json.loads((ours / "config.json").read_text()) == json.loads((ref / "config.json").read_text())
+    for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        assert (ours / f).read_bytes() == (ref / f).read_bytes()
+    return a
+
+
 def test_drafter_equals_mlx_vlm_splitter(mtpconv, glm_dirs, tmp_path):
     """Our GLM-4.7-Flash drafter folder (--target mlx, bf16) holds exactly what
     mlx-vlm's own splitter writes: every tensor byte for byte, every config.json
@@ -125,15 +142,54 @@ def test_drafter_equals_mlx_vlm_splitter(mtpconv, glm_dirs, tmp_path):
     src = glm_dirs["flash"]
     ref = split_glm4_moe_lite_mtp(str(src), str(tmp_path / "ref"))
     ours = export(mtpconv, src, tmp_path / "ours", "--target", "mlx")
-    a, b = mx.load(str(ours / "model.safetensors")), mx.load(str(ref / "model.safetensors"))
-    assert set(a) == set(b)
-    for k in b:
-        assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, k
-        assert bytes(memoryview(a[k].view(mx.uint8) if a[k].dtype != mx.float32 else a[k])) == \
-            bytes(memoryview(b[k].view(mx.uint8) if b[k].dtype != mx.float32 else b[k])), k
-    assert json.loads((ours / "config.json").read_text()) == json.loads((ref / "config.json").read_text())
-    for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
-        assert (ours / f).read_bytes() == (ref / f).read_bytes()
+    assert_same_drafter(ours, ref)
+    for folder in (ours, ref):
+        with pytest.raises(AttributeError, match="Model"):
+            load_drafter(str(folder))
+
+
+# What mlx-vlm's glm4_moe_lite_mtp splitter offers when asked to quantize
+# (split_glm4_moe_lite_mtp's q_bits / q_group_size, mlx_vlm.split_mtp's
+# --q-mode): MLX affine at any bits and group mx.quantize takes, and the
+# microscaling modes at their own group; ours is the same precision.
+QUANTIZED = [
+    ("int4", None, dict(q_bits=4, q_group_size=64)),
+    ("int4", 32, dict(q_bits=4, q_group_size=32)),
+    ("int8", None, dict(q_bits=8, q_group_size=64)),
+    ("int3", 128, dict(q_bits=3, q_group_size=128)),
+    ("mxfp4", None, dict(q_mode="mxfp4")),
+    ("nvfp4", None, dict(q_mode="nvfp4")),
+    ("mxfp8", None, dict(q_mode="mxfp8")),
+]
+
+
+@pytest.mark.parametrize("prec,group,opts", QUANTIZED, ids=[f"{p}-g{g or 'default'}" for p, g, _ in QUANTIZED])
+def test_quantized_drafter_equals_mlx_vlm_splitter(mtpconv, glm_dirs, tmp_path, prec, group, opts):
+    """Quantized, our GLM-4.7-Flash drafter folder is what mlx-vlm's splitter
+    writes when asked to quantize (mx.quantize on the CPU stream, so
+    --mlx-rounding cpu): every tensor byte for byte (routers float, the
+    absorbed embed_q quantized along its stored last dimension when the group
+    divides it), and config.json key for key, its quantization block
+    included; mlx-vlm 0.7.10's load_drafter fails on both for the same reason."""
+    from conftest import export
+    from mlx_vlm.speculative.drafters import load_drafter
+    from mlx_vlm.speculative.drafters.glm4_moe_lite_mtp.split import Glm4MoeLiteMTPSplitter
+    src = glm_dirs["flash"]
+    with mx.stream(mx.cpu):
+        ref = Glm4MoeLiteMTPSplitter().split(str(src), str(tmp_path / "ref"), **opts)
+    args = ["--target", "mlx", "--head-precision", prec, "--mlx-rounding", "cpu"]
+    if group:
+        args += ["--group-size", group]
+    ours = export(mtpconv, src, tmp_path / "ours", *args)
+    got = assert_same_drafter(ours, ref)
+    cfg = json.loads((ours / "config.json").read_text())
+    q = cfg["quantization"]
+    assert list(q) == ["group_size", "bits", "mode"] and cfg["quantization_config"] == q, q
+    # The splitter's rule, seen in its output: the router float, embed_q
+    # ([heads, kv_lora, nope], nope 32) quantized exactly when the group divides 32.
+    assert got["model.mtp_block.mlp.gate.weight"].dtype == mx.bfloat16
+    assert ("model.mtp_block.self_attn.embed_q.scales" in got) == (32 % q["group_size"] == 0)
+    assert "lm_head.scales" in got and "model.embed_tokens.scales" in got
     for folder in (ours, ref):
         with pytest.raises(AttributeError, match="Model"):
             load_drafter(str(folder))

@@ -203,12 +203,16 @@ type QuantError struct {
 
 // Tensor is one output tensor: where it came from, what was done, what was written.
 type Tensor struct {
-	Name         string      `json:"name"`
-	Component    string      `json:"component,omitempty"` // trunk, head or lm_head
-	File         string      `json:"file"`
-	Sources      []string    `json:"sources"`
-	Segments     []Segment   `json:"segments"`
-	RowLen       int64       `json:"row_len"`
+	Name      string    `json:"name"`
+	Component string    `json:"component,omitempty"` // trunk, head or lm_head
+	File      string    `json:"file"`
+	Sources   []string  `json:"sources"`
+	Segments  []Segment `json:"segments"`
+	RowLen    int64     `json:"row_len"`
+	// StoredRowLen is the length of the stored rows when it is not RowLen (a
+	// transposed tensor's rows are its segments' columns): quantization
+	// groups run along them.
+	StoredRowLen int64       `json:"stored_row_len,omitempty"`
 	Transforms   []Transform `json:"transforms"`
 	Shape        []int64     `json:"shape"`
 	DType        string      `json:"dtype"`
@@ -224,6 +228,19 @@ type Tensor struct {
 	// of an FP8 source's rows: their blocks are dequantized with their sign
 	// flipped, as the source says, which no release means to do.
 	NegativeScales int64 `json:"negative_scales,omitempty"`
+}
+
+// StoredRows converts n rows of RowLen to the stored rows they fill, and
+// gives the stored row length, refusing a record whose rows do not add up.
+func (t *Tensor) StoredRows(n int64) (rows, rowLen int64, err error) {
+	rowLen = t.RowLen
+	if t.StoredRowLen != 0 {
+		rowLen = t.StoredRowLen
+	}
+	if rowLen <= 0 || n*t.RowLen%rowLen != 0 {
+		return 0, 0, fmt.Errorf("%s: %d rows of %d do not fill stored rows of %d", t.Name, n, t.RowLen, rowLen)
+	}
+	return n * t.RowLen / rowLen, rowLen, nil
 }
 
 // Has reports whether the tensor carries the named transform.

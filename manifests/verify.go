@@ -497,7 +497,11 @@ func recomputeQuantized(ctx context.Context, r *Report, src *st.Checkpoint, o *o
 		return false, fmt.Errorf("quantization mode %q is not one verify knows", q.Mode)
 	}
 	p := q.Params()
-	if err := c.Validate(p, t.RowLen); err != nil {
+	_, storedRow, err := t.StoredRows(0)
+	if err != nil {
+		return false, err
+	}
+	if err := c.Validate(p, storedRow); err != nil {
 		return false, err
 	}
 	outSize, err := st.DType(t.DType).Size()
@@ -520,8 +524,17 @@ func recomputeQuantized(ctx context.Context, r *Report, src *st.Checkpoint, o *o
 	var worst float64
 	var last codec.Result
 	sameSource, err := sourceChunks(ctx, src, t, func(v []float32, n, outRow int64) error {
-		res, err := c.Check(codec.Chunk{Name: t.Name, RowLen: t.RowLen, DType: st.DType(t.DType), P: p,
-			Want: castAsExported(v, plusOne, t.DType, outSize), Rows: n, OutRow: outRow}, read)
+		// Groups run along the stored rows (a transposed block's columns).
+		rows, _, err := t.StoredRows(n)
+		if err != nil {
+			return err
+		}
+		at, _, err := t.StoredRows(outRow)
+		if err != nil {
+			return err
+		}
+		res, err := c.Check(codec.Chunk{Name: t.Name, RowLen: storedRow, DType: st.DType(t.DType), P: p,
+			Want: castAsExported(v, plusOne, t.DType, outSize), Rows: rows, OutRow: at}, read)
 		if err != nil {
 			return err
 		}

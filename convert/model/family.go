@@ -187,8 +187,9 @@ type MLXSpec struct {
 	// multi-head latent attention kv_b_proj is split into: the key half
 	// transposed per head [heads, kv_lora, nope], the value half [heads, v, kv_lora].
 	DrafterKVB [2]string
-	// DrafterQuantRefusal, when set, is why a quantized drafter is refused.
-	DrafterQuantRefusal string
+	// DrafterRoutersFloat: a quantized drafter keeps the MoE routers float,
+	// as the family's mlx-vlm splitter does (--router-bits does not apply).
+	DrafterRoutersFloat bool
 }
 
 // Forward is a family's MTP forward, abstractly: the targets lower it, or

@@ -39,11 +39,14 @@ func (glm4MoeLite) Spec(c *Config) *Spec {
 		// mlx-vlm's glm4_moe_lite_mtp splitter: the NextN layer's own
 		// tensors at the top, the decoder layer as model.mtp_block, the
 		// shared head as lm_head, kv_b_proj absorbed (embed_q, unembed_out).
-		DrafterModelType:    "glm4_moe_lite_mtp",
-		DrafterName:         glmLiteDrafterName,
-		DrafterBlockExtra:   1,
-		DrafterKVB:          [2]string{"self_attn.embed_q.weight", "self_attn.unembed_out.weight"},
-		DrafterQuantRefusal: "a quantized GLM-4.7-Flash drafter is not written yet (mlx-vlm's splitter quantizes its own way: no router quantization, the absorbed MLA halves by their last dimension); export bf16 or f16",
+		DrafterModelType:  "glm4_moe_lite_mtp",
+		DrafterName:       glmLiteDrafterName,
+		DrafterBlockExtra: 1,
+		DrafterKVB:        [2]string{"self_attn.embed_q.weight", "self_attn.unembed_out.weight"},
+		// Quantized, the splitter keeps mlp.gate float and quantizes
+		// every other matrix (embedding and lm_head included) by its
+		// last dimension, the absorbed halves as stored.
+		DrafterRoutersFloat: true,
 		CombinedRefusal:     glmCombinedRefusal,
 	}
 	s.GGUF = GGUFSpec{

@@ -67,15 +67,20 @@ func (q *Quant) Codec() codec.Codec {
 // them, and what is written. A quantized tensor named X.weight is written as
 // X.weight (U32 packed), X.scales and X.biases (DType).
 type OutTensor struct {
-	Name       string      `json:"name"`
-	Component  string      `json:"component"`
-	File       string      `json:"file"`
-	Segments   []Segment   `json:"segments"`
-	RowLen     int64       `json:"row_len"`
-	Shape      []int64     `json:"shape"`
-	DType      st.DType    `json:"dtype"`
-	Transforms []Transform `json:"transforms"`
-	Quant      *Quant      `json:"quant,omitempty"`
+	Name      string    `json:"name"`
+	Component string    `json:"component"`
+	File      string    `json:"file"`
+	Segments  []Segment `json:"segments"`
+	RowLen    int64     `json:"row_len"`
+	// StoredRowLen is the length of the rows as stored, which quantization
+	// groups, when it is not RowLen: a transposed tensor stores each
+	// segment's [rows, RowLen] block as [RowLen, rows], so its stored rows
+	// are as long as a segment is high. 0 means RowLen.
+	StoredRowLen int64       `json:"stored_row_len,omitempty"`
+	Shape        []int64     `json:"shape"`
+	DType        st.DType    `json:"dtype"`
+	Transforms   []Transform `json:"transforms"`
+	Quant        *Quant      `json:"quant,omitempty"`
 }
 
 // Rows is the number of rows of the output.
@@ -85,6 +90,14 @@ func (t *OutTensor) Rows() int64 {
 		n += s.Rows
 	}
 	return n
+}
+
+// StoredRow is the length of the tensor's stored rows.
+func (t *OutTensor) StoredRow() int64 {
+	if t.StoredRowLen > 0 {
+		return t.StoredRowLen
+	}
+	return t.RowLen
 }
 
 // Sources lists the distinct source tensors in order, block scales after their weight.
@@ -253,8 +266,12 @@ func (p *Plan) Validate(ck *st.Checkpoint) error {
 				return fmt.Errorf("plan: %s: rows [%d, %d) of %s (shape %v) out of range", t.Name, s.Row, s.Row+s.Rows, s.Source, src.Shape)
 			}
 		}
-		if t.Quant != nil && t.Quant.GroupSize > 0 && t.RowLen%int64(t.Quant.GroupSize) != 0 {
-			return fmt.Errorf("plan: %s: row length %d not a multiple of group size %d", t.Name, t.RowLen, t.Quant.GroupSize)
+		stored := t.StoredRow()
+		if err := t.checkStoredRows(); err != nil {
+			return fmt.Errorf("plan: %s: %w", t.Name, err)
+		}
+		if t.Quant != nil && t.Quant.GroupSize > 0 && stored%int64(t.Quant.GroupSize) != 0 {
+			return fmt.Errorf("plan: %s: stored row length %d not a multiple of group size %d", t.Name, stored, t.Quant.GroupSize)
 		}
 		if q := t.Quant; q != nil {
 			c, err := codec.For(q.Mode)
@@ -262,12 +279,35 @@ func (p *Plan) Validate(ck *st.Checkpoint) error {
 				return fmt.Errorf("plan: %s: %w", t.Name, err)
 			}
 			for _, sg := range t.Segments {
-				if err := c.SegmentRows(q.Params(), t.RowLen, sg.Rows); err != nil {
+				if err := c.SegmentRows(q.Params(), stored, sg.Rows*t.RowLen/stored); err != nil {
 					return fmt.Errorf("plan: %s: %w", t.Name, err)
 				}
 			}
 		}
 
+	}
+	return nil
+}
+
+// checkStoredRows refuses stored rows the executor could not fill exactly:
+// rows as long as the shape's last dimension, and, for a transposed tensor,
+// each segment's block exactly one segment high (its stored rows).
+func (t *OutTensor) checkStoredRows() error {
+	stored := t.StoredRow()
+	transposed := t.Has(TTranspose)
+	if !transposed {
+		if stored != t.RowLen {
+			return fmt.Errorf("stored row length %d differs from the row length %d of a tensor that is not transposed", stored, t.RowLen)
+		}
+		return nil
+	}
+	if len(t.Shape) == 0 || t.Shape[len(t.Shape)-1] != stored {
+		return fmt.Errorf("stored row length %d is not the last dimension of shape %v", stored, t.Shape)
+	}
+	for _, s := range t.Segments {
+		if s.Rows != stored {
+			return fmt.Errorf("a transposed segment of %d rows of %s does not make stored rows of %d", s.Rows, s.Source, stored)
+		}
 	}
 	return nil
 }

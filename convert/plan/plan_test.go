@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -242,5 +244,158 @@ func TestCombinedShards(t *testing.T) {
 	}
 	if len(index.WeightMap) != 96 {
 		t.Errorf("index lists %d tensors", len(index.WeightMap))
+	}
+}
+
+// GLM-4.7-Flash's mlx-vlm drafter, planned at every kind of quantization
+// its splitter offers: the splitter's tensor names, and its rule (every
+// weight of two or more dimensions whose stored last dimension divides by
+// the group, except the router mlp.gate, at the chosen mode, bits and
+// group); kv_b_proj's key half transposed, stored in rows of nope, which
+// the plan states; a config.json quantization block of exactly
+// group_size, bits and mode. No tensor is read.
+func TestPlanGLMFlashDrafter(t *testing.T) {
+	m := testmodel.Load(t, fixtures.GLM47Flash)
+	names := []string{"lm_head.weight", "model.eh_proj.weight", "model.embed_tokens.weight", "model.enorm.weight", "model.hnorm.weight",
+		"model.shared_head_norm.weight", "model.mtp_block.input_layernorm.weight", "model.mtp_block.post_attention_layernorm.weight",
+		"model.mtp_block.mlp.gate.weight", "model.mtp_block.mlp.gate.e_score_correction_bias",
+		"model.mtp_block.mlp.shared_experts.gate_proj.weight", "model.mtp_block.mlp.shared_experts.up_proj.weight",
+		"model.mtp_block.mlp.shared_experts.down_proj.weight", "model.mtp_block.mlp.switch_mlp.gate_proj.weight",
+		"model.mtp_block.mlp.switch_mlp.up_proj.weight", "model.mtp_block.mlp.switch_mlp.down_proj.weight",
+		"model.mtp_block.self_attn.q_a_proj.weight", "model.mtp_block.self_attn.q_a_layernorm.weight",
+		"model.mtp_block.self_attn.q_b_proj.weight", "model.mtp_block.self_attn.kv_a_proj_with_mqa.weight",
+		"model.mtp_block.self_attn.kv_a_layernorm.weight", "model.mtp_block.self_attn.embed_q.weight",
+		"model.mtp_block.self_attn.unembed_out.weight", "model.mtp_block.self_attn.o_proj.weight"}
+	cases := []struct {
+		prec  string
+		group int // 0: the flag left out
+		mode  codec.Mode
+		bits  int
+		want  int // the group the plan quantizes with
+	}{
+		{"bf16", 0, "", 0, 0},
+		{"int4", 0, codec.ModeMLXAffine, 4, 64},
+		{"int4", 32, codec.ModeMLXAffine, 4, 32},
+		{"int8", 128, codec.ModeMLXAffine, 8, 128},
+		{"int2", 64, codec.ModeMLXAffine, 2, 64},
+		{"mxfp4", 0, codec.ModeMLXMXFP4, 4, 32},
+		{"mxfp8", 0, codec.ModeMLXMXFP8, 8, 32},
+		{"nvfp4", 0, codec.ModeMLXNVFP4, 4, 16},
+	}
+	for _, c := range cases {
+		t.Run(c.prec+"-"+strconv.Itoa(c.group), func(t *testing.T) {
+			o := targets.Options{HeadPrecision: c.prec, MLXRounding: "cpu", Set: map[string]bool{}}
+			if c.group != 0 {
+				o.GroupSize, o.Set[targets.OptGroupSize] = c.group, true
+			}
+			p, err := testmodel.Plan(t, m, "mlx", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Validate(m.Checkpoint); err != nil {
+				t.Fatal(err)
+			}
+			ts := byName(p)
+			if len(ts) != len(names) {
+				t.Errorf("%d tensors, want %d", len(ts), len(names))
+			}
+			for _, n := range names {
+				o, ok := ts[n]
+				if !ok {
+					t.Errorf("%s not planned", n)
+					continue
+				}
+				last := o.Shape[len(o.Shape)-1]
+				quantized := c.bits > 0 && strings.HasSuffix(n, ".weight") && !strings.HasSuffix(n, "mlp.gate.weight") &&
+					len(o.Shape) >= 2 && last%int64(c.want) == 0
+				if !quantized {
+					if o.Quant != nil || o.DType != "BF16" && !strings.HasSuffix(n, "e_score_correction_bias") {
+						t.Errorf("%s: %s %+v, want float", n, o.DType, o.Quant)
+					}
+					continue
+				}
+				if q := o.Quant; q == nil || q.Mode != c.mode || q.Bits != c.bits || q.GroupSize != c.want || q.Rounding != "cpu" {
+					t.Errorf("%s: %+v, want %s %d-bit group %d", n, q, c.mode, c.bits, c.want)
+				}
+			}
+			eq := ts["model.mtp_block.self_attn.embed_q.weight"]
+			if !eq.Has(plan.TTranspose) || eq.RowLen != 64 || eq.StoredRow() != 32 || !slices.Equal(eq.Shape, []int64{4, 64, 32}) {
+				t.Errorf("embed_q: row %d, stored row %d, shape %v, transforms %v", eq.RowLen, eq.StoredRow(), eq.Shape, eq.Transforms)
+			}
+			if uo := ts["model.mtp_block.self_attn.unembed_out.weight"]; uo.Has(plan.TTranspose) || uo.StoredRow() != 64 {
+				t.Errorf("unembed_out: %+v", uo)
+			}
+			var cfg map[string]json.RawMessage
+			if err := json.Unmarshal(p.Files[0].Contents, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			want := ""
+			if c.bits > 0 {
+				want = `{"group_size":` + strconv.Itoa(c.want) + `,"bits":` + strconv.Itoa(c.bits) + `,"mode":"` + c.mode.MLXModeName() + `"}`
+			}
+			for _, k := range []string{"quantization", "quantization_config"} {
+				var got bytes.Buffer
+				if cfg[k] != nil {
+					json.Compact(&got, cfg[k])
+				}
+				if got.String() != want {
+					t.Errorf("config %s = %s, want %s", k, got.String(), want)
+				}
+			}
+			if p.Options["router_bits"] != "float" {
+				t.Errorf("router_bits recorded as %q", p.Options["router_bits"])
+			}
+		})
+	}
+	// --router-bits does not apply: the splitter keeps the routers float.
+	_, err := testmodel.Plan(t, m, "mlx", targets.Options{HeadPrecision: "int4", RouterBits: 8, Set: map[string]bool{targets.OptRouterBits: true}})
+	if !errors.As(err, new(targets.UsageError)) || !strings.Contains(err.Error(), "keeps the routers float") {
+		t.Errorf("--router-bits: %v", err)
+	}
+}
+
+// A transposed tensor's stored rows are what the executor fills: a plan
+// that does not state them, states them for a tensor that is not
+// transposed, or quantizes in groups that do not divide them is refused
+// before a byte is written.
+func TestValidateStoredRows(t *testing.T) {
+	m := testmodel.Load(t, fixtures.GLM47Flash)
+	o := targets.Options{HeadPrecision: "int4", GroupSize: 32, Set: map[string]bool{targets.OptGroupSize: true}}
+	p, err := testmodel.Plan(t, m, "mlx", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(name string) *plan.OutTensor {
+		for i := range p.Tensors {
+			if p.Tensors[i].Name == name {
+				return &p.Tensors[i]
+			}
+		}
+		t.Fatalf("%s not planned", name)
+		return nil
+	}
+	embedQ, unembed := at("model.mtp_block.self_attn.embed_q.weight"), at("model.mtp_block.self_attn.unembed_out.weight")
+	for _, c := range []struct {
+		what   string
+		change func()
+		want   string
+	}{
+		{"stored rows not stated", func() { embedQ.StoredRowLen = 0 }, "is not the last dimension"},
+		{"stored rows on a tensor not transposed", func() { unembed.StoredRowLen = 32 }, "not transposed"},
+		{"a group that divides the row but not the stored row", func() { embedQ.Quant = &plan.Quant{Mode: codec.ModeMLXAffine, Bits: 4, GroupSize: 64} }, "stored row length 32 not a multiple of group size 64"},
+		{"a segment that is not one stored row high", func() { embedQ.Segments[1].Rows, embedQ.Segments[2].Rows = 16, 48 }, "transposed segment of 16 rows"},
+	} {
+		saved := *embedQ
+		savedSegs := slices.Clone(embedQ.Segments)
+		savedU := *unembed
+		c.change()
+		if err := p.Validate(m.Checkpoint); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.what, err, c.want)
+		}
+		*embedQ, *unembed = saved, savedU
+		embedQ.Segments = savedSegs
+	}
+	if err := p.Validate(m.Checkpoint); err != nil {
+		t.Fatalf("restored plan: %v", err)
 	}
 }

@@ -60,18 +60,18 @@ func (pl *Planner) Plain(src, name string, dtype st.DType, rule QuantRule) {
 }
 
 // SplitKVB plans a multi-head latent attention kv_b_proj [heads × (nope +
-// v), kv_lora] as its two halves: kName, each head's key rows transposed
-// ([heads, kv_lora, nope]), and vName, each head's value rows ([heads, v,
-// kv_lora]). shape maps the PyTorch shape to the stored one.
-func (pl *Planner) SplitKVB(src string, at model.Attention, kName, vName string, add func(name string, segs []Segment, rowLen int64, shape []int64, tr []Transform)) {
+// v), kv_lora] as its two halves, given to add to be typed and added: kName,
+// each head's key rows transposed ([heads, kv_lora, nope], stored rows of
+// nope), and vName, each head's value rows ([heads, v, kv_lora]).
+func (pl *Planner) SplitKVB(src string, at model.Attention, kName, vName string, add func(OutTensor)) {
 	nope, v, heads, kl := int64(at.QKNopeHeadDim), int64(at.VHeadDim), int64(at.Heads), int64(at.KVLoraRank)
 	var ks, vs []Segment
 	for h := range heads {
 		ks = append(ks, pl.Segment(src, h*(nope+v), nope))
 		vs = append(vs, pl.Segment(src, h*(nope+v)+nope, v))
 	}
-	add(kName, ks, kl, []int64{heads, kl, nope}, []Transform{TTranspose})
-	add(vName, vs, kl, []int64{heads, v, kl}, nil)
+	add(OutTensor{Name: kName, Segments: ks, RowLen: kl, StoredRowLen: nope, Shape: []int64{heads, kl, nope}, Transforms: []Transform{TTranspose}})
+	add(OutTensor{Name: vName, Segments: vs, RowLen: kl, Shape: []int64{heads, v, kl}})
 }
 
 // Segment is rows of a source tensor; an FP8 weight is read with its block

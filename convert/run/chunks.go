@@ -27,7 +27,9 @@ import (
 // ordered stages accumulate.
 type tensorState struct {
 	t           *plan.OutTensor
-	offsets     map[string]int64
+	offsets     map[string]int64 // where each entry starts in the file
+	sizes       map[string]int64 // each entry's planned bytes
+	storedRow   int64            // the plan's stored row length, which pieces count rows of
 	chunks      []chunk
 	wholeSeg    []bool // segment i covers its whole source tensor
 	copyThrough bool
@@ -42,6 +44,7 @@ type tensorState struct {
 	srcHash      hash.Hash32
 	whole        hash.Hash32            // the current segment's own checksum, when the tensor has several
 	entryHash    map[string]hash.Hash32 // CRC-32C per stored entry
+	entryNext    map[string]int64       // bytes of each entry stored so far, in chunk order
 	qe           quant.ErrStats
 	f16Overflows int64
 	nonfinite    int64
@@ -51,7 +54,7 @@ type tensorState struct {
 }
 
 // chunk is rows [row, row+rows) of one segment's source tensor, landing at
-// output row outRow.
+// stored row outRow (a transposed segment's stored rows are its columns).
 type chunk struct {
 	seg         int
 	row, rows   int64
@@ -59,10 +62,14 @@ type chunk struct {
 	first, last bool // first and last chunk of its segment
 }
 
-func newTensorState(ck *st.Checkpoint, t *plan.OutTensor, offsets map[string]int64, chunkElems int64) (*tensorState, error) {
-	s := &tensorState{t: t, offsets: offsets, res: &tensorResult{record: record(t)}, srcHash: manifests.NewTensorHash(), entryHash: map[string]hash.Hash32{}}
+func newTensorState(ck *st.Checkpoint, t *plan.OutTensor, lay *plan.FileLayout, chunkElems int64) (*tensorState, error) {
+	s := &tensorState{t: t, offsets: lay.Offsets, sizes: lay.Sizes, storedRow: t.StoredRow(), res: &tensorResult{record: record(t)},
+		srcHash: manifests.NewTensorHash(), entryHash: map[string]hash.Hash32{}, entryNext: map[string]int64{}}
 	for _, e := range s.res.record.Entries {
 		s.entryHash[e.Name] = manifests.NewTensorHash()
+		if _, ok := lay.Sizes[e.Name]; !ok {
+			return nil, fmt.Errorf("entry %s has no place in the file", e.Name)
+		}
 	}
 	// A tensor copied through unchanged (same dtype, no transform on values)
 	// stores its source bytes as they are, in segment order: its entry
@@ -77,7 +84,7 @@ func newTensorState(ck *st.Checkpoint, t *plan.OutTensor, offsets map[string]int
 	chunkRows := max(1, chunkElems/t.RowLen)
 	if t.Quant != nil {
 		var err error
-		if s.qz, err = t.Quant.Codec().Encoder(t.Name, t.RowLen, t.DType, t.Quant.Params()); err != nil {
+		if s.qz, err = t.Quant.Codec().Encoder(t.Name, s.storedRow, t.DType, t.Quant.Params()); err != nil {
 			return nil, err
 		}
 		chunkRows = max(2, chunkRows&^1) // nibble-packed zero points need even row counts
@@ -92,7 +99,7 @@ func newTensorState(ck *st.Checkpoint, t *plan.OutTensor, offsets map[string]int
 		for r := int64(0); r < seg.Rows; r += segChunk {
 			n := min(segChunk, seg.Rows-r)
 			s.chunks = append(s.chunks, chunk{seg: i, row: r, rows: n, outRow: outRow, first: r == 0, last: r+n == seg.Rows})
-			outRow += n
+			outRow += n * t.RowLen / s.storedRow
 		}
 	}
 	return s, nil
@@ -230,7 +237,7 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 	var overflows int
 	switch {
 	case s.copyThrough:
-		pieces = []codec.Piece{{Name: t.Name, Data: raw, Num: t.RowLen * s.outSize, Den: 1}}
+		pieces = []codec.Piece{{Name: t.Name, Data: raw, Num: s.storedRow * s.outSize, Den: 1}}
 	case seg.Scale != "":
 		// Dequantized through the shared row reader, then the usual path from float32.
 		sc.vals = grow(sc.vals, elems)
@@ -238,7 +245,7 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 			return err
 		}
 		s.transpose(sc, sc.vals, c.rows)
-		if pieces, overflows, err = s.transformValues(sc, sc.vals, elems, c.rows, &qe); err != nil {
+		if pieces, overflows, err = s.transformValues(sc, sc.vals, elems, &qe); err != nil {
 			return fmt.Errorf("%s: %w", seg.Source, err)
 		}
 	default:
@@ -251,6 +258,11 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 		return fmt.Errorf("%s: %w", seg.Source, err)
 	}
 	for _, pc := range pieces {
+		if err := s.checkPiece(pc, c.outRow); err != nil {
+			return err
+		}
+	}
+	for _, pc := range pieces {
 		off := s.offsets[pc.Name] + pc.Offset(c.outRow)
 		if _, err := s.out.f.WriteAt(pc.Data, off); err != nil {
 			return err
@@ -258,6 +270,9 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 		s.out.fh.mark(off, int64(len(pc.Data)))
 	}
 	return sg.enter(&s.outNext, i, func() error {
+		if err := s.advanceEntries(pieces, c.outRow, i == len(s.chunks)-1); err != nil {
+			return err
+		}
 		if !s.copyThrough {
 			for _, pc := range pieces {
 				s.entryHash[pc.Name].Write(pc.Data)
@@ -275,6 +290,45 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 		}
 		return nil
 	})
+}
+
+// disagree ends the errors of a tensor whose bytes do not fill its planned
+// entries exactly, which only an inconsistent plan or encoder can cause.
+const disagree = "the encoder and the plan disagree on the tensor's layout"
+
+// checkPiece refuses a piece that would land outside its planned entry:
+// the encoder and the plan disagree on the tensor's bytes.
+func (s *tensorState) checkPiece(pc codec.Piece, outRow int64) error {
+	size, ok := s.sizes[pc.Name]
+	if _, own := s.entryHash[pc.Name]; !ok || !own {
+		return fmt.Errorf("produced an entry %s that is not planned: %s", pc.Name, disagree)
+	}
+	if off := pc.Offset(outRow); off < 0 || off+int64(len(pc.Data)) > size {
+		return fmt.Errorf("entry %s: produced bytes [%d, %d), beyond its planned %d bytes: %s", pc.Name, off, off+int64(len(pc.Data)), size, disagree)
+	}
+	return nil
+}
+
+// advanceEntries checks, in chunk order, that each chunk's pieces continue
+// their entries exactly where the previous chunk ended, and that the last
+// chunk ends every entry at its planned size: holes would leave the file's
+// hash waiting for bytes no chunk writes.
+func (s *tensorState) advanceEntries(pieces []codec.Piece, outRow int64, last bool) error {
+	for _, pc := range pieces {
+		if off := pc.Offset(outRow); off != s.entryNext[pc.Name] {
+			return fmt.Errorf("entry %s: produced bytes at %d, after %d bytes stored: %s", pc.Name, off, s.entryNext[pc.Name], disagree)
+		}
+		s.entryNext[pc.Name] += int64(len(pc.Data))
+	}
+	if !last {
+		return nil
+	}
+	for _, e := range s.res.record.Entries {
+		if got, want := s.entryNext[e.Name], s.sizes[e.Name]; got != want {
+			return fmt.Errorf("entry %s: produced %d bytes, planned %d: %s", e.Name, got, want, disagree)
+		}
+	}
+	return nil
 }
 
 // hashSource feeds a chunk's source bytes, in order, to the tensor's source
@@ -323,7 +377,7 @@ func (s *tensorState) transform(sc *scratch, inType st.DType, raw []byte, elems,
 		// The common cast in one pass, without a float32 buffer.
 		sc.enc = growBytes(sc.enc, elems*2)
 		overflows, err := quant.CastBF16ToF16(raw, sc.enc)
-		return []codec.Piece{{Name: t.Name, Data: sc.enc, Num: t.RowLen * 2, Den: 1}}, overflows, err
+		return []codec.Piece{{Name: t.Name, Data: sc.enc, Num: s.storedRow * 2, Den: 1}}, overflows, err
 	}
 	sc.vals = grow(sc.vals, elems)
 	vals := sc.vals
@@ -332,10 +386,10 @@ func (s *tensorState) transform(sc *scratch, inType st.DType, raw []byte, elems,
 	}
 	s.transpose(sc, vals, rows)
 	if inType != t.DType || s.plusOne || s.qz == nil {
-		return s.transformValues(sc, vals, elems, rows, qe)
+		return s.transformValues(sc, vals, elems, qe)
 	}
 	// The cast is the identity: quantize the decoded values directly.
-	return s.qz.Encode(vals, rows, qe, &sc.q), 0, nil
+	return s.qz.Encode(vals, elems/s.storedRow, qe, &sc.q), 0, nil
 }
 
 // transpose stores a whole segment's [rows, RowLen] values as [RowLen, rows].
@@ -355,7 +409,7 @@ func (s *tensorState) transpose(sc *scratch, vals []float32, rows int64) {
 
 // transformValues applies the value transforms to decoded source values,
 // then the cast or quantization, and returns the bytes to store.
-func (s *tensorState) transformValues(sc *scratch, vals []float32, elems, rows int64, qe *quant.ErrStats) ([]codec.Piece, int, error) {
+func (s *tensorState) transformValues(sc *scratch, vals []float32, elems int64, qe *quant.ErrStats) ([]codec.Piece, int, error) {
 	t := s.t
 	if s.plusOne {
 		for i := range vals {
@@ -369,12 +423,12 @@ func (s *tensorState) transformValues(sc *scratch, vals []float32, elems, rows i
 		return nil, 0, err
 	}
 	if s.qz == nil {
-		return []codec.Piece{{Name: t.Name, Data: sc.enc, Num: t.RowLen * s.outSize, Den: 1}}, overflows, nil
+		return []codec.Piece{{Name: t.Name, Data: sc.enc, Num: s.storedRow * s.outSize, Den: 1}}, overflows, nil
 	}
 	if err := quant.DecodeF32(string(t.DType), sc.enc, vals); err != nil {
 		return nil, 0, err
 	}
-	return s.qz.Encode(vals, rows, qe, &sc.q), overflows, nil
+	return s.qz.Encode(vals, elems/s.storedRow, qe, &sc.q), overflows, nil
 }
 
 // finish completes the tensor's manifest record once its last chunk is stored.

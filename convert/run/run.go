@@ -309,7 +309,7 @@ func openFileRun(ck *st.Checkpoint, p *plan.Plan, dir, file string, chunkElems i
 	for _, t := range lay.Owners {
 		if !seen[t] {
 			seen[t] = true
-			s, err := newTensorState(ck, t, lay.Offsets, chunkElems)
+			s, err := newTensorState(ck, t, lay, chunkElems)
 			if err != nil {
 				fr.abandon()
 				return nil, fmt.Errorf("%s: tensor %s: %w", file, t.Name, err)
@@ -376,7 +376,7 @@ type tensorResult struct {
 
 // record describes an output tensor for the manifest, before execution fills in hashes and errors.
 func record(t *plan.OutTensor) manifests.Tensor {
-	r := manifests.Tensor{Name: t.Name, Component: t.Component, File: t.File, Sources: t.Sources(), RowLen: t.RowLen, Shape: t.Shape, DType: string(t.DType)}
+	r := manifests.Tensor{Name: t.Name, Component: t.Component, File: t.File, Sources: t.Sources(), RowLen: t.RowLen, StoredRowLen: t.StoredRowLen, Shape: t.Shape, DType: string(t.DType)}
 	r.Segments = append(r.Segments, t.Segments...)
 	for _, x := range t.Transforms {
 		tr := manifests.Transform{Name: x}

@@ -274,12 +274,13 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 	// Multi-head latent attention: kv_b_proj is stored as llama.cpp's
 	// DeepSeek-V2 path wants it, attn_k_b and attn_v_b.
 	mla := m.MLAKVB()
-	addRows := func(name string, segs []plan.Segment, rowLen int64, shape []int64, tr []plan.Transform) {
+	addRows := func(t plan.OutTensor) {
 		if prec.requant {
-			shape = squeeze(shape)
+			t.Shape = squeeze(t.Shape)
 		}
-		dt, q := typeOf(name, shape)
-		pl.Add(plan.OutTensor{Name: name, Segments: segs, RowLen: rowLen, Shape: shape, DType: dt, Transforms: tr}, q)
+		var q *plan.Quant
+		t.DType, q = typeOf(t.Name, t.Shape)
+		pl.Add(t, q)
 	}
 	for _, n := range m.HeadTensors() {
 		if at, ok := mla[n]; ok {

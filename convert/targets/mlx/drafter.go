@@ -47,15 +47,19 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 		return nil, err
 	}
 	ms := m.Spec.MLX
-	if ms.DrafterQuantRefusal != "" && o.Head.Quantized() {
-		return nil, fmt.Errorf("--target mlx: %s", ms.DrafterQuantRefusal)
+	routerBits := strconv.Itoa(o.RouterBits)
+	if ms.DrafterRoutersFloat {
+		if uo.Set[targets.OptRouterBits] {
+			return nil, targets.UsageError{Err: fmt.Errorf("--router-bits: mlx-vlm's %s drafter keeps the routers float (its splitter does not quantize mlp.gate)", ms.DrafterModelType)}
+		}
+		o.RoutersFloat, routerBits = true, "float"
 	}
+	rule := o.rule(m, o.Head, o.GroupSize)
 	rename := ms.DrafterName
 	if rename == nil {
 		rename = func(s string) string { return s }
 	}
 	pl := &plan.Planner{M: m, File: "model.safetensors"}
-	rule := o.rule(m, o.Head, o.GroupSize)
 	if mla := m.MLAKVB(); len(mla) > 0 {
 		// Multi-head latent attention: kv_b_proj as the two halves the family's drafter names.
 		if ms.DrafterKVB[0] == "" {
@@ -66,10 +70,14 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 			at := mla[n]
 			layer := m.HeadRelative(n)
 			layer = layer[:len(layer)-len(strings.TrimPrefix(at.KVB, m.HeadLayerPrefix(0)))]
-			pl.SplitKVB(n, at, rename(layer+ms.DrafterKVB[0]), rename(layer+ms.DrafterKVB[1]),
-				func(name string, segs []plan.Segment, rowLen int64, shape []int64, tr []plan.Transform) {
-					pl.Add(plan.OutTensor{Name: name, Segments: segs, RowLen: rowLen, Shape: shape, DType: o.Head.Float, Transforms: tr}, nil)
-				})
+			pl.SplitKVB(n, at, rename(layer+ms.DrafterKVB[0]), rename(layer+ms.DrafterKVB[1]), func(t plan.OutTensor) {
+				t.DType = o.Head.Float
+				var q *plan.Quant
+				if rule != nil { // groups run along the stored rows
+					q = rule(n, t.Name, t.StoredRow())
+				}
+				pl.Add(t, q)
+			})
 		}
 		pl.Head(rename, o.Head.Float, rule, func(n string) bool { _, ok := mla[n]; return !ok })
 	} else {
@@ -78,7 +86,7 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 	p := &plan.Plan{
 		Target: d.Name(), Tensors: pl.Out, TensorFiles: []string{pl.File},
 		Metadata: map[string]string{"format": "mlx"},
-		Options:  map[string]string{"head_precision": o.Head.Name, "group_size": strconv.Itoa(o.GroupSize), "mlx_rounding": o.Rounding, "router_bits": strconv.Itoa(o.RouterBits)},
+		Options:  map[string]string{"head_precision": o.Head.Name, "group_size": strconv.Itoa(o.GroupSize), "mlx_rounding": o.Rounding, "router_bits": routerBits},
 		Notes:    o.Notes,
 	}
 	cfg, err := drafterConfig(m, p, o)

@@ -119,8 +119,11 @@ type Options struct {
 	Recipe     string    // combined target: mlx-lm's mixed recipe for the trunk ("" for none)
 	Rounding   string    // gpu or cpu
 	RouterBits int       // floor for the router and shared-expert gate when quantized; 0 keeps the component's bits
-	MaxShard   int64     // combined target: split model.safetensors into shards of at most this many tensor bytes (0: one file)
-	Notes      []string  // what the user should know about how the flags were read
+	// RoutersFloat keeps the routers float in a quantized component (the
+	// family's mlx-vlm splitter does); RouterBits then does not apply.
+	RoutersFloat bool
+	MaxShard     int64    // combined target: split model.safetensors into shards of at most this many tensor bytes (0: one file)
+	Notes        []string // what the user should know about how the flags were read
 }
 
 // Defaults of the MLX targets: bf16 for draft fidelity, mlx-lm's group size.
@@ -259,18 +262,21 @@ func checkGroup(flag string, g int, p Precision) error {
 }
 
 // rule is the quantization of a component's linear weights: the component's
-// mode and bits at group g, the router and shared-expert gate at RouterBits,
-// affine group 64 (mlx-lm's own predicate for these MoE models: it returns
-// {group_size 64, bits 8}, which MLX quantizes as affine whatever the mode),
-// rows that do not divide by the group size kept float (as mlx_lm.convert
-// does).
+// mode and bits at group g; the router and shared-expert gate float
+// (RoutersFloat) or at RouterBits, affine group 64 (mlx-lm's own predicate
+// for these MoE models: it returns {group_size 64, bits 8}, which MLX
+// quantizes as affine whatever the mode); rows that do not divide by the
+// group size kept float (as mlx_lm.convert does).
 func (o Options) rule(m *model.Model, p Precision, g int) plan.QuantRule {
 	if !p.Quantized() {
 		return nil
 	}
 	return func(src, name string, in int64) *plan.Quant {
 		mode, bits, gs := p.Mode, p.Bits, g
-		if o.RouterBits > 0 && m.Is(src, model.RoleRouter) {
+		switch router := m.Is(src, model.RoleRouter); {
+		case router && o.RoutersFloat:
+			return nil
+		case router && o.RouterBits > 0:
 			mode, bits, gs = codec.ModeMLXAffine, o.RouterBits, 64
 		}
 		if in%int64(gs) != 0 {
