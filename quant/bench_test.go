@@ -15,29 +15,29 @@ func benchData(n int) []float32 {
 }
 
 // kernelPaths are the implementations a benchmark or test runs: the portable
-// Go code always, the AVX2 assembly where the CPU has it.
+// Go code always, the vector assembly (AVX2 or NEON) where the CPU has it.
 func kernelPaths() []struct {
 	name string
-	avx2 bool
+	simd bool
 } {
 	paths := []struct {
 		name string
-		avx2 bool
+		simd bool
 	}{{"go", false}}
-	if useAVX2 {
+	if *simdFlag {
 		paths = append(paths, struct {
 			name string
-			avx2 bool
-		}{"avx2", true})
+			simd bool
+		}{simdName, true})
 	}
 	return paths
 }
 
-// setAVX2 switches the kernels for the rest of a test or benchmark.
-func setAVX2(tb testing.TB, on bool) {
-	old := useAVX2
-	useAVX2 = on
-	tb.Cleanup(func() { useAVX2 = old })
+// setSIMD switches the kernels for the rest of a test or benchmark.
+func setSIMD(tb testing.TB, on bool) {
+	old := *simdFlag
+	*simdFlag = on
+	tb.Cleanup(func() { *simdFlag = old })
 }
 
 // BenchmarkQuant measures the quantizers with error statistics, on 2048x512
@@ -62,7 +62,7 @@ func BenchmarkQuant(b *testing.B) {
 	for _, c := range cases {
 		for _, path := range kernelPaths() {
 			b.Run(c.name+"/"+path.name, func(b *testing.B) {
-				setAVX2(b, path.avx2)
+				setSIMD(b, path.simd)
 				var st ErrStats
 				packed, s, bi, z := c.run(nil, nil, nil, nil, &st)
 				b.SetBytes(int64(len(w)) * 4)
@@ -95,24 +95,15 @@ func nncfBench(w []float32, cols int, p NNCFParams) func([]byte, []float32, []fl
 	}
 }
 
-// benchCast runs one float cast over benchCastN elements with the Go loops
-// ("go") and the assembly ("avx2"), reporting ns/elem; SetBytes counts the
-// float32 side, so MB/s is float32 MB/s.
+// benchCast runs one float cast over benchCastN elements on each kernel
+// path, reporting ns/elem; SetBytes counts the float32 side, so MB/s is
+// float32 MB/s.
 const benchCastN = 1 << 16
 
 func benchCast(b *testing.B, run func()) {
-	for _, avx := range []bool{false, true} {
-		name := "go"
-		if avx {
-			name = "avx2"
-		}
-		b.Run(name, func(b *testing.B) {
-			saved := useAVX2
-			if avx && !saved {
-				b.Skip("no AVX2+F16C")
-			}
-			useAVX2 = avx
-			defer func() { useAVX2 = saved }()
+	for _, path := range kernelPaths() {
+		b.Run(path.name, func(b *testing.B) {
+			setSIMD(b, path.simd)
 			b.SetBytes(4 * benchCastN)
 			iters := 0
 			for b.Loop() {
@@ -161,7 +152,7 @@ func BenchmarkQuantizeMLXFP(b *testing.B) {
 		for _, r := range []MLXRounding{MLXCPU, MLXGPU} {
 			for _, path := range kernelPaths() {
 				b.Run(mode.String()+"-"+r.String()+"/"+path.name, func(b *testing.B) {
-					setAVX2(b, path.avx2)
+					setSIMD(b, path.simd)
 					p := MLXFPParams{Mode: mode, Rounding: r}
 					var packed, scales []byte
 					var stats ErrStats
@@ -190,7 +181,7 @@ func BenchmarkGGML(b *testing.B) {
 		var goBlock float64 // ns per block of the Go row, which runs first
 		for _, path := range kernelPaths() {
 			b.Run(typ+"/"+path.name, func(b *testing.B) {
-				setAVX2(b, path.avx2)
+				setSIMD(b, path.simd)
 				var st ErrStats
 				var out []byte
 				b.SetBytes(int64(len(w)) * 2)

@@ -5,7 +5,9 @@
 // compression, asymmetric or symmetric, per channel or grouped (nncf.go);
 // nibble packing; and the quantization error statistics in a form that does
 // not depend on the CPU. On amd64 with AVX2 and F16C the inner loops run as
-// assembly (*_amd64.s), elsewhere as portable Go; both give the same bits.
+// assembly (*_amd64.s); on arm64 the integer parts (casts, packing, group
+// maxima) run as NEON assembly (*_arm64.s); the rest is portable Go. All
+// paths give the same bits.
 // It knows nothing of models or files.
 package quant
 

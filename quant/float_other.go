@@ -1,8 +1,8 @@
-//go:build !amd64
+//go:build !amd64 && !arm64
 
 package quant
 
-// Off amd64 there are no vector kernels; the Go loops convert everything.
+// Without vector kernels (neither amd64 nor arm64) the Go loops convert everything.
 
 func decodeBF16Vec(dst []float32, src []byte) int                  { return 0 }
 func decodeF16Vec(dst []float32, src []byte) int                   { return 0 }

@@ -7,18 +7,19 @@ import (
 	"testing"
 )
 
-// The AVX2 kernels must give the same bits as the Go loops. These tests run
-// every conversion both ways by switching useAVX2 and compare.
+// The vector kernels (AVX2, NEON) must give the same bits as the Go loops.
+// These tests run every conversion both ways by switching *simdFlag and
+// compare.
 
-// needAVX2 skips when the vector kernels cannot run and restores the flag
+// needSIMD skips when the vector kernels cannot run and restores the flag
 // after the test, whatever the test left it at.
-func needAVX2(t *testing.T) {
+func needSIMD(t *testing.T) {
 	t.Helper()
-	if !useAVX2 {
-		t.Skip("no AVX2+F16C on this machine")
+	if !*simdFlag {
+		t.Skip("no vector kernels on this machine")
 	}
-	saved := useAVX2
-	t.Cleanup(func() { useAVX2 = saved })
+	saved := *simdFlag
+	t.Cleanup(func() { *simdFlag = saved })
 }
 
 // halfPatterns returns every 16-bit pattern, little-endian, in a scrambled
@@ -93,11 +94,11 @@ func f32Sweep() []float32 {
 func decodeBoth(t *testing.T, dtype string, src []byte, n int) (goOut, vecOut []float32) {
 	t.Helper()
 	goOut, vecOut = make([]float32, n), make([]float32, n)
-	useAVX2 = false
+	*simdFlag = false
 	if err := DecodeF32(dtype, src, goOut); err != nil {
 		t.Fatal(err)
 	}
-	useAVX2 = true
+	*simdFlag = true
 	if err := DecodeF32(dtype, src, vecOut); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func decodeBoth(t *testing.T, dtype string, src []byte, n int) (goOut, vecOut []
 }
 
 func testDecode(t *testing.T, dtype string, scalar func(uint16) float32) {
-	needAVX2(t)
+	needSIMD(t)
 	src := halfPatterns()
 	goOut, vecOut := decodeBoth(t, dtype, src, 1<<16)
 	for i := range goOut {
@@ -114,7 +115,7 @@ func testDecode(t *testing.T, dtype string, scalar func(uint16) float32) {
 			t.Fatalf("%s go %#04x: %#08x, want %#08x", dtype, h, math.Float32bits(goOut[i]), want)
 		}
 		if got := math.Float32bits(vecOut[i]); got != math.Float32bits(goOut[i]) {
-			t.Fatalf("%s avx2 %#04x: %#08x, want %#08x", dtype, h, got, math.Float32bits(goOut[i]))
+			t.Fatalf("%s simd %#04x: %#08x, want %#08x", dtype, h, got, math.Float32bits(goOut[i]))
 		}
 	}
 	// Short lengths (tails) at odd element and byte offsets, with guards
@@ -125,12 +126,12 @@ func testDecode(t *testing.T, dtype string, scalar func(uint16) float32) {
 			for n := 0; n <= 40; n++ {
 				s := src[2*off+shift+100*n:][:2*n]
 				var bufs [2][]float32
-				for k, avx := range []bool{false, true} {
+				for k, simd := range []bool{false, true} {
 					buf := make([]float32, off+n+9)
 					for i := range buf {
 						buf[i] = math.Float32frombits(guard)
 					}
-					useAVX2 = avx
+					*simdFlag = simd
 					if err := DecodeF32(dtype, s, buf[off:off+n]); err != nil {
 						t.Fatal(err)
 					}
@@ -139,7 +140,7 @@ func testDecode(t *testing.T, dtype string, scalar func(uint16) float32) {
 				for i := range bufs[0] {
 					g, v := math.Float32bits(bufs[0][i]), math.Float32bits(bufs[1][i])
 					if g != v {
-						t.Fatalf("%s off %d shift %d n %d: [%d] avx2 %#08x, go %#08x", dtype, off, shift, n, i, v, g)
+						t.Fatalf("%s off %d shift %d n %d: [%d] simd %#08x, go %#08x", dtype, off, shift, n, i, v, g)
 					}
 					if (i < off || i >= off+n) && v != guard {
 						t.Fatalf("%s off %d n %d: wrote outside dst at %d", dtype, off, n, i)
@@ -150,12 +151,12 @@ func testDecode(t *testing.T, dtype string, scalar func(uint16) float32) {
 	}
 }
 
-func TestDecodeBF16AVX2(t *testing.T) { testDecode(t, "BF16", BF16ToF32) }
-func TestDecodeF16AVX2(t *testing.T)  { testDecode(t, "F16", F16ToF32) }
+func TestDecodeBF16SIMD(t *testing.T) { testDecode(t, "BF16", BF16ToF32) }
+func TestDecodeF16SIMD(t *testing.T)  { testDecode(t, "F16", F16ToF32) }
 
-func encodeOnce(t *testing.T, dtype string, avx bool, src []float32, dst []byte) int {
+func encodeOnce(t *testing.T, dtype string, simd bool, src []float32, dst []byte) int {
 	t.Helper()
-	useAVX2 = avx
+	*simdFlag = simd
 	of, err := EncodeF32(dtype, src, dst)
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +165,7 @@ func encodeOnce(t *testing.T, dtype string, avx bool, src []float32, dst []byte)
 }
 
 func testEncode(t *testing.T, dtype string) {
-	needAVX2(t)
+	needSIMD(t)
 	src := f32Sweep()
 	goOut, vecOut := make([]byte, 2*len(src)), make([]byte, 2*len(src))
 	goOF := encodeOnce(t, dtype, false, src, goOut)
@@ -179,11 +180,11 @@ func testEncode(t *testing.T, dtype string) {
 			t.Fatalf("%s go %#08x: %#04x, want %#04x", dtype, math.Float32bits(v), g, w)
 		}
 		if a := binary.LittleEndian.Uint16(vecOut[2*i:]); a != g {
-			t.Fatalf("%s avx2 %#08x: %#04x, want %#04x", dtype, math.Float32bits(v), a, g)
+			t.Fatalf("%s simd %#08x: %#04x, want %#04x", dtype, math.Float32bits(v), a, g)
 		}
 	}
 	if goOF != vecOF {
-		t.Fatalf("%s overflows: avx2 %d, go %d", dtype, vecOF, goOF)
+		t.Fatalf("%s overflows: simd %d, go %d", dtype, vecOF, goOF)
 	}
 	if dtype == "F16" && goOF == 0 {
 		t.Fatal("the sweep has no overflows: it tests nothing")
@@ -200,7 +201,7 @@ func testEncode(t *testing.T, dtype string) {
 			}
 		}
 		if got := encodeOnce(t, dtype, true, src[i:i+8], blk[:]); got != want {
-			t.Fatalf("%s overflows in %v: avx2 %d, want %d", dtype, src[i:i+8], got, want)
+			t.Fatalf("%s overflows in %v: simd %d, want %d", dtype, src[i:i+8], got, want)
 		}
 	}
 	// Each special repeated across a whole vector, in every lane.
@@ -213,7 +214,7 @@ func testEncode(t *testing.T, dtype string) {
 		gof := encodeOnce(t, dtype, false, in[:], g[:])
 		aof := encodeOnce(t, dtype, true, in[:], a[:])
 		if g != a || gof != aof {
-			t.Fatalf("%s %#08x x32: avx2 %x (%d overflows), go %x (%d)", dtype, math.Float32bits(v), a, aof, g, gof)
+			t.Fatalf("%s %#08x x32: simd %x (%d overflows), go %x (%d)", dtype, math.Float32bits(v), a, aof, g, gof)
 		}
 	}
 
@@ -228,20 +229,20 @@ func testEncode(t *testing.T, dtype string) {
 				s := mix[off+50*n:][:n]
 				var bufs [2][]byte
 				var ofs [2]int
-				for k, avx := range []bool{false, true} {
+				for k, simd := range []bool{false, true} {
 					buf := make([]byte, 2*(off+n)+shift+17)
 					for i := range buf {
 						buf[i] = 0xa5
 					}
-					ofs[k] = encodeOnce(t, dtype, avx, s, buf[2*off+shift:][:2*n])
+					ofs[k] = encodeOnce(t, dtype, simd, s, buf[2*off+shift:][:2*n])
 					bufs[k] = buf
 				}
 				if ofs[0] != ofs[1] {
-					t.Fatalf("%s off %d n %d: overflows avx2 %d, go %d", dtype, off, n, ofs[1], ofs[0])
+					t.Fatalf("%s off %d n %d: overflows simd %d, go %d", dtype, off, n, ofs[1], ofs[0])
 				}
 				for i := range bufs[0] {
 					if bufs[0][i] != bufs[1][i] {
-						t.Fatalf("%s off %d shift %d n %d: byte %d avx2 %#02x, go %#02x", dtype, off, shift, n, i, bufs[1][i], bufs[0][i])
+						t.Fatalf("%s off %d shift %d n %d: byte %d simd %#02x, go %#02x", dtype, off, shift, n, i, bufs[1][i], bufs[0][i])
 					}
 					if lo := 2*off + shift; (i < lo || i >= lo+2*n) && bufs[1][i] != 0xa5 {
 						t.Fatalf("%s off %d n %d: wrote outside dst at byte %d", dtype, off, n, i)
@@ -252,14 +253,14 @@ func testEncode(t *testing.T, dtype string) {
 	}
 }
 
-func TestEncodeF16AVX2(t *testing.T)  { testEncode(t, "F16") }
-func TestEncodeBF16AVX2(t *testing.T) { testEncode(t, "BF16") }
+func TestEncodeF16SIMD(t *testing.T)  { testEncode(t, "F16") }
+func TestEncodeBF16SIMD(t *testing.T) { testEncode(t, "BF16") }
 
 // The fused bf16 -> f16 cast gives the bits and overflow count of decoding to
 // float32 and encoding, on both paths, for every bf16 pattern and for short
 // lengths at odd offsets.
 func TestCastBF16ToF16(t *testing.T) {
-	needAVX2(t)
+	needSIMD(t)
 	src := halfPatterns()
 	for _, off := range []int{0, 1, 3, 7} {
 		lengths := []int{1<<16 - off}
@@ -270,11 +271,11 @@ func TestCastBF16ToF16(t *testing.T) {
 			s := src[2*off:][:2*n]
 			vals := make([]float32, n)
 			want := make([]byte, 2*n)
-			useAVX2 = false
+			*simdFlag = false
 			DecodeF32("BF16", s, vals)
 			wantOF, _ := EncodeF32("F16", vals, want)
-			for _, avx := range []bool{false, true} {
-				useAVX2 = avx
+			for _, simd := range []bool{false, true} {
+				*simdFlag = simd
 				got := make([]byte, 2*n+3)
 				got[2*n], got[2*n+1], got[2*n+2] = 0xa5, 0xa5, 0xa5
 				of, err := CastBF16ToF16(s, got[:2*n])
@@ -282,10 +283,10 @@ func TestCastBF16ToF16(t *testing.T) {
 					t.Fatal(err)
 				}
 				if of != wantOF || string(got[:2*n]) != string(want) {
-					t.Fatalf("avx2 %v off %d n %d: %d overflows (want %d) or bits differ", avx, off, n, of, wantOF)
+					t.Fatalf("simd %v off %d n %d: %d overflows (want %d) or bits differ", simd, off, n, of, wantOF)
 				}
 				if got[2*n] != 0xa5 || got[2*n+1] != 0xa5 || got[2*n+2] != 0xa5 {
-					t.Fatalf("avx2 %v off %d n %d: wrote past the end", avx, off, n)
+					t.Fatalf("simd %v off %d n %d: wrote past the end", simd, off, n)
 				}
 			}
 		}

@@ -9,8 +9,8 @@ import (
 )
 
 // Fuzz tests: for arbitrary bytes read as float32 or bf16 values (NaN, Inf,
-// subnormals and -0 included), the AVX2 kernels and the portable Go code
-// must give the same bits. In a plain `go test` only the seeds below run;
+// subnormals and -0 included), the vector kernels (AVX2, NEON) and the
+// portable Go code must give the same bits. In a plain `go test` only the seeds below run;
 // `go test ./quant -run '^$' -fuzz '^FuzzFloatCasts$'` (and likewise
 // FuzzMLXAffine, FuzzNNCF) searches further. testdata/fuzz keeps the inputs
 // that once failed (a group of equal huge values, whose scale underflows to
@@ -75,18 +75,18 @@ func fuzzSeeds() [][]byte {
 	}
 }
 
-// skipWithoutAVX2 skips where there are no AVX2 kernels to compare with.
-func skipWithoutAVX2(t *testing.T) {
-	if !useAVX2 {
-		t.Skip("no AVX2+F16C on this machine")
+// skipWithoutSIMD skips where there are no vector kernels to compare with.
+func skipWithoutSIMD(t *testing.T) {
+	if !*simdFlag {
+		t.Skip("no vector kernels on this machine")
 	}
 }
 
-// bothPaths runs f with the Go kernels, then with the AVX2 ones.
-func bothPaths(t *testing.T, f func(avx2 bool)) {
-	skipWithoutAVX2(t)
+// bothPaths runs f with the Go kernels, then with the vector ones.
+func bothPaths(t *testing.T, f func(simd bool)) {
+	skipWithoutSIMD(t)
 	for _, on := range []bool{false, true} {
-		withAVX2(t, on, func() { f(on) })
+		withSIMD(t, on, func() { f(on) })
 	}
 }
 
@@ -105,8 +105,8 @@ func FuzzFloatCasts(f *testing.F) {
 			encOverflows, castO int
 		}
 		var res [2]result
-		bothPaths(t, func(avx2 bool) {
-			r := &res[b2i(avx2)]
+		bothPaths(t, func(simd bool) {
+			r := &res[b2i(simd)]
 			r.bf16, r.f16 = make([]float32, n16), make([]float32, n16)
 			if err := DecodeF32("BF16", halves, r.bf16); err != nil {
 				t.Fatal(err)
@@ -135,10 +135,10 @@ func FuzzFloatCasts(f *testing.F) {
 			t.Errorf("bf16 encoding differs")
 		}
 		if !bytes.Equal(g.encF16, a.encF16) || g.encOverflows != a.encOverflows {
-			t.Errorf("f16 encoding differs (overflows go %d, avx2 %d)", g.encOverflows, a.encOverflows)
+			t.Errorf("f16 encoding differs (overflows go %d, simd %d)", g.encOverflows, a.encOverflows)
 		}
 		if !bytes.Equal(g.cast, a.cast) || g.castO != a.castO {
-			t.Errorf("bf16 to f16 cast differs (overflows go %d, avx2 %d)", g.castO, a.castO)
+			t.Errorf("bf16 to f16 cast differs (overflows go %d, simd %d)", g.castO, a.castO)
 		}
 		// The one-pass cast is decode then encode.
 		twoPass := make([]byte, len(halves))
@@ -180,7 +180,7 @@ func FuzzMLXAffine(f *testing.F) {
 		dtype := []string{"BF16", "F16", "F32"}[int(mode>>1)%3]
 		cols := p.GroupSize * (1 + int(mode>>3)%2)
 		w := fuzzRow(fuzzFloats(data, bf16), cols)
-		skipWithoutAVX2(t)
+		skipWithoutSIMD(t)
 		mlxPathsAgree(t, fmt.Sprintf("%+v %s", p, dtype), w, cols, p, dtype)
 	})
 }
@@ -204,7 +204,7 @@ func FuzzNNCF(f *testing.F) {
 			p.GroupSize, cols = 128, 128
 		}
 		w := fuzzRow(vals, cols)
-		skipWithoutAVX2(t)
+		skipWithoutSIMD(t)
 		nncfPathsAgree(t, fmt.Sprintf("%s group %d cols %d", p.Name(), p.GroupSize, cols), w, cols, p)
 	})
 }

@@ -123,11 +123,7 @@ func (s *ErrStats) add(x, deq float32) {
 
 // q8_0Block is quantize_row_q8_0_ref for one block of 32.
 func q8_0Block(x []float32, y []byte, qe *ErrStats) {
-	var amax float32
-	ok := false
-	if useAVX2 {
-		amax, ok = absMaxAVX2(&x[0], 32) // equal to the loop's when no element is NaN
-	}
+	amax, ok := absMaxVec(x) // equal to the loop's when no element is NaN
 	if !ok {
 		amax = 0
 		for _, v := range x {
@@ -143,7 +139,7 @@ func q8_0Block(x []float32, y []byte, qe *ErrStats) {
 	}
 	h, dq := f16Scale(d)
 	binary.LittleEndian.PutUint16(y, h)
-	if ok && !math.IsInf(float64(id), 0) && !math.IsInf(float64(dq), 0) && (qe == nil || qe.Max == qe.Max) {
+	if useAVX2 && ok && !math.IsInf(float64(id), 0) && !math.IsInf(float64(dq), 0) && (qe == nil || qe.Max == qe.Max) {
 		// Finite values with a finite id and scale: every code is in
 		// [-127, 127] and every error finite. (Otherwise codes of
 		// infinities and NaNs, which the vector conversion saturates

@@ -10,14 +10,14 @@ import (
 
 var ggmlTypes = []string{GGMLQ8_0, GGMLQ4_0, GGMLQ5_0, GGMLQ5_1, GGMLQ4_K, GGMLQ5_K, GGMLQ6_K}
 
-// ggmlPathsAgree quantizes w with the Go and the AVX2 kernels and compares
+// ggmlPathsAgree quantizes w with the Go and the vector kernels and compares
 // the blocks and the error statistics bit for bit.
 func ggmlPathsAgree(t *testing.T, name, typ string, w []float32, cols int) {
 	t.Helper()
 	var out [2][]byte
 	var stats [2]ErrStats
 	for i, on := range []bool{false, true} {
-		withAVX2(t, on, func() {
+		withSIMD(t, on, func() {
 			var err error
 			if out[i], err = QuantizeGGML(typ, w, cols, nil, &stats[i]); err != nil {
 				t.Fatal(err)
@@ -37,14 +37,14 @@ func ggmlPathsAgree(t *testing.T, name, typ string, w []float32, cols int) {
 		}
 	}
 	if !sameStats(stats[0], stats[1]) {
-		t.Errorf("%s: error statistics differ: go %+v, avx2 %+v (max %#x %#x)", name, stats[0], stats[1], math.Float64bits(stats[0].Max), math.Float64bits(stats[1].Max))
+		t.Errorf("%s: error statistics differ: go %+v, simd %+v (max %#x %#x)", name, stats[0], stats[1], math.Float64bits(stats[0].Max), math.Float64bits(stats[1].Max))
 	}
 }
 
 // TestGGMLPathsAgree: every ggml type, every test distribution (which
 // includes groups of equal values, zeros, subnormals and sums that overflow).
 func TestGGMLPathsAgree(t *testing.T) {
-	skipWithoutAVX2(t)
+	skipWithoutSIMD(t)
 	r := rand.New(rand.NewPCG(23, 5))
 	for _, typ := range ggmlTypes {
 		for _, d := range testDists {
@@ -151,19 +151,19 @@ func FuzzGGML(f *testing.F) {
 		typ := ggmlTypes[int(typSel)%len(ggmlTypes)]
 		qk, _, _ := GGMLBlock(typ)
 		w := fuzzRow(fuzzFloats(data, bf16), qk)
-		skipWithoutAVX2(t)
+		skipWithoutSIMD(t)
 		ggmlPathsAgree(t, typ, typ, w, qk)
 	})
 }
 
 // mlxfpPathsAgree quantizes w in a microscaling mode with the Go and the
-// AVX2 kernels and compares codes, scales and statistics bit for bit.
+// vector kernels and compares codes, scales and statistics bit for bit.
 func mlxfpPathsAgree(t *testing.T, name string, w []float32, cols int, p MLXFPParams, dtype string) {
 	t.Helper()
 	var packed, scales [2][]byte
 	var stats [2]ErrStats
 	for i, on := range []bool{false, true} {
-		withAVX2(t, on, func() {
+		withSIMD(t, on, func() {
 			packed[i], scales[i] = QuantizeMLXFP(w, cols, p, dtype, nil, nil, &stats[i])
 		})
 	}
@@ -174,12 +174,12 @@ func mlxfpPathsAgree(t *testing.T, name string, w []float32, cols int, p MLXFPPa
 		for i := range packed[0] {
 			if packed[0][i] != packed[1][i] {
 				j := i * 8 / p.Mode.Bits()
-				t.Fatalf("%s: code byte %d differs (value %v): go %#x, avx2 %#x", name, i, w[j], packed[0][i], packed[1][i])
+				t.Fatalf("%s: code byte %d differs (value %v): go %#x, simd %#x", name, i, w[j], packed[0][i], packed[1][i])
 			}
 		}
 	}
 	if !sameStats(stats[0], stats[1]) {
-		t.Errorf("%s: error statistics differ: go %+v, avx2 %+v (max %#x %#x)", name, stats[0], stats[1], math.Float64bits(stats[0].Max), math.Float64bits(stats[1].Max))
+		t.Errorf("%s: error statistics differ: go %+v, simd %+v (max %#x %#x)", name, stats[0], stats[1], math.Float64bits(stats[0].Max), math.Float64bits(stats[1].Max))
 	}
 }
 
@@ -193,7 +193,7 @@ var mlxfpCases = func() (ps []MLXFPParams) {
 }()
 
 func TestMLXFPPathsAgree(t *testing.T) {
-	skipWithoutAVX2(t)
+	skipWithoutSIMD(t)
 	r := rand.New(rand.NewPCG(29, 31))
 	for _, p := range mlxfpCases {
 		for _, d := range testDists {
@@ -217,7 +217,7 @@ func FuzzMLXFP(f *testing.F) {
 		p := mlxfpCases[int(sel)%len(mlxfpCases)]
 		dtype := []string{"BF16", "F16", "F32"}[int(sel>>3)%3]
 		w := fuzzRow(fuzzFloats(data, bf16), p.Mode.GroupSize())
-		skipWithoutAVX2(t)
+		skipWithoutSIMD(t)
 		mlxfpPathsAgree(t, fmt.Sprintf("%s-%s %s", p.Mode, p.Rounding, dtype), w, p.Mode.GroupSize(), p, dtype)
 	})
 }

@@ -6,7 +6,7 @@ import "encoding/binary"
 // the portable Go below and, on amd64 with AVX2 and F16C, the assembly in
 // kernels_amd64.s (selected by useAVX2). The assembly handles a group's
 // first len&^7 elements; the Go code finishes the rest, so any group length
-// works.
+// works. On arm64 only the integer parts have NEON code (kernels_arm64.go).
 
 // kernArgs are one group's constants for the element kernels.
 type kernArgs struct {

@@ -67,3 +67,32 @@ func q8_0AVX2(x *float32, y *byte, id, dq float32, sum float64) (emax, rsum floa
 //
 //go:noescape
 func errStatsAVX2(x, deq *float32, n int, sum float64) (emax, rsum float64, ok bool)
+
+// The arch-neutral entry points (kernels_arm64.go and kernels_novec.go have
+// the other architectures'): each runs the vector kernel on what it handles
+// and reports how much, so that the call sites need no per-arch branches.
+
+// absMaxVec is the largest |x| and true when the kernel ran over all of x (a
+// positive multiple of 8 values) and no element is NaN; else ok is false
+// and the caller's loop decides.
+func absMaxVec(x []float32) (m float32, ok bool) {
+	if !useAVX2 || len(x) == 0 || len(x)%8 != 0 {
+		return 0, false
+	}
+	return absMaxAVX2(&x[0], len(x))
+}
+
+// packNibblesVec packs the first codes (a multiple of 32) as packNibbles8
+// does and returns how many it packed.
+func packNibblesVec(codes []uint8, dst []byte) int {
+	n := len(codes) &^ 31
+	if !useAVX2 || n == 0 {
+		return 0
+	}
+	packNibblesAVX2(&codes[0], n, &dst[0])
+	return n
+}
+
+// packCodesVec: on amd64 the element kernels pack 4- and 8-bit codes
+// themselves and the other widths go through packCodes' word loop.
+func packCodesVec(out []byte, codes []uint8, bits int) int { return 0 }

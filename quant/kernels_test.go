@@ -9,11 +9,11 @@ import (
 )
 
 // forEachPath runs f once with the portable Go kernels and, where the CPU
-// has them, once with the AVX2 assembly.
+// has them, once with the vector assembly (AVX2 or NEON).
 func forEachPath(t *testing.T, f func(t *testing.T)) {
 	for _, p := range kernelPaths() {
 		t.Run(p.name, func(t *testing.T) {
-			setAVX2(t, p.avx2)
+			setSIMD(t, p.simd)
 			f(t)
 		})
 	}
@@ -160,21 +160,18 @@ func sameStats(a, b ErrStats) bool {
 	return math.Float64bits(a.Max) == math.Float64bits(b.Max) && sameSq && a.N == b.N
 }
 
-// withAVX2 runs f with useAVX2 set to on.
-func withAVX2(t *testing.T, on bool, f func()) {
-	old := useAVX2
-	useAVX2 = on
-	defer func() { useAVX2 = old }()
+// withSIMD runs f with *simdFlag set to on.
+func withSIMD(t *testing.T, on bool, f func()) {
+	old := *simdFlag
+	*simdFlag = on
+	defer func() { *simdFlag = old }()
 	f()
 }
 
-// TestMLXPathsAgree checks that the AVX2 and Go kernels give the same packed
+// TestMLXPathsAgree checks that the vector and Go kernels give the same packed
 // weights, scales, biases and error statistics, bit for bit.
 func TestMLXPathsAgree(t *testing.T) {
-	if !useAVX2 {
-		t.Skip("no AVX2 on this CPU")
-	}
-	t.Cleanup(func() { useAVX2 = true })
+	needSIMD(t)
 	r := rand.New(rand.NewPCG(7, 11))
 	dtypes := []string{"BF16", "F16", "F32"}
 	n := 0
@@ -199,10 +196,7 @@ func TestMLXPathsAgree(t *testing.T) {
 // TestNNCFPathsAgree is TestMLXPathsAgree for NNCF: codes, scales, zero
 // points and error statistics, and the packed nibbles.
 func TestNNCFPathsAgree(t *testing.T) {
-	if !useAVX2 {
-		t.Skip("no AVX2 on this CPU")
-	}
-	t.Cleanup(func() { useAVX2 = true })
+	needSIMD(t)
 	r := rand.New(rand.NewPCG(3, 5))
 	for _, bits := range []int{4, 8} {
 		for _, sym := range []bool{false, true} {
@@ -221,7 +215,7 @@ func TestNNCFPathsAgree(t *testing.T) {
 	}
 }
 
-// mlxPathsAgree quantizes w with the Go and the AVX2 kernels and reports
+// mlxPathsAgree quantizes w with the Go and the vector kernels and reports
 // any difference in the packed weights, scales, biases or error statistics.
 func mlxPathsAgree(t *testing.T, name string, w []float32, cols int, p MLXAffineParams, dtype string) {
 	t.Helper()
@@ -232,7 +226,7 @@ func mlxPathsAgree(t *testing.T, name string, w []float32, cols int, p MLXAffine
 	}
 	var res [2]result
 	for k, on := range []bool{false, true} {
-		withAVX2(t, on, func() {
+		withSIMD(t, on, func() {
 			x := &res[k]
 			x.packed, x.s, x.b = QuantizeMLXAffineStats(w, cols, p, nil, nil, nil, dtype, &x.st)
 		})
@@ -245,7 +239,7 @@ func mlxPathsAgree(t *testing.T, name string, w []float32, cols int, p MLXAffine
 		t.Errorf("%s: scales or biases differ", name)
 	}
 	if !sameStats(g.st, a.st) {
-		t.Errorf("%s: error stats differ: go %+v avx2 %+v", name, g.st, a.st)
+		t.Errorf("%s: error stats differ: go %+v simd %+v", name, g.st, a.st)
 	}
 }
 
@@ -260,7 +254,7 @@ func nncfPathsAgree(t *testing.T, name string, w []float32, cols int, p NNCFPara
 	}
 	var res [2]result
 	for k, on := range []bool{false, true} {
-		withAVX2(t, on, func() {
+		withSIMD(t, on, func() {
 			x := &res[k]
 			x.codes, x.s, x.zps = QuantizeNNCFStats(w, cols, p, nil, nil, nil, &x.st)
 			x.nib = PackNibbles(x.codes, []byte{0xaa})
@@ -274,7 +268,7 @@ func nncfPathsAgree(t *testing.T, name string, w []float32, cols int, p NNCFPara
 		t.Errorf("%s: scales or zero points differ", name)
 	}
 	if !sameStats(g.st, a.st) {
-		t.Errorf("%s: error stats differ: go %+v avx2 %+v", name, g.st, a.st)
+		t.Errorf("%s: error stats differ: go %+v simd %+v", name, g.st, a.st)
 	}
 }
 
@@ -366,6 +360,34 @@ func testPackNibblesLengths(t *testing.T) {
 		}
 		if got := PackNibbles(codes, []byte{0x55}); !bytes.Equal(got, want) {
 			t.Fatalf("n=%d: % x, want % x", n, got, want)
+		}
+	}
+}
+
+// TestAbsMaxVec: the vector maximum of |x| is the scalar one, and ok is
+// false exactly when x holds a NaN (the smallest NaNs included), whichever
+// lane holds the special value.
+func TestAbsMaxVec(t *testing.T) {
+	needSIMD(t)
+	r := rand.New(rand.NewPCG(4, 4))
+	specials := []uint32{0, 0x80000000, 1, 0x7f7fffff, 0x7f800000, 0xff800000, 0x7f800001, 0xff800001, 0x7fc00000, 0xffffffff}
+	for _, n := range []int{8, 16, 32, 64} {
+		for _, sp := range specials {
+			for lane := range n {
+				x := normalRow(r, n, 1)
+				x[lane] = math.Float32frombits(sp)
+				var want uint32
+				nan := false
+				for _, v := range x {
+					a := math.Float32bits(v) &^ (1 << 31)
+					nan = nan || a > 0x7f800000
+					want = max(want, a)
+				}
+				m, ok := absMaxVec(x)
+				if ok == nan || ok && math.Float32bits(m) != want {
+					t.Fatalf("n %d, %#08x in lane %d: %#08x %v, want %#08x and ok %v", n, sp, lane, math.Float32bits(m), ok, want, !nan)
+				}
+			}
 		}
 	}
 }

@@ -195,7 +195,8 @@ func packCodes(row []byte, first int, codes []uint8, bits int) {
 		l2 := (uint64(1)<<(2*b) - 1) * 0x0000000100000001 // 2b bits in 32-bit lanes
 		l3 := uint64(1)<<(4*b) - 1
 		out := row[first*bits/8:]
-		i := 0
+		i := packCodesVec(out, codes, bits)
+		out = out[i*bits/8:]
 		for ; i+8 <= len(codes) && len(out) >= 8; i += 8 {
 			x := binary.LittleEndian.Uint64(codes[i:])
 			x = x&l1 | x>>(8-b)&(l1<<b)

@@ -11,7 +11,7 @@ import (
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
-// TestMLXAffineGoldenCPU compares, with the Go and the AVX2 kernels, our quantizer, in cpu rounding, with
+// TestMLXAffineGoldenCPU compares, with the Go and the vector kernels, our quantizer, in cpu rounding, with
 // vectors produced by real MLX (interop/golden_mlx.py) for every bits x group
 // size x weight dtype, byte for byte: packed weights, scales and biases.
 func TestMLXAffineGoldenCPU(t *testing.T) { forEachPath(t, testMLXAffineGoldenCPU) }
@@ -147,23 +147,28 @@ func goldenReader(t *testing.T, file string) func(name string) ([]byte, *st.Tens
 	}
 }
 
-// packCodes' word-at-a-time path writes the bits the one-code-at-a-time
-// loop writes, for every width, aligned or not, with tails.
-func TestPackCodesWords(t *testing.T) {
+// packCodes' word-at-a-time path (and the vector packer) writes the bits
+// the one-code-at-a-time loop writes, for every width, aligned or not, with
+// tails, up to the end of the row and with room after it.
+func TestPackCodesWords(t *testing.T) { forEachPath(t, testPackCodesWords) }
+
+func testPackCodesWords(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 5))
 	for _, bits := range []int{2, 3, 4, 5, 6, 8} {
 		for _, first := range []int{0, 1, 3, 8, 16, 32} {
-			for _, n := range []int{0, 5, 8, 13, 64} {
+			for _, n := range []int{0, 5, 8, 13, 16, 31, 48, 64, 100, 128, 512} {
 				codes := make([]uint8, n)
 				for i := range codes {
 					codes[i] = uint8(r.IntN(1 << bits))
 				}
-				size := ((first+n)*bits + 7) / 8
-				want, got := make([]byte, size+1), make([]byte, size+1)
-				packCodeBits(want, first, codes, bits)
-				packCodes(got, first, codes, bits)
-				if !bytes.Equal(got, want) {
-					t.Errorf("bits %d first %d n %d: %x, want %x", bits, first, n, got, want)
+				for _, room := range []int{1, 24} {
+					size := ((first+n)*bits+7)/8 + room
+					want, got := make([]byte, size), make([]byte, size)
+					packCodeBits(want, first, codes, bits)
+					packCodes(got, first, codes, bits)
+					if !bytes.Equal(got, want) {
+						t.Errorf("bits %d first %d n %d room %d: %x, want %x", bits, first, n, room, got, want)
+					}
 				}
 			}
 		}

@@ -166,10 +166,7 @@ func QuantizeMLXFP(w []float32, cols int, p MLXFPParams, dtype string, packed, s
 		out := packed[start:]
 		for g0 := 0; g0 < cols; g0 += g {
 			grp := row[g0 : g0+g]
-			amax, ok := float32(0), false
-			if useAVX2 {
-				amax, ok = absMaxAVX2(&grp[0], g)
-			}
+			amax, ok := absMaxVec(grp)
 			if !ok {
 				amax = 0
 				for _, v := range grp {
@@ -234,9 +231,7 @@ func QuantizeMLXFP(w []float32, cols int, p MLXFPParams, dtype string, packed, s
 			if bits == 8 {
 				copy(out[g0:], codes)
 			} else {
-				for i := 0; i < g; i += 2 {
-					out[(g0+i)/2] = codes[i] | codes[i+1]<<4
-				}
+				packNibbles(codes, out[g0/2:])
 			}
 			if stats != nil {
 				var e groupErr

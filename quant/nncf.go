@@ -127,14 +127,15 @@ func QuantizeNNCFStats(w []float32, cols int, p NNCFParams, codes []uint8, scale
 func PackNibbles(codes []uint8, out []byte) []byte {
 	start := len(out)
 	out = slices.Grow(out, (len(codes)+1)/2)[:start+(len(codes)+1)/2]
-	dst := out[start:]
-	n32 := 0
-	if useAVX2 && len(codes) >= 32 {
-		n32 = len(codes) &^ 31
-		packNibblesAVX2(&codes[0], n32, &dst[0])
-	}
+	packNibbles(codes, out[start:])
+	return out
+}
+
+// packNibbles is PackNibbles into dst, which has (len(codes)+1)/2 bytes.
+func packNibbles(codes []uint8, dst []byte) {
+	n := packNibblesVec(codes, dst)
 	n8 := len(codes) &^ 7
-	packNibbles8(codes[n32:n8], dst[n32/2:])
+	packNibbles8(codes[n:n8], dst[n/2:])
 	for i := n8; i < len(codes); i += 2 {
 		b := codes[i] & 0xf
 		if i+1 < len(codes) {
@@ -142,7 +143,6 @@ func PackNibbles(codes []uint8, out []byte) []byte {
 		}
 		dst[i/2] = b
 	}
-	return out
 }
 
 // DequantizeNNCF reconstructs one code: (q - zp) * scale, or q * scale for

@@ -24,7 +24,7 @@ func (f fileSource) Open(name string) (st.File, error) {
 
 // TestNNCFGolden compares our NNCF compression with vectors produced by real
 // NNCF (interop/golden_nncf.py): codes, f16 scales and zero points, every
-// mode, with the Go and the AVX2 kernels.
+// mode, with the Go and the vector kernels.
 func TestNNCFGolden(t *testing.T) { forEachPath(t, testNNCFGolden) }
 
 func testNNCFGolden(t *testing.T) {
