@@ -191,7 +191,7 @@ func BenchmarkGGML(b *testing.B) {
 				perOp := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
 				b.ReportMetric(perOp/float64(len(w)), "ns/elem")
 				b.ReportMetric(perOp/float64(len(w)/qk), "ns/block")
-				if !path.avx2 {
+				if !path.simd {
 					goBlock = perOp / float64(len(w)/qk)
 				} else if goBlock > 0 {
 					b.ReportMetric(goBlock/(perOp/float64(len(w)/qk)), "speedup")

@@ -24,7 +24,7 @@ func ggmlPathsAgree(t *testing.T, name, typ string, w []float32, cols int) {
 			}
 			// Without statistics (as the verifier quantizes) the blocks are the same.
 			if plain, _ := QuantizeGGML(typ, w, cols, nil, nil); !bytes.Equal(plain, out[i]) {
-				t.Fatalf("%s: blocks without statistics differ (avx2 %v)", name, on)
+				t.Fatalf("%s: blocks without statistics differ (simd %v)", name, on)
 			}
 		})
 	}
@@ -104,7 +104,7 @@ func legacyEdgeBlocks() map[string][]float32 {
 // blocks (a kernel stops at a NaN error and resumes after it), gives the
 // same bits in both paths; and the scalar rules the kernels follow hold.
 func TestGGMLLegacyEdges(t *testing.T) {
-	skipWithoutAVX2(t)
+	skipWithoutSIMD(t)
 	r := rand.New(rand.NewPCG(3, 9))
 	ordinary := normalRow(r, 64, 0.02)
 	for name, b := range legacyEdgeBlocks() {
