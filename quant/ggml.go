@@ -64,7 +64,7 @@ func QuantizeGGML(typ string, vals []float32, rowLen int, dst []byte, qe *ErrSta
 	for i := 0; i < nb; i++ {
 		// The AVX2 kernels of the 32-value types take the blocks they can;
 		// the Go code does the one they stop at.
-		if i += legacyBlocks(typ, vals[i*qk:], out[i*bs:], qe); i == nb {
+		if i += legacyBlocksVec(typ, vals[i*qk:], out[i*bs:], qe); i == nb {
 			break
 		}
 		x := vals[i*qk : (i+1)*qk]

@@ -26,11 +26,11 @@ func q5_0AVX2(x *float32, y *byte, nb int, stats bool, sum float64) (done int, e
 //go:noescape
 func q5_1AVX2(x *float32, y *byte, nb int, stats bool, sum float64) (done int, emax, rsum float64)
 
-// legacyBlocks quantizes the whole blocks of 32 at the start of x into y
+// legacyBlocksVec quantizes the whole blocks of 32 at the start of x into y
 // with the AVX2 kernel of typ and returns how many it did: 0 when typ has
 // none, the CPU lacks AVX2, or qe's maximum is already NaN (Go's max then
 // merges the bits of every later error).
-func legacyBlocks(typ string, x []float32, y []byte, qe *ErrStats) int {
+func legacyBlocksVec(typ string, x []float32, y []byte, qe *ErrStats) int {
 	nb := len(x) / 32
 	if !useAVX2 || nb == 0 || qe != nil && qe.Max != qe.Max {
 		return 0

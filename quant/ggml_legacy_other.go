@@ -2,5 +2,6 @@
 
 package quant
 
-// legacyBlocks has no kernels off amd64: the Go code quantizes every block.
-func legacyBlocks(typ string, x []float32, y []byte, qe *ErrStats) int { return 0 }
+// legacyBlocksVec has no kernels off amd64 (arm64 included: Go's arm64
+// assembler has no vector float arithmetic): the Go code does every block.
+func legacyBlocksVec(typ string, x []float32, y []byte, qe *ErrStats) int { return 0 }
