@@ -7,6 +7,15 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
+)
+
+// A file of writeBehindMin bytes or more is streamed through the page cache
+// (writeBehind); writeBehindLag is how far behind the hashed prefix its pages
+// are let go.
+const (
+	writeBehindMin = 4 << 30
+	writeBehindLag = 1 << 30
 )
 
 // fileHasher computes a file's sha256 while it is being written out of
@@ -21,6 +30,7 @@ type fileHasher struct {
 	cond   *sync.Cond
 	done   [][2]int64 // completed ranges, sorted and merged
 	hashed int64
+	behind *writeBehind // nil for a file small enough to leave to the page cache
 	h      hash.Hash
 	err    error
 	quit   bool
@@ -28,7 +38,20 @@ type fileHasher struct {
 }
 
 func newFileHasher(f *os.File, total int64) *fileHasher {
+	var lag int64
+	if total >= writeBehindMin {
+		lag = writeBehindLag
+	}
+	return startFileHasher(f, total, lag)
+}
+
+// startFileHasher starts hashing f, with write-behind lag bytes behind the
+// hash if lag > 0.
+func startFileHasher(f *os.File, total, lag int64) *fileHasher {
 	fh := &fileHasher{f: f, total: total, h: sha256.New(), ended: make(chan struct{})}
+	if lag > 0 {
+		fh.behind = newWriteBehind(f, lag)
+	}
 	fh.cond = sync.NewCond(&fh.mu)
 	go fh.run()
 	return fh
@@ -65,7 +88,8 @@ func (fh *fileHasher) ready() int64 {
 
 func (fh *fileHasher) run() {
 	defer close(fh.ended)
-	var buf []byte // grown when needed: a file waiting for its turn holds only its header's worth
+	defer fh.behind.stop()
+	var buf []byte // hashRange's read buffer where it maps no pages
 	for {
 		fh.mu.Lock()
 		for fh.ready() <= fh.hashed && fh.hashed < fh.total && !fh.quit {
@@ -76,24 +100,73 @@ func (fh *fileHasher) run() {
 		if quit || start >= fh.total {
 			return
 		}
-		if need := min(end-start, 8<<20); int64(len(buf)) < need {
-			buf = make([]byte, need)
+		if err := hashRange(fh.h, fh.f, start, end, &buf); err != nil {
+			fh.mu.Lock()
+			fh.err = err
+			fh.mu.Unlock()
+			return
 		}
-		for off := start; off < end; {
-			n := min(int64(len(buf)), end-off)
-			if _, err := fh.f.ReadAt(buf[:n], off); err != nil {
-				fh.mu.Lock()
-				fh.err = err
-				fh.mu.Unlock()
-				return
-			}
-			fh.h.Write(buf[:n])
-			off += n
-		}
+		fh.behind.hashed(end)
 		fh.mu.Lock()
 		fh.hashed = end
 		fh.mu.Unlock()
 	}
+}
+
+// writeBehind streams a large output through the page cache instead of
+// filling it: what the hasher has read is sent to disk at once, and what it
+// read lag bytes earlier (on disk by then) is let go. A graft writes more than
+// the trunk it copies; its own pages piling up would evict the trunk's before
+// they are copied. It runs beside the hasher, whose sha256 is a graft's
+// critical path: letting pages go costs as much as a tenth of it.
+type writeBehind struct {
+	f             *os.File
+	lag           int64
+	end           atomic.Int64  // how far the hash has read
+	wake          chan struct{} // end has moved
+	stopped       chan struct{}
+	sent, dropped int64 // the prefixes sent to disk and let go (read after stop)
+}
+
+func newWriteBehind(f *os.File, lag int64) *writeBehind {
+	w := &writeBehind{f: f, lag: lag, wake: make(chan struct{}, 1), stopped: make(chan struct{})}
+	go w.run()
+	return w
+}
+
+func (w *writeBehind) run() {
+	defer close(w.stopped)
+	for range w.wake {
+		end := w.end.Load()
+		startWriteback(w.f, w.sent, end-w.sent)
+		w.sent = end
+		if d := end - w.lag; d > w.dropped {
+			dropWritten(w.f, w.dropped, d-w.dropped)
+			w.dropped = d
+		}
+	}
+}
+
+// hashed tells it the hash has reached end (it catches up with the latest
+// end whenever it is done with the one before).
+func (w *writeBehind) hashed(end int64) {
+	if w == nil {
+		return
+	}
+	w.end.Store(end)
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stop ends it; the file may be closed after.
+func (w *writeBehind) stop() {
+	if w == nil {
+		return
+	}
+	close(w.wake)
+	<-w.stopped
 }
 
 // sum waits for the whole file and returns its hex sha256.
