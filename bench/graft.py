@@ -46,6 +46,7 @@ def prepare():
 
 
 def timed(args):
+    os.sync()  # the previous command's writeback is not charged to this one
     t0 = time.perf_counter()
     res = subprocess.run(args, check=True, capture_output=True, text=True)
     return time.perf_counter() - t0, res
@@ -86,7 +87,8 @@ def main():
         f"Trunk: {TRUNK.name}, {size / 1e9:.2f} GB (bench/synthtrunk from `go run ./cmd/mkfixtures qwen3.6-moe-full`: "
         "4 layers at Qwen3.6-35B-A3B's real shapes, embedding and lm_head F32, the rest BF16); "
         f"the grafted file {out_size / 1e9:.2f} GB (the BF16 head added).",
-        "Each run: `cp TRUNK` then `mtpconv export --target gguf --graft TRUNK`, back to back; the page cache warm. "
+        "Each run: `cp TRUNK` then `mtpconv export --target gguf --graft TRUNK`, back to back, each after a `sync`; "
+        f"the page cache warm. The grafted file is {out_size / size:.3f}× the trunk's bytes. "
         f"{REPEAT} runs, medians with the range in brackets; × cp is the median of the paired ratios.",
         "",
         "| row | trunk GB | cp s | graft s | × cp | graft peak RSS MiB (VmHWM / time) |",
