@@ -48,16 +48,30 @@ func Open(path string) (*File, int64, error) { return OpenContext(context.Backgr
 // before it is opened (a FIFO would block the open forever); symbolic links
 // are followed. Errors name the file.
 func OpenContext(ctx context.Context, path string) (*File, int64, error) {
+	g, size, _, err := openHeader(ctx, path, false)
+	return g, size, err
+}
+
+// openHeader reads the header of a local GGUF file, and with fingerprint the
+// sha256 of its header bytes, from one open of the file.
+func openHeader(ctx context.Context, path string, fingerprint bool) (*File, int64, string, error) {
 	f, fi, err := st.OpenRegular(path)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, "", err
 	}
 	defer f.Close()
 	g, err := ReadContext(ctx, f, fi.Size())
 	if err != nil {
-		return nil, 0, fmt.Errorf("%s: %w", path, err)
+		return nil, 0, "", fmt.Errorf("%s: %w", path, err)
 	}
-	return g, fi.Size(), nil
+	if !fingerprint {
+		return g, fi.Size(), "", nil
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(f, 0, g.DataOffset)); err != nil {
+		return nil, 0, "", fmt.Errorf("%s: %w", path, err)
+	}
+	return g, fi.Size(), hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // Summarize describes a parsed file.
@@ -164,18 +178,5 @@ func (s *Summary) WriteText(w io.Writer) {
 // OpenFingerprint reads the header of a GGUF file and fingerprints it: its
 // size and the sha256 of its header bytes (everything before the data).
 func OpenFingerprint(path string) (*File, int64, string, error) {
-	g, size, err := Open(path)
-	if err != nil {
-		return nil, 0, "", err
-	}
-	f, _, err := st.OpenRegular(path)
-	if err != nil {
-		return nil, 0, "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, io.NewSectionReader(f, 0, g.DataOffset)); err != nil {
-		return nil, 0, "", fmt.Errorf("%s: %w", path, err)
-	}
-	return g, size, hex.EncodeToString(h.Sum(nil)), nil
+	return openHeader(context.Background(), path, true)
 }
