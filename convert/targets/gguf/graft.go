@@ -354,10 +354,9 @@ func bundledOrder(m *model.Model, trunk []string, head []plan.OutTensor) []strin
 	for _, t := range head {
 		headNames = append(headNames, t.Name)
 	}
-	if isLlamaQuantizeOrder(trunk) {
-		sorted := append([]string{}, headNames...)
-		sortNamesLikeLlamaQuantize(sorted)
-		return append(append([]string{}, trunk...), sorted...)
+	if slices.IsSortedFunc(trunk, llamaQuantizeCmp) {
+		slices.SortStableFunc(headNames, llamaQuantizeCmp)
+		return append(slices.Clone(trunk), headNames...)
 	}
 	ck := m.Checkpoint
 	var shardNames []string
@@ -441,27 +440,6 @@ func bundledOrder(m *model.Model, trunk []string, head []plan.OutTensor) []strin
 		out = append(out, hs[k].name)
 	}
 	return out
-}
-
-// isLlamaQuantizeOrder reports tensors in llama-quantize's order.
-func isLlamaQuantizeOrder(names []string) bool {
-	sorted := append([]string{}, names...)
-	sortNamesLikeLlamaQuantize(sorted)
-	return slices.Equal(sorted, names)
-}
-
-func sortNamesLikeLlamaQuantize(names []string) {
-	sort.SliceStable(names, func(i, j int) bool { return llamaQuantizeLess(names[i], names[j]) })
-}
-
-// llamaQuantizeLess orders tensors as llama-quantize writes them (its
-// loader's weight map): tensors outside blocks first, then by block, each
-// group by name.
-func llamaQuantizeLess(a, b string) bool {
-	if ba, bb := blockOf(a), blockOf(b); ba != bb {
-		return ba < bb
-	}
-	return a < b
 }
 
 // AddHeadCommand is the one command that writes an MTP head into the GGUF

@@ -1,7 +1,8 @@
 package gguf
 
 import (
-	"sort"
+	"cmp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -85,6 +86,13 @@ func blockOf(name string) int {
 	return -1
 }
 
+// llamaQuantizeCmp orders tensor names as llama-quantize writes them (its
+// loader's weight map): tensors outside blocks first, then by block, each
+// group by name.
+func llamaQuantizeCmp(a, b string) int {
+	return cmp.Or(cmp.Compare(blockOf(a), blockOf(b)), strings.Compare(a, b))
+}
+
 // plannedTensor is a tensor's name, PyTorch shape (unit dimensions
 // dropped) and the type it has in the bf16 sidecar.
 type plannedTensor struct {
@@ -97,14 +105,8 @@ type plannedTensor struct {
 // in, for file type ft; nLayerAll is the block count (trunk + MTP), nExpert
 // the model's expert count (0 for the dense qwen35).
 func llamaQuantizeTypes(ts []plannedTensor, ft gg.FileType, nLayerAll, nExpert int) map[string]string {
-	order := append([]plannedTensor{}, ts...)
-	sort.SliceStable(order, func(i, j int) bool {
-		bi, bj := blockOf(order[i].name), blockOf(order[j].name)
-		if bi != bj {
-			return bi < bj
-		}
-		return order[i].name < order[j].name
-	})
+	order := slices.Clone(ts)
+	slices.SortStableFunc(order, func(a, b plannedTensor) int { return llamaQuantizeCmp(a.name, b.name) })
 	nAttnV, tied := 0, true
 	for _, t := range order {
 		c := category(t.name)

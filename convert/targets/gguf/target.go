@@ -145,7 +145,7 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 
 // sortLikeLlamaQuantize orders tensors as llama-quantize writes them.
 func sortLikeLlamaQuantize(ts []plan.OutTensor) {
-	sort.SliceStable(ts, func(i, j int) bool { return llamaQuantizeLess(ts[i].Name, ts[j].Name) })
+	sort.SliceStable(ts, func(i, j int) bool { return llamaQuantizeCmp(ts[i].Name, ts[j].Name) < 0 })
 }
 
 // moveLast moves keys to the end, in the order given (llama-quantize sets
