@@ -137,11 +137,19 @@ func (t target) planGraft(m *model.Model, o targets.Options) (*plan.Plan, error)
 	a := m.Spec.GGUF.Arch
 	nLayer := m.Config.NumHiddenLayers
 	// A head already there: refused, or with --force dropped and replaced.
-	var old []string
+	// The trunk's other tensors are kept, and counted for the size label.
+	var old, trunkNames []string
+	var trunkTensors []plannedTensor
+	var params []paramCount
 	for _, ti := range trunk.Tensors {
 		if blockOf(ti.Name) >= nLayer {
 			old = append(old, ti.Name)
+			continue
 		}
+		shape := ggmlShape(ti.Dims)
+		trunkNames = append(trunkNames, ti.Name)
+		trunkTensors = append(trunkTensors, plannedTensor{ti.Name, squeeze(shape), ti.Type.String()})
+		params = append(params, countOf(ti.Name, shape))
 	}
 	if n, _ := trunk.Uint(a + ".nextn_predict_layers"); n > 0 || len(old) > 0 {
 		if !o.Force {
@@ -153,12 +161,6 @@ func (t target) planGraft(m *model.Model, o targets.Options) (*plan.Plan, error)
 		return nil, targets.UsageError{Err: err}
 	}
 	file := filepath.Base(path)
-	var trunkTensors []plannedTensor
-	for _, ti := range trunk.Tensors {
-		if !slices.Contains(old, ti.Name) {
-			trunkTensors = append(trunkTensors, plannedTensor{ti.Name, squeeze(ggmlShape(ti.Dims)), ti.Type.String()})
-		}
-	}
 	pl := &plan.Planner{M: m, File: file}
 	if err := planTensors(pl, m, prec, trunkTensors); err != nil {
 		return nil, err
@@ -175,12 +177,7 @@ func (t target) planGraft(m *model.Model, o targets.Options) (*plan.Plan, error)
 	}
 	// A size label the converter derived from the trunk's tensors is derived
 	// again from the bundled file's (a label from a model card is kept).
-	var params, headParams []paramCount
-	for _, ti := range trunk.Tensors {
-		if !slices.Contains(old, ti.Name) {
-			params = append(params, countOf(ti.Name, ggmlShape(ti.Dims)))
-		}
-	}
+	var headParams []paramCount
 	for _, t := range head {
 		for _, e := range t.Entries() {
 			headParams = append(headParams, countOf(e.Name, e.Shape))
@@ -192,10 +189,6 @@ func (t target) planGraft(m *model.Model, o targets.Options) (*plan.Plan, error)
 				kvs[i].Value = gg.Str(sizeLabel(append(params, headParams...)))
 			}
 		}
-	}
-	var trunkNames []string
-	for _, tt := range trunkTensors {
-		trunkNames = append(trunkNames, tt.name)
 	}
 	order := bundledOrder(m, trunkNames, head)
 	p := &plan.Plan{
