@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"math"
 	"reflect"
-	"sort"
 )
 
 // Magic and version of the files written.
@@ -300,16 +299,6 @@ func writeValue(b *bytes.Buffer, v Value) error {
 		return binary.Write(b, binary.LittleEndian, x)
 	}
 	return nil
-}
-
-// SortedKeys lists the metadata keys in name order.
-func (f *File) SortedKeys() []string {
-	out := make([]string, len(f.KV))
-	for i, kv := range f.KV {
-		out[i] = kv.Key
-	}
-	sort.Strings(out)
-	return out
 }
 
 // Pair is a metadata entry.

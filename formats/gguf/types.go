@@ -118,13 +118,3 @@ func (f FileType) String() string {
 	}
 	return fmt.Sprintf("ftype%d", uint32(f))
 }
-
-// ParseFileType reads a file type name as llama-quantize spells it (Q4_K_M, Q8_0, BF16, ...).
-func ParseFileType(s string) (FileType, bool) {
-	for f, n := range fileTypeNames {
-		if n == s {
-			return f, true
-		}
-	}
-	return 0, false
-}
