@@ -38,14 +38,14 @@ func (target) Accepts() []string {
 	return []string{targets.OptHeadPrecision, targets.OptGGUFType, targets.OptGraft}
 }
 
-// precision is one --head-precision or --gguf-type value: the file type,
-// the float type of unquantized weights, the ggml block type of quantized
-// ones, and whether the file is laid out as llama-quantize writes it.
+// precision is one --head-precision or --gguf-type value: the file type
+// (its quantized tensors' ggml types follow from it, see recipe.go), the
+// float type of unquantized weights, and whether the file is laid out as
+// llama-quantize writes it.
 type precision struct {
 	name   string
 	ftype  gg.FileType
 	float  st.DType
-	quant  string // "" for a float precision
 	suffix string // in the file name
 	// requant: what llama-quantize writes from the bf16 sidecar: its
 	// per-tensor type choice, tensors sorted by block then name, trailing
@@ -57,22 +57,22 @@ type precision struct {
 // headPrecisions are the --head-precision values: bf16 and f16 as the
 // reference converter writes them, int8 as llama-quantize Q8_0 makes it.
 var headPrecisions = map[string]precision{
-	"bf16": {"bf16", gg.FileBF16, st.BF16, "", "BF16", false},
-	"f16":  {"f16", gg.FileF16, st.F16, "", "F16", false},
-	"int8": {"int8", gg.FileQ8_0, st.BF16, "Q8_0", "Q8_0", true},
-	"int4": {"int4", gg.FileQ4_K_M, st.BF16, "Q4_K", "Q4_K_M", true},
+	"bf16": {"bf16", gg.FileBF16, st.BF16, "BF16", false},
+	"f16":  {"f16", gg.FileF16, st.F16, "F16", false},
+	"int8": {"int8", gg.FileQ8_0, st.BF16, "Q8_0", true},
+	"int4": {"int4", gg.FileQ4_K_M, st.BF16, "Q4_K_M", true},
 }
 
 // fileTypes are the --gguf-type values: llama-quantize's file types.
 var fileTypes = map[string]precision{
-	"BF16":   {"BF16", gg.FileBF16, st.BF16, "", "BF16", true},
-	"F16":    {"F16", gg.FileF16, st.F16, "", "F16", true},
-	"Q8_0":   {"Q8_0", gg.FileQ8_0, st.BF16, "Q8_0", "Q8_0", true},
-	"Q4_0":   {"Q4_0", gg.FileQ4_0, st.BF16, "Q4_0", "Q4_0", true},
-	"Q4_K_M": {"Q4_K_M", gg.FileQ4_K_M, st.BF16, "Q4_K", "Q4_K_M", true},
-	"Q4_K_S": {"Q4_K_S", gg.FileQ4_K_S, st.BF16, "Q4_K", "Q4_K_S", true},
-	"Q5_K_M": {"Q5_K_M", gg.FileQ5_K_M, st.BF16, "Q5_K", "Q5_K_M", true},
-	"Q6_K":   {"Q6_K", gg.FileQ6_K, st.BF16, "Q6_K", "Q6_K", true},
+	"BF16":   {"BF16", gg.FileBF16, st.BF16, "BF16", true},
+	"F16":    {"F16", gg.FileF16, st.F16, "F16", true},
+	"Q8_0":   {"Q8_0", gg.FileQ8_0, st.BF16, "Q8_0", true},
+	"Q4_0":   {"Q4_0", gg.FileQ4_0, st.BF16, "Q4_0", true},
+	"Q4_K_M": {"Q4_K_M", gg.FileQ4_K_M, st.BF16, "Q4_K_M", true},
+	"Q4_K_S": {"Q4_K_S", gg.FileQ4_K_S, st.BF16, "Q4_K_S", true},
+	"Q5_K_M": {"Q5_K_M", gg.FileQ5_K_M, st.BF16, "Q5_K_M", true},
+	"Q6_K":   {"Q6_K", gg.FileQ6_K, st.BF16, "Q6_K", true},
 }
 
 const defaultPrecision = "bf16"
@@ -189,7 +189,7 @@ func planTensors(pl *plan.Planner, m *model.Model, prec precision, trunk []plann
 	}
 	var listed []plannedTensor
 	dry := &plan.Planner{M: m, File: pl.File}
-	if err := planTensorsTyped(dry, m, precision{float: st.BF16, requant: true, quant: "list"}, func(name string, shape []int64, in st.DType) {
+	if err := planTensorsTyped(dry, m, precision{float: st.BF16, requant: true}, func(name string, shape []int64, in st.DType) {
 		listed = append(listed, plannedTensor{name, shape, string(in)})
 	}); err != nil {
 		return err
