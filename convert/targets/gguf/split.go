@@ -32,7 +32,6 @@ func sidecarKeeps(arch string) map[string]bool {
 // SplitPlan is the sidecar of a bundled GGUF: its file name, the parsed
 // source and the parts (tensors kept, in the source's order).
 type SplitPlan struct {
-	Source string
 	File   string
 	Header *gg.File
 	Size   int64
@@ -62,7 +61,7 @@ func PlanSplit(path string) (*SplitPlan, error) {
 		return nil, fmt.Errorf("%s: general.architecture %q is not one mtpconv writes an MTP sidecar of", path, s.Architecture)
 	}
 	nLayer := s.BlockCount - s.NextnLayers
-	p := &SplitPlan{Source: path, Header: f, Size: size, SHA256: sum}
+	p := &SplitPlan{Header: f, Size: size, SHA256: sum}
 	for _, t := range f.Tensors {
 		if keeps[t.Name] || int64(blockOf(t.Name)) >= nLayer {
 			p.Parts = append(p.Parts, gg.Part{Info: t, Copied: true, From: t.Offset})
