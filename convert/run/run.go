@@ -257,7 +257,7 @@ func (fr *fileRun) copyIn(ctx context.Context) error {
 				return err
 			}
 			p := gguf.Copy{Src: c.Src + off, Dst: c.Dst + off, Len: min(copyPiece, c.Len-off)}
-			if _, err := gguf.CopyRange(fr.f, src, p); err != nil {
+			if err := gguf.CopyRange(fr.f, src, p); err != nil {
 				return fmt.Errorf("%s: copying from %s: %w", fr.name, fr.copySource, err)
 			}
 			fr.fh.mark(p.Dst, p.Len)

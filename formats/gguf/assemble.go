@@ -102,7 +102,7 @@ func WriteAssembly(path string, a *Assembly, src *os.File) error {
 		return err
 	}
 	for _, c := range a.Copies {
-		if _, err := CopyRange(out, src, c); err != nil {
+		if err := CopyRange(out, src, c); err != nil {
 			return fmt.Errorf("%s: copying from %s: %w", path, src.Name(), err)
 		}
 	}

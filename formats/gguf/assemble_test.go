@@ -54,7 +54,7 @@ func TestAssembleCopiesRuns(t *testing.T) {
 	o.WriteAt(a.Header, 0)
 	o.Truncate(a.Size)
 	for _, c := range a.Copies {
-		if _, err := CopyRange(o, s, c); err != nil {
+		if err := CopyRange(o, s, c); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -89,7 +89,7 @@ func TestCopyRangeShortSource(t *testing.T) {
 	defer s.Close()
 	o, _ := os.Create(filepath.Join(dir, "o"))
 	defer o.Close()
-	if _, err := CopyRange(o, s, Copy{Src: 50, Dst: 0, Len: 100}); err == nil {
+	if err := CopyRange(o, s, Copy{Src: 50, Dst: 0, Len: 100}); err == nil {
 		t.Error("no error for a short source")
 	}
 }

@@ -5,4 +5,4 @@ package gguf
 import "os"
 
 // kernelCopy: no kernel copy on this platform; CopyRange reads and writes.
-func kernelCopy(dst, src *os.File, c Copy) (CopyMethod, bool, error) { return "", false, nil }
+func kernelCopy(dst, src *os.File, c Copy) (bool, error) { return false, nil }
