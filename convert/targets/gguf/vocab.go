@@ -57,11 +57,10 @@ type vocabulary struct {
 	byID  map[int64]string
 	ids   map[string]int64
 	added map[int64]addedToken
-	maxID int64
 }
 
 func newVocabulary(n int64) *vocabulary {
-	return &vocabulary{n: n, byID: map[int64]string{}, ids: map[string]int64{}, added: map[int64]addedToken{}, maxID: -1}
+	return &vocabulary{n: n, byID: map[int64]string{}, ids: map[string]int64{}, added: map[int64]addedToken{}}
 }
 
 // add records a token, refusing what would make the token list depend on
@@ -82,7 +81,6 @@ func (v *vocabulary) add(tok string, id int64, where string) error {
 		return fmt.Errorf("tokenizer.json: token %q has two ids, %d and %d (%s)", tok, prev, id, where)
 	}
 	v.byID[id], v.ids[tok] = tok, id
-	v.maxID = max(v.maxID, id)
 	return nil
 }
 
