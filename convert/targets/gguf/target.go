@@ -185,13 +185,13 @@ func squeeze(shape []int64) []int64 {
 // head's.
 func planTensors(pl *plan.Planner, m *model.Model, prec precision, trunk []plannedTensor) error {
 	if !prec.requant {
-		return planTensorsTyped(pl, m, prec, nil)
+		return planTensorsTyped(pl, m, prec, nil, nil)
 	}
 	var listed []plannedTensor
 	dry := &plan.Planner{M: m, File: pl.File}
 	if err := planTensorsTyped(dry, m, precision{float: st.BF16, requant: true}, func(name string, shape []int64, in st.DType) {
 		listed = append(listed, plannedTensor{name, shape, string(in)})
-	}); err != nil {
+	}, nil); err != nil {
 		return err
 	}
 	all := listed
@@ -209,13 +209,13 @@ func planTensors(pl *plan.Planner, m *model.Model, prec precision, trunk []plann
 			types[t.name] = t.in // a graft's copy of the trunk tensors, not planned
 		}
 	}
-	return planTensorsTyped(pl, m, prec, func(string, []int64, st.DType) {}, types)
+	return planTensorsTyped(pl, m, prec, nil, types)
 }
 
 // planTensorsTyped plans the tensors; with list set, it reports each
 // tensor's name, shape and bf16-sidecar type; with types, a llama-quantize
 // layout takes each tensor's type from it.
-func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list func(string, []int64, st.DType), types ...map[string]string) error {
+func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list func(string, []int64, st.DType), types map[string]string) error {
 	c := m.Config
 	// typeOf is the stored type of a tensor: the reference converter's choice
 	// (float32 for norms, router and shared-expert gate), or for a
@@ -228,10 +228,10 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 		if list != nil {
 			list(name, shape, dt)
 		}
-		if len(types) == 0 {
+		if types == nil {
 			return dt, nil
 		}
-		switch typ := types[0][name]; typ {
+		switch typ := types[name]; typ {
 		case "F32", "F16", "BF16":
 			return st.DType(typ), nil
 		default:
