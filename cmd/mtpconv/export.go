@@ -15,6 +15,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/targets"
 	ggtarget "github.com/mtpconv/mtpconv/convert/targets/gguf"
 	"github.com/mtpconv/mtpconv/formats/gguf"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
 	"github.com/urfave/cli/v2"
 )
@@ -249,11 +250,7 @@ func printExport(c *cli.Context, req export.Request, oc *export.Outcome, dest st
 // isGGUFFile reports a --src that is a local GGUF file (a bundled model to
 // split the sidecar from) rather than a checkpoint.
 func isGGUFFile(src string) bool {
-	fi, err := os.Stat(src)
-	if err != nil || !fi.Mode().IsRegular() {
-		return false
-	}
-	f, err := os.Open(src)
+	f, _, err := st.OpenRegular(src)
 	if err != nil {
 		return false
 	}

@@ -189,11 +189,7 @@ func exportInto(ctx context.Context, r Request) (*Outcome, error) {
 	}
 	staging := filepath.Join(r.Into, intoStaging)
 	sub := r
-	sub.Into, sub.Out, sub.Force, sub.NoCard, sub.keep, sub.shownAs = "", staging, true, true, files, "--into "+r.Into
-	_, planner := in.(IntoPlanner)
-	if planner {
-		sub.intoDir = r.Into
-	}
+	sub.Into, sub.Out, sub.Force, sub.NoCard, sub.keep, sub.intoDir = "", staging, true, true, files, r.Into
 	if r.DryRun {
 		if _, err := intoReplaces(r.Into, files, r.Force); err != nil {
 			return nil, err
