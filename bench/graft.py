@@ -14,7 +14,6 @@ would slow every other process on a shared machine.
 import datetime
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -22,34 +21,21 @@ import sys
 import time
 from pathlib import Path
 
-from bench import machine
+from bench import GGUF_SRC as SRC, gguf_source, machine, timed
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "bench" / ".bin"
 DATA = ROOT / "bench" / ".data"
-CKPT = DATA / "qwen3.6-moe-full"
-SRC = DATA / "graft-src"
 TRUNK = DATA / "qwen3.6-moe-full-trunk.gguf"
 WORK = DATA / "graft-out"
 REPEAT = int(os.environ.get("BENCH_REPEAT", "3"))
 
 
 def prepare():
-    if not SRC.exists():
-        SRC.mkdir()
-        for d in (CKPT, ROOT / "testdata" / "tokenizer-tiny"):
-            for f in d.iterdir():
-                os.symlink(f, SRC / f.name)
+    gguf_source()  # the checkpoint with the tiny tokenizer, as bench.py's GGUF rows read it
     if not TRUNK.exists():
         subprocess.run(["go", "run", "./bench/synthtrunk", str(SRC), str(TRUNK) + ".tmp"], cwd=ROOT, check=True)
         os.rename(str(TRUNK) + ".tmp", TRUNK)
-
-
-def timed(args):
-    os.sync()  # the previous command's writeback is not charged to this one
-    t0 = time.perf_counter()
-    res = subprocess.run(args, check=True, capture_output=True, text=True)
-    return time.perf_counter() - t0, res
 
 
 def main():
@@ -61,14 +47,17 @@ def main():
     cps, grafts, ratios, rss, out_size = [], [], [], [], 0
     for _ in range(REPEAT):
         copy = WORK / "copy.gguf"
-        t_cp, _ = timed(["cp", str(TRUNK), str(copy)])
+        os.sync()  # the previous command's writeback is not charged to this one
+        t0 = time.perf_counter()
+        subprocess.run(["cp", str(TRUNK), str(copy)], check=True)
+        t_cp = time.perf_counter() - t0
         copy.unlink()
         out = WORK / "graft"
-        t_g, res = timed(["/usr/bin/time", "-v", str(BIN / "mtpconv"), "export", "--src", str(SRC), "--target", "gguf",
-                          "--graft", str(TRUNK), "--out", str(out), "--json"])
-        summary = json.loads(res.stdout)
-        m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", res.stderr)
-        rss.append((summary["peak_rss_bytes"], int(m.group(1)) * 1024 if m else 0))
+        os.sync()
+        stdout, t_g, _, time_rss = timed([str(BIN / "mtpconv"), "export", "--src", str(SRC), "--target", "gguf",
+                                          "--graft", str(TRUNK), "--out", str(out), "--json"])
+        summary = json.loads(stdout)
+        rss.append((summary["peak_rss_bytes"], time_rss))
         out_size = (out / TRUNK.name).stat().st_size
         shutil.rmtree(out)
         cps.append(t_cp)

@@ -53,23 +53,29 @@ def digests(folder):
 
 
 def into(mtpconv, sources, family, kind, precision, tmp_path_factory):
-    """A copy of the optimum export with our head in place of optimum's MTP IR."""
+    """A copy of the optimum export with our head in place of optimum's MTP IR,
+    which the user moves away first: --into never replaces a file it did not
+    write, --force or not."""
     src = sources[family, kind]
     dst = tmp_path_factory.mktemp(f"genai-{family}-{kind}-{precision}") / "model"
     shutil.copytree(optimum_export(family, kind), dst)
+    cmd = [str(mtpconv), "export", "--src", str(src), "--target", "openvino", "--into", str(dst),
+           "--force", "--head-precision", precision, "--quiet"]
     before = digests(dst)
-    subprocess.run([str(mtpconv), "export", "--src", str(src), "--target", "openvino", "--into", str(dst),
-                    "--force", "--head-precision", precision, "--quiet"], check=True)
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    assert res.returncode == 1 and "which mtpconv did not write" in res.stderr, res.stderr
+    assert digests(dst) == before, "a refused --into changed the folder"
+    aside = dst.parent / "optimum-mtp"
+    aside.mkdir()
+    for name in ("openvino_mtp_model.xml", "openvino_mtp_model.bin"):
+        (dst / name).rename(aside / name)
+    before = digests(dst)
+    subprocess.run(cmd, check=True)
     after = digests(dst)
     ours = {"openvino_mtp_model.xml", "openvino_mtp_model.bin", "mtpconv-manifest.json"}
     assert set(after) == set(before) | ours
     for name, h in before.items():
-        if name not in ours:
-            assert after[name] == h, f"--into changed {name}"
-    # optimum's own MTP IR is kept, byte for byte, beside ours (GenAI reads
-    # the folder's top level only: the draft is ours).
-    kept = digests(dst / "mtpconv-original")
-    assert kept == {n: before[n] for n in ("openvino_mtp_model.xml", "openvino_mtp_model.bin")}
+        assert after[name] == h, f"--into changed {name}"
     assert CORE.read_model(dst / "openvino_mtp_model.xml").get_rt_info("mtp_mode").astype(str) == "true"
     return dst
 

@@ -16,21 +16,18 @@ func benchData(n int) []float32 {
 
 // kernelPaths are the implementations a benchmark or test runs: the portable
 // Go code always, the vector assembly (AVX2 or NEON) where the CPU has it.
-func kernelPaths() []struct {
-	name string
-	simd bool
-} {
-	paths := []struct {
-		name string
-		simd bool
-	}{{"go", false}}
+func kernelPaths() []kernelPath {
+	paths := []kernelPath{{"go", false}}
 	if *simdFlag {
-		paths = append(paths, struct {
-			name string
-			simd bool
-		}{simdName, true})
+		paths = append(paths, kernelPath{simdName, true})
 	}
 	return paths
+}
+
+// kernelPath is one implementation: its name in output and the *simdFlag it runs with.
+type kernelPath struct {
+	name string
+	simd bool
 }
 
 // setSIMD switches the kernels for the rest of a test or benchmark.
@@ -176,7 +173,7 @@ func BenchmarkGGML(b *testing.B) {
 	for i := range w {
 		w[i] = BF16ToF32(F32ToBF16(w[i]))
 	}
-	for _, typ := range []string{GGMLQ8_0, GGMLQ4_0, GGMLQ5_0, GGMLQ5_1, GGMLQ4_K, GGMLQ5_K, GGMLQ6_K} {
+	for _, typ := range ggmlTypes {
 		qk, _, _ := GGMLBlock(typ)
 		var goBlock float64 // ns per block of the Go row, which runs first
 		for _, path := range kernelPaths() {

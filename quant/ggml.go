@@ -95,20 +95,41 @@ func f16Scale(d float32) (uint16, float32) {
 }
 
 // addAll is add for each x[i] and deq[i] in turn, by the AVX2 kernel when
-// its bits are the same: while the maximum and every error are not NaN
-// (Go's max on amd64 ORs the bits of later values into a NaN maximum).
+// its bits are the same: while the maximum and every error are not NaN.
 func (s *ErrStats) addAll(x, deq []float32) {
-	if useAVX2 && len(x) > 0 && len(x)%4 == 0 && s.Max == s.Max {
+	if useAVX2 && len(x) > 0 && len(x)%4 == 0 && s.kernelsAgree() {
 		if emax, sum, ok := errStatsAVX2(&x[0], &deq[0], len(x), s.SumSq); ok {
-			s.Max = max(s.Max, emax)
-			s.SumSq = sum
-			s.N += int64(len(x))
+			s.addKernel(emax, sum, len(x))
 			return
 		}
 	}
 	for i, v := range x {
 		s.add(v, deq[i])
 	}
+}
+
+// kernelsAgree: the assembly's statistics are add's bits only while the
+// maximum is not NaN (Go's max on amd64 ORs the bits of later values into a
+// NaN maximum); no statistics (nil) always agree.
+func (s *ErrStats) kernelsAgree() bool { return s == nil || s.Max == s.Max }
+
+// kernelSum is the sum of squares a kernel continues from (0 for nil).
+func (s *ErrStats) kernelSum() float64 {
+	if s == nil {
+		return 0
+	}
+	return s.SumSq
+}
+
+// addKernel records n errors a kernel added in order: emax the largest, sum
+// the sum of squares it continued from kernelSum.
+func (s *ErrStats) addKernel(emax, sum float64, n int) {
+	if s == nil {
+		return
+	}
+	s.Max = max(s.Max, emax)
+	s.SumSq = sum
+	s.N += int64(n)
 }
 
 func (s *ErrStats) add(x, deq float32) {
@@ -139,22 +160,13 @@ func q8_0Block(x []float32, y []byte, qe *ErrStats) {
 	}
 	h, dq := f16Scale(d)
 	binary.LittleEndian.PutUint16(y, h)
-	if useAVX2 && ok && !math.IsInf(float64(id), 0) && !math.IsInf(float64(dq), 0) && (qe == nil || qe.Max == qe.Max) {
+	if useAVX2 && ok && !math.IsInf(float64(id), 0) && !math.IsInf(float64(dq), 0) && qe.kernelsAgree() {
 		// Finite values with a finite id and scale: every code is in
 		// [-127, 127] and every error finite. (Otherwise codes of
 		// infinities and NaNs, which the vector conversion saturates
-		// differently, and NaN errors; and once the maximum is NaN, Go's
-		// max on amd64 ORs each later error's bits into it.)
-		var sum float64
-		if qe != nil {
-			sum = qe.SumSq
-		}
-		emax, sum := q8_0AVX2(&x[0], &y[2], id, dq, sum)
-		if qe != nil {
-			qe.Max = max(qe.Max, emax)
-			qe.SumSq = sum
-			qe.N += 32
-		}
+		// differently, and NaN errors.)
+		emax, sum := q8_0AVX2(&x[0], &y[2], id, dq, qe.kernelSum())
+		qe.addKernel(emax, sum, 32)
 		return
 	}
 	for j, v := range x {

@@ -28,11 +28,10 @@ func q5_1AVX2(x *float32, y *byte, nb int, stats bool, sum float64) (done int, e
 
 // legacyBlocksVec quantizes the whole blocks of 32 at the start of x into y
 // with the AVX2 kernel of typ and returns how many it did: 0 when typ has
-// none, the CPU lacks AVX2, or qe's maximum is already NaN (Go's max then
-// merges the bits of every later error).
+// none, the CPU lacks AVX2, or qe's maximum is already NaN (kernelsAgree).
 func legacyBlocksVec(typ string, x []float32, y []byte, qe *ErrStats) int {
 	nb := len(x) / 32
-	if !useAVX2 || nb == 0 || qe != nil && qe.Max != qe.Max {
+	if !useAVX2 || nb == 0 || !qe.kernelsAgree() {
 		return 0
 	}
 	var kernel func(*float32, *byte, int, bool, float64) (int, float64, float64)
@@ -46,15 +45,9 @@ func legacyBlocksVec(typ string, x []float32, y []byte, qe *ErrStats) int {
 	default:
 		return 0
 	}
-	var sum float64
-	if qe != nil {
-		sum = qe.SumSq
-	}
-	done, emax, sum := kernel(&x[0], &y[0], nb, qe != nil, sum)
-	if qe != nil && done > 0 {
-		qe.Max = max(qe.Max, emax)
-		qe.SumSq = sum
-		qe.N += 32 * int64(done)
+	done, emax, sum := kernel(&x[0], &y[0], nb, qe != nil, qe.kernelSum())
+	if done > 0 {
+		qe.addKernel(emax, sum, 32*done)
 	}
 	return done
 }

@@ -159,6 +159,7 @@ func QuantizeMLXFP(w []float32, cols int, p MLXFPParams, dtype string, packed, s
 	packed = slices.Grow(packed, rows*rowBytes)
 	scales = slices.Grow(scales, rows*cols/g)
 	codes := make([]uint8, g)
+	flags := fpFlags(p, cpu, dtype)
 	for r := 0; r+cols <= len(w); r += cols {
 		row := w[r : r+cols]
 		start := len(packed)
@@ -198,7 +199,7 @@ func QuantizeMLXFP(w []float32, cols int, p MLXFPParams, dtype string, packed, s
 				inv = 1 / sv
 			}
 			if useAVX2 && !(cpu && sv == 0) {
-				a := fpArgs{sv: sv, inv: inv, flags: fpFlags(p, cpu, dtype)}
+				a := fpArgs{sv: sv, inv: inv, flags: flags}
 				var e groupErr
 				mlxfpKernelAVX2(&grp[0], g, &out[g0*bits/8], &a, &e, &e4m3[0])
 				if stats != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/targets"
 	ggtarget "github.com/mtpconv/mtpconv/convert/targets/gguf"
 	"github.com/mtpconv/mtpconv/formats/gguf"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
 	"github.com/urfave/cli/v2"
 )
@@ -33,7 +34,7 @@ func exportCommand() *cli.Command {
 			&cli.StringFlag{Name: "src", Usage: "source: a folder, ORG/NAME[@rev] from the Hugging Face cache, or hf://ORG/NAME[@rev] read from the Hub by range", Required: true},
 			&cli.StringFlag{Name: "target", Usage: strings.Join(targets.TargetNames(), " | "), Required: true},
 			&cli.StringFlag{Name: "out", Usage: "output folder (must not exist unless --force)"},
-			&cli.StringFlag{Name: "into", Usage: "openvino: add the MTP IR (openvino_mtp_model.xml/.bin) to this optimum-intel export of the same model; combined: add the mtp.* head (model-mtp.safetensors, config.json and the index updated, their originals kept) to this MLX model folder of the same model; the trunk files are not touched, no README.md is written, and the manifest records what mtpconv owns (exclusive with --out; --force replaces the head's files already there, keeping in mtpconv-original/ the ones mtpconv did not write)"},
+			&cli.StringFlag{Name: "into", Usage: "openvino: add the MTP IR (openvino_mtp_model.xml/.bin) to this optimum-intel export of the same model; combined: add the mtp.* head (model-mtp.safetensors, config.json and the index updated, their originals kept) to this MLX model folder of the same model; the trunk files are not touched, no README.md is written, and the manifest records what mtpconv owns (exclusive with --out; --force replaces the head's files an earlier --into wrote; a file mtpconv did not write is never replaced)"},
 			&cli.StringFlag{Name: targets.OptHeadPrecision, Usage: "mlx, combined: f16 | bf16 | int2 | int3 | int4 | int5 | int6 | int8 (MLX affine) | mxfp4 | mxfp8 | nvfp4 (default bf16); openvino: f16 | int8 | int4 (default f16)"},
 			&cli.StringFlag{Name: targets.OptLMHeadPrecision, Usage: "openvino: f16 | int8 | int4 for the lm_head IR (default int8)"},
 			&cli.BoolFlag{Name: targets.OptSym, Usage: "openvino: symmetric i8/i4 instead of asymmetric u8/u4 (NNCF INT*_SYM)"},
@@ -249,11 +250,7 @@ func printExport(c *cli.Context, req export.Request, oc *export.Outcome, dest st
 // isGGUFFile reports a --src that is a local GGUF file (a bundled model to
 // split the sidecar from) rather than a checkpoint.
 func isGGUFFile(src string) bool {
-	fi, err := os.Stat(src)
-	if err != nil || !fi.Mode().IsRegular() {
-		return false
-	}
-	f, err := os.Open(src)
+	f, _, err := st.OpenRegular(src)
 	if err != nil {
 		return false
 	}

@@ -50,9 +50,9 @@ func names(t *testing.T, dir string) string {
 	return strings.Join(out, ",")
 }
 
-// A FIFO in place of the MTP IR of an optimum-intel export cannot be kept
-// under mtpconv-original/ as a recorded original: --into --force refuses it
-// before any work, naming it, and nothing changes.
+// A FIFO in place of the MTP IR of an optimum-intel export is a file mtpconv
+// did not write: --into --force refuses it before any work, naming it (and
+// never opens it), and nothing changes.
 func TestIntoForceRefusesAFIFOIR(t *testing.T) {
 	src, dir := optimumExportOfFixture(t)
 	os.WriteFile(filepath.Join(dir, "openvino_mtp_model.bin"), []byte("optimum's"), 0o644)
@@ -61,7 +61,7 @@ func TestIntoForceRefusesAFIFOIR(t *testing.T) {
 	}
 	snap := names(t, dir)
 	code, _, stderr := runCLI(t, "export", "--src", src, "--target", "openvino", "--into", dir, "--force", "--quiet")
-	if code != exitFailure || !strings.Contains(stderr, "openvino_mtp_model.xml is not a regular file: it is a named pipe (FIFO); refusing to replace it") {
+	if code != exitFailure || !strings.Contains(stderr, "already has openvino_mtp_model.bin and openvino_mtp_model.xml, which mtpconv did not write") {
 		t.Errorf("exit %d: %s", code, stderr)
 	}
 	if now := names(t, dir); now != snap {

@@ -47,8 +47,7 @@ type Request struct {
 	Progress func(n int64)
 
 	keep    []string // set by exportInto: the only files planned, and the only files of the folder that are ours
-	shownAs string   // set by exportInto: the destination as messages name it ("--into DIR"), not the staging folder
-	intoDir string   // set by exportInto for an IntoPlanner: the folder it plans for
+	intoDir string   // set by exportInto: the folder added into (an IntoPlanner plans for it; messages name it, not the staging folder)
 }
 
 // Fetcher is a remote source that can fetch byte ranges ahead of the run.
@@ -103,7 +102,7 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	if writing {
 		// (exportInto checks its own folder against the source: its staging
 		// folder may lie inside the source, where nothing of it is replaced.)
-		if dir, ok := m.Checkpoint.Source.(source.Dir); ok && r.shownAs == "" {
+		if dir, ok := m.Checkpoint.Source.(source.Dir); ok && r.intoDir == "" {
 			// The source folder (an HF cache id resolves to its snapshot) first:
 			// refusing --out S for "already exists" would suggest --force.
 			if err := checkOutSource(r.Out, string(dir)); err != nil {
@@ -247,8 +246,8 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	if err != nil {
 		if ctx.Err() != nil {
 			dest := r.Out
-			if r.shownAs != "" {
-				dest = r.shownAs
+			if r.intoDir != "" {
+				dest = "--into " + r.intoDir
 			}
 			return nil, fmt.Errorf("interrupted; nothing was written to %s: %w", dest, ctx.Err())
 		}

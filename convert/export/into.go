@@ -1,8 +1,9 @@
 package export
 
 // --into: the head added to a folder another tool exported (an optimum-intel
-// OpenVINO export), touching only the files the target places there, the
-// mtpconv manifest and, for the folder's own files it replaces, the copies of
+// OpenVINO export, an MLX folder), touching only the files the target places
+// there, the mtpconv manifest and, for the folder's files a target must
+// update to declare the head (MLX's config.json and index), the copies of
 // their originals under IntoOriginals.
 
 import (
@@ -29,9 +30,9 @@ import (
 // they go in: a file after the files it refers to (an OpenVINO .bin before
 // its .xml). These tensor files are the only ones planned; the generic code
 // records them in the manifest as the only files of the folder that are
-// ours, or, where the folder had a file of that name that mtpconv did not
-// write (--force), keeps that file under IntoOriginals and records it as
-// replaced (see recordInto).
+// ours. A file of one of these names that mtpconv did not write (optimum-intel
+// exports an MTP IR of its own) is never replaced, moved or deleted, even
+// with --force: the user moves it.
 type Intoer interface {
 	CheckInto(dir string, m *model.Model) ([]string, error)
 }
@@ -188,21 +189,12 @@ func exportInto(ctx context.Context, r Request) (*Outcome, error) {
 	}
 	staging := filepath.Join(r.Into, intoStaging)
 	sub := r
-	sub.Into, sub.Out, sub.Force, sub.NoCard, sub.keep, sub.shownAs = "", staging, true, true, files, "--into "+r.Into
-	_, planner := in.(IntoPlanner)
-	if planner {
-		sub.intoDir = r.Into
-	}
+	sub.Into, sub.Out, sub.Force, sub.NoCard, sub.keep, sub.intoDir = "", staging, true, true, files, r.Into
 	if r.DryRun {
-		present, err := intoReplaces(ctx, r.Into, files, r.Force)
-		if err != nil {
+		if _, err := intoReplaces(r.Into, files, r.Force); err != nil {
 			return nil, err
 		}
-		oc, err := Export(ctx, sub)
-		if err == nil {
-			oc.Notes = append(oc.Notes, present.keptNotes()...)
-		}
-		return oc, err
+		return Export(ctx, sub)
 	}
 	lock, err := lockOutput(filepath.Join(r.Into, intoLock))
 	if errors.Is(err, errLocked) {
@@ -212,7 +204,7 @@ func exportInto(ctx context.Context, r Request) (*Outcome, error) {
 		return nil, err
 	}
 	defer lock.release()
-	present, err := intoReplaces(ctx, r.Into, files, r.Force)
+	present, err := intoReplaces(r.Into, files, r.Force)
 	if err != nil {
 		return nil, err
 	}
@@ -226,21 +218,20 @@ func exportInto(ctx context.Context, r Request) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	if now, err := findPresent(ctx, r.Into, files); err != nil {
+	if now, err := findPresent(r.Into, files); err != nil {
 		return nil, err
-	} else if !slices.Equal(now.ours, present.ours) || !slices.Equal(now.theirs, present.theirs) {
+	} else if !slices.Equal(now, present) {
 		return nil, fmt.Errorf("--into %s: %s changed during the export; nothing was replaced", r.Into, strings.Join(files, " or "))
 	}
-	copies, err := recordInto(ctx, r.Into, staging, oc.Plan, present.theirs)
+	copies, err := recordInto(ctx, r.Into, staging, oc.Plan)
 	if err != nil {
 		return nil, err
 	}
-	changes := intoChanges{files: files, ours: present.ours, theirs: present.theirs, copies: copies}
+	changes := intoChanges{files: files, ours: present, copies: copies}
 	for _, u := range oc.Plan.IntoUpdates {
 		changes.updates = append(changes.updates, u.Name)
 	}
 	steps := intoSteps(r.Into, staging, changes)
-	oc.Notes = append(oc.Notes, present.keptNotes()...)
 	if err := ctx.Err(); err != nil { // before the first step: after it the steps run to the end
 		return nil, fmt.Errorf("interrupted; nothing was written to --into %s: %w", r.Into, err)
 	}
@@ -287,75 +278,45 @@ func CheckIntoFolder(dir string) error {
 	return nil
 }
 
-// intoPresent is what --into finds of the target's files in the folder,
-// in the target's order: those an earlier --into wrote (ours: replaced) and
-// the folder's own (theirs: an optimum-intel export carries an MTP IR of its
-// own; --force moves them under IntoOriginals, recorded, never deletes them).
-type intoPresent struct{ ours, theirs []string }
-
-// findPresent sorts the target's files already in dir. A file an earlier
-// --into replaced is ours while it holds what mtpconv wrote (see
-// replacedByUs).
-func findPresent(ctx context.Context, dir string, files []string) (intoPresent, error) {
-	var p intoPresent
+// findPresent lists the target's files already in dir, in the target's
+// order, refusing any that mtpconv did not write: an optimum-intel export
+// carries an MTP IR of its own, and a file the user made is never replaced,
+// moved or deleted, --force or not.
+func findPresent(dir string, files []string) ([]string, error) {
 	prior, err := intoManifest(dir)
 	if err != nil {
-		return p, err
+		return nil, err
 	}
+	var present, theirs []string
 	for _, f := range files {
-		path := filepath.Join(dir, f)
-		if _, err := os.Lstat(path); err != nil {
+		if _, err := os.Lstat(filepath.Join(dir, f)); err != nil {
 			continue
 		}
-		ours := priorInto(prior) != nil && slices.Contains(prior.Into.OwnedFiles, f)
-		if _, updated := priorInto(prior).UpdatedFile(f); updated && !ours {
-			_, sum, err := manifests.HashFileContext(ctx, path)
-			if err != nil {
-				return p, fmt.Errorf("--into %s: %w", dir, err)
-			}
-			if _, ours, err = replacedByUs(dir, prior, f, sum); err != nil {
-				return p, err
-			}
+		if priorInto(prior) != nil && slices.Contains(prior.Into.OwnedFiles, f) {
+			present = append(present, f)
+		} else {
+			theirs = append(theirs, f)
 		}
-		if ours {
-			p.ours = append(p.ours, f)
-			continue
-		}
-		// Refused before any work: a FIFO or a folder cannot be kept as a
-		// recorded original.
-		if fi, err := os.Stat(path); err != nil || !fi.Mode().IsRegular() {
-			if err == nil {
-				err = &st.NotRegularError{Path: path, Mode: fi.Mode()}
-			}
-			return p, fmt.Errorf("--into %s: %w; refusing to replace it", dir, err)
-		}
-		p.theirs = append(p.theirs, f)
 	}
-	return p, nil
+	if len(theirs) > 0 {
+		return nil, fmt.Errorf("%s already has %s, which mtpconv did not write (%s came with the export); mtpconv never replaces, moves or deletes a file it did not write, --force or not: move %s out of the folder yourself to add mtpconv's head, or write it to a folder of its own with --out",
+			dir, strings.Join(theirs, " and "), plural(len(theirs), "it", "they"), plural(len(theirs), "it", "them"))
+	}
+	return present, nil
 }
 
-// keptNotes says where the folder's own files an export replaces go.
-func (p intoPresent) keptNotes() []string {
-	if len(p.theirs) == 0 {
-		return nil
-	}
-	return []string{fmt.Sprintf("%s came with the export: kept, byte for byte, in %s/ and recorded in %s (moving %s back, after removing what mtpconv added, undoes the export)",
-		strings.Join(p.theirs, " and "), IntoOriginals, manifests.FileName, plural(len(p.theirs), "it", "them"))}
-}
-
-// intoReplaces returns the files of the output already in dir, refusing
-// them unless force. --force replaces exactly these files (an optimum-intel
-// export carries an MTP IR of its own, and replacing it is what --into is
-// for; the export's own are kept, see intoPresent), never another file of
-// the folder: neither a manifest mtpconv did not write nor a file an
-// earlier --into owned that this one would not replace.
-func intoReplaces(ctx context.Context, dir string, files []string, force bool) (intoPresent, error) {
+// intoReplaces returns the files of the output an earlier --into wrote in
+// dir, refusing them unless force. --force replaces exactly these files,
+// never another file of the folder: neither one mtpconv did not write (see
+// findPresent), nor a manifest mtpconv did not write, nor a file an earlier
+// --into owned that this one would not replace.
+func intoReplaces(dir string, files []string, force bool) ([]string, error) {
 	kind, rec := folderOwner(dir)
 	switch kind {
 	case ownerForeign:
-		return intoPresent{}, fmt.Errorf("%s has a %s that mtpconv did not write; refusing to replace it", dir, manifests.FileName)
+		return nil, fmt.Errorf("%s has a %s that mtpconv did not write; refusing to replace it", dir, manifests.FileName)
 	case ownerExport:
-		return intoPresent{}, fmt.Errorf("%s is an mtpconv output of its own (not an export mtpconv added into); refusing to add into it", dir)
+		return nil, fmt.Errorf("%s is an mtpconv output of its own (not an export mtpconv added into); refusing to add into it", dir)
 	}
 	if rec != nil {
 		for _, f := range rec.OwnedFiles {
@@ -363,35 +324,19 @@ func intoReplaces(ctx context.Context, dir string, files []string, force bool) (
 				continue
 			}
 			if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
-				return intoPresent{}, fmt.Errorf("%s holds %s from an earlier --into that this export would not replace; remove it (and %s) yourself to add this one", dir, f, manifests.FileName)
+				return nil, fmt.Errorf("%s holds %s from an earlier --into that this export would not replace; remove it (and %s) yourself to add this one", dir, f, manifests.FileName)
 			}
 		}
 	}
-	p, err := findPresent(ctx, dir, files)
+	present, err := findPresent(dir, files)
 	if err != nil {
-		return p, err
+		return nil, err
 	}
-	n := len(p.ours) + len(p.theirs)
-	if n > 0 && !force {
-		var present []string
-		for _, f := range files {
-			if slices.Contains(p.ours, f) || slices.Contains(p.theirs, f) {
-				present = append(present, f)
-			}
-		}
-		whose, kept := "an earlier mtpconv --into wrote "+plural(n, "it", "them"), ""
-		switch {
-		case len(p.theirs) == n:
-			whose = plural(n, "it", "they") + " came with the export: mtpconv did not write " + plural(n, "it", "them")
-		case len(p.theirs) > 0:
-			whose = strings.Join(p.theirs, " and ") + " came with the export: mtpconv did not write " + plural(len(p.theirs), "it", "them")
-		}
-		if len(p.theirs) > 0 {
-			kept = fmt.Sprintf("; the export's own %s kept in %s/", plural(len(p.theirs), "is", "are"), IntoOriginals)
-		}
-		return p, fmt.Errorf("%s already has %s (%s); pass --force to replace %s with mtpconv's (nothing else of the folder is touched%s)", dir, strings.Join(present, " and "), whose, plural(n, "it", "them"), kept)
+	if len(present) > 0 && !force {
+		return nil, fmt.Errorf("%s already has %s (an earlier mtpconv --into wrote %s); pass --force to replace %s with mtpconv's (nothing else of the folder is touched)",
+			dir, strings.Join(present, " and "), plural(len(present), "it", "them"), plural(len(present), "it", "them"))
 	}
-	return p, nil
+	return present, nil
 }
 
 // intoStep is one change of the final phase of --into: a rename, or (no
@@ -409,26 +354,24 @@ func (s intoStep) apply() error {
 type intoChanges struct {
 	files   []string // the target's files, in the Intoer's order (a file after those it refers to)
 	ours    []string // of files, those in the folder an earlier --into wrote: removed
-	theirs  []string // of files, the folder's own: moved under IntoOriginals
 	copies  []string // staged copies of originals (IntoOriginals/NAME) of the updated files
 	updates []string // the folder's files replaced by their staged new version (IntoUpdates)
 }
 
 // intoSteps orders the final phase so that a kill or failure between any
 // two steps leaves no mixed output and loses nothing of the folder: the new
-// manifest first (it records the files as ours, and where the folder's own
-// go, before any of them moves, so an interrupted run can be completed with
-// --force); then the copies of originals (the whole IntoOriginals folder in
-// one rename when the destination has none yet); then the old files of the
-// target moved out of the way, referring files first (an old .xml never
-// outlives its .bin): removed when ours, moved under IntoOriginals when the
-// folder's own; then the new files in the Intoer's order (a new .xml never
-// precedes its .bin); the updated files last, each replaced by one rename.
+// manifest first (it records the files as ours before any of them moves, so
+// an interrupted run can be completed with --force); then the copies of
+// originals (the whole IntoOriginals folder in one rename when the
+// destination has none yet); then the old files of ours removed, referring
+// files first (an old .xml never outlives its .bin); then the new files in
+// the Intoer's order (a new .xml never precedes its .bin); the updated files
+// last, each replaced by one rename.
 // A reader finds the old output, part of it with every descriptor's data
 // its own, or the new one.
 func intoSteps(dir, staging string, c intoChanges) []intoStep {
 	steps := []intoStep{{filepath.Join(staging, manifests.FileName), filepath.Join(dir, manifests.FileName)}}
-	if len(c.copies) > 0 || len(c.theirs) > 0 {
+	if len(c.copies) > 0 {
 		if _, err := os.Lstat(filepath.Join(dir, IntoOriginals)); err != nil {
 			steps = append(steps, intoStep{filepath.Join(staging, IntoOriginals), filepath.Join(dir, IntoOriginals)})
 		} else {
@@ -438,12 +381,8 @@ func intoSteps(dir, staging string, c intoChanges) []intoStep {
 		}
 	}
 	for i := len(c.files) - 1; i >= 0; i-- {
-		f := c.files[i]
-		switch {
-		case slices.Contains(c.ours, f):
+		if f := c.files[i]; slices.Contains(c.ours, f) {
 			steps = append(steps, intoStep{to: filepath.Join(dir, f)})
-		case slices.Contains(c.theirs, f):
-			steps = append(steps, intoStep{filepath.Join(dir, f), filepath.Join(dir, IntoOriginals, f)})
 		}
 	}
 	for _, f := range c.files {
@@ -456,15 +395,12 @@ func intoSteps(dir, staging string, c intoChanges) []intoStep {
 }
 
 // recordInto completes the staged manifest with the Into record. Each of
-// the folder's own files the export replaces has its original kept under
-// IntoOriginals and recorded: the plan's IntoUpdates (checked unchanged
-// since they were planned) by a copy staged now, as each stays in place
-// until its new version replaces it; moved, the target's files the folder
-// had, by moving the file itself there (see intoSteps: it makes way anyway,
-// and a rename keeps every byte without reading it); either reuses the
-// original an earlier run kept. The files the output builds on are hashed.
-// It returns the staged copies.
-func recordInto(ctx context.Context, dir, staging string, p *plan.Plan, moved []string) ([]string, error) {
+// the folder's files the export updates (the plan's IntoUpdates, checked
+// unchanged since they were planned) has its original kept under
+// IntoOriginals and recorded, by a copy staged now (the file stays in place
+// until its new version replaces it), or the original an earlier run kept.
+// The files the output builds on are hashed. It returns the staged copies.
+func recordInto(ctx context.Context, dir, staging string, p *plan.Plan) ([]string, error) {
 	prior, err := intoManifest(dir)
 	if err != nil {
 		return nil, err
@@ -476,60 +412,40 @@ func recordInto(ctx context.Context, dir, staging string, p *plan.Plan, moved []
 	if fi, err := os.Lstat(filepath.Join(dir, IntoOriginals)); err == nil && !fi.IsDir() {
 		return nil, fmt.Errorf("--into %s: %s is not a folder and mtpconv did not make it; refusing to replace it", dir, IntoOriginals)
 	}
-	type replaced struct {
-		name, planned string // planned: the sha256 an IntoUpdate was planned from
-		move          bool
-	}
-	var all []replaced
-	for _, u := range p.IntoUpdates {
-		all = append(all, replaced{name: u.Name, planned: u.SHA256})
-	}
-	for _, f := range moved {
-		all = append(all, replaced{name: f, move: true})
-	}
 	in := &manifests.Into{}
 	var staged []string
-	for _, x := range all {
-		size, sum, err := manifests.HashFileContext(ctx, filepath.Join(dir, x.name))
+	for _, x := range p.IntoUpdates {
+		size, sum, err := manifests.HashFileContext(ctx, filepath.Join(dir, x.Name))
 		if err != nil {
 			return nil, fmt.Errorf("--into %s: %w", dir, err)
 		}
-		if !x.move && sum != x.planned {
-			return nil, fmt.Errorf("--into %s: %s changed during the export; nothing was replaced", dir, x.name)
+		if sum != x.SHA256 {
+			return nil, fmt.Errorf("--into %s: %s changed during the export; nothing was replaced", dir, x.Name)
 		}
-		rec, ok := priorInto(prior).UpdatedFile(x.name)
+		rec, ok := priorInto(prior).UpdatedFile(x.Name)
 		if ok && sum == rec.Original.SHA256 {
 			// An interrupted run recorded the original and may have stopped
 			// before its copy landed: a copy already there must be it.
 			if osize, osum, err := manifests.HashFileContext(ctx, filepath.Join(dir, rec.Original.Name)); err == nil {
 				if osize != size || osum != sum {
-					return nil, fmt.Errorf("--into %s: %s is not the original %s mtpconv kept (its sha256 differs from the record)", dir, rec.Original.Name, x.name)
+					return nil, fmt.Errorf("--into %s: %s is not the original %s mtpconv kept (its sha256 differs from the record)", dir, rec.Original.Name, x.Name)
 				}
 			} else {
 				ok = false
 			}
 		}
 		if !ok {
-			rec = manifests.Updated{Name: x.name, Original: manifests.File{Name: IntoOriginals + "/" + x.name, Size: size, SHA256: sum}}
+			rec = manifests.Updated{Name: x.Name, Original: manifests.File{Name: IntoOriginals + "/" + x.Name, Size: size, SHA256: sum}}
 			if _, err := os.Lstat(filepath.Join(dir, rec.Original.Name)); err == nil && !isOriginal(priorInto(prior), rec.Original.Name) {
 				return nil, fmt.Errorf("--into %s: %s exists and mtpconv did not write it; refusing to replace it", dir, rec.Original.Name)
 			}
-			if !x.move {
-				if err := copyRegular(filepath.Join(dir, x.name), filepath.Join(staging, rec.Original.Name), sum); err != nil {
-					return nil, fmt.Errorf("--into %s: keeping the original %s: %w", dir, x.name, err)
-				}
-				staged = append(staged, rec.Original.Name)
+			if err := copyRegular(filepath.Join(dir, x.Name), filepath.Join(staging, rec.Original.Name), sum); err != nil {
+				return nil, fmt.Errorf("--into %s: keeping the original %s: %w", dir, x.Name, err)
 			}
+			staged = append(staged, rec.Original.Name)
 		}
 		in.Updated = append(in.Updated, rec)
 		man.Files = append(man.Files, rec.Original)
-	}
-	if len(moved) > 0 {
-		// The folder the originals move into, renamed into place first
-		// when the destination has none yet.
-		if err := os.MkdirAll(filepath.Join(staging, IntoOriginals), 0o755); err != nil {
-			return nil, err
-		}
 	}
 	// An original an earlier run kept of a file this one does not take from
 	// the folder (it holds mtpconv's version, or the original again) stays

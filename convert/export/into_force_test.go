@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,36 +56,60 @@ func readTree(t *testing.T, dir string) map[string]string {
 	return out
 }
 
-// --into --force on an export that carries its own MTP IR moves that IR,
-// byte for byte, into mtpconv-original/ and records it; a stop at any step
-// of the final phase leaves the old pair or the new one (never a mix) and
-// loses nothing of the export's, and running again completes it. A later
-// --force replaces only mtpconv's own files, and the documented undo gives
-// back the folder exactly as it was.
-func TestIntoForceKeepsTheExportsOwnIR(t *testing.T) {
+// An export that carries its own MTP IR (optimum-intel 2.2 writes one) is
+// never changed by --into, --force or not, dry run or not: mtpconv does not
+// replace, move or delete a file it did not write, and says how to go on.
+// Once the user has moved that IR away, --into adds mtpconv's; a stop at any
+// step of the final phase leaves no pair mixed and running again with
+// --force completes it; a later --force replaces only mtpconv's files.
+func TestIntoNeverTouchesTheExportsOwnIR(t *testing.T) {
 	m := testmodel.Load(t, fixtures.Qwen36)
-	req := func(dir, precision string) export.Request {
+	req := func(dir, precision string, force bool) export.Request {
 		o := targets.Options{GroupSize: 64, RouterBits: 8, Set: map[string]bool{}}
 		if precision != "" {
 			o.HeadPrecision, o.Set[targets.OptHeadPrecision] = precision, true
 		}
-		return export.Request{Model: m, Target: "openvino", Into: dir, Force: true, NoCard: true, Version: "test", Options: o}
+		return export.Request{Model: m, Target: "openvino", Into: dir, Force: force, NoCard: true, Version: "test", Options: o}
 	}
+	const xml, bin = "openvino_mtp_model.xml", "openvino_mtp_model.bin"
+	dir, _ := optimumWithMTP(t)
+	before := readTree(t, dir)
+	for _, c := range []struct {
+		force, dry bool
+	}{{false, false}, {true, false}, {true, true}} {
+		r := req(dir, "", c.force)
+		r.DryRun = c.dry
+		_, err := export.Export(context.Background(), r)
+		if err == nil || !strings.Contains(err.Error(), "already has "+bin+" and "+xml+", which mtpconv did not write") ||
+			!strings.Contains(err.Error(), "mtpconv never replaces, moves or deletes a file it did not write, --force or not: move them out of the folder yourself") {
+			t.Errorf("--force %v, dry run %v: %v", c.force, c.dry, err)
+		}
+		if now := readTree(t, dir); !maps.Equal(now, before) {
+			t.Errorf("--force %v, dry run %v: the folder changed", c.force, c.dry)
+		}
+	}
+
 	ref := filepath.Join(t.TempDir(), "ref")
-	r := req("", "")
-	r.Into, r.Out, r.Force = "", ref, false
+	r := req("", "", false)
+	r.Into, r.Out = "", ref
 	if _, err := export.Export(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
 	ours := readTree(t, ref)
-	const xml, bin = "openvino_mtp_model.xml", "openvino_mtp_model.bin"
 	stops := 0
 	for k := 0; ; k++ {
 		dir, own := optimumWithMTP(t)
+		moved := t.TempDir() // where the user put optimum's IR
+		for f := range own {
+			if err := os.Rename(filepath.Join(dir, f), filepath.Join(moved, f)); err != nil {
+				t.Fatal(err)
+			}
+		}
 		before := readTree(t, dir)
 		export.FailIntoStep(t, k)
-		_, err := export.Export(context.Background(), req(dir, ""))
+		_, err := export.Export(context.Background(), req(dir, "", false))
 		if err == nil {
+			checkAdded(t, dir, before, ours)
 			break
 		}
 		stops++
@@ -92,126 +117,64 @@ func TestIntoForceKeepsTheExportsOwnIR(t *testing.T) {
 			t.Fatalf("stopped before step %d: %v", k, err)
 		}
 		now := readTree(t, dir)
-		switch x, b := now[xml], now[bin]; {
-		case x == "" && b == "", x == "" && b == string(own[bin]), x == "" && b == ours[bin]:
-		case x == string(own[xml]) && b == string(own[bin]), x == ours[xml] && b == ours[bin]:
-		default:
-			t.Errorf("stopped before step %d: %s and %s are not one pair", k, xml, bin)
+		if x, b := now[xml], now[bin]; x != "" && (x != ours[xml] || b != ours[bin]) {
+			t.Errorf("stopped before step %d: %s is beside a %s that is not its own", k, xml, bin)
 		}
-		man, merr := manifests.Load(dir)
-		for _, f := range []string{xml, bin} {
-			if now[f] == string(own[f]) {
-				continue
-			}
-			u, ok := man.Into.UpdatedFile(f)
-			if merr != nil || !ok || now[u.Original.Name] != string(own[f]) || u.Original.SHA256 != manifests.SHA256(own[f]) {
-				t.Errorf("stopped before step %d: the export's own %s is lost (manifest %v)", k, f, merr)
-			}
-		}
-		// Running again completes it.
 		export.FailIntoStep(t, -1)
-		if _, err := export.Export(context.Background(), req(dir, "")); err != nil {
+		if _, err := export.Export(context.Background(), req(dir, "", true)); err != nil {
 			t.Fatalf("stopped before step %d, then again: %v", k, err)
 		}
-		checkKept(t, dir, before, own, ours)
+		checkAdded(t, dir, before, ours)
 	}
-	if stops != 6 {
-		t.Fatalf("the final phase has %d steps; it moves a manifest, the originals' folder, two originals and two files", stops)
+	if stops != 3 {
+		t.Fatalf("the final phase has %d steps; it moves a manifest and two files", stops)
 	}
 
-	// A second --force replaces mtpconv's files only; the originals stay.
+	// A second --force, at int4, replaces only mtpconv's own files.
+	export.FailIntoStep(t, -1)
 	dir, own := optimumWithMTP(t)
-	before := readTree(t, dir)
-	if _, err := export.Export(context.Background(), req(dir, "")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := export.Export(context.Background(), req(dir, "int4")); err != nil {
-		t.Fatal(err)
-	}
-	now := readTree(t, dir)
-	if now[xml] == ours[xml] || now[bin] == ours[bin] {
-		t.Errorf("the int4 head did not replace the f16 one")
-	}
-	checkKept(t, dir, before, own, map[string]string{xml: now[xml], bin: now[bin]})
-
-	// The originals copied back (the manifest left): the next --force finds
-	// the export's own IR again and keeps it again, the same record.
-	for f, b := range own {
-		os.WriteFile(filepath.Join(dir, f), b, 0o644)
-	}
-	if _, err := export.Export(context.Background(), req(dir, "int4")); err != nil {
-		t.Fatal(err)
-	}
-	checkKept(t, dir, before, own, map[string]string{xml: now[xml], bin: now[bin]})
-
-	// The undo the docs give: each recorded original moved back over its
-	// file, then every file mtpconv owns removed (and mtpconv-original/).
-	man, err := manifests.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, u := range man.Into.Updated {
-		if err := os.Rename(filepath.Join(dir, u.Original.Name), filepath.Join(dir, u.Name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, f := range man.Into.OwnedFiles {
+	for f := range own {
 		os.Remove(filepath.Join(dir, f))
 	}
-	if err := os.Remove(filepath.Join(dir, export.IntoOriginals)); err != nil {
-		t.Fatal(err)
+	before = readTree(t, dir)
+	for _, p := range []string{"", "int4"} {
+		if _, err := export.Export(context.Background(), req(dir, p, true)); err != nil {
+			t.Fatalf("%q: %v", p, err)
+		}
 	}
-	if d := treeDiff(before, readTree(t, dir)); d != "" {
-		t.Errorf("after the undo the folder differs from the export in %s", d)
+	now := readTree(t, dir)
+	for name, b := range before {
+		if now[name] != b {
+			t.Errorf("a second --force changed the export's %s", name)
+		}
+	}
+	if now[bin] == ours[bin] {
+		t.Errorf("the int4 run did not replace mtpconv's %s", bin)
+	}
+	man, err := manifests.Load(dir)
+	if err != nil || strings.Join(man.Into.OwnedFiles, ",") != bin+","+xml+","+manifests.FileName || len(man.Into.Updated) != 0 {
+		t.Errorf("manifest %+v (%v)", man.Into, err)
 	}
 }
 
-// checkKept checks a completed --into --force on an optimumWithMTP folder:
-// the new pair in place, the export's own byte for byte in
-// mtpconv-original/, recorded (verify passes), every other file as before.
-func checkKept(t *testing.T, dir string, before map[string]string, own map[string][]byte, ours map[string]string) {
+// checkAdded: the folder is what it was plus mtpconv's IR and manifest, and
+// the IR is the one --out writes.
+func checkAdded(t *testing.T, dir string, before, ours map[string]string) {
 	t.Helper()
 	now := readTree(t, dir)
-	man, err := manifests.Load(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{}
 	for name, b := range before {
-		want[name] = b
-	}
-	for f, b := range own {
-		want[f] = ours[f]
-		want[export.IntoOriginals+"/"+f] = string(b)
-		u, ok := man.Into.UpdatedFile(f)
-		if !ok || u.Original.Name != export.IntoOriginals+"/"+f || u.Original.SHA256 != manifests.SHA256(b) || u.Original.Size != int64(len(b)) {
-			t.Errorf("%s's original is recorded as %+v", f, u)
+		if now[name] != b {
+			t.Errorf("the export's %s changed", name)
 		}
 	}
-	delete(now, manifests.FileName)
-	if d := treeDiff(want, now); d != "" {
-		t.Errorf("the folder differs in %s", d)
-	}
-	if got := strings.Join(man.Into.OwnedFiles, ","); got != "mtpconv-original/openvino_mtp_model.bin,mtpconv-original/openvino_mtp_model.xml,"+manifests.FileName {
-		t.Errorf("owned files %s", got)
-	}
-	rep, err := manifests.Verify(context.Background(), dir, nil)
-	if err != nil || !rep.OK {
-		t.Errorf("verify: %v %+v", err, rep)
-	}
-}
-
-func treeDiff(a, b map[string]string) string {
-	var d []string
-	for p, v := range a {
-		if w, ok := b[p]; !ok || w != v {
-			d = append(d, p)
+	for _, f := range []string{"openvino_mtp_model.xml", "openvino_mtp_model.bin"} {
+		if now[f] != ours[f] {
+			t.Errorf("%s is not the IR --out writes", f)
 		}
 	}
-	for p := range b {
-		if _, ok := a[p]; !ok {
-			d = append(d, p)
+	for name := range now {
+		if _, ok := before[name]; !ok && name != "openvino_mtp_model.xml" && name != "openvino_mtp_model.bin" && name != manifests.FileName {
+			t.Errorf("--into added %s", name)
 		}
 	}
-	return strings.Join(d, ", ")
 }

@@ -83,6 +83,10 @@ func parseGLMConfig(raw []byte, d ConfigDefaults, lite bool) (*Config, error) {
 		return nil, fmt.Errorf("n_routed_experts %d, n_group %d, topk_group %d: the experts do not split into the groups", c.NRoutedExperts, c.NGroup, c.TopkGroup)
 	case c.QKRopeHeadDim%2 != 0:
 		return nil, fmt.Errorf("qk_rope_head_dim %d is odd", c.QKRopeHeadDim)
+	case c.ScoringFunc != "" && c.ScoringFunc != "sigmoid":
+		// The releases route by sigmoid (the modelling code has no other); a
+		// config saying otherwise would be converted as if it did not.
+		return nil, fmt.Errorf("scoring_func is %q: GLM-4.x heads route experts by sigmoid scores only", c.ScoringFunc)
 	}
 	c.LayerTypes = slices.Repeat([]string{FullAttention}, c.NumHiddenLayers) // every layer full attention (reports)
 	return c, nil

@@ -68,6 +68,7 @@ func TestGLMConfigRefusals(t *testing.T) {
 		{`,"first_k_dense_replace":4`, "first_k_dense_replace 4"},
 		{`,"n_group":3`, "do not split into the groups"},
 		{`,"n_routed_experts":0`, "n_routed_experts"},
+		{`,"scoring_func":"softmax"`, `scoring_func is "softmax"`},
 		{`,"quantization_config":{"quant_method":"compressed-tensors","format":"float-quantized"}`, `quant_method is "compressed-tensors"`},
 	} {
 		_, err := ParseConfig([]byte(base + tc.extra + "}"))

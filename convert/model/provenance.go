@@ -83,7 +83,7 @@ func folderName(dir string) string {
 // readmeRepo is a Hub id the source's README.md front matter names whose
 // NAME is the folder's name, or "".
 func (m *Model) readmeRepo(folder string) string {
-	b, err := st.ReadSmallFile(m.Checkpoint.Source, "README.md", 4<<20)
+	b, err := ReadCard(m.Checkpoint.Source)
 	if err != nil {
 		return ""
 	}
@@ -104,7 +104,7 @@ func (m *Model) readmeRepo(folder string) string {
 // License reads the license from the front matter of the source's README.md,
 // as the Hub writes it; "other" when there is none.
 func (m *Model) License() string {
-	b, err := st.ReadSmallFile(m.Checkpoint.Source, "README.md", 4<<20)
+	b, err := ReadCard(m.Checkpoint.Source)
 	if err != nil {
 		return "other"
 	}
@@ -113,6 +113,10 @@ func (m *Model) License() string {
 	}
 	return "other"
 }
+
+// ReadCard reads a folder's model card (README.md, at most 4 MiB), for
+// FrontMatter.
+func ReadCard(src st.Opener) ([]byte, error) { return st.ReadSmallFile(src, "README.md", 4<<20) }
 
 // FrontMatter is the value of key in a model card's YAML front matter, as
 // the Hub writes it ("key: value", or "key:" then a list whose first item

@@ -29,7 +29,7 @@ import (
 // RunOptions tune execution; they never change the output bytes.
 type RunOptions struct {
 	Jobs       int   // chunks processed at once; 0 means GOMAXPROCS
-	ChunkElems int64 // elements per processing chunk; 0 means 4 Mi
+	ChunkElems int64 // elements per processing chunk; 0 means defaultChunkElems
 	// Reuse, when set, may hand back the records of a tensor file finished by
 	// an earlier, interrupted run (already checked against its hash).
 	Reuse func(file string) (FileRecord, bool)
@@ -42,6 +42,9 @@ type RunOptions struct {
 	// when they were not there before the run.
 	KeepSourceCache bool
 }
+
+// defaultChunkElems is RunOptions.ChunkElems when unset.
+const defaultChunkElems = 4 << 20
 
 // FileRecord is one finished output file and the tensors it holds.
 type FileRecord struct {
@@ -83,7 +86,7 @@ func Run(ctx context.Context, p *plan.Plan, ck *st.Checkpoint, dir string, opt R
 		opt.Jobs = runtime.GOMAXPROCS(0)
 	}
 	if opt.ChunkElems <= 0 {
-		opt.ChunkElems = 4 << 20
+		opt.ChunkElems = defaultChunkElems
 	}
 	if !opt.KeepSourceCache {
 		ck.StreamUncached(p.SourceNames())
@@ -412,8 +415,7 @@ func growBytes(s []byte, n int64) []byte {
 // chunk of rows as source bytes, float32 values, encoded output and packed
 // codes, plus the inventory and the plan.
 func EstimatePeakMemory(m *model.Model, p *plan.Plan, jobs int) int64 {
-	const chunk = 4 << 20 // RunOptions default
-	perWorker := int64(chunk) * (2 + 4 + 4 + 2 + 1)
+	perWorker := int64(defaultChunkElems) * (2 + 4 + 4 + 2 + 1)
 	inventory := int64(len(m.Checkpoint.Names)) * 512
 	var segs int64
 	for _, t := range p.Tensors {

@@ -117,9 +117,9 @@ type Result struct {
 
 var codecs = map[Mode]Codec{
 	ModeMLXAffine: mlxAffine{},
-	ModeMLXMXFP4:  mlxFP{ModeMLXMXFP4, quant.MXFP4},
-	ModeMLXMXFP8:  mlxFP{ModeMLXMXFP8, quant.MXFP8},
-	ModeMLXNVFP4:  mlxFP{ModeMLXNVFP4, quant.NVFP4},
+	ModeMLXMXFP4:  mlxFP{name: ModeMLXMXFP4, mode: quant.MXFP4},
+	ModeMLXMXFP8:  mlxFP{name: ModeMLXMXFP8, mode: quant.MXFP8},
+	ModeMLXNVFP4:  mlxFP{name: ModeMLXNVFP4, mode: quant.NVFP4},
 	ModeNNCF:      nncf{},
 	ModeGGML:      ggml{},
 }
@@ -132,20 +132,14 @@ func For(m Mode) (Codec, error) {
 	return nil, fmt.Errorf("quantization mode %q is not one this build knows", m)
 }
 
-// MLXFP is the kernel of one of MLX's microscaling modes (ok false for another mode).
-func (m Mode) MLXFP() (quant.MLXFPMode, bool) {
-	c, ok := codecs[m].(mlxFP)
-	return c.mode, ok
-}
-
 // MLXModeName is the name MLX gives a quantization mode (mx.quantize's mode,
 // config.json's "mode"), "" for a mode that is not MLX's.
 func (m Mode) MLXModeName() string {
 	if m == ModeMLXAffine {
 		return "affine"
 	}
-	if fp, ok := m.MLXFP(); ok {
-		return fp.String()
+	if c, ok := codecs[m].(mlxFP); ok {
+		return c.mode.String()
 	}
 	return ""
 }

@@ -17,8 +17,8 @@ func (nncf) params(p Params) quant.NNCFParams {
 	return quant.NNCFParams{Bits: p.Bits, Sym: p.Sym, GroupSize: p.Group}
 }
 
-// CodeType is the storage type of NNCF codes (and zero points).
-func CodeType(p Params) st.DType {
+// codeType is the storage type of NNCF codes (and zero points).
+func codeType(p Params) st.DType {
 	sym := 0
 	if p.Sym {
 		sym = 1
@@ -49,9 +49,9 @@ func (nncf) Entries(name string, shape []int64, dt st.DType, p Params) []st.Entr
 	if g := int64(p.Group); g > 0 {
 		q, s = lead(shape, in/g, g), lead(shape, in/g, 1)
 	}
-	es := []st.Entry{{Name: name, DType: CodeType(p), Shape: q}, {Name: base(name) + ".scale", DType: st.F16, Shape: s}}
+	es := []st.Entry{{Name: name, DType: codeType(p), Shape: q}, {Name: base(name) + ".scale", DType: st.F16, Shape: s}}
 	if !p.Sym {
-		es = append(es, st.Entry{Name: base(name) + ".zero_point", DType: CodeType(p), Shape: s})
+		es = append(es, st.Entry{Name: base(name) + ".zero_point", DType: codeType(p), Shape: s})
 	}
 	return es
 }

@@ -43,9 +43,8 @@ func (cb combined) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) 
 	if err := m.TrunkError(); err != nil {
 		return nil, err
 	}
-	if r := m.Spec.MLX.CombinedRefusal; r != "" {
-		ok := model.FamiliesWhere(func(s *model.Spec) bool { return s.MLX.CombinedRefusal == "" })
-		return nil, fmt.Errorf("--target combined supports %s checkpoints; %s", strings.Join(ok, ", "), r)
+	if err := combinedRefusal(m); err != nil {
+		return nil, err
 	}
 	pl := &plan.Planner{M: m, File: "model.safetensors"}
 	trunkName := func(n string) string { return m.Spec.MLX.TrunkName(m, n) }
@@ -210,3 +209,14 @@ func (combined) Card(man *manifests.Manifest) manifests.TargetCard {
 
 // OldMLXLMWarning is the caveat of every MLX file that carries mtp.* keys.
 const OldMLXLMWarning = manifests.OldMLXLMWarning
+
+// combinedRefusal is the error for a family whose combined file stock
+// mlx-lm cannot load, naming the families it can.
+func combinedRefusal(m *model.Model) error {
+	r := m.Spec.MLX.CombinedRefusal
+	if r == "" {
+		return nil
+	}
+	ok := model.FamiliesWhere(func(s *model.Spec) bool { return s.MLX.CombinedRefusal == "" })
+	return fmt.Errorf("--target combined supports %s checkpoints; %s", strings.Join(ok, ", "), r)
+}

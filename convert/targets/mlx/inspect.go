@@ -11,7 +11,6 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
-	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
 // FolderReport is what inspect says of an MLX model folder (one
@@ -53,7 +52,7 @@ func InspectFolder(dir string) (*FolderReport, error) {
 	}
 	r := &FolderReport{Kind: "mlx_folder", Dir: dir, ModelType: f.cfg.ModelType, WeightFiles: f.weights, HeadFiles: f.heads, MTPHead: len(f.heads) > 0,
 		Quantization: f.describeQuant()}
-	if card, err := st.ReadSmallFile(source.Dir(dir), "README.md", 4<<20); err == nil {
+	if card, err := model.ReadCard(source.Dir(dir)); err == nil {
 		if b := model.FrontMatter(card, "base_model"); model.IsHubID(b) {
 			r.BaseModel = b
 		}

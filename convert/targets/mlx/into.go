@@ -193,8 +193,8 @@ func (cb combined) CheckInto(dir string, m *model.Model) ([]string, error) {
 }
 
 func (combined) checkFolder(f *folder, m *model.Model) error {
-	if r := m.Spec.MLX.CombinedRefusal; r != "" {
-		return fmt.Errorf("--target combined supports %s checkpoints; %s", strings.Join(model.FamiliesWhere(func(s *model.Spec) bool { return s.MLX.CombinedRefusal == "" }), ", "), r)
+	if err := combinedRefusal(m); err != nil {
+		return err
 	}
 	if err := f.sameModel(m); err != nil {
 		return err
