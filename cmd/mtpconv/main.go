@@ -1,6 +1,6 @@
-// Command mtpconv exports the multi-token-prediction (MTP) head of
-// Qwen3.5/3.6-MoE and Qwen3-Next checkpoints for OpenVINO and MLX (--target
-// openvino, mlx, or combined: trunk and head in one MLX model), with the
+// Command mtpconv exports the multi-token-prediction (MTP) head of Qwen3.5/3.6,
+// Qwen3-Next and GLM-4.x checkpoints for OpenVINO, MLX and llama.cpp (GGUF)
+// (one --target each, listed by --help from the target registry), with the
 // commands inspect (a source checkpoint or one of our outputs), export,
 // verify (re-hash an output, and recompute it from --src) and card. The
 // source may be a folder, a Hugging Face cache entry or a Hub repo read by
@@ -105,14 +105,35 @@ func isCLIUsage(err error) bool {
 		strings.HasPrefix(s, "invalid value") || strings.HasPrefix(s, "No help topic")
 }
 
+// appUsage is the one line --help starts with.
+const appUsage = "export the multi-token-prediction (MTP) head of Qwen3.5/3.6, Qwen3-Next and GLM-4.x checkpoints " +
+	"for speculative decoding with OpenVINO, MLX and llama.cpp (GGUF)"
+
+// appDescription lists the targets from the registry, so that a new one is
+// in --help the moment it is registered.
+func appDescription() string {
+	var lines []string
+	for _, n := range targets.TargetNames() {
+		t, _ := targets.LookupTarget(n)
+		lines = append(lines, "  --target "+n+": "+t.Usage())
+	}
+	return "Targets:\n" + strings.Join(lines, "\n") + "\n\n" +
+		"Start with `mtpconv inspect SRC`, then `mtpconv export --src SRC --target T --out DIR`.\n" +
+		"`mtpconv COMMAND --help` shows a command's flags; docs/commands.md lists them all."
+}
+
 func newApp(stdout, stderr io.Writer) *cli.App {
 	app := &cli.App{
 		Name:            "mtpconv",
-		Usage:           "export the MTP head of Qwen3.5/3.6-MoE and Qwen3-Next for OpenVINO and MLX",
+		Usage:           appUsage,
+		Description:     appDescription(),
 		Version:         version,
 		Writer:          stdout,
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
+		// Our own help command keeps urfave/cli from adding --help/-h to the
+		// app, and Go's flag package would then refuse them (exit 2).
+		Flags: []cli.Flag{cli.HelpFlag},
 		// Errors are printed once, by run, with the exit code it chooses.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mtpconv/mtpconv/convert/targets"
+)
+
+// The first thing a newcomer types: --help and -h print the app's help on
+// stdout and exit 0, naming every family line and consumer, and every
+// registered target with its one-line usage.
+func TestAppHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, args...)
+			if code != 0 || stderr != "" {
+				t.Fatalf("exit %d, stderr %q; want 0 and nothing", code, stderr)
+			}
+			first := strings.SplitN(strings.TrimPrefix(stdout, "NAME:\n"), "\n", 2)[0]
+			for _, w := range []string{"MTP", "Qwen3.5/3.6", "Qwen3-Next", "GLM", "OpenVINO", "MLX", "llama.cpp", "GGUF"} {
+				if !strings.Contains(first, w) {
+					t.Errorf("the one-line description %q does not name %s", first, w)
+				}
+			}
+			for _, n := range targets.TargetNames() {
+				tg, _ := targets.LookupTarget(n)
+				if !strings.Contains(stdout, "--target "+n+": "+tg.Usage()) {
+					t.Errorf("help does not list --target %s with its usage", n)
+				}
+			}
+			for _, c := range []string{"inspect", "export", "verify", "card", "--help, -h", "--version"} {
+				if !strings.Contains(stdout, c) {
+					t.Errorf("help does not show %s:\n%s", c, stdout)
+				}
+			}
+		})
+	}
+	// Each command's own --help too.
+	for _, c := range []string{"inspect", "export", "verify", "card"} {
+		for _, h := range []string{"--help", "-h"} {
+			code, stdout, stderr := runCLI(t, c, h)
+			if code != 0 || stderr != "" || !strings.Contains(stdout, "mtpconv "+c+" - ") {
+				t.Errorf("mtpconv %s %s: exit %d, stderr %q, stdout %.80q", c, h, code, stderr, stdout)
+			}
+		}
+	}
+}
