@@ -46,3 +46,45 @@ func TestAppHelp(t *testing.T) {
 		}
 	}
 }
+
+// Every usage error, a missing required flag included, is one line on
+// stderr ending in where to read the usage, with nothing on stdout, flags
+// spelled as --help spells them, and exit 2.
+func TestUsageErrorsAreOneLine(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"export"}, "export needs --src and --target (see mtpconv export --help)"},
+		{[]string{"export", "--target", "mlx", "--out", dir + "/o"}, "export needs --src (see mtpconv export --help)"},
+		{[]string{"export", "--src", dir}, "export needs --target (see mtpconv export --help)"},
+		{[]string{"export", "--src", dir, "--target", "mlx"}, "--out (or --into) is required (see mtpconv export --help)"},
+		{[]string{"export", "--src", dir, "--target", "mlx", "--out", "a", "--into", "b"}, "exclusive (see mtpconv export --help)"},
+		{[]string{"export", "--src"}, "flag needs an argument: --src (see mtpconv export --help)"},
+		{[]string{"export", "--jobs", "x"}, `invalid value "x" for flag --jobs`},
+		{[]string{"export", "--bogus"}, "flag provided but not defined: --bogus (see mtpconv export --help)"},
+		{[]string{"--bogus"}, "flag provided but not defined: --bogus (see mtpconv --help)"},
+		{[]string{"inspect"}, "(see mtpconv inspect --help)"},
+		{[]string{"verify", "a", "b"}, "(see mtpconv verify --help)"},
+		{[]string{"card"}, "(see mtpconv card --help)"},
+		{[]string{"exprot"}, "did you mean export? (see mtpconv help)"},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, c.args...)
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d", code, exitUsage)
+			}
+			if stdout != "" {
+				t.Errorf("stdout %q, want nothing (no help before the error)", stdout)
+			}
+			if strings.Count(stderr, "\n") != 1 || !strings.HasPrefix(stderr, "mtpconv: ") || !strings.Contains(stderr, c.want) {
+				t.Errorf("stderr %q, want one line with %q", stderr, c.want)
+			}
+			if strings.Count(stderr, "--help") > 1 {
+				t.Errorf("stderr %q gives the hint twice", stderr)
+			}
+		})
+	}
+}
