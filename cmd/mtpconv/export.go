@@ -35,7 +35,7 @@ func exportCommand() *cli.Command {
 			&cli.StringFlag{Name: "target", Usage: strings.Join(targets.TargetNames(), " | "), Required: true},
 			&cli.StringFlag{Name: "out", Usage: "output folder (must not exist unless --force)"},
 			&cli.StringFlag{Name: "into", Usage: "openvino: add the MTP IR (openvino_mtp_model.xml/.bin) to this optimum-intel export of the same model; combined: add the mtp.* head (model-mtp.safetensors, config.json and the index updated, their originals kept) to this MLX model folder of the same model; the trunk files are not touched, no README.md is written, and the manifest records what mtpconv owns (exclusive with --out; --force replaces the head's files an earlier --into wrote; a file mtpconv did not write is never replaced)"},
-			&cli.StringFlag{Name: targets.OptHeadPrecision, Usage: "mlx, combined: f16 | bf16 | int2 | int3 | int4 | int5 | int6 | int8 (MLX affine) | mxfp4 | mxfp8 | nvfp4 (default bf16); openvino: f16 | int8 | int4 (default f16)"},
+			&cli.StringFlag{Name: targets.OptHeadPrecision, Usage: "mlx, combined: f16 | bf16 | int2 | int3 | int4 | int5 | int6 | int8 (MLX affine) | mxfp4 | mxfp8 | nvfp4 (default bf16); openvino: f16 | int8 | int4 (default f16); hf: bf16 (the head as the official checkpoint stores it)"},
 			&cli.StringFlag{Name: targets.OptLMHeadPrecision, Usage: "openvino: f16 | int8 | int4 for the lm_head IR (default int8)"},
 			&cli.BoolFlag{Name: targets.OptSym, Usage: "openvino: symmetric i8/i4 instead of asymmetric u8/u4 (NNCF INT*_SYM)"},
 			&cli.StringFlag{Name: targets.OptTrunkPrecision, Usage: "combined: as --head-precision for mlx (default bf16); wins over --q-bits/--q-mode"},

@@ -278,3 +278,70 @@ func TestOut(t *testing.T) {
 		})
 	}
 }
+
+// TestServingVerdicts: what inspect says of repos whose own files hold the
+// head: as stored but misdeclared (the config entries to add), partial (the
+// module named, no command: mtpconv does not rewrite the file), and whole
+// and declared (nothing).
+func TestServingVerdicts(t *testing.T) {
+	all := func(string) bool { return true }
+	for _, tc := range []struct {
+		name       string
+		rs         repoSpec
+		problem    string // a problem's message contains it ("" none)
+		subject    string
+		mendConfig string
+	}{
+		{"a bf16 head the W8A8 config quantizes", repoSpec{fixture: fixtures.Qwen36, quant: ctW8A8, keep: all}, "builds it compressed-tensors-quantized", "mtp.layers.0.self_attn.qkv_proj", `add re:^mtp\..* to config.json quantization_config.ignore`},
+		{"norms without matrices", repoSpec{fixture: fixtures.Qwen36, quant: ctW8A8, keep: func(n string) bool { return strings.HasSuffix(n, "norm.weight") }}, "has no weights for mtp.fc", "mtp.fc", ""},
+		{"the head excluded", repoSpec{fixture: fixtures.Qwen36, quant: withIgnore(ctW8A8, "lm_head", `re:^mtp\..*`), keep: all}, "", "", ""},
+		{"a whole GLM head, no quantization", repoSpec{fixture: fixtures.GLM45, keep: all}, "", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := makeRepo(t, tc.rs)
+			r, err := Serving(loadRepo(t, dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.problem == "" {
+				if err := r.Err(); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			found := false
+			for _, p := range r.Problems {
+				found = found || p.Subject == tc.subject && strings.Contains(p.Message, tc.problem)
+			}
+			if !found {
+				t.Fatalf("no problem %q about %s in %+v", tc.problem, tc.subject, r.Problems)
+			}
+			if !strings.HasPrefix(r.MendConfig, tc.mendConfig) || (tc.mendConfig == "") != (r.MendConfig == "") {
+				t.Errorf("mend_config %q, want %q", r.MendConfig, tc.mendConfig)
+			}
+			if r.Mend != "" {
+				t.Errorf("a command %q for a head in the repo's own files", r.Mend)
+			}
+		})
+	}
+}
+
+// TestServingDepth: a depth key disagreeing with the tensors is named.
+func TestServingDepth(t *testing.T) {
+	dir := makeRepo(t, repoSpec{fixture: fixtures.GLM45, keep: func(string) bool { return true }})
+	raw, err := os.ReadFile(filepath.Join(dir, model.ConfigFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = bytes.Replace(raw, []byte(`"num_nextn_predict_layers": 1`), []byte(`"num_nextn_predict_layers": 2`), 1)
+	if err := os.WriteFile(filepath.Join(dir, model.ConfigFile), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Serving(loadRepo(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Err(); err == nil || !strings.Contains(err.Error(), "num_nextn_predict_layers says 2 MTP layers, the tensors hold 1") {
+		t.Fatalf("err %v", err)
+	}
+}
