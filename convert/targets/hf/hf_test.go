@@ -70,15 +70,15 @@ func TestIntoEachMethod(t *testing.T) {
 		entries []string // what the method's exclusion list gains
 		key     string   // where
 	}{
-		{"bf16 repo", repoSpec{fixture: fixtures.Qwen36}, nil, ""},
-		{"bf16 single file, no depth key", repoSpec{fixture: fixtures.Qwen36, single: true, noDepth: true}, nil, ""},
-		{"compressed-tensors W8A8, MoE", repoSpec{fixture: fixtures.Qwen36, quant: ctW8A8, storage: trunkInt8}, []string{`re:^mtp\..*`}, "ignore"},
-		{"compressed-tensors W8A8, Qwen3.5 per-expert", repoSpec{fixture: fixtures.Qwen35, quant: ctW8A8, storage: trunkInt8}, []string{`re:^mtp\..*`}, "ignore"},
-		{"GPTQ 4-bit, dense", repoSpec{fixture: fixtures.Qwen36Dense, quant: gptq4, storage: trunkPacked}, []string{`-:^mtp\..*`}, "dynamic"},
-		{"AWQ with modules_to_not_convert", repoSpec{fixture: fixtures.Qwen36, quant: awq4, storage: trunkPacked}, []string{"mtp."}, "modules_to_not_convert"},
-		{"ModelOpt FP8", repoSpec{fixture: fixtures.Qwen36, quant: modelOpt}, []string{"mtp.*"}, "ignore"},
-		{"Quark", repoSpec{fixture: fixtures.Qwen36, quant: quark}, []string{`re:^mtp\..*`, "mtp.layers.0.mlp.experts"}, "exclude"},
-		{"block FP8, bf16 head", repoSpec{fixture: fixtures.Qwen36, quant: fp8Block}, []string{"mtp.fc", "mtp.layers.0.self_attn.q_proj", "mtp.layers.0.mlp.experts"}, "modules_to_not_convert"},
+		{"bf16 repo", repoSpec{Fixture: fixtures.Qwen36}, nil, ""},
+		{"bf16 single file, no depth key", repoSpec{Fixture: fixtures.Qwen36, Single: true, NoDepth: true}, nil, ""},
+		{"compressed-tensors W8A8, MoE", repoSpec{Fixture: fixtures.Qwen36, Quant: ctW8A8, Storage: trunkInt8}, []string{`re:^mtp\..*`}, "ignore"},
+		{"compressed-tensors W8A8, Qwen3.5 per-expert", repoSpec{Fixture: fixtures.Qwen35, Quant: ctW8A8, Storage: trunkInt8}, []string{`re:^mtp\..*`}, "ignore"},
+		{"GPTQ 4-bit, dense", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: gptq4, Storage: trunkPacked}, []string{`-:^mtp\..*`}, "dynamic"},
+		{"AWQ with modules_to_not_convert", repoSpec{Fixture: fixtures.Qwen36, Quant: awq4, Storage: trunkPacked}, []string{"mtp."}, "modules_to_not_convert"},
+		{"ModelOpt FP8", repoSpec{Fixture: fixtures.Qwen36, Quant: modelOpt}, []string{"mtp.*"}, "ignore"},
+		{"Quark", repoSpec{Fixture: fixtures.Qwen36, Quant: quark}, []string{`re:^mtp\..*`, "mtp.layers.0.mlp.experts"}, "exclude"},
+		{"block FP8, bf16 head", repoSpec{Fixture: fixtures.Qwen36, Quant: fp8Block}, []string{"mtp.fc", "mtp.layers.0.self_attn.q_proj", "mtp.layers.0.mlp.experts"}, "modules_to_not_convert"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := makeRepo(t, tc.rs)
@@ -90,14 +90,14 @@ func TestIntoEachMethod(t *testing.T) {
 			if err := sv.Err(); err == nil || !strings.Contains(err.Error(), "holds no MTP head") || !strings.Contains(err.Error(), "--target hf --into "+dir) {
 				t.Fatalf("inspect of the headless repo: %v", err)
 			}
-			src := testmodel.Load(t, tc.rs.fixture)
+			src := testmodel.Load(t, tc.rs.Fixture)
 			if _, err := exportInto(t, src, dir, targets.Options{}); err != nil {
 				t.Fatal(err)
 			}
 			after := fileSums(t, dir)
 			for f, sum := range before {
 				if f == model.ConfigFile || f == st.IndexFile {
-					if tc.rs.noDepth || tc.key != "" || f == st.IndexFile {
+					if tc.rs.NoDepth || tc.key != "" || f == st.IndexFile {
 						if after[f] == sum {
 							t.Errorf("%s was not updated", f)
 						}
@@ -206,11 +206,11 @@ func TestIntoRefusals(t *testing.T) {
 		src  string
 		want string
 	}{
-		{"AutoRound", repoSpec{fixture: fixtures.Qwen36, quant: `{"quant_method": "auto-round", "bits": 4}`}, fixtures.Qwen36, `"auto-round": AutoRound`},
-		{"an unknown method", repoSpec{fixture: fixtures.Qwen36, quant: `{"quant_method": "frobnicate"}`}, fixtures.Qwen36, `"frobnicate": not a method`},
-		{"GPTQ with a MoE head", repoSpec{fixture: fixtures.Qwen36, quant: gptq4, storage: trunkPacked}, fixtures.Qwen36, "sglang 0.5.23 build the head unquantized: for mtp.layers.0.mlp.experts"},
-		{"a repo holding head tensors", repoSpec{fixture: fixtures.Qwen36, quant: ctW8A8, keep: func(n string) bool { return strings.HasSuffix(n, "norm.weight") }}, fixtures.Qwen36, "already holds MTP tensors (mtp."},
-		{"another model", repoSpec{fixture: fixtures.Qwen36Dense}, fixtures.Qwen36, "holds another model"},
+		{"AutoRound", repoSpec{Fixture: fixtures.Qwen36, Quant: `{"quant_method": "auto-round", "bits": 4}`}, fixtures.Qwen36, `"auto-round": AutoRound`},
+		{"an unknown method", repoSpec{Fixture: fixtures.Qwen36, Quant: `{"quant_method": "frobnicate"}`}, fixtures.Qwen36, `"frobnicate": not a method`},
+		{"GPTQ with a MoE head", repoSpec{Fixture: fixtures.Qwen36, Quant: gptq4, Storage: trunkPacked}, fixtures.Qwen36, "sglang 0.5.23 build the head unquantized: for mtp.layers.0.mlp.experts"},
+		{"a repo holding head tensors", repoSpec{Fixture: fixtures.Qwen36, Quant: ctW8A8, Keep: func(n string) bool { return strings.HasSuffix(n, "norm.weight") }}, fixtures.Qwen36, "already holds MTP tensors (mtp."},
+		{"another model", repoSpec{Fixture: fixtures.Qwen36Dense}, fixtures.Qwen36, "holds another model"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := makeRepo(t, tc.rs)
@@ -229,7 +229,7 @@ func TestIntoRefusals(t *testing.T) {
 // TestHeadPrecisionRefused: --head-precision other than bf16, and flags hf does not take.
 func TestHeadPrecisionRefused(t *testing.T) {
 	src := testmodel.Load(t, fixtures.Qwen36)
-	dir := makeRepo(t, repoSpec{fixture: fixtures.Qwen36})
+	dir := makeRepo(t, repoSpec{Fixture: fixtures.Qwen36})
 	for _, o := range []targets.Options{
 		{HeadPrecision: "int4", Set: map[string]bool{targets.OptHeadPrecision: true}},
 		{GGUFType: "Q8_0", Set: map[string]bool{targets.OptGGUFType: true}},
@@ -292,10 +292,10 @@ func TestServingVerdicts(t *testing.T) {
 		subject    string
 		mendConfig string
 	}{
-		{"a bf16 head the W8A8 config quantizes", repoSpec{fixture: fixtures.Qwen36, quant: ctW8A8, keep: all}, "builds it compressed-tensors-quantized", "mtp.layers.0.self_attn.qkv_proj", `add re:^mtp\..* to config.json quantization_config.ignore`},
-		{"norms without matrices", repoSpec{fixture: fixtures.Qwen36, quant: ctW8A8, keep: func(n string) bool { return strings.HasSuffix(n, "norm.weight") }}, "has no weights for mtp.fc", "mtp.fc", ""},
-		{"the head excluded", repoSpec{fixture: fixtures.Qwen36, quant: withIgnore(ctW8A8, "lm_head", `re:^mtp\..*`), keep: all}, "", "", ""},
-		{"a whole GLM head, no quantization", repoSpec{fixture: fixtures.GLM45, keep: all}, "", "", ""},
+		{"a bf16 head the W8A8 config quantizes", repoSpec{Fixture: fixtures.Qwen36, Quant: ctW8A8, Keep: all}, "builds it compressed-tensors-quantized", "mtp.layers.0.self_attn.qkv_proj", `add re:^mtp\..* to config.json quantization_config.ignore`},
+		{"norms without matrices", repoSpec{Fixture: fixtures.Qwen36, Quant: ctW8A8, Keep: func(n string) bool { return strings.HasSuffix(n, "norm.weight") }}, "has no weights for mtp.fc", "mtp.fc", ""},
+		{"the head excluded", repoSpec{Fixture: fixtures.Qwen36, Quant: withIgnore(ctW8A8, "lm_head", `re:^mtp\..*`), Keep: all}, "", "", ""},
+		{"a whole GLM head, no quantization", repoSpec{Fixture: fixtures.GLM45, Keep: all}, "", "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := makeRepo(t, tc.rs)
@@ -328,7 +328,7 @@ func TestServingVerdicts(t *testing.T) {
 
 // TestServingDepth: a depth key disagreeing with the tensors is named.
 func TestServingDepth(t *testing.T) {
-	dir := makeRepo(t, repoSpec{fixture: fixtures.GLM45, keep: func(string) bool { return true }})
+	dir := makeRepo(t, repoSpec{Fixture: fixtures.GLM45, Keep: func(string) bool { return true }})
 	raw, err := os.ReadFile(filepath.Join(dir, model.ConfigFile))
 	if err != nil {
 		t.Fatal(err)
