@@ -38,8 +38,8 @@ func TestHFIntoAndStrict(t *testing.T) {
 		Serving struct {
 			Quantization string `json:"quantization"`
 			Modules      []struct {
-				Module string `json:"module"`
-				Stored string `json:"stored"`
+				Module string                   `json:"module"`
+				Stored string                   `json:"stored"`
 				VLLM   struct{ Quantized bool } `json:"vllm"`
 				SGLang struct{ Quantized bool } `json:"sglang"`
 			} `json:"modules"`
