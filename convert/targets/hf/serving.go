@@ -10,6 +10,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
+	"github.com/mtpconv/mtpconv/convert/targets"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/jsonobj"
 )
@@ -312,7 +313,7 @@ func mendCommand(m *model.Model) string {
 			src = "hf://" + b
 		}
 	}
-	return fmt.Sprintf("mtpconv export --src %s --target hf --into %s", src, shellQuote(m.Checkpoint.Source.Name()))
+	return fmt.Sprintf("mtpconv export --src %s --target hf --into %s", src, targets.ShellQuote(m.Checkpoint.Source.Name()))
 }
 
 // Err is the --strict failure: every problem, then the mending command.
@@ -380,14 +381,6 @@ func buildWord(b Build) string {
 		return b.Method
 	}
 	return "unquantized"
-}
-
-// shellQuote quotes a path for a shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@+=,") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // headPattern names the head's tensors in messages: mtp.* or model.layers.N.*.
