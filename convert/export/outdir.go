@@ -280,6 +280,8 @@ type newFolder struct {
 	keep                 string         // a file the export reads (a --graft trunk), which the folder must not hold
 	srcDir               string         // the local source folder, which the folder must not be, hold or lie in
 	source               *st.Checkpoint // re-read to prove a reused file's source bytes unchanged
+	planned              *plan.Plan     // the layouts of reused files (the ranges a file copies from another)
+	ctx                  context.Context
 
 	lock     *outputLock
 	dir      string // the staging sibling
@@ -349,7 +351,7 @@ func (d *newFolder) reserved() map[string]string {
 func (d *newFolder) card() bool { return d.cards }
 
 func (d *newFolder) claim(ctx context.Context, p *plan.Plan, planHash string) (string, error) {
-	d.planHash = planHash
+	d.ctx, d.planned, d.planHash = ctx, p, planHash
 	clean := filepath.Clean(d.out)
 	parent := filepath.Dir(clean)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
@@ -447,8 +449,9 @@ func (d *newFolder) finished(rec run.FileRecord) {
 }
 
 // reuse hands back a file finished by an interrupted run if its bytes
-// still hash to the record and the source bytes it was made from still
-// have their recorded checksums.
+// still hash to the record and every byte it was made from is unchanged:
+// the source bytes of its tensors, and the bytes it copied from another
+// file (a grafted trunk), which may change under an unchanged header.
 func (d *newFolder) reuse(file string) (run.FileRecord, bool) {
 	var rec run.FileRecord
 	if !d.resume {
@@ -464,13 +467,44 @@ func (d *newFolder) reuse(file string) (run.FileRecord, bool) {
 		os.Remove(recPath)
 		return rec, false
 	}
-	if err := sourceUnchanged(d.source, rec); err != nil {
+	err = sourceUnchanged(d.source, rec)
+	if err == nil {
+		err = copiesUnchanged(d.ctx, d.planned, rec)
+	}
+	if err != nil {
 		os.Remove(recPath)
 		d.notes = append(d.notes, fmt.Sprintf("%s: not reused from the interrupted run, written again: %v", file, err))
 		return rec, false
 	}
 	d.reused = append(d.reused, file)
 	return rec, true
+}
+
+// copiesUnchanged re-reads the ranges a finished file copied from another
+// file (a --graft trunk) and returns an error unless they still hold the
+// bytes the file was made from.
+func copiesUnchanged(ctx context.Context, p *plan.Plan, rec run.FileRecord) error {
+	if p == nil || p.GGUFCopies[rec.File.Name] == nil {
+		return nil
+	}
+	lay, err := p.Layout(rec.File.Name)
+	if err != nil {
+		return err
+	}
+	if len(lay.Copies) == 0 {
+		return nil
+	}
+	if rec.Copied == "" {
+		return fmt.Errorf("its record has no checksum of the bytes it copied from %s", lay.CopySource)
+	}
+	got, err := run.CopiedSum(ctx, lay.CopySource, lay.Copies)
+	if err != nil {
+		return err
+	}
+	if got != rec.Copied {
+		return fmt.Errorf("the trunk %s changed since it was written: the tensor data it copied has CRC-32C %s, recorded %s", lay.CopySource, got, rec.Copied)
+	}
+	return nil
 }
 
 // sourceReadChunk bounds the memory sourceUnchanged reads with.
