@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -115,4 +117,77 @@ func TestOutputNameClashRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hfCacheSnapshot moves every file of dir into the blob store of a Hugging
+// Face cache entry and links it from a snapshot folder, as the cache lays
+// out a download; it returns the snapshot and the blob store.
+func hfCacheSnapshot(t *testing.T, dir string) (snapshot, blobs string) {
+	t.Helper()
+	repo := filepath.Join(t.TempDir(), "models--mlx-community--tiny")
+	blobs = filepath.Join(repo, "blobs")
+	snapshot = filepath.Join(repo, "snapshots", "0123456789abcdef")
+	for _, d := range []string{blobs, snapshot} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := manifests.SHA256(b)
+		if err := os.WriteFile(filepath.Join(blobs, sum), b, 0o444); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(filepath.Join("..", "..", "blobs", sum), filepath.Join(snapshot, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return snapshot, blobs
+}
+
+// One rule for links, followed by --into and verify alike: an MLX folder
+// that is a Hugging Face cache snapshot (every file a link into the repo's
+// blobs) takes the head, nothing is written through a link (the blobs are
+// unchanged, the replaced config.json and index are regular files of the
+// snapshot) and verify passes; a folder whose file links anywhere else is
+// refused by --into, naming the file, and left as it was.
+func TestIntoFollowsVerifysLinkRule(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	snapshot, blobs := hfCacheSnapshot(t, headlessMLXFolder(t, "--trunk-precision", "int4"))
+	before := tree(t, blobs)
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "combined", "--into", snapshot, "--quiet"); code != 0 {
+		t.Fatalf("--into a cache snapshot: exit %d: %s", code, stderr)
+	}
+	if d := diffTrees(before, tree(t, blobs)); d != "" {
+		t.Errorf("the blob store changed: %s", d)
+	}
+	for _, f := range []string{"config.json", st.IndexFile, "model-mtp.safetensors"} {
+		if fi, err := os.Lstat(filepath.Join(snapshot, f)); err != nil || !fi.Mode().IsRegular() {
+			t.Errorf("%s is not a regular file of the snapshot: %v", f, err)
+		}
+	}
+	if fi, err := os.Lstat(filepath.Join(snapshot, "model.safetensors")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the trunk's link was replaced: %v", err)
+	}
+	if code, stdout, _ := runCLI(t, "verify", snapshot); code != 0 || !strings.Contains(stdout, "OK") {
+		t.Errorf("verify of the snapshot: exit %d: %s", code, stdout)
+	}
+
+	// A link out of the folder and out of any blob store.
+	dir := headlessMLXFolder(t, "--trunk-precision", "int4")
+	elsewhere := filepath.Join(t.TempDir(), "model.safetensors")
+	if err := os.Rename(filepath.Join(dir, "model.safetensors"), elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(dir, "model.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	refusedUnchanged(t, dir, 1, "model.safetensors: file name", "export", "--src", src, "--target", "combined", "--into", dir)
 }

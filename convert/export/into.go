@@ -226,13 +226,39 @@ func (d *addition) check() error {
 // for the folder itself, any other target's plan is narrowed to its files.
 func (d *addition) plan(t targets.Target, m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if ip, ok := t.(IntoPlanner); ok {
-		return ip.PlanInto(d.dir, m, o)
+		p, err := ip.PlanInto(d.dir, m, o)
+		if err != nil {
+			return nil, err
+		}
+		return p, d.checkLinks(p)
 	}
 	p, err := t.Plan(m, o)
 	if err == nil {
 		keepOnly(p, d.files)
 	}
 	return p, err
+}
+
+// checkLinks refuses a folder whose files the output builds on or
+// replaces lead, through a symbolic link, where verify would not follow
+// (manifests.LinkedFile: inside the folder, or in the blob store of the
+// Hugging Face cache snapshot it is). They are read through their links;
+// a replaced one has its link replaced by mtpconv's file, its blob kept.
+func (d *addition) checkLinks(p *plan.Plan) error {
+	root, err := filepath.EvalSymlinks(d.dir)
+	if err != nil {
+		return fmt.Errorf("--into %s: %w", d.dir, err)
+	}
+	names := slices.Clone(p.IntoKept)
+	for _, u := range p.IntoUpdates {
+		names = append(names, u.Name)
+	}
+	for _, n := range names {
+		if _, err := manifests.LinkedFile(root, n); err != nil {
+			return fmt.Errorf("--into %s: %s: %w; mtpconv reads a folder's files through links only into the folder or its Hugging Face cache blobs (verify could not check it); copy the file into the folder", d.dir, n, err)
+		}
+	}
+	return nil
 }
 
 func (d *addition) reserved() map[string]string {
