@@ -138,14 +138,15 @@ type GGUFSpec struct {
 	Arch string
 	// PreTokenizer is tokenizer.ggml.pre for the family's official tokenizers.
 	PreTokenizer string
-	// Top names the tensors outside the layers: a TrunkTop suffix (under
-	// the text prefix) or the LM head's name.
-	Top map[string]string
-	// HeadTop names a tensor under the head prefix, in block n_layer.
-	HeadTop map[string]string
-	// Layer names a tensor under a decoder layer (MTP layer j is block
-	// n_layer + j), within its block.
-	Layer map[string]string
+	// Top gives the kind of the tensors outside the layers: a TrunkTop
+	// suffix (under the text prefix) or the LM head's name.
+	Top map[string]gg.TensorName
+	// HeadTop gives the kind of a tensor under the head prefix, in block n_layer.
+	HeadTop map[string]gg.TensorName
+	// Layer gives the kind of a tensor under a decoder layer (MTP layer j
+	// is block n_layer + j). The kinds' table (formats/gguf) names it and
+	// decides its type.
+	Layer map[string]gg.TensorName
 	// Metadata is the architecture's keys, in the reference converter's
 	// order: base (its TextModel.set_gguf_parameters; general.file_type
 	// follows them) and the architecture's own after it.

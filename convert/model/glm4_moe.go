@@ -163,7 +163,7 @@ func glmSpec(c *Config, lite bool) *Spec {
 		MLX:      MLXSpec{CombinedRefusal: glmCombinedRefusal},
 		GGUF: GGUFSpec{
 			Arch: "glm4moe", PreTokenizer: "glm4",
-			Top:   map[string]string{"embed_tokens.weight": "token_embd.weight", "norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"},
+			Top:   map[string]gg.TensorName{"embed_tokens.weight": gg.Weight(gg.KindTokenEmbd), "norm.weight": gg.Weight(gg.KindOutputNorm), "lm_head.weight": gg.Weight(gg.KindOutput)},
 			Layer: glmGGUFLayer,
 			Metadata: func(m *Model, hp Hparams) ([]gg.KV, []gg.KV) {
 				return glmGGUFMetadata(m, hp)
@@ -236,32 +236,32 @@ func glmExperts(c *Config, layout ExpertLayout) []Want {
 
 // glmGGUFLayer is gguf-py's tensor map for glm4moe (and deepseek2's MoE
 // and NextN tensors), from the suffixes under a decoder layer.
-var glmGGUFLayer = map[string]string{
-	"input_layernorm.weight":              "attn_norm.weight",
-	"post_attention_layernorm.weight":     "post_attention_norm.weight",
-	"self_attn.q_proj.weight":             "attn_q.weight",
-	"self_attn.q_proj.bias":               "attn_q.bias",
-	"self_attn.k_proj.weight":             "attn_k.weight",
-	"self_attn.k_proj.bias":               "attn_k.bias",
-	"self_attn.v_proj.weight":             "attn_v.weight",
-	"self_attn.v_proj.bias":               "attn_v.bias",
-	"self_attn.o_proj.weight":             "attn_output.weight",
-	"self_attn.q_norm.weight":             "attn_q_norm.weight",
-	"self_attn.k_norm.weight":             "attn_k_norm.weight",
-	"mlp.gate.weight":                     "ffn_gate_inp.weight",
-	"mlp.gate.e_score_correction_bias":    "exp_probs_b.bias",
-	"mlp.shared_experts.gate_proj.weight": "ffn_gate_shexp.weight",
-	"mlp.shared_experts.up_proj.weight":   "ffn_up_shexp.weight",
-	"mlp.shared_experts.down_proj.weight": "ffn_down_shexp.weight",
-	"mlp.gate_proj.weight":                "ffn_gate.weight",
-	"mlp.up_proj.weight":                  "ffn_up.weight",
-	"mlp.down_proj.weight":                "ffn_down.weight",
-	"eh_proj.weight":                      "nextn.eh_proj.weight",
-	"enorm.weight":                        "nextn.enorm.weight",
-	"hnorm.weight":                        "nextn.hnorm.weight",
-	"embed_tokens.weight":                 "nextn.embed_tokens.weight",
-	"shared_head.norm.weight":             "nextn.shared_head_norm.weight",
-	"shared_head.head.weight":             "nextn.shared_head_head.weight",
+var glmGGUFLayer = map[string]gg.TensorName{
+	"input_layernorm.weight":              gg.Weight(gg.KindAttnNorm),
+	"post_attention_layernorm.weight":     gg.Weight(gg.KindAttnPostNorm),
+	"self_attn.q_proj.weight":             gg.Weight(gg.KindAttnQ),
+	"self_attn.q_proj.bias":               gg.Bias(gg.KindAttnQ),
+	"self_attn.k_proj.weight":             gg.Weight(gg.KindAttnK),
+	"self_attn.k_proj.bias":               gg.Bias(gg.KindAttnK),
+	"self_attn.v_proj.weight":             gg.Weight(gg.KindAttnV),
+	"self_attn.v_proj.bias":               gg.Bias(gg.KindAttnV),
+	"self_attn.o_proj.weight":             gg.Weight(gg.KindAttnOut),
+	"self_attn.q_norm.weight":             gg.Weight(gg.KindAttnQNorm),
+	"self_attn.k_norm.weight":             gg.Weight(gg.KindAttnKNorm),
+	"mlp.gate.weight":                     gg.Weight(gg.KindFFNGateInp),
+	"mlp.gate.e_score_correction_bias":    gg.Bias(gg.KindFFNExpProbsB),
+	"mlp.shared_experts.gate_proj.weight": gg.Weight(gg.KindFFNGateShexp),
+	"mlp.shared_experts.up_proj.weight":   gg.Weight(gg.KindFFNUpShexp),
+	"mlp.shared_experts.down_proj.weight": gg.Weight(gg.KindFFNDownShexp),
+	"mlp.gate_proj.weight":                gg.Weight(gg.KindFFNGate),
+	"mlp.up_proj.weight":                  gg.Weight(gg.KindFFNUp),
+	"mlp.down_proj.weight":                gg.Weight(gg.KindFFNDown),
+	"eh_proj.weight":                      gg.Weight(gg.KindNextNEHProj),
+	"enorm.weight":                        gg.Weight(gg.KindNextNEnorm),
+	"hnorm.weight":                        gg.Weight(gg.KindNextNHnorm),
+	"embed_tokens.weight":                 gg.Weight(gg.KindNextNEmbedTokens),
+	"shared_head.norm.weight":             gg.Weight(gg.KindNextNSharedHeadNorm),
+	"shared_head.head.weight":             gg.Weight(gg.KindNextNSharedHeadHead),
 }
 
 // glmSpecialTokens are the ids the reference converter's GLM vocabulary

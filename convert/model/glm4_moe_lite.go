@@ -61,15 +61,15 @@ func (glm4MoeLite) Spec(c *Config) *Spec {
 
 // glmLiteGGUFLayer is gguf-py's deepseek2 tensor map for GLM-4.7-Flash's
 // layers (kv_b_proj becomes attn_k_b and attn_v_b, split by the target).
-var glmLiteGGUFLayer = func() map[string]string {
-	m := map[string]string{
-		"post_attention_layernorm.weight":     "ffn_norm.weight",
-		"self_attn.q_proj.weight":             "attn_q.weight",
-		"self_attn.q_a_proj.weight":           "attn_q_a.weight",
-		"self_attn.q_a_layernorm.weight":      "attn_q_a_norm.weight",
-		"self_attn.q_b_proj.weight":           "attn_q_b.weight",
-		"self_attn.kv_a_proj_with_mqa.weight": "attn_kv_a_mqa.weight",
-		"self_attn.kv_a_layernorm.weight":     "attn_kv_a_norm.weight",
+var glmLiteGGUFLayer = func() map[string]gg.TensorName {
+	m := map[string]gg.TensorName{
+		"post_attention_layernorm.weight":     gg.Weight(gg.KindFFNNorm),
+		"self_attn.q_proj.weight":             gg.Weight(gg.KindAttnQ),
+		"self_attn.q_a_proj.weight":           gg.Weight(gg.KindAttnQA),
+		"self_attn.q_a_layernorm.weight":      gg.Weight(gg.KindAttnQANorm),
+		"self_attn.q_b_proj.weight":           gg.Weight(gg.KindAttnQB),
+		"self_attn.kv_a_proj_with_mqa.weight": gg.Weight(gg.KindAttnKVAMQA),
+		"self_attn.kv_a_layernorm.weight":     gg.Weight(gg.KindAttnKVANorm),
 	}
 	for k, v := range glmGGUFLayer {
 		if _, ok := m[k]; !ok {

@@ -158,7 +158,7 @@ func hybridSpec(c *Config, l hybridLayout) *Spec {
 	}
 	s.GGUF = GGUFSpec{
 		Arch: l.ggufArch, PreTokenizer: l.preTokenizer,
-		Top:      map[string]string{"embed_tokens.weight": "token_embd.weight", "norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"},
+		Top:      map[string]gg.TensorName{"embed_tokens.weight": gg.Weight(gg.KindTokenEmbd), "norm.weight": gg.Weight(gg.KindOutputNorm), "lm_head.weight": gg.Weight(gg.KindOutput)},
 		HeadTop:  hybridGGUFHead,
 		Layer:    hybridGGUFLayer,
 		Metadata: func(m *Model, h Hparams) ([]gg.KV, []gg.KV) { return hybridGGUFMetadata(m, h, l.mrope) },
@@ -190,34 +190,34 @@ func hybridDrafterText(m *Model, text map[string]any) {
 
 // hybridGGUFLayer is gguf-py's tensor map for qwen35moe, qwen3next and the
 // dense qwen35, from the suffixes under a decoder layer.
-var hybridGGUFLayer = map[string]string{
-	"input_layernorm.weight":             "attn_norm.weight",
-	"post_attention_layernorm.weight":    "post_attention_norm.weight",
-	"self_attn.q_proj.weight":            "attn_q.weight",
-	"self_attn.k_proj.weight":            "attn_k.weight",
-	"self_attn.v_proj.weight":            "attn_v.weight",
-	"self_attn.o_proj.weight":            "attn_output.weight",
-	"self_attn.q_norm.weight":            "attn_q_norm.weight",
-	"self_attn.k_norm.weight":            "attn_k_norm.weight",
-	"mlp.gate.weight":                    "ffn_gate_inp.weight",
-	"mlp.shared_expert.gate_proj.weight": "ffn_gate_shexp.weight",
-	"mlp.shared_expert.up_proj.weight":   "ffn_up_shexp.weight",
-	"mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
-	"mlp.shared_expert_gate.weight":      "ffn_gate_inp_shexp.weight",
+var hybridGGUFLayer = map[string]gg.TensorName{
+	"input_layernorm.weight":             gg.Weight(gg.KindAttnNorm),
+	"post_attention_layernorm.weight":    gg.Weight(gg.KindAttnPostNorm),
+	"self_attn.q_proj.weight":            gg.Weight(gg.KindAttnQ),
+	"self_attn.k_proj.weight":            gg.Weight(gg.KindAttnK),
+	"self_attn.v_proj.weight":            gg.Weight(gg.KindAttnV),
+	"self_attn.o_proj.weight":            gg.Weight(gg.KindAttnOut),
+	"self_attn.q_norm.weight":            gg.Weight(gg.KindAttnQNorm),
+	"self_attn.k_norm.weight":            gg.Weight(gg.KindAttnKNorm),
+	"mlp.gate.weight":                    gg.Weight(gg.KindFFNGateInp),
+	"mlp.shared_expert.gate_proj.weight": gg.Weight(gg.KindFFNGateShexp),
+	"mlp.shared_expert.up_proj.weight":   gg.Weight(gg.KindFFNUpShexp),
+	"mlp.shared_expert.down_proj.weight": gg.Weight(gg.KindFFNDownShexp),
+	"mlp.shared_expert_gate.weight":      gg.Weight(gg.KindFFNGateInpShexp),
 	// qwen35's dense SwiGLU MLP.
-	"mlp.gate_proj.weight": "ffn_gate.weight",
-	"mlp.up_proj.weight":   "ffn_up.weight",
-	"mlp.down_proj.weight": "ffn_down.weight",
+	"mlp.gate_proj.weight": gg.Weight(gg.KindFFNGate),
+	"mlp.up_proj.weight":   gg.Weight(gg.KindFFNUp),
+	"mlp.down_proj.weight": gg.Weight(gg.KindFFNDown),
 }
 
 // hybridGGUFHead is the head's tensors outside its layers (mtp.fc, ...) as
 // the reference converter remaps them: fc -> eh_proj, pre_fc_norm_embedding
 // -> enorm, pre_fc_norm_hidden -> hnorm, norm -> shared_head.norm.
-var hybridGGUFHead = map[string]string{
-	"fc.weight":                    "nextn.eh_proj.weight",
-	"pre_fc_norm_embedding.weight": "nextn.enorm.weight",
-	"pre_fc_norm_hidden.weight":    "nextn.hnorm.weight",
-	"norm.weight":                  "nextn.shared_head_norm.weight",
+var hybridGGUFHead = map[string]gg.TensorName{
+	"fc.weight":                    gg.Weight(gg.KindNextNEHProj),
+	"pre_fc_norm_embedding.weight": gg.Weight(gg.KindNextNEnorm),
+	"pre_fc_norm_hidden.weight":    gg.Weight(gg.KindNextNHnorm),
+	"norm.weight":                  gg.Weight(gg.KindNextNSharedHeadNorm),
 }
 
 // hybridGGUFMetadata is every key the reference converter writes for these
