@@ -1,6 +1,7 @@
 package model
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -163,11 +164,9 @@ func glmSpec(c *Config, lite bool) *Spec {
 		MLX:      MLXSpec{CombinedRefusal: glmCombinedRefusal},
 		GGUF: GGUFSpec{
 			Arch: "glm4moe", PreTokenizer: "glm4",
-			Top:   map[string]gg.TensorName{"embed_tokens.weight": gg.Weight(gg.KindTokenEmbd), "norm.weight": gg.Weight(gg.KindOutputNorm), "lm_head.weight": gg.Weight(gg.KindOutput)},
-			Layer: glmGGUFLayer,
-			Metadata: func(m *Model, hp Hparams) ([]gg.KV, []gg.KV) {
-				return glmGGUFMetadata(m, hp)
-			},
+			Top:           map[string]gg.TensorName{"embed_tokens.weight": gg.Weight(gg.KindTokenEmbd), "norm.weight": gg.Weight(gg.KindOutputNorm), "lm_head.weight": gg.Weight(gg.KindOutput)},
+			Layer:         glmGGUFLayer,
+			Metadata:      glmGGUFMetadata,
 			SpecialTokens: glmSpecialTokens,
 		},
 		OpenVINO: OpenVINOSpec{Refusal: glmOpenVINORefusal},
@@ -268,71 +267,30 @@ var glmGGUFLayer = map[string]gg.TensorName{
 // sets over tokenizer_config.json's (_set_vocab_glm), by token text.
 var glmSpecialTokens = []SpecialToken{{"bos", "[gMASK]"}, {"eot", "<|user|>"}, {"unk", "<|endoftext|>"}, {"eom", "<|observation|>"}}
 
-// glmGGUFMetadata is every key convert_hf_to_gguf.py writes for glm4moe
-// (TextModel's, then Glm4MoeModel's), each when config.json has its key.
-func glmGGUFMetadata(m *Model, hp Hparams) (base, own []gg.KV) {
-	c := m.Config
-	kv, _ := hp.Int("num_key_value_heads")
-	base = glmGGUFBase(m, hp, kv)
-	add, addInt := ggufAdder(m, hp, &base)
-	if _, ok := hp.Int("head_dim"); ok {
-		add("attention.key_length", gg.U32(uint32(c.HeadDim)))
-		add("attention.value_length", gg.U32(uint32(c.HeadDim)))
-	}
-	add, addInt = ggufAdder(m, hp, &own)
-	add("rope.dimension_count", gg.U32(uint32(c.RotaryDim())))
-	addInt("expert_feed_forward_length", "moe_intermediate_size")
-	addInt("expert_shared_count", "n_shared_experts")
-	addInt("leading_dense_block_count", "first_k_dense_replace")
-	add("expert_gating_func", gg.U32(2)) // sigmoid
-	glmGGUFRouting(add, c, hp, false)
-	add("nextn_predict_layers", gg.U32(uint32(m.MTPDepth)))
-	return base, own
-}
-
-// ggufAdder appends the architecture's keys to kvs: add a value, addInt
-// config.json's integer key when present.
-func ggufAdder(m *Model, hp Hparams, kvs *[]gg.KV) (add func(string, gg.Value), addInt func(k, key string)) {
-	a := m.Spec.GGUF.Arch
-	add = func(k string, v gg.Value) { *kvs = append(*kvs, gg.KV{Key: a + "." + k, Value: v}) }
-	addInt = func(k, key string) {
-		if n, ok := hp.Int(key); ok {
-			add(k, gg.U32(uint32(n)))
+// glmGGUFMetadata is the keys Glm4MoeModel.set_gguf_parameters adds
+// after TextModel's (the routed expert count set again, from n_routed_experts).
+func glmGGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
+	g.U32("rope.dimension_count", m.Config.RotaryDim())
+	for _, k := range [][2]string{{"expert_count", "n_routed_experts"}, {"expert_feed_forward_length", "moe_intermediate_size"},
+		{"expert_shared_count", "n_shared_experts"}, {"leading_dense_block_count", "first_k_dense_replace"}} {
+		if err := g.intOf(h, k[0], k[1]); err != nil {
+			return err
 		}
 	}
-	return add, addInt
+	g.U32("expert_gating_func", expertGating["sigmoid"])
+	glmGGUFRouting(g, h, false)
+	g.U32("nextn_predict_layers", m.MTPDepth)
+	return nil
 }
 
-// glmGGUFBase is the reference converter's TextModel keys for a GLM-4.x
-// config, with kvHeads key-value heads (deepseek2 writes 1: MLA as MQA).
-func glmGGUFBase(m *Model, hp Hparams, kvHeads int64) []gg.KV {
-	c := m.Config
-	var kvs []gg.KV
-	add, addInt := ggufAdder(m, hp, &kvs)
-	u := func(v int) gg.Value { return gg.U32(uint32(v)) }
-	add("block_count", u(c.NumHiddenLayers+m.MTPDepth))
-	addInt("context_length", "max_position_embeddings")
-	add("embedding_length", u(c.HiddenSize))
-	addInt("feed_forward_length", "intermediate_size")
-	add("attention.head_count", u(c.NumAttentionHeads))
-	add("attention.head_count_kv", gg.U32(uint32(kvHeads)))
-	add("rope.freq_base", gg.Float(float32(c.RopeTheta)))
-	add("attention.layer_norm_rms_epsilon", gg.Float(float32(c.RMSNormEps)))
-	add("expert_count", u(c.NumExperts))
-	add("expert_used_count", u(c.NumExpertsPerTok))
-	addInt("expert_group_count", "n_group")
-	addInt("expert_group_used_count", "topk_group")
-	return kvs
-}
-
-// glmGGUFRouting adds routed_scaling_factor and norm_topk_prob when
+// glmGGUFRouting sets routed_scaling_factor and norm_topk_prob when
 // config.json has them (deepseek2 writes the latter only when true).
-func glmGGUFRouting(add func(string, gg.Value), c *Config, hp Hparams, onlyTrue bool) {
-	if _, ok := hp["routed_scaling_factor"]; ok {
-		add("expert_weights_scale", gg.Float(float32(c.RoutedScalingFactor)))
+func glmGGUFRouting(g *GGUFKeys, h Hparams, onlyTrue bool) {
+	if v, ok := h["routed_scaling_factor"].(json.Number); ok {
+		g.floatOf("expert_weights_scale", v)
 	}
-	if b, ok := hp["norm_topk_prob"].(bool); ok && (b || !onlyTrue) {
-		add("expert_weights_norm", gg.Bool(b))
+	if b, ok := h["norm_topk_prob"].(bool); ok && (b || !onlyTrue) {
+		g.Bool("expert_weights_norm", b)
 	}
 }
 

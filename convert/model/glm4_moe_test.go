@@ -130,7 +130,10 @@ func TestGLMGGUFMetadataEqualsReference(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		base, own := m.Spec.GGUF.Metadata(m, hp)
+		base, own, err := m.GGUFMetadata(hp)
+		if err != nil {
+			t.Fatal(err)
+		}
 		ours := map[string]string{}
 		for _, kv := range append(base, own...) {
 			ours[kv.Key] = fmt.Sprint(kv.Value.V)

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -161,7 +160,7 @@ func hybridSpec(c *Config, l hybridLayout) *Spec {
 		Top:      map[string]gg.TensorName{"embed_tokens.weight": gg.Weight(gg.KindTokenEmbd), "norm.weight": gg.Weight(gg.KindOutputNorm), "lm_head.weight": gg.Weight(gg.KindOutput)},
 		HeadTop:  hybridGGUFHead,
 		Layer:    hybridGGUFLayer,
-		Metadata: func(m *Model, h Hparams) ([]gg.KV, []gg.KV) { return hybridGGUFMetadata(m, h, l.mrope) },
+		Metadata: func(m *Model, h Hparams, g *GGUFKeys) error { return hybridGGUFMetadata(m, h, g, l.mrope) },
 	}
 	if !c.TieWordEmbeddings {
 		s.LMHead = &Want{"lm_head.weight", []int64{v, h}, 0}
@@ -220,67 +219,26 @@ var hybridGGUFHead = map[string]gg.TensorName{
 	"norm.weight":                  gg.Weight(gg.KindNextNSharedHeadNorm),
 }
 
-// hybridGGUFMetadata is every key the reference converter writes for these
-// architectures' MTP-only sidecar, in its order (Qwen3.5's with their
-// M-RoPE sections).
-func hybridGGUFMetadata(m *Model, h Hparams, mrope bool) (base, own []gg.KV) {
+// hybridGGUFMetadata is the keys the reference converter adds for these
+// architectures after TextModel's (Qwen2MoeModel's expert sizes, the MTP
+// mixin's layer count, Qwen3NextModel's linear attention and rotary
+// dimensions, and Qwen3.5's default M-RoPE sections when the config has
+// none).
+func hybridGGUFMetadata(m *Model, h Hparams, g *GGUFKeys, mrope bool) error {
 	c := m.Config
-	a := m.Spec.GGUF.Arch
-	u := func(v int) gg.Value { return gg.U32(uint32(v)) }
-	kvs := &base
-	add := func(k string, v gg.Value) { *kvs = append(*kvs, gg.KV{Key: a + "." + k, Value: v}) }
-	add("block_count", u(c.NumHiddenLayers+m.MTPDepth))
-	if n, ok := h.Int("max_position_embeddings"); ok {
-		add("context_length", u(int(n)))
-	}
-	add("embedding_length", u(c.HiddenSize))
-	if n, ok := h.Int("intermediate_size"); ok {
-		add("feed_forward_length", u(int(n)))
-	}
-	add("attention.head_count", u(c.NumAttentionHeads))
-	add("attention.head_count_kv", u(c.NumKeyValueHeads))
-	if mrope {
-		// Qwen3.5 always writes its M-RoPE sections (the default when absent), padded to 4.
-		sec := []int32{11, 11, 10, 0}
-		if rp, ok := h["rope_parameters"].(map[string]any); ok {
-			if ms, ok := rp["mrope_section"].([]any); ok {
-				sec = nil
-				for _, x := range ms {
-					if n, ok := x.(json.Number); ok {
-						v, _ := n.Int64()
-						sec = append(sec, int32(v))
-					}
-				}
-				for len(sec) < 4 {
-					sec = append(sec, 0)
-				}
-				sec = sec[:4]
-			}
+	for _, k := range [][2]string{{"expert_feed_forward_length", "moe_intermediate_size"}, {"expert_shared_feed_forward_length", "shared_expert_intermediate_size"}} {
+		if err := g.intOf(h, k[0], k[1]); err != nil {
+			return err
 		}
-		add("rope.dimension_sections", gg.Int32s(sec))
 	}
-	add("rope.freq_base", gg.Float(float32(c.RopeTheta)))
-	add("attention.layer_norm_rms_epsilon", gg.Float(float32(c.RMSNormEps)))
-	dense := c.Dense() // qwen35: feed_forward_length above, no expert keys
-	if !dense {
-		add("expert_count", u(c.NumExperts))
-		add("expert_used_count", u(c.NumExpertsPerTok))
-	}
-	if _, ok := h.Int("head_dim"); ok {
-		add("attention.key_length", u(c.HeadDim))
-		add("attention.value_length", u(c.HeadDim))
-	}
-	kvs = &own
-	if !dense {
-		add("expert_feed_forward_length", u(c.MoeIntermediateSize))
-		add("expert_shared_feed_forward_length", u(c.SharedExpertIntermed))
-	}
-	add("nextn_predict_layers", u(m.MTPDepth))
-	add("ssm.conv_kernel", u(c.LinearConvKernelDim))
-	add("ssm.state_size", u(c.LinearKeyHeadDim))
-	add("ssm.group_count", u(c.LinearNumKeyHeads))
-	add("ssm.time_step_rank", u(c.LinearNumValueHeads))
-	add("ssm.inner_size", u(c.LinearValueHeadDim*c.LinearNumValueHeads))
+	g.U32("nextn_predict_layers", m.MTPDepth)
+	g.U32("ssm.conv_kernel", c.LinearConvKernelDim)
+	g.U32("ssm.state_size", c.LinearKeyHeadDim)
+	g.U32("ssm.group_count", c.LinearNumKeyHeads)
+	g.U32("ssm.time_step_rank", c.LinearNumValueHeads)
+	g.U32("ssm.inner_size", c.LinearValueHeadDim*c.LinearNumValueHeads)
+	// The configuration class always has layer_types (derived from
+	// full_attention_interval when config.json has none).
 	var rec []bool
 	for _, t := range m.LayerTypes {
 		rec = append(rec, t == LinearAttention)
@@ -288,10 +246,13 @@ func hybridGGUFMetadata(m *Model, h Hparams, mrope bool) (base, own []gg.KV) {
 	for range m.MTPDepth {
 		rec = append(rec, false)
 	}
-	add("attention.recurrent_layers", gg.Bools(rec))
-	add("full_attention_interval", u(c.FullAttentionInterval))
-	add("rope.dimension_count", u(c.RotaryDim()))
-	return base, own
+	g.Set("attention.recurrent_layers", gg.Bools(rec))
+	g.U32("full_attention_interval", c.FullAttentionInterval)
+	g.U32("rope.dimension_count", c.RotaryDim())
+	if _, ok := ropeParameters(h)["mrope_section"]; mrope && !ok {
+		g.Set("rope.dimension_sections", gg.Int32s([]int32{11, 11, 10, 0}))
+	}
+	return nil
 }
 
 func cutPrefix(s, p string) (string, bool) {

@@ -351,7 +351,10 @@ func WriteTrunk(m *model.Model, path string) error {
 	if i := strings.LastIndexByte(name, '/'); i >= 0 {
 		name = name[i+1:]
 	}
-	kvs := trunkMetadata(m, h, name, vocab)
+	kvs, err := trunkMetadata(m, h, name, vocab)
+	if err != nil {
+		return err
+	}
 	sizes := make([]int64, len(out))
 	for i, t := range out {
 		sizes[i] = int64(len(t.data))
@@ -389,11 +392,15 @@ func hparamsAndVocab(m *model.Model) (model.Hparams, []gg.KV, error) {
 
 // trunkMetadata is the sidecar's metadata without the head: n_layer blocks,
 // no nextn layers (what the reference converter writes with --no-mtp).
-func trunkMetadata(m *model.Model, h model.Hparams, name string, vocab []gg.KV) []gg.KV {
+func trunkMetadata(m *model.Model, h model.Hparams, name string, vocab []gg.KV) ([]gg.KV, error) {
 	var kvs []gg.KV
 	a := m.Spec.GGUF.Arch
 	n := m.Config.NumHiddenLayers
-	for _, kv := range gguf.Metadata(m, h, gg.FileBF16, name, vocab) {
+	all, err := gguf.Metadata(m, h, gg.FileBF16, name, vocab)
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range all {
 		switch kv.Key {
 		case a + ".nextn_predict_layers":
 			continue
@@ -404,7 +411,7 @@ func trunkMetadata(m *model.Model, h model.Hparams, name string, vocab []gg.KV) 
 		}
 		kvs = append(kvs, kv)
 	}
-	return kvs
+	return kvs, nil
 }
 
 // TrunkMetadata is the metadata of a trunk GGUF of m without its head, for
@@ -417,5 +424,5 @@ func TrunkMetadata(m *model.Model, name string) ([]gg.KV, error) {
 	if err != nil {
 		return nil, err
 	}
-	return trunkMetadata(m, h, name, vocab), nil
+	return trunkMetadata(m, h, name, vocab)
 }

@@ -162,10 +162,10 @@ func (glmFamily) Spec(c *model.Config) *model.Spec {
 				"shared_head.norm.weight": gg.Weight(gg.KindNextNSharedHeadNorm), "embed_tokens.weight": gg.Weight(gg.KindNextNEmbedTokens),
 				"shared_head.head.weight": gg.Weight(gg.KindNextNSharedHeadHead),
 			},
-			Metadata: func(m *model.Model, h model.Hparams) ([]gg.KV, []gg.KV) {
-				a := m.Spec.GGUF.Arch
-				return []gg.KV{gg.Pair(a+".block_count", gg.U32(uint32(m.Config.NumHiddenLayers+m.MTPDepth)))},
-					[]gg.KV{gg.Pair(a+".nextn_predict_layers", gg.U32(uint32(m.MTPDepth))), gg.Pair(a+".leading_dense_block_count", gg.U32(uint32(m.Config.FirstKDenseReplace)))}
+			Metadata: func(m *model.Model, h model.Hparams, g *model.GGUFKeys) error {
+				g.U32("nextn_predict_layers", m.MTPDepth)
+				g.U32("leading_dense_block_count", m.Config.FirstKDenseReplace)
+				return nil
 			},
 		},
 		OpenVINO: model.OpenVINOSpec{Refusal: GLMRefusal},

@@ -129,7 +129,10 @@ func (t target) planGraft(m *model.Model, o targets.Options) (*plan.Plan, error)
 		return nil, err
 	}
 	// The family's own keys, as the reference converter writes them for the bundled file.
-	base, own := m.Spec.GGUF.Metadata(m, h)
+	base, own, err := m.GGUFMetadata(h)
+	if err != nil {
+		return nil, err
+	}
 	ours := append(base, own...)
 	if err := sameModel(trunk, m, h, ours, path); err != nil {
 		return nil, err

@@ -128,7 +128,10 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if err := planTensors(pl, m, prec, nil); err != nil {
 		return nil, err
 	}
-	kvs := Metadata(m, h, prec.ftype, name, vocab)
+	kvs, err := Metadata(m, h, prec.ftype, name, vocab)
+	if err != nil {
+		return nil, err
+	}
 	if prec.requant {
 		sortLikeLlamaQuantize(pl.Out)
 		kvs = moveLast(kvs, "general.quantization_version", "general.file_type")
