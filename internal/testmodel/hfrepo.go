@@ -35,6 +35,11 @@ type HFRepo struct {
 	Single  bool                   // one model.safetensors and no index
 	NoDepth bool                   // config.json without its MTP depth key
 	Keep    func(name string) bool // head tensors kept in the repo's own files
+	// TextOnly writes a vision-language fixture as the text-only causal LM
+	// quantizers release (Qwen3_5MoeForCausalLM, model_type
+	// qwen3_5_moe_text): text_config at the root, model.language_model.* as
+	// model.*, no vision tower.
+	TextOnly bool
 }
 
 // Write writes the repo into a temporary folder and returns it.
@@ -64,11 +69,20 @@ func (rs HFRepo) Write(t testing.TB) string {
 		data []byte
 	}
 	var ts []tensor
-	for _, n := range ck.Names {
-		if m.IsHead(n) && (rs.Keep == nil || !rs.Keep(n)) {
+	for _, name := range ck.Names {
+		if m.IsHead(name) && (rs.Keep == nil || !rs.Keep(name)) {
 			continue
 		}
-		src := ck.Tensors[n]
+		n := name
+		if rs.TextOnly {
+			if m.Group(name) == model.GroupVision {
+				continue
+			}
+			if rest, ok := strings.CutPrefix(name, "model.language_model."); ok {
+				n = "model." + rest
+			}
+		}
+		src := ck.Tensors[name]
 		data, err := ck.ReadTensor(src, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -132,6 +146,11 @@ func (rs HFRepo) Write(t testing.TB) string {
 	var root map[string]any
 	if err := json.Unmarshal(cfgRaw, &root); err != nil {
 		t.Fatal(err)
+	}
+	if tc, ok := root["text_config"].(map[string]any); ok && rs.TextOnly {
+		arch := strings.Replace(root["architectures"].([]any)[0].(string), "ForConditionalGeneration", "ForCausalLM", 1)
+		root = tc
+		root["architectures"] = []string{arch}
 	}
 	if rs.Quant != "" {
 		var q any

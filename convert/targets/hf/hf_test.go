@@ -73,6 +73,7 @@ func TestIntoEachMethod(t *testing.T) {
 		{"bf16 repo", repoSpec{Fixture: fixtures.Qwen36}, nil, ""},
 		{"bf16 single file, no depth key", repoSpec{Fixture: fixtures.Qwen36, Single: true, NoDepth: true}, nil, ""},
 		{"compressed-tensors W8A8, MoE", repoSpec{Fixture: fixtures.Qwen36, Quant: ctW8A8, Storage: trunkInt8}, []string{`re:^mtp\..*`}, "ignore"},
+		{"compressed-tensors W8A8, text-only Qwen3_5MoeForCausalLM repo", repoSpec{Fixture: fixtures.Qwen36, Quant: ctW8A8, Storage: trunkInt8, TextOnly: true}, []string{`re:^mtp\..*`}, "ignore"},
 		{"compressed-tensors W8A8, Qwen3.5 per-expert", repoSpec{Fixture: fixtures.Qwen35, Quant: ctW8A8, Storage: trunkInt8}, []string{`re:^mtp\..*`}, "ignore"},
 		{"GPTQ 4-bit, dense", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: gptq4, Storage: trunkPacked}, []string{`-:^mtp\..*`}, "dynamic"},
 		{"AWQ with modules_to_not_convert", repoSpec{Fixture: fixtures.Qwen36, Quant: awq4, Storage: trunkPacked}, []string{"mtp."}, "modules_to_not_convert"},
@@ -127,6 +128,9 @@ func TestIntoEachMethod(t *testing.T) {
 				if !bytes.Equal(a, b) {
 					t.Fatalf("head tensor %s differs from the source's bytes", n)
 				}
+			}
+			if tc.rs.TextOnly && (got.Config.Nested || got.Config.ModelType != "qwen3_5_moe_text" || got.Config.Architectures[0] != "Qwen3_5MoeForCausalLM") {
+				t.Errorf("not a text-only repo: model_type %s, %v", got.Config.ModelType, got.Config.Architectures)
 			}
 			if d, ok := got.Config.ConfigMTPDepth(); !ok || d != src.MTPDepth {
 				t.Errorf("config declares depth %d (%v), want %d", d, ok, src.MTPDepth)
