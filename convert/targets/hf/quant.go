@@ -297,7 +297,7 @@ func (q *Quant) withExclusions(mods []Module, hfs hfNames, derived []string) (js
 		for _, p := range prefixes {
 			es = append(es, "re:^"+regexQuote(p)+".*")
 		}
-		// SGLang's qwen3_5_mtp.py:78-89 turns the whole head unquantized
+		// SGLang's qwen3_5_mtp.py:83-90 turns the whole head unquantized
 		// only when an mtp.* entry names the experts; vLLM's Quark matches
 		// the experts module by name (quark/utils.py:48-53).
 		for _, mod := range mods {
