@@ -319,6 +319,9 @@ func detectFamily(id Identity) (Family, error) {
 			return f, nil
 		}
 	}
+	if err := unsupportedFamily(id); err != nil {
+		return nil, err
+	}
 	return nil, fmt.Errorf("model_type %q (architectures %v) is not a supported family (%s)",
 		id.ModelType, id.Architectures, strings.Join(Families(), ", "))
 }

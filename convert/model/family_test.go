@@ -72,3 +72,19 @@ func TestFamilyDetectedBeforeValidation(t *testing.T) {
 		t.Fatalf("n_group 0: %v", err)
 	}
 }
+
+// A family with an MTP head that mtpconv does not convert yet is refused by
+// the name its users know, saying what is missing, not as an unknown model_type.
+func TestUnsupportedFamiliesRefusedByName(t *testing.T) {
+	for _, c := range []struct{ arch, want string }{
+		{"Step3p7ForConditionalGeneration", "Step-3.5/3.7 (architectures [Step3p7ForConditionalGeneration]) is not supported yet: its 3 chained heads"},
+		{"DeepseekV32ForCausalLM", "DeepSeek-V3.2 (architectures [DeepseekV32ForCausalLM]) is not supported yet"},
+		{"DeepseekV3ForCausalLM", "drops their NextN layer"},
+		{"Dots3NoteMoeForCausalLM", "dots3 (architectures"},
+	} {
+		_, err := ParseConfig([]byte(`{"architectures":["` + c.arch + `"],"model_type":"x","hidden_size":64}`))
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "mtpconv converts glm4_moe") {
+			t.Errorf("%s: %v", c.arch, err)
+		}
+	}
+}
