@@ -108,7 +108,7 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if err := m.HeadError(); err != nil {
 		return nil, err
 	}
-	if m.MTPDepth != 1 {
+	if m.MTPDepth != 1 && !m.Spec.GGUF.ChainedHeads {
 		return nil, fmt.Errorf("the head has %d MTP layers; llama.cpp's %s MTP graph supports exactly one", m.MTPDepth, m.Spec.GGUF.Arch)
 	}
 	if o.Graft != "" {
@@ -336,7 +336,7 @@ func (target) Card(man *manifests.Manifest) manifests.TargetCard {
 		return manifests.TargetCard{
 			Library: "llama.cpp",
 			What:    "a trunk GGUF with the multi-token-prediction (MTP) head bundled, as llama.cpp's reference converter writes a model with its head",
-			Pairing: "The trunk's tensors are those of the GGUF it was grafted into, byte for byte; the head is block n_layer.",
+			Pairing: "The trunk's tensors are those of the GGUF it was grafted into, byte for byte; the head is block n_layer (one block per MTP layer from there).",
 			Experts: "stacked as llama.cpp's `ffn_{gate,up,down}_exps` `{in, out, E}`",
 			HowToRun: []string{
 				"With llama.cpp (the sources vendored by llama-cpp-python 0.3.36 tested), alone: the head drafts from the same file.",
