@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/mtpconv/mtpconv/internal/words"
 	"github.com/mtpconv/mtpconv/quant/codec"
 )
 
@@ -120,9 +121,10 @@ func Card(m *Manifest, tc TargetCard, report *Report) []byte {
 	if report != nil {
 		status := "passed"
 		if !report.OK {
-			status = fmt.Sprintf("FAILED with %d problems", len(report.Problems))
+			status = "FAILED with " + words.Count(len(report.Problems), "problem")
 		}
-		p("`mtpconv verify` %s: %d files and %d tensors (%d stored entries) re-hashed, %d tensors recomputed from the source.", status, report.Files, report.Tensors, report.Entries, report.Recomputed)
+		p("`mtpconv verify` %s: %s and %s (%s) re-hashed, %s recomputed from the source.", status, words.Count(report.Files, "file"), words.Count(report.Tensors, "tensor"),
+			words.Count(report.Entries, "stored entry", "stored entries"), words.Count(report.Recomputed, "tensor"))
 	} else {
 		p("Not yet run on this folder. Check it with `mtpconv verify . --src SOURCE` (exit 0 when every file, tensor and norm holds).")
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	ggtarget "github.com/mtpconv/mtpconv/convert/targets/gguf"
 	"github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/words"
 	"github.com/mtpconv/mtpconv/manifests"
 	"github.com/urfave/cli/v2"
 )
@@ -175,7 +177,7 @@ func runExport(c *cli.Context) error {
 			return err
 		}
 	}
-	m, remote, closeModel, err := loadModel(c, c.String("src"))
+	m, remote, closeModel, err := loadModel(c, "--src", c.String("src"))
 	if err != nil {
 		return err
 	}
@@ -237,8 +239,8 @@ func printExport(c *cli.Context, req export.Request, oc *export.Outcome, dest st
 		for _, w := range sum.Warnings {
 			fmt.Fprintln(c.App.ErrWriter, "warning:", w)
 		}
-		fmt.Fprintf(c.App.Writer, "exported %s: %d tensors, %d files, %d bytes in %.1fs (%d source bytes read, peak RSS %d MiB)\n",
-			dest, sum.Tensors, len(sum.Files), sum.BytesOut, sum.Seconds, sum.BytesRead, sum.PeakRSS>>20)
+		fmt.Fprintf(c.App.Writer, "exported %s: %s, %s, %d bytes in %.1fs (%d source bytes read, peak RSS %d MiB)\n",
+			dest, words.Count(sum.Tensors, "tensor"), words.Count(len(sum.Files), "file"), sum.BytesOut, sum.Seconds, sum.BytesRead, sum.PeakRSS>>20)
 		if remote != nil {
 			fmt.Fprintf(c.App.Writer, "fetched %d of the checkpoint's %d bytes from %s (%.2f%%)\n",
 				sum.BytesFetched, sum.SourceTotal, remote.Name(), 100*float64(sum.BytesFetched)/float64(max(1, sum.SourceTotal)))
@@ -342,8 +344,12 @@ func printDryRun(c *cli.Context, oc *export.Outcome, jobs int, card bool) error 
 	if card { // no card with --no-card, nor in a folder added into
 		plus += " and " + manifests.CardFile
 	}
-	fmt.Fprintf(out, "total %d bytes in %d files (plus %s); estimated peak memory %d MiB with --jobs %d\n",
-		total, len(oc.Planned), plus, oc.PeakMemory>>20, jobs)
+	jobsWords := fmt.Sprintf("--jobs %d", jobs)
+	if jobs <= 0 { // the default: as export.Export resolves it
+		jobsWords = fmt.Sprintf("%s at once (every core, the default; --jobs sets it)", words.Count(runtime.GOMAXPROCS(0), "chunk"))
+	}
+	fmt.Fprintf(out, "total %d bytes in %s (plus %s); estimated peak memory %d MiB with %s\n",
+		total, words.Count(len(oc.Planned), "file"), plus, oc.PeakMemory>>20, jobsWords)
 	for _, n := range oc.Notes {
 		fmt.Fprintln(out, "note:", n)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/targets"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/words"
 	"github.com/mtpconv/mtpconv/manifests"
 	"github.com/urfave/cli/v2"
 )
@@ -41,7 +42,7 @@ func verifyCommand() *cli.Command {
 			delay := newTestDelay(c.App.ErrWriter)
 			var src *st.Checkpoint
 			if s := c.String("src"); s != "" {
-				source, remote, err := openSource(c, s)
+				source, remote, err := openSource(c, "--src", s)
 				if err != nil {
 					return err
 				}
@@ -76,9 +77,10 @@ func verifyCommand() *cli.Command {
 				}
 				status := "OK"
 				if !r.OK {
-					status = fmt.Sprintf("FAILED (%d problems)", len(r.Problems))
+					status = "FAILED (" + words.Count(len(r.Problems), "problem") + ")"
 				}
-				fmt.Fprintf(c.App.Writer, "%s: %d files listed in the manifest, %d tensors (%d stored entries) checked, %d recomputed from the source: %s\n", dir, r.Files, r.Tensors, r.Entries, r.Recomputed, status)
+				fmt.Fprintf(c.App.Writer, "%s: %s listed in the manifest, %s (%s) checked, %d recomputed from the source: %s\n", dir, words.Count(r.Files, "file"),
+					words.Count(r.Tensors, "tensor"), words.Count(r.Entries, "stored entry", "stored entries"), r.Recomputed, status)
 			}
 			if !r.OK {
 				return errVerifyFailed
