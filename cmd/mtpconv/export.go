@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mtpconv/mtpconv/convert/export"
+	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
 	convrun "github.com/mtpconv/mtpconv/convert/run"
 	"github.com/mtpconv/mtpconv/convert/source"
@@ -60,7 +61,8 @@ func exportCommand() *cli.Command {
 			&cli.BoolFlag{Name: "no-card", Usage: "do not write README.md (the model card)"},
 			&cli.BoolFlag{Name: "timestamp", Usage: "record the time in the manifest (outputs are otherwise byte-identical across runs)"},
 			&cli.StringFlag{Name: "base-model", Usage: "Hub id of the source model for the card (default: from the source)"},
-			&cli.StringFlag{Name: "license", Usage: "license for the card (default: the source README's, else other)"},
+			&cli.StringFlag{Name: "license", Usage: "license for the card (default: the source README's, with its license_name and license_link, else other)"},
+			&cli.StringFlag{Name: "repo-id", Usage: "the Hub id ORG/NAME this output will be published as: the card's snippets load it by that name (default: a YOUR-ORG/ placeholder)"},
 			&cli.BoolFlag{Name: "json", Usage: "print a machine-readable summary"},
 			&cli.BoolFlag{Name: "quiet", Usage: "print nothing but errors"},
 		},
@@ -153,7 +155,10 @@ func runExport(c *cli.Context) error {
 	req := export.Request{
 		Target: c.String("target"), Options: o, Out: c.String("out"), Into: c.String("into"), Force: c.Bool("force"), Resume: c.Bool("resume"),
 		DryRun: c.Bool("dry-run"), Jobs: c.Int("jobs"), KeepSourceCache: c.Bool("keep-source-cache"), NoCard: c.Bool("no-card"),
-		Timestamp: c.Bool("timestamp"), BaseModel: c.String("base-model"), License: c.String("license"), Version: version,
+		Timestamp: c.Bool("timestamp"), BaseModel: c.String("base-model"), License: c.String("license"), RepoID: c.String("repo-id"), Version: version,
+	}
+	if req.RepoID != "" && !model.IsHubID(req.RepoID) {
+		return usagef("--repo-id %q is not a Hub id ORG/NAME", req.RepoID)
 	}
 	if _, err := targets.LookupTarget(req.Target); err != nil {
 		return usageError{err}
