@@ -30,11 +30,18 @@ README = (ROOT / "README.md").read_text()
 
 
 def section(text, heading):
-    """The text of a Markdown section, up to the next heading of its level or above."""
-    level = heading.split(" ", 1)[0]
-    body = text.split(heading + "\n", 1)[1]
-    stop = re.search(r"^#{1,%d} " % len(level), body, re.M)
-    return body[: stop.start()] if stop else body
+    """The text of a Markdown section, up to the next heading of its level or
+    above (lines in fenced code, such as shell comments, are not headings)."""
+    level = len(heading.split(" ", 1)[0])
+    lines = text.split(heading + "\n", 1)[1].splitlines(keepends=True)
+    out, fenced = [], False
+    for line in lines:
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(r"#{1,%d} " % level, line):
+            break
+        out.append(line)
+    return "".join(out)
 
 
 def blocks(text, lang):
@@ -142,3 +149,63 @@ def test_openvino_card_snippet(each_target, mtpconv, tmp_path):
     assert r.returncode == 0, r.stderr
     token = int(r.stdout.split("draft ", 1)[1])
     assert 0 <= token < 512
+
+
+def readme_commands():
+    """Every mtpconv command of the README's examples for real models, with the
+    section it is in."""
+    out = []
+    for heading in ("## You already have a quant", "## One example per consumer"):
+        for block in blocks(section(README, heading), "sh"):
+            out += [(heading, line) for line in block.splitlines() if line.startswith("mtpconv ")]
+    return out
+
+
+def hub_cache(tmp_path, folder, repo="Qwen/Qwen3.6-35B-A3B"):
+    cache = tmp_path / "hub"
+    publish(folder, repo, cache)
+    return cache
+
+
+@pytest.mark.parametrize("line", [l for _, l in readme_commands()])
+def test_readme_example_commands(line, mtpconv, fixture_dirs, tmp_path):
+    """The README's commands for Qwen3.6-35B-A3B, each as written in a fresh
+    folder, with the fixtures in place of the real files: the fixture is
+    published as Qwen/Qwen3.6-35B-A3B in a private HF cache (and hf:// reads
+    it from there: the only change to a line), the GGUF to graft into is the
+    fixture's trunk GGUF under the README's name, the MLX folder is stock
+    mlx_lm.convert's 4-bit conversion of the fixture, the OpenVINO folder an
+    optimum-intel export of the GenAI fixture with its own MTP IR moved aside
+    as the README says. llama-server lines are not run (no server is built)."""
+    from test_combined import run_mlx_lm_convert
+    from test_genai import GENAI, FIXTURES as GENAI_FIXTURES
+
+    fixtures = subprocess.run(["go", "run", "./cmd/mkfixtures", "qwen3.6-moe-tiny-bpe", "qwen3.6-moe-tiny-bpe-BF16.gguf",
+                               GENAI_FIXTURES["moe", "random"]], cwd=ROOT, check=True, capture_output=True, text=True)
+    bpe, trunk, genai = map(Path, fixtures.stdout.split())
+    work = tmp_path / "work"
+    work.mkdir()
+    source = bpe
+    if "--graft" in line:
+        name = re.search(r"--graft (\S+)", line).group(1)
+        shutil.copy(trunk, work / name)
+    if "--into ./Qwen3.6-35B-A3B-4bit" in line:
+        run_mlx_lm_convert(bpe, work / "Qwen3.6-35B-A3B-4bit", "--q-bits", 4)
+    if "--into ./Qwen3.6-35B-A3B-ov" in line:
+        source = genai
+        dst = work / "Qwen3.6-35B-A3B-ov"
+        shutil.copytree(GENAI / (GENAI_FIXTURES["moe", "random"] + "-optimum"), dst)
+        aside = work / "optimum-mtp"
+        aside.mkdir()
+        for f in dst.glob("openvino_mtp_model.*"):
+            f.rename(aside / f.name)
+    cache = hub_cache(tmp_path, source)
+    cmd = line.replace("hf://Qwen/", "Qwen/")
+    r = subprocess.run(["bash", "-euo", "pipefail", "-c", cmd], cwd=work,
+                       env=env_with(mtpconv, HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1"), capture_output=True, text=True)
+    assert r.returncode == 0, (cmd, r.stderr)
+    # What the README's next line loads is there.
+    if "--out qwen36-mtp " in line + " ":
+        assert (work / "qwen36-mtp" / "mtp-Qwen3.6-35B-A3B-Q8_0.gguf").is_file()
+    if "--graft" in line:
+        assert (work / "with-mtp" / name).is_file()
