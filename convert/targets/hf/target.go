@@ -164,7 +164,7 @@ func setDepth(root *jsonobj.Object, m *model.Model, nested bool) error {
 // Card: the head for vLLM and SGLang.
 func (target) Card(man *manifests.Manifest) manifests.TargetCard {
 	return manifests.TargetCard{
-		Library: "transformers",
+		Library: "transformers", Consumer: "vLLM and SGLang", TitlePrecision: man.Options["head_precision"], Tags: []string{"safetensors"},
 		What:    "the multi-token-prediction (MTP) head in the official checkpoint's own tensor names, for vLLM and SGLang",
 		Pairing: "It drafts for `{base}` (or a quantization of it): the runtimes take the embedding and lm_head from the target model.",
 		Experts: "as the source stores them",
