@@ -9,11 +9,9 @@ The only substitutions, so that they run on the fixtures without a network:
   mlx-lm and mlx-vlm find it by that id, as they would after `hf upload`.
 `mtpconv` is the binary built from this clone, first on PATH.
 
-Snippets not run here, and why: llama-server (the llama.cpp build here has no
-server, LLAMA_BUILD_SERVER=OFF; test_gguf.py drafts with llama-speculative-simple
-instead), and the mlx-vlm drafter's speculative generate (mlx-vlm's load of the
-trunk needs a complete vision tower and image processor, which no fixture has;
-test_mlx_head.py loads the drafter).
+Snippets not run here, and why: llama-server's (the llama.cpp build here has
+no server, LLAMA_BUILD_SERVER=OFF; test_gguf.py drafts with the same files
+through llama-speculative-simple instead).
 """
 import hashlib
 import os
@@ -209,3 +207,67 @@ def test_readme_example_commands(line, mtpconv, fixture_dirs, tmp_path):
         assert (work / "qwen36-mtp" / "mtp-Qwen3.6-35B-A3B-Q8_0.gguf").is_file()
     if "--graft" in line:
         assert (work / "with-mtp" / name).is_file()
+
+
+# The vision-tower parameters mlx-vlm's Qwen3.5 model has beyond the few the
+# fixtures carry (readers must drop those; mlx-vlm must load them all).
+MLX_VLM_VISION = ["blocks.0.attn.proj.bias", "blocks.0.attn.proj.weight", "blocks.0.mlp.linear_fc1.bias",
+                  "blocks.0.mlp.linear_fc1.weight", "blocks.0.mlp.linear_fc2.bias", "blocks.0.mlp.linear_fc2.weight",
+                  "blocks.0.norm1.bias", "blocks.0.norm2.bias", "blocks.0.norm2.weight", "merger.linear_fc1.bias",
+                  "merger.linear_fc1.weight", "merger.linear_fc2.bias", "merger.norm.bias", "merger.norm.weight",
+                  "patch_embed.proj.bias"]
+
+
+def mlx_vlm_trunk(fixture, optimum, out):
+    """A copy of a fixture mlx-vlm loads as a trunk: its missing vision
+    parameters as zeros in a shard of their own, and the processor and
+    tokenizer files of its optimum-intel export."""
+    import json
+
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+    from mlx_vlm.utils import load_model
+
+    shutil.copytree(fixture, out)
+    for f in ("preprocessor_config.json", "processor_config.json", "tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(optimum / f, out / f)
+    shapes = {k: v.shape for k, v in tree_flatten(load_model(out, strict=False).parameters())}
+    extra = {"model.visual." + n: mx.zeros(shapes["vision_tower." + n], dtype=mx.bfloat16) for n in MLX_VLM_VISION}
+    mx.save_safetensors(str(out / "model-vision.safetensors"), extra, metadata={"format": "pt"})
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    index["weight_map"].update({n: "model-vision.safetensors" for n in extra})
+    (out / "model.safetensors.index.json").write_text(json.dumps(index))
+    return out
+
+
+def test_mlx_card_snippet(mtpconv, tmp_path):
+    """The MLX drafter card's snippet, as written: mlx-vlm loads the trunk by
+    the base model's id and the drafter by the repo id, and generates with
+    speculative decoding. The trunk is the rigged dense GenAI fixture (a dense
+    MLP: MLX's CPU backend has no bf16 gather-matmul for the MoE ones), on
+    which a head wired right predicts the trunk's next token: its drafts are
+    accepted."""
+    from test_genai import GENAI, FIXTURES as GENAI_FIXTURES
+
+    name = GENAI_FIXTURES["dense", "rigged"]
+    fixture = Path(subprocess.run(["go", "run", "./cmd/mkfixtures", name], cwd=ROOT, check=True,
+                                  capture_output=True, text=True).stdout.strip())
+    trunk = mlx_vlm_trunk(fixture, GENAI / (name + "-optimum"), tmp_path / "trunk")
+    base, repo = "Qwen/Qwen3.6-27B", "me/Qwen3.6-27B-MTP"
+    out = tmp_path / "out"
+    subprocess.run([str(mtpconv), "export", "--src", str(trunk), "--target", "mlx", "--base-model", base, "--repo-id", repo,
+                    "--out", str(out), "--quiet"], check=True)
+    [snippet] = card_snippets(out, "python")
+    assert f'load("{base}")' in snippet and f'load_drafter("{repo}")' in snippet and "draft_model=drafter" in snippet
+    cache = tmp_path / "hub"
+    publish(trunk, base, cache)
+    publish(out, repo, cache)
+    check = ("\nfrom mlx_vlm.generate.dispatch import format_speculative_stats\n"
+             "print(format_speculative_stats(drafter))\n")
+    (tmp_path / "snippet.py").write_text(snippet + check)
+    r = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), str(tmp_path / "snippet.py")],
+                       env=env_with(mtpconv, HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1"), capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    accepted = float(re.search(r"([\d.]+)% of drafted", r.stdout).group(1))
+    print(r.stdout.strip().splitlines()[-1])
+    assert accepted >= 90, r.stdout

@@ -159,8 +159,7 @@ func (drafter) Card(man *manifests.Manifest) manifests.TargetCard {
 			"drafter, kind = load_drafter(\"{repo}\")  # kind == \"mtp\"",
 			"result = generate(model, processor, \"The capital of France is\", max_tokens=40, draft_model=drafter, draft_kind=kind)",
 			"print(result.text)",
-			"```", "",
-			"or `mlx_vlm generate --model {base} --draft-model {repo} --draft-kind mtp --prompt \"The capital of France is\"`.",
+			"```",
 		},
 	}
 }
