@@ -7,8 +7,11 @@ torch, which lives only in a separate, pinned environment:
     "$VENV/bin/pip" install torch==2.11.0 numpy==2.4.6 sentencepiece==0.2.3 \
         transformers==5.24.0 'protobuf<5' safetensors==0.8.0 jinja2
     go run ./cmd/mkfixtures qwen3.6-moe-tiny qwen3.5-moe-tiny qwen3-next-tiny qwen3.6-dense-tiny \
-        qwen3.6-moe-genai qwen3.6-dense-genai glm4.5-moe-tiny glm4.7-flash-tiny
+        qwen3.6-moe-genai qwen3.6-dense-genai glm4.5-moe-tiny glm4.7-flash-tiny deepseek-v3-tiny
     "$VENV/bin/python" interop/reference_gguf.py LLAMA_CPP_DIR [FIXTURE...]
+
+(deepseek-v3-tiny's trunk records were made with torch 2.13.0 and transformers 5.19.0, the vLLM CPU venv of
+scripts/setup-vllm.sh: the converter reads the same config keys either way.)
 
 LLAMA_CPP_DIR is vendor/llama.cpp of the llama-cpp-python 0.3.36 sdist
 (scripts/build-llama.sh unpacks it under ~/.cache/mtpconv/llama.cpp-0.3.36/src).
@@ -48,8 +51,13 @@ FIXTURES = {"qwen3.6-moe-tiny": "qwen35", "qwen3.5-moe-tiny": "qwen35", "qwen3-n
             "qwen3.6-dense-tiny": "qwen35", "glm4.5-moe-tiny": "glm4", "glm4.7-flash-tiny": "glm4",
             "glm4.5-moe-tiny-rigged": "glm4", "glm4.7-flash-tiny-rigged": "glm4"}
 # Fixtures with their own tokenizer, also converted without --mtp (bundled).
-OWN_TOKENIZER = {"glm4.5-moe-tiny", "glm4.7-flash-tiny", "glm4.5-moe-tiny-rigged", "glm4.7-flash-tiny-rigged"}
+OWN_TOKENIZER = {"glm4.5-moe-tiny", "glm4.7-flash-tiny", "glm4.5-moe-tiny-rigged", "glm4.7-flash-tiny-rigged", "deepseek-v3-tiny"}
 OUTTYPES = ["bf16", "f16"]
+# Families whose NextN layer the converter drops (DeepseekV2Model.skip_mtp): only
+# its default output, the trunk, is recorded ({fixture}-trunk-{outtype}.json), for
+# the keys and the shared tensors (token_embd, output_norm, output) the sidecar
+# holds too.
+TRUNK_ONLY = {"deepseek-v3-tiny": "deepseek-v3"}
 # Fixtures small enough to commit their --no-mtp trunk GGUF.
 TRUNKS = {"qwen3.6-moe-genai": "qwen35", "qwen3.6-dense-genai": "qwen35"}
 
@@ -114,9 +122,9 @@ def main():
     import gguf
     out_dir = ROOT / "testdata" / "gguf_reference"
     out_dir.mkdir(parents=True, exist_ok=True)
-    chosen = sys.argv[2:] or list(FIXTURES) + list(TRUNKS)
+    chosen = sys.argv[2:] or list(FIXTURES) + list(TRUNKS) + list(TRUNK_ONLY)
     for fx in chosen:
-        pre = FIXTURES.get(fx) or TRUNKS[fx]
+        pre = FIXTURES.get(fx) or TRUNKS.get(fx) or TRUNK_ONLY[fx]
         src = ROOT / "testdata" / "fixtures" / fx
         with tempfile.TemporaryDirectory() as tmp:
             d = Path(tmp) / fx
@@ -126,6 +134,11 @@ def main():
             if fx not in OWN_TOKENIZER:
                 for f in (ROOT / "testdata" / "tokenizer-tiny").iterdir():
                     os.symlink(f, d / f.name)
+            if fx in TRUNK_ONLY:
+                for ot in OUTTYPES:
+                    f = convert(llama, pre, d, tmp, "trunk-" + ot, "--outtype", ot)
+                    record(f, gguf, out_dir / f"{fx}-trunk-{ot}.json")
+                continue
             if fx in TRUNKS:
                 trunk = convert(llama, pre, d, tmp, "nomtp", "--no-mtp", "--outtype", "bf16")
                 shutil.copyfile(trunk, out_dir / f"{fx}-nomtp-bf16.gguf")

@@ -1,0 +1,48 @@
+package model
+
+// DeepSeek-V3, V3.1 and R1 (DeepseekV3ForCausalLM): the lineage's layout
+// (deepseek.go) with multi-head latent attention, its NextN layer at
+// model.layers.61, which llama.cpp runs as its deepseek2 architecture. The
+// reference converter drops that layer (DeepseekV2Model.skip_mtp), but
+// deepseek2's MTP draft graph (src/models/deepseek2.cpp graph_mtp, written
+// for GLM-4.7-Flash) is generic MLA + MoE with q_lora, group routing and
+// YaRN, and drafts with the head this file describes; see docs/glm.md.
+
+func init() { RegisterFamily(deepseekV3{}) }
+
+type deepseekV3 struct{}
+
+func (deepseekV3) Name() string { return "deepseek_v3" }
+
+func (deepseekV3) Matches(id Identity) bool {
+	return MatchesIdentity(id, []string{"deepseek_v3"}, "DeepseekV3ForCausalLM")
+}
+
+// dsv3 is the family as the lineage's files know it; its defaults are
+// DeepseekV3Config's (head_dim is qk_rope_head_dim, all rotary).
+var dsv3 = deepseekFamily{name: "DeepSeek-V3/V3.1/R1", defaults: ConfigDefaults{PartialRotaryFactor: 1, RMSNormEps: 1e-6, RopeTheta: 10000},
+	mla: true, quantRefusal: func(string) string {
+		return "DeepSeek-V3's releases store block FP8 (weight_scale_inv, weight_block_size 128 × 128), the only quantized layout this tool reads"
+	}}
+
+func (deepseekV3) ParseConfig(raw []byte) (*Config, error) {
+	c, err := parseDeepSeekConfig(raw, dsv3)
+	if err != nil {
+		return nil, err
+	}
+	c.HeadDim = c.DeepSeek.QKRopeHeadDim // the configuration class's attribute map
+	return c, nil
+}
+
+func (deepseekV3) Spec(c *Config) *Spec {
+	s := deepseekSpec(c, dsv3)
+	s.GGUF = GGUFSpec{
+		Arch: "deepseek2", PreTokenizer: "deepseek-v3",
+		Top:      deepseekGGUFTop,
+		Layer:    deepseek2GGUFLayer,
+		Hparams:  deepseek2GGUFHparams,
+		Metadata: deepseek2GGUFMetadata,
+	}
+	s.OpenVINO = OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."}
+	return s
+}

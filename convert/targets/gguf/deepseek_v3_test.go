@@ -1,0 +1,165 @@
+package gguf_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/source"
+	gg "github.com/mtpconv/mtpconv/formats/gguf"
+	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/internal/testfs"
+	"github.com/mtpconv/mtpconv/manifests"
+)
+
+// The reference converter drops DeepSeek-V3's NextN layer and writes only
+// the trunk (recorded by interop/reference_gguf.py as
+// deepseek-v3-tiny-trunk-*.json): our sidecar has its every key and value
+// but block_count, which counts the head, plus nextn_predict_layers 1, and
+// the tensors both hold (token_embd, output_norm, output) byte for byte;
+// everything else is block n_layer's.
+func TestDeepSeekV3SidecarEqualsReferenceTrunk(t *testing.T) {
+	for _, prec := range []string{"bf16", "f16"} {
+		t.Run(prec, func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join(fixtures.Root(), "testdata", "gguf_reference", fixtures.DeepSeekV3+"-trunk-"+prec+".json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ref reference
+			if err := json.Unmarshal(raw, &ref); err != nil {
+				t.Fatal(err)
+			}
+			path := exportTo(t, fixtures.Ensure(t, fixtures.DeepSeekV3), prec)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := gg.Read(bytes.NewReader(data), int64(len(data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			refTensors := map[string]bool{}
+			for _, rt := range ref.Tensors {
+				refTensors[rt.Name] = true
+			}
+			shared := 0
+			for _, ti := range f.Tensors {
+				if !strings.HasPrefix(ti.Name, "blk.") {
+					shared++
+					if !refTensors[ti.Name] {
+						t.Errorf("tensor %s is not the reference's", ti.Name)
+					}
+				} else if !strings.HasPrefix(ti.Name, "blk.2.") {
+					t.Errorf("tensor %s outside the NextN block 2", ti.Name)
+				}
+			}
+			for _, rt := range ref.Tensors {
+				if strings.HasPrefix(rt.Name, "blk.") {
+					continue
+				}
+				var ti *gg.TensorInfo
+				for i := range f.Tensors {
+					if f.Tensors[i].Name == rt.Name {
+						ti = &f.Tensors[i]
+					}
+				}
+				if ti == nil {
+					t.Errorf("tensor %s missing", rt.Name)
+					continue
+				}
+				n, _ := ti.Bytes()
+				sum := sha256.Sum256(data[f.DataOffset+ti.Offset : f.DataOffset+ti.Offset+n])
+				if ti.Type.String() != rt.Type || hex.EncodeToString(sum[:]) != rt.SHA256 {
+					t.Errorf("tensor %s: %s %x; the reference has %s %s", rt.Name, ti.Type, sum[:6], rt.Type, rt.SHA256[:12])
+				}
+			}
+			if shared != 3 {
+				t.Errorf("%d tensors outside blocks", shared)
+			}
+			for k, rv := range ref.Metadata {
+				if provenance[k] {
+					continue
+				}
+				v, ok := f.Lookup(k)
+				if !ok {
+					t.Errorf("metadata %s missing", k)
+					continue
+				}
+				if v.Type == gg.TypeArray {
+					s := sha256.Sum256([]byte(pyJSON(v)))
+					if rv.Type != "arr" || hex.EncodeToString(s[:]) != rv.SHA256 || v.Len() != rv.Len {
+						t.Errorf("metadata %s: %d elements hashing %x; the reference has %d hashing %s", k, v.Len(), s[:6], rv.Len, rv.SHA256[:12])
+					}
+					continue
+				}
+				var want any
+				json.Unmarshal(rv.Value, &want)
+				var got any = v.V
+				if n, ok := v.Int(); ok {
+					got = float64(n)
+				} else if x, ok := v.V.(float32); ok {
+					got = float64(x)
+				}
+				if k == "deepseek2.block_count" {
+					want = want.(float64) + 1 // the NextN layer
+				}
+				if refTypes[v.Type] != rv.Type || got != want {
+					t.Errorf("metadata %s: %s %v; the reference has %s %v", k, v.Type, v.V, rv.Type, want)
+				}
+			}
+			for _, kv := range f.KV {
+				if _, ok := ref.Metadata[kv.Key]; !ok && !provenance[kv.Key] && kv.Key != "deepseek2.nextn_predict_layers" {
+					t.Errorf("metadata %s is not in the reference", kv.Key)
+				}
+			}
+			if n, ok := f.Uint("deepseek2.nextn_predict_layers"); !ok || n != 1 {
+				t.Errorf("nextn_predict_layers %d", n)
+			}
+		})
+	}
+}
+
+// DeepSeek-V3's official release stores block FP8 (kv_b_proj, which the
+// target splits, included): its sidecar is byte for byte that of the
+// dequantized twin, at bf16 and Q8_0, and verify --src recomputes it from
+// the FP8 source.
+func TestDeepSeekV3FP8Sidecar(t *testing.T) {
+	for _, prec := range []string{"bf16", "int8"} {
+		var files [2][]byte
+		for i, fx := range []string{fixtures.DeepSeekV3FP8, fixtures.DeepSeekV3FP8Dequant} {
+			src := filepath.Join(t.TempDir(), "deepseek-v3")
+			if err := os.Mkdir(src, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			testfs.LinkDir(t, fixtures.Ensure(t, fx), src)
+			path := exportTo(t, src, prec)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[i] = b
+			if i > 0 {
+				continue
+			}
+			m, err := model.Load(source.Dir(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := manifests.Verify(context.Background(), filepath.Dir(path), m.Checkpoint)
+			m.Checkpoint.Close()
+			if err != nil || !rep.OK || rep.Recomputed != rep.Tensors {
+				t.Errorf("%s: verify --src: %v %+v", prec, err, rep)
+			}
+		}
+		if !bytes.Equal(files[0], files[1]) {
+			t.Errorf("%s: the FP8 source's sidecar differs from the dequantized twin's", prec)
+		}
+	}
+}
