@@ -37,6 +37,7 @@ type Request struct {
 	BaseModel       string // Hub id of the source model, for the model files and the card; default from the source (Model.Origin)
 	License         string // for the card; default from the source README
 	Version         string // the tool's version, recorded in the outputs
+	AllowLossyHead  bool   // write a head whose quantization loses a half of its concat projection
 
 	// Fetcher, for a remote source, fetches the plan's byte ranges up front
 	// and counts what it received.
@@ -173,6 +174,11 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 		if err != nil {
 			return err
 		}
+		healthNotes, err := headHealth(res.Tensors, r.AllowLossyHead)
+		if err != nil {
+			return err
+		}
+		oc.Notes = append(oc.Notes, healthNotes...)
 		if finishes {
 			files, err := fin.Finish(dir, m, plan, prov, res)
 			if err != nil {
