@@ -62,7 +62,7 @@ func headHealth(tensors []manifests.Tensor, allow bool) (notes []string, err err
 		notes = append(notes, v.Degraded...)
 	}
 	if len(lost) > 0 && !allow {
-		return nil, fmt.Errorf("the head would load and draft at about 0 %%, so nothing was written: %s (a grouped precision keeps both halves; --allow-lossy-head writes it anyway)", strings.Join(lost, "; "))
+		return nil, fmt.Errorf("the head would load and draft at about 0 %%, so nothing was written: %s (a precision whose scales are per group of at most 256 columns and do not underflow keeps both halves: MLX int4/int8, mxfp4, mxfp8, OpenVINO int4, every GGUF type; --allow-lossy-head writes it anyway)", strings.Join(lost, "; "))
 	}
 	for _, l := range lost {
 		notes = append(notes, "written as asked (--allow-lossy-head), though the head cannot draft: "+l)

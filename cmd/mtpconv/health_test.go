@@ -1,0 +1,148 @@
+package main
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/manifests"
+	"github.com/mtpconv/mtpconv/quant"
+)
+
+// withTensorValues copies a fixture into a temporary folder with the bf16
+// tensor name's values changed by edit (row r, column c of rows of rowLen).
+func withTensorValues(t *testing.T, fixture, name string, edit func(r, c int64, v float32) float32) string {
+	t.Helper()
+	src := fixtures.Ensure(t, fixture)
+	dir := t.TempDir()
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range ents {
+		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(e.Name(), ".safetensors") {
+			f, fi, err := st.OpenRegular(filepath.Join(src, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := st.ReadHeader(f, fi.Size(), e.Name())
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ti := range h.Tensors {
+				if ti.Name != name {
+					continue
+				}
+				if ti.DType != st.BF16 {
+					t.Fatalf("%s is %s, not BF16", name, ti.DType)
+				}
+				found = true
+				rowLen := ti.Shape[len(ti.Shape)-1]
+				for i := int64(0); i < ti.Elements(); i++ {
+					at := ti.Begin + 2*i
+					v := quant.BF16ToF32(binary.LittleEndian.Uint16(b[at:]))
+					binary.LittleEndian.PutUint16(b[at:], quant.F32ToBF16(edit(i/rowLen, i%rowLen, v)))
+				}
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !found {
+		t.Fatalf("%s holds no %s", fixture, name)
+	}
+	return dir
+}
+
+// scaledFC is the GenAI fixture with the embedding half of mtp.fc (its
+// first hidden columns: Qwen concatenates [embedding, hidden]) ratio times
+// smaller than the hidden half, as in the released heads.
+func scaledFC(t *testing.T, ratio float32) string {
+	return withTensorValues(t, fixtures.Qwen36GenAI, "mtp.fc.weight", func(r, c int64, v float32) float32 {
+		if c < 64 { // hidden size 64: rows of 128
+			return v / ratio
+		}
+		return v
+	})
+}
+
+// A per-row int4 concat projection (group 128 over rows of 128) at the
+// 25x column-scale ratio loses its embedding half: the export refuses it and
+// writes nothing; --allow-lossy-head writes it, the manifest records the
+// halves' errors, and verify --src fails on it. The default group keeps both
+// halves, and OpenVINO's per-channel int8 is noted as degraded.
+func TestHeadHealthExport(t *testing.T) {
+	src := scaledFC(t, 25)
+	out := filepath.Join(t.TempDir(), "o")
+	lossy := []string{"export", "--src", src, "--target", "mlx", "--head-precision", "int4", "--group-size", "128", "--out", out}
+	code, _, stderr := runCLI(t, lossy...)
+	if code != 1 || !strings.Contains(stderr, "fc.weight: its embedding half's quantization error is 1.00") || !strings.Contains(stderr, "--allow-lossy-head") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("a refused export left %s: %v", out, err)
+	}
+	code, stdout, stderr := runCLI(t, append(lossy, "--allow-lossy-head", "--json")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var sum exportSummary
+	json.Unmarshal([]byte(stdout), &sum)
+	if !strings.Contains(strings.Join(sum.Notes, "\n"), "written as asked (--allow-lossy-head)") {
+		t.Errorf("notes %v", sum.Notes)
+	}
+	m, err := manifests.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fc := tensorRecord(t, m, "fc.weight")
+	if q := fc.QuantError; q == nil || len(q.Parts) != 2 || q.Parts[0].Name != "embedding" || q.Parts[0].RelRMS < 0.99 || q.Parts[0].ZeroRows != q.Parts[0].Rows || q.Parts[1].RelRMS > 0.2 {
+		t.Errorf("manifest records %+v", fc.QuantError)
+	}
+	code, stdout, _ = runCLI(t, "verify", out, "--src", src)
+	if code != 1 || !strings.Contains(stdout, "FAIL head_half_lost") || !strings.Contains(stdout, "embedding half 1.000") {
+		t.Errorf("verify --src of a lost head: exit %d\n%s", code, stdout)
+	}
+
+	good := filepath.Join(t.TempDir(), "good")
+	code, stdout, stderr = runCLI(t, "export", "--src", src, "--target", "mlx", "--head-precision", "int4", "--out", good)
+	if code != 0 || !strings.Contains(stdout+stderr, "note: fc.weight: quantization error (relative RMS) embedding half 0.0") {
+		t.Fatalf("int4 group 64: exit %d: %s%s", code, stdout, stderr)
+	}
+	code, stdout, _ = runCLI(t, "verify", good, "--src", src)
+	if code != 0 || !strings.Contains(stdout, "head fc.weight: quantization error (relative RMS) embedding half 0.0") {
+		t.Errorf("verify --src: exit %d\n%s", code, stdout)
+	}
+
+	ov := filepath.Join(t.TempDir(), "ov")
+	code, stdout, stderr = runCLI(t, "export", "--src", src, "--target", "openvino", "--head-precision", "int8", "--out", ov)
+	if code != 0 || !strings.Contains(stdout+stderr, "drafts are accepted less often") {
+		t.Errorf("openvino int8 per channel at 25x: exit %d: %s%s", code, stdout, stderr)
+	}
+}
+
+func tensorRecord(t *testing.T, m *manifests.Manifest, name string) *manifests.Tensor {
+	t.Helper()
+	for i := range m.Tensors {
+		if m.Tensors[i].Name == name {
+			return &m.Tensors[i]
+		}
+	}
+	t.Fatalf("the manifest records no %s", name)
+	return nil
+}
