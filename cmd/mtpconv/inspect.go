@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/mtpconv/mtpconv/convert/health"
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	ggtarget "github.com/mtpconv/mtpconv/convert/targets/gguf"
@@ -116,18 +117,46 @@ func inspectOutput(c *cli.Context, dir string) (bool, error) {
 		if err != nil {
 			return true, err
 		}
+		hr, err := mlx.HeadHealth(dir)
+		if err != nil {
+			return true, err
+		}
 		if c.Bool("json") {
-			return true, printJSON(c, r)
+			if err := printJSON(c, struct {
+				*mlx.FolderReport
+				HeadHealth *health.Report `json:"head_health,omitempty"`
+			}{r, hr}); err != nil {
+				return true, err
+			}
+			return true, strictHealth(c, hr)
 		}
 		r.WriteText(c.App.Writer)
-		return true, foreignMLXWarning(c, dir)
+		if hr != nil {
+			hr.WriteText(c.App.Writer)
+		}
+		if err := foreignMLXWarning(c, dir); err != nil {
+			return true, err
+		}
+		return true, strictHealth(c, hr)
 	}
 	if err != nil {
 		return true, fmt.Errorf("%s: %w", dir, err)
 	}
 	s := manifests.Summarize(m, targets.CardOf(m))
+	var hr *health.Report
+	if m.Target == "mlx" || m.Target == "combined" {
+		if hr, err = mlx.HeadHealth(dir); err != nil {
+			return true, err
+		}
+	}
 	if c.Bool("json") {
-		return true, printJSON(c, s)
+		if err := printJSON(c, struct {
+			*manifests.Summary
+			HeadHealth *health.Report `json:"head_health,omitempty"`
+		}{s, hr}); err != nil {
+			return true, err
+		}
+		return true, strictHealth(c, hr)
 	}
 	w := c.App.Writer
 	fmt.Fprintf(w, "output:        %s (mtpconv %s, target %s)\n", dir, s.Tool.Version, s.Target)
@@ -150,10 +179,21 @@ func inspectOutput(c *cli.Context, dir string) (bool, error) {
 			fmt.Fprintf(w, "  builds on    %s %d bytes sha256 %s (checked by verify)\n", k.Name, k.Size, k.SHA256)
 		}
 	}
+	if hr != nil {
+		hr.WriteText(w)
+	}
 	for _, x := range s.Warnings {
 		fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", x)
 	}
-	return true, nil
+	return true, strictHealth(c, hr)
+}
+
+// strictHealth is --strict's verdict on a head's stored values.
+func strictHealth(c *cli.Context, hr *health.Report) error {
+	if !c.Bool("strict") || hr == nil {
+		return nil
+	}
+	return hr.Err()
 }
 
 // foreignMLXWarning warns when an MLX safetensors file (format mlx) in dir
@@ -193,18 +233,44 @@ func inspectGGUF(c *cli.Context, path string) (bool, error) {
 	}
 	s := gguf.Summarize(filepath.Base(path), size, f)
 	s.AddHead = ggtarget.AddHeadCommand(path, f, s)
-	if c.Bool("hash") || c.Bool("strict") {
-		return true, usagef("inspect of a GGUF file takes --json only")
+	if c.Bool("hash") {
+		return true, usagef("inspect of a GGUF file takes --json and --strict only")
+	}
+	var hr *health.Report
+	if s.MTPHead || s.MTPOnly {
+		if hr, err = ggtarget.HeadHealth(path, f, s); err != nil {
+			return true, err
+		}
 	}
 	// Every list shown is capped, as for checkpoints; JSON gives the count.
 	count := len(s.Problems)
+	strict := strictGGUF(c, s.Problems, hr)
 	s.Problems = model.CapList(s.Problems, "problems")
 	if c.Bool("json") {
-		return true, printJSON(c, struct {
+		if err := printJSON(c, struct {
 			*gguf.Summary
-			ProblemCount int `json:"problem_count"`
-		}{s, count})
+			ProblemCount int            `json:"problem_count"`
+			HeadHealth   *health.Report `json:"head_health,omitempty"`
+		}{s, count, hr}); err != nil {
+			return true, err
+		}
+		return true, strict
 	}
 	s.WriteText(c.App.Writer)
-	return true, nil
+	if hr != nil {
+		hr.WriteText(c.App.Writer)
+	}
+	return true, strict
+}
+
+// strictGGUF is --strict's verdict on a GGUF file: its problems, then its
+// head's health.
+func strictGGUF(c *cli.Context, problems []string, hr *health.Report) error {
+	if !c.Bool("strict") {
+		return nil
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%d problems: %s", len(problems), strings.Join(problems, "; "))
+	}
+	return strictHealth(c, hr)
 }
