@@ -118,6 +118,10 @@ func TestHeadHealthExport(t *testing.T) {
 	if code != 1 || !strings.Contains(stdout, "FAIL head_half_lost") || !strings.Contains(stdout, "embedding half 1.000") {
 		t.Errorf("verify --src of a lost head: exit %d\n%s", code, stdout)
 	}
+	code, stdout, stderr = runCLI(t, "inspect", out, "--strict")
+	if code != 1 || !strings.Contains(stdout, "fc.weight: 64 of its 64 rows are all zeros in its embedding half") {
+		t.Errorf("inspect --strict of a lost head, without its source: exit %d\n%s%s", code, stdout, stderr)
+	}
 
 	good := filepath.Join(t.TempDir(), "good")
 	code, stdout, stderr = runCLI(t, "export", "--src", src, "--target", "mlx", "--head-precision", "int4", "--out", good)
@@ -145,4 +149,98 @@ func tensorRecord(t *testing.T, m *manifests.Manifest, name string) *manifests.T
 	}
 	t.Fatalf("the manifest records no %s", name)
 	return nil
+}
+
+// withTokenizer adds the tiny test tokenizer to a source folder (the gguf
+// target needs a vocabulary).
+func withTokenizer(t *testing.T, dir string) string {
+	t.Helper()
+	names, _ := filepath.Glob(filepath.Join(fixtures.Root(), "testdata", "tokenizer-tiny", "*"))
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(n)), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// One case per failure kind, in a GGUF file and in an MLX folder, each
+// found by inspect from the stored values alone and failed by --strict;
+// our own exports of the fixture at every precision pass.
+func TestHeadHealthInspect(t *testing.T) {
+	type edit struct {
+		tensor string
+		fn     func(r, c int64, v float32) float32
+	}
+	kinds := []struct {
+		name string
+		edit *edit
+		want string // "" healthy
+	}{
+		{"healthy", nil, ""},
+		{"embedding half zero", &edit{"mtp.fc.weight", func(r, c int64, v float32) float32 {
+			if c < 64 {
+				return 0
+			}
+			return v
+		}}, "rows are all zeros in its embedding half"},
+		{"zeroed head tensor", &edit{"mtp.layers.0.self_attn.q_proj.weight", func(r, c int64, v float32) float32 { return 0 }}, "every value is zero"},
+		{"norm shifted twice", &edit{"mtp.pre_fc_norm_embedding.weight", func(r, c int64, v float32) float32 { return v + 1 }}, "the +1 of the zero-centred RMSNorm was applied twice"},
+	}
+	exports := []struct {
+		name string
+		args []string
+		file string // inspected: a file of the output, or the folder ("")
+	}{
+		{"gguf bf16", []string{"--target", "gguf"}, "*.gguf"},
+		{"gguf Q4_K_M", []string{"--target", "gguf", "--head-precision", "int4"}, "*.gguf"},
+		{"mlx int4", []string{"--target", "mlx", "--head-precision", "int4"}, ""},
+		{"combined mxfp4", []string{"--target", "combined", "--head-precision", "mxfp4", "--trunk-precision", "int4"}, ""},
+	}
+	for _, k := range kinds {
+		src := fixtures.Ensure(t, fixtures.Qwen36GenAI)
+		if k.edit != nil {
+			src = withTensorValues(t, fixtures.Qwen36GenAI, k.edit.tensor, k.edit.fn)
+		} else {
+			src = withTensorValues(t, fixtures.Qwen36GenAI, "mtp.fc.weight", func(r, c int64, v float32) float32 { return v })
+		}
+		withTokenizer(t, src)
+		for _, x := range exports {
+			t.Run(k.name+"/"+x.name, func(t *testing.T) {
+				out := filepath.Join(t.TempDir(), "o")
+				if code, _, stderr := runCLI(t, append([]string{"export", "--src", src, "--out", out, "--quiet"}, x.args...)...); code != 0 {
+					t.Fatalf("export: exit %d: %s", code, stderr)
+				}
+				target := out
+				if x.file != "" {
+					m, _ := filepath.Glob(filepath.Join(out, x.file))
+					if len(m) != 1 {
+						t.Fatalf("%s: %v", x.file, m)
+					}
+					target = m[0]
+				}
+				code, stdout, stderr := runCLI(t, "inspect", target, "--strict")
+				switch {
+				case k.want == "" && (code != 0 || !strings.Contains(stdout, "from their stored values: OK")):
+					t.Errorf("a healthy head: exit %d\n%s%s", code, stdout, stderr)
+				case k.want != "" && (code != 1 || !strings.Contains(stdout, k.want) || !strings.Contains(stderr, k.want)):
+					t.Errorf("exit %d, want 1 and %q\n%s%s", code, k.want, stdout, stderr)
+				}
+				code, stdout, _ = runCLI(t, "inspect", target, "--json")
+				var r struct {
+					HeadHealth *struct {
+						Checked  int      `json:"tensors_checked"`
+						Problems []string `json:"problems"`
+					} `json:"head_health"`
+				}
+				if err := json.Unmarshal([]byte(stdout), &r); err != nil || code != 0 || r.HeadHealth == nil || r.HeadHealth.Checked < 10 || (len(r.HeadHealth.Problems) > 0) != (k.want != "") {
+					t.Errorf("inspect --json: exit %d, %v: %+v", code, err, r.HeadHealth)
+				}
+			})
+		}
+	}
 }

@@ -235,3 +235,18 @@ func TestZeroRowsAgainstSource(t *testing.T) {
 		t.Errorf("a stored zero embedding half: %+v", v)
 	}
 }
+
+func TestKindOf(t *testing.T) {
+	for name, want := range map[string]Kind{
+		"blk.4.nextn.enorm.weight": KindNorm, "blk.4.attn_norm.weight": KindNorm, "pre_fc_norm_embedding.weight": KindNorm,
+		"mtp.norm.weight": KindNorm, "model.layers.3.shared_head.norm.weight": KindNorm, "blk.4.nextn.shared_head_norm.weight": KindNorm,
+		"blk.4.attn_q_norm.weight": KindVector, "layers.0.self_attn.k_norm.weight": KindVector, "blk.4.exp_probs_b.bias": KindVector,
+	} {
+		if got := KindOf(name, 1); got != want {
+			t.Errorf("%s: %v, want %v", name, got, want)
+		}
+	}
+	if KindOf("mtp.fc.weight", 2) != KindWeight {
+		t.Error("a matrix is not a weight")
+	}
+}

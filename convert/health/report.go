@@ -80,13 +80,16 @@ func (r *Report) Check(name string, k Kind, parts []Part, rows, rowLen int64, e 
 }
 
 // KindOf is what a head tensor of the given name and dimensions is: a norm
-// (named *norm.weight, but not the attention's q/k norms, whose trained
-// scale is free), a vector, or a weight.
+// (a 1-D weight whose module is named *norm*: attn_norm, enorm,
+// pre_fc_norm_embedding, shared_head.norm; but not the attention's q/k
+// norms, whose trained scale is free), a vector, or a weight.
 func KindOf(name string, dims int) Kind {
+	module := strings.TrimSuffix(name, ".weight")
+	module = module[strings.LastIndex(module, ".")+1:]
 	switch {
 	case dims >= 2:
 		return KindWeight
-	case strings.HasSuffix(name, "norm.weight") && !strings.Contains(name, "q_norm") && !strings.Contains(name, "k_norm"):
+	case strings.HasSuffix(name, ".weight") && strings.Contains(module, "norm") && !strings.Contains(module, "q_norm") && !strings.Contains(module, "k_norm"):
 		return KindNorm
 	}
 	return KindVector
