@@ -36,6 +36,9 @@ type HalfStats struct {
 	ZeroRows int64   `json:"zero_rows"`
 }
 
+// maxShown caps the problems printed as text.
+const maxShown = 20
+
 // chunkElems bounds the values decoded at once: a head's stacked experts
 // are gigabytes as float32.
 const chunkElems = 1 << 20
@@ -112,8 +115,12 @@ func (r *Report) WriteText(w io.Writer) {
 	for _, u := range r.Unchecked {
 		fmt.Fprintf(w, "  not checked: %s\n", u)
 	}
-	for _, p := range r.Problems {
-		fmt.Fprintf(w, "  problem: %s\n", p)
+	for i, p := range r.Problems {
+		if i == maxShown {
+			fmt.Fprintf(w, "  unhealthy: and %d more (--json lists them all)\n", len(r.Problems)-maxShown)
+			break
+		}
+		fmt.Fprintf(w, "  unhealthy: %s\n", p)
 	}
 }
 
