@@ -209,6 +209,17 @@ func TestHeadHealthInspect(t *testing.T) {
 			src = withTensorValues(t, fixtures.Qwen36GenAI, "mtp.fc.weight", func(r, c int64, v float32) float32 { return v })
 		}
 		withTokenizer(t, src)
+		// The checkpoint itself, whose zero-centred norms are stored raw (w).
+		t.Run(k.name+"/checkpoint", func(t *testing.T) {
+			want := strings.ReplaceAll(k.want, "was applied twice", "is already applied, and loaders add it again")
+			code, stdout, stderr := runCLI(t, "inspect", src, "--strict")
+			switch {
+			case want == "" && (code != 0 || !strings.Contains(stdout, "from their stored values: OK")):
+				t.Errorf("a healthy head: exit %d\n%s%s", code, stdout, stderr)
+			case want != "" && (code != 1 || !strings.Contains(stdout, want)):
+				t.Errorf("exit %d, want 1 and %q\n%s%s", code, want, stdout, stderr)
+			}
+		})
 		for _, x := range exports {
 			t.Run(k.name+"/"+x.name, func(t *testing.T) {
 				out := filepath.Join(t.TempDir(), "o")

@@ -44,7 +44,7 @@ func inspectCommand() *cli.Command {
 					return err
 				}
 			}
-			m, _, closeModel, err := loadModel(c, dir)
+			m, remote, closeModel, err := loadModel(c, dir)
 			if err != nil {
 				return err
 			}
@@ -58,8 +58,19 @@ func inspectCommand() *cli.Command {
 					return err
 				}
 			}
+			// The head's stored values: read from a local checkpoint, and
+			// from the Hub only for --strict (its head is fetched by range).
+			var hr *health.Report
+			if m.HeadError() == nil && (remote == nil || c.Bool("strict")) {
+				if hr, err = m.HeadHealth(c.Context); err != nil {
+					return err
+				}
+			}
 			if c.Bool("json") {
-				if err := printJSON(c, r); err != nil {
+				if err := printJSON(c, struct {
+					*model.Report
+					HeadHealth *health.Report `json:"head_health,omitempty"`
+				}{r, hr}); err != nil {
 					return err
 				}
 			} else {
@@ -67,9 +78,15 @@ func inspectCommand() *cli.Command {
 				if c.Bool("hash") {
 					r.WriteHashes(c.App.Writer)
 				}
+				if hr != nil {
+					hr.WriteText(c.App.Writer)
+				}
 			}
 			if c.Bool("strict") {
-				return m.HeadError()
+				if err := m.HeadError(); err != nil {
+					return err
+				}
+				return strictHealth(c, hr)
 			}
 			return nil
 		},
