@@ -255,3 +255,42 @@ func TestHeadHealthInspect(t *testing.T) {
 		}
 	}
 }
+
+// Our own exports at every precision of every target pass: no note of a
+// lost or degraded half, verify --src finds nothing, and inspect --strict of
+// the GGUF and MLX outputs exits 0.
+func TestHeadHealthOwnExports(t *testing.T) {
+	src := withTokenizer(t, withTensorValues(t, fixtures.Qwen36GenAI, "mtp.fc.weight", func(r, c int64, v float32) float32 { return v }))
+	var exports [][]string
+	for _, p := range []string{"bf16", "f16", "int2", "int3", "int4", "int5", "int6", "int8", "mxfp4", "mxfp8", "nvfp4"} {
+		exports = append(exports, []string{"--target", "mlx", "--head-precision", p})
+	}
+	for _, p := range []string{"f16", "int8", "int4"} {
+		exports = append(exports, []string{"--target", "openvino", "--head-precision", p})
+	}
+	for _, p := range []string{"F16", "BF16", "Q8_0", "Q4_0", "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q6_K"} {
+		exports = append(exports, []string{"--target", "gguf", "--gguf-type", p})
+	}
+	for _, args := range exports {
+		t.Run(strings.Join(args[1:], " "), func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "o")
+			code, stdout, stderr := runCLI(t, append([]string{"export", "--src", src, "--out", out}, args...)...)
+			if code != 0 || strings.Contains(stdout+stderr, "drafts are accepted less often") || strings.Contains(stdout+stderr, "cannot draft") {
+				t.Fatalf("export: exit %d: %s%s", code, stdout, stderr)
+			}
+			if code, stdout, _ := runCLI(t, "verify", out, "--src", src); code != 0 || strings.Contains(stdout, "head_half") {
+				t.Errorf("verify --src: exit %d\n%s", code, stdout)
+			}
+			target := out
+			if args[1] == "gguf" {
+				m, _ := filepath.Glob(filepath.Join(out, "*.gguf"))
+				target = m[0]
+			}
+			if args[1] != "openvino" {
+				if code, stdout, stderr := runCLI(t, "inspect", target, "--strict"); code != 0 || !strings.Contains(stdout, "from their stored values: OK") {
+					t.Errorf("inspect --strict: exit %d\n%s%s", code, stdout, stderr)
+				}
+			}
+		})
+	}
+}
