@@ -154,6 +154,11 @@ type GGUFSpec struct {
 	// Metadata sets the family's own architecture keys after the base ones
 	// (Model.GGUFMetadata), in the reference converter's order.
 	Metadata func(m *Model, h Hparams, g *GGUFKeys) error
+	// ChainedHeads: llama.cpp's draft graph for the architecture runs
+	// several MTP layers, chained (each drafts from the hidden state the one
+	// before it computed, with its own shared head): Step-3.5/3.7, MiMo-V2,
+	// Hy3. Without it the target takes one MTP layer, as the runtime asserts.
+	ChainedHeads bool
 	// SpecialTokens are the special-token ids the reference converter sets
 	// for the family over tokenizer_config.json's, by token text, in its order.
 	SpecialTokens []SpecialToken
@@ -313,6 +318,9 @@ func detectFamily(id Identity) (Family, error) {
 		if f.Matches(id) {
 			return f, nil
 		}
+	}
+	if err := unsupportedFamily(id); err != nil {
+		return nil, err
 	}
 	return nil, fmt.Errorf("model_type %q (architectures %v) is not a supported family (%s)",
 		id.ModelType, id.Architectures, strings.Join(Families(), ", "))

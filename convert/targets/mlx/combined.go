@@ -1,6 +1,7 @@
 package mlx
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -192,16 +193,23 @@ func shard(tensors []plan.OutTensor, max int64) ([]plan.OutTensor, []string, []b
 
 // Card: the trunk loads with stock mlx-lm; the head rides along inline.
 func (combined) Card(man *manifests.Manifest) manifests.TargetCard {
+	precision := man.Options["trunk_precision"]
+	if h := man.Options["head_precision"]; h != "" && h != precision {
+		precision = cmp.Or(precision, "trunk") + ", head " + h
+	}
+	if r := man.Options["trunk_recipe"]; r != "" {
+		precision = r + ", head " + man.Options["head_precision"]
+	}
 	return manifests.TargetCard{
-		Library:   "mlx",
-		What:      "one MLX file holding the trunk in stock mlx-lm's layout plus the MTP head inline (`mtp.*`)",
-		Pairing:   "The trunk is the whole model; the head in the same file drafts for it.",
+		Library: "mlx", Consumer: "MLX", Whole: true, TitlePrecision: precision,
+		What:      "the whole model in one MLX file: the trunk in stock mlx-lm's layout plus its multi-token-prediction (MTP) head inline (`mtp.*`)",
+		Pairing:   "It runs alone: stock mlx-lm generates with the trunk, and engines that draft with `mtp.*` find the head in the same file.",
 		Experts:   "stacked as mlx-lm's `switch_mlp` `[E, out, in]`",
 		Warnings:  []string{OldMLXLMWarning},
 		Precision: precisionLines(man),
 		HowToRun: []string{
 			"The trunk loads with stock mlx-lm (0.32.2 tested; versions 0.30.7 to 0.31.3 shift the norms a second time when `mtp.*` keys are present, do not use them):",
-			"", "```sh", "mlx_lm.generate --model PATH/TO/THIS/FOLDER --prompt \"Hello\"", "```", "",
+			"", "```sh", "mlx_lm.generate --model {repo} --prompt \"The capital of France is\"", "```", "",
 			"One-file engines such as lemon-mlx-engine read the `mtp.*` head from the same file.",
 		},
 	}

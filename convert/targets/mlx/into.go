@@ -271,7 +271,11 @@ func (cb combined) PlanInto(dir string, m *model.Model, uo targets.Options) (*pl
 			trunkBytes += fi.Size()
 		}
 	}
-	p.Notes = append(p.Notes, fmt.Sprintf("the trunk's %d weight files (%.2f GB) are left as they are and hashed once, so verify can tell they are unchanged", len(f.weights), float64(trunkBytes)/1e9))
+	kept := fmt.Sprintf("the trunk's %d weight files (%.2f GB) are left as they are and hashed once, so verify can tell they are unchanged", len(f.weights), float64(trunkBytes)/1e9)
+	if len(f.weights) == 1 {
+		kept = fmt.Sprintf("the trunk's weight file (%.2f GB) is left as it is and hashed once, so verify can tell it is unchanged", float64(trunkBytes)/1e9)
+	}
+	p.Notes = append(p.Notes, kept)
 	if f.index != nil {
 		idx, err := f.updatedIndex(pl.Out)
 		if err != nil {
