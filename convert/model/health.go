@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"strings"
 
 	"github.com/mtpconv/mtpconv/convert/health"
 	"github.com/mtpconv/mtpconv/convert/run/rows"
@@ -14,12 +15,6 @@ import (
 // checkpoint stores w, applied as 1+w), a plain one on 1.
 func (m *Model) HeadHealth(ctx context.Context) (*health.Report, error) {
 	r := &health.Report{Problems: []string{}}
-	var fc string
-	embeddingFirst := true
-	if m.Spec.Forward != nil {
-		f := m.Spec.Forward(m)
-		fc, embeddingFirst = f.FC, f.EmbeddingFirst
-	}
 	rd := rows.NewReader(m.Checkpoint)
 	for _, name := range m.HeadTensors() {
 		t := m.Checkpoint.Tensors[name]
@@ -32,8 +27,8 @@ func (m *Model) HeadHealth(ctx context.Context) (*health.Report, error) {
 			seg.Scale, seg.Block = scale, block
 		}
 		var parts []health.Part
-		if name == fc && rowLen%2 == 0 {
-			parts = health.ConcatParts(rowLen, embeddingFirst)
+		if emb, ok := m.Concat(name); ok && rowLen%2 == 0 {
+			parts = health.ConcatParts(rowLen, emb)
 		}
 		e := health.Expect{Centre: 1}
 		if m.Is(name, RoleZeroCentredNorm) {
@@ -61,4 +56,28 @@ func (m *Model) HeadHealth(ctx context.Context) (*health.Report, error) {
 		}
 	}
 	return r, nil
+}
+
+// Concat reports whether a source tensor is a concat projection of the head
+// (the Forward's FC, or the same tensor of a later MTP layer of a head whose
+// layers each have one) and whether its input is the embedding first.
+func (m *Model) Concat(name string) (embeddingFirst, ok bool) {
+	if m.Spec == nil || m.Spec.Forward == nil {
+		return false, false
+	}
+	f := m.Spec.Forward(m)
+	if f.FC == "" {
+		return false, false
+	}
+	if name == f.FC {
+		return f.EmbeddingFirst, true
+	}
+	if rel, ok := strings.CutPrefix(f.FC, m.HeadLayerPrefix(0)); ok {
+		for j := 1; j < m.MTPDepth; j++ {
+			if name == m.HeadLayerPrefix(j)+rel {
+				return f.EmbeddingFirst, true
+			}
+		}
+	}
+	return false, false
 }

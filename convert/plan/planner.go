@@ -102,20 +102,10 @@ func (pl *Planner) Add(t OutTensor, q *Quant) {
 		t.Quant = q
 		t.Transforms = append(t.Transforms, TQuantize)
 	}
-	if fc, emb, ok := pl.concat(); ok && len(t.Segments) == 1 && t.Segments[0].Source == fc && !t.Has(TTranspose) && t.RowLen%2 == 0 {
+	if emb, ok := pl.M.Concat(t.Segments[0].Source); ok && len(t.Segments) == 1 && !t.Has(TTranspose) && t.RowLen%2 == 0 {
 		t.Parts = health.ConcatParts(t.RowLen, emb)
 	}
 	pl.Out = append(pl.Out, t)
-}
-
-// concat is the family's concat projection and whether its input is the
-// embedding first.
-func (pl *Planner) concat() (fc string, embeddingFirst, ok bool) {
-	if pl.M.Spec == nil || pl.M.Spec.Forward == nil {
-		return "", false, false
-	}
-	f := pl.M.Spec.Forward(pl.M)
-	return f.FC, f.EmbeddingFirst, f.FC != ""
 }
 
 // Experts plans the routed experts of blk as the family's stacked
