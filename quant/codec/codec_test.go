@@ -120,11 +120,13 @@ func TestCodecsRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var worst float64
+			// (MLX's affine decoder rounds to the weights' dtype twice: up to an ulp of it more.)
+			var worst, amax float64
 			for i, v := range deq {
 				worst = max(worst, math.Abs(float64(v)-float64(vals[2*rowLen+i])))
+				amax = max(amax, math.Abs(float64(vals[2*rowLen+i])))
 			}
-			if len(deq) != (rows-2)*rowLen || worst == 0 || worst > qe.Max {
+			if len(deq) != (rows-2)*rowLen || worst == 0 || worst > qe.Max+amax/128 {
 				t.Errorf("rows 2.. decode to %d values, worst error %g, the encoder's %g", len(deq), worst, qe.Max)
 			}
 			moved := append([]float32{}, vals...)

@@ -133,7 +133,7 @@ func (c mlxAffine) Dequantize(k Chunk, read Reader) ([]float32, error) {
 	}
 	out := make([]float32, k.Rows*k.RowLen)
 	for i := int64(0); i < k.Rows; i++ {
-		quant.DequantizeMLXAffine(packed[i*rowBytes:(i+1)*rowBytes], int(k.RowLen), qp, scales[i*groups:], biases[i*groups:], out[i*k.RowLen:(i+1)*k.RowLen])
+		quant.DequantizeMLXAffineAs(packed[i*rowBytes:(i+1)*rowBytes], int(k.RowLen), qp, scales[i*groups:], biases[i*groups:], string(k.DType), out[i*k.RowLen:(i+1)*k.RowLen])
 	}
 	return out, nil
 }
