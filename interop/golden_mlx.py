@@ -44,6 +44,8 @@ def golden():
                 out[f"{dname}.b{bits}.g{gs}.weight"] = q
                 out[f"{dname}.b{bits}.g{gs}.scales"] = s
                 out[f"{dname}.b{bits}.g{gs}.biases"] = b
+                # What MLX computes with: the head-health checks decode as this.
+                out[f"{dname}.b{bits}.g{gs}.dequant"] = mx.dequantize(q, s, b, group_size=gs, bits=bits, stream=mx.cpu)
     mx.eval(list(out.values()))
     return out
 

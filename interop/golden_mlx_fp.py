@@ -39,6 +39,7 @@ def golden():
         w = mx.array(inputs(mode)).astype(mx.bfloat16)
         q, s = mx.quantize(w, mode=mode, stream=mx.cpu)
         out[f"{mode}.input"], out[f"{mode}.weight"], out[f"{mode}.scales"] = w, q, s
+        out[f"{mode}.dequant"] = mx.dequantize(q, s, mode=mode, stream=mx.cpu)  # what MLX computes with
     mx.eval(list(out.values()))
     return out
 

@@ -370,3 +370,17 @@ def test_kernels_equal_ggml(kernels, tmp_path, typ):
             subprocess.run([str(kernels / tool), typ, "256", str(tmp_path / "in.f32"), str(tmp_path / out)], check=True)
         c, g = (tmp_path / "c.bin").read_bytes(), (tmp_path / "go.bin").read_bytes()
         assert len(c) == len(g) and c == g, f"{typ} on {name}: {sum(a != b for a, b in zip(c, g))} bytes differ"
+
+
+@pytest.mark.parametrize("typ", KERNEL_TYPES)
+def test_dequantizers_equal_ggml(kernels, tmp_path, typ):
+    """Our dequantizers (quant.DequantizeGGML, behind the head-health checks) give libggml's float32 bits
+    (the type's to_float) for the blocks libggml quantized, on every input kind."""
+    for name, x in kernel_inputs().items():
+        x.tofile(tmp_path / "in.f32")
+        subprocess.run([str(kernels / "ggml_quant"), typ, "256", str(tmp_path / "in.f32"), str(tmp_path / "q.bin")], check=True)
+        for tool, out in (("ggml_quant", "c.f32"), ("ggquant", "go.f32")):
+            subprocess.run([str(kernels / tool), "-d", typ, "256", str(tmp_path / "q.bin"), str(tmp_path / out)], check=True)
+        c, g = (tmp_path / "c.f32").read_bytes(), (tmp_path / "go.f32").read_bytes()
+        assert len(c) == len(g) == 4 * x.size, f"{typ} on {name}: {len(c)} and {len(g)} bytes"
+        assert c == g, f"{typ} on {name}: {int((np.frombuffer(c, np.uint32) != np.frombuffer(g, np.uint32)).sum())} values differ"

@@ -113,7 +113,7 @@ def test_fp_golden_vectors_are_current(tmp_path):
     subprocess.run([sys.executable, str(ROOT / "interop" / "golden_mlx_fp.py"), str(fresh)], check=True)
     a = mx.load(str(fresh))
     b = mx.load(str(ROOT / "testdata" / "golden" / "mlx_fp_cpu.safetensors"))
-    assert sorted(a) == sorted(b) and len(a) == 9
+    assert sorted(a) == sorted(b) and len(a) == 12
     for k in a:
         assert a[k].dtype == b[k].dtype and bool(mx.array_equal(a[k], b[k])), k
 

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/mtpconv/mtpconv/convert/health"
 	"github.com/mtpconv/mtpconv/convert/run/rows"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/quant/codec"
@@ -202,6 +203,11 @@ type Entry struct {
 type QuantError struct {
 	MaxAbs float64 `json:"max_abs"`
 	RMS    float64 `json:"rms"`
+	// RelRMS is the RMS error over the RMS of the values: 0 exact, 1 every
+	// value stored as zero.
+	RelRMS float64 `json:"rel_rms"`
+	// Parts: the concat projection's embedding and hidden halves on their own.
+	Parts []health.PartError `json:"parts,omitempty"`
 }
 
 // Tensor is one output tensor: where it came from, what was done, what was written.

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mtpconv/mtpconv/convert/health"
 	"github.com/mtpconv/mtpconv/convert/run/rows"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/quant"
@@ -42,6 +43,17 @@ type Report struct {
 	// Warnings do not fail verification: tensors that hold NaN or infinite
 	// values, as the manifest records.
 	Warnings []Problem `json:"warnings"`
+	// Health: with a source, every quantized tensor's error against it as
+	// its consumer dequantizes it (the concat projection per half).
+	Health []TensorHealth `json:"health,omitempty"`
+}
+
+// TensorHealth is a quantized tensor's error against the source.
+type TensorHealth struct {
+	Name      string             `json:"name"`
+	Component string             `json:"component,omitempty"`
+	RelRMS    float64            `json:"rel_rms"`
+	Parts     []health.PartError `json:"parts,omitempty"`
 }
 
 func (r *Report) add(kind, file, tensor, format string, a ...any) {
@@ -165,6 +177,8 @@ func Verify(ctx context.Context, dir string, src *st.Checkpoint) (*Report, error
 					r.add("source_mismatch", t.File, t.Name, "the source bytes of %s differ from those it was made from; it was not recomputed from them", t.Name)
 				default:
 					r.Problems = append(r.Problems, tr.Problems...)
+					r.Warnings = append(r.Warnings, tr.Warnings...)
+					r.Health = append(r.Health, tr.Health...)
 					r.Recomputed++
 				}
 			}
@@ -583,6 +597,13 @@ func recomputeQuantized(ctx context.Context, r *Report, src *st.Checkpoint, o *o
 	differs, beyond := 0, 0
 	var worst float64
 	var last codec.Result
+	var parts []health.Part
+	if q := t.QuantError; q != nil && storedRow == t.RowLen {
+		for _, pe := range q.Parts {
+			parts = append(parts, pe.Part)
+		}
+	}
+	hs := health.NewStats(parts, false)
 	sameSource, err := sourceChunks(ctx, src, t, func(v []float32, n, outRow int64) error {
 		// Groups run along the stored rows (a transposed block's columns).
 		rows, _, err := t.StoredRows(n)
@@ -593,11 +614,18 @@ func recomputeQuantized(ctx context.Context, r *Report, src *st.Checkpoint, o *o
 		if err != nil {
 			return err
 		}
-		res, err := c.Check(codec.Chunk{Name: t.Name, RowLen: storedRow, DType: st.DType(t.DType), P: p,
-			Want: castAsExported(v, plusOne, t.DType, outSize), Rows: rows, OutRow: at}, read)
+		k := codec.Chunk{Name: t.Name, RowLen: storedRow, DType: st.DType(t.DType), P: p,
+			Want: castAsExported(v, plusOne, t.DType, outSize), Rows: rows, OutRow: at}
+		res, err := c.Check(k, read)
 		if err != nil {
 			return err
 		}
+		// What the consumer computes with, against the source: the head's health.
+		got, err := c.Dequantize(k, read)
+		if err != nil {
+			return err
+		}
+		hs.Add(got, k.Want, storedRow)
 		if res.Differs {
 			differs++
 		}
@@ -617,6 +645,17 @@ func recomputeQuantized(ctx context.Context, r *Report, src *st.Checkpoint, o *o
 	}
 	if last.RecordsError && t.QuantError != nil && worst > t.QuantError.MaxAbs*1.0001+1e-9 {
 		r.add("quant_error_record", t.File, t.Name, "%s: recomputed max error %g exceeds the recorded %g", t.Name, worst, t.QuantError.MaxAbs)
+	}
+	if sameSource {
+		th := TensorHealth{Name: t.Name, Component: t.Component, RelRMS: health.RelError(hs.ErrSq, hs.RefSq), Parts: hs.PartErrors()}
+		r.Health = append(r.Health, th)
+		v := health.JudgeErrors(t.Name, th.Parts)
+		for _, l := range v.Lost {
+			r.add("head_half_lost", t.File, t.Name, "%s: the head would load and draft at about 0 %%", l)
+		}
+		for _, d := range v.Degraded {
+			r.Warnings = append(r.Warnings, Problem{"head_half_degraded", t.File, t.Name, d})
+		}
 	}
 	return sameSource, nil
 }

@@ -237,6 +237,27 @@ func DequantizeMLXAffine(packedRow []byte, cols int, p MLXAffineParams, scales, 
 	}
 }
 
+// DequantizeMLXAffineAs is mx.dequantize for one row of weights of dtype
+// (BF16, F16 or F32): MLX computes in the weights' type, rounding the
+// product scale*q to it and then the sum with the bias.
+func DequantizeMLXAffineAs(packedRow []byte, cols int, p MLXAffineParams, scales, biases []float32, dtype string, out []float32) {
+	DequantizeMLXAffine(packedRow, cols, p, scales, biases, out)
+	if dtype == "F32" {
+		return
+	}
+	mask := uint16(1)<<p.Bits - 1
+	for j := 0; j < cols; j++ {
+		bit := j * p.Bits
+		v := uint16(packedRow[bit>>3])
+		if bit>>3+1 < len(packedRow) {
+			v |= uint16(packedRow[bit>>3+1]) << 8
+		}
+		q := float32((v >> (bit & 7)) & mask)
+		g := j / p.GroupSize
+		out[j] = roundTo(dtype, roundTo(dtype, scales[g]*q)+biases[g])
+	}
+}
+
 func abs32(x float32) float32 { return float32(math.Abs(float64(x))) }
 
 func roundHalfEven(x float32) float32 { return float32(math.RoundToEven(float64(x))) }

@@ -57,6 +57,7 @@ func exportCommand() *cli.Command {
 			&cli.BoolFlag{Name: "keep-source-cache", Usage: "keep the source bytes read in the page cache (by default, bytes that were not cached before are dropped once read)"},
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing output folder (an earlier mtpconv --out; never a folder the head was added into: use --into DIR --force)"},
 			&cli.BoolFlag{Name: "resume", Usage: "continue an interrupted export into the same --out, reusing finished files whose hashes match"},
+			&cli.BoolFlag{Name: "allow-lossy-head", Usage: "write the head even when its quantization loses the embedding or hidden half of its concat projection (eh_proj, mtp.fc), which the export otherwise refuses: such a head loads and drafts at about 0 %"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the plan (tensors, files, sizes, peak memory) and write nothing"},
 			&cli.BoolFlag{Name: "no-card", Usage: "do not write README.md (the model card)"},
 			&cli.BoolFlag{Name: "timestamp", Usage: "record the time in the manifest (outputs are otherwise byte-identical across runs)"},
@@ -156,6 +157,7 @@ func runExport(c *cli.Context) error {
 		Target: c.String("target"), Options: o, Out: c.String("out"), Into: c.String("into"), Force: c.Bool("force"), Resume: c.Bool("resume"),
 		DryRun: c.Bool("dry-run"), Jobs: c.Int("jobs"), KeepSourceCache: c.Bool("keep-source-cache"), NoCard: c.Bool("no-card"),
 		Timestamp: c.Bool("timestamp"), BaseModel: c.String("base-model"), License: c.String("license"), RepoID: c.String("repo-id"), Version: version,
+		AllowLossyHead: c.Bool("allow-lossy-head"),
 	}
 	if req.RepoID != "" && !model.IsHubID(req.RepoID) {
 		return usagef("--repo-id %q is not a Hub id ORG/NAME", req.RepoID)

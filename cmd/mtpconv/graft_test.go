@@ -412,7 +412,10 @@ func TestGGUFGraftHeadPrecision(t *testing.T) {
 	}{
 		{15, nil, "what llama-quantize gives it in a file of the trunk's type Q4_K_M", map[string]string{"attn_q.weight": "Q5_0", "attn_v.weight": "Q8_0", "ffn_down_exps.weight": "Q8_0", "ffn_gate_inp.weight": "F32", "attn_norm.weight": "F32"}},
 		{7, nil, "trunk's type Q8_0", map[string]string{"attn_q.weight": "Q8_0", "ffn_up_exps.weight": "Q8_0", "ffn_down_shexp.weight": "Q8_0", "ffn_gate_inp_shexp.weight": "F32"}},
-		{30, nil, "the head is Q8_0: mtpconv does not write the trunk's type ftype30", map[string]string{"attn_q.weight": "Q8_0", "nextn.eh_proj.weight": "Q8_0"}},
+		{30, nil, "the head is Q8_0: mtpconv does not write the trunk's type IQ4_XS", map[string]string{"attn_q.weight": "Q8_0", "nextn.eh_proj.weight": "Q8_0"}},
+		// A low-bit trunk gives the head a safe type, and says why.
+		{26, nil, "the head is Q8_0: the trunk's type IQ3_S is below 4 bits", map[string]string{"attn_q.weight": "Q8_0", "nextn.eh_proj.weight": "Q8_0", "ffn_down_exps.weight": "Q8_0"}},
+		{10, nil, "the head is Q8_0: the trunk's type Q2_K is below 4 bits", map[string]string{"nextn.eh_proj.weight": "Q8_0", "attn_norm.weight": "F32"}},
 		{15, []string{"--gguf-type", "BF16"}, "", map[string]string{"attn_q.weight": "BF16", "attn_norm.weight": "F32"}},
 		{30, []string{"--head-precision", "f16"}, "", map[string]string{"attn_q.weight": "F16", "ffn_gate_exps.weight": "F16"}},
 	} {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/mtpconv/mtpconv/convert/health"
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	ggtarget "github.com/mtpconv/mtpconv/convert/targets/gguf"
@@ -67,8 +68,16 @@ func inspectCommand() *cli.Command {
 					return err
 				}
 			}
+			// The head's stored values: read from a local checkpoint, and
+			// from the Hub only for --strict (its head is fetched by range).
+			var hr *health.Report
+			if m.HeadError() == nil && (remote == nil || c.Bool("strict")) {
+				if hr, err = m.HeadHealth(c.Context); err != nil {
+					return err
+				}
+			}
 			if c.Bool("json") {
-				if err := printJSON(c, sourceReport{r, serving}); err != nil {
+				if err := printJSON(c, sourceReport{r, serving, hr}); err != nil {
 					return err
 				}
 			} else {
@@ -77,12 +86,18 @@ func inspectCommand() *cli.Command {
 				if c.Bool("hash") {
 					r.WriteHashes(c.App.Writer)
 				}
+				if hr != nil {
+					hr.WriteText(c.App.Writer)
+				}
 			}
 			if c.Bool("strict") {
 				if err := serving.Err(); err != nil {
 					return err
 				}
-				return m.HeadError()
+				if err := m.HeadError(); err != nil {
+					return err
+				}
+				return strictHealth(c, hr)
 			}
 			return nil
 		},
@@ -93,7 +108,8 @@ func inspectCommand() *cli.Command {
 // checkpoint, and how vLLM and SGLang would serve its MTP head.
 type sourceReport struct {
 	*model.Report
-	Serving *hf.Report `json:"serving"`
+	Serving    *hf.Report     `json:"serving"`
+	HeadHealth *health.Report `json:"head_health,omitempty"`
 }
 
 // hashTensors fills in the sha256 of every tensor of the report, reading
@@ -137,11 +153,27 @@ func inspectOutput(c *cli.Context, dir string) (bool, error) {
 		if err != nil {
 			return true, err
 		}
+		hr, err := mlx.HeadHealth(dir)
+		if err != nil {
+			return true, err
+		}
 		if c.Bool("json") {
-			return true, printJSON(c, r)
+			if err := printJSON(c, struct {
+				*mlx.FolderReport
+				HeadHealth *health.Report `json:"head_health,omitempty"`
+			}{r, hr}); err != nil {
+				return true, err
+			}
+			return true, strictHealth(c, hr)
 		}
 		r.WriteText(c.App.Writer)
-		return true, foreignMLXWarning(c, dir)
+		if hr != nil {
+			hr.WriteText(c.App.Writer)
+		}
+		if err := foreignMLXWarning(c, dir); err != nil {
+			return true, err
+		}
+		return true, strictHealth(c, hr)
 	}
 	if err != nil {
 		return true, fmt.Errorf("%s: %w", dir, err)
@@ -152,8 +184,20 @@ func inspectOutput(c *cli.Context, dir string) (bool, error) {
 		return false, nil
 	}
 	s := manifests.Summarize(m, targets.CardOf(m))
+	var hr *health.Report
+	if m.Target == "mlx" || m.Target == "combined" {
+		if hr, err = mlx.HeadHealth(dir); err != nil {
+			return true, err
+		}
+	}
 	if c.Bool("json") {
-		return true, printJSON(c, s)
+		if err := printJSON(c, struct {
+			*manifests.Summary
+			HeadHealth *health.Report `json:"head_health,omitempty"`
+		}{s, hr}); err != nil {
+			return true, err
+		}
+		return true, strictHealth(c, hr)
 	}
 	w := c.App.Writer
 	fmt.Fprintf(w, "output:        %s (mtpconv %s, target %s)\n", dir, s.Tool.Version, s.Target)
@@ -180,10 +224,21 @@ func inspectOutput(c *cli.Context, dir string) (bool, error) {
 			fmt.Fprintf(w, "  builds on    %s %d bytes sha256 %s (checked by verify)\n", k.Name, k.Size, k.SHA256)
 		}
 	}
+	if hr != nil {
+		hr.WriteText(w)
+	}
 	for _, x := range s.Warnings {
 		fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", x)
 	}
-	return true, nil
+	return true, strictHealth(c, hr)
+}
+
+// strictHealth is --strict's verdict on a head's stored values.
+func strictHealth(c *cli.Context, hr *health.Report) error {
+	if !c.Bool("strict") || hr == nil {
+		return nil
+	}
+	return hr.Err()
 }
 
 // foreignMLXWarning warns when an MLX safetensors file (format mlx) in dir
@@ -223,18 +278,44 @@ func inspectGGUF(c *cli.Context, path string) (bool, error) {
 	}
 	s := gguf.Summarize(filepath.Base(path), size, f)
 	s.AddHead = ggtarget.AddHeadCommand(path, f, s)
-	if c.Bool("hash") || c.Bool("strict") {
-		return true, usagef("inspect of a GGUF file takes --json only")
+	if c.Bool("hash") {
+		return true, usagef("inspect of a GGUF file takes --json and --strict only")
+	}
+	var hr *health.Report
+	if s.MTPHead || s.MTPOnly {
+		if hr, err = ggtarget.HeadHealth(path, f, s); err != nil {
+			return true, err
+		}
 	}
 	// Every list shown is capped, as for checkpoints; JSON gives the count.
 	count := len(s.Problems)
+	strict := strictGGUF(c, s.Problems, hr)
 	s.Problems = model.CapList(s.Problems, "problems")
 	if c.Bool("json") {
-		return true, printJSON(c, struct {
+		if err := printJSON(c, struct {
 			*gguf.Summary
-			ProblemCount int `json:"problem_count"`
-		}{s, count})
+			ProblemCount int            `json:"problem_count"`
+			HeadHealth   *health.Report `json:"head_health,omitempty"`
+		}{s, count, hr}); err != nil {
+			return true, err
+		}
+		return true, strict
 	}
 	s.WriteText(c.App.Writer)
-	return true, nil
+	if hr != nil {
+		hr.WriteText(c.App.Writer)
+	}
+	return true, strict
+}
+
+// strictGGUF is --strict's verdict on a GGUF file: its problems, then its
+// head's health.
+func strictGGUF(c *cli.Context, problems []string, hr *health.Report) error {
+	if !c.Bool("strict") {
+		return nil
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%d problems: %s", len(problems), strings.Join(problems, "; "))
+	}
+	return strictHealth(c, hr)
 }

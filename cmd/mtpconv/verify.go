@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/mtpconv/mtpconv/convert/targets"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
@@ -76,6 +78,7 @@ func verifyCommand() *cli.Command {
 				for _, p := range r.Warnings {
 					fmt.Fprintf(c.App.Writer, "WARN %-26s %s\n", p.Kind, p.Message)
 				}
+				writeHealth(c.App.Writer, r.Health)
 				status := "OK"
 				if !r.OK {
 					status = "FAILED (" + words.Count(len(r.Problems), "problem") + ")"
@@ -196,5 +199,26 @@ func cardCommand() *cli.Command {
 			}
 			return writeFileReplacing(filepath.Join(dir, manifests.CardFile), manifests.Card(m, targets.CardOf(m), report))
 		},
+	}
+}
+
+// writeHealth prints the quantization error against the source of the
+// concat projection's halves and of the head tensor that lost most.
+func writeHealth(w io.Writer, hs []manifests.TensorHealth) {
+	var worst *manifests.TensorHealth
+	for i, h := range hs {
+		if len(h.Parts) > 0 {
+			var words []string
+			for _, p := range h.Parts {
+				words = append(words, fmt.Sprintf("%s half %.3f", p.Name, p.RelRMS))
+			}
+			fmt.Fprintf(w, "head %s: quantization error (relative RMS) %s\n", h.Name, strings.Join(words, ", "))
+		}
+		if h.Component == "head" && (worst == nil || h.RelRMS > worst.RelRMS) {
+			worst = &hs[i]
+		}
+	}
+	if worst != nil {
+		fmt.Fprintf(w, "head: largest quantization error %.3f (relative RMS), %s\n", worst.RelRMS, worst.Name)
 	}
 }

@@ -37,6 +37,7 @@ type Request struct {
 	License         string // for the card; default from the source README
 	RepoID          string // the Hub id the output is published as, for the card's snippets
 	Version         string // the tool's version, recorded in the outputs
+	AllowLossyHead  bool   // write a head whose quantization loses a half of its concat projection
 
 	// Fetcher, for a remote source, fetches the plan's byte ranges up front
 	// and counts what it received.
@@ -137,6 +138,11 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	if err != nil {
 		return nil, interrupted(ctx, d, err)
 	}
+	healthNotes, err := headHealth(res.Tensors, r.AllowLossyHead)
+	if err != nil {
+		return nil, err
+	}
+	oc.Notes = append(oc.Notes, healthNotes...)
 	if err := checkNames(d, fileNames(res.Files)); err != nil {
 		return nil, err
 	}

@@ -2,7 +2,9 @@ package export
 
 import (
 	"fmt"
+	"strings"
 
+	"github.com/mtpconv/mtpconv/convert/health"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -37,4 +39,33 @@ func valueNotes(tensors []manifests.Tensor) []string {
 		notes = append(notes, fmt.Sprintf("and %d more notes on NaN, infinite or overflowing values and negative scales (the manifest records each tensor's nonfinite, f16_overflows and negative_scales)", more))
 	}
 	return notes
+}
+
+// headHealth judges the quantization error of the concat projection's
+// halves against the source: a lost half refuses the export (the head would
+// load and draft at about 0 %) unless allowed; every quantized concat
+// projection gets a note with its halves' errors, and a degraded half says so.
+func headHealth(tensors []manifests.Tensor, allow bool) (notes []string, err error) {
+	var lost []string
+	for _, t := range tensors {
+		q := t.QuantError
+		if q == nil || len(q.Parts) == 0 {
+			continue
+		}
+		words := make([]string, 0, len(q.Parts))
+		for _, p := range q.Parts {
+			words = append(words, fmt.Sprintf("%s half %.3f", p.Name, p.RelRMS))
+		}
+		notes = append(notes, fmt.Sprintf("%s: quantization error (relative RMS) %s", t.Name, strings.Join(words, ", ")))
+		v := health.JudgeErrors(t.Name, q.Parts)
+		lost = append(lost, v.Lost...)
+		notes = append(notes, v.Degraded...)
+	}
+	if len(lost) > 0 && !allow {
+		return nil, fmt.Errorf("the head would load and draft at about 0 %%, so nothing was written: %s (a precision whose scales are per group of at most 256 columns and do not underflow keeps both halves: MLX int4/int8, mxfp4, mxfp8, OpenVINO int4, every GGUF type; --allow-lossy-head writes it anyway)", strings.Join(lost, "; "))
+	}
+	for _, l := range lost {
+		notes = append(notes, "written as asked (--allow-lossy-head), though the head cannot draft: "+l)
+	}
+	return notes, nil
 }

@@ -398,3 +398,24 @@ func FamiliesWhere(ok func(*Spec) bool) []string {
 	}
 	return out
 }
+
+// ConcatEmbeddingFirst says whether the family's concat projection takes
+// the embedding first (its Forward's order, read without a checkpoint;
+// true when the family lowers no Forward: every family's modelling code
+// mtpconv knows concatenates [embedding, hidden]).
+func (s *Spec) ConcatEmbeddingFirst() bool {
+	if s.Forward == nil {
+		return true
+	}
+	return s.Forward(&Model{Config: &Config{}, Spec: s}).EmbeddingFirst
+}
+
+// HeadZeroCentred says whether the family applies its head's RMSNorms as 1+w.
+func (s *Spec) HeadZeroCentred() bool {
+	for _, w := range append(append([]Want{}, s.HeadTop...), s.HeadLayer...) {
+		if w.Role&RoleZeroCentredNorm != 0 {
+			return true
+		}
+	}
+	return false
+}

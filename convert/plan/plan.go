@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/mtpconv/mtpconv/convert/health"
 	"github.com/mtpconv/mtpconv/convert/run/rows"
 	"github.com/mtpconv/mtpconv/formats/gguf"
 	ov "github.com/mtpconv/mtpconv/formats/openvino"
@@ -81,6 +82,9 @@ type OutTensor struct {
 	DType        st.DType    `json:"dtype"`
 	Transforms   []Transform `json:"transforms"`
 	Quant        *Quant      `json:"quant,omitempty"`
+	// Parts are input columns whose quantization error is measured on
+	// their own: the embedding and hidden halves of the concat projection.
+	Parts []health.Part `json:"parts,omitempty"`
 }
 
 // Rows is the number of rows of the output.

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mtpconv/mtpconv/convert/health"
 	"github.com/mtpconv/mtpconv/convert/model"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
@@ -100,6 +101,9 @@ func (pl *Planner) Add(t OutTensor, q *Quant) {
 	if q != nil {
 		t.Quant = q
 		t.Transforms = append(t.Transforms, TQuantize)
+	}
+	if emb, ok := pl.M.Concat(t.Segments[0].Source); ok && len(t.Segments) == 1 && !t.Has(TTranspose) && t.RowLen%2 == 0 {
+		t.Parts = health.ConcatParts(t.RowLen, emb)
 	}
 	pl.Out = append(pl.Out, t)
 }

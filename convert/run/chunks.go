@@ -7,6 +7,7 @@ import (
 	"hash"
 	"sync"
 
+	"github.com/mtpconv/mtpconv/convert/health"
 	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/run/rows"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
@@ -46,6 +47,8 @@ type tensorState struct {
 	entryHash    map[string]hash.Hash32 // CRC-32C per stored entry
 	entryNext    map[string]int64       // bytes of each entry stored so far, in chunk order
 	qe           quant.ErrStats
+	refSq        float64       // Σ of the squared cast values quantized, for the relative error
+	parts        *health.Stats // the parts' errors (a tensor with Parts)
 	f16Overflows int64
 	nonfinite    int64
 	negScales    int64
@@ -112,6 +115,10 @@ type scratch struct {
 	vals []float32
 	tmp  []float32 // a transposed block
 	q    codec.Bufs
+	// The current chunk's error sums (encode), merged in order.
+	refSq    float64
+	parts    *health.Stats
+	partsErr error
 }
 
 // stages orders the per-tensor stages of chunks running in parallel. One
@@ -235,6 +242,7 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 	var pieces []codec.Piece
 	var qe quant.ErrStats
 	var overflows int
+	sc.refSq, sc.parts, sc.partsErr = 0, nil, nil
 	switch {
 	case s.copyThrough:
 		pieces = []codec.Piece{{Name: t.Name, Data: raw, Num: s.storedRow * s.outSize, Den: 1}}
@@ -257,10 +265,14 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 	if err != nil {
 		return fmt.Errorf("%s: %w", seg.Source, err)
 	}
+	refSq, parts := sc.refSq, sc.parts
 	for _, pc := range pieces {
 		if err := s.checkPiece(pc, c.outRow); err != nil {
 			return err
 		}
+	}
+	if sc.partsErr != nil { // the pieces fill their entries, yet do not decode
+		return sc.partsErr
 	}
 	for _, pc := range pieces {
 		off := s.offsets[pc.Name] + pc.Offset(c.outRow)
@@ -284,6 +296,13 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 		s.qe.Max = max(s.qe.Max, qe.Max)
 		s.qe.SumSq += qe.SumSq
 		s.qe.N += qe.N
+		s.refSq += refSq
+		if parts != nil {
+			if s.parts == nil {
+				s.parts = health.NewStats(s.t.Parts, false)
+			}
+			s.parts.Merge(parts)
+		}
 		if i == len(s.chunks)-1 {
 			s.finish()
 			s.out.tensorDone()
@@ -389,7 +408,7 @@ func (s *tensorState) transform(sc *scratch, inType st.DType, raw []byte, elems,
 		return s.transformValues(sc, vals, elems, qe)
 	}
 	// The cast is the identity: quantize the decoded values directly.
-	return s.qz.Encode(vals, elems/s.storedRow, qe, &sc.q), 0, nil
+	return s.encode(sc, vals, elems, qe), 0, nil
 }
 
 // transpose stores a whole segment's [rows, RowLen] values as [RowLen, rows].
@@ -428,7 +447,42 @@ func (s *tensorState) transformValues(sc *scratch, vals []float32, elems int64, 
 	if err := quant.DecodeF32(string(t.DType), sc.enc, vals); err != nil {
 		return nil, 0, err
 	}
-	return s.qz.Encode(vals, elems/s.storedRow, qe, &sc.q), overflows, nil
+	return s.encode(sc, vals, elems, qe), overflows, nil
+}
+
+// encode quantizes cast values, measuring on the way what the relative
+// error divides by (the values' sum of squares) and, for a tensor with
+// parts, each part's error from the stored pieces decoded again (the
+// consumer's values, not the kernel's).
+func (s *tensorState) encode(sc *scratch, vals []float32, elems int64, qe *quant.ErrStats) []codec.Piece {
+	for _, v := range vals {
+		sc.refSq += float64(v) * float64(v)
+	}
+	if len(s.t.Parts) == 0 {
+		return s.qz.Encode(vals, elems/s.storedRow, qe, &sc.q)
+	}
+	want := append([]float32(nil), vals...)
+	rows := elems / s.storedRow
+	pieces := s.qz.Encode(vals, rows, qe, &sc.q)
+	byName := map[string][]byte{}
+	for _, pc := range pieces {
+		byName[pc.Name] = pc.Data
+	}
+	read := func(entry string, off, n int64) ([]byte, error) {
+		b, ok := byName[entry]
+		if !ok || off < 0 || off+n > int64(len(b)) {
+			return nil, fmt.Errorf("%s: the encoder stored no bytes [%d, %d) of %s", s.t.Name, off, off+n, entry)
+		}
+		return b[off : off+n], nil
+	}
+	got, err := s.t.Quant.Codec().Dequantize(codec.Chunk{Name: s.t.Name, RowLen: s.storedRow, DType: s.t.DType, P: s.t.Quant.Params(), Rows: rows}, read)
+	if err != nil {
+		sc.partsErr = err
+		return pieces
+	}
+	sc.parts = health.NewStats(s.t.Parts, false)
+	sc.parts.Add(got, want, s.storedRow)
+	return pieces
 }
 
 // finish completes the tensor's manifest record once its last chunk is stored.
@@ -442,7 +496,10 @@ func (s *tensorState) finish() {
 	rec.NonFinite = s.nonfinite
 	rec.NegativeScales = s.negScales
 	if t.Quant != nil {
-		rec.QuantError = &manifests.QuantError{MaxAbs: s.qe.Max, RMS: s.qe.RMS()}
+		rec.QuantError = &manifests.QuantError{MaxAbs: s.qe.Max, RMS: s.qe.RMS(), RelRMS: health.RelError(s.qe.SumSq, s.refSq)}
+		if s.parts != nil {
+			rec.QuantError.Parts = s.parts.PartErrors()
+		}
 	}
 	for i := range rec.Entries {
 		e := &rec.Entries[i]

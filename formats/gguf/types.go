@@ -110,6 +110,20 @@ var fileTypeNames = map[FileType]string{
 	FileAllF32: "F32", FileF16: "F16", FileQ4_0: "Q4_0", FileQ4_1: "Q4_1", FileQ8_0: "Q8_0", FileQ5_0: "Q5_0",
 	FileQ5_1: "Q5_1", FileQ2_K: "Q2_K", FileQ3_K_S: "Q3_K_S", FileQ3_K_M: "Q3_K_M", FileQ3_K_L: "Q3_K_L",
 	FileQ4_K_S: "Q4_K_S", FileQ4_K_M: "Q4_K_M", FileQ5_K_S: "Q5_K_S", FileQ5_K_M: "Q5_K_M", FileQ6_K: "Q6_K", FileBF16: "BF16",
+	// llama.h's other file types (mtpconv writes none of them).
+	19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL", 26: "IQ3_S",
+	27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 36: "TQ1_0", 37: "TQ2_0", 38: "MXFP4_MOE",
+	39: "NVFP4", 40: "Q1_0", 41: "Q2_0",
+}
+
+// BelowFourBits says whether llama-quantize gives most weights of a file
+// of this type fewer than 4 bits (Q2_K, Q3_K_*, the IQ1-IQ3 types, TQ*, Q1_0, Q2_0).
+func (f FileType) BelowFourBits() bool {
+	switch f {
+	case FileQ2_K, FileQ3_K_S, FileQ3_K_M, FileQ3_K_L, 19, 20, 21, 22, 23, 24, 26, 27, 28, 29, 31, 36, 37, 40, 41:
+		return true
+	}
+	return false
 }
 
 func (f FileType) String() string {

@@ -52,6 +52,10 @@ type Codec interface {
 	Encoder(name string, rowLen int64, dt st.DType, p Params) (Encoder, error)
 	// Check compares stored rows with the source rows cast as exported.
 	Check(c Chunk, read Reader) (Result, error)
+	// Dequantize decodes stored rows [c.OutRow, c.OutRow+c.Rows) into
+	// float32 (c.Want unused): what the consumer computes with, for the
+	// head-health checks.
+	Dequantize(c Chunk, read Reader) ([]float32, error)
 	// Words say on a card how a tensor is stored (dt its float dtype).
 	Words(p Params, dt string) string
 	// NonFinite says why a NaN or an infinity stops the encoding.

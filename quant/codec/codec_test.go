@@ -2,6 +2,7 @@ package codec
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -94,8 +95,9 @@ func TestCodecsRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			var bufs Bufs
+			var qe quant.ErrStats
 			for row := int64(0); row < rows; row += 2 { // chunks of two rows, as the executor's even counts
-				for _, pc := range enc.Encode(append([]float32{}, vals[row*rowLen:(row+2)*rowLen]...), 2, &quant.ErrStats{}, &bufs) {
+				for _, pc := range enc.Encode(append([]float32{}, vals[row*rowLen:(row+2)*rowLen]...), 2, &qe, &bufs) {
 					b, ok := out[pc.Name]
 					if !ok || pc.Offset(row)+int64(len(pc.Data)) > int64(len(b)) {
 						t.Fatalf("piece %s at row %d (%d bytes) outside its entry (%d bytes)", pc.Name, row, len(pc.Data), len(b))
@@ -112,6 +114,20 @@ func TestCodecsRoundTrip(t *testing.T) {
 			}
 			if res := check(vals); res.Differs || res.Beyond > 0 {
 				t.Fatalf("own output refused: %+v", res)
+			}
+			// The decoder reconstructs what the encoder measured its error against.
+			deq, err := cd.Dequantize(Chunk{Name: "w.weight", RowLen: rowLen, DType: c.dt, P: c.p, Rows: rows - 2, OutRow: 2}, out.read)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// (MLX's affine decoder rounds to the weights' dtype twice: up to an ulp of it more.)
+			var worst, amax float64
+			for i, v := range deq {
+				worst = max(worst, math.Abs(float64(v)-float64(vals[2*rowLen+i])))
+				amax = max(amax, math.Abs(float64(vals[2*rowLen+i])))
+			}
+			if len(deq) != (rows-2)*rowLen || worst == 0 || worst > qe.Max+amax/128 {
+				t.Errorf("rows 2.. decode to %d values, worst error %g, the encoder's %g", len(deq), worst, qe.Max)
 			}
 			moved := append([]float32{}, vals...)
 			for i := range moved[:rowLen] {

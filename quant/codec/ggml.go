@@ -77,6 +77,19 @@ func (c ggml) Check(k Chunk, read Reader) (Result, error) {
 	return res, nil
 }
 
+func (c ggml) Dequantize(k Chunk, read Reader) ([]float32, error) {
+	rb, err := c.rowBytes(k.P, k.RowLen)
+	if err != nil {
+		return nil, err
+	}
+	got, err := read(k.Name, k.OutRow*rb, k.Rows*rb)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, k.Rows*k.RowLen)
+	return out, quant.DequantizeGGML(k.P.GGMLType, got, out)
+}
+
 func (ggml) Words(p Params, dt string) string {
 	return fmt.Sprintf("%s (ggml blocks of %d)", p.GGMLType, p.Group)
 }

@@ -109,6 +109,35 @@ func (c mlxAffine) Check(k Chunk, read Reader) (Result, error) {
 	return res, nil
 }
 
+func (c mlxAffine) Dequantize(k Chunk, read Reader) ([]float32, error) {
+	qp, err := c.params(k.P)
+	if err != nil {
+		return nil, err
+	}
+	if err := qp.Validate(int(k.RowLen)); err != nil {
+		return nil, err
+	}
+	groups := k.RowLen / int64(qp.GroupSize)
+	rowBytes := k.RowLen * int64(qp.Bits) / 8
+	packed, err := read(k.Name, k.OutRow*rowBytes, k.Rows*rowBytes)
+	if err != nil {
+		return nil, err
+	}
+	scales, err := readF32(read, base(k.Name)+".scales", k.DType, k.OutRow*groups, k.Rows*groups)
+	if err != nil {
+		return nil, err
+	}
+	biases, err := readF32(read, base(k.Name)+".biases", k.DType, k.OutRow*groups, k.Rows*groups)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, k.Rows*k.RowLen)
+	for i := int64(0); i < k.Rows; i++ {
+		quant.DequantizeMLXAffineAs(packed[i*rowBytes:(i+1)*rowBytes], int(k.RowLen), qp, scales[i*groups:], biases[i*groups:], string(k.DType), out[i*k.RowLen:(i+1)*k.RowLen])
+	}
+	return out, nil
+}
+
 func (mlxAffine) Words(p Params, dt string) string {
 	return fmt.Sprintf("%d-bit affine, group %d (%s scales)", p.Bits, p.Group, dt)
 }
@@ -188,6 +217,30 @@ func (c mlxFP) Check(k Chunk, read Reader) (Result, error) {
 	}
 	res.Differs = !bytes.Equal(packed, gotCodes) || !bytes.Equal(scales, gotScales)
 	return res, nil
+}
+
+func (c mlxFP) Dequantize(k Chunk, read Reader) ([]float32, error) {
+	qp, err := c.params(k.P)
+	if err != nil {
+		return nil, err
+	}
+	if err := qp.Validate(int(k.RowLen)); err != nil {
+		return nil, err
+	}
+	rowBytes, groups := int64(qp.RowBytes(int(k.RowLen))), k.RowLen/int64(c.mode.GroupSize())
+	codes, err := read(k.Name, k.OutRow*rowBytes, k.Rows*rowBytes)
+	if err != nil {
+		return nil, err
+	}
+	scales, err := read(base(k.Name)+".scales", k.OutRow*groups, k.Rows*groups)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float32, k.Rows*k.RowLen)
+	for i := int64(0); i < k.Rows; i++ {
+		quant.DequantizeMLXFP(codes[i*rowBytes:(i+1)*rowBytes], int(k.RowLen), qp, scales[i*groups:(i+1)*groups], out[i*k.RowLen:(i+1)*k.RowLen])
+	}
+	return out, nil
 }
 
 func (c mlxFP) Words(p Params, dt string) string {

@@ -87,13 +87,13 @@ func (e *nncfEncoder) Encode(vals []float32, rows int64, qe *quant.ErrStats, q *
 	return pieces
 }
 
-// Check: every code dequantizes, with its stored f16 scale and zero point,
-// to within one step of the source cast to f16.
-func (c nncf) Check(k Chunk, read Reader) (Result, error) {
-	var res Result
+// stored reads codes, scales and zero points of a chunk's rows, unpacked.
+func (c nncf) stored(k Chunk, read Reader) (codes []uint8, scales []float32, zps []uint8, err error) {
 	p := c.params(k.P)
-	g := int64(p.Group(int(k.RowLen)))
-	groups := k.RowLen / g
+	if err := p.Validate(int(k.RowLen)); err != nil {
+		return nil, nil, nil, err
+	}
+	groups := k.RowLen / int64(p.Group(int(k.RowLen)))
 	// values reads the codes (or zero points) [first, first+n) of an entry, unpacked.
 	values := func(entry string, first, n int64) ([]uint8, error) {
 		if p.Bits == 8 {
@@ -110,20 +110,31 @@ func (c nncf) Check(k Chunk, read Reader) (Result, error) {
 		}
 		return out, nil
 	}
-	codes, err := values(k.Name, k.OutRow*k.RowLen, k.Rows*k.RowLen)
-	if err != nil {
-		return res, err
+	if codes, err = values(k.Name, k.OutRow*k.RowLen, k.Rows*k.RowLen); err != nil {
+		return nil, nil, nil, err
 	}
-	scales, err := readF32(read, base(k.Name)+".scale", st.F16, k.OutRow*groups, k.Rows*groups)
-	if err != nil {
-		return res, err
+	if scales, err = readF32(read, base(k.Name)+".scale", st.F16, k.OutRow*groups, k.Rows*groups); err != nil {
+		return nil, nil, nil, err
 	}
-	zps := make([]uint8, k.Rows*groups)
+	zps = make([]uint8, k.Rows*groups)
 	if !p.Sym {
 		if zps, err = values(base(k.Name)+".zero_point", k.OutRow*groups, k.Rows*groups); err != nil {
-			return res, err
+			return nil, nil, nil, err
 		}
 	}
+	return codes, scales, zps, nil
+}
+
+// Check: every code dequantizes, with its stored f16 scale and zero point,
+// to within one step of the source cast to f16.
+func (c nncf) Check(k Chunk, read Reader) (Result, error) {
+	var res Result
+	p := c.params(k.P)
+	codes, scales, zps, err := c.stored(k, read)
+	if err != nil {
+		return res, err
+	}
+	g := int64(p.Group(int(k.RowLen)))
 	for i, want := range k.Want {
 		grp := int64(i) / g
 		d := math.Abs(float64(quant.DequantizeNNCF(codes[i], zps[grp], scales[grp], p) - want))
@@ -133,6 +144,20 @@ func (c nncf) Check(k Chunk, read Reader) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+func (c nncf) Dequantize(k Chunk, read Reader) ([]float32, error) {
+	p := c.params(k.P)
+	codes, scales, zps, err := c.stored(k, read)
+	if err != nil {
+		return nil, err
+	}
+	g := int64(p.Group(int(k.RowLen)))
+	out := make([]float32, len(codes))
+	for i, q := range codes {
+		out[i] = quant.DequantizeNNCF(q, zps[int64(i)/g], scales[int64(i)/g], p)
+	}
+	return out, nil
 }
 
 func (nncf) Words(p Params, dt string) string {

@@ -44,7 +44,12 @@ func graftPrecision(o targets.Options, trunk *gg.File) (precision, string, error
 		return p, fmt.Sprintf("the head takes what llama-quantize gives it in a file of the trunk's type %s (--gguf-type or --head-precision to choose)", name), nil
 	}
 	why := "the trunk declares no general.file_type"
-	if ok {
+	switch {
+	case ok && gg.FileType(ft).BelowFourBits():
+		// The head's own health: llama-quantize's choice for the type would
+		// put 2- to 3-bit types on its weights, eh_proj among them.
+		why = fmt.Sprintf("the trunk's type %s is below 4 bits, and llama-quantize's choice for it would give the head's weights, nextn.eh_proj among them, 2- to 3-bit types, with which MTP heads draft at about 0 %% (an IQ3_S head accepted 0 of 3595 drafts, IST-DASLab/GSQ#11)", name)
+	case ok:
 		why = fmt.Sprintf("mtpconv does not write the trunk's type %s", name)
 	}
 	return fileTypes["Q8_0"], fmt.Sprintf("the head is Q8_0: %s (--gguf-type or --head-precision to choose)", why), nil

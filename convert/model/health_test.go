@@ -1,0 +1,31 @@
+package model_test
+
+import (
+	"testing"
+
+	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/internal/testmodel"
+)
+
+// The concat projection is the Forward's FC, and the same tensor of every
+// later MTP layer of a head whose layers each have one; its input is the
+// embedding first for every family mtpconv knows.
+func TestConcat(t *testing.T) {
+	testmodel.RegisterGLM(t)
+	glm := testmodel.GLM(t, testmodel.GLMConfig(2, false), nil, nil)
+	qwen := testmodel.Load(t, fixtures.Qwen36)
+	for _, c := range []struct {
+		name string
+		want bool
+	}{{"model.layers.3.eh_proj.weight", true}, {"model.layers.4.eh_proj.weight", true}, {"model.layers.3.enorm.weight", false}, {"model.layers.2.mlp.down_proj.weight", false}} {
+		if emb, ok := glm.Concat(c.name); ok != c.want || (ok && !emb) {
+			t.Errorf("glm %s: concat %v (embedding first %v), want %v", c.name, ok, emb, c.want)
+		}
+	}
+	if emb, ok := qwen.Concat("mtp.fc.weight"); !ok || !emb {
+		t.Errorf("qwen mtp.fc.weight: concat %v, embedding first %v", ok, emb)
+	}
+	if _, ok := qwen.Concat("mtp.layers.0.self_attn.q_proj.weight"); ok {
+		t.Error("q_proj taken for the concat projection")
+	}
+}

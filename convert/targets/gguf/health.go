@@ -1,0 +1,97 @@
+package gguf
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/mtpconv/mtpconv/convert/health"
+	gg "github.com/mtpconv/mtpconv/formats/gguf"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/quant"
+)
+
+// ehProj is llama.cpp's concat projection of every architecture it drafts
+// with: nextn.eh_proj over ggml_concat(enorm(embedding), hnorm(hidden)),
+// the embedding first (qwen35moe, qwen3next, glm4moe, deepseek2 alike).
+const ehProj = "nextn.eh_proj.weight"
+
+// HeadHealth judges the tensors of a GGUF file's MTP blocks from their
+// stored values (health.Report): decoded as llama.cpp dequantizes them,
+// every norm expected to centre on 1 (GGUF stores RMSNorm weights as
+// applied: a zero-centred family's +1 is in the file).
+func HeadHealth(path string, f *gg.File, s *gg.Summary) (*health.Report, error) {
+	r := &health.Report{Problems: []string{}}
+	blocks := map[string]bool{}
+	for _, b := range s.MTPBlocks {
+		blocks["blk."+strconv.FormatInt(b, 10)+"."] = true
+	}
+	e := health.Expect{Centre: 1, ZeroCentred: zeroCentred(s.Architecture)}
+	file, _, err := st.OpenRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	defer file.Close()
+	for _, t := range f.Tensors {
+		parts := strings.SplitN(t.Name, ".", 3)
+		if len(parts) < 3 || !blocks[parts[0]+"."+parts[1]+"."] {
+			continue
+		}
+		if err := checkTensor(r, file, f, t, e); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return r, nil
+}
+
+// checkTensor adds one tensor of the file to the report.
+func checkTensor(r *health.Report, file *os.File, f *gg.File, t gg.TensorInfo, e health.Expect) error {
+	typ := t.Type.String()
+	if len(t.Dims) == 0 {
+		return nil
+	}
+	rowLen := t.Dims[0]
+	rows := t.Elements() / max(rowLen, 1)
+	var rowBytes int64
+	switch typ {
+	case "F32":
+		rowBytes = 4 * rowLen
+	case "F16", "BF16":
+		rowBytes = 2 * rowLen
+	default:
+		qk, bs, err := quant.GGMLBlock(typ)
+		if err != nil || rowLen%int64(qk) != 0 {
+			r.Unchecked = append(r.Unchecked, fmt.Sprintf("%s (%s: mtpconv has no decoder for it)", t.Name, typ))
+			return nil
+		}
+		rowBytes = rowLen / int64(qk) * int64(bs)
+	}
+	var parts []health.Part
+	if strings.HasSuffix(t.Name, "."+ehProj) && rowLen%2 == 0 {
+		parts = health.ConcatParts(rowLen, true)
+	}
+	var buf []byte
+	return r.Check(t.Name, health.KindOf(t.Name, len(t.Dims)), parts, rows, rowLen, e, func(row, n int64) ([]float32, error) {
+		if int64(cap(buf)) < n*rowBytes {
+			buf = make([]byte, n*rowBytes)
+		}
+		buf = buf[:n*rowBytes]
+		if _, err := file.ReadAt(buf, f.DataOffset+t.Offset+row*rowBytes); err != nil {
+			return nil, err
+		}
+		vals := make([]float32, n*rowLen)
+		return vals, quant.DequantizeGGML(typ, buf, vals)
+	})
+}
+
+// zeroCentred says whether the families llama.cpp names arch apply their
+// head's RMSNorms as 1+w.
+func zeroCentred(arch string) bool {
+	for _, s := range familiesOf(arch) {
+		if s.HeadZeroCentred() {
+			return true
+		}
+	}
+	return false
+}
