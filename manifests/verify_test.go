@@ -116,8 +116,8 @@ func verify(t *testing.T, dir string, src *st.Checkpoint) *manifests.Report {
 			t.Fatalf("verify: %v", res.err)
 		}
 		return res.r
-	case <-time.After(10 * time.Second):
-		t.Fatal("verify did not return within 10 s")
+	case <-time.After(2 * time.Minute):
+		t.Fatal("verify did not return within 2 minutes")
 		return nil
 	}
 }
