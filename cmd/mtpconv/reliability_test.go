@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/manifests"
@@ -190,4 +191,59 @@ func TestIntoFollowsVerifysLinkRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	refusedUnchanged(t, dir, 1, "model.safetensors: file name", "export", "--src", src, "--target", "combined", "--into", dir)
+}
+
+// The graft's same-model check compares every hyperparameter the head's
+// graph reads, not only the shapes: a trunk of another model that differs in
+// a feed-forward width, a rope parameter, the norm epsilon or the layer
+// pattern is refused naming the key, and nothing is written.
+func TestGraftComparesEveryHyperparameter(t *testing.T) {
+	src := ggufSource(t)
+	trunk := graftTrunk(t, src)
+	f, data := ggufTensors(t, trunk)
+	edit := func(v gg.Value) gg.Value {
+		switch x := v.V.(type) {
+		case uint32:
+			return gg.U32(x + 16)
+		case float32:
+			return gg.Float(x * 2)
+		case []int32:
+			y := slices.Clone(x)
+			y[0]++
+			return gg.Int32s(y)
+		case []bool:
+			y := slices.Clone(x)
+			y[0] = !y[0]
+			return gg.Bools(y)
+		}
+		t.Fatalf("no edit for %T", v.V)
+		return v
+	}
+	for _, key := range []string{"qwen35moe.expert_feed_forward_length", "qwen35moe.expert_shared_feed_forward_length",
+		"qwen35moe.rope.freq_base", "qwen35moe.rope.dimension_sections", "qwen35moe.attention.layer_norm_rms_epsilon",
+		"qwen35moe.attention.key_length", "qwen35moe.ssm.conv_kernel", "qwen35moe.attention.recurrent_layers"} {
+		t.Run(key, func(t *testing.T) {
+			var kvs []gg.KV
+			found := false
+			for _, kv := range f.KV {
+				if kv.Key == key {
+					kv.Value, found = edit(kv.Value), true
+				}
+				kvs = append(kvs, kv)
+			}
+			if !found {
+				t.Fatalf("the test trunk has no %s", key)
+			}
+			other := filepath.Join(t.TempDir(), "other.gguf")
+			writeGGUF(t, other, kvs, append([]gg.TensorInfo{}, f.Tensors...), data)
+			out := filepath.Join(t.TempDir(), "o")
+			code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--graft", other, "--out", out)
+			if code != 1 || !strings.Contains(stderr, key+" is ") {
+				t.Errorf("exit %d: %s", code, stderr)
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Error("an output was written")
+			}
+		})
+	}
 }
