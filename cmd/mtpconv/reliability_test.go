@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
@@ -239,6 +240,50 @@ func TestGraftComparesEveryHyperparameter(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "o")
 			code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--graft", other, "--out", out)
 			if code != 1 || !strings.Contains(stderr, key+" is ") {
+				t.Errorf("exit %d: %s", code, stderr)
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Error("an output was written")
+			}
+		})
+	}
+}
+
+// A bundled GGUF whose head count is not what its blocks hold is refused
+// by the split, naming the key (never a trunk block carried as an MTP
+// layer, never called an MTP-only sidecar); a --src that is a FIFO is
+// named as one.
+func TestSplitRefusesWrongHeadCounts(t *testing.T) {
+	src := ggufSource(t)
+	bundled, _ := graft(t, src, graftTrunk(t, src))
+	f, data := ggufTensors(t, bundled)
+	with := func(n uint32) string {
+		var kvs []gg.KV
+		for _, kv := range f.KV {
+			if kv.Key == "qwen35moe.nextn_predict_layers" {
+				kv.Value = gg.U32(n)
+			}
+			kvs = append(kvs, kv)
+		}
+		p := filepath.Join(t.TempDir(), "bundled.gguf")
+		writeGGUF(t, p, kvs, append([]gg.TensorInfo{}, f.Tensors...), data)
+		return p
+	}
+	fifo := filepath.Join(t.TempDir(), "x.gguf")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, src, want string
+	}{
+		{"more MTP layers than nextn blocks", with(2), "qwen35moe.nextn_predict_layers is 2 but only 1 blocks hold nextn tensors"},
+		{"more MTP layers than blocks", with(9), "qwen35moe.nextn_predict_layers is 9, more than its 5 blocks"},
+		{"a FIFO", fifo, "is a named pipe (FIFO)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "o")
+			code, _, stderr := runCLI(t, "export", "--src", c.src, "--target", "gguf", "--out", out)
+			if code != 1 || !strings.Contains(stderr, c.want) {
 				t.Errorf("exit %d: %s", code, stderr)
 			}
 			if _, err := os.Stat(out); err == nil {
