@@ -292,3 +292,40 @@ func TestSplitRefusesWrongHeadCounts(t *testing.T) {
 		})
 	}
 }
+
+// What --into leaves alone and what it refuses by name: a .mtpconv-into
+// folder of the user's (no staging marker) is not deleted; an mlx-vlm
+// folder (vision_config, vision_tower.* weights) is refused by combined
+// --into, which adds into mlx-lm folders only.
+func TestIntoRefusesWhatIsNotItsOwn(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	into := func(dir string) []string {
+		return []string{"export", "--src", src, "--target", "combined", "--into", dir, "--force"}
+	}
+
+	dir := headlessMLXFolder(t, "--trunk-precision", "int4")
+	mine := filepath.Join(dir, ".mtpconv-into")
+	if err := os.MkdirAll(mine, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(mine, "notes.txt"), []byte("the user's own"), 0o644)
+	refusedUnchanged(t, dir, 1, ".mtpconv-into exists and mtpconv did not make it", into(dir)...)
+
+	dir = headlessMLXFolder(t, "--trunk-precision", "int4")
+	cfg, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+	os.WriteFile(filepath.Join(dir, "config.json"), bytes.Replace(cfg, []byte("{"), []byte(`{"vision_config": {"depth": 2},`), 1), 0o644)
+	refusedUnchanged(t, dir, 1, "is an mlx-vlm folder (its config.json has vision_config)", into(dir)...)
+
+	dir = headlessMLXFolder(t, "--trunk-precision", "int4")
+	var b bytes.Buffer
+	w, err := st.NewWriter(&b, []st.Entry{{Name: "vision_tower.patch_embed.proj.weight", DType: st.BF16, Shape: []int64{2, 2}}}, map[string]string{"format": "mlx"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(make([]byte, 8))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "model-vision.safetensors"), b.Bytes(), 0o644)
+	refusedUnchanged(t, dir, 1, "model-vision.safetensors holds vision_tower.patch_embed.proj.weight", into(dir)...)
+}

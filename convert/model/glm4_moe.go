@@ -1,6 +1,7 @@
 package model
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -83,6 +84,10 @@ func parseGLMConfig(raw []byte, d ConfigDefaults, lite bool) (*Config, error) {
 		return nil, fmt.Errorf("n_routed_experts %d, n_group %d, topk_group %d: the experts do not split into the groups", c.NRoutedExperts, c.NGroup, c.TopkGroup)
 	case c.QKRopeHeadDim%2 != 0:
 		return nil, fmt.Errorf("qk_rope_head_dim %d is odd", c.QKRopeHeadDim)
+	case c.RoutedScalingFactor < 0 || c.RoutedScalingFactor == 0 && hasKey(raw, "routed_scaling_factor"):
+		// It scales every routed expert's output: zero or negative turns the
+		// experts off or around (absent, the modelling code's default is 1).
+		return nil, fmt.Errorf("routed_scaling_factor is %v: it must be positive", c.RoutedScalingFactor)
 	case c.ScoringFunc != "" && c.ScoringFunc != "sigmoid":
 		// The releases route by sigmoid (the modelling code has no other); a
 		// config saying otherwise would be converted as if it did not.
@@ -90,6 +95,16 @@ func parseGLMConfig(raw []byte, d ConfigDefaults, lite bool) (*Config, error) {
 	}
 	c.LayerTypes = slices.Repeat([]string{FullAttention}, c.NumHiddenLayers) // every layer full attention (reports)
 	return c, nil
+}
+
+// hasKey reports whether a flat config.json sets key (to any value, null included).
+func hasKey(raw []byte, key string) bool {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(raw, &top) != nil {
+		return false
+	}
+	_, ok := top[key]
+	return ok
 }
 
 // glmMLA reports GLM-4.7-Flash's multi-head latent attention.
