@@ -329,3 +329,34 @@ func TestIntoRefusesWhatIsNotItsOwn(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "model-vision.safetensors"), b.Bytes(), 0o644)
 	refusedUnchanged(t, dir, 1, "model-vision.safetensors holds vision_tower.patch_embed.proj.weight", into(dir)...)
 }
+
+// Every value the drafter's config.json takes from the source keeps its
+// JSON literal, as mlx-vlm's splitter (json.load, json.dump) keeps a float a
+// float: a config written by transformers ("attention_dropout": 0.0) gives
+// 0.0, not 0; the file ends as json.dump ends it, without a newline.
+// (interop/test_glm.py compares it with the splitter's byte for byte.)
+func TestDrafterConfigKeepsSourceLiterals(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	linkFixture(t, fixtures.GLM47Flash, src, "config.json")
+	cfg, _ := os.ReadFile(filepath.Join(src, "config.json"))
+	for _, r := range [][2]string{{`"attention_dropout": 0,`, `"attention_dropout": 0.0,`}, {`"partial_rotary_factor": 1,`, `"partial_rotary_factor": 1.0,`}, {`"rms_norm_eps": 0.00001,`, `"rms_norm_eps": 1e-05,`}} {
+		if !bytes.Contains(cfg, []byte(r[0])) {
+			t.Fatalf("the fixture's config has no %s", r[0])
+		}
+		cfg = bytes.Replace(cfg, []byte(r[0]), []byte(r[1]), 1)
+	}
+	os.WriteFile(filepath.Join(src, "config.json"), cfg, 0o644)
+	out := filepath.Join(t.TempDir(), "out")
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "mlx", "--out", out, "--quiet"); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	got, _ := os.ReadFile(filepath.Join(out, "config.json"))
+	for _, want := range []string{`"attention_dropout": 0.0,`, `"partial_rotary_factor": 1.0,`, `"rms_norm_eps": 1e-05,`} {
+		if !bytes.Contains(got, []byte(want)) {
+			t.Errorf("the drafter's config.json lacks %s", want)
+		}
+	}
+	if bytes.HasSuffix(got, []byte("\n")) {
+		t.Error("the drafter's config.json ends with a newline; json.dump writes none")
+	}
+}
