@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -137,6 +138,13 @@ func Verify(ctx context.Context, dir string, src *st.Checkpoint) (*Report, error
 		if d := SameSource(fp, m.Source); d != "" {
 			r.add("source_mismatch", "", "", "the source is not the one this output was made from: %s; nothing was recomputed from it", d)
 		} else {
+			if check := targetChecks[m.Target]; check != nil {
+				ps, err := check(m, v.opened)
+				if err != nil {
+					return nil, err
+				}
+				r.Problems = append(r.Problems, ps...)
+			}
 			for i := range m.Tensors {
 				t := &m.Tensors[i]
 				o := v.outs[t.File]
@@ -165,6 +173,28 @@ func Verify(ctx context.Context, dir string, src *st.Checkpoint) (*Report, error
 	r.OK = len(r.Problems) == 0
 	return r, nil
 }
+
+// TargetCheck is what a target adds to verify --src for the files it
+// wrote: the types its consumers' rules give each tensor, derived again
+// from the file itself, so that a plan and a manifest that agree on a
+// wrong type do not pass. open gives a tensor file verify opened (false
+// when it could not: that is reported already).
+type TargetCheck func(m *Manifest, open func(file string) (io.ReaderAt, int64, bool)) ([]Problem, error)
+
+// opened is a tensor file verify opened, with its size.
+func (v *verifier) opened(file string) (io.ReaderAt, int64, bool) {
+	o := v.outs[file]
+	if o == nil {
+		return nil, 0, false
+	}
+	return o.f, o.h.FileSize, true
+}
+
+var targetChecks = map[string]TargetCheck{}
+
+// RegisterTargetCheck adds a target's check; the target's package calls it
+// from init.
+func RegisterTargetCheck(target string, c TargetCheck) { targetChecks[target] = c }
 
 // checkFile compares a file's size and sha256 with the record, reporting a
 // difference as kind; whose says whose file it is, for the message. It

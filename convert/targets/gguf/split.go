@@ -23,7 +23,7 @@ func sidecarKeeps(arch string) map[string]bool {
 	keep := map[string]bool{}
 	for _, s := range familiesOf(arch) {
 		for _, n := range s.GGUF.Top {
-			keep[n] = true
+			keep[n.In(-1)] = true
 		}
 	}
 	return keep
