@@ -182,6 +182,14 @@ func TestIntoFollowsVerifysLinkRule(t *testing.T) {
 		t.Errorf("verify of the snapshot: exit %d: %s", code, stdout)
 	}
 
+	// An export downloaded from the Hub into the cache verifies where it lies.
+	out := filepath.Join(t.TempDir(), "out")
+	exportTo(t, fixtures.Qwen36, out, "--target", "mlx", "--head-precision", "int4")
+	downloaded, _ := hfCacheSnapshot(t, out)
+	if code, stdout, _ := runCLI(t, "verify", downloaded); code != 0 || !strings.Contains(stdout, "OK") {
+		t.Errorf("verify of a downloaded export: exit %d: %s", code, stdout)
+	}
+
 	// A link out of the folder and out of any blob store.
 	dir := headlessMLXFolder(t, "--trunk-precision", "int4")
 	elsewhere := filepath.Join(t.TempDir(), "model.safetensors")
