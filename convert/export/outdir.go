@@ -277,6 +277,7 @@ func resolveExisting(p string) (string, error) {
 type newFolder struct {
 	out                     string
 	force, resume, withCard bool
+	dryRun                  bool
 	keep                    string          // a file the export reads (a --graft trunk), which the folder must not hold
 	srcDir                  string          // the local source folder, which the folder must not be, hold or lie in
 	source                  *st.Checkpoint  // re-read to prove a reused file's source bytes unchanged
@@ -304,17 +305,20 @@ func newFolderFor(r Request) *newFolder {
 			d.srcDir = string(dir)
 		}
 	}
-	if r.DryRun {
-		d.out = "" // a dry run writes nothing, so checks nothing of --out
-	}
+	d.dryRun = r.DryRun
 	return d
 }
 
-func (d *newFolder) String() string { return d.out }
+func (d *newFolder) String() string {
+	if d.out == "" {
+		return "the output folder"
+	}
+	return d.out
+}
 
 func (d *newFolder) check() error {
-	if d.out == "" {
-		return nil
+	if d.dryRun || d.out == "" {
+		return nil // a dry run writes nothing, so checks nothing of --out
 	}
 	// The source folder (an HF cache id resolves to its snapshot) first:
 	// refusing --out S for "already exists" would suggest --force.
