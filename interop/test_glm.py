@@ -148,6 +148,26 @@ def test_drafter_equals_mlx_vlm_splitter(mtpconv, glm_dirs, tmp_path):
             load_drafter(str(folder))
 
 
+def test_drafter_config_bytes_equal_splitter(mtpconv, glm_dirs, tmp_path):
+    """On a config.json as transformers writes it (sorted, indent 2, floats as
+    floats: "attention_dropout": 0.0, "partial_rotary_factor": 1.0), our
+    drafter's config.json is the splitter's byte for byte: every value taken
+    from the source keeps its literal (a Python consumer reads a float)."""
+    import shutil
+    from conftest import export
+    from mlx_vlm.speculative.drafters.glm4_moe_lite_mtp.split import split_glm4_moe_lite_mtp
+    src = tmp_path / "src"
+    shutil.copytree(glm_dirs["flash"], src)
+    cfg = json.loads((src / "config.json").read_text())
+    cfg.update(attention_dropout=0.0, partial_rotary_factor=1.0, rope_theta=1000000.0, rms_norm_eps=1e-05)
+    (src / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    ref = split_glm4_moe_lite_mtp(str(src), str(tmp_path / "ref"))
+    ours = export(mtpconv, src, tmp_path / "ours", "--target", "mlx")
+    want = (ref / "config.json").read_bytes()
+    assert b'"attention_dropout": 0.0,' in want and b'"partial_rotary_factor": 1.0,' in want
+    assert (ours / "config.json").read_bytes() == want
+
+
 # What mlx-vlm's glm4_moe_lite_mtp splitter offers when asked to quantize
 # (split_glm4_moe_lite_mtp's q_bits / q_group_size, mlx_vlm.split_mtp's
 # --q-mode): MLX affine at any bits and group mx.quantize takes, and the

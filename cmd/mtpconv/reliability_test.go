@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
+	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/manifests"
@@ -180,6 +182,14 @@ func TestIntoFollowsVerifysLinkRule(t *testing.T) {
 		t.Errorf("verify of the snapshot: exit %d: %s", code, stdout)
 	}
 
+	// An export downloaded from the Hub into the cache verifies where it lies.
+	out := filepath.Join(t.TempDir(), "out")
+	exportTo(t, fixtures.Qwen36, out, "--target", "mlx", "--head-precision", "int4")
+	downloaded, _ := hfCacheSnapshot(t, out)
+	if code, stdout, _ := runCLI(t, "verify", downloaded); code != 0 || !strings.Contains(stdout, "OK") {
+		t.Errorf("verify of a downloaded export: exit %d: %s", code, stdout)
+	}
+
 	// A link out of the folder and out of any blob store.
 	dir := headlessMLXFolder(t, "--trunk-precision", "int4")
 	elsewhere := filepath.Join(t.TempDir(), "model.safetensors")
@@ -190,4 +200,171 @@ func TestIntoFollowsVerifysLinkRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	refusedUnchanged(t, dir, 1, "model.safetensors: file name", "export", "--src", src, "--target", "combined", "--into", dir)
+}
+
+// The graft's same-model check compares every hyperparameter the head's
+// graph reads, not only the shapes: a trunk of another model that differs in
+// a feed-forward width, a rope parameter, the norm epsilon or the layer
+// pattern is refused naming the key, and nothing is written.
+func TestGraftComparesEveryHyperparameter(t *testing.T) {
+	src := ggufSource(t)
+	trunk := graftTrunk(t, src)
+	f, data := ggufTensors(t, trunk)
+	edit := func(v gg.Value) gg.Value {
+		switch x := v.V.(type) {
+		case uint32:
+			return gg.U32(x + 16)
+		case float32:
+			return gg.Float(x * 2)
+		case []int32:
+			y := slices.Clone(x)
+			y[0]++
+			return gg.Int32s(y)
+		case []bool:
+			y := slices.Clone(x)
+			y[0] = !y[0]
+			return gg.Bools(y)
+		}
+		t.Fatalf("no edit for %T", v.V)
+		return v
+	}
+	for _, key := range []string{"qwen35moe.expert_feed_forward_length", "qwen35moe.expert_shared_feed_forward_length",
+		"qwen35moe.rope.freq_base", "qwen35moe.rope.dimension_sections", "qwen35moe.attention.layer_norm_rms_epsilon",
+		"qwen35moe.attention.key_length", "qwen35moe.ssm.conv_kernel", "qwen35moe.attention.recurrent_layers"} {
+		t.Run(key, func(t *testing.T) {
+			var kvs []gg.KV
+			found := false
+			for _, kv := range f.KV {
+				if kv.Key == key {
+					kv.Value, found = edit(kv.Value), true
+				}
+				kvs = append(kvs, kv)
+			}
+			if !found {
+				t.Fatalf("the test trunk has no %s", key)
+			}
+			other := filepath.Join(t.TempDir(), "other.gguf")
+			writeGGUF(t, other, kvs, append([]gg.TensorInfo{}, f.Tensors...), data)
+			out := filepath.Join(t.TempDir(), "o")
+			code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--graft", other, "--out", out)
+			if code != 1 || !strings.Contains(stderr, key+" is ") {
+				t.Errorf("exit %d: %s", code, stderr)
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Error("an output was written")
+			}
+		})
+	}
+}
+
+// A bundled GGUF whose head count is not what its blocks hold is refused
+// by the split, naming the key (never a trunk block carried as an MTP
+// layer, never called an MTP-only sidecar); a --src that is a FIFO is
+// named as one.
+func TestSplitRefusesWrongHeadCounts(t *testing.T) {
+	src := ggufSource(t)
+	bundled, _ := graft(t, src, graftTrunk(t, src))
+	f, data := ggufTensors(t, bundled)
+	with := func(n uint32) string {
+		var kvs []gg.KV
+		for _, kv := range f.KV {
+			if kv.Key == "qwen35moe.nextn_predict_layers" {
+				kv.Value = gg.U32(n)
+			}
+			kvs = append(kvs, kv)
+		}
+		p := filepath.Join(t.TempDir(), "bundled.gguf")
+		writeGGUF(t, p, kvs, append([]gg.TensorInfo{}, f.Tensors...), data)
+		return p
+	}
+	fifo := filepath.Join(t.TempDir(), "x.gguf")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, src, want string
+	}{
+		{"more MTP layers than nextn blocks", with(2), "qwen35moe.nextn_predict_layers is 2 but only 1 blocks hold nextn tensors"},
+		{"more MTP layers than blocks", with(9), "qwen35moe.nextn_predict_layers is 9, more than its 5 blocks"},
+		{"a FIFO", fifo, "is a named pipe (FIFO)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "o")
+			code, _, stderr := runCLI(t, "export", "--src", c.src, "--target", "gguf", "--out", out)
+			if code != 1 || !strings.Contains(stderr, c.want) {
+				t.Errorf("exit %d: %s", code, stderr)
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Error("an output was written")
+			}
+		})
+	}
+}
+
+// What --into leaves alone and what it refuses by name: a .mtpconv-into
+// folder of the user's (no staging marker) is not deleted; an mlx-vlm
+// folder (vision_config, vision_tower.* weights) is refused by combined
+// --into, which adds into mlx-lm folders only.
+func TestIntoRefusesWhatIsNotItsOwn(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	into := func(dir string) []string {
+		return []string{"export", "--src", src, "--target", "combined", "--into", dir, "--force"}
+	}
+
+	dir := headlessMLXFolder(t, "--trunk-precision", "int4")
+	mine := filepath.Join(dir, ".mtpconv-into")
+	if err := os.MkdirAll(mine, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(mine, "notes.txt"), []byte("the user's own"), 0o644)
+	refusedUnchanged(t, dir, 1, ".mtpconv-into exists and mtpconv did not make it", into(dir)...)
+
+	dir = headlessMLXFolder(t, "--trunk-precision", "int4")
+	cfg, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+	os.WriteFile(filepath.Join(dir, "config.json"), bytes.Replace(cfg, []byte("{"), []byte(`{"vision_config": {"depth": 2},`), 1), 0o644)
+	refusedUnchanged(t, dir, 1, "is an mlx-vlm folder (its config.json has vision_config)", into(dir)...)
+
+	dir = headlessMLXFolder(t, "--trunk-precision", "int4")
+	var b bytes.Buffer
+	w, err := st.NewWriter(&b, []st.Entry{{Name: "vision_tower.patch_embed.proj.weight", DType: st.BF16, Shape: []int64{2, 2}}}, map[string]string{"format": "mlx"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(make([]byte, 8))
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "model-vision.safetensors"), b.Bytes(), 0o644)
+	refusedUnchanged(t, dir, 1, "model-vision.safetensors holds vision_tower.patch_embed.proj.weight", into(dir)...)
+}
+
+// Every value the drafter's config.json takes from the source keeps its
+// JSON literal, as mlx-vlm's splitter (json.load, json.dump) keeps a float a
+// float: a config written by transformers ("attention_dropout": 0.0) gives
+// 0.0, not 0; the file ends as json.dump ends it, without a newline.
+// (interop/test_glm.py compares it with the splitter's byte for byte.)
+func TestDrafterConfigKeepsSourceLiterals(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "src")
+	linkFixture(t, fixtures.GLM47Flash, src, "config.json")
+	cfg, _ := os.ReadFile(filepath.Join(src, "config.json"))
+	for _, r := range [][2]string{{`"attention_dropout": 0,`, `"attention_dropout": 0.0,`}, {`"partial_rotary_factor": 1,`, `"partial_rotary_factor": 1.0,`}, {`"rms_norm_eps": 0.00001,`, `"rms_norm_eps": 1e-05,`}} {
+		if !bytes.Contains(cfg, []byte(r[0])) {
+			t.Fatalf("the fixture's config has no %s", r[0])
+		}
+		cfg = bytes.Replace(cfg, []byte(r[0]), []byte(r[1]), 1)
+	}
+	os.WriteFile(filepath.Join(src, "config.json"), cfg, 0o644)
+	out := filepath.Join(t.TempDir(), "out")
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "mlx", "--out", out, "--quiet"); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	got, _ := os.ReadFile(filepath.Join(out, "config.json"))
+	for _, want := range []string{`"attention_dropout": 0.0,`, `"partial_rotary_factor": 1.0,`, `"rms_norm_eps": 1e-05,`} {
+		if !bytes.Contains(got, []byte(want)) {
+			t.Errorf("the drafter's config.json lacks %s", want)
+		}
+	}
+	if bytes.HasSuffix(got, []byte("\n")) {
+		t.Error("the drafter's config.json ends with a newline; json.dump writes none")
+	}
 }

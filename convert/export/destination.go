@@ -66,7 +66,7 @@ func newDestination(r Request, t targets.Target) (destination, error) {
 	if r.Out == "" && !r.DryRun {
 		return nil, targets.UsageError{Err: fmt.Errorf("--out (or --into) is required")}
 	}
-	return newNewFolder(r), nil
+	return newFolderFor(r), nil
 }
 
 // checkNames refuses an output whose file names collide: two files of one

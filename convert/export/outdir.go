@@ -275,13 +275,14 @@ func resolveExisting(p string) (string, error) {
 // whose every input byte is unchanged. One export at a time writes to an
 // output: a lock file beside the sibling is held for the whole run.
 type newFolder struct {
-	out                  string
-	force, resume, cards bool
-	keep                 string         // a file the export reads (a --graft trunk), which the folder must not hold
-	srcDir               string         // the local source folder, which the folder must not be, hold or lie in
-	source               *st.Checkpoint // re-read to prove a reused file's source bytes unchanged
-	planned              *plan.Plan     // the layouts of reused files (the ranges a file copies from another)
-	ctx                  context.Context
+	out                     string
+	force, resume, withCard bool
+	dryRun                  bool
+	keep                    string          // a file the export reads (a --graft trunk), which the folder must not hold
+	srcDir                  string          // the local source folder, which the folder must not be, hold or lie in
+	source                  *st.Checkpoint  // re-read to prove a reused file's source bytes unchanged
+	planned                 *plan.Plan      // the layouts of reused files (the ranges a file copies from another)
+	ctx                     context.Context // the run's, for the re-reads of reuse (run.RunOptions.Reuse takes none)
 
 	lock     *outputLock
 	dir      string // the staging sibling
@@ -296,25 +297,28 @@ const (
 	doneDir    = ".mtpconv-done"
 )
 
-func newNewFolder(r Request) *newFolder {
-	d := &newFolder{out: r.Out, force: r.Force, resume: r.Resume, cards: !r.NoCard, keep: r.Options.Graft}
+func newFolderFor(r Request) *newFolder {
+	d := &newFolder{out: r.Out, force: r.Force, resume: r.Resume, withCard: !r.NoCard, keep: r.Options.Graft}
 	if r.Model != nil {
 		d.source = r.Model.Checkpoint
 		if dir, ok := r.Model.Checkpoint.Source.(source.Dir); ok {
 			d.srcDir = string(dir)
 		}
 	}
-	if r.DryRun {
-		d.out = "" // a dry run writes nothing, so checks nothing of --out
-	}
+	d.dryRun = r.DryRun
 	return d
 }
 
-func (d *newFolder) String() string { return d.out }
+func (d *newFolder) String() string {
+	if d.out == "" {
+		return "the output folder"
+	}
+	return d.out
+}
 
 func (d *newFolder) check() error {
-	if d.out == "" {
-		return nil
+	if d.dryRun || d.out == "" {
+		return nil // a dry run writes nothing, so checks nothing of --out
 	}
 	// The source folder (an HF cache id resolves to its snapshot) first:
 	// refusing --out S for "already exists" would suggest --force.
@@ -342,13 +346,13 @@ func (d *newFolder) reserved() map[string]string {
 		planMarker:         "the marker of an interrupted run",
 		doneDir:            "the records of an interrupted run's files",
 	}
-	if d.cards {
+	if d.withCard {
 		r[manifests.CardFile] = "the model card (--no-card leaves it out)"
 	}
 	return r
 }
 
-func (d *newFolder) card() bool { return d.cards }
+func (d *newFolder) card() bool { return d.withCard }
 
 func (d *newFolder) claim(ctx context.Context, p *plan.Plan, planHash string) (string, error) {
 	d.ctx, d.planned, d.planHash = ctx, p, planHash

@@ -111,6 +111,10 @@ func parseDeepSeekConfig(raw []byte, f deepseekFamily) (*Config, error) {
 		return nil, fmt.Errorf("n_routed_experts %d, n_group %d, topk_group %d: the experts do not split into the groups", ds.NRoutedExperts, ds.NGroup, ds.TopkGroup)
 	case ds.QKRopeHeadDim%2 != 0:
 		return nil, fmt.Errorf("qk_rope_head_dim %d is odd", ds.QKRopeHeadDim)
+	case ds.RoutedScalingFactor < 0 || ds.RoutedScalingFactor == 0 && hasKey(raw, "routed_scaling_factor"):
+		// It scales every routed expert's output: zero or negative turns the
+		// experts off or around (absent, the modelling code's default is 1).
+		return nil, fmt.Errorf("routed_scaling_factor is %v: it must be positive", ds.RoutedScalingFactor)
 	case ds.ScoringFunc != "" && ds.ScoringFunc != "sigmoid":
 		// The releases route by sigmoid (the modelling code has no other); a
 		// config saying otherwise would be converted as if it did not.
@@ -118,6 +122,16 @@ func parseDeepSeekConfig(raw []byte, f deepseekFamily) (*Config, error) {
 	}
 	c.LayerTypes = slices.Repeat([]string{FullAttention}, c.NumHiddenLayers) // every layer full attention (reports)
 	return c, nil
+}
+
+// hasKey reports whether a flat config.json sets key (to any value, null included).
+func hasKey(raw []byte, key string) bool {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(raw, &top) != nil {
+		return false
+	}
+	_, ok := top[key]
+	return ok
 }
 
 // deepseekMLA reports multi-head latent attention.

@@ -70,6 +70,8 @@ func TestGLMConfigRefusals(t *testing.T) {
 		{`,"n_group":3`, "do not split into the groups"},
 		{`,"n_routed_experts":0`, "n_routed_experts"},
 		{`,"scoring_func":"softmax"`, `scoring_func is "softmax"`},
+		{`,"routed_scaling_factor":0`, "routed_scaling_factor is 0"},
+		{`,"routed_scaling_factor":-1.5`, "routed_scaling_factor is -1.5"},
 		{`,"quantization_config":{"quant_method":"compressed-tensors","format":"float-quantized"}`, `quant_method is "compressed-tensors"`},
 	} {
 		_, err := model.ParseConfig([]byte(base + tc.extra + "}"))

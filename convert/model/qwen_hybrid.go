@@ -179,9 +179,16 @@ func hybridSpec(c *Config, l hybridLayout) *Spec {
 // half), and mtp_num_hidden_layers.
 func hybridDrafterText(m *Model, text map[string]any) {
 	c := m.Config
+	// A value the flat config gives keeps its literal (a json.Number there).
+	literal := func(key string, v float64) any {
+		if x, ok := text[key]; ok {
+			return x
+		}
+		return v
+	}
 	if _, ok := text["rope_parameters"]; !ok {
 		text["rope_parameters"] = map[string]any{
-			"type": "default", "rope_theta": c.RopeTheta, "partial_rotary_factor": c.PartialRotaryFactor,
+			"type": "default", "rope_theta": literal("rope_theta", c.RopeTheta), "partial_rotary_factor": literal("partial_rotary_factor", c.PartialRotaryFactor),
 			"mrope_section": []int{c.RotaryDim() / 2, 0, 0},
 		}
 	}

@@ -28,6 +28,9 @@ func Resolve(src string, remote RemoteOptions) (Source, error) {
 	}
 	if fi, err := os.Stat(src); err == nil {
 		if !fi.IsDir() {
+			if !fi.Mode().IsRegular() { // a FIFO or device is no folder and no GGUF file either
+				return nil, fmt.Errorf("%s is %s, neither a checkpoint folder nor a GGUF file; nothing was read from it", src, (&st.NotRegularError{Path: src, Mode: fi.Mode()}).What())
+			}
 			return nil, fmt.Errorf("%s is a file, not a checkpoint folder", src)
 		}
 		return Dir(src), nil

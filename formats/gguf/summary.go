@@ -118,6 +118,11 @@ func Summarize(name string, size int64, f *File) *Summary {
 		}
 	}
 	s.MTPOnly = s.MTPHead && !trunk
+	if s.NextnLayers > s.BlockCount {
+		s.Problems = append(s.Problems, fmt.Sprintf("%s.nextn_predict_layers is %d, more than its %d blocks (%s.block_count)", a, s.NextnLayers, s.BlockCount, a))
+	} else if n := int64(len(s.MTPBlocks)); n > 0 && n < s.NextnLayers {
+		s.Problems = append(s.Problems, fmt.Sprintf("%s.nextn_predict_layers is %d but only %d blocks hold nextn tensors (%v): the other %d of the last %d blocks are trunk blocks", a, s.NextnLayers, n, s.MTPBlocks, s.NextnLayers-n, s.NextnLayers))
+	}
 	if s.NextnLayers > 0 && len(s.MTPBlocks) == 0 {
 		s.Problems = append(s.Problems, fmt.Sprintf("%s.nextn_predict_layers is %d but no blk.*.nextn.* tensor is present", a, s.NextnLayers))
 	}

@@ -236,8 +236,29 @@ func (t target) planGraft(m *model.Model, o targets.Options) (*plan.Plan, error)
 }
 
 // identityKeys are the architecture's keys (after its prefix) a trunk of
-// the source's model holds with the values the family's table gives them.
+// the source's model must hold; every other key of the family's table it
+// holds must have the table's value too (see sameModel).
 var identityKeys = []string{"embedding_length", "attention.head_count", "attention.head_count_kv", "expert_count", "expert_used_count"}
+
+// notCompared are the architecture's keys (after its prefix) a trunk may
+// hold with other values than the source's: the layer counts (checked on
+// their own, and changed by the graft) and the context length (the
+// trunk's own choice, read by no weight of the head).
+var notCompared = map[string]bool{"block_count": true, "nextn_predict_layers": true, "context_length": true}
+
+// sameValue compares a trunk's metadata value with the family's: integers
+// whatever their width, a per-layer array on the trunk's layers.
+func sameValue(theirs, ours gg.Value, nLayer int) bool {
+	if a, ok := theirs.Int(); ok {
+		b, ok := ours.Int()
+		return ok && a == b
+	}
+	if xs, ok := ours.V.([]bool); ok {
+		ys, ok := theirs.V.([]bool)
+		return ok && len(ys) >= nLayer && len(xs) >= nLayer && slices.Equal(xs[:nLayer], ys[:nLayer])
+	}
+	return theirs.Type == ours.Type && fmt.Sprint(theirs.V) == fmt.Sprint(ours.V)
+}
 
 // sameModel refuses a trunk GGUF that is not the source's model, naming
 // the first key that differs. ours is the family's architecture keys for
@@ -253,14 +274,19 @@ func sameModel(f *gg.File, m *model.Model, h model.Hparams, ours []gg.KV, path s
 	if n, ok := f.Uint(a + ".block_count"); !ok || n-nextn != int64(c.NumHiddenLayers) {
 		return fmt.Errorf("--graft %s: %s.block_count %d (with %d MTP layers) is not the source's %d layers", path, a, n, nextn, c.NumHiddenLayers)
 	}
-	for _, k := range identityKeys {
-		i := slices.IndexFunc(ours, func(kv gg.KV) bool { return kv.Key == a+"."+k })
-		if i < 0 {
-			continue // the family does not write it
+	// Every hyperparameter the head's graph reads: the family's keys for the
+	// source (feed-forward widths, rope, norms, attention and expert shapes).
+	for _, kv := range ours {
+		k, ok := strings.CutPrefix(kv.Key, a+".")
+		if !ok || notCompared[k] {
+			continue
 		}
-		want, _ := ours[i].Value.Int()
-		if n, ok := f.Uint(ours[i].Key); !ok || n != want {
-			return fmt.Errorf("--graft %s: %s is %d, the source's is %d", path, ours[i].Key, n, want)
+		theirs, ok := f.Lookup(kv.Key)
+		if !ok && !slices.Contains(identityKeys, k) {
+			continue // an optional key the trunk's converter left out
+		}
+		if !ok || !sameValue(theirs, kv.Value, c.NumHiddenLayers) {
+			return fmt.Errorf("--graft %s: %s is %s, the source's is %s: the trunk is another model", path, kv.Key, valueString(theirs, ok), valueString(kv.Value, true))
 		}
 	}
 	vocab, ok := h.Int("vocab_size")
@@ -305,6 +331,16 @@ func sameModel(f *gg.File, m *model.Model, h model.Hparams, ours []gg.KV, path s
 		}
 	}
 	return nil
+}
+
+func valueString(v gg.Value, present bool) string {
+	if !present {
+		return "absent"
+	}
+	if n, ok := v.Int(); ok {
+		return strconv.FormatInt(n, 10)
+	}
+	return fmt.Sprint(v.V)
 }
 
 // bundledMetadata is the trunk's metadata with the keys a bundled file

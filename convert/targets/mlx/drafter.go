@@ -1,6 +1,7 @@
 package mlx
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -100,9 +101,10 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 }
 
 // drafterConfig writes the drafter's config.json the way mlx-vlm's splitter
-// does: the family's drafter model_type, the source text_config (for a flat
-// config the whole config plus rope_parameters), block_size = depth + 2,
-// and the quantization block when the head is quantized.
+// does (json.dump of the top level sorted, indent 2, no final newline): the
+// family's drafter model_type, the source text_config (for a flat config
+// the whole config plus rope_parameters), block_size = depth + 2, and the
+// quantization block when the head is quantized.
 func drafterConfig(m *model.Model, p *plan.Plan, o Options) ([]byte, error) {
 	text, err := textConfigObject(m)
 	if err != nil {
@@ -119,15 +121,20 @@ func drafterConfig(m *model.Model, p *plan.Plan, o Options) ([]byte, error) {
 		cfg["quantization"] = q
 		cfg["quantization_config"] = q
 	}
-	return jsonobj.Indent(cfg, "  ")
+	out, err := jsonobj.Indent(cfg, "  ")
+	return bytes.TrimSuffix(out, []byte("\n")), err
 }
 
 // textConfigObject returns the source's text configuration as a JSON value
 // that the drafter's TextConfig reads: nested text_config as is, or the
 // whole flat config, plus what the family's drafter needs (DrafterTextConfig).
+// Numbers keep their literal (json.Number): "attention_dropout": 0.0 stays
+// 0.0, as the splitter's json.load and json.dump keep a float a float.
 func textConfigObject(m *model.Model) (map[string]any, error) {
 	var root map[string]any
-	if err := json.Unmarshal(m.Config.Raw, &root); err != nil {
+	d := json.NewDecoder(bytes.NewReader(m.Config.Raw))
+	d.UseNumber()
+	if err := d.Decode(&root); err != nil {
 		return nil, fmt.Errorf("%s: %w", model.ConfigFile, err)
 	}
 	text := root

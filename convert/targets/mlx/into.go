@@ -55,6 +55,7 @@ type folder struct {
 	ownHead              bool     // and an earlier --into wrote it
 	floatDType           st.DType // of the trunk's embedding, when stored float
 	quant                *folderQuant
+	vision               string // what makes it an mlx-vlm folder ("" for an mlx-lm one)
 	depthKey             string // the key the folder declares the MTP depth with ("" if none)
 	declaredDepth, depth int
 }
@@ -87,6 +88,9 @@ func readFolder(dir string) (*folder, error) {
 		if f.quant.Mode == "" {
 			f.quant.Mode = "affine"
 		}
+	}
+	if raw, ok := f.root.Get("vision_config"); ok && string(bytes.TrimSpace(raw)) != "null" {
+		f.vision = "its " + model.ConfigFile + " has vision_config"
 	}
 	f.declaredDepth, _ = f.cfg.ConfigMTPDepth()
 	for _, k := range []string{"mtp_num_hidden_layers", "num_nextn_predict_layers"} {
@@ -133,6 +137,9 @@ func readFolder(dir string) (*folder, error) {
 			}
 		}
 		for _, t := range h.Tensors {
+			if f.vision == "" && (strings.HasPrefix(t.Name, "vision_tower.") || strings.Contains(t.Name, ".vision_tower.")) {
+				f.vision = name + " holds " + t.Name
+			}
 			if strings.HasSuffix(t.Name, "embed_tokens.weight") && (t.DType == st.BF16 || t.DType == st.F16) {
 				f.floatDType = t.DType
 			}
@@ -196,6 +203,11 @@ func (cb combined) CheckInto(dir string, m *model.Model) ([]string, error) {
 func (combined) checkFolder(f *folder, m *model.Model) error {
 	if err := combinedRefusal(m); err != nil {
 		return err
+	}
+	if f.vision != "" {
+		// mlx-vlm keeps the vision tower and its own names (language_model.*):
+		// mlx-lm, which loads the head of --into, does not load such a folder.
+		return fmt.Errorf("--into %s is an mlx-vlm folder (%s): combined --into adds the head to mlx-lm folders (mlx_lm.convert, the mlx-community text conversions) only; mlx-vlm folders are not supported yet (use --target mlx for mlx-vlm's drafter)", f.dir, f.vision)
 	}
 	if err := f.sameModel(m); err != nil {
 		return err
