@@ -109,7 +109,7 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if err := m.HeadError(); err != nil {
 		return nil, err
 	}
-	if m.MTPDepth != 1 {
+	if m.MTPDepth != 1 && !m.Spec.GGUF.ChainedHeads {
 		return nil, fmt.Errorf("the head has %d MTP layers; llama.cpp's %s MTP graph supports exactly one", m.MTPDepth, m.Spec.GGUF.Arch)
 	}
 	if o.Graft != "" {
@@ -338,7 +338,7 @@ func (target) Card(man *manifests.Manifest) manifests.TargetCard {
 	if f := man.Options["graft"]; f != "" {
 		return manifests.TargetCard{
 			Library: "gguf", Consumer: "llama.cpp", Whole: true, TitlePrecision: precision, Tags: []string{"llama-cpp"},
-			What:    "the whole model in one GGUF: its trunk, the tensors of the GGUF it was grafted into byte for byte, and the multi-token-prediction (MTP) head as block n_layer, as llama.cpp's reference converter writes a model with its head",
+			What:    "the whole model in one GGUF: its trunk, the tensors of the GGUF it was grafted into byte for byte, and the multi-token-prediction (MTP) head as block n_layer (one block per MTP layer from there), as llama.cpp's reference converter writes a model with its head",
 			Pairing: "It runs alone: the head drafts for the trunk in the same file.",
 			Experts: "stacked as llama.cpp's `ffn_{gate,up,down}_exps` `{in, out, E}`",
 			HowToRun: []string{
