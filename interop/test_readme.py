@@ -149,64 +149,95 @@ def test_openvino_card_snippet(each_target, mtpconv, tmp_path):
     assert 0 <= token < 512
 
 
-def readme_commands():
-    """Every mtpconv command of the README's examples for real models, with the
-    section it is in."""
-    out = []
-    for heading in ("## You already have a quant", "## One example per consumer"):
-        for block in blocks(section(README, heading), "sh"):
-            out += [(heading, line) for line in block.splitlines() if line.startswith("mtpconv ")]
+def headless_hf_repo(fixture, out):
+    """The fixture as a Hugging Face repo without its MTP head, as a quantizer
+    that drops the head writes it (bf16 here: --target hf takes such a repo)."""
+    import json
+
+    import mlx.core as mx
+
+    out.mkdir()
+    index = json.loads((fixture / "model.safetensors.index.json").read_text())
+    weight_map = {}
+    for shard in sorted(set(index["weight_map"].values())):
+        kept = {k: v for k, v in mx.load(str(fixture / shard)).items() if not k.startswith("mtp.")}
+        mx.save_safetensors(str(out / shard), kept, metadata={"format": "pt"})
+        weight_map.update(dict.fromkeys(kept, shard))
+    index["weight_map"] = weight_map
+    (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
+    for f in fixture.glob("*.json"):
+        if f.name != "model.safetensors.index.json":
+            shutil.copy(f, out / f.name)
     return out
 
 
 def hub_cache(tmp_path, folder, repo="Qwen/Qwen3.6-35B-A3B"):
+    """A private Hugging Face cache holding folder as repo."""
     cache = tmp_path / "hub"
     publish(folder, repo, cache)
     return cache
 
 
-@pytest.mark.parametrize("line", [l for _, l in readme_commands()])
-def test_readme_example_commands(line, mtpconv, fixture_dirs, tmp_path):
-    """The README's commands for Qwen3.6-35B-A3B, each as written in a fresh
-    folder, with the fixtures in place of the real files: the fixture is
-    published as Qwen/Qwen3.6-35B-A3B in a private HF cache (and hf:// reads
-    it from there: the only change to a line), the GGUF to graft into is the
-    fixture's trunk GGUF under the README's name, the MLX folder is stock
-    mlx_lm.convert's 4-bit conversion of the fixture, the OpenVINO folder an
-    optimum-intel export of the GenAI fixture with its own MTP IR moved aside
-    as the README says. llama-server lines are not run (no server is built)."""
+def readme_blocks():
+    """The shell blocks of the README's examples for real models: their mtpconv lines."""
+    out = []
+    for heading in ("## You already have a quant", "## One example per consumer"):
+        for block in blocks(section(README, heading), "sh"):
+            lines = [line for line in block.splitlines() if line.startswith("mtpconv ")]
+            if lines:
+                out.append(lines)
+    return out
+
+
+@pytest.mark.parametrize("lines", readme_blocks(), ids=lambda lines: lines[0][:60])
+def test_readme_example_commands(lines, mtpconv, fixture_dirs, tmp_path):
+    """The README's commands for Qwen3.6-35B-A3B, each block's in order as
+    written in a fresh folder, with the fixtures in place of the real files:
+    the fixture is published as Qwen/Qwen3.6-35B-A3B in a private HF cache
+    (and hf:// reads it from there: the only change to a line), the GGUF to
+    graft into is the fixture's trunk GGUF under the README's name, the MLX
+    folder is stock mlx_lm.convert's 4-bit conversion of the fixture, the
+    OpenVINO folder an optimum-intel export of the GenAI fixture (published
+    as Qwen/Qwen3.6-35B-A3B for that line) with its own MTP IR moved aside as
+    the README says, the HF repo the fixture without its head (bf16: a
+    quantizer's repo as it drops the head; cmd/mtpconv's TestHFIntoAndStrict
+    covers each quantization method). llama-server lines are not run (no
+    server is built)."""
     from test_combined import run_mlx_lm_convert
     from test_genai import GENAI, FIXTURES as GENAI_FIXTURES
 
     fixtures = subprocess.run(["go", "run", "./cmd/mkfixtures", "qwen3.6-moe-tiny-bpe", "qwen3.6-moe-tiny-bpe-BF16.gguf",
                                GENAI_FIXTURES["moe", "random"]], cwd=ROOT, check=True, capture_output=True, text=True)
     bpe, trunk, genai = map(Path, fixtures.stdout.split())
+    caches = {bpe: hub_cache(tmp_path / "bpe", bpe), genai: hub_cache(tmp_path / "genai", genai)}
     work = tmp_path / "work"
     work.mkdir()
-    source = bpe
-    if "--graft" in line:
-        name = re.search(r"--graft (\S+)", line).group(1)
-        shutil.copy(trunk, work / name)
-    if "--into ./Qwen3.6-35B-A3B-4bit" in line:
-        run_mlx_lm_convert(bpe, work / "Qwen3.6-35B-A3B-4bit", "--q-bits", 4)
-    if "--into ./Qwen3.6-35B-A3B-ov" in line:
-        source = genai
-        dst = work / "Qwen3.6-35B-A3B-ov"
-        shutil.copytree(GENAI / (GENAI_FIXTURES["moe", "random"] + "-optimum"), dst)
-        aside = work / "optimum-mtp"
-        aside.mkdir()
-        for f in dst.glob("openvino_mtp_model.*"):
-            f.rename(aside / f.name)
-    cache = hub_cache(tmp_path, source)
-    cmd = line.replace("hf://Qwen/", "Qwen/")
-    r = subprocess.run(["bash", "-euo", "pipefail", "-c", cmd], cwd=work,
-                       env=env_with(mtpconv, HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1"), capture_output=True, text=True)
-    assert r.returncode == 0, (cmd, r.stderr)
-    # What the README's next line loads is there.
-    if "--out qwen36-mtp " in line + " ":
-        assert (work / "qwen36-mtp" / "mtp-Qwen3.6-35B-A3B-Q8_0.gguf").is_file()
-    if "--graft" in line:
-        assert (work / "with-mtp" / name).is_file()
+    for line in lines:
+        source = bpe
+        if m := re.search(r"--graft (\S+)", line):
+            shutil.copy(trunk, work / m.group(1))
+        if "--into ./Qwen3.6-35B-A3B-4bit" in line:
+            run_mlx_lm_convert(bpe, work / "Qwen3.6-35B-A3B-4bit", "--q-bits", 4)
+        if "--into ./Qwen3.6-35B-A3B-ov" in line:
+            source = genai
+            dst = work / "Qwen3.6-35B-A3B-ov"
+            shutil.copytree(GENAI / (GENAI_FIXTURES["moe", "random"] + "-optimum"), dst)
+            aside = work / "optimum-mtp"
+            aside.mkdir()
+            for f in dst.glob("openvino_mtp_model.*"):
+                f.rename(aside / f.name)
+        if m := re.search(r"--target hf --into (\S+)", line):
+            headless_hf_repo(bpe, work / m.group(1))
+        cmd = line.replace("hf://Qwen/", "Qwen/")
+        r = subprocess.run(["bash", "-euo", "pipefail", "-c", cmd], cwd=work,
+                           env=env_with(mtpconv, HF_HUB_CACHE=str(caches[source]), HF_HUB_OFFLINE="1"),
+                           capture_output=True, text=True)
+        assert r.returncode == 0, (cmd, r.stdout, r.stderr)
+        # What the README's next line loads is there.
+        if "--out qwen36-mtp " in line + " ":
+            assert (work / "qwen36-mtp" / "mtp-Qwen3.6-35B-A3B-Q8_0.gguf").is_file()
+        if m := re.search(r"--graft (\S+)", line):
+            assert (work / "with-mtp" / m.group(1)).is_file()
 
 
 # The vision-tower parameters mlx-vlm's Qwen3.5 model has beyond the few the

@@ -34,7 +34,7 @@ func inspectCommand() *cli.Command {
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return usagef("inspect takes one SRC folder, got %d arguments", c.NArg())
+				return usagef("inspect takes one SRC (a checkpoint folder, ORG/NAME, hf://ORG/NAME, an output or MLX folder, or a .gguf file), got %d arguments", c.NArg())
 			}
 			dir := c.Args().First()
 			if done, err := inspectGGUF(c, dir); done || err != nil {

@@ -1,6 +1,7 @@
 // Command mtpconv exports the multi-token-prediction (MTP) head of Qwen3.5/3.6,
-// Qwen3-Next and GLM-4.x checkpoints for OpenVINO, MLX and llama.cpp (GGUF)
-// (one --target each, listed by --help from the target registry), with the
+// Qwen3-Next and GLM-4.x checkpoints for OpenVINO, MLX, llama.cpp (GGUF) and
+// vLLM/SGLang (HF repos) (one --target each, listed by --help from the
+// target registry), with the
 // commands inspect (a source checkpoint or one of our outputs), export,
 // verify (re-hash an output, and recompute it from --src) and card. The
 // source may be a folder, a Hugging Face cache entry or a Hub repo read by
@@ -134,7 +135,7 @@ func isCLIUsage(err error) bool {
 
 // appUsage is the one line --help starts with.
 const appUsage = "export the multi-token-prediction (MTP) head of Qwen3.5/3.6, Qwen3-Next and GLM-4.x checkpoints " +
-	"for speculative decoding with OpenVINO, MLX and llama.cpp (GGUF)"
+	"for speculative decoding with OpenVINO, MLX, llama.cpp (GGUF), and vLLM and SGLang (HF repos)"
 
 // appDescription lists the targets from the registry, so that a new one is
 // in --help the moment it is registered.

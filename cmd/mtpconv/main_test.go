@@ -99,7 +99,7 @@ func TestExitCodes(t *testing.T) {
 		code int
 		want string
 	}{
-		{"no args", []string{"inspect"}, exitUsage, "one SRC folder"},
+		{"no args", []string{"inspect"}, exitUsage, "one SRC (a checkpoint folder, ORG/NAME, hf://ORG/NAME, an output or MLX folder, or a .gguf file), got 0"},
 		{"unknown flag", []string{"inspect", "--nope", empty}, exitUsage, "flag provided but not defined"},
 		{"missing config", []string{"inspect", empty}, exitFailure, empty + ": config.json is missing"},
 		{"invalid config", []string{"inspect", noConfig}, exitFailure, "config.json: invalid JSON"},

@@ -171,8 +171,8 @@ func (target) Card(man *manifests.Manifest) manifests.TargetCard {
 		HowToRun: []string{
 			"With SGLang, as the draft model of the full model:",
 			"", "```sh",
-			"python -m sglang.launch_server --model-path ORG/FULL-MODEL --speculative-algorithm NEXTN \\",
-			"    --speculative-draft-model-path PATH/TO/THIS/FOLDER --speculative-num-steps 1 --speculative-eagle-topk 1 --speculative-num-draft-tokens 2",
+			"python -m sglang.launch_server --model-path {base} --speculative-algorithm NEXTN \\",
+			"    --speculative-draft-model-path {repo} --speculative-num-steps 1 --speculative-eagle-topk 1 --speculative-num-draft-tokens 2",
 			"```",
 			"", "To serve the head from the model's own repo instead (vLLM `speculative_config={\"method\": \"mtp\"}`), add it there with `mtpconv export --target hf --into REPO`.",
 		},
