@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/mtpconv/mtpconv/convert/run/rows"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
@@ -267,19 +268,48 @@ func (e *outsideError) Error() string {
 }
 
 // resolve returns the path of a file the manifest names, with symbolic links
-// resolved, refusing any name that leaves the output folder.
+// resolved, refusing any name that leaves the output folder (LinkedFile).
 func (v *verifier) resolve(name string) (string, error) {
+	return LinkedFile(v.root, name)
+}
+
+// LinkedFile is the one rule for the links of a folder mtpconv writes into
+// or verifies (export --into and verify follow it alike): a file name stays
+// inside the folder, and a symbolic link may lead only to a file inside the
+// folder or, when the folder is a Hugging Face cache snapshot
+// (…/models--ORG--NAME/snapshots/REV, every file a link into the repo's
+// blobs), inside that repo's blob store. root is the folder with its own
+// links resolved; the result is the file's real path. mtpconv reads through
+// such links and never writes through one: its files replace a link's
+// name (a rename), never the bytes it leads to.
+func LinkedFile(root, name string) (string, error) {
 	if err := st.CheckLocalName(name); err != nil {
 		return "", &outsideError{name, `it is empty or absolute, or holds a backslash or a ".." component`}
 	}
-	real, err := filepath.EvalSymlinks(filepath.Join(v.dir, filepath.FromSlash(name)))
+	real, err := filepath.EvalSymlinks(filepath.Join(root, filepath.FromSlash(name)))
 	if err != nil {
 		return "", err
 	}
-	if rel, err := filepath.Rel(v.root, real); err != nil || !filepath.IsLocal(rel) {
-		return "", &outsideError{name, "through a symbolic link it resolves to " + real}
+	if rel, err := filepath.Rel(root, real); err == nil && filepath.IsLocal(rel) {
+		return real, nil
 	}
-	return real, nil
+	if blobs := snapshotBlobs(root); blobs != "" {
+		if rel, err := filepath.Rel(blobs, real); err == nil && filepath.IsLocal(rel) {
+			return real, nil
+		}
+	}
+	return "", &outsideError{name, "through a symbolic link it resolves to " + real + ", outside the folder (and outside the blob store of the Hugging Face cache snapshot it would be)"}
+}
+
+// snapshotBlobs is the blob store of a Hugging Face cache snapshot folder
+// (REPO/snapshots/REV → REPO/blobs), "" for any other folder.
+func snapshotBlobs(root string) string {
+	snapshots := filepath.Dir(root)
+	repo := filepath.Dir(snapshots)
+	if filepath.Base(snapshots) != "snapshots" || !strings.Contains(filepath.Base(repo), "--") {
+		return ""
+	}
+	return filepath.Join(repo, "blobs")
 }
 
 // fileProblem reports, once per file, why a file could not be read.
