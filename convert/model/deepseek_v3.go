@@ -49,6 +49,7 @@ func (deepseekV3) Spec(c *Config) *Spec {
 		Metadata: deepseek2GGUFMetadata,
 	}
 	s.OpenVINO = OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."}
+	s.HF = deepseekHF(c, "deepseek_mtp") // vLLM's deepseek_mtp.py: eh_proj an nn.Linear, shared_head.head a ParallelLMHead
 	return s
 }
 
