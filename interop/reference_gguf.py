@@ -7,10 +7,10 @@ torch, which lives only in a separate, pinned environment:
     "$VENV/bin/pip" install torch==2.11.0 numpy==2.4.6 sentencepiece==0.2.3 \
         transformers==5.24.0 'protobuf<5' safetensors==0.8.0 jinja2
     go run ./cmd/mkfixtures qwen3.6-moe-tiny qwen3.5-moe-tiny qwen3-next-tiny qwen3.6-dense-tiny \
-        qwen3.6-moe-genai qwen3.6-dense-genai glm4.5-moe-tiny glm4.7-flash-tiny deepseek-v3-tiny
+        qwen3.6-moe-genai qwen3.6-dense-genai glm4.5-moe-tiny glm4.7-flash-tiny deepseek-v3-tiny deepseek-v3.2-tiny
     "$VENV/bin/python" interop/reference_gguf.py LLAMA_CPP_DIR [FIXTURE...]
 
-(deepseek-v3-tiny's trunk records were made with torch 2.13.0 and transformers 5.19.0, the vLLM CPU venv of
+(deepseek-v3-tiny's and deepseek-v3.2-tiny's records were made with torch 2.13.0 and transformers 5.19.0, the vLLM CPU venv of
 scripts/setup-vllm.sh: the converter reads the same config keys either way.)
 
 LLAMA_CPP_DIR is vendor/llama.cpp of the llama-cpp-python 0.3.36 sdist
@@ -26,7 +26,8 @@ GLM fixtures the converter also runs without --mtp (its default: one file
 with the trunk and the NextN block), recorded as
 {fixture}-bundled-{outtype}.json. With MTPCONV_KEEP_GGUF=DIR the
 converter's GLM files are kept in DIR (for runs of llama.cpp on them outside
-CI). Named fixtures only are
+CI). For DeepSeek-V3.2 one more thing is patched: its set_vocab's assertion on the
+tokenizer object's add_bos_token (see RUNNER). Named fixtures only are
 recorded again when any are given. Writes testdata/gguf_reference/*.json:
 per tensor its ggml type, dims and sha256; every metadata key with its type
 and value (long arrays by sha256).
@@ -49,15 +50,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = {"qwen3.6-moe-tiny": "qwen35", "qwen3.5-moe-tiny": "qwen35", "qwen3-next-tiny": "qwen2",
             "qwen3.6-dense-tiny": "qwen35", "glm4.5-moe-tiny": "glm4", "glm4.7-flash-tiny": "glm4",
-            "glm4.5-moe-tiny-rigged": "glm4", "glm4.7-flash-tiny-rigged": "glm4"}
+            "glm4.5-moe-tiny-rigged": "glm4", "glm4.7-flash-tiny-rigged": "glm4", "deepseek-v3.2-tiny": "deepseek-v3"}
 # Fixtures with their own tokenizer, also converted without --mtp (bundled).
-OWN_TOKENIZER = {"glm4.5-moe-tiny", "glm4.7-flash-tiny", "glm4.5-moe-tiny-rigged", "glm4.7-flash-tiny-rigged", "deepseek-v3-tiny"}
+OWN_TOKENIZER = {"glm4.5-moe-tiny", "glm4.7-flash-tiny", "glm4.5-moe-tiny-rigged", "glm4.7-flash-tiny-rigged", "deepseek-v3-tiny",
+                 "deepseek-v3.2-tiny"}
 OUTTYPES = ["bf16", "f16"]
 # Families whose NextN layer the converter drops (DeepseekV2Model.skip_mtp): only
 # its default output, the trunk, is recorded ({fixture}-trunk-{outtype}.json), for
 # the keys and the shared tensors (token_embd, output_norm, output) the sidecar
 # holds too.
 TRUNK_ONLY = {"deepseek-v3-tiny": "deepseek-v3"}
+# Fixtures of FIXTURES whose --no-mtp trunk is committed too (FIXTURE-nomtp-bf16.gguf)
+# and whose bundled records carry the whole file's sha256, for --graft.
+WITH_TRUNK = {"deepseek-v3.2-tiny"}
 # Fixtures small enough to commit their --no-mtp trunk GGUF.
 TRUNKS = {"qwen3.6-moe-genai": "qwen35", "qwen3.6-dense-genai": "qwen35"}
 
@@ -68,6 +73,12 @@ sys.path.insert(1, sys.argv[1] + "/gguf-py")
 import conversion.base as base
 pre = sys.argv[2]
 base.TextModel.get_vocab_base_pre = lambda self, tokenizer: pre
+# DeepseekV32Model.set_vocab asserts the AutoTokenizer's add_bos_token, which
+# transformers 5 no longer sets from tokenizer_config.json when tokenizer.json is
+# there; gguf-py's SpecialVocab reads add_bos_token from the file itself, so the
+# vocabulary written is the same. The rest of set_vocab is _set_vocab_gpt2.
+import conversion.deepseek as deepseek
+deepseek.DeepseekV32Model.set_vocab = lambda self: self._set_vocab_gpt2()
 sys.argv = [sys.argv[1] + "/convert_hf_to_gguf.py"] + sys.argv[3:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 '''
@@ -148,11 +159,15 @@ def main():
                 side = convert(llama, pre, d, tmp, "mtp", "--mtp", "--outtype", "bf16")
                 record(side, gguf, out_dir / f"{fx}-bf16.json")
                 continue
+            if fx in WITH_TRUNK:
+                trunk = convert(llama, pre, d, tmp, "nomtp", "--no-mtp", "--outtype", "bf16")
+                shutil.copyfile(trunk, out_dir / f"{fx}-nomtp-bf16.gguf")
+                print(f"{fx}-nomtp-bf16.gguf", trunk.name, trunk.stat().st_size, "bytes")
             layouts = [("", ["--mtp"])] + ([("-bundled", [])] if fx in OWN_TOKENIZER else [])
             for ot in OUTTYPES:
                 for layout, flags in layouts:
                     f = convert(llama, pre, d, tmp, ot + layout, *flags, "--outtype", ot)
-                    record(f, gguf, out_dir / f"{fx}{layout}-{ot}.json")
+                    record(f, gguf, out_dir / f"{fx}{layout}-{ot}.json", whole=fx in WITH_TRUNK and layout == "-bundled")
                     if keep := os.environ.get("MTPCONV_KEEP_GGUF"):
                         Path(keep).mkdir(parents=True, exist_ok=True)
                         shutil.copy(f, Path(keep) / f"{fx}{layout}-{ot}.gguf")

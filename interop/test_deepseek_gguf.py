@@ -2,7 +2,9 @@
 layer (model.layers.61) the reference converter drops (DeepseekV2Model.skip_mtp):
 mtpconv is the only producer of this head. deepseek2's MTP draft graph
 (src/models/deepseek2.cpp graph_mtp, written for GLM-4.7-Flash) is generic MLA +
-MoE with q_lora, and llama.cpp drafts with it:
+MoE with q_lora, and llama.cpp drafts with it. And for DeepSeek-V3.2
+(deepseek32: the same head with the DSA indexer's tensors, unused by the MTP
+graph; the trunk's sparse attention is dense at the fixture's index_topk). For both:
 
 - our quantized sidecars are byte for byte what llama-quantize makes of our bf16 one;
 - llama.cpp's NextN logits for our sidecar (interop/mtp_logits.cpp) agree with the
@@ -12,8 +14,8 @@ MoE with q_lora, and llama.cpp drafts with it:
   (one file, every trunk tensor kept): greedy text equal to the no-draft text; on
   the rigged twin it accepts >= 95% of the drafts at bf16, Q8_0 and Q4_K_M.
 
-No reference sidecar or bundled file exists for this family (the converter writes
-none), so none is compared.
+No reference sidecar or bundled file exists for DeepSeek-V3 (the converter writes
+none); DeepSeek-V3.2's are compared in Go (convert/targets/gguf/deepseek_v3_test.go).
 """
 import json
 import subprocess
@@ -28,7 +30,9 @@ from test_glm_gguf import TOKENS, mtp_logits  # noqa: F401  (session fixture)
 from test_gguf_graft import assert_trunk_kept, graft, speculative_alone
 from test_gguf import describe, ggtrunk, greedy, llama_bin, run_llama, sidecar, speculative  # noqa: F401
 
-DS = {"ds": "deepseek-v3-tiny", "ds-rigged": "deepseek-v3-tiny-rigged"}
+DS = {"v3": "deepseek-v3-tiny", "v3-rigged": "deepseek-v3-tiny-rigged",
+      "v32": "deepseek-v3.2-tiny", "v32-rigged": "deepseek-v3.2-tiny-rigged"}
+FAMILIES = ["v3", "v32"]
 
 
 @pytest.fixture(scope="session")
@@ -43,12 +47,13 @@ def trunk_of(ggtrunk, src, dst):
     return dst
 
 
+@pytest.mark.parametrize("fam", FAMILIES)
 @pytest.mark.parametrize("args", [("--head-precision", "int8", "Q8_0"), ("--head-precision", "int4", "Q4_K_M")] +
                          [("--gguf-type", t, t) for t in ["F16", "BF16", "Q8_0", "Q4_0", "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q6_K"]])
-def test_quantized_equals_llama_quantize(mtpconv, ds_dirs, llama_bin, tmp_path, args):
+def test_quantized_equals_llama_quantize(mtpconv, ds_dirs, llama_bin, tmp_path, fam, args):
     flag, value, ftype = args
-    bf16 = sidecar(mtpconv, ds_dirs["ds"], tmp_path / "bf16", "bf16")
-    export(mtpconv, ds_dirs["ds"], tmp_path / "ours", "--target", "gguf", flag, value)
+    bf16 = sidecar(mtpconv, ds_dirs[fam], tmp_path / "bf16", "bf16")
+    export(mtpconv, ds_dirs[fam], tmp_path / "ours", "--target", "gguf", flag, value)
     (ours,) = list((tmp_path / "ours").glob("*.gguf"))
     ref = tmp_path / "ref.gguf"
     run_llama(llama_bin, "llama-quantize", bf16, ref, ftype)
@@ -57,8 +62,9 @@ def test_quantized_equals_llama_quantize(mtpconv, ds_dirs, llama_bin, tmp_path, 
     assert ours.read_bytes() == ref.read_bytes()
 
 
-def test_llama_nextn_logits_equal_reference(mtpconv, ds_dirs, ggtrunk, mtp_logits, tmp_path):
-    src = ds_dirs["ds"]
+@pytest.mark.parametrize("fam", FAMILIES)
+def test_llama_nextn_logits_equal_reference(mtpconv, ds_dirs, ggtrunk, mtp_logits, tmp_path, fam):
+    src = ds_dirs[fam]
     trunk = trunk_of(ggtrunk, src, tmp_path / "trunk.gguf")
     draft = sidecar(mtpconv, src, tmp_path / "out", "bf16")
     res = subprocess.run([str(mtp_logits), str(trunk), str(draft), *map(str, TOKENS)], capture_output=True, text=True,
@@ -85,9 +91,10 @@ def drafted(mtpconv, llama_bin, src, trunk, out, how, precision):
     return speculative_alone(llama_bin, bundled)
 
 
+@pytest.mark.parametrize("fam", FAMILIES)
 @pytest.mark.parametrize("how", ["sidecar", "graft"])
-def test_llama_drafts(mtpconv, ds_dirs, llama_bin, ggtrunk, tmp_path, how):
-    src = ds_dirs["ds"]
+def test_llama_drafts(mtpconv, ds_dirs, llama_bin, ggtrunk, tmp_path, fam, how):
+    src = ds_dirs[fam]
     trunk = trunk_of(ggtrunk, src, tmp_path / "trunk.gguf")
     want = greedy(llama_bin, trunk, 64)
     got, stats = drafted(mtpconv, llama_bin, src, trunk, tmp_path / "out", how, "bf16")
@@ -96,14 +103,15 @@ def test_llama_drafts(mtpconv, ds_dirs, llama_bin, ggtrunk, tmp_path, how):
     assert got == want or (len(got) > 52 and want.startswith(got))
 
 
+@pytest.mark.parametrize("fam", FAMILIES)
 @pytest.mark.parametrize("precision", ["bf16", "int8", "int4"])
 @pytest.mark.parametrize("how", ["sidecar", "graft"])
-def test_rigged_acceptance(mtpconv, ds_dirs, llama_bin, ggtrunk, tmp_path, precision, how):
-    src = ds_dirs["ds-rigged"]
+def test_rigged_acceptance(mtpconv, ds_dirs, llama_bin, ggtrunk, tmp_path, fam, precision, how):
+    src = ds_dirs[fam + "-rigged"]
     trunk = trunk_of(ggtrunk, src, tmp_path / "trunk.gguf")
     want = greedy(llama_bin, trunk, 64)
     got, stats = drafted(mtpconv, llama_bin, src, trunk, tmp_path / "out", how, precision)
-    print(f"rigged {how} deepseek-v3 {precision}: drafted {stats['n_drafted']:.0f}, accepted {stats['n_accept']:.0f} ({stats['accept']:.1f}%)")
+    print(f"rigged {how} {DS[fam]} {precision}: drafted {stats['n_drafted']:.0f}, accepted {stats['n_accept']:.0f} ({stats['accept']:.1f}%)")
     assert len(got) > 52 and want.startswith(got)
     assert stats["n_drafted"] >= 30
     assert stats["n_accept"] / stats["n_drafted"] >= 0.95

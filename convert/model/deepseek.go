@@ -43,6 +43,11 @@ type DeepSeekConfig struct {
 	QKNopeHeadDim       int     `json:"qk_nope_head_dim"`
 	QKRopeHeadDim       int     `json:"qk_rope_head_dim"`
 	VHeadDim            int     `json:"v_head_dim"`
+	// The DSA indexer (DeepSeek-V3.2): its heads, head size and the keys
+	// it selects per query.
+	IndexNHeads  int `json:"index_n_heads"`
+	IndexHeadDim int `json:"index_head_dim"`
+	IndexTopk    int `json:"index_topk"`
 }
 
 // DecodeDeepSeekConfig decodes the lineage's keys of a config DecodeConfig

@@ -1,5 +1,10 @@
 package model
 
+import (
+	"encoding/json"
+	"strconv"
+)
+
 // DeepSeek-V3, V3.1 and R1 (DeepseekV3ForCausalLM): the lineage's layout
 // (deepseek.go) with multi-head latent attention, its NextN layer at
 // model.layers.61, which llama.cpp runs as its deepseek2 architecture. The
@@ -40,9 +45,21 @@ func (deepseekV3) Spec(c *Config) *Spec {
 		Arch: "deepseek2", PreTokenizer: "deepseek-v3",
 		Top:      deepseekGGUFTop,
 		Layer:    deepseek2GGUFLayer,
-		Hparams:  deepseek2GGUFHparams,
+		Hparams:  dsv3GGUFHparams,
 		Metadata: deepseek2GGUFMetadata,
 	}
 	s.OpenVINO = OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."}
+	s.HF = deepseekHF(c, "deepseek_mtp") // vLLM's deepseek_mtp.py: eh_proj an nn.Linear, shared_head.head a ParallelLMHead
 	return s
+}
+
+// dsv3GGUFHparams is deepseek2's change to the values (one key-value head)
+// over those of DeepseekV3Config, which has head_dim (qk_rope_head_dim)
+// whether config.json gives it or not: TextModel writes it as the key and
+// value lengths, which deepseek2's keys then set again in place.
+func dsv3GGUFHparams(m *Model, h Hparams) {
+	deepseek2GGUFHparams(m, h)
+	if _, ok := h["head_dim"]; !ok {
+		h["head_dim"] = json.Number(strconv.Itoa(m.Config.DeepSeek.QKRopeHeadDim))
+	}
 }

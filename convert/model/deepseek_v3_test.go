@@ -40,6 +40,9 @@ func TestDeepSeekV3Family(t *testing.T) {
 	if m.Family != "deepseek_v3" || m.MTPDepth != 1 || m.HeadError() != nil || m.TrunkError() != nil {
 		t.Fatalf("family %s depth %d: %v %v", m.Family, m.MTPDepth, m.HeadError(), m.TrunkError())
 	}
+	if hf := m.Spec.HF; hf.MTPClass != "deepseek_mtp" || hf.SGLangName("model.layers.2.shared_head.head") != "model.shared_head.head" {
+		t.Errorf("hf table %+v", hf)
+	}
 	f := m.Spec.Forward(m)
 	if at := f.Layers[0].Attention; at.Kind != model.AttnMLA || at.QLoraRank != 64 || at.KVB != "model.layers.2.self_attn.kv_b_proj.weight" {
 		t.Errorf("attention %+v", at)

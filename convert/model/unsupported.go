@@ -17,7 +17,6 @@ var unsupportedFamilies = []struct {
 }{
 	{[]string{"Step3p5ForCausalLM", "Step3p7ForConditionalGeneration"}, "Step-3.5/3.7",
 		"its 3 chained heads (llama.cpp's step35: sliding-window and full attention per layer, head-wise attention gates) are not written yet"},
-	{[]string{"DeepseekV32ForCausalLM"}, "DeepSeek-V3.2", "its head (llama.cpp's deepseek32: MLA with the DSA indexer's tensors) is not written yet"},
 	{[]string{"DeepseekV2ForCausalLM"}, "DeepSeek-V2", "its routing (softmax, greedy groups) has no MTP head in any release"},
 	{[]string{"KimiK25ForConditionalGeneration"}, "Kimi-K2.5", "its head is not written yet (llama.cpp's reference converter drops it)"},
 	{[]string{"DeepseekV4ForCausalLM"}, "DeepSeek-V4", "its head (llama.cpp's deepseek4: hyper-connections, hash routing) is not written yet"},

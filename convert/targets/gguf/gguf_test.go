@@ -122,10 +122,6 @@ func TestSidecarEqualsReference(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				var ref reference
-				if err := json.Unmarshal(raw, &ref); err != nil {
-					t.Fatal(err)
-				}
 				path := exportTo(t, testmodel.WithTokenizer(t, fx), prec)
 				data, err := os.ReadFile(path)
 				if err != nil {
@@ -135,62 +131,74 @@ func TestSidecarEqualsReference(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				got := map[string]gg.TensorInfo{}
-				for _, ti := range f.Tensors {
-					got[ti.Name] = ti
-				}
-				if len(got) != len(ref.Tensors) {
-					t.Errorf("%d tensors, the reference has %d", len(got), len(ref.Tensors))
-				}
-				for _, rt := range ref.Tensors {
-					ti, ok := got[rt.Name]
-					if !ok {
-						t.Errorf("tensor %s missing", rt.Name)
-						continue
-					}
-					n, _ := ti.Bytes()
-					sum := sha256.Sum256(data[f.DataOffset+ti.Offset : f.DataOffset+ti.Offset+n])
-					if ti.Type.String() != rt.Type || fmt.Sprint(ti.Dims) != fmt.Sprint(rt.Dims) || hex.EncodeToString(sum[:]) != rt.SHA256 {
-						t.Errorf("tensor %s: %s %v %x; the reference has %s %v %s", rt.Name, ti.Type, ti.Dims, sum[:6], rt.Type, rt.Dims, rt.SHA256[:12])
-					}
-				}
-				for k, rv := range ref.Metadata {
-					if provenance[k] {
-						continue
-					}
-					v, ok := f.Lookup(k)
-					if !ok {
-						t.Errorf("metadata %s missing", k)
-						continue
-					}
-					if v.Type == gg.TypeArray {
-						s := sha256.Sum256([]byte(pyJSON(v)))
-						if rv.Type != "arr" || hex.EncodeToString(s[:]) != rv.SHA256 || v.Len() != rv.Len {
-							t.Errorf("metadata %s: %d elements hashing %x; the reference has %d hashing %s", k, v.Len(), s[:6], rv.Len, rv.SHA256[:12])
-						}
-						continue
-					}
-					var want any
-					json.Unmarshal(rv.Value, &want)
-					var gotV any = v.V
-					if n, ok := v.Int(); ok {
-						gotV = float64(n)
-					} else if x, ok := v.V.(float32); ok {
-						gotV = float64(x)
-					}
-					if refTypes[v.Type] != rv.Type || gotV != want {
-						t.Errorf("metadata %s: %s %v; the reference has %s %v", k, v.Type, v.V, rv.Type, want)
-					}
-				}
-				for _, kv := range f.KV {
-					if _, ok := ref.Metadata[kv.Key]; !ok && !provenance[kv.Key] {
-						t.Errorf("metadata %s is not in the reference", kv.Key)
-					}
-				}
+				equalsReference(t, data, f, raw)
 				if !strings.HasPrefix(filepath.Base(path), "mtp-") || !strings.HasSuffix(path, "-"+strings.ToUpper(prec)+".gguf") {
 					t.Errorf("file name %s", filepath.Base(path))
 				}
 			})
+		}
+	}
+}
+
+// equalsReference compares a GGUF file (its bytes and parsed header) with a
+// reference record: every tensor (name, type, dims, sha256 of its bytes),
+// every metadata key and value but the provenance ones, and no key more.
+func equalsReference(t *testing.T, data []byte, f *gg.File, raw []byte) {
+	t.Helper()
+	var ref reference
+	if err := json.Unmarshal(raw, &ref); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]gg.TensorInfo{}
+	for _, ti := range f.Tensors {
+		got[ti.Name] = ti
+	}
+	if len(got) != len(ref.Tensors) {
+		t.Errorf("%d tensors, the reference has %d", len(got), len(ref.Tensors))
+	}
+	for _, rt := range ref.Tensors {
+		ti, ok := got[rt.Name]
+		if !ok {
+			t.Errorf("tensor %s missing", rt.Name)
+			continue
+		}
+		n, _ := ti.Bytes()
+		sum := sha256.Sum256(data[f.DataOffset+ti.Offset : f.DataOffset+ti.Offset+n])
+		if ti.Type.String() != rt.Type || fmt.Sprint(ti.Dims) != fmt.Sprint(rt.Dims) || hex.EncodeToString(sum[:]) != rt.SHA256 {
+			t.Errorf("tensor %s: %s %v %x; the reference has %s %v %s", rt.Name, ti.Type, ti.Dims, sum[:6], rt.Type, rt.Dims, rt.SHA256[:12])
+		}
+	}
+	for k, rv := range ref.Metadata {
+		if provenance[k] {
+			continue
+		}
+		v, ok := f.Lookup(k)
+		if !ok {
+			t.Errorf("metadata %s missing", k)
+			continue
+		}
+		if v.Type == gg.TypeArray {
+			s := sha256.Sum256([]byte(pyJSON(v)))
+			if rv.Type != "arr" || hex.EncodeToString(s[:]) != rv.SHA256 || v.Len() != rv.Len {
+				t.Errorf("metadata %s: %d elements hashing %x; the reference has %d hashing %s", k, v.Len(), s[:6], rv.Len, rv.SHA256[:12])
+			}
+			continue
+		}
+		var want any
+		json.Unmarshal(rv.Value, &want)
+		var gotV any = v.V
+		if n, ok := v.Int(); ok {
+			gotV = float64(n)
+		} else if x, ok := v.V.(float32); ok {
+			gotV = float64(x)
+		}
+		if refTypes[v.Type] != rv.Type || gotV != want {
+			t.Errorf("metadata %s: %s %v; the reference has %s %v", k, v.Type, v.V, rv.Type, want)
+		}
+	}
+	for _, kv := range f.KV {
+		if _, ok := ref.Metadata[kv.Key]; !ok && !provenance[kv.Key] {
+			t.Errorf("metadata %s is not in the reference", kv.Key)
 		}
 	}
 }
