@@ -330,22 +330,30 @@ func TestServingVerdicts(t *testing.T) {
 	}
 }
 
-// TestServingDepth: a depth key disagreeing with the tensors is named.
+// TestServingDepth: a depth key disagreeing with the tensors is named; a
+// huge one sizes nothing (the tensors' depth does).
 func TestServingDepth(t *testing.T) {
-	dir := makeRepo(t, repoSpec{Fixture: fixtures.GLM45, Keep: func(string) bool { return true }})
-	raw, err := os.ReadFile(filepath.Join(dir, model.ConfigFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw = bytes.Replace(raw, []byte(`"num_nextn_predict_layers": 1`), []byte(`"num_nextn_predict_layers": 2`), 1)
-	if err := os.WriteFile(filepath.Join(dir, model.ConfigFile), raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	r, err := Serving(loadRepo(t, dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Err(); err == nil || !strings.Contains(err.Error(), "num_nextn_predict_layers says 2 MTP layers, the tensors hold 1") {
-		t.Fatalf("err %v", err)
+	for _, declared := range []string{"2", "1073741824"} {
+		t.Run(declared, func(t *testing.T) {
+			dir := makeRepo(t, repoSpec{Fixture: fixtures.GLM45, Keep: func(string) bool { return true }})
+			raw, err := os.ReadFile(filepath.Join(dir, model.ConfigFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw = bytes.Replace(raw, []byte(`"num_nextn_predict_layers": 1`), []byte(`"num_nextn_predict_layers": `+declared), 1)
+			if err := os.WriteFile(filepath.Join(dir, model.ConfigFile), raw, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r, err := Serving(loadRepo(t, dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Err(); err == nil || !strings.Contains(err.Error(), "num_nextn_predict_layers says "+declared+" MTP layers, the tensors hold 1") {
+				t.Fatalf("err %v", err)
+			}
+			if len(r.Modules) != 7 {
+				t.Errorf("%d modules, want the one layer's 7", len(r.Modules))
+			}
+		})
 	}
 }
