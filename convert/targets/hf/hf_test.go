@@ -357,3 +357,32 @@ func TestServingDepth(t *testing.T) {
 		})
 	}
 }
+
+// TestTextOnlySource: a text-only Qwen3_5MoeForCausalLM checkpoint (with its
+// head) as --src, into a vision-language repo and alone, the head's bytes
+// its own.
+func TestTextOnlySource(t *testing.T) {
+	srcDir := makeRepo(t, repoSpec{Fixture: fixtures.Qwen36, TextOnly: true, Keep: func(string) bool { return true }})
+	src := loadRepo(t, srcDir)
+	if src.Config.ModelType != "qwen3_5_moe_text" || len(src.MTPProblems) > 0 {
+		t.Fatalf("the text-only source: %s, %v", src.Config.ModelType, src.MTPProblems)
+	}
+	repo := makeRepo(t, repoSpec{Fixture: fixtures.Qwen36, Quant: ctW8A8, Storage: trunkInt8})
+	if _, err := exportInto(t, src, repo, targets.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	got := loadRepo(t, repo)
+	for _, n := range src.Checkpoint.Names {
+		if !src.IsHead(n) {
+			continue
+		}
+		a, _ := src.Checkpoint.ReadTensor(src.Checkpoint.Tensors[n], nil)
+		b, _ := got.Checkpoint.ReadTensor(got.Checkpoint.Tensors[n], nil)
+		if !bytes.Equal(a, b) {
+			t.Fatalf("%s differs", n)
+		}
+	}
+	if r, err := Serving(got); err != nil || r.Err() != nil {
+		t.Fatalf("%v %v", err, r.Err())
+	}
+}
