@@ -214,7 +214,7 @@ func (t target) PlanInto(dir string, m *model.Model, o targets.Options) (*plan.P
 		return nil, err
 	}
 	if prec == precFP8 && !fp8Repo {
-		return nil, targets.UsageError{Err: fmt.Errorf("--head-precision fp8: --into %s is not a block-FP8 repo of the source's blocks (its quantization is %s); the head goes in as bf16", dir, cmp.Or(string(q.Method), "none"))}
+		return nil, fmt.Errorf("--head-precision fp8: --into %s is not a block-FP8 repo of the source's blocks (its quantization is %s); the head goes in as bf16", dir, cmp.Or(string(q.Method), "none"))
 	}
 	head, err := planHead(m, HeadFile, prec)
 	if err != nil {

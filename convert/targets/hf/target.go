@@ -68,7 +68,7 @@ func headPrecision(o targets.Options, def string) (string, error) {
 // shifted: the runtimes add the +1 of Qwen's zero-centred norms themselves.
 func planHead(m *model.Model, file, prec string) ([]plan.OutTensor, error) {
 	if prec == precFP8 && m.FP8Info == nil {
-		return nil, targets.UsageError{Err: fmt.Errorf("--head-precision fp8 copies an FP8 release's block-FP8 head as it is stored; %s stores no FP8 weights (its head is written bf16)", m.Checkpoint.Source.Name())}
+		return nil, fmt.Errorf("--head-precision fp8 copies an FP8 release's block-FP8 head as it is stored; %s stores no FP8 weights (its head is written bf16)", m.Checkpoint.Source.Name())
 	}
 	pl := &plan.Planner{M: m, File: file, Component: plan.ComponentHead}
 	whole := func(n string, dtype st.DType, scaled bool) {
