@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 )
@@ -415,4 +416,27 @@ func deepseekForward(m *Model) Forward {
 				Groups: ds.NGroup, TopKGroups: ds.TopkGroup, ScalingFactor: ds.RoutedScalingFactor}})
 	}
 	return f
+}
+
+// deepseekHF is how vLLM (its <class>.py, e.g. glm4_moe_mtp.py) and SGLang
+// (glm4_moe_nextn.py and its siblings) build the lineage's NextN layer:
+// eh_proj an nn.Linear in both, shared_head.head a ParallelLMHead; SGLang
+// names the layer model.decoder and its LM head model.shared_head.head
+// (sglang glm4_moe_nextn.py:70-78, :137-145).
+func deepseekHF(c *Config, class string) HFSpec {
+	layer := "model.layers." + strconv.Itoa(c.NumHiddenLayers) + "."
+	return HFSpec{
+		MTPClass: class, PlainVLLM: []string{"eh_proj"}, PlainSGLang: []string{"eh_proj"}, LMHeads: []string{"shared_head.head"},
+		SGLangName: func(module string) string {
+			rest, ok := strings.CutPrefix(module, layer)
+			switch {
+			case !ok:
+				return module
+			case rest == "shared_head.head":
+				return "model.shared_head.head"
+			default:
+				return "model.decoder." + rest
+			}
+		},
+	}
 }

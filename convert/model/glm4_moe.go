@@ -31,6 +31,7 @@ func (glm4Moe) Spec(c *Config) *Spec {
 		SpecialTokens: glmSpecialTokens,
 	}
 	s.OpenVINO = OpenVINOSpec{Refusal: glmOpenVINORefusal}
+	s.HF = deepseekHF(c, "glm4_moe_mtp")
 	return s
 }
 

@@ -33,6 +33,7 @@ func (glm4MoeLite) ParseConfig(raw []byte) (*Config, error) {
 
 func (glm4MoeLite) Spec(c *Config) *Spec {
 	s := deepseekSpec(c, glm47Flash)
+	s.HF = deepseekHF(c, "glm4_moe_lite_mtp")
 	s.MLX = MLXSpec{
 		// mlx-vlm's glm4_moe_lite_mtp splitter: the NextN layer's own
 		// tensors at the top, the decoder layer as model.mtp_block, the

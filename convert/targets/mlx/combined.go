@@ -12,6 +12,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/jsonobj"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -101,7 +102,7 @@ func (cb combined) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) 
 		p.Files = append(p.Files, plan.OutFile{Name: st.IndexFile, Contents: index})
 		p.Options["max_shard_size"] = strconv.FormatInt(o.MaxShard, 10)
 	}
-	p.Files = append(p.Files, copies(m)...)
+	p.Files = append(p.Files, targets.TokenizerCopies(m)...)
 	hp := m.Spec.HeadPrefix
 	p.Notes = append(p.Notes, fmt.Sprintf("stock mlx-lm >= 0.32.0 loads this file (it drops %s* and shifts no norm on converted files); mlx-lm 0.30.7 to 0.31.3 shift every norm a second time when %s* keys are present", hp, hp))
 	return p, nil
@@ -143,7 +144,7 @@ func combinedConfig(m *model.Model, p *plan.Plan, o Options) ([]byte, error) {
 		cfg["quantization"] = q
 		cfg["quantization_config"] = q
 	}
-	return indentJSON(cfg, "    ")
+	return jsonobj.Indent(cfg, "    ")
 }
 
 // shard assigns tensors, in name order, to files of at most max tensor bytes
@@ -187,7 +188,7 @@ func shard(tensors []plan.OutTensor, max int64) ([]plan.OutTensor, []string, []b
 	for _, s := range sizes {
 		total += s
 	}
-	index, err := indentJSON(object{{"metadata", object{{"total_size", total}}}, {"weight_map", weightMap}}, "    ")
+	index, err := jsonobj.Indent(jsonobj.Object{{Key: "metadata", Value: jsonobj.Object{{Key: "total_size", Value: total}}}, {Key: "weight_map", Value: weightMap}}, "    ")
 	return sorted, files, index, err
 }
 

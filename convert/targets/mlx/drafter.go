@@ -12,6 +12,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/targets"
+	"github.com/mtpconv/mtpconv/internal/jsonobj"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -94,7 +95,7 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 		return nil, err
 	}
 	p.Files = append(p.Files, plan.OutFile{Name: "config.json", Contents: cfg})
-	p.Files = append(p.Files, copies(m)...)
+	p.Files = append(p.Files, targets.TokenizerCopies(m)...)
 	return p, nil
 }
 
@@ -118,7 +119,7 @@ func drafterConfig(m *model.Model, p *plan.Plan, o Options) ([]byte, error) {
 		cfg["quantization"] = q
 		cfg["quantization_config"] = q
 	}
-	return indentJSON(cfg, "  ")
+	return jsonobj.Indent(cfg, "  ")
 }
 
 // textConfigObject returns the source's text configuration as a JSON value
