@@ -91,14 +91,17 @@ func TestHeadHealthExport(t *testing.T) {
 	src := scaledFC(t, 25)
 	out := filepath.Join(t.TempDir(), "o")
 	lossy := []string{"export", "--src", src, "--target", "mlx", "--head-precision", "int4", "--group-size", "128", "--out", out}
-	code, _, stderr := runCLI(t, lossy...)
+	code, stdout, stderr := runCLI(t, lossy...)
 	if code != 1 || !strings.Contains(stderr, "fc.weight: its embedding half's quantization error is 1.00") || !strings.Contains(stderr, "--allow-lossy-head") {
 		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if strings.Contains(stdout, "wrote ") { // the file holding the head is refused before it is announced
+		t.Errorf("a refused export announced files:\n%s", stdout)
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Fatalf("a refused export left %s: %v", out, err)
 	}
-	code, stdout, stderr := runCLI(t, append(lossy, "--allow-lossy-head", "--json")...)
+	code, stdout, stderr = runCLI(t, append(lossy, "--allow-lossy-head", "--json")...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
