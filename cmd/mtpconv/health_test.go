@@ -10,6 +10,7 @@ import (
 
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/internal/testmodel"
 	"github.com/mtpconv/mtpconv/manifests"
 	"github.com/mtpconv/mtpconv/quant"
 )
@@ -90,14 +91,17 @@ func TestHeadHealthExport(t *testing.T) {
 	src := scaledFC(t, 25)
 	out := filepath.Join(t.TempDir(), "o")
 	lossy := []string{"export", "--src", src, "--target", "mlx", "--head-precision", "int4", "--group-size", "128", "--out", out}
-	code, _, stderr := runCLI(t, lossy...)
+	code, stdout, stderr := runCLI(t, lossy...)
 	if code != 1 || !strings.Contains(stderr, "fc.weight: its embedding half's quantization error is 1.00") || !strings.Contains(stderr, "--allow-lossy-head") {
 		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if strings.Contains(stdout, "wrote ") { // the file holding the head is refused before it is announced
+		t.Errorf("a refused export announced files:\n%s", stdout)
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Fatalf("a refused export left %s: %v", out, err)
 	}
-	code, stdout, stderr := runCLI(t, append(lossy, "--allow-lossy-head", "--json")...)
+	code, stdout, stderr = runCLI(t, append(lossy, "--allow-lossy-head", "--json")...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -290,6 +294,43 @@ func TestHeadHealthOwnExports(t *testing.T) {
 				if code, stdout, stderr := runCLI(t, "inspect", target, "--strict"); code != 0 || !strings.Contains(stdout, "from their stored values: OK") {
 					t.Errorf("inspect --strict: exit %d\n%s%s", code, stdout, stderr)
 				}
+			}
+		})
+	}
+}
+
+// An HF repo holding a head (a quantized trunk that --target hf --into gave
+// a bf16 head): inspect judges the head from its stored values, and
+// --strict fails a head whose embedding half is zero.
+func TestHeadHealthHFRepo(t *testing.T) {
+	ct := `{"quant_method": "compressed-tensors", "format": "int-quantized",
+		"config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "int", "symmetric": true, "strategy": "channel"}}},
+		"ignore": ["lm_head", "re:.*mlp.gate$", "re:.*shared_expert_gate$", "re:.*linear_attn.*", "re:.*visual.*"]}`
+	for _, c := range []struct {
+		name string
+		edit func(r, c int64, v float32) float32
+		want string
+	}{
+		{"healthy", func(r, c int64, v float32) float32 { return v }, ""},
+		{"embedding half zero", func(r, c int64, v float32) float32 {
+			if c < 64 {
+				return 0
+			}
+			return v
+		}, "mtp.fc.weight: 64 of its 64 rows are all zeros in its embedding half"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			repo := testmodel.HFRepo{Fixture: fixtures.Qwen36GenAI, Quant: ct, Storage: testmodel.TrunkInt8}.Write(t)
+			src := withTensorValues(t, fixtures.Qwen36GenAI, "mtp.fc.weight", c.edit)
+			if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "hf", "--into", repo, "--quiet"); code != 0 {
+				t.Fatalf("export --into: exit %d, %s", code, stderr)
+			}
+			code, stdout, stderr := runCLI(t, "inspect", repo, "--strict")
+			switch {
+			case c.want == "" && (code != 0 || !strings.Contains(stdout, "from their stored values: OK")):
+				t.Errorf("exit %d\n%s%s", code, stdout, stderr)
+			case c.want != "" && (code != 1 || !strings.Contains(stdout, c.want)):
+				t.Errorf("exit %d, want 1 and %q\n%s%s", code, c.want, stdout, stderr)
 			}
 		})
 	}

@@ -105,7 +105,8 @@ func inspectCommand() *cli.Command {
 }
 
 // sourceReport is inspect's report of a source checkpoint or HF repo: the
-// checkpoint, and how vLLM and SGLang would serve its MTP head.
+// checkpoint, how vLLM and SGLang would serve its MTP head, and the head's
+// health from its stored values.
 type sourceReport struct {
 	*model.Report
 	Serving    *hf.Report     `json:"serving"`

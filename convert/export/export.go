@@ -134,15 +134,12 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := runTarget(ctx, r, t, p, dir, d, prov)
+	hc := &headCheck{allow: r.AllowLossyHead}
+	res, err := runTarget(ctx, r, t, p, dir, d, prov, hc)
 	if err != nil {
 		return nil, interrupted(ctx, d, err)
 	}
-	healthNotes, err := headHealth(res.Tensors, r.AllowLossyHead)
-	if err != nil {
-		return nil, err
-	}
-	oc.Notes = append(oc.Notes, healthNotes...)
+	oc.Notes = append(oc.Notes, hc.ordered(p.TensorFiles)...)
 	if err := checkNames(d, fileNames(res.Files)); err != nil {
 		return nil, err
 	}
@@ -173,12 +170,12 @@ func interrupted(ctx context.Context, d destination, err error) error {
 // runTarget runs the plan into dir and lets the target finish its files.
 // Files a Finisher completes are announced once final, so the sizes the
 // caller prints are those on disk.
-func runTarget(ctx context.Context, r Request, t targets.Target, p *plan.Plan, dir string, d destination, prov targets.Provenance) (*run.Result, error) {
+func runTarget(ctx context.Context, r Request, t targets.Target, p *plan.Plan, dir string, d destination, prov targets.Provenance, hc *headCheck) (*run.Result, error) {
 	m := r.Model
 	fin, finishes := t.(targets.Finisher)
 	var held []run.FileRecord
 	opts := run.RunOptions{
-		Jobs: r.Jobs, KeepSourceCache: r.KeepSourceCache, Reuse: d.reuse, Progress: r.Progress,
+		Jobs: r.Jobs, KeepSourceCache: r.KeepSourceCache, Reuse: d.reuse, Progress: r.Progress, Accept: hc.accept,
 		OnFile: func(rec run.FileRecord) {
 			d.finished(rec)
 			switch {

@@ -3,8 +3,10 @@ package export
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/mtpconv/mtpconv/convert/health"
+	"github.com/mtpconv/mtpconv/convert/run"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -62,10 +64,41 @@ func headHealth(tensors []manifests.Tensor, allow bool) (notes []string, err err
 		notes = append(notes, v.Degraded...)
 	}
 	if len(lost) > 0 && !allow {
-		return nil, fmt.Errorf("the head would load and draft at about 0 %%, so nothing was written: %s (a precision whose scales are per group of at most 256 columns and do not underflow keeps both halves: MLX int4/int8, mxfp4, mxfp8, OpenVINO int4, every GGUF type; --allow-lossy-head writes it anyway)", strings.Join(lost, "; "))
+		return nil, fmt.Errorf("the head would load and draft at about 0 %%, so the export is refused and leaves nothing: %s (a precision whose scales are per group of at most 256 columns and do not underflow keeps both halves: MLX int4/int8, mxfp4, mxfp8, OpenVINO int4, every GGUF type; --allow-lossy-head writes it anyway)", strings.Join(lost, "; "))
 	}
 	for _, l := range lost {
 		notes = append(notes, "written as asked (--allow-lossy-head), though the head cannot draft: "+l)
 	}
 	return notes, nil
+}
+
+// headCheck applies headHealth to each tensor file as the run finishes it,
+// before the file is reported: a refused head stops the run there.
+type headCheck struct {
+	allow bool
+	mu    sync.Mutex
+	notes map[string][]string // by file
+}
+
+func (h *headCheck) accept(rec run.FileRecord) error {
+	notes, err := headHealth(rec.Tensors, h.allow)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.notes == nil {
+		h.notes = map[string][]string{}
+	}
+	h.notes[rec.File.Name] = notes
+	return nil
+}
+
+// ordered is the notes in the plan's file order (files finish in any order).
+func (h *headCheck) ordered(files []string) []string {
+	var out []string
+	for _, f := range files {
+		out = append(out, h.notes[f]...)
+	}
+	return out
 }

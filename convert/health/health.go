@@ -73,12 +73,12 @@ func ConcatParts(rowLen int64, embeddingFirst bool) []Part {
 // Stats accumulate a tensor's stored values (dequantized), and their error
 // against the source's values when those are known, overall and per part.
 type Stats struct {
-	N, NonFinite                int64
-	Min, Max                    float64
-	SumSq, RefSq, ErrSq, MaxErr float64
-	Parts                       []PartStats
-	norm                        []float32 // a norm's values, for its median
-	keep                        bool
+	N, NonFinite        int64
+	Min, Max            float64
+	SumSq, RefSq, ErrSq float64
+	Parts               []PartStats
+	norm                []float32 // a norm's values, for its median
+	keep                bool
 }
 
 // PartStats are one part's sums.
@@ -114,7 +114,6 @@ func (s *Stats) Add(got, want []float32, rowLen int64) {
 			w := float64(want[i])
 			s.RefSq += w * w
 			s.ErrSq += (x - w) * (x - w)
-			s.MaxErr = max(s.MaxErr, math.Abs(x-w))
 		}
 	}
 	if s.keep {
@@ -152,7 +151,6 @@ func (s *Stats) Merge(o *Stats) {
 	s.SumSq += o.SumSq
 	s.RefSq += o.RefSq
 	s.ErrSq += o.ErrSq
-	s.MaxErr = max(s.MaxErr, o.MaxErr)
 	s.norm = append(s.norm, o.norm...)
 	for i := range s.Parts {
 		p, q := &s.Parts[i], o.Parts[i]
@@ -205,8 +203,8 @@ func JudgeErrors(tensor string, parts []PartError) Verdict {
 	for i, p := range parts {
 		switch {
 		case p.RelRMS >= LostError:
-			v.Lost = append(v.Lost, fmt.Sprintf("%s: its %s half's quantization error is %.2f (relative RMS; %.2f is every value rounded to zero, the threshold %.1f)%s",
-				tensor, p.Name, p.RelRMS, 1.0, LostError, others(parts, i)))
+			v.Lost = append(v.Lost, fmt.Sprintf("%s: its %s half's quantization error is %.2f (relative RMS: 1.00 is every value rounded to zero; lost from %.1f)%s",
+				tensor, p.Name, p.RelRMS, LostError, others(parts, i)))
 		case p.Rows > 0 && float64(p.ZeroRows) >= LostRows*float64(p.Rows):
 			v.Lost = append(v.Lost, fmt.Sprintf("%s: %d of its %d rows dequantize to all zeros in its %s half (the source's are not)%s",
 				tensor, p.ZeroRows, p.Rows, p.Name, others(parts, i)))

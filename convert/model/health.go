@@ -2,10 +2,12 @@ package model
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/mtpconv/mtpconv/convert/health"
 	"github.com/mtpconv/mtpconv/convert/run/rows"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
 // HeadHealth judges the checkpoint's head from its stored values
@@ -25,6 +27,13 @@ func (m *Model) HeadHealth(ctx context.Context) (*health.Report, error) {
 		seg := rows.Segment{Source: name, Rows: t.Elements() / max(rowLen, 1)}
 		if scale, block, ok := m.BlockScale(name); ok {
 			seg.Scale, seg.Block = scale, block
+		}
+		switch {
+		case t.DType == st.BF16 || t.DType == st.F16 || t.DType == st.F32:
+		case t.DType == st.F8E4M3 && seg.Scale != "":
+		default: // a packed or integer storage (a quantized repo's head): not decoded here
+			r.Unchecked = append(r.Unchecked, fmt.Sprintf("%s (stored %s)", name, t.DType))
+			continue
 		}
 		var parts []health.Part
 		if emb, ok := m.Concat(name); ok && rowLen%2 == 0 {

@@ -83,7 +83,7 @@ func TestEntriesNotFilledFailFast(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.what, func(t *testing.T) {
-			fr, err := openFileRun(m.Checkpoint, p, t.TempDir(), "model.safetensors", 1000, func(FileRecord) {})
+			fr, err := openFileRun(m.Checkpoint, p, t.TempDir(), "model.safetensors", 1000, func(FileRecord) error { return nil })
 			if err != nil {
 				t.Fatal(err)
 			}

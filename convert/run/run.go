@@ -36,6 +36,9 @@ type RunOptions struct {
 	Reuse func(file string) (FileRecord, bool)
 	// OnFile is called when an output file is complete.
 	OnFile func(rec FileRecord)
+	// Accept, when set, judges a finished tensor file before OnFile reports
+	// it (the export's head-health policy): an error fails the run.
+	Accept func(rec FileRecord) error
 	// Progress, when set, is called with the source bytes of each chunk read
 	// (from several workers at once).
 	Progress func(n int64)
@@ -108,17 +111,31 @@ func Run(ctx context.Context, p *plan.Plan, ck *st.Checkpoint, dir string, opt R
 			onFile.Unlock()
 		}
 	}
+	report := func(rec FileRecord) error {
+		if opt.Accept != nil {
+			if err := opt.Accept(rec); err != nil {
+				return err
+			}
+		}
+		notify(rec)
+		return nil
+	}
 	recs := make([]*FileRecord, len(p.TensorFiles))
 	var states []*tensorState
 	for i, file := range p.TensorFiles {
 		if opt.Reuse != nil {
 			if rec, ok := opt.Reuse(file); ok {
 				recs[i] = &rec
-				notify(rec)
+				if err := report(rec); err != nil {
+					for _, r := range runs {
+						r.abandon()
+					}
+					return nil, err
+				}
 				continue
 			}
 		}
-		fr, err := openFileRun(ck, p, dir, file, opt.ChunkElems, notify)
+		fr, err := openFileRun(ck, p, dir, file, opt.ChunkElems, report)
 		if err != nil {
 			for _, r := range runs {
 				r.abandon()
@@ -232,9 +249,9 @@ type fileRun struct {
 	fh      *fileHasher
 	size    int64
 	states  []*tensorState
-	left    atomic.Int64 // tensors not yet finished
-	started atomic.Bool  // finalize has begun
-	notify  func(FileRecord)
+	left    atomic.Int64           // tensors not yet finished
+	started atomic.Bool            // finalize has begun
+	report  func(FileRecord) error // accepts and announces the finished file
 	rec     FileRecord
 	err     error
 	done    chan struct{}
@@ -316,7 +333,7 @@ func (fr *fileRun) copyIn(ctx context.Context) error {
 
 // openFileRun creates the file with its header and size, starts its hasher
 // and cuts its tensors into chunks.
-func openFileRun(ck *st.Checkpoint, p *plan.Plan, dir, file string, chunkElems int64, notify func(FileRecord)) (*fileRun, error) {
+func openFileRun(ck *st.Checkpoint, p *plan.Plan, dir, file string, chunkElems int64, report func(FileRecord) error) (*fileRun, error) {
 	lay, err := p.Layout(file)
 	if err != nil {
 		return nil, err
@@ -333,7 +350,7 @@ func openFileRun(ck *st.Checkpoint, p *plan.Plan, dir, file string, chunkElems i
 		f.Close()
 		return nil, err
 	}
-	fr := &fileRun{name: file, f: f, fh: newFileHasher(f, lay.Size, CopiedRanges(lay.Copies)), size: lay.Size, notify: notify, done: make(chan struct{})}
+	fr := &fileRun{name: file, f: f, fh: newFileHasher(f, lay.Size, CopiedRanges(lay.Copies)), size: lay.Size, report: report, done: make(chan struct{})}
 	fr.fh.mark(0, int64(len(lay.Header)))
 	// Alignment gaps hold their final zeros already; the tensors written and
 	// the ranges copied are marked as they land.
@@ -404,7 +421,7 @@ func (fr *fileRun) finalize() {
 		rec.Sources = append(rec.Sources, r.sources...)
 		rec.Read += r.read
 	}
-	fr.notify(*rec)
+	fr.err = fr.report(*rec)
 }
 
 // abandon stops a file after a failure (the caller removes the folder).
