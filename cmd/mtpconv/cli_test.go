@@ -39,7 +39,7 @@ func TestCLIHygiene(t *testing.T) {
 		{[]string{"export", "--src", src, "--target", "mlx", "--out", out, "--max-shard-size", "5GB"}, 2, "", "does not take --max-shard-size", 1},
 		{[]string{"export", "--src", src, "--target", "openvino", "--out", out, "--mlx-rounding", "cpu"}, 2, "", "--target openvino does not take --mlx-rounding", 1},
 		{[]string{"export", "--src", src, "--target", "openvino", "--out", out, "--router-bits", "0"}, 2, "", "does not take --router-bits", 1},
-		{[]string{"export", "--src", src, "--target", "nope", "--out", out}, 2, "", "must be combined, gguf, mlx, openvino", 1},
+		{[]string{"export", "--src", src, "--target", "nope", "--out", out}, 2, "", "must be combined, gguf, hf, mlx, openvino", 1},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {

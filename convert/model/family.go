@@ -118,6 +118,30 @@ type Spec struct {
 	MLX      MLXSpec
 	GGUF     GGUFSpec
 	OpenVINO OpenVINOSpec
+	HF       HFSpec
+}
+
+// HFSpec is how vLLM and SGLang build the family's head from a Hugging Face
+// repo: the facts of their MTP model classes that the decision rules of
+// convert/targets/hf need (the rules themselves are the runtimes' and live
+// there). Modules are named by the checkpoint's module names (a weight's
+// name without ".weight"); Plain and LMHeads list them by their name under
+// the head's layer or prefix (HeadRelative without "layers.{j}.").
+type HFSpec struct {
+	// MTPClass names the runtimes' MTP model class (vLLM's
+	// model_executor/models/<MTPClass>.py and SGLang's models/ sibling),
+	// whose own overrides of the repo's quantization the rules port.
+	MTPClass string
+	// PlainVLLM and PlainSGLang are the modules each runtime builds as a
+	// torch nn.Linear: never quantized, whatever the repo's config says.
+	PlainVLLM, PlainSGLang []string
+	// LMHeads are the modules built as a ParallelLMHead (quantized only by
+	// a method that quantizes LM heads).
+	LMHeads []string
+	// SGLangName maps a head module to SGLang's name for it when SGLang's
+	// MTP class places it elsewhere (GLM's NextN layer is model.decoder);
+	// nil: the checkpoint's name.
+	SGLangName func(module string) string
 }
 
 // ReportSpec is what inspect says of a family's own config, beyond the keys

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 )
@@ -171,6 +172,7 @@ func glmSpec(c *Config, lite bool) *Spec {
 			SpecialTokens: glmSpecialTokens,
 		},
 		OpenVINO: OpenVINOSpec{Refusal: glmOpenVINORefusal},
+		HF:       glmHF(c, lite),
 	}
 	if !c.TieWordEmbeddings {
 		s.LMHead = &Want{Suffix: "lm_head.weight", Shape: []int64{v, h}}
@@ -376,4 +378,30 @@ func glmForward(m *Model) Forward {
 				Groups: c.NGroup, TopKGroups: c.TopkGroup, ScalingFactor: c.RoutedScalingFactor}})
 	}
 	return f
+}
+
+// glmHF is how vLLM (glm4_moe_mtp.py, glm4_moe_lite_mtp.py) and SGLang
+// (glm4_moe_nextn.py) build the NextN layer: eh_proj an nn.Linear in both,
+// shared_head.head a ParallelLMHead; SGLang names the layer model.decoder
+// and its LM head model.shared_head.head (glm4_moe_nextn.py:70-78, :137-145).
+func glmHF(c *Config, lite bool) HFSpec {
+	layer := "model.layers." + strconv.Itoa(c.NumHiddenLayers) + "."
+	class := "glm4_moe_mtp"
+	if lite {
+		class = "glm4_moe_lite_mtp"
+	}
+	return HFSpec{
+		MTPClass: class, PlainVLLM: []string{"eh_proj"}, PlainSGLang: []string{"eh_proj"}, LMHeads: []string{"shared_head.head"},
+		SGLangName: func(module string) string {
+			rest, ok := strings.CutPrefix(module, layer)
+			switch {
+			case !ok:
+				return module
+			case rest == "shared_head.head":
+				return "model.shared_head.head"
+			default:
+				return "model.decoder." + rest
+			}
+		},
+	}
 }
