@@ -44,7 +44,7 @@ func inspectCommand() *cli.Command {
 					return err
 				}
 			}
-			s, remote, err := openSource(c, dir)
+			s, remote, err := openSource(c, "", dir)
 			if err != nil {
 				return err
 			}
@@ -157,7 +157,11 @@ func inspectOutput(c *cli.Context, dir string) (bool, error) {
 	}
 	w := c.App.Writer
 	fmt.Fprintf(w, "output:        %s (mtpconv %s, target %s)\n", dir, s.Tool.Version, s.Target)
-	fmt.Fprintf(w, "source:        %s (base model %s, family %s)\n", s.Source, s.Model.BaseModel, s.Model.Family)
+	about := "family " + s.Model.Family
+	if s.Model.BaseModel != "" { // unknown for a local folder exported without --base-model
+		about = "base model " + s.Model.BaseModel + ", " + about
+	}
+	fmt.Fprintf(w, "source:        %s (%s)\n", s.Source, about)
 	fmt.Fprintf(w, "head:          MTP depth %d, %d experts top-%d, hidden %d\n", s.Model.MTPDepth, s.Model.NumExperts, s.Model.ExpertsPerTok, s.Model.HiddenSize)
 	fmt.Fprintf(w, "norms:         %s\n", s.Model.NormConvention)
 	fmt.Fprintf(w, "tensors:       %d\n", s.Tensors)

@@ -9,6 +9,8 @@
 // the work is the library's (convert, manifests) and it knows nothing of tensors.
 package main
 
+//go:generate go test -run ^TestFlagReference$ . -update-docs
+
 import (
 	"context"
 	"errors"

@@ -1,13 +1,9 @@
 package model
 
-import (
-	"strings"
+import "strings"
 
-	gg "github.com/mtpconv/mtpconv/formats/gguf"
-)
-
-// GLM-4.7-Flash (Glm4MoeLiteForCausalLM): the GLM-4.x layout of
-// glm4_moe.go with DeepSeek-V2's multi-head latent attention (q_a_proj,
+// GLM-4.7-Flash (Glm4MoeLiteForCausalLM): the DeepSeek-V3 lineage's layout
+// (deepseek.go) with DeepSeek-V2's multi-head latent attention (q_a_proj,
 // q_a_layernorm, q_b_proj; kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj),
 // which llama.cpp runs as its deepseek2 architecture. See docs/glm.md.
 
@@ -21,20 +17,23 @@ func (glm4MoeLite) Matches(id Identity) bool {
 	return MatchesIdentity(id, []string{"glm4_moe_lite"}, "Glm4MoeLiteForCausalLM")
 }
 
-// Glm4MoeLiteConfig's defaults (head_dim is qk_rope_head_dim, all rotary).
-var glm4MoeLiteDefaults = ConfigDefaults{PartialRotaryFactor: 1, RMSNormEps: 1e-5, RopeTheta: 10000}
+// glm47Flash is the family as the lineage's files know it; its defaults
+// are Glm4MoeLiteConfig's (head_dim is qk_rope_head_dim, all rotary).
+var glm47Flash = deepseekFamily{name: "GLM-4.7-Flash", defaults: ConfigDefaults{PartialRotaryFactor: 1, RMSNormEps: 1e-5, RopeTheta: 10000},
+	mla: true, quantRefusal: glmQuantRefusal}
 
 func (glm4MoeLite) ParseConfig(raw []byte) (*Config, error) {
-	c, err := parseGLMConfig(raw, glm4MoeLiteDefaults, true)
+	c, err := parseDeepSeekConfig(raw, glm47Flash)
 	if err != nil {
 		return nil, err
 	}
-	c.HeadDim = c.QKRopeHeadDim // the configuration class's attribute map
+	c.HeadDim = c.DeepSeek.QKRopeHeadDim // the configuration class's attribute map
 	return c, nil
 }
 
 func (glm4MoeLite) Spec(c *Config) *Spec {
-	s := glmSpec(c, true)
+	s := deepseekSpec(c, glm47Flash)
+	s.HF = deepseekHF(c, "glm4_moe_lite_mtp")
 	s.MLX = MLXSpec{
 		// mlx-vlm's glm4_moe_lite_mtp splitter: the NextN layer's own
 		// tensors at the top, the decoder layer as model.mtp_block, the
@@ -47,62 +46,18 @@ func (glm4MoeLite) Spec(c *Config) *Spec {
 		// every other matrix (embedding and lm_head included) by its
 		// last dimension, the absorbed halves as stored.
 		DrafterRoutersFloat: true,
-		CombinedRefusal:     glmCombinedRefusal,
+		CombinedRefusal:     s.MLX.CombinedRefusal,
 	}
 	s.GGUF = GGUFSpec{
 		Arch: "deepseek2", PreTokenizer: "glm4",
-		Top:           s.GGUF.Top,
-		Layer:         glmLiteGGUFLayer,
-		Metadata:      glmLiteGGUFMetadata,
+		Top:           deepseekGGUFTop,
+		Layer:         deepseek2GGUFLayer,
+		Hparams:       deepseek2GGUFHparams,
+		Metadata:      deepseek2GGUFMetadata,
 		SpecialTokens: glmSpecialTokens,
 	}
+	s.OpenVINO = OpenVINOSpec{Refusal: glmOpenVINORefusal}
 	return s
-}
-
-// glmLiteGGUFLayer is gguf-py's deepseek2 tensor map for GLM-4.7-Flash's
-// layers (kv_b_proj becomes attn_k_b and attn_v_b, split by the target).
-var glmLiteGGUFLayer = func() map[string]string {
-	m := map[string]string{
-		"post_attention_layernorm.weight":     "ffn_norm.weight",
-		"self_attn.q_proj.weight":             "attn_q.weight",
-		"self_attn.q_a_proj.weight":           "attn_q_a.weight",
-		"self_attn.q_a_layernorm.weight":      "attn_q_a_norm.weight",
-		"self_attn.q_b_proj.weight":           "attn_q_b.weight",
-		"self_attn.kv_a_proj_with_mqa.weight": "attn_kv_a_mqa.weight",
-		"self_attn.kv_a_layernorm.weight":     "attn_kv_a_norm.weight",
-	}
-	for k, v := range glmGGUFLayer {
-		if _, ok := m[k]; !ok {
-			m[k] = v
-		}
-	}
-	return m
-}()
-
-// glmLiteGGUFMetadata is every key convert_hf_to_gguf.py writes for
-// GLM-4.7-Flash as deepseek2 (MLA as MQA: one key-value head of
-// kv_lora_rank + qk_rope_head_dim).
-func glmLiteGGUFMetadata(m *Model, hp Hparams) (base, own []gg.KV) {
-	c := m.Config
-	base = glmGGUFBase(m, hp, 1)
-	add, _ := ggufAdder(m, hp, &own)
-	u := func(v int) gg.Value { return gg.U32(uint32(v)) }
-	add("leading_dense_block_count", u(c.FirstKDenseReplace))
-	add("vocab_size", u(c.VocabSize))
-	if c.QLoraRank != nil {
-		add("attention.q_lora_rank", u(*c.QLoraRank))
-	}
-	add("attention.kv_lora_rank", u(c.KVLoraRank))
-	add("attention.key_length", u(c.KVLoraRank+c.QKRopeHeadDim))
-	add("attention.value_length", u(c.KVLoraRank))
-	add("attention.key_length_mla", u(c.QKNopeHeadDim+c.QKRopeHeadDim))
-	add("attention.value_length_mla", u(c.VHeadDim))
-	add("expert_feed_forward_length", u(c.MoeIntermediateSize))
-	add("expert_shared_count", u(c.NSharedExperts))
-	glmGGUFRouting(add, c, hp, true)
-	add("rope.dimension_count", u(c.QKRopeHeadDim))
-	add("nextn_predict_layers", u(m.MTPDepth))
-	return base, own
 }
 
 // glmLiteDrafterName is mlx-vlm's flat drafter name of a NextN tensor

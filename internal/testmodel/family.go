@@ -65,25 +65,33 @@ func (glmFamily) ParseConfig(raw []byte) (*model.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.NumExperts = c.NRoutedExperts // its own name for the routed experts
-	c.SharedExpertIntermed = c.NSharedExperts * c.MoeIntermediateSize
+	if err := model.DecodeDeepSeekConfig(c); err != nil {
+		return nil, err
+	}
+	ds := c.DeepSeek
+	c.NumExperts = ds.NRoutedExperts // its own name for the routed experts
+	c.SharedExpertIntermed = ds.NSharedExperts * c.MoeIntermediateSize
 	keys := append(c.CommonKeys(), model.PositiveKey{Name: "intermediate_size", Value: c.IntermediateSize},
-		model.PositiveKey{Name: "n_routed_experts", Value: c.NRoutedExperts}, model.PositiveKey{Name: "n_group", Value: c.NGroup})
+		model.PositiveKey{Name: "n_routed_experts", Value: ds.NRoutedExperts}, model.PositiveKey{Name: "n_group", Value: ds.NGroup})
 	if err := model.CheckPositive(keys...); err != nil {
 		return nil, err
 	}
 	if err := c.CheckCommon(); err != nil {
 		return nil, err
 	}
-	if c.FirstKDenseReplace > c.NumHiddenLayers {
-		return nil, fmt.Errorf("first_k_dense_replace %d exceeds num_hidden_layers %d", c.FirstKDenseReplace, c.NumHiddenLayers)
+	if ds.FirstKDenseReplace > c.NumHiddenLayers {
+		return nil, fmt.Errorf("first_k_dense_replace %d exceeds num_hidden_layers %d", ds.FirstKDenseReplace, c.NumHiddenLayers)
 	}
 	return c, nil
 }
 
-func mla(c *model.Config) bool { return c.KVLoraRank > 0 }
+func mla(c *model.Config) bool { return c.DeepSeek != nil && c.DeepSeek.KVLoraRank > 0 }
 
 func (glmFamily) Spec(c *model.Config) *model.Spec {
+	ds := c.DeepSeek
+	if ds == nil {
+		ds = &model.DeepSeekConfig{} // FamiliesWhere's empty config
+	}
 	h, v := int64(c.HiddenSize), int64(c.VocabSize)
 	q, kv := int64(c.NumAttentionHeads*c.HeadDim), int64(c.NumKeyValueHeads*c.HeadDim)
 	e, mi, si, di := int64(c.NumExperts), int64(c.MoeIntermediateSize), int64(c.SharedExpertIntermed), int64(c.IntermediateSize)
@@ -97,8 +105,8 @@ func (glmFamily) Spec(c *model.Config) *model.Spec {
 		w("self_attn.o_proj.weight", 0, h, q),
 	}
 	if mla(c) {
-		nope, rope, vd := int64(c.QKNopeHeadDim), int64(c.QKRopeHeadDim), int64(c.VHeadDim)
-		heads, ql, kl := int64(c.NumAttentionHeads), int64(*c.QLoraRank), int64(c.KVLoraRank)
+		nope, rope, vd := int64(ds.QKNopeHeadDim), int64(ds.QKRopeHeadDim), int64(ds.VHeadDim)
+		heads, ql, kl := int64(c.NumAttentionHeads), int64(*ds.QLoraRank), int64(ds.KVLoraRank)
 		attention = []model.Want{
 			w("self_attn.q_a_proj.weight", 0, ql, h), w("self_attn.q_a_layernorm.weight", 0, ql),
 			w("self_attn.q_b_proj.weight", 0, heads*(nope+rope), ql),
@@ -114,7 +122,7 @@ func (glmFamily) Spec(c *model.Config) *model.Spec {
 		w("mlp.shared_experts.gate_proj.weight", 0, si, h), w("mlp.shared_experts.up_proj.weight", 0, si, h),
 		w("mlp.shared_experts.down_proj.weight", 0, h, si),
 	}
-	isMoE := func(i int) bool { return i >= c.FirstKDenseReplace }
+	isMoE := func(i int) bool { return i >= ds.FirstKDenseReplace }
 	layer := func(i int) []model.Want {
 		ws := append(slices.Clone(norms), attention...)
 		if isMoE(i) {
@@ -148,24 +156,24 @@ func (glmFamily) Spec(c *model.Config) *model.Spec {
 		Forward:  forward,
 		GGUF: model.GGUFSpec{
 			Arch: "test_glm4moe", PreTokenizer: "test_glm4",
-			Top: map[string]string{"embed_tokens.weight": "token_embd.weight", "norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"},
-			Layer: map[string]string{
-				"input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "post_attention_norm.weight",
-				"self_attn.q_proj.weight": "attn_q.weight", "self_attn.q_proj.bias": "attn_q.bias",
-				"self_attn.k_proj.weight": "attn_k.weight", "self_attn.k_proj.bias": "attn_k.bias",
-				"self_attn.v_proj.weight": "attn_v.weight", "self_attn.v_proj.bias": "attn_v.bias",
-				"self_attn.o_proj.weight": "attn_output.weight",
-				"mlp.gate.weight":         "ffn_gate_inp.weight", "mlp.gate.e_score_correction_bias": "exp_probs_b.bias",
-				"mlp.shared_experts.gate_proj.weight": "ffn_gate_shexp.weight", "mlp.shared_experts.up_proj.weight": "ffn_up_shexp.weight",
-				"mlp.shared_experts.down_proj.weight": "ffn_down_shexp.weight",
-				"eh_proj.weight":                      "nextn.eh_proj.weight", "enorm.weight": "nextn.enorm.weight", "hnorm.weight": "nextn.hnorm.weight",
-				"shared_head.norm.weight": "nextn.shared_head_norm.weight", "embed_tokens.weight": "nextn.embed_tokens.weight",
-				"shared_head.head.weight": "nextn.shared_head_head.weight",
+			Top: map[string]gg.TensorName{"embed_tokens.weight": gg.Weight(gg.KindTokenEmbd), "norm.weight": gg.Weight(gg.KindOutputNorm), "lm_head.weight": gg.Weight(gg.KindOutput)},
+			Layer: map[string]gg.TensorName{
+				"input_layernorm.weight": gg.Weight(gg.KindAttnNorm), "post_attention_layernorm.weight": gg.Weight(gg.KindAttnPostNorm),
+				"self_attn.q_proj.weight": gg.Weight(gg.KindAttnQ), "self_attn.q_proj.bias": gg.Bias(gg.KindAttnQ),
+				"self_attn.k_proj.weight": gg.Weight(gg.KindAttnK), "self_attn.k_proj.bias": gg.Bias(gg.KindAttnK),
+				"self_attn.v_proj.weight": gg.Weight(gg.KindAttnV), "self_attn.v_proj.bias": gg.Bias(gg.KindAttnV),
+				"self_attn.o_proj.weight": gg.Weight(gg.KindAttnOut),
+				"mlp.gate.weight":         gg.Weight(gg.KindFFNGateInp), "mlp.gate.e_score_correction_bias": gg.Bias(gg.KindFFNExpProbsB),
+				"mlp.shared_experts.gate_proj.weight": gg.Weight(gg.KindFFNGateShexp), "mlp.shared_experts.up_proj.weight": gg.Weight(gg.KindFFNUpShexp),
+				"mlp.shared_experts.down_proj.weight": gg.Weight(gg.KindFFNDownShexp),
+				"eh_proj.weight":                      gg.Weight(gg.KindNextNEHProj), "enorm.weight": gg.Weight(gg.KindNextNEnorm), "hnorm.weight": gg.Weight(gg.KindNextNHnorm),
+				"shared_head.norm.weight": gg.Weight(gg.KindNextNSharedHeadNorm), "embed_tokens.weight": gg.Weight(gg.KindNextNEmbedTokens),
+				"shared_head.head.weight": gg.Weight(gg.KindNextNSharedHeadHead),
 			},
-			Metadata: func(m *model.Model, h model.Hparams) ([]gg.KV, []gg.KV) {
-				a := m.Spec.GGUF.Arch
-				return []gg.KV{gg.Pair(a+".block_count", gg.U32(uint32(m.Config.NumHiddenLayers+m.MTPDepth)))},
-					[]gg.KV{gg.Pair(a+".nextn_predict_layers", gg.U32(uint32(m.MTPDepth))), gg.Pair(a+".leading_dense_block_count", gg.U32(uint32(m.Config.FirstKDenseReplace)))}
+			Metadata: func(m *model.Model, h model.Hparams, g *model.GGUFKeys) error {
+				g.U32("nextn_predict_layers", m.MTPDepth)
+				g.U32("leading_dense_block_count", m.Config.DeepSeek.FirstKDenseReplace)
+				return nil
 			},
 		},
 		OpenVINO: model.OpenVINOSpec{Refusal: GLMRefusal},
@@ -179,7 +187,7 @@ func (glmFamily) Spec(c *model.Config) *model.Spec {
 // forward is the family's MTP forward: per MTP layer its own shared head;
 // GQA with biases (or MLA) and sigmoid group routing.
 func forward(m *model.Model) model.Forward {
-	c := m.Config
+	c, ds := m.Config, m.Config.DeepSeek
 	p := m.HeadLayerPrefix(0)
 	f := model.Forward{EmbedNorm: p + "enorm.weight", HiddenNorm: p + "hnorm.weight", EmbeddingFirst: true,
 		FC: p + "eh_proj.weight", FinalNorm: p + "shared_head.norm.weight", Eps: c.RMSNormEps}
@@ -194,8 +202,8 @@ func forward(m *model.Model) model.Forward {
 			at = model.Attention{Kind: model.AttnMLA, Prefix: sa, Q: sa + "q_b_proj.weight", O: sa + "o_proj.weight",
 				QA: sa + "q_a_proj.weight", QANorm: sa + "q_a_layernorm.weight", KVA: sa + "kv_a_proj_with_mqa.weight",
 				KVANorm: sa + "kv_a_layernorm.weight", KVB: sa + "kv_b_proj.weight", Heads: c.NumAttentionHeads,
-				QLoraRank: *c.QLoraRank, KVLoraRank: c.KVLoraRank, QKNopeHeadDim: c.QKNopeHeadDim, QKRopeHeadDim: c.QKRopeHeadDim,
-				VHeadDim: c.VHeadDim, RotaryDim: c.QKRopeHeadDim, RopeTheta: c.RopeTheta}
+				QLoraRank: *ds.QLoraRank, KVLoraRank: ds.KVLoraRank, QKNopeHeadDim: ds.QKNopeHeadDim, QKRopeHeadDim: ds.QKRopeHeadDim,
+				VHeadDim: ds.VHeadDim, RotaryDim: ds.QKRopeHeadDim, RopeTheta: c.RopeTheta}
 		}
 		f.Layers = append(f.Layers, model.ForwardLayer{Prefix: p, InputNorm: p + "input_layernorm.weight",
 			PostAttentionNorm: p + "post_attention_layernorm.weight", Attention: at,
@@ -205,7 +213,7 @@ func forward(m *model.Model) model.Forward {
 				SharedPrefix: mp + "shared_experts.", SharedGate: mp + "shared_experts.gate_proj.weight",
 				SharedUp: mp + "shared_experts.up_proj.weight", SharedDown: mp + "shared_experts.down_proj.weight",
 				Routing: model.RouteSigmoidGroupTopK, ScoreCorrectionBias: mp + "gate.e_score_correction_bias",
-				Groups: c.NGroup, TopKGroups: c.TopkGroup, ScalingFactor: c.RoutedScalingFactor}})
+				Groups: ds.NGroup, TopKGroups: ds.TopkGroup, ScalingFactor: ds.RoutedScalingFactor}})
 	}
 	return f
 }

@@ -8,7 +8,9 @@ package gguf
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"path/filepath"
 	"slices"
@@ -115,11 +117,27 @@ func roundedCount(n int64) string {
 	return strconv.FormatFloat(x, 'f', max(2-digits, 0), 64) + suffix
 }
 
+// graftOpenError names the --graft file and says what it should be, without
+// Go's "stat"/"open" operation words.
+func graftOpenError(path string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("--graft %s: no such file (--graft takes the trunk GGUF of the same model to write the head into)", path)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == path {
+		return fmt.Errorf("--graft %s: %w", path, pe.Err)
+	}
+	if strings.HasPrefix(err.Error(), path) {
+		return fmt.Errorf("--graft %w", err)
+	}
+	return fmt.Errorf("--graft %s: %w", path, err)
+}
+
 func (t target) planGraft(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	path := o.Graft
 	trunk, size, sum, err := gg.OpenFingerprint(path)
 	if err != nil {
-		return nil, fmt.Errorf("--graft: %w", err)
+		return nil, graftOpenError(path, err)
 	}
 	if n, _ := trunk.Uint("split.count"); n > 1 {
 		return nil, fmt.Errorf("--graft %s is one of %d split GGUF files; merge them first (llama-gguf-split --merge)", path, n)
@@ -129,7 +147,10 @@ func (t target) planGraft(m *model.Model, o targets.Options) (*plan.Plan, error)
 		return nil, err
 	}
 	// The family's own keys, as the reference converter writes them for the bundled file.
-	base, own := m.Spec.GGUF.Metadata(m, h)
+	base, own, err := m.GGUFMetadata(h)
+	if err != nil {
+		return nil, err
+	}
 	ours := append(base, own...)
 	if err := sameModel(trunk, m, h, ours, path); err != nil {
 		return nil, err
@@ -245,7 +266,7 @@ func sameModel(f *gg.File, m *model.Model, h model.Hparams, ours []gg.KV, path s
 	embName := ""
 	for _, w := range m.Spec.TrunkTop {
 		if len(w.Shape) == 2 && w.Shape[0] == vocab && w.Shape[1] == int64(c.HiddenSize) {
-			embName = gs.Top[w.Suffix]
+			embName = gs.Top[w.Suffix].In(-1)
 		}
 	}
 	var emb *gg.TensorInfo
@@ -405,12 +426,12 @@ func bundledOrder(m *model.Model, trunk []string, head []plan.OutTensor) []strin
 	fixed := map[string]string{}
 	for _, w := range m.Spec.TrunkTop {
 		if g, ok := m.Spec.GGUF.Top[w.Suffix]; ok {
-			fixed[g] = tp + w.Suffix
+			fixed[g.In(-1)] = tp + w.Suffix
 		}
 	}
 	if s := m.Spec.LMHead; s != nil {
 		if g, ok := m.Spec.GGUF.Top[s.Suffix]; ok {
-			fixed[g] = s.Suffix
+			fixed[g.In(-1)] = s.Suffix
 		}
 	}
 	// A head tensor goes before the first trunk tensor the converter visits

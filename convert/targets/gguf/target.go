@@ -9,6 +9,7 @@
 package gguf
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -108,7 +109,7 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if err := m.HeadError(); err != nil {
 		return nil, err
 	}
-	if m.MTPDepth != 1 {
+	if m.MTPDepth != 1 && !m.Spec.GGUF.ChainedHeads {
 		return nil, fmt.Errorf("the head has %d MTP layers; llama.cpp's %s MTP graph supports exactly one", m.MTPDepth, m.Spec.GGUF.Arch)
 	}
 	if o.Graft != "" {
@@ -128,7 +129,10 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if err := planTensors(pl, m, prec, nil); err != nil {
 		return nil, err
 	}
-	kvs := Metadata(m, h, prec.ftype, name, vocab)
+	kvs, err := Metadata(m, h, prec.ftype, name, vocab)
+	if err != nil {
+		return nil, err
+	}
 	if prec.requant {
 		sortLikeLlamaQuantize(pl.Out)
 		kvs = moveLast(kvs, "general.quantization_version", "general.file_type")
@@ -218,13 +222,15 @@ func planTensors(pl *plan.Planner, m *model.Model, prec precision, trunk []plann
 func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list func(string, []int64, st.DType), types map[string]string) error {
 	c := m.Config
 	// typeOf is the stored type of a tensor: the reference converter's choice
-	// (float32 for norms, router and shared-expert gate), or for a
-	// llama-quantize layout its choice.
+	// by its kind (float32 for norms, routers, biases, ...), or for a
+	// llama-quantize layout its choice. A name of no kind is kept in kindErr.
+	var kindErr error
 	typeOf := func(name string, shape []int64) (st.DType, *plan.Quant) {
-		dt := prec.float
-		if f32Tensor(name, len(shape)) {
-			dt = st.F32
+		ct, err := gg.ConverterType(name, len(shape), string(prec.float))
+		if err != nil && kindErr == nil {
+			kindErr = err
 		}
+		dt := st.DType(ct)
 		if list != nil {
 			list(name, shape, dt)
 		}
@@ -259,7 +265,7 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 	pl.Component = plan.ComponentTrunk
 	for _, w := range m.Spec.TrunkTop {
 		if g, ok := gs.Top[w.Suffix]; ok {
-			add(m.TextPrefix+w.Suffix, g)
+			add(m.TextPrefix+w.Suffix, g.In(-1))
 		}
 	}
 	if s := m.Spec.LMHead; s != nil {
@@ -268,7 +274,7 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 			return fmt.Errorf("no GGUF name for the lm_head %s", s.Suffix)
 		}
 		pl.Component = plan.ComponentLMHead
-		add(s.Suffix, g)
+		add(s.Suffix, g.In(-1))
 	}
 	pl.Component = plan.ComponentHead
 	// Multi-head latent attention: kv_b_proj is stored as llama.cpp's
@@ -289,8 +295,8 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 			if err != nil {
 				return fmt.Errorf("%s: not in an MTP layer", n)
 			}
-			b := "blk." + strconv.Itoa(c.NumHiddenLayers+jn) + "."
-			pl.SplitKVB(n, at, b+"attn_k_b.weight", b+"attn_v_b.weight", addRows)
+			b := c.NumHiddenLayers + jn
+			pl.SplitKVB(n, at, gg.Weight(gg.KindAttnKB).In(b), gg.Weight(gg.KindAttnVB).In(b), addRows)
 			continue
 		}
 		g, err := headName(gs, m.HeadRelative(n), c.NumHiddenLayers)
@@ -300,53 +306,58 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 		add(n, g)
 	}
 	for j, blk := range m.MTPExperts {
-		b := fmt.Sprintf("blk.%d.", c.NumHiddenLayers+j)
+		b := c.NumHiddenLayers + j
 		e, hs, is := int64(c.NumExperts), int64(c.HiddenSize), int64(c.MoeIntermediateSize)
 		shapes := [3][]int64{{e, is, hs}, {e, is, hs}, {e, hs, is}}
 		first := len(pl.Out)
 		quants := [3]*plan.Quant{}
 		dts := [3]st.DType{}
 		for k := range 3 {
-			dts[k], quants[k] = typeOf(b+expertNames[k], shapes[k])
+			dts[k], quants[k] = typeOf(expertKinds[k].In(b), shapes[k])
 		}
 		k := 0
-		pl.Experts(blk, b, dts[0], func(string, string, int64) *plan.Quant { q := quants[k]; k++; return q })
+		pl.Experts(blk, "blk."+strconv.Itoa(b)+".", dts[0], func(string, string, int64) *plan.Quant { q := quants[k]; k++; return q })
 		for k := range 3 {
 			t := &pl.Out[first+k]
-			t.Name = b + expertNames[k]
+			t.Name = expertKinds[k].In(b)
 			if t.DType != dts[k] {
 				return fmt.Errorf("%s: experts of differing float types are not supported", t.Name)
 			}
 		}
 	}
-	return nil
+	return kindErr
 }
 
 // quantBits is recorded in the manifest's quantize transform next to the type.
 var quantBits = map[string]int{"Q4_0": 4, "Q5_0": 5, "Q5_1": 5, "Q8_0": 8, "Q4_K": 4, "Q5_K": 5, "Q6_K": 6}
 
-// Card: the sidecar pairs with a GGUF of the same trunk.
+// Card: the sidecar pairs with a GGUF of the same trunk; a graft is the
+// whole model.
 func (target) Card(man *manifests.Manifest) manifests.TargetCard {
+	precision := "GGUF " + cmp.Or(man.Options["gguf_file_type"], "MTP")
 	if f := man.Options["graft"]; f != "" {
 		return manifests.TargetCard{
-			Library: "llama.cpp",
-			What:    "a trunk GGUF with the multi-token-prediction (MTP) head bundled, as llama.cpp's reference converter writes a model with its head",
-			Pairing: "The trunk's tensors are those of the GGUF it was grafted into, byte for byte; the head is block n_layer.",
+			Library: "gguf", Consumer: "llama.cpp", Whole: true, TitlePrecision: precision, Tags: []string{"llama-cpp"},
+			What:    "the whole model in one GGUF: its trunk, the tensors of the GGUF it was grafted into byte for byte, and the multi-token-prediction (MTP) head as block n_layer (one block per MTP layer from there), as llama.cpp's reference converter writes a model with its head",
+			Pairing: "It runs alone: the head drafts for the trunk in the same file.",
 			Experts: "stacked as llama.cpp's `ffn_{gate,up,down}_exps` `{in, out, E}`",
 			HowToRun: []string{
 				"With llama.cpp (the sources vendored by llama-cpp-python 0.3.36 tested), alone: the head drafts from the same file.",
-				"", "```sh", "llama-server -m " + f + " --spec-type draft-mtp", "```",
+				"", "```sh", "llama-server --hf-repo {repo} --hf-file " + f + " --spec-type draft-mtp",
+				"# or, with the file downloaded:", "llama-server -m " + f + " --spec-type draft-mtp", "```",
 			},
 		}
 	}
 	return manifests.TargetCard{
-		Library: "llama.cpp",
+		Library: "gguf", Consumer: "llama.cpp", TitlePrecision: precision, Tags: []string{"llama-cpp"},
 		What:    "the multi-token-prediction (MTP) head as an MTP-only GGUF sidecar for llama.cpp speculative decoding",
 		Pairing: "It pairs with a GGUF of the same trunk (`{base}`), converted without its MTP head: the sidecar carries its own copy of the embedding, final norm and lm_head.",
 		Experts: "stacked as llama.cpp's `ffn_{gate,up,down}_exps` `{in, out, E}`",
+		Copies:  "embedding, output norm (copies)",
 		HowToRun: []string{
-			"With llama.cpp (the sources vendored by llama-cpp-python 0.3.36 tested), next to the trunk GGUF:",
-			"", "```sh", "llama-server -m TRUNK.gguf -md " + fileOf(man) + " --spec-type draft-mtp", "```",
+			"With llama.cpp (the sources vendored by llama-cpp-python 0.3.36 tested), next to a GGUF of the trunk (TRUNK.gguf):",
+			"", "```sh", "llama-server -m TRUNK.gguf --hf-repo-draft {repo} --spec-type draft-mtp",
+			"# or, with the file downloaded:", "llama-server -m TRUNK.gguf -md " + fileOf(man) + " --spec-type draft-mtp", "```",
 		},
 	}
 }

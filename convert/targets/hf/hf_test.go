@@ -70,15 +70,16 @@ func TestIntoEachMethod(t *testing.T) {
 		entries []string // what the method's exclusion list gains
 		key     string   // where
 	}{
-		{"bf16 repo", repoSpec{fixture: fixtures.Qwen36}, nil, ""},
-		{"bf16 single file, no depth key", repoSpec{fixture: fixtures.Qwen36, single: true, noDepth: true}, nil, ""},
-		{"compressed-tensors W8A8, MoE", repoSpec{fixture: fixtures.Qwen36, quant: ctW8A8, storage: trunkInt8}, []string{`re:^mtp\..*`}, "ignore"},
-		{"compressed-tensors W8A8, Qwen3.5 per-expert", repoSpec{fixture: fixtures.Qwen35, quant: ctW8A8, storage: trunkInt8}, []string{`re:^mtp\..*`}, "ignore"},
-		{"GPTQ 4-bit, dense", repoSpec{fixture: fixtures.Qwen36Dense, quant: gptq4, storage: trunkPacked}, []string{`-:^mtp\..*`}, "dynamic"},
-		{"AWQ with modules_to_not_convert", repoSpec{fixture: fixtures.Qwen36, quant: awq4, storage: trunkPacked}, []string{"mtp."}, "modules_to_not_convert"},
-		{"ModelOpt FP8", repoSpec{fixture: fixtures.Qwen36, quant: modelOpt}, []string{"mtp.*"}, "ignore"},
-		{"Quark", repoSpec{fixture: fixtures.Qwen36, quant: quark}, []string{`re:^mtp\..*`, "mtp.layers.0.mlp.experts"}, "exclude"},
-		{"block FP8, bf16 head", repoSpec{fixture: fixtures.Qwen36, quant: fp8Block}, []string{"mtp.fc", "mtp.layers.0.self_attn.q_proj", "mtp.layers.0.mlp.experts"}, "modules_to_not_convert"},
+		{"bf16 repo", repoSpec{Fixture: fixtures.Qwen36}, nil, ""},
+		{"bf16 single file, no depth key", repoSpec{Fixture: fixtures.Qwen36, Single: true, NoDepth: true}, nil, ""},
+		{"compressed-tensors W8A8, MoE", repoSpec{Fixture: fixtures.Qwen36, Quant: ctW8A8, Storage: trunkInt8}, []string{`re:^mtp\..*`}, "ignore"},
+		{"compressed-tensors W8A8, text-only Qwen3_5MoeForCausalLM repo", repoSpec{Fixture: fixtures.Qwen36, Quant: ctW8A8, Storage: trunkInt8, TextOnly: true}, []string{`re:^mtp\..*`}, "ignore"},
+		{"compressed-tensors W8A8, Qwen3.5 per-expert", repoSpec{Fixture: fixtures.Qwen35, Quant: ctW8A8, Storage: trunkInt8}, []string{`re:^mtp\..*`}, "ignore"},
+		{"GPTQ 4-bit, dense", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: gptq4, Storage: trunkPacked}, []string{`-:^mtp\..*`}, "dynamic"},
+		{"AWQ with modules_to_not_convert", repoSpec{Fixture: fixtures.Qwen36, Quant: awq4, Storage: trunkPacked}, []string{"mtp."}, "modules_to_not_convert"},
+		{"ModelOpt FP8", repoSpec{Fixture: fixtures.Qwen36, Quant: modelOpt}, []string{"mtp.*"}, "ignore"},
+		{"Quark", repoSpec{Fixture: fixtures.Qwen36, Quant: quark}, []string{`re:^mtp\..*`, "mtp.layers.0.mlp.experts"}, "exclude"},
+		{"block FP8, bf16 head", repoSpec{Fixture: fixtures.Qwen36, Quant: fp8Block}, []string{"mtp.fc", "mtp.layers.0.self_attn.q_proj", "mtp.layers.0.mlp.experts"}, "modules_to_not_convert"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := makeRepo(t, tc.rs)
@@ -90,14 +91,14 @@ func TestIntoEachMethod(t *testing.T) {
 			if err := sv.Err(); err == nil || !strings.Contains(err.Error(), "holds no MTP head") || !strings.Contains(err.Error(), "--target hf --into "+dir) {
 				t.Fatalf("inspect of the headless repo: %v", err)
 			}
-			src := testmodel.Load(t, tc.rs.fixture)
+			src := testmodel.Load(t, tc.rs.Fixture)
 			if _, err := exportInto(t, src, dir, targets.Options{}); err != nil {
 				t.Fatal(err)
 			}
 			after := fileSums(t, dir)
 			for f, sum := range before {
 				if f == model.ConfigFile || f == st.IndexFile {
-					if tc.rs.noDepth || tc.key != "" || f == st.IndexFile {
+					if tc.rs.NoDepth || tc.key != "" || f == st.IndexFile {
 						if after[f] == sum {
 							t.Errorf("%s was not updated", f)
 						}
@@ -127,6 +128,9 @@ func TestIntoEachMethod(t *testing.T) {
 				if !bytes.Equal(a, b) {
 					t.Fatalf("head tensor %s differs from the source's bytes", n)
 				}
+			}
+			if tc.rs.TextOnly && (got.Config.Nested || got.Config.ModelType != "qwen3_5_moe_text" || got.Config.Architectures[0] != "Qwen3_5MoeForCausalLM") {
+				t.Errorf("not a text-only repo: model_type %s, %v", got.Config.ModelType, got.Config.Architectures)
 			}
 			if d, ok := got.Config.ConfigMTPDepth(); !ok || d != src.MTPDepth {
 				t.Errorf("config declares depth %d (%v), want %d", d, ok, src.MTPDepth)
@@ -206,11 +210,11 @@ func TestIntoRefusals(t *testing.T) {
 		src  string
 		want string
 	}{
-		{"AutoRound", repoSpec{fixture: fixtures.Qwen36, quant: `{"quant_method": "auto-round", "bits": 4}`}, fixtures.Qwen36, `"auto-round": AutoRound`},
-		{"an unknown method", repoSpec{fixture: fixtures.Qwen36, quant: `{"quant_method": "frobnicate"}`}, fixtures.Qwen36, `"frobnicate": not a method`},
-		{"GPTQ with a MoE head", repoSpec{fixture: fixtures.Qwen36, quant: gptq4, storage: trunkPacked}, fixtures.Qwen36, "sglang 0.5.23 build the head unquantized: for mtp.layers.0.mlp.experts"},
-		{"a repo holding head tensors", repoSpec{fixture: fixtures.Qwen36, quant: ctW8A8, keep: func(n string) bool { return strings.HasSuffix(n, "norm.weight") }}, fixtures.Qwen36, "already holds MTP tensors (mtp."},
-		{"another model", repoSpec{fixture: fixtures.Qwen36Dense}, fixtures.Qwen36, "holds another model"},
+		{"AutoRound", repoSpec{Fixture: fixtures.Qwen36, Quant: `{"quant_method": "auto-round", "bits": 4}`}, fixtures.Qwen36, `"auto-round": AutoRound`},
+		{"an unknown method", repoSpec{Fixture: fixtures.Qwen36, Quant: `{"quant_method": "frobnicate"}`}, fixtures.Qwen36, `"frobnicate": not a method`},
+		{"GPTQ with a MoE head", repoSpec{Fixture: fixtures.Qwen36, Quant: gptq4, Storage: trunkPacked}, fixtures.Qwen36, "sglang 0.5.23 build the head unquantized: for mtp.layers.0.mlp.experts"},
+		{"a repo holding head tensors", repoSpec{Fixture: fixtures.Qwen36, Quant: ctW8A8, Keep: func(n string) bool { return strings.HasSuffix(n, "norm.weight") }}, fixtures.Qwen36, "already holds MTP tensors (mtp."},
+		{"another model", repoSpec{Fixture: fixtures.Qwen36Dense}, fixtures.Qwen36, "holds another model"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := makeRepo(t, tc.rs)
@@ -229,7 +233,7 @@ func TestIntoRefusals(t *testing.T) {
 // TestHeadPrecisionRefused: --head-precision other than bf16, and flags hf does not take.
 func TestHeadPrecisionRefused(t *testing.T) {
 	src := testmodel.Load(t, fixtures.Qwen36)
-	dir := makeRepo(t, repoSpec{fixture: fixtures.Qwen36})
+	dir := makeRepo(t, repoSpec{Fixture: fixtures.Qwen36})
 	for _, o := range []targets.Options{
 		{HeadPrecision: "int4", Set: map[string]bool{targets.OptHeadPrecision: true}},
 		{GGUFType: "Q8_0", Set: map[string]bool{targets.OptGGUFType: true}},
@@ -276,5 +280,72 @@ func TestOut(t *testing.T) {
 				t.Errorf("the head alone: %v", got.MTPProblems)
 			}
 		})
+	}
+}
+
+// TestServingVerdicts: what inspect says of repos whose own files hold the
+// head: as stored but misdeclared (the config entries to add), partial (the
+// module named, no command: mtpconv does not rewrite the file), and whole
+// and declared (nothing).
+func TestServingVerdicts(t *testing.T) {
+	all := func(string) bool { return true }
+	for _, tc := range []struct {
+		name       string
+		rs         repoSpec
+		problem    string // a problem's message contains it ("" none)
+		subject    string
+		mendConfig string
+	}{
+		{"a bf16 head the W8A8 config quantizes", repoSpec{Fixture: fixtures.Qwen36, Quant: ctW8A8, Keep: all}, "builds it compressed-tensors-quantized", "mtp.layers.0.self_attn.qkv_proj", `add re:^mtp\..* to config.json quantization_config.ignore`},
+		{"norms without matrices", repoSpec{Fixture: fixtures.Qwen36, Quant: ctW8A8, Keep: func(n string) bool { return strings.HasSuffix(n, "norm.weight") }}, "has no weights for mtp.fc", "mtp.fc", ""},
+		{"the head excluded", repoSpec{Fixture: fixtures.Qwen36, Quant: withIgnore(ctW8A8, "lm_head", `re:^mtp\..*`), Keep: all}, "", "", ""},
+		{"a whole GLM head, no quantization", repoSpec{Fixture: fixtures.GLM45, Keep: all}, "", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := makeRepo(t, tc.rs)
+			r, err := Serving(loadRepo(t, dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.problem == "" {
+				if err := r.Err(); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			found := false
+			for _, p := range r.Problems {
+				found = found || p.Subject == tc.subject && strings.Contains(p.Message, tc.problem)
+			}
+			if !found {
+				t.Fatalf("no problem %q about %s in %+v", tc.problem, tc.subject, r.Problems)
+			}
+			if !strings.HasPrefix(r.MendConfig, tc.mendConfig) || (tc.mendConfig == "") != (r.MendConfig == "") {
+				t.Errorf("mend_config %q, want %q", r.MendConfig, tc.mendConfig)
+			}
+			if r.Mend != "" {
+				t.Errorf("a command %q for a head in the repo's own files", r.Mend)
+			}
+		})
+	}
+}
+
+// TestServingDepth: a depth key disagreeing with the tensors is named.
+func TestServingDepth(t *testing.T) {
+	dir := makeRepo(t, repoSpec{Fixture: fixtures.GLM45, Keep: func(string) bool { return true }})
+	raw, err := os.ReadFile(filepath.Join(dir, model.ConfigFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = bytes.Replace(raw, []byte(`"num_nextn_predict_layers": 1`), []byte(`"num_nextn_predict_layers": 2`), 1)
+	if err := os.WriteFile(filepath.Join(dir, model.ConfigFile), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Serving(loadRepo(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Err(); err == nil || !strings.Contains(err.Error(), "num_nextn_predict_layers says 2 MTP layers, the tensors hold 1") {
+		t.Fatalf("err %v", err)
 	}
 }

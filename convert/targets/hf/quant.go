@@ -256,14 +256,17 @@ func (q *Quant) withExclusions(mods []Module, hfs hfNames, derived []string) (js
 		if derr != nil && len(raw) > 0 && string(raw) != "null" {
 			return nil, nil, fmt.Errorf("quantization_config.dynamic: %w", derr)
 		}
+		// First: the runtimes take the first key that matches
+		// (gptq_utils.py:91-103), and a positive one before ours would win.
+		var first jsonobj.Object
 		for _, p := range prefixes {
 			k := "-:^" + regexQuote(p) + ".*"
 			if !dyn.Has(k) {
-				dyn = append(dyn, jsonobj.KV{Key: k, Value: jsonobj.Object{}})
+				first = append(first, jsonobj.KV{Key: k, Value: jsonobj.Object{}})
 				added = append(added, k)
 			}
 		}
-		root.Set("dynamic", dyn)
+		root.Set("dynamic", append(first, dyn...))
 	case MethodAWQ:
 		cur := q.Ignore
 		if len(cur) == 0 {
@@ -294,7 +297,7 @@ func (q *Quant) withExclusions(mods []Module, hfs hfNames, derived []string) (js
 		for _, p := range prefixes {
 			es = append(es, "re:^"+regexQuote(p)+".*")
 		}
-		// SGLang's qwen3_5_mtp.py:78-89 turns the whole head unquantized
+		// SGLang's qwen3_5_mtp.py:83-90 turns the whole head unquantized
 		// only when an mtp.* entry names the experts; vLLM's Quark matches
 		// the experts module by name (quark/utils.py:48-53).
 		for _, mod := range mods {

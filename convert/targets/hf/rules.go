@@ -157,7 +157,7 @@ func Decide(rt Runtime, q *Quant, m *model.Model, mod Module, repo Repo) Build {
 func classOverride(rt Runtime, q *Quant, class string, mod Module) (Build, bool) {
 	switch {
 	case rt == VLLM && (class == "qwen3_5_mtp" || class == "qwen3_next_mtp") && mod.Rel == "fc" && q.Method == MethodModelOptFP4:
-		return unquantized("mtp.fc forced unquantized under modelopt_fp4 (vllm qwen3_5_mtp.py:89-97, qwen3_next_mtp.py:74-77)"), true
+		return unquantized("mtp.fc forced unquantized under modelopt_fp4 (vllm qwen3_5_mtp.py:89-97, qwen3_next_mtp.py:74-86)"), true
 	case rt == VLLM && class == "qwen3_5_mtp" && mod.Layer >= 0 && q.Method != MethodModelOptFP4 &&
 		slices.ContainsFunc(q.Dynamic, func(k string) bool { return strings.HasPrefix(k, "-:") && strings.Contains(k, "mtp") }):
 		return unquantized(`a dynamic "-:" key naming mtp turns off the quantization of every MTP layer (vllm qwen3_5_mtp.py:108-126)`), true
@@ -165,16 +165,16 @@ func classOverride(rt Runtime, q *Quant, class string, mod Module) (Build, bool)
 		switch q.Method {
 		case MethodModelOptMixed:
 			if !slices.ContainsFunc(q.QuantizedLayers, func(l string) bool { return strings.HasPrefix(l, "mtp.") }) {
-				return unquantized("modelopt_mixed lists no mtp.* layer: the head is built unquantized (sglang qwen3_5_mtp.py:58-63)"), true
+				return unquantized("modelopt_mixed lists no mtp.* layer: the head is built unquantized (sglang qwen3_5_mtp.py:60-64)"), true
 			}
-			return quantized(q, "modelopt_mixed lists mtp.* layers: the head is built quantized (sglang qwen3_5_mtp.py:58-63)"), true
+			return quantized(q, "modelopt_mixed lists mtp.* layers: the head is built quantized (sglang qwen3_5_mtp.py:60-64)"), true
 		case MethodModelOptFP4:
 			if q.NVFP4Serialized {
-				return unquantized("serialized NVFP4: the head is built unquantized (sglang qwen3_5_mtp.py:64-68)"), true
+				return unquantized("serialized NVFP4: the head is built unquantized (sglang qwen3_5_mtp.py:65-69)"), true
 			}
 		case MethodQuark:
 			if slices.ContainsFunc(q.Ignore, func(l string) bool { return strings.HasPrefix(l, "mtp.") && strings.Contains(l, "mlp.experts") }) {
-				return unquantized("exclude names mtp.* experts: the head is built unquantized (sglang qwen3_5_mtp.py:78-89)"), true
+				return unquantized("exclude names mtp.* experts: the head is built unquantized (sglang qwen3_5_mtp.py:83-90)"), true
 			}
 		}
 	case rt == SGLang && (class == "glm4_moe_mtp" || class == "glm4_moe_lite_mtp") && q.Method == MethodModelOptFP4:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
+	"github.com/mtpconv/mtpconv/convert/targets"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/jsonobj"
 )
@@ -35,8 +36,10 @@ type Report struct {
 	// (norms and routers; a module's weights are in Modules).
 	Missing  []string  `json:"missing,omitempty"`
 	Problems []Problem `json:"problems"`
-	// Mend is the command that adds a correct head ("" when none can).
-	Mend string `json:"mend_command,omitempty"`
+	// Mend is the command that adds a correct head; MendConfig, for a head
+	// the repo's own files store right, the config entries to add by hand.
+	Mend       string `json:"mend_command,omitempty"`
+	MendConfig string `json:"mend_config,omitempty"`
 	// Versions are the runtime releases whose rules were applied.
 	Versions map[Runtime]string `json:"runtime_versions"`
 }
@@ -122,9 +125,42 @@ func Serving(m *model.Model) (*Report, error) {
 		r.Problems = append(r.Problems, Problem{cmpKey(r.DepthKey), fmt.Sprintf("%s says %d MTP layers, the tensors hold %d", cmpKey(r.DepthKey), r.DeclaredDepth, r.TensorDepth)})
 	}
 	if len(r.Problems) > 0 && refused.Method == "" {
-		r.Mend = mendCommand(m)
+		r.mend(m, q, mods, repo)
 	}
 	return r, nil
+}
+
+// mend says how to make the head draft: the export that adds it (again,
+// with --force, when the head is the one mtpconv added), or, for a head the
+// repo's own files hold, as stored, that the config misdeclares, the entries
+// to add by hand (mtpconv never rewrites another tool's files).
+func (r *Report) mend(m *model.Model, q *Quant, mods []Module, repo Repo) {
+	var foreign string
+	for _, n := range m.Checkpoint.Names {
+		if t := m.Checkpoint.Tensors[n]; m.IsHead(n) && t.Shard.Name != HeadFile {
+			foreign = t.Shard.Name
+			break
+		}
+	}
+	switch {
+	case r.HeadTensors == 0:
+		r.Mend = mendCommand(m)
+		return
+	case foreign == "":
+		r.Mend = mendCommand(m) + " --force"
+		return
+	}
+	onlyQuantized := r.Missing == nil && (!r.DeclaresMTP || r.DeclaredDepth == r.TensorDepth)
+	for _, mod := range r.Modules {
+		onlyQuantized = onlyQuantized && isFloatName(mod.Stored) && mod.VLLM.Error == "" && mod.SGLang.Error == ""
+	}
+	if onlyQuantized && q != nil && q.Method != MethodNone {
+		if _, added, err := q.withExclusions(mods, hfNames{m}, repo.floatModules()); err == nil && len(added) > 0 {
+			r.MendConfig = fmt.Sprintf("add %s to %s %s.%s: the head in %s is stored float, and both runtimes then build it so", strings.Join(added, ", "), model.ConfigFile, r.QuantizationKey, q.IgnoreKeyOf(), foreign)
+			return
+		}
+	}
+	r.Problems = append(r.Problems, Problem{foreign, fmt.Sprintf("the repo's own file %s holds this head; mtpconv never rewrites another tool's file: take the repo without its head (or remove its mtp tensors from the files and the index yourself), then add one with mtpconv export --target hf --into", foreign)})
 }
 
 func cmpKey(k string) string {
@@ -277,7 +313,7 @@ func mendCommand(m *model.Model) string {
 			src = "hf://" + b
 		}
 	}
-	return fmt.Sprintf("mtpconv export --src %s --target hf --into %s", src, shellQuote(m.Checkpoint.Source.Name()))
+	return fmt.Sprintf("mtpconv export --src %s --target hf --into %s", src, targets.ShellQuote(m.Checkpoint.Source.Name()))
 }
 
 // Err is the --strict failure: every problem, then the mending command.
@@ -289,6 +325,9 @@ func (r *Report) Err() error {
 	fmt.Fprintf(&b, "%s: the MTP head would not draft with vLLM or SGLang:", r.Repo)
 	for _, p := range r.Problems {
 		fmt.Fprintf(&b, "\n  - %s: %s", p.Subject, p.Message)
+	}
+	if r.MendConfig != "" {
+		fmt.Fprintf(&b, "\nmend it: %s", r.MendConfig)
 	}
 	if r.Mend != "" {
 		fmt.Fprintf(&b, "\nmend it with: %s", r.Mend)
@@ -324,6 +363,9 @@ func (r *Report) WriteText(w io.Writer) {
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "    - %s: %s\n", p.Subject, p.Message)
 	}
+	if r.MendConfig != "" {
+		fmt.Fprintf(w, "  mend it:        %s\n", r.MendConfig)
+	}
 	if r.Mend != "" {
 		fmt.Fprintf(w, "  mend it with:   %s\n", r.Mend)
 	}
@@ -339,14 +381,6 @@ func buildWord(b Build) string {
 		return b.Method
 	}
 	return "unquantized"
-}
-
-// shellQuote quotes a path for a shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@+=,") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // headPattern names the head's tensors in messages: mtp.* or model.layers.N.*.

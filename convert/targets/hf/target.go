@@ -101,7 +101,7 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 		Target: t.Name(), Tensors: planHead(m, OutFile), TensorFiles: []string{OutFile},
 		Metadata: map[string]string{"format": "pt"},
 		Options:  map[string]string{"head_precision": prec},
-		Files:    append([]plan.OutFile{{Name: model.ConfigFile, Contents: cfg}}, copies(m)...),
+		Files:    append([]plan.OutFile{{Name: model.ConfigFile, Contents: cfg}}, targets.TokenizerCopies(m)...),
 	}
 	return p, nil
 }
@@ -161,24 +161,10 @@ func setDepth(root *jsonobj.Object, m *model.Model, nested bool) error {
 	return nil
 }
 
-// tokenizerFiles are copied into a repo of the head alone when the source has them.
-var tokenizerFiles = []string{"tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json", "chat_template.jinja", "generation_config.json"}
-
-func copies(m *model.Model) []plan.OutFile {
-	var out []plan.OutFile
-	for _, f := range tokenizerFiles {
-		if src, err := m.Checkpoint.Source.Open(f); err == nil {
-			src.Close()
-			out = append(out, plan.OutFile{Name: f, CopyFrom: f})
-		}
-	}
-	return out
-}
-
 // Card: the head for vLLM and SGLang.
 func (target) Card(man *manifests.Manifest) manifests.TargetCard {
 	return manifests.TargetCard{
-		Library: "transformers",
+		Library: "transformers", Consumer: "vLLM and SGLang", TitlePrecision: man.Options["head_precision"], Tags: []string{"safetensors"},
 		What:    "the multi-token-prediction (MTP) head in the official checkpoint's own tensor names, for vLLM and SGLang",
 		Pairing: "It drafts for `{base}` (or a quantization of it): the runtimes take the embedding and lm_head from the target model.",
 		Experts: "as the source stores them",
