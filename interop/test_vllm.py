@@ -29,6 +29,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import hf_repos
@@ -45,6 +46,17 @@ QUANTIZED = [f for f in FORMS if f != "bf16"]
 TRUNK_METHOD = {"w8a8": ("CompressedTensorsLinearMethod/CompressedTensorsW8A8Int8", "CompressedTensorsW8A8Int8MoEMethod"),
                 "w4a16": ("CompressedTensorsLinearMethod/CompressedTensorsWNA16", "UnquantizedFusedMoEMethod"),
                 "gptq": ("AutoGPTQLinearMethod", None)}
+# Trunk layers whose output vLLM computes from our quantized weights (probes),
+# each the fused layer of these source tensors, and the relative error allowed
+# (bf16 rounding of the output; int8 per channel with int8 activations; int4 in
+# groups of 128). A misread format is off by about 100 %.
+ATTN = {"model.layers.3.self_attn.qkv_proj": ["model.layers.3.self_attn.q_proj", "model.layers.3.self_attn.k_proj",
+                                              "model.layers.3.self_attn.v_proj"]}
+PROBES = {"bf16": ATTN, "w8a8": ATTN,
+          "w4a16": {**ATTN, "model.layers.0.mlp.shared_expert.gate_up_proj": ["model.layers.0.mlp.shared_expert.gate_proj",
+                                                                             "model.layers.0.mlp.shared_expert.up_proj"]},
+          "gptq": {**ATTN, "model.layers.0.mlp.gate_up_proj": ["model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"]}}
+PROBE_ERROR = {"bf16": 0.01, "w8a8": 0.03, "w4a16": 0.15, "gptq": 0.15}
 # What vLLM does with the head when the exclusion entry is removed, per form.
 UNEXCLUDED = {"w8a8": "silent", "w4a16": "load error", "gptq": "builds it right"}
 PROMPTS = ["hello world the", "the quick brown fox jumps over"]
@@ -97,7 +109,7 @@ def vllm_runs(repos, tmp_path_factory):
     """(form, repo kind, mtp) -> what vllm_run.py saw, all runs in one process."""
     jobs = []
     for form, r in repos.items():
-        jobs.append({"id": f"{form}/mended/plain", "model": str(r["mended"]), "mtp": False})
+        jobs.append({"id": f"{form}/mended/plain", "model": str(r["mended"]), "mtp": False, "probe": list(PROBES[form])})
         for kind in ("mended", "bare", "unexcluded"):
             if kind in r:
                 jobs.append({"id": f"{form}/{kind}/mtp", "model": str(r[kind]), "mtp": True})
@@ -136,6 +148,24 @@ def test_mended_repo_drafts(form, vllm_runs):
     assert "error" not in plain, plain.get("traceback")
     assert run["tokens"] == plain["tokens"] and run["texts"] == plain["texts"]
     assert len(set(plain["tokens"][0])) > 8  # a real sequence, not one token repeated
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_vllm_reads_the_trunk_weights(form, repos, vllm_runs):
+    """vLLM's own kernels on the quantized layers compute what the source's
+    bf16 weights do, within the quantization error: the repos' formats are
+    read as written (the rigged trunk's outputs alone would not show it: its
+    quantized layers feed zeroed projections)."""
+    run = vllm_runs[f"{form}/mended/plain"]
+    assert "error" not in run, run.get("traceback")
+    src = hf_repos.read_shards(repos[form]["src"])
+    for layer, parts in PROBES[form].items():
+        w = np.concatenate([hf_repos.bf16_to_f32(src[p + ".weight"][2], src[p + ".weight"][1]) for p in parts]).astype(np.float64)
+        x, y = np.array(run["probes"][layer]["x"]), np.array(run["probes"][layer]["y"])
+        want = x @ w.T
+        err = np.linalg.norm(y - want) / np.linalg.norm(want)
+        print(f"vllm {form} {layer}: relative error {err:.4f}")
+        assert err < PROBE_ERROR[form], (layer, err)
 
 
 @pytest.mark.parametrize("form", FORMS)
@@ -231,3 +261,11 @@ def test_bytes(form, repos):
     assert {k: v for k, v in have.items() if k.startswith("mtp.")} == src
     index = json.loads((mended / "model.safetensors.index.json").read_text())["weight_map"]
     assert set(index) == set(have)
+
+
+def test_repos_are_deterministic(repos, tmp_path):
+    """hf_repos writes the same bytes from the same fixture."""
+    for form, r in repos.items():
+        again = hf_repos.write_repo(r["src"], tmp_path / form, form, TOKENIZER)
+        for f in r["bare"].iterdir():
+            assert (again / f.name).read_bytes() == f.read_bytes(), (form, f.name)

@@ -1,11 +1,13 @@
 """Runs vLLM (the vLLM venv's python, scripts/setup-vllm.sh) on HF repos, all in
 one process so that vLLM is imported once: python vllm_run.py JOBS.json OUT.json.
 
-JOBS.json: {"prompts": [...], "max_tokens": N, "jobs": [{"id": ..., "model": DIR, "mtp": bool}]}.
+JOBS.json: {"prompts": [...], "max_tokens": N, "jobs": [{"id": ..., "model": DIR, "mtp": bool, "probe": [LAYER, ...]}]}.
 For each job, OUT.json gets its greedy token ids and texts, the spec-decode
-counters (drafted, accepted), and the quant method vLLM built for every layer
+counters (drafted, accepted), the quant method vLLM built for every layer
 of the trunk and of the drafter ("Class" or "Class/Scheme" for
-compressed-tensors), or the error the engine failed with. The engine runs
+compressed-tensors), and for each probed trunk linear layer an input x (4
+rows, seeded) with the layer's output y, computed by vLLM's own kernel from
+the weights as it loaded them; or the error the engine failed with. The engine runs
 in-process (VLLM_ENABLE_V1_MULTIPROCESSING=0), so the layers can be read.
 """
 import gc
@@ -13,6 +15,8 @@ import json
 import os
 import sys
 import traceback
+
+import torch
 
 os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -36,6 +40,16 @@ def layer_methods(model):
     return out
 
 
+def probe(model, name):
+    layer = model.get_submodule(name)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, layer.input_size, generator=g).to(torch.bfloat16)
+    with torch.no_grad():
+        y = layer(x)
+    y = y[0] if isinstance(y, tuple) else y
+    return {"x": x.float().tolist(), "y": y.float().tolist()}
+
+
 def counters(llm):
     got = {"drafted": 0, "accepted": 0}
     for m in llm.get_metrics():
@@ -54,7 +68,7 @@ def run(job, prompts, max_tokens):
               enable_prefix_caching=False, disable_log_stats=False, max_model_len=512, seed=0)
     try:
         runner = llm.llm_engine.engine_core.engine_core.model_executor.driver_worker.worker.model_runner
-        res = {"trunk": layer_methods(runner.model)}
+        res = {"trunk": layer_methods(runner.model), "probes": {n: probe(runner.model, n) for n in job.get("probe", [])}}
         if job["mtp"]:
             res["drafter"] = layer_methods(runner.drafter.model)
         outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True))
