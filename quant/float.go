@@ -69,8 +69,8 @@ func F32ToF16(f float32) (h uint16, overflow bool) {
 	}
 }
 
-// DecodeF32 decodes little-endian src of the named dtype (BF16, F16 or F32)
-// into dst, which must have one slot per element.
+// DecodeF32 decodes little-endian src of the named dtype (BF16, F16, F32,
+// or F8_E4M3 codes) into dst, which must have one slot per element.
 func DecodeF32(dtype string, src []byte, dst []float32) error {
 	switch dtype {
 	case "BF16":
@@ -93,6 +93,15 @@ func DecodeF32(dtype string, src []byte, dst []float32) error {
 		}
 		for i := range dst {
 			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+		}
+	case "F8_E4M3":
+		// The codes' own values (an FP8 weight copied as stored, compared as
+		// such), not dequantized: rows.Reader applies the block scales.
+		if len(src) != len(dst) {
+			return fmt.Errorf("decode F8_E4M3: %d bytes for %d elements", len(src), len(dst))
+		}
+		for i, c := range src {
+			dst[i] = F8E4M3ToF32(c)
 		}
 	default:
 		return fmt.Errorf("decode: dtype %s is not a float type this tool reads", dtype)

@@ -132,7 +132,7 @@ func TestFP8PlanRefusals(t *testing.T) {
 		seg   plan.Segment
 		want  string
 	}{
-		{"no scale", []int64{3, 3}, plan.Segment{Source: "w", Rows: 5}, "tensor w is F8_E4M3 and has no block scale"},
+		{"no scale", []int64{3, 3}, plan.Segment{Source: "w", Rows: 5}, "FP8 weight w is read without its block scale, so its codes can only be copied as they are"},
 		{"scale shape", []int64{3, 2}, plan.Segment{Source: "w", Rows: 5, Scale: "w_scale_inv", Block: []int64{2, 3}}, "w_scale_inv has shape [3 2]"},
 		{"block size", []int64{3, 3}, plan.Segment{Source: "w", Rows: 5, Scale: "w_scale_inv", Block: []int64{128, 128}}, "in blocks of [128 128] it must be [1 1]"},
 		{"missing scale", []int64{3, 3}, plan.Segment{Source: "w", Rows: 5, Scale: "nope", Block: []int64{2, 3}}, "its block scale nope is missing"},

@@ -262,6 +262,9 @@ func (p *Plan) Validate(ck *st.Checkpoint) error {
 			if err := rows.Check(ck, s, t.RowLen); err != nil {
 				return fmt.Errorf("plan: %s: %w", t.Name, err)
 			}
+			if src.DType == st.F8E4M3 && s.Scale == "" && (t.DType != st.F8E4M3 || len(t.Transforms) > 0 || t.Quant != nil) {
+				return fmt.Errorf("plan: %s: FP8 weight %s is read without its block scale, so its codes can only be copied as they are", t.Name, s.Source)
+			}
 			if src.Elements()%t.RowLen != 0 || s.Row < 0 || s.Rows < 0 || s.Row+s.Rows > src.Elements()/t.RowLen {
 				return fmt.Errorf("plan: %s: rows [%d, %d) of %s (shape %v) out of range", t.Name, s.Row, s.Row+s.Rows, s.Source, src.Shape)
 			}

@@ -122,8 +122,8 @@ func NegativeScales(scales []float32, seg Segment, rowLen int64) int64 {
 	return n
 }
 
-// Check refuses a segment the reader cannot decode: an FP8 weight without
-// its scale, a scale of the wrong shape or dtype, a block that is not two
+// Check refuses a segment the reader cannot decode: a scale of the wrong
+// shape or dtype, a block that is not two
 // positive sizes, or rows that are not the weight's own rows.
 func Check(ck *st.Checkpoint, seg Segment, rowLen int64) error {
 	t, ok := ck.Tensors[seg.Source]
@@ -135,7 +135,9 @@ func Check(ck *st.Checkpoint, seg Segment, rowLen int64) error {
 	case !fp8 && seg.Scale == "":
 		return nil
 	case fp8 && seg.Scale == "":
-		return fmt.Errorf("%s: tensor %s is F8_E4M3 and has no block scale", t.Shard.Name, seg.Source)
+		// The codes as stored, read without dequantizing: only a copy of
+		// them may be planned so (plan.Plan.Validate).
+		return nil
 	case !fp8:
 		return fmt.Errorf("%s: tensor %s is %s, not F8_E4M3, but has a block scale %s", t.Shard.Name, seg.Source, t.DType, seg.Scale)
 	}

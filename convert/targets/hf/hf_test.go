@@ -212,7 +212,7 @@ func TestIntoRefusals(t *testing.T) {
 	}{
 		{"AutoRound", repoSpec{Fixture: fixtures.Qwen36, Quant: `{"quant_method": "auto-round", "bits": 4}`}, fixtures.Qwen36, `"auto-round": AutoRound`},
 		{"an unknown method", repoSpec{Fixture: fixtures.Qwen36, Quant: `{"quant_method": "frobnicate"}`}, fixtures.Qwen36, `"frobnicate": not a method`},
-		{"GPTQ with a MoE head", repoSpec{Fixture: fixtures.Qwen36, Quant: gptq4, Storage: trunkPacked}, fixtures.Qwen36, "sglang 0.5.23 build the head unquantized: for mtp.layers.0.mlp.experts"},
+		{"GPTQ with a MoE head", repoSpec{Fixture: fixtures.Qwen36, Quant: gptq4, Storage: trunkPacked}, fixtures.Qwen36, "mtp.layers.0.mlp.experts: sglang 0.5.23 builds it auto_gptq-quantized"},
 		{"a repo holding head tensors", repoSpec{Fixture: fixtures.Qwen36, Quant: ctW8A8, Keep: func(n string) bool { return strings.HasSuffix(n, "norm.weight") }}, fixtures.Qwen36, "already holds MTP tensors (mtp."},
 		{"another model", repoSpec{Fixture: fixtures.Qwen36Dense}, fixtures.Qwen36, "holds another model"},
 	} {
@@ -330,22 +330,151 @@ func TestServingVerdicts(t *testing.T) {
 	}
 }
 
-// TestServingDepth: a depth key disagreeing with the tensors is named.
+// TestServingDepth: a depth key disagreeing with the tensors is named; a
+// huge one sizes nothing (the tensors' depth does).
 func TestServingDepth(t *testing.T) {
-	dir := makeRepo(t, repoSpec{Fixture: fixtures.GLM45, Keep: func(string) bool { return true }})
-	raw, err := os.ReadFile(filepath.Join(dir, model.ConfigFile))
-	if err != nil {
+	for _, declared := range []string{"2", "1073741824"} {
+		t.Run(declared, func(t *testing.T) {
+			dir := makeRepo(t, repoSpec{Fixture: fixtures.GLM45, Keep: func(string) bool { return true }})
+			raw, err := os.ReadFile(filepath.Join(dir, model.ConfigFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw = bytes.Replace(raw, []byte(`"num_nextn_predict_layers": 1`), []byte(`"num_nextn_predict_layers": `+declared), 1)
+			if err := os.WriteFile(filepath.Join(dir, model.ConfigFile), raw, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r, err := Serving(loadRepo(t, dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Err(); err == nil || !strings.Contains(err.Error(), "num_nextn_predict_layers says "+declared+" MTP layers, the tensors hold 1") {
+				t.Fatalf("err %v", err)
+			}
+			if len(r.Modules) != 7 {
+				t.Errorf("%d modules, want the one layer's 7", len(r.Modules))
+			}
+		})
+	}
+}
+
+// TestTextOnlySource: a text-only Qwen3_5MoeForCausalLM checkpoint (with its
+// head) as --src, into a vision-language repo and alone, the head's bytes
+// its own.
+func TestTextOnlySource(t *testing.T) {
+	srcDir := makeRepo(t, repoSpec{Fixture: fixtures.Qwen36, TextOnly: true, Keep: func(string) bool { return true }})
+	src := loadRepo(t, srcDir)
+	if src.Config.ModelType != "qwen3_5_moe_text" || len(src.MTPProblems) > 0 {
+		t.Fatalf("the text-only source: %s, %v", src.Config.ModelType, src.MTPProblems)
+	}
+	repo := makeRepo(t, repoSpec{Fixture: fixtures.Qwen36, Quant: ctW8A8, Storage: trunkInt8})
+	if _, err := exportInto(t, src, repo, targets.Options{}); err != nil {
 		t.Fatal(err)
 	}
-	raw = bytes.Replace(raw, []byte(`"num_nextn_predict_layers": 1`), []byte(`"num_nextn_predict_layers": 2`), 1)
-	if err := os.WriteFile(filepath.Join(dir, model.ConfigFile), raw, 0o644); err != nil {
-		t.Fatal(err)
+	got := loadRepo(t, repo)
+	for _, n := range src.Checkpoint.Names {
+		if !src.IsHead(n) {
+			continue
+		}
+		a, _ := src.Checkpoint.ReadTensor(src.Checkpoint.Tensors[n], nil)
+		b, _ := got.Checkpoint.ReadTensor(got.Checkpoint.Tensors[n], nil)
+		if !bytes.Equal(a, b) {
+			t.Fatalf("%s differs", n)
+		}
 	}
-	r, err := Serving(loadRepo(t, dir))
-	if err != nil {
-		t.Fatal(err)
+	if r, err := Serving(got); err != nil || r.Err() != nil {
+		t.Fatalf("%v %v", err, r.Err())
 	}
-	if err := r.Err(); err == nil || !strings.Contains(err.Error(), "num_nextn_predict_layers says 2 MTP layers, the tensors hold 1") {
-		t.Fatalf("err %v", err)
-	}
+}
+
+// TestIntoFP8: an FP8 release's head into a block-FP8 repo goes in as
+// stored (codes and scales byte for byte; verify --src recomputes it), both
+// runtimes building its FP8 modules fp8 and mtp.fc unquantized; at bf16 the
+// exclusions name every module; fp8 into another method is refused.
+func TestIntoFP8(t *testing.T) {
+	src := testmodel.Load(t, fixtures.Qwen36FP8)
+	t.Run("fp8 as stored", func(t *testing.T) {
+		dir := makeRepo(t, repoSpec{Fixture: fixtures.Qwen36FP8})
+		oc, err := exportInto(t, src, dir, targets.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if oc.Plan.Options["head_precision"] != "fp8" {
+			t.Errorf("head precision %s, want fp8 (the default into a block-FP8 repo)", oc.Plan.Options["head_precision"])
+		}
+		got := loadRepo(t, dir)
+		for _, n := range src.Checkpoint.Names {
+			if !src.IsHead(n) {
+				continue
+			}
+			a, _ := src.Checkpoint.ReadTensor(src.Checkpoint.Tensors[n], nil)
+			gt, ok := got.Checkpoint.Tensors[n]
+			if !ok {
+				t.Fatalf("%s missing", n)
+			}
+			b, _ := got.Checkpoint.ReadTensor(gt, nil)
+			if !bytes.Equal(a, b) {
+				t.Fatalf("%s differs from the source's bytes", n)
+			}
+		}
+		r, err := Serving(got)
+		if err != nil || r.Err() != nil {
+			t.Fatalf("%v %v", err, r.Err())
+		}
+		for _, mod := range r.Modules {
+			if want := mod.Name != "mtp.fc"; mod.VLLM.Quantized != want || mod.SGLang.Quantized != want {
+				t.Errorf("%s stored %s built %+v %+v", mod.Name, mod.Stored, mod.VLLM, mod.SGLang)
+			}
+		}
+		man, err := manifests.Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := manifests.Verify(context.Background(), dir, src.Checkpoint)
+		if err != nil || !rep.OK || rep.Recomputed == 0 {
+			t.Fatalf("verify --src: %v %+v (%d tensors)", err, rep, len(man.Tensors))
+		}
+	})
+	t.Run("bf16 into the FP8 repo", func(t *testing.T) {
+		dir := makeRepo(t, repoSpec{Fixture: fixtures.Qwen36FP8})
+		if _, err := exportInto(t, src, dir, targets.Options{HeadPrecision: "bf16", Set: map[string]bool{targets.OptHeadPrecision: true}}); err != nil {
+			t.Fatal(err)
+		}
+		q := quantOf(t, dir)
+		for _, e := range []string{"mtp.fc", "mtp.layers.0.self_attn.q_proj", "mtp.layers.0.mlp.experts"} {
+			if !slices.Contains(q.Ignore, e) {
+				t.Errorf("%s lacks %s", q.IgnoreKey, e)
+			}
+		}
+		if r, err := Serving(loadRepo(t, dir)); err != nil || r.Err() != nil {
+			t.Fatalf("%v %v", err, r.Err())
+		}
+	})
+	t.Run("fp8 into a compressed-tensors repo", func(t *testing.T) {
+		dir := makeRepo(t, repoSpec{Fixture: fixtures.Qwen36FP8, Quant: ctW8A8})
+		_, err := exportInto(t, src, dir, targets.Options{HeadPrecision: "fp8", Set: map[string]bool{targets.OptHeadPrecision: true}})
+		var ue targets.UsageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "not a block-FP8 repo") {
+			t.Fatalf("err %v", err)
+		}
+	})
+	t.Run("fp8 from a bf16 source", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "out")
+		_, err := export.Export(context.Background(), export.Request{Model: testmodel.Load(t, fixtures.Qwen36), Target: "hf", Out: out, Version: "test",
+			Options: targets.Options{HeadPrecision: "fp8", Set: map[string]bool{targets.OptHeadPrecision: true}}})
+		if err == nil || !strings.Contains(err.Error(), "stores no FP8 weights") {
+			t.Fatalf("err %v", err)
+		}
+	})
+	t.Run("out at fp8", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "out")
+		if _, err := export.Export(context.Background(), export.Request{Model: src, Target: "hf", Out: out, Version: "test",
+			Options: targets.Options{HeadPrecision: "fp8", Set: map[string]bool{targets.OptHeadPrecision: true}}}); err != nil {
+			t.Fatal(err)
+		}
+		got := loadRepo(t, out)
+		if got.FP8Info == nil || got.Config.QuantizationConfig == nil || len(got.MTPProblems) > 0 {
+			t.Fatalf("fp8 info %v, problems %v", got.FP8Info, got.MTPProblems)
+		}
+	})
 }

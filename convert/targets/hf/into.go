@@ -11,6 +11,7 @@ package hf
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -187,10 +188,6 @@ func (r *repo) check(m *model.Model) error {
 // PlanInto plans the head for the repo: HeadFile, the index, and config.json
 // with the depth and the exclusion declared.
 func (t target) PlanInto(dir string, m *model.Model, o targets.Options) (*plan.Plan, error) {
-	prec, err := headPrecision(o)
-	if err != nil {
-		return nil, err
-	}
 	if err := m.HeadError(); err != nil {
 		return nil, err
 	}
@@ -202,8 +199,28 @@ func (t target) PlanInto(dir string, m *model.Model, o targets.Options) (*plan.P
 	if err := r.check(m); err != nil {
 		return nil, err
 	}
-	head := planHead(m, HeadFile)
-	cfg, notes, err := r.updatedConfig(m, head)
+	q, key, err := r.quant()
+	if err != nil {
+		return nil, err
+	}
+	// An FP8 release's head goes into a block-FP8 repo of the same blocks as stored.
+	def := precBF16
+	fp8Repo := q.Method == MethodFP8 && m.FP8Info != nil && slices.Equal(q.BlockSize, m.FP8Info.Block)
+	if fp8Repo {
+		def = precFP8
+	}
+	prec, err := headPrecision(o, def)
+	if err != nil {
+		return nil, err
+	}
+	if prec == precFP8 && !fp8Repo {
+		return nil, targets.UsageError{Err: fmt.Errorf("--head-precision fp8: --into %s is not a block-FP8 repo of the source's blocks (its quantization is %s); the head goes in as bf16", dir, cmp.Or(string(q.Method), "none"))}
+	}
+	head, err := planHead(m, HeadFile, prec)
+	if err != nil {
+		return nil, err
+	}
+	cfg, notes, err := r.updatedConfig(m, head, q, key)
 	if err != nil {
 		return nil, err
 	}
@@ -230,32 +247,45 @@ func (t target) PlanInto(dir string, m *model.Model, o targets.Options) (*plan.P
 	return p, nil
 }
 
-// updatedConfig is the repo's config.json with the MTP depth declared (when
-// it declares none, or 0) and the head excluded from its quantization; the
-// result is checked against both runtimes' rules with the head stored as
-// planned, and refused when either would still build a module quantized.
-func (r *repo) updatedConfig(m *model.Model, head []plan.OutTensor) ([]byte, []string, error) {
-	root, err := jsonobj.Decode(r.config)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--into %s: %s: %w", r.dir, model.ConfigFile, err)
-	}
+// quant reads the repo's quantization config, refusing a method whose
+// runtimes cannot be told to build the head unquantized.
+func (r *repo) quant() (*Quant, string, error) {
 	raw, key, err := quantizationConfig(r.config)
 	if err != nil {
-		return nil, nil, err
+		return nil, "", err
 	}
 	q, err := ParseQuant(raw)
 	if err != nil {
 		var refused RefusedMethodError
 		if errors.As(err, &refused) {
-			return nil, nil, fmt.Errorf("--into %s: %s %w; mtpconv does not add a head the runtimes may build quantized (write it to a folder of its own with --out)", r.dir, model.ConfigFile, err)
+			return nil, "", fmt.Errorf("--into %s: %s %w; mtpconv does not add a head the runtimes may build quantized (write it to a folder of its own with --out)", r.dir, model.ConfigFile, err)
 		}
+		return nil, "", fmt.Errorf("--into %s: %s: %w", r.dir, model.ConfigFile, err)
+	}
+	return q, key, nil
+}
+
+// updatedConfig is the repo's config.json with the MTP depth declared (when
+// it declares none, or 0) and the head's float modules excluded from its
+// quantization; the result is checked against both runtimes' rules with the
+// head stored as planned, and refused when either would build a module
+// otherwise than it is stored.
+func (r *repo) updatedConfig(m *model.Model, head []plan.OutTensor, q *Quant, key string) ([]byte, []string, error) {
+	root, err := jsonobj.Decode(r.config)
+	if err != nil {
 		return nil, nil, fmt.Errorf("--into %s: %s: %w", r.dir, model.ConfigFile, err)
 	}
 	mods := HeadModules(r.m, m.MTPDepth)
-	names := hfNames{r.m}
+	planned := plannedRepo(r.m, head)
+	var float []Module
+	for _, mod := range mods {
+		if isFloatName(stored(planned, mod, map[string]bool{})) {
+			float = append(float, mod)
+		}
+	}
 	var notes []string
 	if q.Method != MethodNone {
-		qc, added, err := q.withExclusions(mods, names, Repo{Tensors: r.m.Checkpoint.Tensors}.floatModules())
+		qc, added, err := q.withExclusions(float, hfNames{r.m}, Repo{Tensors: r.m.Checkpoint.Tensors}.floatModules())
 		if err != nil {
 			return nil, nil, fmt.Errorf("--into %s: %s: %w", r.dir, model.ConfigFile, err)
 		}
@@ -263,13 +293,13 @@ func (r *repo) updatedConfig(m *model.Model, head []plan.OutTensor) ([]byte, []s
 			return nil, nil, fmt.Errorf("--into %s: %s: %w", r.dir, model.ConfigFile, err)
 		}
 		if len(added) > 0 {
-			notes = append(notes, fmt.Sprintf("%s: %s %s gains %s, so vLLM and SGLang build the head unquantized", model.ConfigFile, key, q.IgnoreKeyOf(), strings.Join(added, ", ")))
+			notes = append(notes, fmt.Sprintf("%s: %s %s gains %s, so vLLM and SGLang build the head as it is stored", model.ConfigFile, key, q.IgnoreKeyOf(), strings.Join(added, ", ")))
 		}
 		after, err := ParseQuant(mustRaw(qc))
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := r.checkBuilds(after, mods, head); err != nil {
+		if err := r.checkBuilds(after, mods, planned); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -289,27 +319,29 @@ func (r *repo) updatedConfig(m *model.Model, head []plan.OutTensor) ([]byte, []s
 	return out, notes, nil
 }
 
-// checkBuilds applies both runtimes' rules to the planned head in the
-// updated config: every module must be built unquantized, as it is stored.
-func (r *repo) checkBuilds(q *Quant, mods []Module, head []plan.OutTensor) error {
+// plannedRepo is the repo's tensors with the planned head's added, as the
+// rules will read them after the export.
+func plannedRepo(m *model.Model, head []plan.OutTensor) Repo {
 	tensors := map[string]*st.Tensor{}
-	for n, t := range r.m.Checkpoint.Tensors {
+	for n, t := range m.Checkpoint.Tensors {
 		tensors[n] = t
 	}
 	for _, t := range head {
 		tensors[t.Name] = &st.Tensor{TensorInfo: st.TensorInfo{Name: t.Name, DType: t.DType, Shape: t.Shape}}
 	}
-	repo := Repo{Tensors: tensors}
+	return Repo{Tensors: tensors}
+}
+
+// checkBuilds applies both runtimes' rules to the planned head in the
+// updated config: every module must be built as it is stored.
+func (r *repo) checkBuilds(q *Quant, mods []Module, planned Repo) error {
 	for _, mod := range mods {
+		st := stored(planned, mod, map[string]bool{})
 		for _, rt := range Runtimes {
-			b := Decide(rt, q, r.m, mod, repo)
-			if b.Error != "" || b.Quantized {
-				why := b.Error
-				if why == "" {
-					why = "it would build it " + b.Method + "-quantized"
-				}
-				return fmt.Errorf("--into %s: no %s entry makes %s build the head unquantized: for %s %s (%s); mtpconv does not add a head it would draft at ~0 %% with (write it to a folder of its own with --out)",
-					r.dir, q.Method, Versions[rt], mod.Name, why, b.Rule)
+			b := Decide(rt, q, r.m, mod, planned)
+			if why := verdict(rt, st, b); why != "" {
+				return fmt.Errorf("--into %s: no %s entry makes both runtimes build the head as mtpconv writes it: %s: %s; mtpconv does not add a head that would draft at ~0 %% (write it to a folder of its own with --out)",
+					r.dir, q.Method, mod.Name, why)
 			}
 		}
 	}

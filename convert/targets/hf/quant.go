@@ -2,6 +2,7 @@ package hf
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -107,6 +108,10 @@ func ParseQuant(raw json.RawMessage) (*Quant, error) {
 		WeightBlockSize []int64 `json:"weight_block_size"`
 	}
 	if err := json.Unmarshal(raw, &c); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return nil, fmt.Errorf("quantization_config.%s is a JSON %s, not what the runtimes read there", te.Field, te.Value)
+		}
 		return nil, fmt.Errorf("quantization_config: %w", err)
 	}
 	q.QuantMethod = c.QuantMethod

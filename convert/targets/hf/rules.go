@@ -143,6 +143,9 @@ func Decide(rt Runtime, q *Quant, m *model.Model, mod Module, repo Repo) Build {
 	if q.Method == MethodNone {
 		return unquantized("the repo declares no quantization")
 	}
+	if p := q.unportablePattern(); p != "" {
+		return Build{Error: fmt.Sprintf("the pattern %q uses Python re features Go's RE2 lacks (lookarounds, backreferences): mtpconv cannot tell what it matches", p), Rule: "quantization_config"}
+	}
 	if b, ok := classOverride(rt, q, hf.MTPClass, mod); ok {
 		return b
 	}
@@ -568,6 +571,26 @@ func modelOptExcludedSGLang(list []string, name string) bool {
 		}
 	}
 	return false
+}
+
+// unportablePattern is the first regular expression of the config (GPTQ's
+// dynamic keys, re: entries) that Go cannot compile, "" when none.
+func (q *Quant) unportablePattern() string {
+	var ps []string
+	for _, k := range q.Dynamic {
+		ps = append(ps, strings.TrimPrefix(strings.TrimPrefix(k, "-:"), "+:"))
+	}
+	for _, e := range append(slices.Clone(q.Ignore), q.Targets...) {
+		if p, ok := strings.CutPrefix(e, "re:"); ok {
+			ps = append(ps, p)
+		}
+	}
+	for _, p := range ps {
+		if _, err := regexp.Compile(p); err != nil {
+			return p
+		}
+	}
+	return ""
 }
 
 // pyMatch is Python's re.match: the pattern anchored at the start only.

@@ -73,6 +73,7 @@ func TestDecideRules(t *testing.T) {
 		{"modelopt mixed: no mtp layer listed", qwen36, `{"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION", "quantized_layers": {"model.language_model.layers.0.mlp.experts": {"quant_algo": "NVFP4"}}}`, "mtp.layers.0.mlp.experts", want{"u", "u", "quantized_layers"}},
 		{"quark: the experts by name", qwen36, withList(quark, "exclude", "mtp.layers.0.mlp.experts"), "mtp.layers.0.self_attn.qkv_proj", want{"q", "u", ""}},
 		{"quark: regex", qwen36, withList(quark, "exclude", `re:^mtp\..*`), "mtp.layers.0.self_attn.qkv_proj", want{"u", "u", "exclude"}},
+		{"a lookahead Go cannot evaluate", qwen36, `{"quant_method": "gptq", "bits": 4, "dynamic": {"-:^(?!model).*": {}}}`, "mtp.layers.0.self_attn.qkv_proj", want{"e", "e", "lookarounds"}},
 		{"glm: eh_proj is an nn.Linear", glm, ctW8A8, "model.layers.3.eh_proj", want{"u", "u", "nn.Linear"}},
 		{"glm: shared_head.head is quantized by name only", glm, ctW8A8, "model.layers.3.shared_head.head", want{"u", "u", "no config_groups target"}},
 		{"glm: SGLang names the layer model.decoder", glm, withIgnore(ctW8A8, `re:^model\.layers\.3\..*`), "model.layers.3.self_attn.qkv_proj", want{"u", "q", ""}},
@@ -160,6 +161,8 @@ func TestParseQuant(t *testing.T) {
 		{"inc", `{"quant_method": "inc"}`, "", "", "vllm#49552"},
 		{"bitsandbytes", `{"quant_method": "bitsandbytes"}`, "", "", "bitsandbytes"},
 		{"not an object", `[1]`, "", "", "not a JSON object"},
+		{"a string where a list goes", `{"quant_method": "awq", "modules_to_not_convert": "mtp"}`, "", "", "quantization_config.modules_to_not_convert is a JSON string"},
+		{"a string where an object goes", `{"quant_method": "modelopt", "quantization": "x"}`, "", "", "quantization_config.quantization is a JSON string"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var raw []byte

@@ -88,7 +88,9 @@ func Serving(m *model.Model) (*Report, error) {
 	r.DeclaredDepth, r.DeclaresMTP = m.Config.ConfigMTPDepth()
 	r.DepthKey = depthKey(m.Config.Raw)
 	r.TensorDepth, r.HeadTensors = m.MTPDepth, m.Groups[model.GroupMTP].Tensors
-	depth := max(r.TensorDepth, r.DeclaredDepth, 1)
+	// The tensors' depth (bounded by the tensors): a declared depth that
+	// differs is reported below, never trusted to size the work.
+	depth := max(r.TensorDepth, 1)
 	repo := Repo{Tensors: m.Checkpoint.Tensors}
 	mods := HeadModules(m, depth)
 	covered := map[string]bool{}

@@ -40,17 +40,23 @@ func (target) Usage() string {
 }
 func (target) Accepts() []string { return []string{targets.OptHeadPrecision} }
 
-// precisions are the --head-precision values: the head as stored (bf16).
-var precisions = []string{"bf16"}
+// Head precisions: the head as the official checkpoint stores it in bf16,
+// or an FP8 release's block-FP8 weights copied as they are.
+const (
+	precBF16 = "bf16"
+	precFP8  = "fp8"
+)
 
-// headPrecision checks --head-precision.
-func headPrecision(o targets.Options) (string, error) {
+var precisions = []string{precBF16, precFP8}
+
+// headPrecision checks --head-precision (def when not given).
+func headPrecision(o targets.Options, def string) (string, error) {
 	p := o.HeadPrecision
 	if p == "" {
-		p = "bf16"
+		p = def
 	}
 	if !slices.Contains(precisions, p) {
-		return "", targets.UsageError{Err: fmt.Errorf("--target hf: --head-precision %q: must be %v (the runtimes build an unquantized head from bf16 weights)", p, precisions)}
+		return "", targets.UsageError{Err: fmt.Errorf("--target hf: --head-precision %q: must be %v (bf16, which the runtimes build unquantized; fp8, an FP8 release's block-FP8 head as stored)", p, precisions)}
 	}
 	return p, nil
 }
@@ -58,27 +64,41 @@ func headPrecision(o targets.Options) (string, error) {
 // planHead plans every head tensor under its own name in file: float
 // tensors as bf16 (those whose dtype the family keeps, as stored; bf16
 // bytes copied unchanged), FP8 weights dequantized through their block
-// scales. No norm is shifted: the runtimes add the +1 of Qwen's
-// zero-centred norms themselves.
-func planHead(m *model.Model, file string) []plan.OutTensor {
+// scales, or, at fp8, copied as stored with their scales. No norm is
+// shifted: the runtimes add the +1 of Qwen's zero-centred norms themselves.
+func planHead(m *model.Model, file, prec string) ([]plan.OutTensor, error) {
+	if prec == precFP8 && m.FP8Info == nil {
+		return nil, targets.UsageError{Err: fmt.Errorf("--head-precision fp8 copies an FP8 release's block-FP8 head as it is stored; %s stores no FP8 weights (its head is written bf16)", m.Checkpoint.Source.Name())}
+	}
 	pl := &plan.Planner{M: m, File: file, Component: plan.ComponentHead}
+	whole := func(n string, dtype st.DType, scaled bool) {
+		t := m.Checkpoint.Tensors[n]
+		rowLen := int64(1)
+		if len(t.Shape) > 0 {
+			rowLen = t.Shape[len(t.Shape)-1]
+		}
+		seg := plan.Segment{Source: n, Rows: t.Elements() / rowLen}
+		if scaled {
+			seg = pl.Segment(n, 0, seg.Rows)
+		}
+		pl.Add(plan.OutTensor{Name: n, Segments: []plan.Segment{seg}, RowLen: rowLen, Shape: slices.Clone(t.Shape), DType: dtype}, nil)
+	}
 	for _, n := range m.Checkpoint.Names {
 		if !m.IsHead(n) || m.IsBlockScale(n) {
 			continue
 		}
 		t := m.Checkpoint.Tensors[n]
-		shape := slices.Clone(t.Shape)
-		rowLen := int64(1)
-		if len(shape) > 0 {
-			rowLen = shape[len(shape)-1]
+		switch scale, _, fp8 := m.BlockScale(n); {
+		case fp8 && prec == precFP8:
+			whole(n, t.DType, false)
+			whole(scale, m.Checkpoint.Tensors[scale].DType, false)
+		case m.Is(n, model.RoleKeepDType):
+			whole(n, t.DType, true)
+		default:
+			whole(n, st.BF16, true)
 		}
-		dtype := st.BF16
-		if m.Is(n, model.RoleKeepDType) {
-			dtype = t.DType
-		}
-		pl.Add(plan.OutTensor{Name: n, Segments: []plan.Segment{pl.Segment(n, 0, t.Elements()/rowLen)}, RowLen: rowLen, Shape: shape, DType: dtype}, nil)
 	}
-	return pl.Out
+	return pl.Out, nil
 }
 
 // Plan is --out: a repo of the head alone, of the kind SGLang takes as
@@ -86,19 +106,23 @@ func planHead(m *model.Model, file string) []plan.OutTensor {
 // model.safetensors, the source's config.json without its quantization
 // (the head is bf16) and with the MTP depth declared, and its tokenizer.
 func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
-	prec, err := headPrecision(o)
+	prec, err := headPrecision(o, precBF16)
 	if err != nil {
 		return nil, err
 	}
 	if err := m.HeadError(); err != nil {
 		return nil, err
 	}
-	cfg, err := headOnlyConfig(m)
+	head, err := planHead(m, OutFile, prec)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := headOnlyConfig(m, prec == precFP8)
 	if err != nil {
 		return nil, err
 	}
 	p := &plan.Plan{
-		Target: t.Name(), Tensors: planHead(m, OutFile), TensorFiles: []string{OutFile},
+		Target: t.Name(), Tensors: head, TensorFiles: []string{OutFile},
 		Metadata: map[string]string{"format": "pt"},
 		Options:  map[string]string{"head_precision": prec},
 		Files:    append([]plan.OutFile{{Name: model.ConfigFile, Contents: cfg}}, targets.TokenizerCopies(m)...),
@@ -107,9 +131,9 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 }
 
 // headOnlyConfig is the source's config.json for a repo of the head alone:
-// members in order, quantization_config dropped (an FP8 release's head is
-// written bf16), the MTP depth declared.
-func headOnlyConfig(m *model.Model) ([]byte, error) {
+// members in order, quantization_config dropped unless the head keeps an
+// FP8 release's storage (keepQuant), the MTP depth declared.
+func headOnlyConfig(m *model.Model, keepQuant bool) ([]byte, error) {
 	root, err := jsonobj.Decode(m.Config.Raw)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", model.ConfigFile, err)
@@ -121,10 +145,10 @@ func headOnlyConfig(m *model.Model) ([]byte, error) {
 	}
 	var kept jsonobj.Object
 	for _, kv := range root {
-		if kv.Key == "quantization_config" {
+		if kv.Key == "quantization_config" && !keepQuant {
 			continue
 		}
-		if raw, ok := kv.Value.(json.RawMessage); ok && kv.Key == "text_config" {
+		if raw, ok := kv.Value.(json.RawMessage); ok && kv.Key == "text_config" && !keepQuant {
 			text, err := jsonobj.Decode(raw)
 			if err != nil {
 				return nil, fmt.Errorf("%s: text_config: %w", model.ConfigFile, err)
