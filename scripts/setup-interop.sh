@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates .venv with the pinned consumers of the interop suite, then builds
-# the llama.cpp tools (scripts/build-llama.sh, cached outside the clone).
+# the llama.cpp tools (scripts/build-llama.sh) and the vLLM venv
+# (scripts/setup-vllm.sh), both cached outside the clone.
 # Idempotent: a venv whose stamp matches the requirement files is reused, and
 # so is a llama.cpp build whose stamp matches. Installs qemu-user (apt-get)
 # when qemu-aarch64 is missing on a host that is not arm64: scripts/test.sh
@@ -38,3 +39,4 @@ if [ ! -f .venv/.stamp ] || [ "$(cat .venv/.stamp)" != "$stamp" ]; then
   echo "$stamp" > .venv/.stamp
 fi
 scripts/build-llama.sh >/dev/null
+scripts/setup-vllm.sh >/dev/null

