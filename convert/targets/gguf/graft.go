@@ -117,13 +117,11 @@ func roundedCount(n int64) string {
 
 func (t target) planGraft(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	path := o.Graft
-	trunk, size, sum, err := gg.OpenFingerprint(path)
+	tr, err := openGGUFFiles(path)
 	if err != nil {
 		return nil, fmt.Errorf("--graft: %w", err)
 	}
-	if n, _ := trunk.Uint("split.count"); n > 1 {
-		return nil, fmt.Errorf("--graft %s is one of %d split GGUF files; merge them first (llama-gguf-split --merge)", path, n)
-	}
+	trunk := tr.merged // a split set's first file's metadata and every file's tensors
 	h, err := m.Config.Hparams()
 	if err != nil {
 		return nil, err
@@ -160,7 +158,7 @@ func (t target) planGraft(m *model.Model, o targets.Options) (*plan.Plan, error)
 	if err != nil {
 		return nil, targets.UsageError{Err: err}
 	}
-	file := filepath.Base(path)
+	file := tr.file(0)
 	pl := &plan.Planner{M: m, File: file}
 	if err := planTensors(pl, m, prec, trunkTensors); err != nil {
 		return nil, err
@@ -191,20 +189,16 @@ func (t target) planGraft(m *model.Model, o targets.Options) (*plan.Plan, error)
 		}
 	}
 	order := bundledOrder(m, trunkNames, head)
-	p := &plan.Plan{
-		Target: t.Name(), Tensors: head, TensorFiles: []string{file},
-		Formats:    map[string]plan.FileFormat{file: plan.FormatGGUF},
-		Metadata:   map[string]string{},
-		GGUF:       kvs,
-		GGUFCopies: map[string]*plan.GGUFCopy{file: {Source: path, Size: size, HeaderSHA256: sum, Order: order}},
-		Options: map[string]string{"precision": prec.name, "gguf_file_type": prec.ftype.String(), "graft": file,
-			"graft_trunk_bytes": strconv.FormatInt(size, 10), "graft_trunk_header_sha256": sum},
+	p, err := tr.bundledPlan(t.Name(), head, kvs, order)
+	if err != nil {
+		return nil, fmt.Errorf("--graft: %w", err)
 	}
+	p.Options["precision"], p.Options["gguf_file_type"] = prec.name, prec.ftype.String()
 	if why != "" {
 		p.Notes = append(p.Notes, why)
 	}
 	if len(old) > 0 {
-		p.Notes = append(p.Notes, fmt.Sprintf("--force: the %d head tensors %s held are replaced", len(old), file))
+		p.Notes = append(p.Notes, fmt.Sprintf("--force: the %d head tensors %s held are replaced", len(old), filepath.Base(path)))
 	}
 	return p, nil
 }
