@@ -1,6 +1,6 @@
-// Command mtpconv exports the multi-token-prediction (MTP) head of
-// Qwen3.5/3.6-MoE and Qwen3-Next checkpoints for OpenVINO and MLX (--target
-// openvino, mlx, or combined: trunk and head in one MLX model), with the
+// Command mtpconv exports the multi-token-prediction (MTP) head of Qwen3.5/3.6,
+// Qwen3-Next and GLM-4.x checkpoints for OpenVINO, MLX and llama.cpp (GGUF)
+// (one --target each, listed by --help from the target registry), with the
 // commands inspect (a source checkpoint or one of our outputs), export,
 // verify (re-hash an output, and recompute it from --src) and card. The
 // source may be a folder, a Hugging Face cache entry or a Hub repo read by
@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
@@ -90,42 +91,86 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mtpconv:", err)
 		return exitInterrupted
 	}
-	fmt.Fprintln(stderr, "mtpconv:", err)
 	var ue usageError
 	var ce targets.UsageError
 	if errors.As(err, &ue) || errors.As(err, &ce) || isCLIUsage(err) {
+		fmt.Fprintln(stderr, "mtpconv:", withHelpHint(err.Error(), app, args))
 		return exitUsage
 	}
+	fmt.Fprintln(stderr, "mtpconv:", err)
 	return exitFailure
+}
+
+// withHelpHint ends a usage error, once, with where the usage is: every
+// usage error is this one line, never the help followed by the error.
+func withHelpHint(msg string, app *cli.App, args []string) string {
+	if strings.Contains(msg, "--help") || strings.Contains(msg, "mtpconv help") {
+		return msg
+	}
+	cmd := "mtpconv"
+	if len(args) > 1 && app.Command(args[1]) != nil {
+		cmd += " " + args[1]
+	}
+	return msg + " (see " + cmd + " --help)"
+}
+
+// goFlagName matches a flag as Go's flag package spells it in its errors
+// ("-src"); we say "--src", as the help and every example do.
+var goFlagName = regexp.MustCompile(`(^|[ :])-([a-z][a-z0-9-]+)`)
+
+// cliUsageError is a urfave/cli parse error as a usage error, its flag names as --help spells them.
+func cliUsageError(err error) error {
+	return usageError{errors.New(goFlagName.ReplaceAllString(err.Error(), "$1--$2"))}
 }
 
 func isCLIUsage(err error) bool {
 	s := err.Error()
-	return strings.HasPrefix(s, "flag provided but not defined") || strings.HasPrefix(s, "Required flag") ||
+	return strings.HasPrefix(s, "flag provided but not defined") ||
 		strings.HasPrefix(s, "invalid value") || strings.HasPrefix(s, "No help topic")
+}
+
+// appUsage is the one line --help starts with.
+const appUsage = "export the multi-token-prediction (MTP) head of Qwen3.5/3.6, Qwen3-Next and GLM-4.x checkpoints " +
+	"for speculative decoding with OpenVINO, MLX and llama.cpp (GGUF)"
+
+// appDescription lists the targets from the registry, so that a new one is
+// in --help the moment it is registered.
+func appDescription() string {
+	var lines []string
+	for _, n := range targets.TargetNames() {
+		t, _ := targets.LookupTarget(n)
+		lines = append(lines, "  --target "+n+": "+t.Usage())
+	}
+	return "Targets:\n" + strings.Join(lines, "\n") + "\n\n" +
+		"Start with `mtpconv inspect SRC`, then `mtpconv export --src SRC --target T --out DIR`.\n" +
+		"`mtpconv COMMAND --help` shows a command's flags; docs/commands.md lists them all."
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
 	app := &cli.App{
 		Name:            "mtpconv",
-		Usage:           "export the MTP head of Qwen3.5/3.6-MoE and Qwen3-Next for OpenVINO and MLX",
+		Usage:           appUsage,
+		Description:     appDescription(),
 		Version:         version,
 		Writer:          stdout,
 		ErrWriter:       stderr,
 		HideHelpCommand: true,
+		// Our own help command keeps urfave/cli from adding --help/-h to the
+		// app, and Go's flag package would then refuse them (exit 2).
+		Flags: []cli.Flag{cli.HelpFlag},
 		// Errors are printed once, by run, with the exit code it chooses.
 		ExitErrHandler: func(*cli.Context, error) {},
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usageError{err}
+			return cliUsageError(err)
 		},
 		Commands: []*cli.Command{inspectCommand(), exportCommand(), verifyCommand(), cardCommand()},
 	}
 	for _, c := range app.Commands {
-		name := c.Name
-		// One line, with a hint, instead of the whole help on stdout and the error twice.
+		// One line (run adds the hint), instead of the whole help on stdout and the error twice.
 		c.OnUsageError = func(_ *cli.Context, err error, _ bool) error {
-			return usagef("%v (see mtpconv %s --help)", err, name)
+			return cliUsageError(err)
 		}
+		checkRequiredOurselves(c)
 	}
 	app.Commands = append(app.Commands, &cli.Command{
 		Name: "version", Usage: "print the version and the commit it was built from",
@@ -157,6 +202,54 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		return cli.ShowAppHelp(c)
 	}
 	return app
+}
+
+// checkRequiredOurselves moves the check of c's required flags from
+// urfave/cli, which prints the whole help before its error, to a Before that
+// refuses in one line with the hint to --help. The flags' usage says
+// "(required)" instead, in --help and in docs/commands.md.
+func checkRequiredOurselves(c *cli.Command) {
+	var names []string
+	for _, f := range c.Flags {
+		rf, ok := f.(cli.RequiredFlag)
+		if !ok || !rf.IsRequired() {
+			continue
+		}
+		sf, ok := f.(*cli.StringFlag)
+		if !ok {
+			panic("mtpconv: only string flags can be required: " + f.Names()[0])
+		}
+		sf.Required = false
+		sf.Usage = "(required) " + sf.Usage
+		names = append(names, sf.Name)
+	}
+	if len(names) == 0 {
+		return
+	}
+	name, before := c.Name, c.Before
+	c.Before = func(ctx *cli.Context) error {
+		var missing []string
+		for _, n := range names {
+			if !ctx.IsSet(n) {
+				missing = append(missing, "--"+n)
+			}
+		}
+		if len(missing) > 0 {
+			return usagef("%s needs %s", name, andList(missing))
+		}
+		if before != nil {
+			return before(ctx)
+		}
+		return nil
+	}
+}
+
+// andList joins words as prose: "a", "a and b", "a, b and c".
+func andList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
 }
 
 // unknownCommand refuses a command name, suggesting the closest one.
