@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -150,6 +151,19 @@ func graftSplitSet(t *testing.T, src string) {
 		if code, stdout, _ := runCLI(t, "verify", out, "--src", src); code != 0 || !strings.Contains(stdout, "recomputed from the source: OK") {
 			t.Errorf("%s: verify --src: %d %s", name, code, stdout)
 		}
+		// inspect of any file of a set describes the set: the trunk's gets
+		// the graft command, ours has its head, no problem.
+		var sum gg.Summary
+		_, js, _ := runCLI(t, "inspect", "--json", members[len(members)-1])
+		if err := json.Unmarshal([]byte(js), &sum); err != nil || sum.SplitFiles != len(members) || sum.Tensors != len(tf.Tensors) ||
+			sum.MTPHead || !strings.Contains(sum.AddHead, "--graft "+members[len(members)-1]+" --out Tiny-BF16-mtp") {
+			t.Errorf("%s: inspect of the trunk's last file: %+v %v", name, sum, err)
+		}
+		_, js, _ = runCLI(t, "inspect", "--json", ours[len(ours)-1])
+		if err := json.Unmarshal([]byte(js), &sum); err != nil || sum.SplitFiles != len(members) || !sum.MTPHead || len(sum.Problems) != 0 ||
+			sum.Tensors != len(bf.Tensors) || sum.File != filepath.Base(ours[0]) {
+			t.Errorf("%s: inspect of our last file: %+v %v", name, sum, err)
+		}
 		// The set as --src: the sidecar of the bundled file.
 		side := filepath.Join(t.TempDir(), "side")
 		if code, _, stderr := runCLI(t, "export", "--src", ours[len(ours)-1], "--target", "gguf", "--out", side, "--quiet"); code != 0 {
@@ -220,6 +234,13 @@ func TestGGUFSplitSetRefusals(t *testing.T) {
 			}
 			if _, err := os.Stat(o); err == nil {
 				t.Errorf("%s %v: output written", c.name, args[:2])
+			}
+		}
+		if c.given >= 0 {
+			_, js, _ := runCLI(t, "inspect", "--json", given)
+			var sum gg.Summary
+			if err := json.Unmarshal([]byte(js), &sum); err != nil || !slices.ContainsFunc(sum.Problems, func(p string) bool { return strings.Contains(p, want) }) {
+				t.Errorf("%s: inspect: %+v %v", c.name, sum, err)
 			}
 		}
 	}

@@ -76,6 +76,15 @@ type Set struct {
 // Name is the set's name: the prefix's base name.
 func (s *Set) Name() string { return filepath.Base(s.Prefix) }
 
+// Size is the bytes of every file.
+func (s *Set) Size() int64 {
+	var n int64
+	for _, m := range s.Members {
+		n += m.Size
+	}
+	return n
+}
+
 // Merged is the set as one header, for what reads a model's description:
 // the first file's metadata and every member's tensors in member order
 // (their offsets are each member's own).

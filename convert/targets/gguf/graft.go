@@ -449,6 +449,9 @@ func AddHeadCommand(path string, f *gg.File, s *gg.Summary) string {
 		}
 	}
 	stem := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	if prefix, _, _, ok := gg.SplitName(filepath.Base(path)); ok && s.SplitFiles > 0 {
+		stem = prefix // a split set: named after the set
+	}
 	return fmt.Sprintf("mtpconv export --src %s --target gguf --graft %s --out %s", src, shellQuote(path), shellQuote(stem+"-mtp"))
 }
 
