@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/mtpconv/mtpconv/convert/run/rows"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
@@ -136,6 +138,13 @@ func Verify(ctx context.Context, dir string, src *st.Checkpoint) (*Report, error
 		if d := SameSource(fp, m.Source); d != "" {
 			r.add("source_mismatch", "", "", "the source is not the one this output was made from: %s; nothing was recomputed from it", d)
 		} else {
+			if check := targetChecks[m.Target]; check != nil {
+				ps, err := check(m, v.opened)
+				if err != nil {
+					return nil, err
+				}
+				r.Problems = append(r.Problems, ps...)
+			}
 			for i := range m.Tensors {
 				t := &m.Tensors[i]
 				o := v.outs[t.File]
@@ -164,6 +173,28 @@ func Verify(ctx context.Context, dir string, src *st.Checkpoint) (*Report, error
 	r.OK = len(r.Problems) == 0
 	return r, nil
 }
+
+// TargetCheck is what a target adds to verify --src for the files it
+// wrote: the types its consumers' rules give each tensor, derived again
+// from the file itself, so that a plan and a manifest that agree on a
+// wrong type do not pass. open gives a tensor file verify opened (false
+// when it could not: that is reported already).
+type TargetCheck func(m *Manifest, open func(file string) (io.ReaderAt, int64, bool)) ([]Problem, error)
+
+// opened is a tensor file verify opened, with its size.
+func (v *verifier) opened(file string) (io.ReaderAt, int64, bool) {
+	o := v.outs[file]
+	if o == nil {
+		return nil, 0, false
+	}
+	return o.f, o.h.FileSize, true
+}
+
+var targetChecks = map[string]TargetCheck{}
+
+// RegisterTargetCheck adds a target's check; the target's package calls it
+// from init.
+func RegisterTargetCheck(target string, c TargetCheck) { targetChecks[target] = c }
 
 // checkFile compares a file's size and sha256 with the record, reporting a
 // difference as kind; whose says whose file it is, for the message. It
@@ -237,19 +268,48 @@ func (e *outsideError) Error() string {
 }
 
 // resolve returns the path of a file the manifest names, with symbolic links
-// resolved, refusing any name that leaves the output folder.
+// resolved, refusing any name that leaves the output folder (LinkedFile).
 func (v *verifier) resolve(name string) (string, error) {
+	return LinkedFile(v.root, name)
+}
+
+// LinkedFile is the one rule for the links of a folder mtpconv writes into
+// or verifies (export --into and verify follow it alike): a file name stays
+// inside the folder, and a symbolic link may lead only to a file inside the
+// folder or, when the folder is a Hugging Face cache snapshot
+// (…/models--ORG--NAME/snapshots/REV, every file a link into the repo's
+// blobs), inside that repo's blob store. root is the folder with its own
+// links resolved; the result is the file's real path. mtpconv reads through
+// such links and never writes through one: its files replace a link's
+// name (a rename), never the bytes it leads to.
+func LinkedFile(root, name string) (string, error) {
 	if err := st.CheckLocalName(name); err != nil {
 		return "", &outsideError{name, `it is empty or absolute, or holds a backslash or a ".." component`}
 	}
-	real, err := filepath.EvalSymlinks(filepath.Join(v.dir, filepath.FromSlash(name)))
+	real, err := filepath.EvalSymlinks(filepath.Join(root, filepath.FromSlash(name)))
 	if err != nil {
 		return "", err
 	}
-	if rel, err := filepath.Rel(v.root, real); err != nil || !filepath.IsLocal(rel) {
-		return "", &outsideError{name, "through a symbolic link it resolves to " + real}
+	if rel, err := filepath.Rel(root, real); err == nil && filepath.IsLocal(rel) {
+		return real, nil
 	}
-	return real, nil
+	if blobs := snapshotBlobs(root); blobs != "" {
+		if rel, err := filepath.Rel(blobs, real); err == nil && filepath.IsLocal(rel) {
+			return real, nil
+		}
+	}
+	return "", &outsideError{name, "through a symbolic link it resolves to " + real + ", outside the folder (and outside the blob store of the Hugging Face cache snapshot it would be)"}
+}
+
+// snapshotBlobs is the blob store of a Hugging Face cache snapshot folder
+// (REPO/snapshots/REV → REPO/blobs), "" for any other folder.
+func snapshotBlobs(root string) string {
+	snapshots := filepath.Dir(root)
+	repo := filepath.Dir(snapshots)
+	if filepath.Base(snapshots) != "snapshots" || !strings.Contains(filepath.Base(repo), "--") {
+		return ""
+	}
+	return filepath.Join(repo, "blobs")
 }
 
 // fileProblem reports, once per file, why a file could not be read.

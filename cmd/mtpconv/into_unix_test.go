@@ -26,6 +26,7 @@ func TestIntoSecondRunTouchesNothing(t *testing.T) {
 	}
 	staging := filepath.Join(dir, ".mtpconv-into")
 	os.MkdirAll(staging, 0o755)
+	os.WriteFile(filepath.Join(staging, ".mtpconv-plan"), []byte("the marker a run stages with"), 0o644)
 	os.WriteFile(filepath.Join(staging, "openvino_mtp_model.bin"), []byte("being written"), 0o644)
 	snap := tree(t, dir)
 	for _, c := range []struct {

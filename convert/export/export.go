@@ -13,7 +13,6 @@ import (
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/run"
-	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	"github.com/mtpconv/mtpconv/manifests"
 )
@@ -45,9 +44,6 @@ type Request struct {
 	// source bytes of each chunk read.
 	OnFile   func(rec run.FileRecord)
 	Progress func(n int64)
-
-	keep    []string // set by exportInto: the only files planned, and the only files of the folder that are ours
-	intoDir string   // set by exportInto: the folder added into (an IntoPlanner plans for it; messages name it, not the staging folder)
 }
 
 // Fetcher is a remote source that can fetch byte ranges ahead of the run.
@@ -79,67 +75,47 @@ type Outcome struct {
 	PeakMemory   int64    // dry run: the estimate for Jobs
 }
 
-// Export plans the request's target, then (unless a dry run) writes the
-// whole output folder atomically: into a locked hidden sibling, renamed into
-// place only when complete, reusing on Resume the files of an interrupted
-// run whose source bytes are proven unchanged.
+// Export plans the request's target for its destination (a new folder,
+// --out, or an addition to an existing one, --into), then (unless a dry
+// run) claims the destination, runs the plan into its staging folder,
+// records the manifest and commits: the output is whole or absent, and a
+// resumed run reuses only files whose every input byte is proven unchanged.
 func Export(ctx context.Context, r Request) (*Outcome, error) {
-	if r.Into != "" {
-		return exportInto(ctx, r)
-	}
-	m := r.Model
 	t, err := targets.LookupTarget(r.Target)
 	if err != nil {
 		return nil, targets.UsageError{Err: err}
 	}
+	d, err := newDestination(r, t)
+	if err != nil {
+		return nil, err
+	}
 	if err := targets.CheckOptions(t, r.Options); err != nil {
 		return nil, targets.UsageError{Err: err}
 	}
-	if r.Out == "" && !r.DryRun {
-		return nil, targets.UsageError{Err: fmt.Errorf("--out (or --into) is required")}
+	if err := d.check(); err != nil {
+		return nil, err
 	}
-	writing := !r.DryRun
-	if writing {
-		// (exportInto checks its own folder against the source: its staging
-		// folder may lie inside the source, where nothing of it is replaced.)
-		if dir, ok := m.Checkpoint.Source.(source.Dir); ok && r.intoDir == "" {
-			// The source folder (an HF cache id resolves to its snapshot) first:
-			// refusing --out S for "already exists" would suggest --force.
-			if err := checkOutSource(r.Out, string(dir)); err != nil {
-				return nil, err
-			}
-		}
-		if err := checkOutTarget(r.Out, r.Force); err != nil {
-			return nil, err
-		}
-		if g := r.Options.Graft; g != "" {
-			if err := checkOutKeeps(r.Out, g); err != nil {
-				return nil, err
-			}
-		}
-	}
+	m := r.Model
 	if model.IsHubID(r.BaseModel) {
 		m.BaseModel = r.BaseModel
 	}
 	opts := r.Options
 	opts.Force = r.Force
-	var plan *plan.Plan
-	if ip, ok := t.(IntoPlanner); ok && r.intoDir != "" {
-		plan, err = ip.PlanInto(r.intoDir, m, opts)
-	} else if plan, err = t.Plan(m, opts); err == nil && r.keep != nil {
-		keepOnly(plan, r.keep)
-	}
+	p, err := d.plan(t, m, opts)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkNames(d, plannedNames(p)); err != nil {
 		return nil, err
 	}
 	if r.Jobs <= 0 {
 		r.Jobs = runtime.GOMAXPROCS(0)
 	}
 	prov := targets.Provenance{Version: r.Version, Source: m.Origin().Name()}
-	oc := &Outcome{Plan: plan, Tensors: len(plan.Tensors), Notes: append([]string{}, plan.Notes...), Reused: []string{}}
+	oc := &Outcome{Plan: p, Tensors: len(p.Tensors), Notes: append([]string{}, p.Notes...), Reused: []string{}}
 	if r.DryRun {
-		oc.Planned, err = plannedFiles(t, m, plan, prov)
-		oc.PeakMemory = run.EstimatePeakMemory(m, plan, r.Jobs)
+		oc.Planned, err = plannedFiles(t, m, p, prov)
+		oc.PeakMemory = run.EstimatePeakMemory(m, p, r.Jobs)
 		return oc, err
 	}
 	fingerprint, err := manifests.Fingerprint(m.Checkpoint, m.Config.Raw)
@@ -147,115 +123,166 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 		return nil, err
 	}
 	if r.Fetcher != nil {
-		if err := r.Fetcher.Prefetch(plan.SourceRanges(m.Checkpoint)); err != nil {
+		if err := r.Fetcher.Prefetch(p.SourceRanges(m.Checkpoint)); err != nil {
 			return nil, err
 		}
 	}
-	w := &partialDir{out: r.Out, force: r.Force, resume: r.Resume, planHash: planHash(r.Version, plan, fingerprint), source: m.Checkpoint}
-	fin, finishes := t.(targets.Finisher)
-	err = w.write(ctx, func(dir string) error {
-		// Files a Finisher completes are announced once final, so the sizes
-		// the caller prints are those on disk.
-		var held []run.FileRecord
-		opts := run.RunOptions{
-			Jobs: r.Jobs, KeepSourceCache: r.KeepSourceCache, Reuse: w.reuse, Progress: r.Progress,
-			OnFile: func(rec run.FileRecord) {
-				w.finished(rec)
-				switch {
-				case finishes:
-					held = append(held, rec)
-				case r.OnFile != nil:
-					r.OnFile(rec)
-				}
-			},
-		}
-		res, err := run.Run(ctx, plan, m.Checkpoint, dir, opts)
-		if err != nil {
-			return err
-		}
-		if finishes {
-			files, err := fin.Finish(dir, m, plan, prov, res)
-			if err != nil {
-				return err
-			}
-			res.Files = replaceFiles(res.Files, files)
-			final := map[string]manifests.File{}
-			for _, f := range res.Files {
-				final[f.Name] = f
-			}
-			for _, rec := range held {
-				rec.File = final[rec.File.Name]
-				if r.OnFile != nil {
-					r.OnFile(rec)
-				}
-			}
-			for _, f := range files {
-				if r.OnFile != nil && !heldFile(held, f.Name) {
-					r.OnFile(run.FileRecord{File: f})
-				}
-			}
-		}
-		res.BytesOut = 0
-		for _, f := range res.Files {
-			res.BytesOut += f.Size
-		}
-		model, notes := describeModel(r)
-		if !r.NoCard {
-			oc.Warnings = append(oc.Warnings, notes...)
-		}
-		man := &manifests.Manifest{
-			Schema: manifests.SchemaVersion, Tool: manifests.Tool{Name: "mtpconv", Version: r.Version},
-			Source: fingerprint, Target: plan.Target, Options: plan.Options, Model: model,
-			Tensors: res.Tensors, Files: res.Files, BytesRead: res.BytesRead,
-		}
-		man.Source.Tensors = res.Sources
-		if o := m.Origin(); o.Repo != "" {
-			man.Source.Repo, man.Source.Revision = o.Repo, o.Revision
-		}
-		if r.Fetcher != nil {
-			man.Source.BytesFetched = r.Fetcher.BytesFetched()
-			oc.BytesFetched, oc.SourceTotal = r.Fetcher.BytesFetched(), r.Fetcher.TotalBytes()
-		}
-		if r.keep != nil {
-			man.Into = &manifests.Into{OwnedFiles: append(slices.Clone(r.keep), manifests.FileName)}
-		}
-		if r.Timestamp {
-			man.CreatedAt = time.Now().UTC().Format(time.RFC3339)
-		}
-		if err := man.Write(dir); err != nil {
-			return err
-		}
-		oc.Files = append(oc.Files, res.Files...)
-		if mf, err := fileRecord(dir, manifests.FileName); err == nil {
-			oc.Files = append(oc.Files, mf)
-		}
-		if !r.NoCard {
-			card := manifests.Card(man, t.Card(man), nil)
-			if err := os.WriteFile(filepath.Join(dir, manifests.CardFile), card, 0o644); err != nil {
-				return err
-			}
-			oc.Files = append(oc.Files, manifests.File{Name: manifests.CardFile, Size: int64(len(card)), SHA256: manifests.SHA256(card)})
-		}
-		oc.BytesRead = res.BytesRead
-		for _, f := range oc.Files {
-			oc.BytesOut += f.Size // every file of the folder, manifest and card included
-		}
-		oc.Notes = append(oc.Notes, valueNotes(res.Tensors)...)
-		return nil
-	})
+	dir, err := d.claim(ctx, p, planHash(r.Version, p, fingerprint))
+	defer d.release()
 	if err != nil {
-		if ctx.Err() != nil {
-			dest := r.Out
-			if r.intoDir != "" {
-				dest = "--into " + r.intoDir
-			}
-			return nil, fmt.Errorf("interrupted; nothing was written to %s: %w", dest, ctx.Err())
-		}
 		return nil, err
 	}
-	oc.Reused = append(oc.Reused, w.reused...)
-	oc.Notes = append(oc.Notes, w.notes...)
+	res, err := runTarget(ctx, r, t, p, dir, d, prov)
+	if err != nil {
+		return nil, interrupted(ctx, d, err)
+	}
+	if err := checkNames(d, fileNames(res.Files)); err != nil {
+		return nil, err
+	}
+	man := newManifest(r, p, fingerprint, res)
+	if err := d.record(ctx, man, p); err != nil {
+		return nil, interrupted(ctx, d, err)
+	}
+	if err := writeRecords(r, t, d, dir, man, res, oc); err != nil {
+		return nil, interrupted(ctx, d, err)
+	}
+	if err := d.commit(ctx); err != nil {
+		return nil, err
+	}
+	reused, notes := d.outcome()
+	oc.Reused = append(oc.Reused, reused...)
+	oc.Notes = append(oc.Notes, notes...)
 	return oc, nil
+}
+
+// interrupted names what an error before the commit left: nothing.
+func interrupted(ctx context.Context, d destination, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("interrupted; nothing was written to %s: %w", d, ctx.Err())
+	}
+	return err
+}
+
+// runTarget runs the plan into dir and lets the target finish its files.
+// Files a Finisher completes are announced once final, so the sizes the
+// caller prints are those on disk.
+func runTarget(ctx context.Context, r Request, t targets.Target, p *plan.Plan, dir string, d destination, prov targets.Provenance) (*run.Result, error) {
+	m := r.Model
+	fin, finishes := t.(targets.Finisher)
+	var held []run.FileRecord
+	opts := run.RunOptions{
+		Jobs: r.Jobs, KeepSourceCache: r.KeepSourceCache, Reuse: d.reuse, Progress: r.Progress,
+		OnFile: func(rec run.FileRecord) {
+			d.finished(rec)
+			switch {
+			case finishes:
+				held = append(held, rec)
+			case r.OnFile != nil:
+				r.OnFile(rec)
+			}
+		},
+	}
+	res, err := run.Run(ctx, p, m.Checkpoint, dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	if finishes {
+		files, err := fin.Finish(dir, m, p, prov, res)
+		if err != nil {
+			return nil, err
+		}
+		res.Files = replaceFiles(res.Files, files)
+		final := map[string]manifests.File{}
+		for _, f := range res.Files {
+			final[f.Name] = f
+		}
+		for _, rec := range held {
+			rec.File = final[rec.File.Name]
+			if r.OnFile != nil {
+				r.OnFile(rec)
+			}
+		}
+		for _, f := range files {
+			if r.OnFile != nil && !heldFile(held, f.Name) {
+				r.OnFile(run.FileRecord{File: f})
+			}
+		}
+	}
+	res.BytesOut = 0
+	for _, f := range res.Files {
+		res.BytesOut += f.Size
+	}
+	return res, nil
+}
+
+// newManifest is the manifest of a run; the destination completes it.
+func newManifest(r Request, p *plan.Plan, fingerprint manifests.Source, res *run.Result) *manifests.Manifest {
+	m := r.Model
+	model, _ := describeModel(r)
+	man := &manifests.Manifest{
+		Schema: manifests.SchemaVersion, Tool: manifests.Tool{Name: "mtpconv", Version: r.Version},
+		Source: fingerprint, Target: p.Target, Options: p.Options, Model: model,
+		Tensors: res.Tensors, Files: res.Files, BytesRead: res.BytesRead,
+	}
+	man.Source.Tensors = res.Sources
+	if o := m.Origin(); o.Repo != "" {
+		man.Source.Repo, man.Source.Revision = o.Repo, o.Revision
+	}
+	if r.Fetcher != nil {
+		man.Source.BytesFetched = r.Fetcher.BytesFetched()
+	}
+	if r.Timestamp {
+		man.CreatedAt = time.Now().UTC().Format(time.RFC3339)
+	}
+	return man
+}
+
+// writeRecords writes the manifest and, where the destination takes one,
+// the model card into dir, and fills the outcome.
+func writeRecords(r Request, t targets.Target, d destination, dir string, man *manifests.Manifest, res *run.Result, oc *Outcome) error {
+	if err := man.Write(dir); err != nil {
+		return err
+	}
+	oc.Files = append(oc.Files, res.Files...)
+	if mf, err := fileRecord(dir, manifests.FileName); err == nil {
+		oc.Files = append(oc.Files, mf)
+	}
+	if d.card() {
+		_, notes := describeModel(r)
+		oc.Warnings = append(oc.Warnings, notes...)
+		card := manifests.Card(man, t.Card(man), nil)
+		if err := os.WriteFile(filepath.Join(dir, manifests.CardFile), card, 0o644); err != nil {
+			return err
+		}
+		oc.Files = append(oc.Files, manifests.File{Name: manifests.CardFile, Size: int64(len(card)), SHA256: manifests.SHA256(card)})
+	}
+	if r.Fetcher != nil {
+		oc.BytesFetched, oc.SourceTotal = r.Fetcher.BytesFetched(), r.Fetcher.TotalBytes()
+	}
+	oc.BytesRead = res.BytesRead
+	for _, f := range oc.Files {
+		oc.BytesOut += f.Size // every file of the folder, manifest and card included
+	}
+	oc.Notes = append(oc.Notes, valueNotes(res.Tensors)...)
+	return nil
+}
+
+// plannedNames are the names of the files a plan writes before any
+// Finisher adds its own.
+func plannedNames(p *plan.Plan) []string {
+	names := slices.Clone(p.TensorFiles)
+	for _, f := range p.Files {
+		names = append(names, f.Name)
+	}
+	return names
+}
+
+func fileNames(files []manifests.File) []string {
+	var names []string
+	for _, f := range files {
+		names = append(names, f.Name)
+	}
+	return names
 }
 
 // plannedFiles sizes every file the export writes but the manifest and card,

@@ -18,6 +18,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
+	"github.com/mtpconv/mtpconv/convert/run"
 	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
@@ -40,7 +41,7 @@ type Intoer interface {
 // IntoPlanner is an Intoer whose output depends on the folder it goes into
 // (MLX: the head in a file of its own, the folder's config.json and index
 // updated to declare it). PlanInto plans the export for dir, reading the
-// folder's files it updates with IntoBase; exportInto replaces them (listed
+// folder's files it updates with IntoBase; the addition replaces them (listed
 // in Plan.IntoUpdates) each atomically, after keeping a copy of the bytes
 // the folder had under IntoOriginals, and records all of it in the manifest
 // (the record of an Intoer's replaced files: see recordInto).
@@ -112,7 +113,7 @@ func IntoOwned(dir, name string) (bool, error) {
 }
 
 // intoManifest is the manifest of an earlier export into dir, nil when there
-// is none (or it is not mtpconv's, which exportInto refuses).
+// is none (or it is not mtpconv's, which the addition refuses).
 func intoManifest(dir string) (*manifests.Manifest, error) {
 	if kind, _ := folderOwner(dir); kind != ownerInto {
 		return nil, nil
@@ -150,11 +151,29 @@ const (
 	intoLock    = ".mtpconv-into.lock"
 )
 
-// exportInto runs the export into a staging folder inside r.Into, then
-// moves the target's files into r.Into (see intoSteps). Only the files the
-// manifest records as ours are ever replaced; nothing else of r.Into is
-// touched.
-func exportInto(ctx context.Context, r Request) (*Outcome, error) {
+// addition is the destination --into: the target's files added to a folder
+// another export made, staged in a reserved folder inside it (so every
+// rename stays on one file system) and moved in by intoSteps. Only the files
+// the manifest records as ours are ever replaced; nothing else of the
+// folder is touched, and nothing is written through a link (linkRule).
+type addition struct {
+	dir           string
+	force, noCard bool
+	dryRun        bool
+	intoer        Intoer
+	source        string // the local source folder, never added into
+	model         *model.Model
+	files         []string // the target's files, in the Intoer's order (a file after those it refers to)
+
+	lock    *outputLock
+	staging string   // ours once claimed: release removes it
+	present []string // of files, those an earlier --into wrote, as claimed
+	copies  []string // staged copies of originals (record)
+	updates []string // the folder's files replaced by their staged new version (the plan's IntoUpdates)
+	done    bool
+}
+
+func newAddition(r Request, t targets.Target) (*addition, error) {
 	// The command line first: a usage error changes nothing.
 	if r.Out != "" {
 		return nil, targets.UsageError{Err: errors.New("--into and --out are exclusive")}
@@ -162,78 +181,178 @@ func exportInto(ctx context.Context, r Request) (*Outcome, error) {
 	if r.Resume {
 		return nil, targets.UsageError{Err: errors.New("--resume does not apply to --into")}
 	}
-	t, err := targets.LookupTarget(r.Target)
-	if err != nil {
-		return nil, targets.UsageError{Err: err}
-	}
 	in, ok := t.(Intoer)
 	if !ok {
 		return nil, targets.UsageError{Err: fmt.Errorf("--target %s does not take --into", t.Name())}
 	}
-	if err := targets.CheckOptions(t, r.Options); err != nil {
-		return nil, targets.UsageError{Err: err}
-	}
-	if err := CheckIntoFolder(r.Into); err != nil {
-		return nil, err
-	}
+	d := &addition{dir: r.Into, force: r.Force, noCard: r.NoCard, dryRun: r.DryRun, intoer: in, model: r.Model}
 	if dir, ok := r.Model.Checkpoint.Source.(source.Dir); ok {
-		a, aerr := resolveExisting(r.Into)
-		b, berr := resolveExisting(string(dir))
+		d.source = string(dir)
+	}
+	return d, nil
+}
+
+func (d *addition) String() string { return "--into " + d.dir }
+
+// check refuses a folder that is not one the target adds into, or whose
+// files of the target's names mtpconv did not write.
+func (d *addition) check() error {
+	if err := CheckIntoFolder(d.dir); err != nil {
+		return err
+	}
+	if d.source != "" {
+		a, aerr := resolveExisting(d.dir)
+		b, berr := resolveExisting(d.source)
 		if aerr == nil && berr == nil && pathRelation(a, b) == relSame {
-			return nil, fmt.Errorf("--into %s is the source folder; a source is never written (--into takes another export of it)", r.Into)
+			return fmt.Errorf("--into %s is the source folder; a source is never written (--into takes another export of it)", d.dir)
 		}
 	}
-	files, err := in.CheckInto(r.Into, r.Model)
+	files, err := d.intoer.CheckInto(d.dir, d.model)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	staging := filepath.Join(r.Into, intoStaging)
-	sub := r
-	sub.Into, sub.Out, sub.Force, sub.NoCard, sub.keep, sub.intoDir = "", staging, true, true, files, r.Into
-	if r.DryRun {
-		if _, err := intoReplaces(r.Into, files, r.Force); err != nil {
+	d.files = files
+	if err := d.checkStaging(); err != nil {
+		return err
+	}
+	if !d.dryRun {
+		return nil // the files of the folder are checked under the lock (claim), which may be another run's
+	}
+	_, err = intoReplaces(d.dir, files, d.force)
+	return err
+}
+
+// plan plans only the target's files for the folder: an IntoPlanner plans
+// for the folder itself, any other target's plan is narrowed to its files.
+func (d *addition) plan(t targets.Target, m *model.Model, o targets.Options) (*plan.Plan, error) {
+	if ip, ok := t.(IntoPlanner); ok {
+		p, err := ip.PlanInto(d.dir, m, o)
+		if err != nil {
 			return nil, err
 		}
-		return Export(ctx, sub)
+		return p, d.checkLinks(p)
 	}
-	lock, err := lockOutput(filepath.Join(r.Into, intoLock))
+	p, err := t.Plan(m, o)
+	if err == nil {
+		keepOnly(p, d.files)
+	}
+	return p, err
+}
+
+// checkLinks refuses a folder whose files the output builds on or
+// replaces lead, through a symbolic link, where verify would not follow
+// (manifests.LinkedFile: inside the folder, or in the blob store of the
+// Hugging Face cache snapshot it is). They are read through their links;
+// a replaced one has its link replaced by mtpconv's file, its blob kept.
+func (d *addition) checkLinks(p *plan.Plan) error {
+	root, err := filepath.EvalSymlinks(d.dir)
+	if err != nil {
+		return fmt.Errorf("--into %s: %w", d.dir, err)
+	}
+	names := slices.Clone(p.IntoKept)
+	for _, u := range p.IntoUpdates {
+		names = append(names, u.Name)
+	}
+	for _, n := range names {
+		if _, err := manifests.LinkedFile(root, n); err != nil {
+			return fmt.Errorf("--into %s: %s: %w; mtpconv reads a folder's files through links only into the folder or its Hugging Face cache blobs (verify could not check it); copy the file into the folder", d.dir, n, err)
+		}
+	}
+	return nil
+}
+
+func (d *addition) reserved() map[string]string {
+	return map[string]string{
+		manifests.FileName: "the manifest",
+		intoStaging:        "the staging folder of --into",
+		intoLock:           "the lock of --into",
+		IntoOriginals:      "the folder of the originals mtpconv keeps",
+		planMarker:         "the marker of the staging folder",
+	}
+}
+
+// card: none; README.md belongs to the export the head is added to.
+func (d *addition) card() bool { return false }
+
+// checkStaging refuses a staging folder mtpconv did not make: a file or
+// link of that name, or a folder without the marker every staging folder
+// holds from its creation. One mtpconv made is removed when claimed (the
+// lock says no run is using it).
+func (d *addition) checkStaging() error {
+	path := filepath.Join(d.dir, intoStaging)
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("--into %s: %w", d.dir, err)
+	}
+	if fi.IsDir() {
+		if m, err := os.Lstat(filepath.Join(path, planMarker)); err == nil && m.Mode().IsRegular() {
+			return nil
+		}
+	}
+	return fmt.Errorf("--into %s: %s exists and mtpconv did not make it (mtpconv stages its files in a folder of that name, marked by %s); move it out of the folder to add the head", d.dir, intoStaging, planMarker)
+}
+
+func (d *addition) claim(ctx context.Context, p *plan.Plan, planHash string) (string, error) {
+	lock, err := lockOutput(filepath.Join(d.dir, intoLock))
 	if errors.Is(err, errLocked) {
-		return nil, fmt.Errorf("another export is adding into %s (%s is locked); wait for it to finish or stop it", r.Into, intoLock)
+		return "", fmt.Errorf("another export is adding into %s (%s is locked); wait for it to finish or stop it", d.dir, intoLock)
 	}
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	defer lock.release()
-	present, err := intoReplaces(r.Into, files, r.Force)
-	if err != nil {
-		return nil, err
+	d.lock = lock
+	// Checked again under the lock: another run may have changed the folder.
+	if d.present, err = intoReplaces(d.dir, d.files, d.force); err != nil {
+		return "", err
 	}
-	// A staging folder left by a killed run is ours: its name is reserved,
-	// and the lock says no run is using it.
+	if err := d.checkStaging(); err != nil {
+		return "", err
+	}
+	staging := filepath.Join(d.dir, intoStaging)
 	if err := os.RemoveAll(staging); err != nil {
-		return nil, err
+		return "", err
 	}
-	defer os.RemoveAll(staging)
-	oc, err := Export(ctx, sub)
-	if err != nil {
-		return nil, err
+	if err := os.Mkdir(staging, 0o755); err != nil {
+		return "", fmt.Errorf("--into %s: %w", d.dir, err)
 	}
-	if now, err := findPresent(r.Into, files); err != nil {
-		return nil, err
-	} else if !slices.Equal(now, present) {
-		return nil, fmt.Errorf("--into %s: %s changed during the export; nothing was replaced", r.Into, strings.Join(files, " or "))
+	d.staging = staging
+	if err := os.WriteFile(filepath.Join(staging, planMarker), []byte(planHash), 0o644); err != nil {
+		return "", err
 	}
-	copies, err := recordInto(ctx, r.Into, staging, oc.Plan)
-	if err != nil {
-		return nil, err
+	return staging, nil
+}
+
+// reuse: nothing (--resume does not apply to --into).
+func (d *addition) reuse(string) (run.FileRecord, bool) { return run.FileRecord{}, false }
+func (d *addition) finished(run.FileRecord)             {}
+
+// record completes the manifest with the Into record (see recordInto).
+func (d *addition) record(ctx context.Context, man *manifests.Manifest, p *plan.Plan) error {
+	copies, err := recordInto(ctx, d.dir, d.staging, man, p)
+	d.copies = copies
+	for _, u := range p.IntoUpdates {
+		d.updates = append(d.updates, u.Name)
 	}
-	changes := intoChanges{files: files, ours: present, copies: copies}
-	for _, u := range oc.Plan.IntoUpdates {
-		changes.updates = append(changes.updates, u.Name)
+	return err
+}
+
+// commit moves the staged files into the folder (intoSteps), unless the
+// target's files changed since the claim or a signal came before the
+// first step; after it, the steps run to the end.
+func (d *addition) commit(ctx context.Context) error {
+	if now, err := findPresent(d.dir, d.files); err != nil {
+		return err
+	} else if !slices.Equal(now, d.present) {
+		return fmt.Errorf("--into %s: %s changed during the export; nothing was replaced", d.dir, strings.Join(d.files, " or "))
 	}
-	steps := intoSteps(r.Into, staging, changes)
-	if err := ctx.Err(); err != nil { // before the first step: after it the steps run to the end
-		return nil, fmt.Errorf("interrupted; nothing was written to --into %s: %w", r.Into, err)
+	changes := intoChanges{files: d.files, ours: d.present, copies: d.copies}
+	changes.updates = d.updates
+	steps := intoSteps(d.dir, d.staging, changes)
+	if err := ctx.Err(); err != nil {
+		return interrupted(ctx, d, err)
 	}
 	for i, s := range steps {
 		var err error
@@ -244,18 +363,30 @@ func exportInto(ctx context.Context, r Request) (*Outcome, error) {
 			err = s.apply()
 		}
 		if err != nil {
-			return nil, fmt.Errorf("--into %s: %w (run it again with --force to complete it)", r.Into, err)
+			return fmt.Errorf("--into %s: %w (run it again with --force to complete it)", d.dir, err)
 		}
 	}
-	for _, d := range []string{filepath.Join(r.Into, IntoOriginals), r.Into} {
-		if err := syncDir(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
+	d.done = true
+	for _, dir := range []string{filepath.Join(d.dir, IntoOriginals), d.dir} {
+		if err := syncDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
 		}
 	}
-	if !r.NoCard {
-		oc.Notes = append(oc.Notes, fmt.Sprintf("no model card written: %s belongs to the export the head was added to; %s records the head (check it with mtpconv verify)", manifests.CardFile, manifests.FileName))
+	return nil
+}
+
+func (d *addition) release() {
+	if d.staging != "" {
+		os.RemoveAll(d.staging)
 	}
-	return oc, nil
+	d.lock.release()
+}
+
+func (d *addition) outcome() ([]string, []string) {
+	if !d.done || d.noCard {
+		return nil, nil
+	}
+	return nil, []string{fmt.Sprintf("no model card written: %s belongs to the export the head was added to; %s records the head (check it with mtpconv verify)", manifests.CardFile, manifests.FileName)}
 }
 
 // stepFault, set by tests only, fails the final phase of --into before
@@ -394,18 +525,14 @@ func intoSteps(dir, staging string, c intoChanges) []intoStep {
 	return steps
 }
 
-// recordInto completes the staged manifest with the Into record. Each of
+// recordInto completes the manifest with the Into record. Each of
 // the folder's files the export updates (the plan's IntoUpdates, checked
 // unchanged since they were planned) has its original kept under
 // IntoOriginals and recorded, by a copy staged now (the file stays in place
 // until its new version replaces it), or the original an earlier run kept.
 // The files the output builds on are hashed. It returns the staged copies.
-func recordInto(ctx context.Context, dir, staging string, p *plan.Plan) ([]string, error) {
+func recordInto(ctx context.Context, dir, staging string, man *manifests.Manifest, p *plan.Plan) ([]string, error) {
 	prior, err := intoManifest(dir)
-	if err != nil {
-		return nil, err
-	}
-	man, err := manifests.Load(staging)
 	if err != nil {
 		return nil, err
 	}
@@ -474,7 +601,7 @@ func recordInto(ctx context.Context, dir, staging string, p *plan.Plan) ([]strin
 		in.Kept = append(in.Kept, manifests.File{Name: name, Size: size, SHA256: sum})
 	}
 	man.Into = in
-	return staged, man.Write(staging)
+	return staged, nil
 }
 
 // copyRegular copies a regular file whose bytes must hash to sum.

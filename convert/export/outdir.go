@@ -1,8 +1,9 @@
 package export
 
-// The output folder of an export: where it may go, one writer at a time,
-// written aside and renamed into place, and which files of an interrupted
-// run may be reused. Nothing here depends on the command line.
+// --out: the destination that is a new folder (newFolder): where it may go,
+// one writer at a time, written aside and renamed into place, and which
+// files of an interrupted run may be reused. Nothing here depends on the
+// command line.
 
 import (
 	"context"
@@ -14,25 +15,38 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/run"
 	"github.com/mtpconv/mtpconv/convert/run/rows"
+	"github.com/mtpconv/mtpconv/convert/source"
+	"github.com/mtpconv/mtpconv/convert/targets"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
 // WriteFolder writes an output folder that no checkpoint plan describes (a
-// sidecar split from a GGUF file) as exports write theirs: fn fills a
-// hidden sibling under the output's lock, renamed into place only when fn
-// succeeds. keep is a file the export reads, which the folder must not hold.
-func WriteFolder(ctx context.Context, out string, force bool, keep string, fn func(dir string) error) error {
-	if err := checkOutTarget(out, force); err != nil {
+// sidecar split from a GGUF file) through the same destination as an export:
+// fn fills a hidden sibling under the output's lock, renamed into place only
+// when fn succeeds. keep is a file the export reads, which the folder must
+// not hold; files are the names fn writes besides the manifest.
+func WriteFolder(ctx context.Context, out string, force bool, keep string, files []string, fn func(dir string) error) error {
+	d := &newFolder{out: out, force: force, keep: keep}
+	if err := d.check(); err != nil {
 		return err
 	}
-	if err := checkOutKeeps(out, keep); err != nil {
+	if err := checkNames(d, files); err != nil {
 		return err
 	}
-	w := &partialDir{out: out, force: force}
-	return w.write(ctx, fn)
+	dir, err := d.claim(ctx, nil, "")
+	defer d.release()
+	if err != nil {
+		return err
+	}
+	if err := fn(dir); err != nil {
+		return interrupted(ctx, d, err)
+	}
+	return d.commit(ctx)
 }
 
 // checkOutKeeps refuses an output folder that is, or holds, a file the
@@ -254,19 +268,25 @@ func resolveExisting(p string) (string, error) {
 	}
 }
 
-// partialDir writes an export into a hidden sibling of the output folder and
-// renames it into place only when complete, so an interrupted run (Ctrl-C,
-// kill, full disk) never leaves a folder that looks complete. A killed run
-// leaves the sibling behind; --resume reuses its finished files whose
-// source bytes are unchanged. One export at a time writes to an output: a
-// lock file beside the sibling is held for the whole run.
-type partialDir struct {
-	out      string
-	force    bool
-	resume   bool
+// newFolder is the destination --out: a new folder, written into a hidden
+// sibling and renamed into place only when complete, so an interrupted run
+// (Ctrl-C, kill, full disk) never leaves a folder that looks complete. A
+// killed run leaves the sibling behind; --resume reuses its finished files
+// whose every input byte is unchanged. One export at a time writes to an
+// output: a lock file beside the sibling is held for the whole run.
+type newFolder struct {
+	out                  string
+	force, resume, cards bool
+	keep                 string         // a file the export reads (a --graft trunk), which the folder must not hold
+	srcDir               string         // the local source folder, which the folder must not be, hold or lie in
+	source               *st.Checkpoint // re-read to prove a reused file's source bytes unchanged
+	planned              *plan.Plan     // the layouts of reused files (the ranges a file copies from another)
+	ctx                  context.Context
+
+	lock     *outputLock
+	dir      string // the staging sibling
 	planHash string
-	source   *st.Checkpoint // re-read to prove a reused file's source bytes unchanged
-	dir      string
+	done     bool // committed
 	reused   []string
 	notes    []string // files not reused, and why
 }
@@ -276,79 +296,152 @@ const (
 	doneDir    = ".mtpconv-done"
 )
 
-func (w *partialDir) write(ctx context.Context, fn func(dir string) error) error {
-	clean := filepath.Clean(w.out)
+func newNewFolder(r Request) *newFolder {
+	d := &newFolder{out: r.Out, force: r.Force, resume: r.Resume, cards: !r.NoCard, keep: r.Options.Graft}
+	if r.Model != nil {
+		d.source = r.Model.Checkpoint
+		if dir, ok := r.Model.Checkpoint.Source.(source.Dir); ok {
+			d.srcDir = string(dir)
+		}
+	}
+	if r.DryRun {
+		d.out = "" // a dry run writes nothing, so checks nothing of --out
+	}
+	return d
+}
+
+func (d *newFolder) String() string { return d.out }
+
+func (d *newFolder) check() error {
+	if d.out == "" {
+		return nil
+	}
+	// The source folder (an HF cache id resolves to its snapshot) first:
+	// refusing --out S for "already exists" would suggest --force.
+	if d.srcDir != "" {
+		if err := checkOutSource(d.out, d.srcDir); err != nil {
+			return err
+		}
+	}
+	if err := checkOutTarget(d.out, d.force); err != nil {
+		return err
+	}
+	if d.keep != "" {
+		return checkOutKeeps(d.out, d.keep)
+	}
+	return nil
+}
+
+func (d *newFolder) plan(t targets.Target, m *model.Model, o targets.Options) (*plan.Plan, error) {
+	return t.Plan(m, o)
+}
+
+func (d *newFolder) reserved() map[string]string {
+	r := map[string]string{
+		manifests.FileName: "the manifest",
+		planMarker:         "the marker of an interrupted run",
+		doneDir:            "the records of an interrupted run's files",
+	}
+	if d.cards {
+		r[manifests.CardFile] = "the model card (--no-card leaves it out)"
+	}
+	return r
+}
+
+func (d *newFolder) card() bool { return d.cards }
+
+func (d *newFolder) claim(ctx context.Context, p *plan.Plan, planHash string) (string, error) {
+	d.ctx, d.planned, d.planHash = ctx, p, planHash
+	clean := filepath.Clean(d.out)
 	parent := filepath.Dir(clean)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return err
+		return "", err
 	}
 	lockPath := filepath.Join(parent, "."+filepath.Base(clean)+".lock")
 	lock, err := lockOutput(lockPath)
 	if errors.Is(err, errLocked) {
-		return fmt.Errorf("another export is writing to %s (%s is locked); wait for it to finish or stop it", w.out, lockPath)
+		return "", fmt.Errorf("another export is writing to %s (%s is locked); wait for it to finish or stop it", d.out, lockPath)
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
-	defer lock.release()
+	d.lock = lock
 	// Checked again under the lock: another run may have finished meanwhile.
-	if err := checkOutTarget(w.out, w.force); err != nil {
-		return err
+	if err := checkOutTarget(d.out, d.force); err != nil {
+		return "", err
 	}
-	w.dir = filepath.Join(parent, "."+filepath.Base(clean)+".partial")
-	prev, _ := manifests.ReadRegularFile(filepath.Join(w.dir, planMarker))
-	if !w.resume || string(prev) != w.planHash {
-		if err := os.RemoveAll(w.dir); err != nil {
+	dir := filepath.Join(parent, "."+filepath.Base(clean)+".partial")
+	prev, _ := manifests.ReadRegularFile(filepath.Join(dir, planMarker))
+	if !d.resume || string(prev) != d.planHash {
+		if err := os.RemoveAll(dir); err != nil {
+			return "", err
+		}
+	}
+	d.dir = dir // from here on ours: release removes it unless committed
+	if err := os.MkdirAll(filepath.Join(dir, doneDir), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, planMarker), []byte(d.planHash), 0o644); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+func (d *newFolder) record(context.Context, *manifests.Manifest, *plan.Plan) error { return nil }
+
+// commit renames the staging folder into place; an earlier output (--force)
+// is moved aside first and removed after, or put back if the rename fails.
+// A signal stops the export up to the moment the renames begin.
+func (d *newFolder) commit(ctx context.Context) error {
+	os.Remove(filepath.Join(d.dir, planMarker))
+	os.RemoveAll(filepath.Join(d.dir, doneDir))
+	old := ""
+	if _, err := os.Lstat(d.out); err == nil {
+		if err := checkOutTarget(d.out, d.force); err != nil {
+			return err
+		}
+		old = d.dir + ".old"
+		if err := os.RemoveAll(old); err != nil {
 			return err
 		}
 	}
-	if err := os.MkdirAll(filepath.Join(w.dir, doneDir), 0o755); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(w.dir, planMarker), []byte(w.planHash), 0o644); err != nil {
-		return err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			os.RemoveAll(w.dir)
-		}
-	}()
-	if err := fn(w.dir); err != nil {
-		return err
-	}
-	// The last moment an interruption can still leave nothing: a signal
-	// after the last chunk stops the run here, not after the rename.
 	if err := ctx.Err(); err != nil {
-		return err
+		return interrupted(ctx, d, err)
 	}
-	os.Remove(filepath.Join(w.dir, planMarker))
-	os.RemoveAll(filepath.Join(w.dir, doneDir))
-	if _, err := os.Stat(w.out); err == nil {
-		if err := checkOutTarget(w.out, w.force); err != nil {
+	if old != "" {
+		if err := os.Rename(d.out, old); err != nil {
 			return err
 		}
-		old := w.dir + ".old"
+	}
+	if err := os.Rename(d.dir, d.out); err != nil {
+		if old != "" {
+			os.Rename(old, d.out)
+		}
+		return err
+	}
+	d.done = true
+	if old != "" {
 		os.RemoveAll(old)
-		if err := os.Rename(w.out, old); err != nil {
-			return err
-		}
-		defer os.RemoveAll(old)
 	}
-	if err := os.Rename(w.dir, w.out); err != nil {
-		return err
-	}
-	ok = true
 	return nil
 }
+
+func (d *newFolder) release() {
+	if !d.done && d.dir != "" {
+		os.RemoveAll(d.dir)
+	}
+	d.lock.release()
+}
+
+func (d *newFolder) outcome() ([]string, []string) { return d.reused, d.notes }
 
 // finished records a completed tensor file so a later --resume can reuse
 // it. The record holds the checksums of the source bytes each of its
 // tensors was made from.
-func (w *partialDir) finished(rec run.FileRecord) {
+func (d *newFolder) finished(rec run.FileRecord) {
 	// Written aside and renamed, so a kill never leaves a half-written record.
 	if b, err := json.Marshal(rec); err == nil {
-		path := filepath.Join(w.dir, doneDir, rec.File.Name+".json")
+		path := filepath.Join(d.dir, doneDir, rec.File.Name+".json")
 		if os.WriteFile(path+".tmp", b, 0o644) == nil {
 			os.Rename(path+".tmp", path)
 		}
@@ -356,30 +449,62 @@ func (w *partialDir) finished(rec run.FileRecord) {
 }
 
 // reuse hands back a file finished by an interrupted run if its bytes
-// still hash to the record and the source bytes it was made from still
-// have their recorded checksums.
-func (w *partialDir) reuse(file string) (run.FileRecord, bool) {
+// still hash to the record and every byte it was made from is unchanged:
+// the source bytes of its tensors, and the bytes it copied from another
+// file (a grafted trunk), which may change under an unchanged header.
+func (d *newFolder) reuse(file string) (run.FileRecord, bool) {
 	var rec run.FileRecord
-	if !w.resume {
+	if !d.resume {
 		return rec, false
 	}
-	recPath := filepath.Join(w.dir, doneDir, file+".json")
+	recPath := filepath.Join(d.dir, doneDir, file+".json")
 	b, err := manifests.ReadRegularFile(recPath)
 	if err != nil || json.Unmarshal(b, &rec) != nil {
 		return rec, false
 	}
-	size, sum, err := manifests.HashFile(filepath.Join(w.dir, file))
+	size, sum, err := manifests.HashFile(filepath.Join(d.dir, file))
 	if err != nil || size != rec.File.Size || sum != rec.File.SHA256 {
 		os.Remove(recPath)
 		return rec, false
 	}
-	if err := sourceUnchanged(w.source, rec); err != nil {
+	err = sourceUnchanged(d.source, rec)
+	if err == nil {
+		err = copiesUnchanged(d.ctx, d.planned, rec)
+	}
+	if err != nil {
 		os.Remove(recPath)
-		w.notes = append(w.notes, fmt.Sprintf("%s: not reused from the interrupted run, written again: %v", file, err))
+		d.notes = append(d.notes, fmt.Sprintf("%s: not reused from the interrupted run, written again: %v", file, err))
 		return rec, false
 	}
-	w.reused = append(w.reused, file)
+	d.reused = append(d.reused, file)
 	return rec, true
+}
+
+// copiesUnchanged re-reads the ranges a finished file copied from another
+// file (a --graft trunk) and returns an error unless they still hold the
+// bytes the file was made from.
+func copiesUnchanged(ctx context.Context, p *plan.Plan, rec run.FileRecord) error {
+	if p == nil || p.GGUFCopies[rec.File.Name] == nil {
+		return nil
+	}
+	lay, err := p.Layout(rec.File.Name)
+	if err != nil {
+		return err
+	}
+	if len(lay.Copies) == 0 {
+		return nil
+	}
+	if rec.Copied == "" {
+		return fmt.Errorf("its record has no checksum of the bytes it copied from %s", lay.CopySource)
+	}
+	got, err := run.CopiedSum(ctx, lay.CopySource, lay.Copies)
+	if err != nil {
+		return err
+	}
+	if got != rec.Copied {
+		return fmt.Errorf("the trunk %s changed since it was written: the tensor data it copied has CRC-32C %s, recorded %s", lay.CopySource, got, rec.Copied)
+	}
+	return nil
 }
 
 // sourceReadChunk bounds the memory sourceUnchanged reads with.

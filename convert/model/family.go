@@ -138,18 +138,22 @@ type GGUFSpec struct {
 	Arch string
 	// PreTokenizer is tokenizer.ggml.pre for the family's official tokenizers.
 	PreTokenizer string
-	// Top names the tensors outside the layers: a TrunkTop suffix (under
-	// the text prefix) or the LM head's name.
-	Top map[string]string
-	// HeadTop names a tensor under the head prefix, in block n_layer.
-	HeadTop map[string]string
-	// Layer names a tensor under a decoder layer (MTP layer j is block
-	// n_layer + j), within its block.
-	Layer map[string]string
-	// Metadata is the architecture's keys, in the reference converter's
-	// order: base (its TextModel.set_gguf_parameters; general.file_type
-	// follows them) and the architecture's own after it.
-	Metadata func(m *Model, h Hparams) (base, own []gg.KV)
+	// Top gives the kind of the tensors outside the layers: a TrunkTop
+	// suffix (under the text prefix) or the LM head's name.
+	Top map[string]gg.TensorName
+	// HeadTop gives the kind of a tensor under the head prefix, in block n_layer.
+	HeadTop map[string]gg.TensorName
+	// Layer gives the kind of a tensor under a decoder layer (MTP layer j
+	// is block n_layer + j). The kinds' table (formats/gguf) names it and
+	// decides its type.
+	Layer map[string]gg.TensorName
+	// Hparams, when set, adjusts config.json's values before the base keys
+	// are derived from them, as the family's set_gguf_parameters does
+	// before calling its base class's (deepseek2's one key-value head).
+	Hparams func(m *Model, h Hparams)
+	// Metadata sets the family's own architecture keys after the base ones
+	// (Model.GGUFMetadata), in the reference converter's order.
+	Metadata func(m *Model, h Hparams, g *GGUFKeys) error
 	// SpecialTokens are the special-token ids the reference converter sets
 	// for the family over tokenizer_config.json's, by token text, in its order.
 	SpecialTokens []SpecialToken

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -163,11 +164,9 @@ func glmSpec(c *Config, lite bool) *Spec {
 		MLX:      MLXSpec{CombinedRefusal: glmCombinedRefusal},
 		GGUF: GGUFSpec{
 			Arch: "glm4moe", PreTokenizer: "glm4",
-			Top:   map[string]string{"embed_tokens.weight": "token_embd.weight", "norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"},
-			Layer: glmGGUFLayer,
-			Metadata: func(m *Model, hp Hparams) ([]gg.KV, []gg.KV) {
-				return glmGGUFMetadata(m, hp)
-			},
+			Top:           map[string]gg.TensorName{"embed_tokens.weight": gg.Weight(gg.KindTokenEmbd), "norm.weight": gg.Weight(gg.KindOutputNorm), "lm_head.weight": gg.Weight(gg.KindOutput)},
+			Layer:         glmGGUFLayer,
+			Metadata:      glmGGUFMetadata,
 			SpecialTokens: glmSpecialTokens,
 		},
 		OpenVINO: OpenVINOSpec{Refusal: glmOpenVINORefusal},
@@ -236,103 +235,62 @@ func glmExperts(c *Config, layout ExpertLayout) []Want {
 
 // glmGGUFLayer is gguf-py's tensor map for glm4moe (and deepseek2's MoE
 // and NextN tensors), from the suffixes under a decoder layer.
-var glmGGUFLayer = map[string]string{
-	"input_layernorm.weight":              "attn_norm.weight",
-	"post_attention_layernorm.weight":     "post_attention_norm.weight",
-	"self_attn.q_proj.weight":             "attn_q.weight",
-	"self_attn.q_proj.bias":               "attn_q.bias",
-	"self_attn.k_proj.weight":             "attn_k.weight",
-	"self_attn.k_proj.bias":               "attn_k.bias",
-	"self_attn.v_proj.weight":             "attn_v.weight",
-	"self_attn.v_proj.bias":               "attn_v.bias",
-	"self_attn.o_proj.weight":             "attn_output.weight",
-	"self_attn.q_norm.weight":             "attn_q_norm.weight",
-	"self_attn.k_norm.weight":             "attn_k_norm.weight",
-	"mlp.gate.weight":                     "ffn_gate_inp.weight",
-	"mlp.gate.e_score_correction_bias":    "exp_probs_b.bias",
-	"mlp.shared_experts.gate_proj.weight": "ffn_gate_shexp.weight",
-	"mlp.shared_experts.up_proj.weight":   "ffn_up_shexp.weight",
-	"mlp.shared_experts.down_proj.weight": "ffn_down_shexp.weight",
-	"mlp.gate_proj.weight":                "ffn_gate.weight",
-	"mlp.up_proj.weight":                  "ffn_up.weight",
-	"mlp.down_proj.weight":                "ffn_down.weight",
-	"eh_proj.weight":                      "nextn.eh_proj.weight",
-	"enorm.weight":                        "nextn.enorm.weight",
-	"hnorm.weight":                        "nextn.hnorm.weight",
-	"embed_tokens.weight":                 "nextn.embed_tokens.weight",
-	"shared_head.norm.weight":             "nextn.shared_head_norm.weight",
-	"shared_head.head.weight":             "nextn.shared_head_head.weight",
+var glmGGUFLayer = map[string]gg.TensorName{
+	"input_layernorm.weight":              gg.Weight(gg.KindAttnNorm),
+	"post_attention_layernorm.weight":     gg.Weight(gg.KindAttnPostNorm),
+	"self_attn.q_proj.weight":             gg.Weight(gg.KindAttnQ),
+	"self_attn.q_proj.bias":               gg.Bias(gg.KindAttnQ),
+	"self_attn.k_proj.weight":             gg.Weight(gg.KindAttnK),
+	"self_attn.k_proj.bias":               gg.Bias(gg.KindAttnK),
+	"self_attn.v_proj.weight":             gg.Weight(gg.KindAttnV),
+	"self_attn.v_proj.bias":               gg.Bias(gg.KindAttnV),
+	"self_attn.o_proj.weight":             gg.Weight(gg.KindAttnOut),
+	"self_attn.q_norm.weight":             gg.Weight(gg.KindAttnQNorm),
+	"self_attn.k_norm.weight":             gg.Weight(gg.KindAttnKNorm),
+	"mlp.gate.weight":                     gg.Weight(gg.KindFFNGateInp),
+	"mlp.gate.e_score_correction_bias":    gg.Bias(gg.KindFFNExpProbsB),
+	"mlp.shared_experts.gate_proj.weight": gg.Weight(gg.KindFFNGateShexp),
+	"mlp.shared_experts.up_proj.weight":   gg.Weight(gg.KindFFNUpShexp),
+	"mlp.shared_experts.down_proj.weight": gg.Weight(gg.KindFFNDownShexp),
+	"mlp.gate_proj.weight":                gg.Weight(gg.KindFFNGate),
+	"mlp.up_proj.weight":                  gg.Weight(gg.KindFFNUp),
+	"mlp.down_proj.weight":                gg.Weight(gg.KindFFNDown),
+	"eh_proj.weight":                      gg.Weight(gg.KindNextNEHProj),
+	"enorm.weight":                        gg.Weight(gg.KindNextNEnorm),
+	"hnorm.weight":                        gg.Weight(gg.KindNextNHnorm),
+	"embed_tokens.weight":                 gg.Weight(gg.KindNextNEmbedTokens),
+	"shared_head.norm.weight":             gg.Weight(gg.KindNextNSharedHeadNorm),
+	"shared_head.head.weight":             gg.Weight(gg.KindNextNSharedHeadHead),
 }
 
 // glmSpecialTokens are the ids the reference converter's GLM vocabulary
 // sets over tokenizer_config.json's (_set_vocab_glm), by token text.
 var glmSpecialTokens = []SpecialToken{{"bos", "[gMASK]"}, {"eot", "<|user|>"}, {"unk", "<|endoftext|>"}, {"eom", "<|observation|>"}}
 
-// glmGGUFMetadata is every key convert_hf_to_gguf.py writes for glm4moe
-// (TextModel's, then Glm4MoeModel's), each when config.json has its key.
-func glmGGUFMetadata(m *Model, hp Hparams) (base, own []gg.KV) {
-	c := m.Config
-	kv, _ := hp.Int("num_key_value_heads")
-	base = glmGGUFBase(m, hp, kv)
-	add, addInt := ggufAdder(m, hp, &base)
-	if _, ok := hp.Int("head_dim"); ok {
-		add("attention.key_length", gg.U32(uint32(c.HeadDim)))
-		add("attention.value_length", gg.U32(uint32(c.HeadDim)))
-	}
-	add, addInt = ggufAdder(m, hp, &own)
-	add("rope.dimension_count", gg.U32(uint32(c.RotaryDim())))
-	addInt("expert_feed_forward_length", "moe_intermediate_size")
-	addInt("expert_shared_count", "n_shared_experts")
-	addInt("leading_dense_block_count", "first_k_dense_replace")
-	add("expert_gating_func", gg.U32(2)) // sigmoid
-	glmGGUFRouting(add, c, hp, false)
-	add("nextn_predict_layers", gg.U32(uint32(m.MTPDepth)))
-	return base, own
-}
-
-// ggufAdder appends the architecture's keys to kvs: add a value, addInt
-// config.json's integer key when present.
-func ggufAdder(m *Model, hp Hparams, kvs *[]gg.KV) (add func(string, gg.Value), addInt func(k, key string)) {
-	a := m.Spec.GGUF.Arch
-	add = func(k string, v gg.Value) { *kvs = append(*kvs, gg.KV{Key: a + "." + k, Value: v}) }
-	addInt = func(k, key string) {
-		if n, ok := hp.Int(key); ok {
-			add(k, gg.U32(uint32(n)))
+// glmGGUFMetadata is the keys Glm4MoeModel.set_gguf_parameters adds
+// after TextModel's (the routed expert count set again, from n_routed_experts).
+func glmGGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
+	g.U32("rope.dimension_count", m.Config.RotaryDim())
+	for _, k := range [][2]string{{"expert_count", "n_routed_experts"}, {"expert_feed_forward_length", "moe_intermediate_size"},
+		{"expert_shared_count", "n_shared_experts"}, {"leading_dense_block_count", "first_k_dense_replace"}} {
+		if err := g.intOf(h, k[0], k[1]); err != nil {
+			return err
 		}
 	}
-	return add, addInt
+	g.U32("expert_gating_func", expertGating["sigmoid"])
+	glmGGUFRouting(g, h, false)
+	g.U32("nextn_predict_layers", m.MTPDepth)
+	return nil
 }
 
-// glmGGUFBase is the reference converter's TextModel keys for a GLM-4.x
-// config, with kvHeads key-value heads (deepseek2 writes 1: MLA as MQA).
-func glmGGUFBase(m *Model, hp Hparams, kvHeads int64) []gg.KV {
-	c := m.Config
-	var kvs []gg.KV
-	add, addInt := ggufAdder(m, hp, &kvs)
-	u := func(v int) gg.Value { return gg.U32(uint32(v)) }
-	add("block_count", u(c.NumHiddenLayers+m.MTPDepth))
-	addInt("context_length", "max_position_embeddings")
-	add("embedding_length", u(c.HiddenSize))
-	addInt("feed_forward_length", "intermediate_size")
-	add("attention.head_count", u(c.NumAttentionHeads))
-	add("attention.head_count_kv", gg.U32(uint32(kvHeads)))
-	add("rope.freq_base", gg.Float(float32(c.RopeTheta)))
-	add("attention.layer_norm_rms_epsilon", gg.Float(float32(c.RMSNormEps)))
-	add("expert_count", u(c.NumExperts))
-	add("expert_used_count", u(c.NumExpertsPerTok))
-	addInt("expert_group_count", "n_group")
-	addInt("expert_group_used_count", "topk_group")
-	return kvs
-}
-
-// glmGGUFRouting adds routed_scaling_factor and norm_topk_prob when
+// glmGGUFRouting sets routed_scaling_factor and norm_topk_prob when
 // config.json has them (deepseek2 writes the latter only when true).
-func glmGGUFRouting(add func(string, gg.Value), c *Config, hp Hparams, onlyTrue bool) {
-	if _, ok := hp["routed_scaling_factor"]; ok {
-		add("expert_weights_scale", gg.Float(float32(c.RoutedScalingFactor)))
+func glmGGUFRouting(g *GGUFKeys, h Hparams, onlyTrue bool) {
+	if v, ok := h["routed_scaling_factor"].(json.Number); ok {
+		g.floatOf("expert_weights_scale", v)
 	}
-	if b, ok := hp["norm_topk_prob"].(bool); ok && (b || !onlyTrue) {
-		add("expert_weights_norm", gg.Bool(b))
+	if b, ok := h["norm_topk_prob"].(bool); ok && (b || !onlyTrue) {
+		g.Bool("expert_weights_norm", b)
 	}
 }
 

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"encoding/json"
 	"strings"
 
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
@@ -53,6 +54,7 @@ func (glm4MoeLite) Spec(c *Config) *Spec {
 		Arch: "deepseek2", PreTokenizer: "glm4",
 		Top:           s.GGUF.Top,
 		Layer:         glmLiteGGUFLayer,
+		Hparams:       glmLiteGGUFHparams,
 		Metadata:      glmLiteGGUFMetadata,
 		SpecialTokens: glmSpecialTokens,
 	}
@@ -61,15 +63,15 @@ func (glm4MoeLite) Spec(c *Config) *Spec {
 
 // glmLiteGGUFLayer is gguf-py's deepseek2 tensor map for GLM-4.7-Flash's
 // layers (kv_b_proj becomes attn_k_b and attn_v_b, split by the target).
-var glmLiteGGUFLayer = func() map[string]string {
-	m := map[string]string{
-		"post_attention_layernorm.weight":     "ffn_norm.weight",
-		"self_attn.q_proj.weight":             "attn_q.weight",
-		"self_attn.q_a_proj.weight":           "attn_q_a.weight",
-		"self_attn.q_a_layernorm.weight":      "attn_q_a_norm.weight",
-		"self_attn.q_b_proj.weight":           "attn_q_b.weight",
-		"self_attn.kv_a_proj_with_mqa.weight": "attn_kv_a_mqa.weight",
-		"self_attn.kv_a_layernorm.weight":     "attn_kv_a_norm.weight",
+var glmLiteGGUFLayer = func() map[string]gg.TensorName {
+	m := map[string]gg.TensorName{
+		"post_attention_layernorm.weight":     gg.Weight(gg.KindFFNNorm),
+		"self_attn.q_proj.weight":             gg.Weight(gg.KindAttnQ),
+		"self_attn.q_a_proj.weight":           gg.Weight(gg.KindAttnQA),
+		"self_attn.q_a_layernorm.weight":      gg.Weight(gg.KindAttnQANorm),
+		"self_attn.q_b_proj.weight":           gg.Weight(gg.KindAttnQB),
+		"self_attn.kv_a_proj_with_mqa.weight": gg.Weight(gg.KindAttnKVAMQA),
+		"self_attn.kv_a_layernorm.weight":     gg.Weight(gg.KindAttnKVANorm),
 	}
 	for k, v := range glmGGUFLayer {
 		if _, ok := m[k]; !ok {
@@ -79,30 +81,48 @@ var glmLiteGGUFLayer = func() map[string]string {
 	return m
 }()
 
-// glmLiteGGUFMetadata is every key convert_hf_to_gguf.py writes for
-// GLM-4.7-Flash as deepseek2 (MLA as MQA: one key-value head of
-// kv_lora_rank + qk_rope_head_dim).
-func glmLiteGGUFMetadata(m *Model, hp Hparams) (base, own []gg.KV) {
+// glmLiteGGUFHparams is DeepseekV2Model's change to the values before
+// TextModel's keys: MLA runs as MQA (one key-value head). (Its
+// rms_norm_eps default of 1e-6 never applies: the configuration class has one.)
+func glmLiteGGUFHparams(m *Model, h Hparams) { h["num_key_value_heads"] = json.Number("1") }
+
+// glmLiteGGUFMetadata is the keys DeepseekV2Model.set_gguf_parameters adds
+// after TextModel's (MLA as MQA: one key-value head of kv_lora_rank +
+// qk_rope_head_dim), then the NextN layer count.
+func glmLiteGGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
 	c := m.Config
-	base = glmGGUFBase(m, hp, 1)
-	add, _ := ggufAdder(m, hp, &own)
-	u := func(v int) gg.Value { return gg.U32(uint32(v)) }
-	add("leading_dense_block_count", u(c.FirstKDenseReplace))
-	add("vocab_size", u(c.VocabSize))
-	if c.QLoraRank != nil {
-		add("attention.q_lora_rank", u(*c.QLoraRank))
+	dense := 0 // first_k_dense_replace's default: none with routed experts, all without
+	if _, ok := h["n_routed_experts"]; !ok {
+		dense = c.NumHiddenLayers
 	}
-	add("attention.kv_lora_rank", u(c.KVLoraRank))
-	add("attention.key_length", u(c.KVLoraRank+c.QKRopeHeadDim))
-	add("attention.value_length", u(c.KVLoraRank))
-	add("attention.key_length_mla", u(c.QKNopeHeadDim+c.QKRopeHeadDim))
-	add("attention.value_length_mla", u(c.VHeadDim))
-	add("expert_feed_forward_length", u(c.MoeIntermediateSize))
-	add("expert_shared_count", u(c.NSharedExperts))
-	glmGGUFRouting(add, c, hp, true)
-	add("rope.dimension_count", u(c.QKRopeHeadDim))
-	add("nextn_predict_layers", u(m.MTPDepth))
-	return base, own
+	if n, ok := h.Int("first_k_dense_replace"); ok {
+		dense = int(n)
+	}
+	g.U32("leading_dense_block_count", dense)
+	g.U32("vocab_size", c.VocabSize)
+	if c.QLoraRank != nil {
+		g.U32("attention.q_lora_rank", *c.QLoraRank)
+	}
+	g.U32("attention.kv_lora_rank", c.KVLoraRank)
+	g.U32("attention.key_length", c.KVLoraRank+c.QKRopeHeadDim)
+	g.U32("attention.value_length", c.KVLoraRank)
+	g.U32("attention.key_length_mla", c.QKNopeHeadDim+c.QKRopeHeadDim)
+	g.U32("attention.value_length_mla", c.VHeadDim)
+	if err := g.intOf(h, "expert_feed_forward_length", "moe_intermediate_size", "intermediate_size"); err != nil {
+		return err
+	}
+	if err := g.intOf(h, "expert_count", "n_routed_experts"); err != nil {
+		return err
+	}
+	g.U32("expert_shared_count", c.NSharedExperts)
+	glmGGUFRouting(g, h, true)
+	g.U32("rope.dimension_count", c.QKRopeHeadDim)
+	if v, ok := ropeParameters(h)["mscale_all_dim"].(json.Number); ok {
+		f, _ := v.Float64()
+		g.F32("rope.scaling.yarn_log_multiplier", 0.1*f)
+	}
+	g.U32("nextn_predict_layers", m.MTPDepth)
+	return nil
 }
 
 // glmLiteDrafterName is mlx-vlm's flat drafter name of a NextN tensor

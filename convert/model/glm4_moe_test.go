@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mtpconv/mtpconv/convert/source"
+	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 )
 
@@ -96,7 +97,7 @@ func TestGLM47FlashFamily(t *testing.T) {
 	if mlp := f.Layers[0].MLP; mlp.Routing != RouteSigmoidGroupTopK || mlp.ScalingFactor != 1.8 {
 		t.Errorf("mlp %+v", mlp)
 	}
-	if m.Spec.GGUF.Arch != "deepseek2" || m.Spec.GGUF.Layer["post_attention_layernorm.weight"] != "ffn_norm.weight" {
+	if m.Spec.GGUF.Arch != "deepseek2" || m.Spec.GGUF.Layer["post_attention_layernorm.weight"] != gg.Weight(gg.KindFFNNorm) {
 		t.Errorf("gguf table %+v", m.Spec.GGUF)
 	}
 }
@@ -129,7 +130,10 @@ func TestGLMGGUFMetadataEqualsReference(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		base, own := m.Spec.GGUF.Metadata(m, hp)
+		base, own, err := m.GGUFMetadata(hp)
+		if err != nil {
+			t.Fatal(err)
+		}
 		ours := map[string]string{}
 		for _, kv := range append(base, own...) {
 			ours[kv.Key] = fmt.Sprint(kv.Value.V)

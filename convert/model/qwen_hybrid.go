@@ -1,7 +1,6 @@
 package model
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -158,10 +157,10 @@ func hybridSpec(c *Config, l hybridLayout) *Spec {
 	}
 	s.GGUF = GGUFSpec{
 		Arch: l.ggufArch, PreTokenizer: l.preTokenizer,
-		Top:      map[string]string{"embed_tokens.weight": "token_embd.weight", "norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"},
+		Top:      map[string]gg.TensorName{"embed_tokens.weight": gg.Weight(gg.KindTokenEmbd), "norm.weight": gg.Weight(gg.KindOutputNorm), "lm_head.weight": gg.Weight(gg.KindOutput)},
 		HeadTop:  hybridGGUFHead,
 		Layer:    hybridGGUFLayer,
-		Metadata: func(m *Model, h Hparams) ([]gg.KV, []gg.KV) { return hybridGGUFMetadata(m, h, l.mrope) },
+		Metadata: func(m *Model, h Hparams, g *GGUFKeys) error { return hybridGGUFMetadata(m, h, g, l.mrope) },
 	}
 	if !c.TieWordEmbeddings {
 		s.LMHead = &Want{"lm_head.weight", []int64{v, h}, 0}
@@ -190,97 +189,56 @@ func hybridDrafterText(m *Model, text map[string]any) {
 
 // hybridGGUFLayer is gguf-py's tensor map for qwen35moe, qwen3next and the
 // dense qwen35, from the suffixes under a decoder layer.
-var hybridGGUFLayer = map[string]string{
-	"input_layernorm.weight":             "attn_norm.weight",
-	"post_attention_layernorm.weight":    "post_attention_norm.weight",
-	"self_attn.q_proj.weight":            "attn_q.weight",
-	"self_attn.k_proj.weight":            "attn_k.weight",
-	"self_attn.v_proj.weight":            "attn_v.weight",
-	"self_attn.o_proj.weight":            "attn_output.weight",
-	"self_attn.q_norm.weight":            "attn_q_norm.weight",
-	"self_attn.k_norm.weight":            "attn_k_norm.weight",
-	"mlp.gate.weight":                    "ffn_gate_inp.weight",
-	"mlp.shared_expert.gate_proj.weight": "ffn_gate_shexp.weight",
-	"mlp.shared_expert.up_proj.weight":   "ffn_up_shexp.weight",
-	"mlp.shared_expert.down_proj.weight": "ffn_down_shexp.weight",
-	"mlp.shared_expert_gate.weight":      "ffn_gate_inp_shexp.weight",
+var hybridGGUFLayer = map[string]gg.TensorName{
+	"input_layernorm.weight":             gg.Weight(gg.KindAttnNorm),
+	"post_attention_layernorm.weight":    gg.Weight(gg.KindAttnPostNorm),
+	"self_attn.q_proj.weight":            gg.Weight(gg.KindAttnQ),
+	"self_attn.k_proj.weight":            gg.Weight(gg.KindAttnK),
+	"self_attn.v_proj.weight":            gg.Weight(gg.KindAttnV),
+	"self_attn.o_proj.weight":            gg.Weight(gg.KindAttnOut),
+	"self_attn.q_norm.weight":            gg.Weight(gg.KindAttnQNorm),
+	"self_attn.k_norm.weight":            gg.Weight(gg.KindAttnKNorm),
+	"mlp.gate.weight":                    gg.Weight(gg.KindFFNGateInp),
+	"mlp.shared_expert.gate_proj.weight": gg.Weight(gg.KindFFNGateShexp),
+	"mlp.shared_expert.up_proj.weight":   gg.Weight(gg.KindFFNUpShexp),
+	"mlp.shared_expert.down_proj.weight": gg.Weight(gg.KindFFNDownShexp),
+	"mlp.shared_expert_gate.weight":      gg.Weight(gg.KindFFNGateInpShexp),
 	// qwen35's dense SwiGLU MLP.
-	"mlp.gate_proj.weight": "ffn_gate.weight",
-	"mlp.up_proj.weight":   "ffn_up.weight",
-	"mlp.down_proj.weight": "ffn_down.weight",
+	"mlp.gate_proj.weight": gg.Weight(gg.KindFFNGate),
+	"mlp.up_proj.weight":   gg.Weight(gg.KindFFNUp),
+	"mlp.down_proj.weight": gg.Weight(gg.KindFFNDown),
 }
 
 // hybridGGUFHead is the head's tensors outside its layers (mtp.fc, ...) as
 // the reference converter remaps them: fc -> eh_proj, pre_fc_norm_embedding
 // -> enorm, pre_fc_norm_hidden -> hnorm, norm -> shared_head.norm.
-var hybridGGUFHead = map[string]string{
-	"fc.weight":                    "nextn.eh_proj.weight",
-	"pre_fc_norm_embedding.weight": "nextn.enorm.weight",
-	"pre_fc_norm_hidden.weight":    "nextn.hnorm.weight",
-	"norm.weight":                  "nextn.shared_head_norm.weight",
+var hybridGGUFHead = map[string]gg.TensorName{
+	"fc.weight":                    gg.Weight(gg.KindNextNEHProj),
+	"pre_fc_norm_embedding.weight": gg.Weight(gg.KindNextNEnorm),
+	"pre_fc_norm_hidden.weight":    gg.Weight(gg.KindNextNHnorm),
+	"norm.weight":                  gg.Weight(gg.KindNextNSharedHeadNorm),
 }
 
-// hybridGGUFMetadata is every key the reference converter writes for these
-// architectures' MTP-only sidecar, in its order (Qwen3.5's with their
-// M-RoPE sections).
-func hybridGGUFMetadata(m *Model, h Hparams, mrope bool) (base, own []gg.KV) {
+// hybridGGUFMetadata is the keys the reference converter adds for these
+// architectures after TextModel's (Qwen2MoeModel's expert sizes, the MTP
+// mixin's layer count, Qwen3NextModel's linear attention and rotary
+// dimensions, and Qwen3.5's default M-RoPE sections when the config has
+// none).
+func hybridGGUFMetadata(m *Model, h Hparams, g *GGUFKeys, mrope bool) error {
 	c := m.Config
-	a := m.Spec.GGUF.Arch
-	u := func(v int) gg.Value { return gg.U32(uint32(v)) }
-	kvs := &base
-	add := func(k string, v gg.Value) { *kvs = append(*kvs, gg.KV{Key: a + "." + k, Value: v}) }
-	add("block_count", u(c.NumHiddenLayers+m.MTPDepth))
-	if n, ok := h.Int("max_position_embeddings"); ok {
-		add("context_length", u(int(n)))
-	}
-	add("embedding_length", u(c.HiddenSize))
-	if n, ok := h.Int("intermediate_size"); ok {
-		add("feed_forward_length", u(int(n)))
-	}
-	add("attention.head_count", u(c.NumAttentionHeads))
-	add("attention.head_count_kv", u(c.NumKeyValueHeads))
-	if mrope {
-		// Qwen3.5 always writes its M-RoPE sections (the default when absent), padded to 4.
-		sec := []int32{11, 11, 10, 0}
-		if rp, ok := h["rope_parameters"].(map[string]any); ok {
-			if ms, ok := rp["mrope_section"].([]any); ok {
-				sec = nil
-				for _, x := range ms {
-					if n, ok := x.(json.Number); ok {
-						v, _ := n.Int64()
-						sec = append(sec, int32(v))
-					}
-				}
-				for len(sec) < 4 {
-					sec = append(sec, 0)
-				}
-				sec = sec[:4]
-			}
+	for _, k := range [][2]string{{"expert_feed_forward_length", "moe_intermediate_size"}, {"expert_shared_feed_forward_length", "shared_expert_intermediate_size"}} {
+		if err := g.intOf(h, k[0], k[1]); err != nil {
+			return err
 		}
-		add("rope.dimension_sections", gg.Int32s(sec))
 	}
-	add("rope.freq_base", gg.Float(float32(c.RopeTheta)))
-	add("attention.layer_norm_rms_epsilon", gg.Float(float32(c.RMSNormEps)))
-	dense := c.Dense() // qwen35: feed_forward_length above, no expert keys
-	if !dense {
-		add("expert_count", u(c.NumExperts))
-		add("expert_used_count", u(c.NumExpertsPerTok))
-	}
-	if _, ok := h.Int("head_dim"); ok {
-		add("attention.key_length", u(c.HeadDim))
-		add("attention.value_length", u(c.HeadDim))
-	}
-	kvs = &own
-	if !dense {
-		add("expert_feed_forward_length", u(c.MoeIntermediateSize))
-		add("expert_shared_feed_forward_length", u(c.SharedExpertIntermed))
-	}
-	add("nextn_predict_layers", u(m.MTPDepth))
-	add("ssm.conv_kernel", u(c.LinearConvKernelDim))
-	add("ssm.state_size", u(c.LinearKeyHeadDim))
-	add("ssm.group_count", u(c.LinearNumKeyHeads))
-	add("ssm.time_step_rank", u(c.LinearNumValueHeads))
-	add("ssm.inner_size", u(c.LinearValueHeadDim*c.LinearNumValueHeads))
+	g.U32("nextn_predict_layers", m.MTPDepth)
+	g.U32("ssm.conv_kernel", c.LinearConvKernelDim)
+	g.U32("ssm.state_size", c.LinearKeyHeadDim)
+	g.U32("ssm.group_count", c.LinearNumKeyHeads)
+	g.U32("ssm.time_step_rank", c.LinearNumValueHeads)
+	g.U32("ssm.inner_size", c.LinearValueHeadDim*c.LinearNumValueHeads)
+	// The configuration class always has layer_types (derived from
+	// full_attention_interval when config.json has none).
 	var rec []bool
 	for _, t := range m.LayerTypes {
 		rec = append(rec, t == LinearAttention)
@@ -288,10 +246,13 @@ func hybridGGUFMetadata(m *Model, h Hparams, mrope bool) (base, own []gg.KV) {
 	for range m.MTPDepth {
 		rec = append(rec, false)
 	}
-	add("attention.recurrent_layers", gg.Bools(rec))
-	add("full_attention_interval", u(c.FullAttentionInterval))
-	add("rope.dimension_count", u(c.RotaryDim()))
-	return base, own
+	g.Set("attention.recurrent_layers", gg.Bools(rec))
+	g.U32("full_attention_interval", c.FullAttentionInterval)
+	g.U32("rope.dimension_count", c.RotaryDim())
+	if _, ok := ropeParameters(h)["mrope_section"]; mrope && !ok {
+		g.Set("rope.dimension_sections", gg.Int32s([]int32{11, 11, 10, 0}))
+	}
+	return nil
 }
 
 func cutPrefix(s, p string) (string, bool) {

@@ -4,10 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"hash"
+	"io"
 	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
+
+	"github.com/mtpconv/mtpconv/manifests"
 )
 
 // A file of writeBehindMin bytes or more is streamed through the page cache
@@ -32,23 +35,29 @@ type fileHasher struct {
 	hashed int64
 	behind *writeBehind // nil for a file small enough to leave to the page cache
 	h      hash.Hash
+	tap    *copyTap // the copied ranges' own checksum, nil when none are copied
 	err    error
 	quit   bool
 	ended  chan struct{}
 }
 
-func newFileHasher(f *os.File, total int64) *fileHasher {
+// copied are the ranges (sorted, disjoint) whose bytes another file's
+// copy provides: they are also checksummed on their own (copyTap).
+func newFileHasher(f *os.File, total int64, copied [][2]int64) *fileHasher {
 	var lag int64
 	if total >= writeBehindMin {
 		lag = writeBehindLag
 	}
-	return startFileHasher(f, total, lag)
+	return startFileHasher(f, total, lag, copied)
 }
 
 // startFileHasher starts hashing f, with write-behind lag bytes behind the
 // hash if lag > 0.
-func startFileHasher(f *os.File, total, lag int64) *fileHasher {
+func startFileHasher(f *os.File, total, lag int64, copied [][2]int64) *fileHasher {
 	fh := &fileHasher{f: f, total: total, h: sha256.New(), ended: make(chan struct{})}
+	if len(copied) > 0 {
+		fh.tap = &copyTap{ranges: copied, crc: manifests.NewTensorHash()}
+	}
 	if lag > 0 {
 		fh.behind = newWriteBehind(f, lag)
 	}
@@ -100,7 +109,11 @@ func (fh *fileHasher) run() {
 		if quit || start >= fh.total {
 			return
 		}
-		if err := hashRange(fh.h, fh.f, start, end, &buf); err != nil {
+		var w io.Writer = fh.h
+		if fh.tap != nil {
+			fh.tap.h, fh.tap.pos, w = fh.h, start, fh.tap
+		}
+		if err := hashRange(w, fh.f, start, end, &buf); err != nil {
 			fh.mu.Lock()
 			fh.err = err
 			fh.mu.Unlock()
@@ -111,6 +124,43 @@ func (fh *fileHasher) run() {
 		fh.hashed = end
 		fh.mu.Unlock()
 	}
+}
+
+// copyTap passes the bytes the hasher reads (in file order) to its sha256
+// and those of the copied ranges also to a CRC-32C of their own: the
+// checksum of the bytes a copy put in the file, which a resumed run
+// compares with the copy source's bytes before it reuses the file (the
+// file's sha256 alone proves the file unchanged, not its source).
+type copyTap struct {
+	h      hash.Hash
+	pos    int64      // the file offset of the next byte written
+	ranges [][2]int64 // the copied ranges not yet passed, sorted
+	crc    hash.Hash32
+}
+
+func (t *copyTap) Write(b []byte) (int, error) {
+	t.h.Write(b)
+	start, end := t.pos, t.pos+int64(len(b))
+	for len(t.ranges) > 0 && t.ranges[0][0] < end {
+		r := t.ranges[0]
+		if lo, hi := max(r[0], start), min(r[1], end); lo < hi {
+			t.crc.Write(b[lo-start : hi-start])
+		}
+		if r[1] > end {
+			break
+		}
+		t.ranges = t.ranges[1:]
+	}
+	t.pos = end
+	return len(b), nil
+}
+
+// copiedSum is the CRC-32C of the copied ranges, once the whole file is hashed.
+func (fh *fileHasher) copiedSum() string {
+	if fh.tap == nil {
+		return ""
+	}
+	return manifests.TensorSum(fh.tap.crc)
 }
 
 // writeBehind streams a large output through the page cache instead of

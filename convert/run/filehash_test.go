@@ -20,7 +20,7 @@ func TestFileHasherOutOfOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		fh := startFileHasher(f, int64(len(data)), lag)
+		fh := startFileHasher(f, int64(len(data)), lag, nil)
 		// Pieces land back to front, each marked after it is written.
 		const piece = 1 << 19
 		for off := (int64(len(data)) - 1) / piece * piece; off >= 0; off -= piece {

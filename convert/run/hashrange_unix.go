@@ -3,7 +3,7 @@
 package run
 
 import (
-	"hash"
+	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -17,7 +17,7 @@ const hashWindow = 64 << 20
 // just wrote are not first copied into a buffer (the hash is a graft's
 // critical path, and that copy cost a third of it). MAP_POPULATE maps a
 // window's pages in one call rather than a fault per few pages.
-func hashRange(h hash.Hash, f *os.File, off, end int64, _ *[]byte) error {
+func hashRange(h io.Writer, f *os.File, off, end int64, _ *[]byte) error {
 	page := int64(os.Getpagesize())
 	for off < end {
 		start := off &^ (page - 1)

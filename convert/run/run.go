@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -52,7 +53,10 @@ type FileRecord struct {
 	Tensors []manifests.Tensor
 	Sources []manifests.SourceTensor
 	Read    int64
-	hash    hash.Hash // the file's sha256 state at its end (not for reused files)
+	// Copied is the CRC-32C of the file's bytes copied from another file
+	// (a grafted trunk), in file order; empty when none are.
+	Copied string    `json:",omitempty"`
+	hash   hash.Hash // the file's sha256 state at its end (not for reused files)
 }
 
 // Result summarises a run.
@@ -239,6 +243,47 @@ type fileRun struct {
 	copySource string
 }
 
+// CopiedRanges are the file ranges copies fill, sorted by offset.
+func CopiedRanges(copies []gguf.Copy) [][2]int64 {
+	var rs [][2]int64
+	for _, c := range copies {
+		if c.Len > 0 {
+			rs = append(rs, [2]int64{c.Dst, c.Dst + c.Len})
+		}
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i][0] < rs[j][0] })
+	return rs
+}
+
+// CopiedSum is the CRC-32C of the bytes copies take from src, in the
+// order of their place in the file: a file's FileRecord.Copied when src
+// still holds the bytes it was made from.
+func CopiedSum(ctx context.Context, src string, copies []gguf.Copy) (string, error) {
+	f, err := os.Open(src)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	cs := slices.Clone(copies)
+	sort.Slice(cs, func(i, j int) bool { return cs[i].Dst < cs[j].Dst })
+	h := manifests.NewTensorHash()
+	buf := make([]byte, 8<<20)
+	for _, c := range cs {
+		for off := int64(0); off < c.Len; {
+			if err := ctx.Err(); err != nil {
+				return "", err
+			}
+			n := min(int64(len(buf)), c.Len-off)
+			if _, err := f.ReadAt(buf[:n], c.Src+off); err != nil {
+				return "", fmt.Errorf("%s: %w", src, err)
+			}
+			h.Write(buf[:n])
+			off += n
+		}
+	}
+	return manifests.TensorSum(h), nil
+}
+
 // copyPiece is how much of a copied range one kernel call moves: the
 // file's hash follows piece by piece, and an interrupt is seen between them.
 const copyPiece = 256 << 20
@@ -288,7 +333,7 @@ func openFileRun(ck *st.Checkpoint, p *plan.Plan, dir, file string, chunkElems i
 		f.Close()
 		return nil, err
 	}
-	fr := &fileRun{name: file, f: f, fh: newFileHasher(f, lay.Size), size: lay.Size, notify: notify, done: make(chan struct{})}
+	fr := &fileRun{name: file, f: f, fh: newFileHasher(f, lay.Size, CopiedRanges(lay.Copies)), size: lay.Size, notify: notify, done: make(chan struct{})}
 	fr.fh.mark(0, int64(len(lay.Header)))
 	// Alignment gaps hold their final zeros already; the tensors written and
 	// the ranges copied are marked as they land.
@@ -352,6 +397,7 @@ func (fr *fileRun) finalize() {
 	rec := &fr.rec
 	rec.File = manifests.File{Name: fr.name, Size: fr.size, SHA256: sum}
 	rec.hash = fr.fh.h
+	rec.Copied = fr.fh.copiedSum()
 	for _, s := range fr.states {
 		r := s.res
 		rec.Tensors = append(rec.Tensors, r.record)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/targets"
+	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/internal/testmodel"
 
@@ -35,10 +36,15 @@ func TestGGUFReadsFamilyTable(t *testing.T) {
 	g := &m.Spec.GGUF
 	g.Arch, g.PreTokenizer = "test_arch", "test_pre"
 	g.Layer = maps.Clone(g.Layer)
-	g.Layer["self_attn.q_proj.weight"] = "attn_q_test.weight"
+	// The table gives kinds: their names, and their types (a router kind is float32).
+	g.Layer["self_attn.q_proj.weight"] = gg.Weight(gg.KindFFNGateInp)
 	g.HeadTop = maps.Clone(g.HeadTop)
-	g.HeadTop["fc.weight"] = "nextn.test_proj.weight"
-	wantNames(t, testmodel.PlanNames(t, "gguf", m), "blk.4.attn_q_test.weight", "blk.4.nextn.test_proj.weight", "token_embd.weight", "output.weight")
+	g.HeadTop["fc.weight"] = gg.Weight(gg.KindNextNSharedHeadHead)
+	planned := testmodel.PlanNames(t, "gguf", m)
+	wantNames(t, planned, "blk.4.ffn_gate_inp.weight", "blk.4.nextn.shared_head_head.weight", "token_embd.weight", "output.weight")
+	if planned["blk.4.ffn_gate_inp.weight"] != "F32" || planned["blk.4.nextn.shared_head_head.weight"] != "BF16" {
+		t.Errorf("types by kind: %v", planned)
+	}
 	p, err := testmodel.Target(t, "gguf").Plan(m, targets.Options{})
 	if err != nil {
 		t.Fatal(err)

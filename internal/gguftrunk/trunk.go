@@ -213,11 +213,11 @@ func WriteTrunk(m *model.Model, path string) error {
 						}
 						vb = append(vb, kvb[base+nope*kl:base+(nope+v)*kl]...)
 					}
-					emit(b+"attn_k_b.weight", kb, []int64{int64(heads), int64(kl), int64(nope)})
-					emit(b+"attn_v_b.weight", vb, []int64{int64(heads), int64(v), int64(kl)})
+					emit(gg.Weight(gg.KindAttnKB).In(i), kb, []int64{int64(heads), int64(kl), int64(nope)})
+					emit(gg.Weight(gg.KindAttnVB).In(i), vb, []int64{int64(heads), int64(v), int64(kl)})
 					continue
 				}
-				if err := plain(lp+w.Suffix, b+layerNames[w.Suffix], w.Role&model.RoleZeroCentredNorm != 0); err != nil {
+				if err := plain(lp+w.Suffix, layerNames[w.Suffix].In(i), w.Role&model.RoleZeroCentredNorm != 0); err != nil {
 					return err
 				}
 			}
@@ -230,13 +230,13 @@ func WriteTrunk(m *model.Model, path string) error {
 			continue
 		}
 		for _, n := range []string{"input_layernorm.weight", "post_attention_layernorm.weight"} {
-			if err := plain(lp+n, b+layerNames[n], true); err != nil {
+			if err := plain(lp+n, layerNames[n].In(i), true); err != nil {
 				return err
 			}
 		}
 		if m.LayerTypes[i] == model.FullAttention {
 			for _, n := range []string{"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight"} {
-				if err := plain(lp+n, b+layerNames[n], strings.HasSuffix(n, "norm.weight")); err != nil {
+				if err := plain(lp+n, layerNames[n].In(i), strings.HasSuffix(n, "norm.weight")); err != nil {
 					return err
 				}
 			}
@@ -332,14 +332,14 @@ func WriteTrunk(m *model.Model, path string) error {
 		}
 		if c.Dense() {
 			for _, n := range []string{"mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"} {
-				if err := plain(lp+n, b+layerNames[n], false); err != nil {
+				if err := plain(lp+n, layerNames[n].In(i), false); err != nil {
 					return err
 				}
 			}
 			continue
 		}
 		for _, n := range []string{"mlp.gate.weight", "mlp.shared_expert.gate_proj.weight", "mlp.shared_expert.up_proj.weight", "mlp.shared_expert.down_proj.weight", "mlp.shared_expert_gate.weight"} {
-			if err := plain(lp+n, b+layerNames[n], false); err != nil {
+			if err := plain(lp+n, layerNames[n].In(i), false); err != nil {
 				return err
 			}
 		}
@@ -351,7 +351,10 @@ func WriteTrunk(m *model.Model, path string) error {
 	if i := strings.LastIndexByte(name, '/'); i >= 0 {
 		name = name[i+1:]
 	}
-	kvs := trunkMetadata(m, h, name, vocab)
+	kvs, err := trunkMetadata(m, h, name, vocab)
+	if err != nil {
+		return err
+	}
 	sizes := make([]int64, len(out))
 	for i, t := range out {
 		sizes[i] = int64(len(t.data))
@@ -389,11 +392,15 @@ func hparamsAndVocab(m *model.Model) (model.Hparams, []gg.KV, error) {
 
 // trunkMetadata is the sidecar's metadata without the head: n_layer blocks,
 // no nextn layers (what the reference converter writes with --no-mtp).
-func trunkMetadata(m *model.Model, h model.Hparams, name string, vocab []gg.KV) []gg.KV {
+func trunkMetadata(m *model.Model, h model.Hparams, name string, vocab []gg.KV) ([]gg.KV, error) {
 	var kvs []gg.KV
 	a := m.Spec.GGUF.Arch
 	n := m.Config.NumHiddenLayers
-	for _, kv := range gguf.Metadata(m, h, gg.FileBF16, name, vocab) {
+	all, err := gguf.Metadata(m, h, gg.FileBF16, name, vocab)
+	if err != nil {
+		return nil, err
+	}
+	for _, kv := range all {
 		switch kv.Key {
 		case a + ".nextn_predict_layers":
 			continue
@@ -404,7 +411,7 @@ func trunkMetadata(m *model.Model, h model.Hparams, name string, vocab []gg.KV) 
 		}
 		kvs = append(kvs, kv)
 	}
-	return kvs
+	return kvs, nil
 }
 
 // TrunkMetadata is the metadata of a trunk GGUF of m without its head, for
@@ -417,5 +424,5 @@ func TrunkMetadata(m *model.Model, name string) ([]gg.KV, error) {
 	if err != nil {
 		return nil, err
 	}
-	return trunkMetadata(m, h, name, vocab), nil
+	return trunkMetadata(m, h, name, vocab)
 }

@@ -148,24 +148,24 @@ func (glmFamily) Spec(c *model.Config) *model.Spec {
 		Forward:  forward,
 		GGUF: model.GGUFSpec{
 			Arch: "test_glm4moe", PreTokenizer: "test_glm4",
-			Top: map[string]string{"embed_tokens.weight": "token_embd.weight", "norm.weight": "output_norm.weight", "lm_head.weight": "output.weight"},
-			Layer: map[string]string{
-				"input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "post_attention_norm.weight",
-				"self_attn.q_proj.weight": "attn_q.weight", "self_attn.q_proj.bias": "attn_q.bias",
-				"self_attn.k_proj.weight": "attn_k.weight", "self_attn.k_proj.bias": "attn_k.bias",
-				"self_attn.v_proj.weight": "attn_v.weight", "self_attn.v_proj.bias": "attn_v.bias",
-				"self_attn.o_proj.weight": "attn_output.weight",
-				"mlp.gate.weight":         "ffn_gate_inp.weight", "mlp.gate.e_score_correction_bias": "exp_probs_b.bias",
-				"mlp.shared_experts.gate_proj.weight": "ffn_gate_shexp.weight", "mlp.shared_experts.up_proj.weight": "ffn_up_shexp.weight",
-				"mlp.shared_experts.down_proj.weight": "ffn_down_shexp.weight",
-				"eh_proj.weight":                      "nextn.eh_proj.weight", "enorm.weight": "nextn.enorm.weight", "hnorm.weight": "nextn.hnorm.weight",
-				"shared_head.norm.weight": "nextn.shared_head_norm.weight", "embed_tokens.weight": "nextn.embed_tokens.weight",
-				"shared_head.head.weight": "nextn.shared_head_head.weight",
+			Top: map[string]gg.TensorName{"embed_tokens.weight": gg.Weight(gg.KindTokenEmbd), "norm.weight": gg.Weight(gg.KindOutputNorm), "lm_head.weight": gg.Weight(gg.KindOutput)},
+			Layer: map[string]gg.TensorName{
+				"input_layernorm.weight": gg.Weight(gg.KindAttnNorm), "post_attention_layernorm.weight": gg.Weight(gg.KindAttnPostNorm),
+				"self_attn.q_proj.weight": gg.Weight(gg.KindAttnQ), "self_attn.q_proj.bias": gg.Bias(gg.KindAttnQ),
+				"self_attn.k_proj.weight": gg.Weight(gg.KindAttnK), "self_attn.k_proj.bias": gg.Bias(gg.KindAttnK),
+				"self_attn.v_proj.weight": gg.Weight(gg.KindAttnV), "self_attn.v_proj.bias": gg.Bias(gg.KindAttnV),
+				"self_attn.o_proj.weight": gg.Weight(gg.KindAttnOut),
+				"mlp.gate.weight":         gg.Weight(gg.KindFFNGateInp), "mlp.gate.e_score_correction_bias": gg.Bias(gg.KindFFNExpProbsB),
+				"mlp.shared_experts.gate_proj.weight": gg.Weight(gg.KindFFNGateShexp), "mlp.shared_experts.up_proj.weight": gg.Weight(gg.KindFFNUpShexp),
+				"mlp.shared_experts.down_proj.weight": gg.Weight(gg.KindFFNDownShexp),
+				"eh_proj.weight":                      gg.Weight(gg.KindNextNEHProj), "enorm.weight": gg.Weight(gg.KindNextNEnorm), "hnorm.weight": gg.Weight(gg.KindNextNHnorm),
+				"shared_head.norm.weight": gg.Weight(gg.KindNextNSharedHeadNorm), "embed_tokens.weight": gg.Weight(gg.KindNextNEmbedTokens),
+				"shared_head.head.weight": gg.Weight(gg.KindNextNSharedHeadHead),
 			},
-			Metadata: func(m *model.Model, h model.Hparams) ([]gg.KV, []gg.KV) {
-				a := m.Spec.GGUF.Arch
-				return []gg.KV{gg.Pair(a+".block_count", gg.U32(uint32(m.Config.NumHiddenLayers+m.MTPDepth)))},
-					[]gg.KV{gg.Pair(a+".nextn_predict_layers", gg.U32(uint32(m.MTPDepth))), gg.Pair(a+".leading_dense_block_count", gg.U32(uint32(m.Config.FirstKDenseReplace)))}
+			Metadata: func(m *model.Model, h model.Hparams, g *model.GGUFKeys) error {
+				g.U32("nextn_predict_layers", m.MTPDepth)
+				g.U32("leading_dense_block_count", m.Config.FirstKDenseReplace)
+				return nil
 			},
 		},
 		OpenVINO: model.OpenVINOSpec{Refusal: GLMRefusal},

@@ -257,3 +257,38 @@ func TestVerifyRecomputesQ8_0(t *testing.T) {
 		t.Errorf("a changed block: problems %+v", rep.Problems)
 	}
 }
+
+// verify --src judges each written tensor's type by the kinds' rules, not
+// by the manifest alone: a manifest saying the file is Q4_K_M while every
+// tensor agrees with it as Q8_0 is caught, tensor by tensor.
+func TestVerifyChecksTypesByKind(t *testing.T) {
+	src := testmodel.WithTokenizer(t, fixtures.Qwen36)
+	path := exportTo(t, src, "int8")
+	m, err := model.Load(source.Dir(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Checkpoint.Close()
+	dir := filepath.Dir(path)
+	mp := filepath.Join(dir, "mtpconv-manifest.json")
+	raw, err := os.ReadFile(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mp, bytes.Replace(raw, []byte(`"precision": "int8"`), []byte(`"precision": "int4"`), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := manifests.Verify(context.Background(), dir, m.Checkpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := map[string]bool{}
+	for _, p := range rep.Problems {
+		if p.Kind == "tensor_type" {
+			bad[p.Tensor] = true
+		}
+	}
+	if !bad["token_embd.weight"] || !bad["blk.4.nextn.eh_proj.weight"] || !bad["blk.4.attn_q.weight"] || bad["blk.4.ffn_gate_inp.weight"] || bad["blk.4.attn_norm.weight"] {
+		t.Errorf("types judged as Q4_K_M: %v (problems %+v)", bad, rep.Problems)
+	}
+}

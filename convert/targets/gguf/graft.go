@@ -127,7 +127,10 @@ func (t target) planGraft(m *model.Model, o targets.Options) (*plan.Plan, error)
 		return nil, err
 	}
 	// The family's own keys, as the reference converter writes them for the bundled file.
-	base, own := m.Spec.GGUF.Metadata(m, h)
+	base, own, err := m.GGUFMetadata(h)
+	if err != nil {
+		return nil, err
+	}
 	ours := append(base, own...)
 	if err := sameModel(trunk, m, h, ours, path); err != nil {
 		return nil, err
@@ -239,7 +242,7 @@ func sameModel(f *gg.File, m *model.Model, h model.Hparams, ours []gg.KV, path s
 	embName := ""
 	for _, w := range m.Spec.TrunkTop {
 		if len(w.Shape) == 2 && w.Shape[0] == vocab && w.Shape[1] == int64(c.HiddenSize) {
-			embName = gs.Top[w.Suffix]
+			embName = gs.Top[w.Suffix].In(-1)
 		}
 	}
 	var emb *gg.TensorInfo
@@ -399,12 +402,12 @@ func bundledOrder(m *model.Model, trunk []string, head []plan.OutTensor) []strin
 	fixed := map[string]string{}
 	for _, w := range m.Spec.TrunkTop {
 		if g, ok := m.Spec.GGUF.Top[w.Suffix]; ok {
-			fixed[g] = tp + w.Suffix
+			fixed[g.In(-1)] = tp + w.Suffix
 		}
 	}
 	if s := m.Spec.LMHead; s != nil {
 		if g, ok := m.Spec.GGUF.Top[s.Suffix]; ok {
-			fixed[g] = s.Suffix
+			fixed[g.In(-1)] = s.Suffix
 		}
 	}
 	// A head tensor goes before the first trunk tensor the converter visits

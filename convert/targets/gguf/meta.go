@@ -13,18 +13,21 @@ import (
 // sidecar but general.name's provenance siblings (general.* from the model
 // card), in its order: the general keys, the family's architecture keys
 // with general.file_type after its base ones, the vocabulary.
-func Metadata(m *model.Model, h model.Hparams, ftype gg.FileType, name string, vocab []gg.KV) []gg.KV {
+func Metadata(m *model.Model, h model.Hparams, ftype gg.FileType, name string, vocab []gg.KV) ([]gg.KV, error) {
 	kvs := []gg.KV{
 		gg.Pair("general.architecture", gg.Str(m.Spec.GGUF.Arch)),
 		gg.Pair("general.type", gg.Str("model")),
 		gg.Pair("general.name", gg.Str(name)),
 	}
-	base, own := m.Spec.GGUF.Metadata(m, h)
+	base, own, err := m.GGUFMetadata(h)
+	if err != nil {
+		return nil, err
+	}
 	kvs = append(kvs, base...)
 	kvs = append(kvs, gg.Pair("general.file_type", gg.U32(uint32(ftype))))
 	kvs = append(kvs, own...)
 	kvs = append(kvs, gg.Pair("general.quantization_version", gg.U32(2)))
-	return append(kvs, vocab...)
+	return append(kvs, vocab...), nil
 }
 
 // Token types, as llama.cpp numbers them.

@@ -25,54 +25,6 @@ var defaultType = map[gg.FileType]string{
 
 var blockSize = map[string]int64{"Q4_0": 32, "Q5_0": 32, "Q5_1": 32, "Q8_0": 32, "Q4_K": 256, "Q5_K": 256, "Q6_K": 256}
 
-type tensorCategory int
-
-const (
-	catOther tensorCategory = iota
-	catOutput
-	catTokenEmbd
-	catAttnQKV
-	catAttnKVB
-	catAttnV
-	catAttnK
-	catAttnQ
-	catAttnOutput
-	catFFNUp
-	catFFNGate
-	catFFNDown
-)
-
-// category is tensor_get_category.
-func category(name string) tensorCategory {
-	switch {
-	case name == "output.weight":
-		return catOutput
-	case name == "token_embd.weight":
-		return catTokenEmbd
-	case strings.Contains(name, "attn_qkv.weight"):
-		return catAttnQKV
-	case strings.Contains(name, "attn_kv_b.weight"):
-		return catAttnKVB
-	case strings.Contains(name, "attn_v.weight"):
-		return catAttnV
-	case strings.Contains(name, "attn_k.weight"):
-		return catAttnK
-	case strings.Contains(name, "attn_q.weight"):
-		return catAttnQ
-	case strings.Contains(name, "attn_output.weight"):
-		return catAttnOutput
-	case strings.Contains(name, "ffn_up"):
-		return catFFNUp
-	case strings.Contains(name, "ffn_gate"):
-		return catFFNGate
-	case strings.Contains(name, "ffn_down"):
-		return catFFNDown
-	}
-	return catOther
-}
-
-func isAttnV(c tensorCategory) bool { return c == catAttnV || c == catAttnQKV || c == catAttnKVB }
-
 func useMoreBits(i, n int) bool { return i < n/8 || i >= 7*n/8 || (i-n/8)%3 == 2 }
 
 func blockOf(name string) int {
@@ -109,11 +61,11 @@ func llamaQuantizeTypes(ts []plannedTensor, ft gg.FileType, nLayerAll, nExpert i
 	slices.SortStableFunc(order, func(a, b plannedTensor) int { return llamaQuantizeCmp(a.name, b.name) })
 	nAttnV, tied := 0, true
 	for _, t := range order {
-		c := category(t.name)
-		if isAttnV(c) {
+		c := gg.QuantizeCategory(t.name)
+		if c.IsAttnV() {
 			nAttnV++
 		}
-		if c == catOutput {
+		if c == gg.CatOutput {
 			tied = false
 		}
 	}
@@ -122,13 +74,13 @@ func llamaQuantizeTypes(ts []plannedTensor, ft gg.FileType, nLayerAll, nExpert i
 	q := &quantState{nAttnV: nAttnV, nLayer: nLayerAll, moe: nExpert > 1, eight: nExpert == 8}
 	out := map[string]string{}
 	for _, t := range order {
-		if !quantizable(t.name, len(t.shape)) {
+		if !gg.QuantizeAllowed(t.name, len(t.shape)) {
 			out[t.name] = t.in
 			continue
 		}
 		typ := def
 		if quantized {
-			typ = typeImpl(typ, t, ft, category(t.name), tied, q)
+			typ = typeImpl(typ, t, ft, gg.QuantizeCategory(t.name), tied, q)
 			typ = fallback(typ, t.shape[len(t.shape)-1])
 		}
 		out[t.name] = typ
@@ -147,8 +99,8 @@ type quantState struct {
 }
 
 // typeImpl is llama_tensor_get_type_impl for the file types above.
-func typeImpl(typ string, t plannedTensor, ft gg.FileType, c tensorCategory, tied bool, q *quantState) string {
-	if c == catOutput || (tied && c == catTokenEmbd) {
+func typeImpl(typ string, t plannedTensor, ft gg.FileType, c gg.QuantCategory, tied bool, q *quantState) string {
+	if c == gg.CatOutput || (tied && c == gg.CatTokenEmbd) {
 		nx := t.shape[len(t.shape)-1]
 		switch {
 		case nx%blockSize[typ] != 0:
@@ -159,7 +111,7 @@ func typeImpl(typ string, t plannedTensor, ft gg.FileType, c tensorCategory, tie
 		return typ
 	}
 	switch {
-	case isAttnV(c):
+	case c.IsAttnV():
 		switch {
 		case (ft == gg.FileQ4_K_M || ft == gg.FileQ5_K_M) && useMoreBits(q.iAttnV, q.nAttnV):
 			typ = "Q6_K"
@@ -170,11 +122,11 @@ func typeImpl(typ string, t plannedTensor, ft gg.FileType, c tensorCategory, tie
 			typ = "Q8_0"
 		}
 		q.iAttnV++
-	case c == catAttnK && q.eight:
+	case c == gg.CatAttnK && q.eight:
 		typ = "Q8_0"
-	case c == catAttnOutput && q.eight && (ft == gg.FileQ4_K_S || ft == gg.FileQ4_K_M):
+	case c == gg.CatAttnOutput && q.eight && (ft == gg.FileQ4_K_S || ft == gg.FileQ4_K_M):
 		typ = "Q5_K"
-	case c == catFFNDown:
+	case c == gg.CatFFNDown:
 		// With more than one expert the layer comes from the name, else
 		// from the counter (a dense sidecar's one ffn_down is layer 0).
 		i, nLayer := q.iFFNDown, q.nLayer
@@ -190,7 +142,7 @@ func typeImpl(typ string, t plannedTensor, ft gg.FileType, c tensorCategory, tie
 		case ft == gg.FileQ4_K_S && i < nLayer/8:
 			typ = "Q5_K"
 		}
-	case c == catAttnQKV:
+	case c == gg.CatAttnQKV:
 		switch ft {
 		case gg.FileQ4_K_M:
 			typ = "Q5_K"

@@ -23,7 +23,7 @@ func sidecarKeeps(arch string) map[string]bool {
 	keep := map[string]bool{}
 	for _, s := range familiesOf(arch) {
 		for _, n := range s.GGUF.Top {
-			keep[n] = true
+			keep[n.In(-1)] = true
 		}
 	}
 	return keep
@@ -112,7 +112,7 @@ func Split(ctx context.Context, path, out string, force bool, version string) (*
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	oc := &export.Outcome{Tensors: len(p.Parts), Reused: []string{}}
-	err = export.WriteFolder(ctx, out, force, path, func(dir string) error {
+	err = export.WriteFolder(ctx, out, force, path, []string{p.File}, func(dir string) error {
 		var srcs []*os.File
 		defer func() {
 			for _, f := range srcs {
@@ -161,9 +161,6 @@ func Split(ctx context.Context, path, out string, force bool, version string) (*
 		return nil
 	})
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("interrupted; nothing was written to %s: %w", out, ctx.Err())
-		}
 		return nil, err
 	}
 	from := filepath.Base(path)

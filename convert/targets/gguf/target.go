@@ -128,7 +128,10 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if err := planTensors(pl, m, prec, nil); err != nil {
 		return nil, err
 	}
-	kvs := Metadata(m, h, prec.ftype, name, vocab)
+	kvs, err := Metadata(m, h, prec.ftype, name, vocab)
+	if err != nil {
+		return nil, err
+	}
 	if prec.requant {
 		sortLikeLlamaQuantize(pl.Out)
 		kvs = moveLast(kvs, "general.quantization_version", "general.file_type")
@@ -218,13 +221,15 @@ func planTensors(pl *plan.Planner, m *model.Model, prec precision, trunk []plann
 func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list func(string, []int64, st.DType), types map[string]string) error {
 	c := m.Config
 	// typeOf is the stored type of a tensor: the reference converter's choice
-	// (float32 for norms, router and shared-expert gate), or for a
-	// llama-quantize layout its choice.
+	// by its kind (float32 for norms, routers, biases, ...), or for a
+	// llama-quantize layout its choice. A name of no kind is kept in kindErr.
+	var kindErr error
 	typeOf := func(name string, shape []int64) (st.DType, *plan.Quant) {
-		dt := prec.float
-		if f32Tensor(name, len(shape)) {
-			dt = st.F32
+		ct, err := gg.ConverterType(name, len(shape), string(prec.float))
+		if err != nil && kindErr == nil {
+			kindErr = err
 		}
+		dt := st.DType(ct)
 		if list != nil {
 			list(name, shape, dt)
 		}
@@ -259,7 +264,7 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 	pl.Component = plan.ComponentTrunk
 	for _, w := range m.Spec.TrunkTop {
 		if g, ok := gs.Top[w.Suffix]; ok {
-			add(m.TextPrefix+w.Suffix, g)
+			add(m.TextPrefix+w.Suffix, g.In(-1))
 		}
 	}
 	if s := m.Spec.LMHead; s != nil {
@@ -268,7 +273,7 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 			return fmt.Errorf("no GGUF name for the lm_head %s", s.Suffix)
 		}
 		pl.Component = plan.ComponentLMHead
-		add(s.Suffix, g)
+		add(s.Suffix, g.In(-1))
 	}
 	pl.Component = plan.ComponentHead
 	// Multi-head latent attention: kv_b_proj is stored as llama.cpp's
@@ -289,8 +294,8 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 			if err != nil {
 				return fmt.Errorf("%s: not in an MTP layer", n)
 			}
-			b := "blk." + strconv.Itoa(c.NumHiddenLayers+jn) + "."
-			pl.SplitKVB(n, at, b+"attn_k_b.weight", b+"attn_v_b.weight", addRows)
+			b := c.NumHiddenLayers + jn
+			pl.SplitKVB(n, at, gg.Weight(gg.KindAttnKB).In(b), gg.Weight(gg.KindAttnVB).In(b), addRows)
 			continue
 		}
 		g, err := headName(gs, m.HeadRelative(n), c.NumHiddenLayers)
@@ -300,26 +305,26 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 		add(n, g)
 	}
 	for j, blk := range m.MTPExperts {
-		b := fmt.Sprintf("blk.%d.", c.NumHiddenLayers+j)
+		b := c.NumHiddenLayers + j
 		e, hs, is := int64(c.NumExperts), int64(c.HiddenSize), int64(c.MoeIntermediateSize)
 		shapes := [3][]int64{{e, is, hs}, {e, is, hs}, {e, hs, is}}
 		first := len(pl.Out)
 		quants := [3]*plan.Quant{}
 		dts := [3]st.DType{}
 		for k := range 3 {
-			dts[k], quants[k] = typeOf(b+expertNames[k], shapes[k])
+			dts[k], quants[k] = typeOf(expertKinds[k].In(b), shapes[k])
 		}
 		k := 0
-		pl.Experts(blk, b, dts[0], func(string, string, int64) *plan.Quant { q := quants[k]; k++; return q })
+		pl.Experts(blk, "blk."+strconv.Itoa(b)+".", dts[0], func(string, string, int64) *plan.Quant { q := quants[k]; k++; return q })
 		for k := range 3 {
 			t := &pl.Out[first+k]
-			t.Name = b + expertNames[k]
+			t.Name = expertKinds[k].In(b)
 			if t.DType != dts[k] {
 				return fmt.Errorf("%s: experts of differing float types are not supported", t.Name)
 			}
 		}
 	}
-	return nil
+	return kindErr
 }
 
 // quantBits is recorded in the manifest's quantize transform next to the type.

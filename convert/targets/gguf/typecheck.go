@@ -1,0 +1,112 @@
+package gguf
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	gg "github.com/mtpconv/mtpconv/formats/gguf"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/manifests"
+)
+
+func init() { manifests.RegisterTargetCheck("gguf", checkTypes) }
+
+// checkTypes is verify --src's type check of a gguf output: every tensor
+// the manifest records as written must have the type the tensor kinds'
+// rules give it in that file (the reference converter's for a bf16 or f16
+// sidecar, llama-quantize's choice over the whole file otherwise),
+// derived again from the file's own tensor list and file type, so that a
+// wrong type in the plan, written and recorded alike, is found. A graft's
+// trunk tensors are not ours: they count for llama-quantize's choice as
+// they are stored.
+func checkTypes(man *manifests.Manifest, open func(string) (io.ReaderAt, int64, bool)) ([]manifests.Problem, error) {
+	name := man.Options["precision"]
+	prec, ok := fileTypes[name]
+	if !ok {
+		prec, ok = headPrecisions[name]
+	}
+	if !ok {
+		return []manifests.Problem{{Kind: "tensor_type", Message: "the manifest's precision " + name + " is not one of the gguf target's"}}, nil
+	}
+	ours := map[string]map[string]bool{}
+	var files []string
+	for _, t := range man.Tensors {
+		if ours[t.File] == nil {
+			ours[t.File] = map[string]bool{}
+			files = append(files, t.File)
+		}
+		for _, e := range t.Entries {
+			ours[t.File][e.Name] = true
+		}
+	}
+	var problems []manifests.Problem
+	for _, file := range files {
+		written := ours[file]
+		if !strings.HasSuffix(file, ".gguf") {
+			continue
+		}
+		r, size, ok := open(file)
+		if !ok {
+			continue // verify reported why
+		}
+		f, err := gg.Read(r, size)
+		if err != nil {
+			problems = append(problems, manifests.Problem{Kind: "tensor_type", File: file, Message: fmt.Sprintf("%s: %v", file, err)})
+			continue
+		}
+		problems = append(problems, fileTypeProblems(file, f, prec, written)...)
+	}
+	return problems, nil
+}
+
+// fileTypeProblems compares each written tensor's stored type with the
+// one the rules give it.
+func fileTypeProblems(file string, f *gg.File, prec precision, written map[string]bool) []manifests.Problem {
+	var problems []manifests.Problem
+	bad := func(tensor, format string, a ...any) {
+		problems = append(problems, manifests.Problem{Kind: "tensor_type", File: file, Tensor: tensor, Message: file + ": " + fmt.Sprintf(format, a...)})
+	}
+	float := string(prec.float)
+	if prec.requant {
+		float = string(st.BF16) // llama-quantize reads the bf16 sidecar
+	}
+	var listed []plannedTensor
+	for _, ti := range f.Tensors {
+		shape := squeeze(ggmlShape(ti.Dims))
+		in := ti.Type.String()
+		if written[ti.Name] {
+			ct, err := gg.ConverterType(ti.Name, len(shape), float)
+			if err != nil {
+				bad(ti.Name, "%v", err)
+				continue
+			}
+			in = ct
+		}
+		listed = append(listed, plannedTensor{ti.Name, shape, in})
+	}
+	want := map[string]string{}
+	for _, t := range listed {
+		want[t.name] = t.in
+	}
+	if prec.requant {
+		a := f.String("general.architecture")
+		blocks, _ := f.Uint(a + ".block_count")
+		experts, _ := f.Uint(a + ".expert_count")
+		want = llamaQuantizeTypes(listed, prec.ftype, int(blocks), int(experts))
+	}
+	for _, ti := range f.Tensors {
+		w, ok := want[ti.Name]
+		if !written[ti.Name] || !ok {
+			continue
+		}
+		if got := ti.Type.String(); got != w {
+			how := "the reference converter writes"
+			if prec.requant {
+				how = "llama-quantize chooses"
+			}
+			bad(ti.Name, "tensor %s is %s; for its kind, in a %s file, %s %s", ti.Name, got, prec.ftype, how, w)
+		}
+	}
+	return problems
+}

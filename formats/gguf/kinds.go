@@ -1,0 +1,207 @@
+package gguf
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Kind is one of llama.cpp's tensor kinds (gguf-py's MODEL_TENSOR): its
+// GGUF name (TENSOR_NAMES) and the type rules that follow from it, the
+// reference converter's and llama-quantize's. A family's GGUF table maps
+// its Hugging Face tensor names to kinds (TensorName); every type decision
+// of the gguf target and of verify is made from this table.
+type Kind uint8
+
+// The kinds the supported families' GGUF files hold.
+const (
+	KindTokenEmbd Kind = iota + 1
+	KindOutputNorm
+	KindOutput
+	KindAttnNorm
+	KindAttnPostNorm // post_attention_norm (the Qwen and GLM-4.5 post-attention RMSNorm)
+	KindFFNNorm      // ffn_norm (deepseek2's post-attention RMSNorm)
+	KindAttnQ
+	KindAttnK
+	KindAttnV
+	KindAttnOut
+	KindAttnQNorm
+	KindAttnKNorm
+	KindAttnQA
+	KindAttnQANorm
+	KindAttnQB
+	KindAttnKVAMQA
+	KindAttnKVANorm
+	KindAttnKB
+	KindAttnVB
+	KindFFNGateInp
+	KindFFNExpProbsB
+	KindFFNGateInpShexp
+	KindFFNGateShexp
+	KindFFNUpShexp
+	KindFFNDownShexp
+	KindFFNGate
+	KindFFNUp
+	KindFFNDown
+	KindFFNGateExps
+	KindFFNUpExps
+	KindFFNDownExps
+	KindIndexerKNorm
+	KindIndexerProj
+	KindIndexerAttnK
+	KindIndexerAttnQB
+	KindNextNEHProj
+	KindNextNEmbedTokens
+	KindNextNEnorm
+	KindNextNHnorm
+	KindNextNSharedHeadNorm
+	KindNextNSharedHeadHead
+)
+
+// KindInfo is what llama.cpp's tools know of a kind.
+type KindInfo struct {
+	// Name is gguf-py's TENSOR_NAMES entry, within the block for a block's
+	// tensor ("attn_q" of "blk.{bid}.attn_q").
+	Name  string
+	Block bool // under blk.{bid}.
+	// ConverterF32: the reference converter writes its weight float32
+	// whatever the output type (the kinds its prepare_tensors lists:
+	// FFN_GATE_INP, FFN_GATE_INP_SHEXP, INDEXER_PROJ). Norms (a name ending
+	// "_norm"), one-dimensional tensors and biases are float32 too, by
+	// ConverterType.
+	ConverterF32 bool
+}
+
+// kinds is the table: gguf-py's constants.py (TENSOR_NAMES) and the
+// reference converter's float32 list (ModelBase.prepare_tensors) of the
+// llama.cpp vendored by llama-cpp-python 0.3.36. llama-quantize decides by
+// the name alone (quantize.go), for any tensor of a file.
+var kinds = map[Kind]KindInfo{
+	KindTokenEmbd:           {Name: "token_embd"},
+	KindOutputNorm:          {Name: "output_norm"},
+	KindOutput:              {Name: "output"},
+	KindAttnNorm:            {Name: "attn_norm", Block: true},
+	KindAttnPostNorm:        {Name: "post_attention_norm", Block: true},
+	KindFFNNorm:             {Name: "ffn_norm", Block: true},
+	KindAttnQ:               {Name: "attn_q", Block: true},
+	KindAttnK:               {Name: "attn_k", Block: true},
+	KindAttnV:               {Name: "attn_v", Block: true},
+	KindAttnOut:             {Name: "attn_output", Block: true},
+	KindAttnQNorm:           {Name: "attn_q_norm", Block: true},
+	KindAttnKNorm:           {Name: "attn_k_norm", Block: true},
+	KindAttnQA:              {Name: "attn_q_a", Block: true},
+	KindAttnQANorm:          {Name: "attn_q_a_norm", Block: true},
+	KindAttnQB:              {Name: "attn_q_b", Block: true},
+	KindAttnKVAMQA:          {Name: "attn_kv_a_mqa", Block: true},
+	KindAttnKVANorm:         {Name: "attn_kv_a_norm", Block: true},
+	KindAttnKB:              {Name: "attn_k_b", Block: true},
+	KindAttnVB:              {Name: "attn_v_b", Block: true},
+	KindFFNGateInp:          {Name: "ffn_gate_inp", Block: true, ConverterF32: true},
+	KindFFNExpProbsB:        {Name: "exp_probs_b", Block: true},
+	KindFFNGateInpShexp:     {Name: "ffn_gate_inp_shexp", Block: true, ConverterF32: true},
+	KindFFNGateShexp:        {Name: "ffn_gate_shexp", Block: true},
+	KindFFNUpShexp:          {Name: "ffn_up_shexp", Block: true},
+	KindFFNDownShexp:        {Name: "ffn_down_shexp", Block: true},
+	KindFFNGate:             {Name: "ffn_gate", Block: true},
+	KindFFNUp:               {Name: "ffn_up", Block: true},
+	KindFFNDown:             {Name: "ffn_down", Block: true},
+	KindFFNGateExps:         {Name: "ffn_gate_exps", Block: true},
+	KindFFNUpExps:           {Name: "ffn_up_exps", Block: true},
+	KindFFNDownExps:         {Name: "ffn_down_exps", Block: true},
+	KindIndexerKNorm:        {Name: "indexer.k_norm", Block: true},
+	KindIndexerProj:         {Name: "indexer.proj", Block: true, ConverterF32: true},
+	KindIndexerAttnK:        {Name: "indexer.attn_k", Block: true},
+	KindIndexerAttnQB:       {Name: "indexer.attn_q_b", Block: true},
+	KindNextNEHProj:         {Name: "nextn.eh_proj", Block: true},
+	KindNextNEmbedTokens:    {Name: "nextn.embed_tokens", Block: true},
+	KindNextNEnorm:          {Name: "nextn.enorm", Block: true},
+	KindNextNHnorm:          {Name: "nextn.hnorm", Block: true},
+	KindNextNSharedHeadNorm: {Name: "nextn.shared_head_norm", Block: true},
+	KindNextNSharedHeadHead: {Name: "nextn.shared_head_head", Block: true},
+}
+
+// Info is the kind's entry in the table.
+func (k Kind) Info() KindInfo { return kinds[k] }
+
+func (k Kind) String() string {
+	if i, ok := kinds[k]; ok {
+		return i.Name
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// TensorName is a tensor of a kind: its weight, or its bias.
+type TensorName struct {
+	Kind Kind
+	Bias bool
+}
+
+// Weight and Bias name a kind's tensors.
+func Weight(k Kind) TensorName { return TensorName{Kind: k} }
+func Bias(k Kind) TensorName   { return TensorName{Kind: k, Bias: true} }
+
+// In is the tensor's GGUF name in block b (ignored outside blocks).
+func (t TensorName) In(b int) string {
+	i := kinds[t.Kind]
+	n := i.Name + ".weight"
+	if t.Bias {
+		n = i.Name + ".bias"
+	}
+	if i.Block {
+		return "blk." + strconv.Itoa(b) + "." + n
+	}
+	return n
+}
+
+// byName finds a kind by its name within the block, or outside blocks.
+var byName = func() map[[2]string]Kind {
+	m := map[[2]string]Kind{}
+	for k, i := range kinds {
+		m[[2]string{strconv.FormatBool(i.Block), i.Name}] = k
+	}
+	return m
+}()
+
+// ParseTensorName finds the kind, block (-1 outside blocks) and
+// weight-or-bias of a GGUF tensor name.
+func ParseTensorName(name string) (TensorName, int, error) {
+	block, rest := -1, name
+	if r, ok := strings.CutPrefix(name, "blk."); ok {
+		b, after, ok := strings.Cut(r, ".")
+		n, err := strconv.Atoi(b)
+		if !ok || err != nil || n < 0 {
+			return TensorName{}, 0, fmt.Errorf("tensor %s: not blk.N.<name>", name)
+		}
+		block, rest = n, after
+	}
+	var t TensorName
+	switch {
+	case strings.HasSuffix(rest, ".weight"):
+		rest = strings.TrimSuffix(rest, ".weight")
+	case strings.HasSuffix(rest, ".bias"):
+		rest, t.Bias = strings.TrimSuffix(rest, ".bias"), true
+	default:
+		return TensorName{}, 0, fmt.Errorf("tensor %s: neither a weight nor a bias", name)
+	}
+	k, ok := byName[[2]string{strconv.FormatBool(block >= 0), rest}]
+	if !ok {
+		return TensorName{}, 0, fmt.Errorf("tensor %s: not a tensor kind llama.cpp's tables name", name)
+	}
+	t.Kind = k
+	return t, block, nil
+}
+
+// ConverterType is the type the reference converter (convert_hf_to_gguf.py)
+// writes a tensor of dims dimensions in, for the float type of the output
+// (BF16, F16): float32 for one-dimensional tensors, biases and the kinds it
+// keeps float32.
+func ConverterType(name string, dims int, float string) (string, error) {
+	t, _, err := ParseTensorName(name)
+	if err != nil {
+		return "", err
+	}
+	if dims <= 1 || t.Bias || t.Kind.Info().ConverterF32 || strings.HasSuffix(name, "_norm.weight") {
+		return "F32", nil
+	}
+	return float, nil
+}
