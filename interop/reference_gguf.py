@@ -36,7 +36,11 @@ file's sha256), next to the --mtp sidecar (FIXTURE-bf16.json). For those in
 SPLIT_TRUNKS the converter also writes the --no-mtp trunk as a split set
 (--split-max-tensors SPLIT_MAX_TENSORS), committed as its files renamed
 FIXTURE-nomtp-bf16-0000N-of-0000M.gguf (the converter names them after the
-model card), for the split-set graft (interop/test_gguf_split.py).
+model card), for the split-set graft (interop/test_gguf_split.py). (The
+GenAI records of 2026-12-01 evening were made with torch 2.13.0 and
+transformers 5.24.0; every tensor's bytes are those of the earlier records,
+which predate the test tokenizer's ByteLevel post-processor: the converter
+now writes tokenizer.ggml.add_eos_token false, as mtpconv does.)
 """
 import hashlib
 import json

@@ -12,8 +12,13 @@ the sets and merges ours, llama-speculative-simple runs them):
 - llama-gguf-split --merge of our set, from the reference converter's --no-mtp
   trunk split, is the reference converter's bundled file: tensor for tensor in
   its order, key for key but split.*;
-- a grafted set as --src gives the reference converter's --mtp sidecar.
+- a grafted set as --src gives the reference converter's --mtp sidecar;
+- the reference converter's own split --no-mtp trunk (--split-max-tensors,
+  committed: testdata/gguf_reference/*-nomtp-bf16-0000N-of-0000M.gguf, its
+  last file a single tensor), grafted: merged, the converter's bundled file;
+  loaded alone by its first file, greedy text equal to the trunk's.
 """
+import shutil
 import json
 import subprocess
 from pathlib import Path
@@ -137,3 +142,25 @@ def test_graft_split_set_merges_to_reference_bundled(mtpconv, llama_bin, referen
     strip = lambda m: [(k, v) for k, v in m.items() if k not in PROVENANCE]
     assert strip(got["metadata"]) == strip(want["metadata"])
     verify(mtpconv, tmp_path / "side")
+
+
+def test_graft_converter_split_set(mtpconv, fixture_dirs, llama_bin, reference_graft, tmp_path):
+    fx = "qwen3.6-moe-genai"
+    src, _, _ = reference_graft(fx)
+    (tmp_path / "set").mkdir()
+    members = []
+    for f in sorted(REFERENCE.glob(f"{fx}-nomtp-bf16-*-of-*.gguf")):
+        members.append(tmp_path / "set" / f.name)
+        shutil.copyfile(f, members[-1])
+    assert len(members) == 4
+    ours = graft_set(mtpconv, src, members[0], tmp_path / "out")
+    assert_set_kept(members, ours)
+    verify(mtpconv, tmp_path / "out")
+    merged = describe(merge(llama_bin, ours[0], tmp_path / "merged.gguf"))
+    ref = json.loads((REFERENCE / f"{fx}-bundled-bf16.json").read_text())
+    assert merged["tensors"] == ggml_dims(ref["tensors"])
+    assert without_split_keys(merged["metadata"]) == list(ref["metadata"].items())
+    got, stats = speculative_alone(llama_bin, ours[0])
+    assert stats["n_drafted"] > 0
+    want = greedy(llama_bin, members[0], 64)
+    assert got == want or (len(got) > len(PROMPT) + 32 and want.startswith(got))
