@@ -245,3 +245,43 @@ func TestGGUFSplitSetRefusals(t *testing.T) {
 		}
 	}
 }
+
+// A graft into a split set resumed after one trunk file's tensor data
+// changed under an unchanged header writes that file again (the others
+// proven and reused), and the set is the fresh graft of the trunk as it is.
+func TestGraftSplitSetResume(t *testing.T) {
+	src := ggufSource(t)
+	members := splitGGUF(t, graftTrunk(t, src), filepath.Join(t.TempDir(), "Tiny-BF16"), 25)
+	held := filepath.Base(members[1])
+	out := filepath.Join(t.TempDir(), "out")
+	args := []string{"--src", src, "--target", "gguf", "--graft", members[0]}
+	kill(startHeld(t, out, held, args...))
+	f, _ := ggufTensors(t, members[1])
+	raw, _ := os.ReadFile(members[1])
+	raw[f.DataOffset+f.Tensors[len(f.Tensors)/2].Offset+3] ^= 0x40
+	if err := os.WriteFile(members[1], raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, append([]string{"export", "--out", out, "--resume", "--json"}, args...)...)
+	if code != 0 {
+		t.Fatalf("resume: exit %d: %s", code, stderr)
+	}
+	var sum exportSummary
+	if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(sum.ReusedFiles, held) || !slices.ContainsFunc(sum.Notes, func(n string) bool { return strings.Contains(n, held+": not reused") }) {
+		t.Errorf("%s reused after its trunk file changed: reused %v, notes %v", held, sum.ReusedFiles, sum.Notes)
+	}
+	want := filepath.Join(t.TempDir(), "want")
+	if code, _, stderr := runCLI(t, append([]string{"export", "--out", want, "--quiet"}, args...)...); code != 0 {
+		t.Fatalf("fresh graft: exit %d: %s", code, stderr)
+	}
+	for _, m := range members {
+		a, _ := os.ReadFile(filepath.Join(out, filepath.Base(m)))
+		b, _ := os.ReadFile(filepath.Join(want, filepath.Base(m)))
+		if len(a) == 0 || !bytes.Equal(a, b) {
+			t.Errorf("%s: the resumed set differs from a fresh graft", filepath.Base(m))
+		}
+	}
+}
