@@ -164,6 +164,21 @@ func graftSplitSet(t *testing.T, src string) {
 			sum.Tensors != len(bf.Tensors) || sum.File != filepath.Base(ours[0]) {
 			t.Errorf("%s: inspect of our last file: %+v %v", name, sum, err)
 		}
+		// --force replaces the head a set holds: grafting onto our set gives it again.
+		again := filepath.Join(t.TempDir(), "again")
+		if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--graft", ours[0], "--out", again); code != 1 || !strings.Contains(stderr, "already holds an MTP head") {
+			t.Errorf("%s: graft onto a grafted set: exit %d: %s", name, code, stderr)
+		}
+		if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--graft", ours[0], "--out", again, "--force", "--quiet"); code != 0 {
+			t.Errorf("%s: --force onto the grafted set: exit %d: %s", name, code, stderr)
+		}
+		for _, p := range ours {
+			a, _ := os.ReadFile(p)
+			b, _ := os.ReadFile(filepath.Join(again, filepath.Base(p)))
+			if len(b) == 0 || !bytes.Equal(a, b) {
+				t.Errorf("%s: --force onto the grafted set does not give %s again", name, filepath.Base(p))
+			}
+		}
 		// The set as --src: the sidecar of the bundled file.
 		side := filepath.Join(t.TempDir(), "side")
 		if code, _, stderr := runCLI(t, "export", "--src", ours[len(ours)-1], "--target", "gguf", "--out", side, "--quiet"); code != 0 {
