@@ -201,7 +201,7 @@ func (t target) planGraft(m *model.Model, o targets.Options) (*plan.Plan, error)
 		p.Notes = append(p.Notes, why)
 	}
 	if len(old) > 0 {
-		p.Notes = append(p.Notes, fmt.Sprintf("--force: the %d head tensors %s held are replaced", len(old), filepath.Base(path)))
+		p.Notes = append(p.Notes, fmt.Sprintf("--force: the %d head tensors %s held are replaced", len(old), file))
 	}
 	return p, nil
 }
