@@ -134,6 +134,9 @@ type Model struct {
 	ModelType      string `json:"model_type"`
 	BaseModel      string `json:"base_model"`
 	License        string `json:"license"`
+	LicenseName    string `json:"license_name,omitempty"` // the Hub's license_name (license other) and license_link, as the source's card gives them
+	LicenseLink    string `json:"license_link,omitempty"`
+	RepoID         string `json:"repo_id,omitempty"` // the Hub id the output is published as (--repo-id), for the card's snippets
 	HiddenSize     int    `json:"hidden_size"`
 	NumExperts     int    `json:"num_experts"`
 	ExpertsPerTok  int    `json:"experts_per_tok"`

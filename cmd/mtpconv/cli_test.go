@@ -39,7 +39,7 @@ func TestCLIHygiene(t *testing.T) {
 		{[]string{"export", "--src", src, "--target", "mlx", "--out", out, "--max-shard-size", "5GB"}, 2, "", "does not take --max-shard-size", 1},
 		{[]string{"export", "--src", src, "--target", "openvino", "--out", out, "--mlx-rounding", "cpu"}, 2, "", "--target openvino does not take --mlx-rounding", 1},
 		{[]string{"export", "--src", src, "--target", "openvino", "--out", out, "--router-bits", "0"}, 2, "", "does not take --router-bits", 1},
-		{[]string{"export", "--src", src, "--target", "nope", "--out", out}, 2, "", "must be combined, gguf, mlx, openvino", 1},
+		{[]string{"export", "--src", src, "--target", "nope", "--out", out}, 2, "", "must be combined, gguf, hf, mlx, openvino", 1},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
@@ -167,10 +167,13 @@ func TestCardWords(t *testing.T) {
 			[]string{"int8 asymmetric, per output channel (f16 scales, NNCF)", "int4 asymmetric, group 64", "| lm_head |", "gather-matmuls"},
 			[]string{"switch_mlp", "group -1", "base_model:", "base_model_relation"}, true},
 		{[]string{"--target", "openvino", "--base-model", "Qwen/Qwen3.6-35B-A3B"},
-			[]string{`base_model: "Qwen/Qwen3.6-35B-A3B"`, "base_model_relation: quantized"}, nil, false},
+			[]string{`base_model: "Qwen/Qwen3.6-35B-A3B"`, "base_model_relation: adapter"}, []string{"pipeline_tag"}, false},
 		{[]string{"--target", "mlx", "--base-model", "Qwen/Qwen3.6-35B-A3B"},
-			[]string{`base_model: "Qwen/Qwen3.6-35B-A3B"`, "switch_mlp"},
-			[]string{"base_model_relation"}, false},
+			[]string{`base_model: "Qwen/Qwen3.6-35B-A3B"`, "switch_mlp", "base_model_relation: adapter"},
+			[]string{"quantized", "pipeline_tag"}, false},
+		{[]string{"--target", "combined", "--base-model", "Qwen/Qwen3.6-35B-A3B"},
+			[]string{"pipeline_tag: text-generation", "the whole model"},
+			[]string{"base_model_relation", "MTP head ("}, false},
 		{[]string{"--target", "mlx", "--base-model", "not a hub id"},
 			nil, []string{"base_model:", "not a hub id`"}, true},
 	}

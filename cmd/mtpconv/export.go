@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/mtpconv/mtpconv/convert/export"
+	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
 	convrun "github.com/mtpconv/mtpconv/convert/run"
 	"github.com/mtpconv/mtpconv/convert/source"
@@ -16,6 +18,7 @@ import (
 	ggtarget "github.com/mtpconv/mtpconv/convert/targets/gguf"
 	"github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/words"
 	"github.com/mtpconv/mtpconv/manifests"
 	"github.com/urfave/cli/v2"
 )
@@ -35,13 +38,13 @@ func exportCommand() *cli.Command {
 			&cli.StringFlag{Name: "target", Usage: strings.Join(targets.TargetNames(), " | "), Required: true},
 			&cli.StringFlag{Name: "out", Usage: "output folder (must not exist unless --force)"},
 			&cli.StringFlag{Name: "into", Usage: "openvino: add the MTP IR (openvino_mtp_model.xml/.bin) to this optimum-intel export of the same model; combined: add the mtp.* head (model-mtp.safetensors, config.json and the index updated, their originals kept) to this MLX model folder of the same model; the trunk files are not touched, no README.md is written, and the manifest records what mtpconv owns (exclusive with --out; --force replaces the head's files an earlier --into wrote; a file mtpconv did not write is never replaced)"},
-			&cli.StringFlag{Name: targets.OptHeadPrecision, Usage: "mlx, combined: f16 | bf16 | int2 | int3 | int4 | int5 | int6 | int8 (MLX affine) | mxfp4 | mxfp8 | nvfp4 (default bf16); openvino: f16 | int8 | int4 (default f16)"},
+			&cli.StringFlag{Name: targets.OptHeadPrecision, Usage: "mlx, combined: f16 | bf16 | int2 | int3 | int4 | int5 | int6 | int8 (MLX affine) | mxfp4 | mxfp8 | nvfp4 | fp8 (MLX's 8-bit float: mxfp8) (default bf16); openvino: f16 | int8 | int4 (default f16); gguf: bf16 | f16 | int8 (Q8_0) | int4 (Q4_K_M) (default bf16; --gguf-type gives every llama-quantize type); hf: bf16 (the head as the official checkpoint stores it)"},
 			&cli.StringFlag{Name: targets.OptLMHeadPrecision, Usage: "openvino: f16 | int8 | int4 for the lm_head IR (default int8)"},
 			&cli.BoolFlag{Name: targets.OptSym, Usage: "openvino: symmetric i8/i4 instead of asymmetric u8/u4 (NNCF INT*_SYM)"},
 			&cli.StringFlag{Name: targets.OptTrunkPrecision, Usage: "combined: as --head-precision for mlx (default bf16); wins over --q-bits/--q-mode"},
 			&cli.StringFlag{Name: targets.OptTrunkRecipe, Usage: "combined: mlx-lm's mixed recipe for the trunk, mixed_2_6 | mixed_3_4 | mixed_3_6 | mixed_4_6 (the head keeps --head-precision); wins over --quant-predicate"},
-			&cli.IntFlag{Name: targets.OptQBits, Usage: "combined: mlx_lm.convert's spelling of the trunk's bits (with --q-mode; --trunk-precision wins)"},
-			&cli.IntFlag{Name: targets.OptQGroupSize, Usage: "combined: mlx_lm.convert's spelling: the trunk's group size (wins over --group-size for the trunk)"},
+			&cli.IntFlag{Name: targets.OptQBits, DefaultText: "the mode's: 4 for affine", Usage: "combined: mlx_lm.convert's spelling of the trunk's bits (with --q-mode; --trunk-precision wins)"},
+			&cli.IntFlag{Name: targets.OptQGroupSize, DefaultText: "--group-size", Usage: "combined: mlx_lm.convert's spelling: the trunk's group size (wins over --group-size for the trunk)"},
 			&cli.StringFlag{Name: targets.OptQMode, Usage: "combined: mlx_lm.convert's spelling: affine | mxfp4 | mxfp8 | nvfp4 for the trunk (--trunk-precision wins)"},
 			&cli.StringFlag{Name: targets.OptQuantPredicate, Usage: "combined: mlx_lm.convert's spelling of --trunk-recipe (--trunk-recipe wins)"},
 			&cli.StringFlag{Name: targets.OptMaxShardSize, Usage: "combined: split the file into shards of at most this size (e.g. 5GB, 500MiB)"},
@@ -50,7 +53,7 @@ func exportCommand() *cli.Command {
 			&cli.StringFlag{Name: targets.OptGGUFType, Usage: "gguf: a llama-quantize file type, F16 | BF16 | Q8_0 | Q4_0 | Q4_K_M | Q4_K_S | Q5_K_M | Q6_K: what llama-quantize makes of the bf16 sidecar (instead of --head-precision)"},
 			&cli.StringFlag{Name: targets.OptGraft, Usage: "gguf: write the head into this trunk GGUF of the same model: one bundled GGUF in --out named as it (a file of a split set: the whole set, its files named as the trunk's), the trunk's tensors copied unchanged (--force replaces a head it already holds)"},
 			&cli.IntFlag{Name: targets.OptRouterBits, Value: 8, Usage: "mlx, combined: bits of the MoE router and shared_expert_gate when quantized, at group size 64, as mlx-lm does (0: same as their component)"},
-			&cli.IntFlag{Name: "jobs", Value: 0, Usage: "chunks converted in parallel, at least 1 (default: all cores); never changes the bytes"},
+			&cli.IntFlag{Name: "jobs", DefaultText: "every core", Usage: "chunks converted in parallel, at least 1; never changes the bytes"},
 			&cli.BoolFlag{Name: "keep-source-cache", Usage: "keep the source bytes read in the page cache (by default, bytes that were not cached before are dropped once read)"},
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing output folder (an earlier mtpconv --out; never a folder the head was added into: use --into DIR --force)"},
 			&cli.BoolFlag{Name: "resume", Usage: "continue an interrupted export into the same --out, reusing finished files whose hashes match"},
@@ -58,7 +61,8 @@ func exportCommand() *cli.Command {
 			&cli.BoolFlag{Name: "no-card", Usage: "do not write README.md (the model card)"},
 			&cli.BoolFlag{Name: "timestamp", Usage: "record the time in the manifest (outputs are otherwise byte-identical across runs)"},
 			&cli.StringFlag{Name: "base-model", Usage: "Hub id of the source model for the card (default: from the source)"},
-			&cli.StringFlag{Name: "license", Usage: "license for the card (default: the source README's, else other)"},
+			&cli.StringFlag{Name: "license", Usage: "license for the card (default: the source README's, with its license_name and license_link, else other)"},
+			&cli.StringFlag{Name: "repo-id", Usage: "the Hub id ORG/NAME this output will be published as: the card's snippets load it by that name (default: a YOUR-ORG/ placeholder)"},
 			&cli.BoolFlag{Name: "json", Usage: "print a machine-readable summary"},
 			&cli.BoolFlag{Name: "quiet", Usage: "print nothing but errors"},
 		},
@@ -151,7 +155,10 @@ func runExport(c *cli.Context) error {
 	req := export.Request{
 		Target: c.String("target"), Options: o, Out: c.String("out"), Into: c.String("into"), Force: c.Bool("force"), Resume: c.Bool("resume"),
 		DryRun: c.Bool("dry-run"), Jobs: c.Int("jobs"), KeepSourceCache: c.Bool("keep-source-cache"), NoCard: c.Bool("no-card"),
-		Timestamp: c.Bool("timestamp"), BaseModel: c.String("base-model"), License: c.String("license"), Version: version,
+		Timestamp: c.Bool("timestamp"), BaseModel: c.String("base-model"), License: c.String("license"), RepoID: c.String("repo-id"), Version: version,
+	}
+	if req.RepoID != "" && !model.IsHubID(req.RepoID) {
+		return usagef("--repo-id %q is not a Hub id ORG/NAME", req.RepoID)
 	}
 	if _, err := targets.LookupTarget(req.Target); err != nil {
 		return usageError{err}
@@ -175,7 +182,7 @@ func runExport(c *cli.Context) error {
 			return err
 		}
 	}
-	m, remote, closeModel, err := loadModel(c, c.String("src"))
+	m, remote, closeModel, err := loadModel(c, "--src", c.String("src"))
 	if err != nil {
 		return err
 	}
@@ -237,8 +244,8 @@ func printExport(c *cli.Context, req export.Request, oc *export.Outcome, dest st
 		for _, w := range sum.Warnings {
 			fmt.Fprintln(c.App.ErrWriter, "warning:", w)
 		}
-		fmt.Fprintf(c.App.Writer, "exported %s: %d tensors, %d files, %d bytes in %.1fs (%d source bytes read, peak RSS %d MiB)\n",
-			dest, sum.Tensors, len(sum.Files), sum.BytesOut, sum.Seconds, sum.BytesRead, sum.PeakRSS>>20)
+		fmt.Fprintf(c.App.Writer, "exported %s: %s, %s, %d bytes in %.1fs (%d source bytes read, peak RSS %d MiB)\n",
+			dest, words.Count(sum.Tensors, "tensor"), words.Count(len(sum.Files), "file"), sum.BytesOut, sum.Seconds, sum.BytesRead, sum.PeakRSS>>20)
 		if remote != nil {
 			fmt.Fprintf(c.App.Writer, "fetched %d of the checkpoint's %d bytes from %s (%.2f%%)\n",
 				sum.BytesFetched, sum.SourceTotal, remote.Name(), 100*float64(sum.BytesFetched)/float64(max(1, sum.SourceTotal)))
@@ -342,8 +349,12 @@ func printDryRun(c *cli.Context, oc *export.Outcome, jobs int, card bool) error 
 	if card { // no card with --no-card, nor in a folder added into
 		plus += " and " + manifests.CardFile
 	}
-	fmt.Fprintf(out, "total %d bytes in %d files (plus %s); estimated peak memory %d MiB with --jobs %d\n",
-		total, len(oc.Planned), plus, oc.PeakMemory>>20, jobs)
+	jobsWords := fmt.Sprintf("--jobs %d", jobs)
+	if jobs <= 0 { // the default: as export.Export resolves it
+		jobsWords = fmt.Sprintf("%s at once (every core, the default; --jobs sets it)", words.Count(runtime.GOMAXPROCS(0), "chunk"))
+	}
+	fmt.Fprintf(out, "total %d bytes in %s (plus %s); estimated peak memory %d MiB with %s\n",
+		total, words.Count(len(oc.Planned), "file"), plus, oc.PeakMemory>>20, jobsWords)
 	for _, n := range oc.Notes {
 		fmt.Fprintln(out, "note:", n)
 	}

@@ -141,7 +141,7 @@ func TestExportRefusesBadInputAndLeavesNothing(t *testing.T) {
 		{"openvino group size without int4", []string{"--src", fixtures.Ensure(t, fixtures.Qwen36), "--target", "openvino", "--group-size", "48"}, exitUsage,
 			[]string{"--group-size 48: only int4 is quantized in groups"}},
 		{"missing source", []string{"--src", filepath.Join(t.TempDir(), "none"), "--target", "mlx"}, exitFailure,
-			[]string{"no such folder"}},
+			[]string{"--src ", ": no such file or folder"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

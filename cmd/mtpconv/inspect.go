@@ -13,6 +13,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	ggtarget "github.com/mtpconv/mtpconv/convert/targets/gguf"
+	"github.com/mtpconv/mtpconv/convert/targets/hf"
 	"github.com/mtpconv/mtpconv/convert/targets/mlx"
 	"github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
@@ -28,7 +29,7 @@ func inspectCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print a machine-readable report"},
 			&cli.BoolFlag{Name: "hash", Usage: "read every tensor and include the sha256 of its bytes"},
-			&cli.BoolFlag{Name: "strict", Usage: "exit non-zero when the MTP head is incomplete"},
+			&cli.BoolFlag{Name: "strict", Usage: "exit non-zero when the MTP head is incomplete, or vLLM or SGLang would build it so that it drafts at ~0 %"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
@@ -43,12 +44,21 @@ func inspectCommand() *cli.Command {
 					return err
 				}
 			}
-			m, _, closeModel, err := loadModel(c, dir)
+			s, remote, err := openSource(c, "", dir)
 			if err != nil {
 				return err
 			}
-			defer closeModel()
+			defer remote.Close()
+			m, err := hf.Load(s)
+			if err != nil {
+				return err
+			}
+			defer m.Checkpoint.Close()
 			r, err := m.Inspect()
+			if err != nil {
+				return err
+			}
+			serving, err := hf.Serving(m)
 			if err != nil {
 				return err
 			}
@@ -58,21 +68,32 @@ func inspectCommand() *cli.Command {
 				}
 			}
 			if c.Bool("json") {
-				if err := printJSON(c, r); err != nil {
+				if err := printJSON(c, sourceReport{r, serving}); err != nil {
 					return err
 				}
 			} else {
 				r.WriteText(c.App.Writer)
+				serving.WriteText(c.App.Writer)
 				if c.Bool("hash") {
 					r.WriteHashes(c.App.Writer)
 				}
 			}
 			if c.Bool("strict") {
+				if err := serving.Err(); err != nil {
+					return err
+				}
 				return m.HeadError()
 			}
 			return nil
 		},
 	}
+}
+
+// sourceReport is inspect's report of a source checkpoint or HF repo: the
+// checkpoint, and how vLLM and SGLang would serve its MTP head.
+type sourceReport struct {
+	*model.Report
+	Serving *hf.Report `json:"serving"`
 }
 
 // hashTensors fills in the sha256 of every tensor of the report, reading
@@ -125,13 +146,22 @@ func inspectOutput(c *cli.Context, dir string) (bool, error) {
 	if err != nil {
 		return true, fmt.Errorf("%s: %w", dir, err)
 	}
+	if m.Target == "hf" {
+		// An HF repo (the head added into it, or alone): described as the
+		// runtimes read it, with how they would serve its head.
+		return false, nil
+	}
 	s := manifests.Summarize(m, targets.CardOf(m))
 	if c.Bool("json") {
 		return true, printJSON(c, s)
 	}
 	w := c.App.Writer
 	fmt.Fprintf(w, "output:        %s (mtpconv %s, target %s)\n", dir, s.Tool.Version, s.Target)
-	fmt.Fprintf(w, "source:        %s (base model %s, family %s)\n", s.Source, s.Model.BaseModel, s.Model.Family)
+	about := "family " + s.Model.Family
+	if s.Model.BaseModel != "" { // unknown for a local folder exported without --base-model
+		about = "base model " + s.Model.BaseModel + ", " + about
+	}
+	fmt.Fprintf(w, "source:        %s (%s)\n", s.Source, about)
 	fmt.Fprintf(w, "head:          MTP depth %d, %d experts top-%d, hidden %d\n", s.Model.MTPDepth, s.Model.NumExperts, s.Model.ExpertsPerTok, s.Model.HiddenSize)
 	fmt.Fprintf(w, "norms:         %s\n", s.Model.NormConvention)
 	fmt.Fprintf(w, "tensors:       %d\n", s.Tensors)

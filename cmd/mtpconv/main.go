@@ -9,6 +9,8 @@
 // the work is the library's (convert, manifests) and it knows nothing of tensors.
 package main
 
+//go:generate go test -run ^TestFlagReference$ . -update-docs
+
 import (
 	"context"
 	"errors"
@@ -30,6 +32,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	_ "github.com/mtpconv/mtpconv/convert/targets/gguf"     // registers gguf
+	_ "github.com/mtpconv/mtpconv/convert/targets/hf"       // registers hf
 	_ "github.com/mtpconv/mtpconv/convert/targets/mlx"      // registers mlx and combined
 	_ "github.com/mtpconv/mtpconv/convert/targets/openvino" // registers openvino
 )

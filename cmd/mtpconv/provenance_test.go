@@ -12,9 +12,11 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/internal/gguftrunk"
 	"github.com/mtpconv/mtpconv/manifests"
 	"github.com/mtpconv/mtpconv/quant"
 )
@@ -200,35 +202,98 @@ func TestKilledExportResumes(t *testing.T) {
 	}
 }
 
+// hubCardFields are the model-card metadata keys the Hub documents
+// (huggingface/hub-docs modelcard.md); a card uses no other.
+var hubCardFields = map[string]bool{"language": true, "license": true, "license_name": true, "license_link": true,
+	"library_name": true, "tags": true, "datasets": true, "metrics": true, "base_model": true, "base_model_relation": true,
+	"pipeline_tag": true, "model-index": true, "inference": true}
+
+// The card's front matter as the Hub reads it: only the Hub's fields; a head
+// that drafts next to its trunk is an adapter of the base model without a
+// pipeline_tag, the whole model (combined, graft) generates text and is
+// quantized only when something is; library_name and tags as the Hub names
+// GGUF, MLX and OpenVINO repos; license other comes with license_name and
+// license_link; the title names the model without its org, the runtime and
+// the precision, and a sidecar's table does not call its copies the trunk.
 func TestCardFrontMatter(t *testing.T) {
-	for _, target := range []string{"mlx", "combined", "openvino"} {
-		t.Run(target, func(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.Qwen36BPE)
+	trunk := filepath.Join(fixtures.Dir(), "qwen3.6-moe-tiny-bpe-BF16.gguf")
+	if _, err := os.Stat(trunk); err != nil {
+		m, err := model.Load(source.Dir(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		trunk = filepath.Join(t.TempDir(), "qwen3.6-moe-tiny-bpe-BF16.gguf")
+		if err := gguftrunk.WriteTrunk(m, trunk); err != nil {
+			t.Fatal(err)
+		}
+		m.Checkpoint.Close()
+	}
+	cases := []struct {
+		name     string
+		args     []string
+		library  string
+		relation string // "" : none
+		pipeline bool
+		tags     []string
+		title    string
+	}{
+		{"mlx", []string{"--target", "mlx", "--head-precision", "int8"}, "mlx", "adapter", false, []string{"mlx"},
+			"# Qwen3.6-35B-A3B MTP head for MLX (int8)\n"},
+		{"combined", []string{"--target", "combined", "--trunk-precision", "int4"}, "mlx", "quantized", true, []string{"mlx"},
+			"# Qwen3.6-35B-A3B with its MTP head for MLX (int4, head bf16)\n"},
+		{"combined bf16", []string{"--target", "combined"}, "mlx", "", true, []string{"mlx"},
+			"# Qwen3.6-35B-A3B with its MTP head for MLX (bf16)\n"},
+		{"openvino", []string{"--target", "openvino", "--head-precision", "int8"}, "openvino", "adapter", false, []string{"openvino", "nncf"},
+			"# Qwen3.6-35B-A3B MTP head for OpenVINO (int8 head, int8 lm_head)\n"},
+		{"gguf", []string{"--target", "gguf", "--gguf-type", "Q8_0"}, "gguf", "adapter", false, []string{"gguf", "llama-cpp"},
+			"# Qwen3.6-35B-A3B MTP head for llama.cpp (GGUF Q8_0)\n"},
+		{"graft", []string{"--target", "gguf", "--graft", trunk}, "gguf", "", true, []string{"gguf", "llama-cpp"},
+			"# Qwen3.6-35B-A3B with its MTP head for llama.cpp (GGUF BF16)\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "o")
-			exportTo(t, fixtures.Qwen36, out, "--target", target, "--base-model", "Qwen/Qwen3.6-35B-A3B", "--head-precision", "int8")
+			args := append([]string{"export", "--src", src, "--out", out, "--quiet", "--base-model", "Qwen/Qwen3.6-35B-A3B", "--repo-id", "me/q36-mtp"}, c.args...)
+			if code, _, stderr := runCLI(t, args...); code != 0 {
+				t.Fatal(stderr)
+			}
 			b, err := os.ReadFile(filepath.Join(out, "README.md"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			parts := strings.SplitN(string(b), "---\n", 3)
-			if len(parts) != 3 || parts[0] != "" {
-				t.Fatalf("no front matter:\n%s", b)
-			}
-			var fm map[string]any
-			if err := yaml.Unmarshal([]byte(parts[1]), &fm); err != nil {
-				t.Fatal(err)
-			}
-			for _, k := range []string{"base_model", "base_model_relation", "library_name", "pipeline_tag", "tags", "license"} {
-				if fm[k] == nil {
-					t.Errorf("front matter lacks %s", k)
+			fm := frontMatter(t, b)
+			for k := range fm {
+				if !hubCardFields[k] {
+					t.Errorf("front matter has %s, not a Hub model-card field", k)
 				}
 			}
-			library := map[string]string{"mlx": "mlx", "combined": "mlx", "openvino": "openvino"}[target]
-			if fm["base_model"] != "Qwen/Qwen3.6-35B-A3B" || fm["library_name"] != library || fm["base_model_relation"] != "quantized" {
-				t.Errorf("front matter %v", fm)
+			if fm["base_model"] != "Qwen/Qwen3.6-35B-A3B" || fm["library_name"] != c.library {
+				t.Errorf("base_model %v, library_name %v, want %s", fm["base_model"], fm["library_name"], c.library)
+			}
+			if rel, _ := fm["base_model_relation"].(string); rel != c.relation {
+				t.Errorf("base_model_relation %q, want %q", rel, c.relation)
+			}
+			if p, ok := fm["pipeline_tag"]; ok != c.pipeline || ok && p != "text-generation" {
+				t.Errorf("pipeline_tag %v, want it %v", p, c.pipeline)
+			}
+			if fm["license"] != "other" || fm["license_name"] == nil || fm["license_link"] != "https://huggingface.co/Qwen/Qwen3.6-35B-A3B" {
+				t.Errorf("license %v, license_name %v, license_link %v", fm["license"], fm["license_name"], fm["license_link"])
 			}
 			tags, _ := fm["tags"].([]any)
-			if !contains(tags, "mtp") || !contains(tags, "speculative-decoding") {
-				t.Errorf("tags %v", tags)
+			for _, want := range append([]string{"mtp", "speculative-decoding", "qwen3_5_moe"}, c.tags...) {
+				if !contains(tags, want) {
+					t.Errorf("tags %v lack %s", tags, want)
+				}
+			}
+			if !strings.Contains(string(b), "\n---\n\n"+c.title) {
+				t.Errorf("title: want %q in\n%.600s", c.title, b)
+			}
+			if c.name == "gguf" && (strings.Contains(string(b), "| trunk |") || !strings.Contains(string(b), "| embedding, output norm (copies) |")) {
+				t.Errorf("the sidecar's table calls its copies the trunk:\n%s", b)
+			}
+			if !strings.Contains(string(b), "me/q36-mtp") {
+				t.Errorf("no snippet names the repo as published (--repo-id)")
 			}
 			// card rewrites the same card; after verify --save it shows the result.
 			if code, _, stderr := runCLI(t, "verify", "--save", out); code != 0 {
@@ -243,6 +308,38 @@ func TestCardFrontMatter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A source card's license, with its license_link, is carried over; a
+// license other keeps the source's license_name and license_link.
+func TestCardLicenseFromSource(t *testing.T) {
+	for _, c := range []struct{ readme, license, name, link string }{
+		{"---\nlicense: apache-2.0\nlicense_link: https://huggingface.co/Qwen/Qwen3.6-35B-A3B/blob/main/LICENSE\n---\n", "apache-2.0", "", "https://huggingface.co/Qwen/Qwen3.6-35B-A3B/blob/main/LICENSE"},
+		{"---\nlicense: other\nlicense_name: tongyi-qianwen\nlicense_link: LICENSE\n---\n", "other", "tongyi-qianwen", "LICENSE"},
+	} {
+		dir := sourceFolder(t, t.TempDir(), "Qwen3.6-35B-A3B", map[string]string{"README.md": c.readme})
+		files := exportRun(t, dir, "--target", "mlx")
+		fm := frontMatter(t, files[manifests.CardFile])
+		name, _ := fm["license_name"].(string)
+		link, _ := fm["license_link"].(string)
+		if fm["license"] != c.license || name != c.name || link != c.link {
+			t.Errorf("%q: license %v, name %q, link %q", c.readme, fm["license"], name, link)
+		}
+	}
+}
+
+// frontMatter parses a card's YAML front matter.
+func frontMatter(t *testing.T, card []byte) map[string]any {
+	t.Helper()
+	parts := strings.SplitN(string(card), "---\n", 3)
+	if len(parts) != 3 || parts[0] != "" {
+		t.Fatalf("no front matter:\n%s", card)
+	}
+	var fm map[string]any
+	if err := yaml.Unmarshal([]byte(parts[1]), &fm); err != nil {
+		t.Fatal(err)
+	}
+	return fm
 }
 
 func contains(xs []any, s string) bool {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -91,7 +92,7 @@ func TestSameSourceSameBytes(t *testing.T) {
 					t.Errorf("%s: manifest names %q / %q / %q, want %s", s.name, man.Model.BaseModel, man.Model.Name, man.Source.Repo, repo)
 				}
 				card := string(files[manifests.CardFile])
-				if !strings.Contains(card, "# "+repo+": MTP head") || strings.Contains(card, root) {
+				if !strings.Contains(card, "# "+path.Base(repo)+" MTP head for ") || strings.Contains(card, root) {
 					t.Errorf("%s: card title or a path: %.200s", s.name, card)
 				}
 				for n, b := range files {
@@ -155,7 +156,7 @@ func TestSourceNamedByFolderName(t *testing.T) {
 	if man.Source.Name != "." || man.Model.Name != "my-finetune" || man.Model.BaseModel != "" || man.Source.Repo != "" {
 		t.Errorf("manifest: source %q, name %q, base model %q, repo %q", man.Source.Name, man.Model.Name, man.Model.BaseModel, man.Source.Repo)
 	}
-	if card := string(files[manifests.CardFile]); !strings.Contains(card, "# my-finetune: MTP head (gguf)") {
+	if card := string(files[manifests.CardFile]); !strings.Contains(card, "# my-finetune MTP head for llama.cpp (GGUF BF16)") {
 		t.Errorf("card: %.300s", card)
 	}
 	ov := exportRun(t, dir, "--target", "openvino")

@@ -2,27 +2,32 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/urfave/cli/v2"
 )
 
-// openSource resolves --src (folder, HF cache id, or hf:// repo) and returns
-// the source and, for a remote one, its handle (to prefetch and count bytes).
-func openSource(c *cli.Context, src string) (source.Source, *source.Remote, error) {
+// openSource resolves a source (folder, HF cache id, or hf:// repo) and
+// returns it and, for a remote one, its handle (to prefetch and count bytes).
+// flag is where src came from ("--src"; "" for inspect's argument), for the errors.
+func openSource(c *cli.Context, flag, src string) (source.Source, *source.Remote, error) {
 	s, err := source.Resolve(src, source.RemoteOptions{Context: c.Context, Log: c.App.ErrWriter})
 	if err != nil {
+		if flag != "" {
+			err = fmt.Errorf("%s %w", flag, err)
+		}
 		return nil, nil, err
 	}
 	r, _ := s.(*source.Remote)
 	return s, r, nil
 }
 
-// loadModel resolves --src and describes the checkpoint. The caller calls
+// loadModel resolves a source (as openSource) and describes the checkpoint. The caller calls
 // the returned close when done (it closes the shards and any remote spool).
-func loadModel(c *cli.Context, src string) (*model.Model, *source.Remote, func(), error) {
-	s, remote, err := openSource(c, src)
+func loadModel(c *cli.Context, flag, src string) (*model.Model, *source.Remote, func(), error) {
+	s, remote, err := openSource(c, flag, src)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/targets"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/words"
 	"github.com/mtpconv/mtpconv/manifests"
 	"github.com/urfave/cli/v2"
 )
@@ -25,7 +27,7 @@ func verifyCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "src", Usage: "source checkpoint: recompute every output tensor and check it"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
-			&cli.BoolFlag{Name: "save", Usage: "also record the report in OUT/" + manifests.ReportFile + " (the card shows it)"},
+			&cli.BoolFlag{Name: "save", Usage: "also record the report in OUT/" + manifests.ReportFile + " and refresh the verification section of the card (OUT/" + manifests.CardFile + ")"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
@@ -41,7 +43,7 @@ func verifyCommand() *cli.Command {
 			delay := newTestDelay(c.App.ErrWriter)
 			var src *st.Checkpoint
 			if s := c.String("src"); s != "" {
-				source, remote, err := openSource(c, s)
+				source, remote, err := openSource(c, "--src", s)
 				if err != nil {
 					return err
 				}
@@ -76,9 +78,10 @@ func verifyCommand() *cli.Command {
 				}
 				status := "OK"
 				if !r.OK {
-					status = fmt.Sprintf("FAILED (%d problems)", len(r.Problems))
+					status = "FAILED (" + words.Count(len(r.Problems), "problem") + ")"
 				}
-				fmt.Fprintf(c.App.Writer, "%s: %d files listed in the manifest, %d tensors (%d stored entries) checked, %d recomputed from the source: %s\n", dir, r.Files, r.Tensors, r.Entries, r.Recomputed, status)
+				fmt.Fprintf(c.App.Writer, "%s: %s listed in the manifest, %s (%s) checked, %d recomputed from the source: %s\n", dir, words.Count(r.Files, "file"),
+					words.Count(r.Tensors, "tensor"), words.Count(r.Entries, "stored entry", "stored entries"), r.Recomputed, status)
 			}
 			if !r.OK {
 				return errVerifyFailed
@@ -98,13 +101,40 @@ func saveReport(c *cli.Context, dir string, r *manifests.Report) error {
 			return err
 		}
 		fmt.Fprintf(c.App.ErrWriter, "mtpconv: not saving %s: the manifest names files outside %s or files that are not regular\n", manifests.ReportFile, dir)
-		return nil
+		return refreshCard(c, dir, nil) // no earlier result stays on the card either
 	}
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
 	}
-	return writeFileReplacing(path, append(b, '\n'))
+	if err := writeFileReplacing(path, append(b, '\n')); err != nil {
+		return err
+	}
+	return refreshCard(c, dir, r)
+}
+
+// refreshCard brings the verification section of OUT/README.md up to date
+// with the report just saved, keeping the rest of the card as it is (edits
+// included). An output exported with --no-card gets no card; a README.md
+// without mtpconv's verification section is left alone, with a warning.
+func refreshCard(c *cli.Context, dir string, r *manifests.Report) error {
+	path := filepath.Join(dir, manifests.CardFile)
+	card, err := manifests.ReadRegularFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	out, ok := manifests.RefreshVerification(card, r)
+	if !ok {
+		fmt.Fprintf(c.App.ErrWriter, "mtpconv: warning: %s has no \"## Verification\" section of mtpconv's; left as it is (mtpconv card %s writes the whole card)\n", path, dir)
+		return nil
+	}
+	if bytes.Equal(out, card) {
+		return nil
+	}
+	return writeFileReplacing(path, out)
 }
 
 // writeFileReplacing writes a file through a temporary sibling renamed over

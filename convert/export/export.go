@@ -35,6 +35,7 @@ type Request struct {
 	Timestamp       bool   // record the time in the manifest
 	BaseModel       string // Hub id of the source model, for the model files and the card; default from the source (Model.Origin)
 	License         string // for the card; default from the source README
+	RepoID          string // the Hub id the output is published as, for the card's snippets
 	Version         string // the tool's version, recorded in the outputs
 
 	// Fetcher, for a remote source, fetches the plan's byte ranges up front
@@ -357,7 +358,12 @@ func describeModel(r Request) (manifests.Model, []string) {
 	if lic == "" {
 		lic = m.License()
 	}
+	var licName, licLink string
+	if lic == m.License() { // the source's license: its card's name and link with it
+		licName, licLink = m.LicenseDetails()
+	}
 	return manifests.Model{Name: origin.Name(), Family: m.Family, ModelType: m.Config.ModelType, BaseModel: base, License: lic,
+		LicenseName: licName, LicenseLink: licLink, RepoID: r.RepoID,
 		HiddenSize: m.Config.HiddenSize, NumExperts: m.Config.NumExperts, ExpertsPerTok: m.Config.NumExpertsPerTok,
 		MTPDepth: m.MTPDepth, NormConvention: NormConvention}, notes
 }

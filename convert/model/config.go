@@ -43,43 +43,26 @@ type Config struct {
 		RopeTheta           float64 `json:"rope_theta"`
 		PartialRotaryFactor float64 `json:"partial_rotary_factor"`
 	} `json:"rope_parameters"`
-	LinearNumKeyHeads     int   `json:"linear_num_key_heads"`
-	LinearNumValueHeads   int   `json:"linear_num_value_heads"`
-	LinearKeyHeadDim      int   `json:"linear_key_head_dim"`
-	LinearValueHeadDim    int   `json:"linear_value_head_dim"`
-	LinearConvKernelDim   int   `json:"linear_conv_kernel_dim"`
-	NumExperts            int   `json:"num_experts"`
-	NumExpertsPerTok      int   `json:"num_experts_per_tok"`
-	IntermediateSize      int   `json:"intermediate_size"` // a dense MLP's
-	MoeIntermediateSize   int   `json:"moe_intermediate_size"`
-	SharedExpertIntermed  int   `json:"shared_expert_intermediate_size"`
-	NormTopkProb          *bool `json:"norm_topk_prob"`
-	MTPNumHiddenLayers    *int  `json:"mtp_num_hidden_layers"`
-	NumNextnPredictLayers *int  `json:"num_nextn_predict_layers"`
-	// The DeepSeek-V3 lineage's keys (GLM-4.x, Kimi, ...): routed and shared
-	// expert counts, sigmoid routing over expert groups, leading dense
-	// layers, attention biases, multi-head latent attention.
-	NRoutedExperts      int     `json:"n_routed_experts"`
-	NSharedExperts      int     `json:"n_shared_experts"`
-	NGroup              int     `json:"n_group"`
-	TopkGroup           int     `json:"topk_group"`
-	RoutedScalingFactor float64 `json:"routed_scaling_factor"`
-	ScoringFunc         string  `json:"scoring_func"`
-	FirstKDenseReplace  int     `json:"first_k_dense_replace"`
-	AttentionBias       bool    `json:"attention_bias"`
-	UseQKNorm           bool    `json:"use_qk_norm"`
-	QLoraRank           *int    `json:"q_lora_rank"`
-	KVLoraRank          int     `json:"kv_lora_rank"`
-	QKNopeHeadDim       int     `json:"qk_nope_head_dim"`
-	QKRopeHeadDim       int     `json:"qk_rope_head_dim"`
-	VHeadDim            int     `json:"v_head_dim"`
-	VocabSize           int     `json:"vocab_size"`
-	RMSNormEps          float64 `json:"rms_norm_eps"`
-	TieWordEmbeddings   bool    `json:"tie_word_embeddings"`
-	AttnOutputGate      *bool   `json:"attn_output_gate"`
-	DType               string  `json:"dtype"`
-	TorchDType          string  `json:"torch_dtype"`
-	QuantizationConfig  *struct {
+	LinearNumKeyHeads     int     `json:"linear_num_key_heads"`
+	LinearNumValueHeads   int     `json:"linear_num_value_heads"`
+	LinearKeyHeadDim      int     `json:"linear_key_head_dim"`
+	LinearValueHeadDim    int     `json:"linear_value_head_dim"`
+	LinearConvKernelDim   int     `json:"linear_conv_kernel_dim"`
+	NumExperts            int     `json:"num_experts"`
+	NumExpertsPerTok      int     `json:"num_experts_per_tok"`
+	IntermediateSize      int     `json:"intermediate_size"` // a dense MLP's
+	MoeIntermediateSize   int     `json:"moe_intermediate_size"`
+	SharedExpertIntermed  int     `json:"shared_expert_intermediate_size"`
+	NormTopkProb          *bool   `json:"norm_topk_prob"`
+	MTPNumHiddenLayers    *int    `json:"mtp_num_hidden_layers"`
+	NumNextnPredictLayers *int    `json:"num_nextn_predict_layers"`
+	VocabSize             int     `json:"vocab_size"`
+	RMSNormEps            float64 `json:"rms_norm_eps"`
+	TieWordEmbeddings     bool    `json:"tie_word_embeddings"`
+	AttnOutputGate        *bool   `json:"attn_output_gate"`
+	DType                 string  `json:"dtype"`
+	TorchDType            string  `json:"torch_dtype"`
+	QuantizationConfig    *struct {
 		QuantMethod         string   `json:"quant_method"`
 		Fmt                 string   `json:"fmt"`
 		WeightBlockSize     []int64  `json:"weight_block_size"`
@@ -89,8 +72,9 @@ type Config struct {
 	// Raw is the whole config.json as read, for writers that copy it.
 	Raw []byte
 
-	// Ext holds the keys only one family reads, decoded by its ParseConfig.
-	Ext any
+	// DeepSeek is the DeepSeek-V3 lineage's own keys (deepseek.go), decoded
+	// by the lineage's families; nil for the others.
+	DeepSeek *DeepSeekConfig
 
 	family Family // the family that parsed it
 
@@ -209,6 +193,25 @@ func DecodeConfig(raw []byte, d ConfigDefaults) (*Config, error) {
 	}
 	cfg.applyDefaults(body, d)
 	return cfg, nil
+}
+
+// DecodeText decodes the text configuration (text_config when the
+// checkpoint nests it, else the root) into v: a family's own keys.
+func (c *Config) DecodeText(v any) error {
+	body := c.Raw
+	if c.Nested {
+		var top struct {
+			TextConfig json.RawMessage `json:"text_config"`
+		}
+		if err := json.Unmarshal(c.Raw, &top); err != nil {
+			return fmt.Errorf("invalid JSON: %w", err)
+		}
+		body = top.TextConfig
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("invalid text configuration: %w", err)
+	}
+	return nil
 }
 
 // PositiveKey is a config key that must be a positive integer.

@@ -118,6 +118,30 @@ type Spec struct {
 	MLX      MLXSpec
 	GGUF     GGUFSpec
 	OpenVINO OpenVINOSpec
+	HF       HFSpec
+}
+
+// HFSpec is how vLLM and SGLang build the family's head from a Hugging Face
+// repo: the facts of their MTP model classes that the decision rules of
+// convert/targets/hf need (the rules themselves are the runtimes' and live
+// there). Modules are named by the checkpoint's module names (a weight's
+// name without ".weight"); Plain and LMHeads list them by their name under
+// the head's layer or prefix (HeadRelative without "layers.{j}.").
+type HFSpec struct {
+	// MTPClass names the runtimes' MTP model class (vLLM's
+	// model_executor/models/<MTPClass>.py and SGLang's models/ sibling),
+	// whose own overrides of the repo's quantization the rules port.
+	MTPClass string
+	// PlainVLLM and PlainSGLang are the modules each runtime builds as a
+	// torch nn.Linear: never quantized, whatever the repo's config says.
+	PlainVLLM, PlainSGLang []string
+	// LMHeads are the modules built as a ParallelLMHead (quantized only by
+	// a method that quantizes LM heads).
+	LMHeads []string
+	// SGLangName maps a head module to SGLang's name for it when SGLang's
+	// MTP class places it elsewhere (GLM's NextN layer is model.decoder);
+	// nil: the checkpoint's name.
+	SGLangName func(module string) string
 }
 
 // ReportSpec is what inspect says of a family's own config, beyond the keys
@@ -154,6 +178,11 @@ type GGUFSpec struct {
 	// Metadata sets the family's own architecture keys after the base ones
 	// (Model.GGUFMetadata), in the reference converter's order.
 	Metadata func(m *Model, h Hparams, g *GGUFKeys) error
+	// ChainedHeads: llama.cpp's draft graph for the architecture runs
+	// several MTP layers, chained (each drafts from the hidden state the one
+	// before it computed, with its own shared head): Step-3.5/3.7, MiMo-V2,
+	// Hy3. Without it the target takes one MTP layer, as the runtime asserts.
+	ChainedHeads bool
 	// SpecialTokens are the special-token ids the reference converter sets
 	// for the family over tokenizer_config.json's, by token text, in its order.
 	SpecialTokens []SpecialToken
@@ -313,6 +342,9 @@ func detectFamily(id Identity) (Family, error) {
 		if f.Matches(id) {
 			return f, nil
 		}
+	}
+	if err := unsupportedFamily(id); err != nil {
+		return nil, err
 	}
 	return nil, fmt.Errorf("model_type %q (architectures %v) is not a supported family (%s)",
 		id.ModelType, id.Architectures, strings.Join(Families(), ", "))

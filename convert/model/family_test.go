@@ -28,12 +28,15 @@ func (f testFamily) ParseConfig(raw []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.NumExperts = c.NRoutedExperts // GLM names the routed experts its own way
+	if err := DecodeDeepSeekConfig(c); err != nil {
+		return nil, err
+	}
+	c.NumExperts = c.DeepSeek.NRoutedExperts // GLM names the routed experts its own way
 	if err := CheckPositive(c.CommonKeys()...); err != nil {
 		return nil, err
 	}
-	if c.NGroup <= 0 {
-		return nil, fmt.Errorf("n_group is %d; test_glm routes over expert groups", c.NGroup)
+	if c.DeepSeek.NGroup <= 0 {
+		return nil, fmt.Errorf("n_group is %d; test_glm routes over expert groups", c.DeepSeek.NGroup)
 	}
 	return c, c.CheckCommon()
 }
@@ -57,7 +60,7 @@ func TestFamilyDetectedBeforeValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if parsed != 1 || cfg.PartialRotaryFactor != 0.5 || cfg.NGroup != 2 {
+	if parsed != 1 || cfg.PartialRotaryFactor != 0.5 || cfg.DeepSeek.NGroup != 2 {
 		t.Errorf("parsed %d times, config %+v", parsed, cfg)
 	}
 	if f, err := cfg.Family(); err != nil || f.Name() != "test_glm" {
@@ -67,5 +70,21 @@ func TestFamilyDetectedBeforeValidation(t *testing.T) {
 	_, err = ParseConfig([]byte(strings.Replace(glm45Config, `"n_group":2`, `"n_group":0`, 1)))
 	if err == nil || !strings.Contains(err.Error(), "n_group is 0; test_glm routes over expert groups") {
 		t.Fatalf("n_group 0: %v", err)
+	}
+}
+
+// A family with an MTP head that mtpconv does not convert yet is refused by
+// the name its users know, saying what is missing, not as an unknown model_type.
+func TestUnsupportedFamiliesRefusedByName(t *testing.T) {
+	for _, c := range []struct{ arch, want string }{
+		{"Step3p7ForConditionalGeneration", "Step-3.5/3.7 (architectures [Step3p7ForConditionalGeneration]) is not supported yet: its 3 chained heads"},
+		{"DeepseekV32ForCausalLM", "DeepSeek-V3.2 (architectures [DeepseekV32ForCausalLM]) is not supported yet"},
+		{"DeepseekV3ForCausalLM", "drops their NextN layer"},
+		{"Dots3NoteMoeForCausalLM", "dots3 (architectures"},
+	} {
+		_, err := ParseConfig([]byte(`{"architectures":["` + c.arch + `"],"model_type":"x","hidden_size":64}`))
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "mtpconv converts glm4_moe") {
+			t.Errorf("%s: %v", c.arch, err)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-package model
+package model_test
 
 import (
 	"encoding/json"
@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
-	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 )
 
@@ -25,7 +25,7 @@ func TestGLMFamiliesDescribeFixtures(t *testing.T) {
 	}{
 		{fixtures.GLM45, "glm4_moe", 22},
 	} {
-		m, err := Load(source.Dir(fixtures.Ensure(t, tc.fixture)))
+		m, err := model.Load(source.Dir(fixtures.Ensure(t, tc.fixture)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +49,7 @@ func TestGLMFamiliesDescribeFixtures(t *testing.T) {
 				t.Errorf("%s: head tensor %s outside model.layers.%d", tc.fixture, h, n)
 			}
 		}
-		if len(m.TrunkExperts) != n-m.Config.FirstKDenseReplace || len(m.MTPExperts) != 1 {
+		if len(m.TrunkExperts) != n-m.Config.DeepSeek.FirstKDenseReplace || len(m.MTPExperts) != 1 {
 			t.Errorf("%s: %d trunk expert blocks, %d MTP", tc.fixture, len(m.TrunkExperts), len(m.MTPExperts))
 		}
 	}
@@ -62,7 +62,7 @@ func TestGLMConfigRefusals(t *testing.T) {
 "num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"vocab_size":32,"intermediate_size":96,
 "moe_intermediate_size":16,"n_routed_experts":8,"n_shared_experts":1,"num_experts_per_tok":2,"n_group":1,"topk_group":1,
 "routed_scaling_factor":2.5,"first_k_dense_replace":1,"num_nextn_predict_layers":1,"attention_bias":true,"rms_norm_eps":1e-5`
-	if _, err := ParseConfig([]byte(base + "}")); err != nil {
+	if _, err := model.ParseConfig([]byte(base + "}")); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ extra, want string }{
@@ -72,33 +72,10 @@ func TestGLMConfigRefusals(t *testing.T) {
 		{`,"scoring_func":"softmax"`, `scoring_func is "softmax"`},
 		{`,"quantization_config":{"quant_method":"compressed-tensors","format":"float-quantized"}`, `quant_method is "compressed-tensors"`},
 	} {
-		_, err := ParseConfig([]byte(base + tc.extra + "}"))
+		_, err := model.ParseConfig([]byte(base + tc.extra + "}"))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v", tc.extra, err)
 		}
-	}
-}
-
-// GLM-4.7-Flash is its own family (MLA): described from its fixture, and
-// every target it has no consumer or no writer for refuses it naming why.
-func TestGLM47FlashFamily(t *testing.T) {
-	m, err := Load(source.Dir(fixtures.Ensure(t, fixtures.GLM47Flash)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Checkpoint.Close()
-	if m.Family != "glm4_moe_lite" || m.MTPDepth != 1 || m.HeadError() != nil || m.TrunkError() != nil {
-		t.Fatalf("family %s depth %d: %v %v", m.Family, m.MTPDepth, m.HeadError(), m.TrunkError())
-	}
-	f := m.Spec.Forward(m)
-	if at := f.Layers[0].Attention; at.Kind != AttnMLA || at.KVB != "model.layers.2.self_attn.kv_b_proj.weight" || at.QLoraRank != 64 {
-		t.Errorf("attention %+v", at)
-	}
-	if mlp := f.Layers[0].MLP; mlp.Routing != RouteSigmoidGroupTopK || mlp.ScalingFactor != 1.8 {
-		t.Errorf("mlp %+v", mlp)
-	}
-	if m.Spec.GGUF.Arch != "deepseek2" || m.Spec.GGUF.Layer["post_attention_layernorm.weight"] != gg.Weight(gg.KindFFNNorm) {
-		t.Errorf("gguf table %+v", m.Spec.GGUF)
 	}
 }
 
@@ -108,7 +85,7 @@ func TestGLM47FlashFamily(t *testing.T) {
 // which the gguf target does not write yet.
 func TestGLMGGUFMetadataEqualsReference(t *testing.T) {
 	for _, fx := range []string{fixtures.GLM45, fixtures.GLM47Flash} {
-		m, err := Load(source.Dir(fixtures.Ensure(t, fx)))
+		m, err := model.Load(source.Dir(fixtures.Ensure(t, fx)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,3 +130,40 @@ func TestGLMGGUFMetadataEqualsReference(t *testing.T) {
 		}
 	}
 }
+
+// GLM-4.5's head (glm4moe): GQA with q/k/v biases (float32) and q/k norms,
+// the score-correction bias as exp_probs_b.bias, the NextN layer's own
+// embedding and shared head.
+func TestGLM45GGUFNames(t *testing.T) {
+	wantGGUFNames(t, fixtures.GLM45,
+		"blk.3.attn_k.bias F32", "blk.3.attn_k.weight BF16", "blk.3.attn_k_norm.weight F32",
+		"blk.3.attn_norm.weight F32", "blk.3.attn_output.weight BF16", "blk.3.attn_q.bias F32",
+		"blk.3.attn_q.weight BF16", "blk.3.attn_q_norm.weight F32", "blk.3.attn_v.bias F32",
+		"blk.3.attn_v.weight BF16", "blk.3.exp_probs_b.bias F32", "blk.3.ffn_down_exps.weight BF16",
+		"blk.3.ffn_down_shexp.weight BF16", "blk.3.ffn_gate_exps.weight BF16", "blk.3.ffn_gate_inp.weight F32",
+		"blk.3.ffn_gate_shexp.weight BF16", "blk.3.ffn_up_exps.weight BF16", "blk.3.ffn_up_shexp.weight BF16",
+		"blk.3.nextn.eh_proj.weight BF16", "blk.3.nextn.embed_tokens.weight BF16", "blk.3.nextn.enorm.weight F32",
+		"blk.3.nextn.hnorm.weight F32", "blk.3.nextn.shared_head_head.weight BF16", "blk.3.nextn.shared_head_norm.weight F32",
+		"blk.3.post_attention_norm.weight F32", "output.weight BF16", "output_norm.weight F32",
+		"token_embd.weight BF16",
+	)
+}
+
+// A config of the lineage is refused in the words of the family the user
+// has: GLM-4.5's scoring function is GLM-4.5/4.6/4.7's rule, GLM-4.7-Flash's
+// its own.
+func TestGLMRefusalsNameTheFamily(t *testing.T) {
+	for _, c := range []struct{ config, want string }{
+		{`{"architectures":["Glm4MoeForCausalLM"],"model_type":"glm4_moe",` + glmKeys + `,"scoring_func":"softmax"}`, "GLM-4.5/4.6/4.7 heads route experts by sigmoid"},
+		{`{"architectures":["Glm4MoeLiteForCausalLM"],"model_type":"glm4_moe_lite",` + glmKeys + `,"kv_lora_rank":16,"qk_nope_head_dim":8,"qk_rope_head_dim":8,"v_head_dim":8,"scoring_func":"softmax"}`, "GLM-4.7-Flash heads route experts by sigmoid"},
+	} {
+		_, err := model.ParseConfig([]byte(c.config))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v, want %q", err, c.want)
+		}
+	}
+}
+
+const glmKeys = `"hidden_size":64,"num_hidden_layers":3,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"vocab_size":32,
+"intermediate_size":96,"moe_intermediate_size":16,"n_routed_experts":8,"n_shared_experts":1,"num_experts_per_tok":2,"n_group":1,
+"topk_group":1,"first_k_dense_replace":1,"num_nextn_predict_layers":1`

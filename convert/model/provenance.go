@@ -114,6 +114,17 @@ func (m *Model) License() string {
 	return "other"
 }
 
+// LicenseDetails reads license_name and license_link from the front matter
+// of the source's README.md (the Hub's keys for a license "other" and its
+// text); "" for each when absent.
+func (m *Model) LicenseDetails() (name, link string) {
+	b, err := ReadCard(m.Checkpoint.Source)
+	if err != nil {
+		return "", ""
+	}
+	return FrontMatter(b, "license_name"), FrontMatter(b, "license_link")
+}
+
 // ReadCard reads a folder's model card (README.md, at most 4 MiB), for
 // FrontMatter.
 func ReadCard(src st.Opener) ([]byte, error) { return st.ReadSmallFile(src, "README.md", 4<<20) }

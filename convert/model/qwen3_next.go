@@ -27,6 +27,7 @@ func (qwen3Next) Spec(c *Config) *Spec {
 		},
 		ggufArch: "qwen3next", preTokenizer: "qwen2",
 	})
+	s.HF.MTPClass = "qwen3_next_mtp"
 	s.MLX.DrafterTextConfig = func(m *Model, text map[string]any) {
 		hybridDrafterText(m, text)
 		// The drafter's TextConfig defaults norm_topk_prob to true; Qwen3-Next does not renormalise.

@@ -143,6 +143,9 @@ func hybridSpec(c *Config, l hybridLayout) *Spec {
 		Experts: func(layout ExpertLayout) []Want { return expertTensors(c, layout) },
 		Forward: hybridForward,
 		Report:  hybridReport(c),
+		// vLLM builds mtp.fc as a ColumnParallelLinear, SGLang as an nn.Linear
+		// (sglang qwen3_5_mtp.py:129, qwen3_next_mtp.py:60).
+		HF: HFSpec{MTPClass: "qwen3_5_mtp", PlainSGLang: []string{"fc"}},
 		MLX: MLXSpec{
 			DrafterModelType:  "qwen3_5_mtp",
 			DrafterTextConfig: hybridDrafterText,

@@ -170,7 +170,14 @@ func (r *Remote) send(ctx context.Context, u, rng string) (*http.Response, io.Re
 		if wd.stalled() {
 			return nil, nil, nil, nil, fmt.Errorf("%s: stalled: no answer for %s", redact(u), wd.d)
 		}
-		return nil, nil, nil, nil, err // connection refused, reset: transient
+		var dns *net.DNSError
+		if errors.As(err, &dns) && dns.IsNotFound && !dns.IsTemporary && !dns.IsTimeout {
+			// The resolver answered that the name does not exist: offline, or a
+			// wrong HF_ENDPOINT. Retrying would only make the user wait.
+			return nil, nil, nil, nil, errPermanent{fmt.Errorf("%s: the host %s does not resolve (offline, or a wrong HF_ENDPOINT?); "+
+				"a model in the Hugging Face cache is read without the Hub as ORG/NAME, without hf://", redact(u), dns.Name)}
+		}
+		return nil, nil, nil, nil, err // connection refused, reset, a DNS timeout: transient
 	}
 	return resp, watchedReader{resp.Body, wd}, wd, func() { resp.Body.Close(); stop() }, nil
 }

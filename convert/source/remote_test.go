@@ -2,9 +2,12 @@ package source
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -516,5 +519,45 @@ func TestBadTokenFailsBeforeAnyRequest(t *testing.T) {
 	}
 	if n := len(h.Requests()); n != 0 || time.Since(start) > time.Second {
 		t.Errorf("%d requests, %v", n, time.Since(start))
+	}
+}
+
+// A Hub whose name does not resolve (offline, or a wrong HF_ENDPOINT) fails
+// at once, naming the host, instead of retrying with backoff; a DNS timeout
+// or a temporary resolver failure is retried, as a dropped connection is.
+func TestUnresolvableHostFailsFast(t *testing.T) {
+	isolate(t)
+	cases := []struct {
+		name      string
+		dnsErr    net.DNSError
+		retried   bool
+		errSubstr string
+	}{
+		{"no such host", net.DNSError{Err: "no such host", Name: "hub.example", IsNotFound: true}, false, "the host hub.example does not resolve"},
+		{"resolver timeout", net.DNSError{Err: "i/o timeout", Name: "hub.example", IsTimeout: true}, true, "giving up after 3 failed attempts"},
+		{"temporary failure", net.DNSError{Err: "server misbehaving", Name: "hub.example", IsTemporary: true}, true, "giving up after 3 failed attempts"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dials := 0
+			client := &http.Client{Transport: &http.Transport{DialContext: func(context.Context, string, string) (net.Conn, error) {
+				dials++
+				e := c.dnsErr
+				return nil, &net.OpError{Op: "dial", Net: "tcp", Err: &e}
+			}}}
+			log := &syncBuffer{}
+			opt := RemoteOptions{Endpoint: "https://hub.example", Client: client, Retries: 2, BaseDelay: time.Millisecond,
+				MaxDelay: 10 * time.Millisecond, StallTimeout: time.Second, Log: log}
+			_, err := OpenRemote(testRepo, "main", opt)
+			if err == nil || !strings.Contains(err.Error(), c.errSubstr) {
+				t.Fatalf("err %v, want %q", err, c.errSubstr)
+			}
+			if want := map[bool]int{false: 1, true: 3}[c.retried]; dials != want {
+				t.Errorf("%d attempts, want %d (log %q)", dials, want, log.String())
+			}
+			if got := strings.Contains(log.String(), "retry"); got != c.retried {
+				t.Errorf("log %q: retried %v, want %v", log.String(), got, c.retried)
+			}
+		})
 	}
 }

@@ -15,33 +15,42 @@ import (
 var repoID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 // Resolve turns a --src value into a source: an existing folder, hf://ORG/NAME[@rev]
-// (remote), or ORG/NAME[@rev] found in the local Hugging Face cache.
+// (remote), or ORG/NAME[@rev] found in the local Hugging Face cache. Its
+// errors start with src, not with a flag: the caller names the flag (or the
+// argument) src came from.
 func Resolve(src string, remote RemoteOptions) (Source, error) {
 	if rest, ok := strings.CutPrefix(src, "hf://"); ok {
 		repo, rev := splitRev(rest)
 		if !repoID.MatchString(repo) {
-			return nil, fmt.Errorf("--src %s: %q is not a Hub repo id ORG/NAME", src, repo)
+			return nil, fmt.Errorf("%s: %q is not a Hub repo id ORG/NAME", src, repo)
 		}
 		return OpenRemote(repo, rev, remote)
 	}
 	if fi, err := os.Stat(src); err == nil {
 		if !fi.IsDir() {
-			return nil, fmt.Errorf("--src %s is not a folder", src)
+			return nil, fmt.Errorf("%s is a file, not a checkpoint folder", src)
 		}
 		return Dir(src), nil
 	}
 	repo, rev := splitRev(src)
-	if !repoID.MatchString(repo) {
-		return nil, fmt.Errorf("--src %s: no such folder", src)
+	if !repoID.MatchString(repo) || looksLikeFile(src) {
+		return nil, fmt.Errorf("%s: no such file or folder", src)
 	}
 	dir, err := CacheSnapshot(repo, rev)
 	if err != nil {
 		if Offline() {
-			return nil, fmt.Errorf("--src %s: no such folder, and not in the Hugging Face cache (%v); HF_HUB_OFFLINE is set, so the Hub is not asked", src, err)
+			return nil, fmt.Errorf("%s: no such file or folder, and not in the Hugging Face cache (%v); HF_HUB_OFFLINE is set, so the Hub is not asked", src, err)
 		}
-		return nil, fmt.Errorf("--src %s: no such folder, and not in the Hugging Face cache (%v); use hf://%s to read it from the Hub", src, err, src)
+		return nil, fmt.Errorf("%s: no such file or folder, and not in the Hugging Face cache (%v); use hf://%s to read it from the Hub", src, err, src)
 	}
 	return Dir(dir), nil
+}
+
+// looksLikeFile is a missing path named as a file (x.gguf, x.safetensors),
+// which no one means as a Hub repo id.
+func looksLikeFile(src string) bool {
+	ext := strings.ToLower(filepath.Ext(src))
+	return ext == ".gguf" || ext == ".safetensors" || ext == ".json"
 }
 
 func splitRev(s string) (repo, rev string) {

@@ -36,7 +36,9 @@ func TestResolve(t *testing.T) {
 		{"org/name@dev", "error: no refs/dev"},
 		{"org/other", "error: not in the Hugging Face cache"},
 		{"hf://not a repo", "error: is not a Hub repo id"},
-		{"a/b/c", "error: no such folder"},
+		{"a/b/c", "error: a/b/c: no such file or folder"},
+		{"org/x.gguf", "error: org/x.gguf: no such file or folder"}, // not sent to the cache or the Hub
+		{"org/name@dev", "error: org/name@dev: no such file or folder, and not in the Hugging Face cache"},
 		{"org/name@../../x", "error: not a branch"},
 	}
 	for _, c := range cases {

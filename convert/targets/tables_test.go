@@ -181,3 +181,69 @@ func TestOpenVINORefusals(t *testing.T) {
 		}
 	}
 }
+
+// Several MTP layers (nextn_predict_layers 3, each with its own eh_proj,
+// norms, shared head and MoE block) are blocks n_layer .. n_layer+2 of the
+// sidecar where the architecture's draft graph chains heads
+// (GGUFSpec.ChainedHeads), with block_count and nextn_predict_layers
+// counting them and llama-quantize's choice made over every block; a
+// family whose llama.cpp graph takes one is refused, naming the architecture.
+func TestGGUFChainedHeads(t *testing.T) {
+	testmodel.RegisterGLM(t)
+	var cfg map[string]any
+	if err := json.Unmarshal(testmodel.GLMConfig(3, false), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["moe_intermediate_size"] = 64 // rows of whole 32-blocks: every expert quantized
+	raw, _ := json.Marshal(cfg)
+	m := testmodel.GLM(t, raw, nil, testmodel.TokenizerFiles(t))
+	if _, err := testmodel.Target(t, "gguf").Plan(m, targets.Options{}); err == nil || !strings.Contains(err.Error(), "3 MTP layers; llama.cpp's test_glm4moe MTP graph supports exactly one") {
+		t.Fatalf("one-layer architecture: %v", err)
+	}
+	m.Spec.GGUF.ChainedHeads = true
+	types := testmodel.PlanNames(t, "gguf", m)
+	for _, b := range []string{"3", "4", "5"} {
+		for name, dt := range map[string]string{"nextn.eh_proj.weight": "BF16", "nextn.enorm.weight": "F32", "nextn.hnorm.weight": "F32",
+			"nextn.shared_head_norm.weight": "F32", "nextn.shared_head_head.weight": "BF16", "attn_q.weight": "BF16", "ffn_gate_inp.weight": "F32",
+			"ffn_down_exps.weight": "BF16", "exp_probs_b.bias": "F32"} {
+			if got := types["blk."+b+"."+name]; got != dt {
+				t.Errorf("blk.%s.%s: %q, want %s", b, name, got, dt)
+			}
+		}
+	}
+	if len(types) != 3+3*23 {
+		t.Errorf("%d tensors: %v", len(types), types)
+	}
+	for _, prec := range []string{"bf16", "int4"} {
+		p, err := testmodel.Target(t, "gguf").Plan(m, targets.Options{HeadPrecision: prec, Set: map[string]bool{targets.OptHeadPrecision: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kv := map[string]any{}
+		for _, k := range p.GGUF {
+			kv[k.Key] = k.Value.V
+		}
+		if kv["test_glm4moe.block_count"] != uint32(6) || kv["test_glm4moe.nextn_predict_layers"] != uint32(3) {
+			t.Errorf("%s: metadata %v", prec, kv)
+		}
+		if prec != "int4" {
+			continue
+		}
+		// Q4_K_M over the 6 blocks: use_more_bits takes block 5's ffn_down
+		// experts (the last eighth, by block) and the third of the three
+		// attn_v (by llama-quantize's counter over the file) to Q6_K, which
+		// 64-wide rows fall back to Q8_0; the rest is Q4_K, here Q5_0.
+		q := map[string]string{}
+		for _, o := range p.Tensors {
+			if o.Quant != nil {
+				q[o.Name] = o.Quant.GGMLType
+			}
+		}
+		for name, want := range map[string]string{"blk.3.ffn_down_exps.weight": "Q5_0", "blk.4.ffn_down_exps.weight": "Q5_0",
+			"blk.5.ffn_down_exps.weight": "Q8_0", "blk.4.attn_v.weight": "Q5_0", "blk.5.attn_v.weight": "Q8_0", "blk.5.attn_q.weight": "Q5_0"} {
+			if q[name] != want {
+				t.Errorf("int4: %s is %q, want %s (%v)", name, q[name], want, q)
+			}
+		}
+	}
+}

@@ -160,3 +160,28 @@ func CardOf(man *manifests.Manifest) manifests.TargetCard {
 	}
 	return manifests.TargetCard{}
 }
+
+// tokenizerFiles are the tokenizer's files a folder of the head alone
+// carries, so that its consumer can load it by itself.
+var tokenizerFiles = []string{"tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json", "chat_template.jinja", "generation_config.json"}
+
+// TokenizerCopies are the source's tokenizer files, copied as they are.
+func TokenizerCopies(m *model.Model) []plan.OutFile {
+	var out []plan.OutFile
+	for _, f := range tokenizerFiles {
+		if src, err := m.Checkpoint.Source.Open(f); err == nil {
+			src.Close()
+			out = append(out, plan.OutFile{Name: f, CopyFrom: f})
+		}
+	}
+	return out
+}
+
+// ShellQuote quotes a path for a shell when it needs it, for the commands
+// that messages print.
+func ShellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@+=,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

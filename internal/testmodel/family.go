@@ -65,25 +65,33 @@ func (glmFamily) ParseConfig(raw []byte) (*model.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.NumExperts = c.NRoutedExperts // its own name for the routed experts
-	c.SharedExpertIntermed = c.NSharedExperts * c.MoeIntermediateSize
+	if err := model.DecodeDeepSeekConfig(c); err != nil {
+		return nil, err
+	}
+	ds := c.DeepSeek
+	c.NumExperts = ds.NRoutedExperts // its own name for the routed experts
+	c.SharedExpertIntermed = ds.NSharedExperts * c.MoeIntermediateSize
 	keys := append(c.CommonKeys(), model.PositiveKey{Name: "intermediate_size", Value: c.IntermediateSize},
-		model.PositiveKey{Name: "n_routed_experts", Value: c.NRoutedExperts}, model.PositiveKey{Name: "n_group", Value: c.NGroup})
+		model.PositiveKey{Name: "n_routed_experts", Value: ds.NRoutedExperts}, model.PositiveKey{Name: "n_group", Value: ds.NGroup})
 	if err := model.CheckPositive(keys...); err != nil {
 		return nil, err
 	}
 	if err := c.CheckCommon(); err != nil {
 		return nil, err
 	}
-	if c.FirstKDenseReplace > c.NumHiddenLayers {
-		return nil, fmt.Errorf("first_k_dense_replace %d exceeds num_hidden_layers %d", c.FirstKDenseReplace, c.NumHiddenLayers)
+	if ds.FirstKDenseReplace > c.NumHiddenLayers {
+		return nil, fmt.Errorf("first_k_dense_replace %d exceeds num_hidden_layers %d", ds.FirstKDenseReplace, c.NumHiddenLayers)
 	}
 	return c, nil
 }
 
-func mla(c *model.Config) bool { return c.KVLoraRank > 0 }
+func mla(c *model.Config) bool { return c.DeepSeek != nil && c.DeepSeek.KVLoraRank > 0 }
 
 func (glmFamily) Spec(c *model.Config) *model.Spec {
+	ds := c.DeepSeek
+	if ds == nil {
+		ds = &model.DeepSeekConfig{} // FamiliesWhere's empty config
+	}
 	h, v := int64(c.HiddenSize), int64(c.VocabSize)
 	q, kv := int64(c.NumAttentionHeads*c.HeadDim), int64(c.NumKeyValueHeads*c.HeadDim)
 	e, mi, si, di := int64(c.NumExperts), int64(c.MoeIntermediateSize), int64(c.SharedExpertIntermed), int64(c.IntermediateSize)
@@ -97,8 +105,8 @@ func (glmFamily) Spec(c *model.Config) *model.Spec {
 		w("self_attn.o_proj.weight", 0, h, q),
 	}
 	if mla(c) {
-		nope, rope, vd := int64(c.QKNopeHeadDim), int64(c.QKRopeHeadDim), int64(c.VHeadDim)
-		heads, ql, kl := int64(c.NumAttentionHeads), int64(*c.QLoraRank), int64(c.KVLoraRank)
+		nope, rope, vd := int64(ds.QKNopeHeadDim), int64(ds.QKRopeHeadDim), int64(ds.VHeadDim)
+		heads, ql, kl := int64(c.NumAttentionHeads), int64(*ds.QLoraRank), int64(ds.KVLoraRank)
 		attention = []model.Want{
 			w("self_attn.q_a_proj.weight", 0, ql, h), w("self_attn.q_a_layernorm.weight", 0, ql),
 			w("self_attn.q_b_proj.weight", 0, heads*(nope+rope), ql),
@@ -114,7 +122,7 @@ func (glmFamily) Spec(c *model.Config) *model.Spec {
 		w("mlp.shared_experts.gate_proj.weight", 0, si, h), w("mlp.shared_experts.up_proj.weight", 0, si, h),
 		w("mlp.shared_experts.down_proj.weight", 0, h, si),
 	}
-	isMoE := func(i int) bool { return i >= c.FirstKDenseReplace }
+	isMoE := func(i int) bool { return i >= ds.FirstKDenseReplace }
 	layer := func(i int) []model.Want {
 		ws := append(slices.Clone(norms), attention...)
 		if isMoE(i) {
@@ -164,7 +172,7 @@ func (glmFamily) Spec(c *model.Config) *model.Spec {
 			},
 			Metadata: func(m *model.Model, h model.Hparams, g *model.GGUFKeys) error {
 				g.U32("nextn_predict_layers", m.MTPDepth)
-				g.U32("leading_dense_block_count", m.Config.FirstKDenseReplace)
+				g.U32("leading_dense_block_count", m.Config.DeepSeek.FirstKDenseReplace)
 				return nil
 			},
 		},
@@ -179,7 +187,7 @@ func (glmFamily) Spec(c *model.Config) *model.Spec {
 // forward is the family's MTP forward: per MTP layer its own shared head;
 // GQA with biases (or MLA) and sigmoid group routing.
 func forward(m *model.Model) model.Forward {
-	c := m.Config
+	c, ds := m.Config, m.Config.DeepSeek
 	p := m.HeadLayerPrefix(0)
 	f := model.Forward{EmbedNorm: p + "enorm.weight", HiddenNorm: p + "hnorm.weight", EmbeddingFirst: true,
 		FC: p + "eh_proj.weight", FinalNorm: p + "shared_head.norm.weight", Eps: c.RMSNormEps}
@@ -194,8 +202,8 @@ func forward(m *model.Model) model.Forward {
 			at = model.Attention{Kind: model.AttnMLA, Prefix: sa, Q: sa + "q_b_proj.weight", O: sa + "o_proj.weight",
 				QA: sa + "q_a_proj.weight", QANorm: sa + "q_a_layernorm.weight", KVA: sa + "kv_a_proj_with_mqa.weight",
 				KVANorm: sa + "kv_a_layernorm.weight", KVB: sa + "kv_b_proj.weight", Heads: c.NumAttentionHeads,
-				QLoraRank: *c.QLoraRank, KVLoraRank: c.KVLoraRank, QKNopeHeadDim: c.QKNopeHeadDim, QKRopeHeadDim: c.QKRopeHeadDim,
-				VHeadDim: c.VHeadDim, RotaryDim: c.QKRopeHeadDim, RopeTheta: c.RopeTheta}
+				QLoraRank: *ds.QLoraRank, KVLoraRank: ds.KVLoraRank, QKNopeHeadDim: ds.QKNopeHeadDim, QKRopeHeadDim: ds.QKRopeHeadDim,
+				VHeadDim: ds.VHeadDim, RotaryDim: ds.QKRopeHeadDim, RopeTheta: c.RopeTheta}
 		}
 		f.Layers = append(f.Layers, model.ForwardLayer{Prefix: p, InputNorm: p + "input_layernorm.weight",
 			PostAttentionNorm: p + "post_attention_layernorm.weight", Attention: at,
@@ -205,7 +213,7 @@ func forward(m *model.Model) model.Forward {
 				SharedPrefix: mp + "shared_experts.", SharedGate: mp + "shared_experts.gate_proj.weight",
 				SharedUp: mp + "shared_experts.up_proj.weight", SharedDown: mp + "shared_experts.down_proj.weight",
 				Routing: model.RouteSigmoidGroupTopK, ScoreCorrectionBias: mp + "gate.e_score_correction_bias",
-				Groups: c.NGroup, TopKGroups: c.TopkGroup, ScalingFactor: c.RoutedScalingFactor}})
+				Groups: ds.NGroup, TopKGroups: ds.TopkGroup, ScalingFactor: ds.RoutedScalingFactor}})
 	}
 	return f
 }

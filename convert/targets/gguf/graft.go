@@ -8,7 +8,9 @@ package gguf
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"path/filepath"
 	"slices"
@@ -115,11 +117,27 @@ func roundedCount(n int64) string {
 	return strconv.FormatFloat(x, 'f', max(2-digits, 0), 64) + suffix
 }
 
+// graftOpenError names the --graft file and says what it should be, without
+// Go's "stat"/"open" operation words.
+func graftOpenError(path string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("--graft %s: no such file (--graft takes the trunk GGUF of the same model to write the head into)", path)
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == path {
+		return fmt.Errorf("--graft %s: %w", path, pe.Err)
+	}
+	if strings.HasPrefix(err.Error(), path) {
+		return fmt.Errorf("--graft %w", err)
+	}
+	return fmt.Errorf("--graft %s: %w", path, err)
+}
+
 func (t target) planGraft(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	path := o.Graft
 	tr, err := openGGUFFiles(path)
 	if err != nil {
-		return nil, fmt.Errorf("--graft: %w", err)
+		return nil, graftOpenError(path, err)
 	}
 	trunk := tr.merged // a split set's first file's metadata and every file's tensors
 	h, err := m.Config.Hparams()

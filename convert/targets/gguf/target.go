@@ -9,6 +9,7 @@
 package gguf
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -108,7 +109,7 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if err := m.HeadError(); err != nil {
 		return nil, err
 	}
-	if m.MTPDepth != 1 {
+	if m.MTPDepth != 1 && !m.Spec.GGUF.ChainedHeads {
 		return nil, fmt.Errorf("the head has %d MTP layers; llama.cpp's %s MTP graph supports exactly one", m.MTPDepth, m.Spec.GGUF.Arch)
 	}
 	if o.Graft != "" {
@@ -330,28 +331,33 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 // quantBits is recorded in the manifest's quantize transform next to the type.
 var quantBits = map[string]int{"Q4_0": 4, "Q5_0": 5, "Q5_1": 5, "Q8_0": 8, "Q4_K": 4, "Q5_K": 5, "Q6_K": 6}
 
-// Card: the sidecar pairs with a GGUF of the same trunk.
+// Card: the sidecar pairs with a GGUF of the same trunk; a graft is the
+// whole model.
 func (target) Card(man *manifests.Manifest) manifests.TargetCard {
+	precision := "GGUF " + cmp.Or(man.Options["gguf_file_type"], "MTP")
 	if f := man.Options["graft"]; f != "" {
 		return manifests.TargetCard{
-			Library: "llama.cpp",
-			What:    "a trunk GGUF with the multi-token-prediction (MTP) head bundled, as llama.cpp's reference converter writes a model with its head",
-			Pairing: "The trunk's tensors are those of the GGUF it was grafted into, byte for byte; the head is block n_layer.",
+			Library: "gguf", Consumer: "llama.cpp", Whole: true, TitlePrecision: precision, Tags: []string{"llama-cpp"},
+			What:    "the whole model in one GGUF: its trunk, the tensors of the GGUF it was grafted into byte for byte, and the multi-token-prediction (MTP) head as block n_layer (one block per MTP layer from there), as llama.cpp's reference converter writes a model with its head",
+			Pairing: "It runs alone: the head drafts for the trunk in the same file.",
 			Experts: "stacked as llama.cpp's `ffn_{gate,up,down}_exps` `{in, out, E}`",
 			HowToRun: []string{
 				"With llama.cpp (the sources vendored by llama-cpp-python 0.3.36 tested), alone: the head drafts from the same file.",
-				"", "```sh", "llama-server -m " + f + " --spec-type draft-mtp", "```",
+				"", "```sh", "llama-server --hf-repo {repo} --hf-file " + f + " --spec-type draft-mtp",
+				"# or, with the file downloaded:", "llama-server -m " + f + " --spec-type draft-mtp", "```",
 			},
 		}
 	}
 	return manifests.TargetCard{
-		Library: "llama.cpp",
+		Library: "gguf", Consumer: "llama.cpp", TitlePrecision: precision, Tags: []string{"llama-cpp"},
 		What:    "the multi-token-prediction (MTP) head as an MTP-only GGUF sidecar for llama.cpp speculative decoding",
 		Pairing: "It pairs with a GGUF of the same trunk (`{base}`), converted without its MTP head: the sidecar carries its own copy of the embedding, final norm and lm_head.",
 		Experts: "stacked as llama.cpp's `ffn_{gate,up,down}_exps` `{in, out, E}`",
+		Copies:  "embedding, output norm (copies)",
 		HowToRun: []string{
-			"With llama.cpp (the sources vendored by llama-cpp-python 0.3.36 tested), next to the trunk GGUF:",
-			"", "```sh", "llama-server -m TRUNK.gguf -md " + fileOf(man) + " --spec-type draft-mtp", "```",
+			"With llama.cpp (the sources vendored by llama-cpp-python 0.3.36 tested), next to a GGUF of the trunk (TRUNK.gguf):",
+			"", "```sh", "llama-server -m TRUNK.gguf --hf-repo-draft {repo} --spec-type draft-mtp",
+			"# or, with the file downloaded:", "llama-server -m TRUNK.gguf -md " + fileOf(man) + " --spec-type draft-mtp", "```",
 		},
 	}
 }

@@ -1,6 +1,7 @@
 package mlx
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -11,6 +12,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/jsonobj"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -100,7 +102,7 @@ func (cb combined) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) 
 		p.Files = append(p.Files, plan.OutFile{Name: st.IndexFile, Contents: index})
 		p.Options["max_shard_size"] = strconv.FormatInt(o.MaxShard, 10)
 	}
-	p.Files = append(p.Files, copies(m)...)
+	p.Files = append(p.Files, targets.TokenizerCopies(m)...)
 	hp := m.Spec.HeadPrefix
 	p.Notes = append(p.Notes, fmt.Sprintf("stock mlx-lm >= 0.32.0 loads this file (it drops %s* and shifts no norm on converted files); mlx-lm 0.30.7 to 0.31.3 shift every norm a second time when %s* keys are present", hp, hp))
 	return p, nil
@@ -142,7 +144,7 @@ func combinedConfig(m *model.Model, p *plan.Plan, o Options) ([]byte, error) {
 		cfg["quantization"] = q
 		cfg["quantization_config"] = q
 	}
-	return indentJSON(cfg, "    ")
+	return jsonobj.Indent(cfg, "    ")
 }
 
 // shard assigns tensors, in name order, to files of at most max tensor bytes
@@ -186,22 +188,29 @@ func shard(tensors []plan.OutTensor, max int64) ([]plan.OutTensor, []string, []b
 	for _, s := range sizes {
 		total += s
 	}
-	index, err := indentJSON(object{{"metadata", object{{"total_size", total}}}, {"weight_map", weightMap}}, "    ")
+	index, err := jsonobj.Indent(jsonobj.Object{{Key: "metadata", Value: jsonobj.Object{{Key: "total_size", Value: total}}}, {Key: "weight_map", Value: weightMap}}, "    ")
 	return sorted, files, index, err
 }
 
 // Card: the trunk loads with stock mlx-lm; the head rides along inline.
 func (combined) Card(man *manifests.Manifest) manifests.TargetCard {
+	precision := man.Options["trunk_precision"]
+	if h := man.Options["head_precision"]; h != "" && h != precision {
+		precision = cmp.Or(precision, "trunk") + ", head " + h
+	}
+	if r := man.Options["trunk_recipe"]; r != "" {
+		precision = r + ", head " + man.Options["head_precision"]
+	}
 	return manifests.TargetCard{
-		Library:   "mlx",
-		What:      "one MLX file holding the trunk in stock mlx-lm's layout plus the MTP head inline (`mtp.*`)",
-		Pairing:   "The trunk is the whole model; the head in the same file drafts for it.",
+		Library: "mlx", Consumer: "MLX", Whole: true, TitlePrecision: precision,
+		What:      "the whole model in one MLX file: the trunk in stock mlx-lm's layout plus its multi-token-prediction (MTP) head inline (`mtp.*`)",
+		Pairing:   "It runs alone: stock mlx-lm generates with the trunk, and engines that draft with `mtp.*` find the head in the same file.",
 		Experts:   "stacked as mlx-lm's `switch_mlp` `[E, out, in]`",
 		Warnings:  []string{OldMLXLMWarning},
 		Precision: precisionLines(man),
 		HowToRun: []string{
 			"The trunk loads with stock mlx-lm (0.32.2 tested; versions 0.30.7 to 0.31.3 shift the norms a second time when `mtp.*` keys are present, do not use them):",
-			"", "```sh", "mlx_lm.generate --model PATH/TO/THIS/FOLDER --prompt \"Hello\"", "```", "",
+			"", "```sh", "mlx_lm.generate --model {repo} --prompt \"The capital of France is\"", "```", "",
 			"One-file engines such as lemon-mlx-engine read the `mtp.*` head from the same file.",
 		},
 	}

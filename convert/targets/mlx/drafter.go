@@ -12,6 +12,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/targets"
+	"github.com/mtpconv/mtpconv/internal/jsonobj"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -94,7 +95,7 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 		return nil, err
 	}
 	p.Files = append(p.Files, plan.OutFile{Name: "config.json", Contents: cfg})
-	p.Files = append(p.Files, copies(m)...)
+	p.Files = append(p.Files, targets.TokenizerCopies(m)...)
 	return p, nil
 }
 
@@ -118,7 +119,7 @@ func drafterConfig(m *model.Model, p *plan.Plan, o Options) ([]byte, error) {
 		cfg["quantization"] = q
 		cfg["quantization_config"] = q
 	}
-	return indentJSON(cfg, "  ")
+	return jsonobj.Indent(cfg, "  ")
 }
 
 // textConfigObject returns the source's text configuration as a JSON value
@@ -143,15 +144,23 @@ func textConfigObject(m *model.Model) (map[string]any, error) {
 // Card: the drafter pairs with an MLX conversion of the same trunk.
 func (drafter) Card(man *manifests.Manifest) manifests.TargetCard {
 	return manifests.TargetCard{
-		Library:   "mlx",
+		Library: "mlx", Consumer: "MLX", TitlePrecision: man.Options["head_precision"],
 		What:      "the multi-token-prediction (MTP) head as an MLX speculative drafter (mlx-vlm's `" + drafterModelType(man) + "` format)",
 		Pairing:   "It pairs with an MLX conversion of the same trunk (`{base}`): the drafter shares the trunk's embedding and lm_head.",
 		Experts:   "stacked as mlx-lm's `switch_mlp` `[E, out, in]`",
 		Precision: precisionLines(man),
 		HowToRun: []string{
-			"With mlx-vlm (0.7.10 tested) as the drafter of the matching trunk:",
-			"", "```python", "from mlx_vlm.speculative.drafters import load_drafter",
-			"drafter, kind = load_drafter(\"PATH/TO/THIS/FOLDER\")  # kind == \"mtp\"", "```",
+			"With mlx-vlm (0.7.10 tested): the trunk generates, this head drafts the next tokens (`{base}` is the trunk, or any MLX conversion of it):",
+			"", "```python",
+			"from mlx_vlm import generate, load",
+			"from mlx_vlm.speculative.drafters import load_drafter",
+			"",
+			"model, processor = load(\"{base}\")",
+			"drafter, kind = load_drafter(\"{repo}\")  # kind == \"mtp\"",
+			"result = generate(model, processor, \"The capital of France is\", max_tokens=40, draft_model=drafter, draft_kind=kind)",
+			"print(result.text)",
+			"```", "",
+			"or `mlx_vlm generate --model {base} --draft-model {repo} --draft-kind mtp --prompt \"The capital of France is\"`.",
 		},
 	}
 }

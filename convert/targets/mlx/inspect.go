@@ -11,6 +11,8 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
+	"github.com/mtpconv/mtpconv/convert/targets"
+	"github.com/mtpconv/mtpconv/internal/jsonobj"
 )
 
 // FolderReport is what inspect says of an MLX model folder (one
@@ -71,7 +73,7 @@ func InspectFolder(dir string) (*FolderReport, error) {
 		if r.BaseModel != "" {
 			src = "hf://" + r.BaseModel
 		}
-		r.AddHead = fmt.Sprintf("mtpconv export --src %s --target combined --into %s", src, shellQuote(dir))
+		r.AddHead = fmt.Sprintf("mtpconv export --src %s --target combined --into %s", src, targets.ShellQuote(dir))
 	}
 	return r, nil
 }
@@ -85,8 +87,8 @@ func (f *folder) describeQuant() string {
 		return "none"
 	}
 	s := fmt.Sprintf("%s %d-bit, group %d", f.quant.Mode, f.quant.Bits, f.quant.GroupSize)
-	q, _ := f.root.get("quantization")
-	entries, _ := decodeObject(q)
+	q, _ := f.root.Get("quantization")
+	entries, _ := jsonobj.Decode(q)
 	bits := map[int]bool{}
 	n := 0
 	for _, e := range entries {
@@ -128,12 +130,4 @@ func (r *FolderReport) WriteText(w io.Writer) {
 	if strings.Contains(r.AddHead, "--src SRC") {
 		fmt.Fprintf(w, "               (SRC: the checkpoint this folder was converted from, e.g. hf://ORG/NAME or a local folder)\n")
 	}
-}
-
-// shellQuote quotes a path for a shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@+=,") == "" {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/jsonobj"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -47,7 +48,7 @@ type folder struct {
 	config, index        []byte // index nil when the folder has none
 	configSum, indexSum  string // sha256 of the files as they are now
 	cfg                  *model.Config
-	root                 object // config.json's members, in order
+	root                 jsonobj.Object // config.json's members, in order
 	weights              []string
 	heads                []string // weight files holding mtp.* tensors (our HeadFile included)
 	hasHeadFile          bool     // HeadFile is there
@@ -76,10 +77,10 @@ func readFolder(dir string) (*folder, error) {
 	if f.cfg, err = model.ParseConfig(f.config); err != nil {
 		return nil, fmt.Errorf("--into %s: %s: %w", dir, model.ConfigFile, err)
 	}
-	if f.root, err = decodeObject(f.config); err != nil {
+	if f.root, err = jsonobj.Decode(f.config); err != nil {
 		return nil, fmt.Errorf("--into %s: %s: %w", dir, model.ConfigFile, err)
 	}
-	if raw, ok := f.root.get("quantization"); ok {
+	if raw, ok := f.root.Get("quantization"); ok {
 		if err := json.Unmarshal(raw, &f.quant); err != nil || f.quant == nil || f.quant.Bits <= 0 {
 			return nil, fmt.Errorf("--into %s: %s: \"quantization\" is not mlx-lm's (group_size, bits, mode)", dir, model.ConfigFile)
 		}
@@ -271,7 +272,11 @@ func (cb combined) PlanInto(dir string, m *model.Model, uo targets.Options) (*pl
 			trunkBytes += fi.Size()
 		}
 	}
-	p.Notes = append(p.Notes, fmt.Sprintf("the trunk's %d weight files (%.2f GB) are left as they are and hashed once, so verify can tell they are unchanged", len(f.weights), float64(trunkBytes)/1e9))
+	kept := fmt.Sprintf("the trunk's %d weight files (%.2f GB) are left as they are and hashed once, so verify can tell they are unchanged", len(f.weights), float64(trunkBytes)/1e9)
+	if len(f.weights) == 1 {
+		kept = fmt.Sprintf("the trunk's weight file (%.2f GB) is left as it is and hashed once, so verify can tell it is unchanged", float64(trunkBytes)/1e9)
+	}
+	p.Notes = append(p.Notes, kept)
 	if f.index != nil {
 		idx, err := f.updatedIndex(pl.Out)
 		if err != nil {
@@ -332,40 +337,40 @@ func (f *folder) headDefaults(uo targets.Options) (targets.Options, string) {
 // does not declare it. Members keep their order and values; the layout is
 // mlx-lm's (four-space indent).
 func (f *folder) updatedConfig(m *model.Model, head []plan.OutTensor, o Options) ([]byte, error) {
-	root := append(object{}, f.root...)
-	entries := object{}
+	root := append(jsonobj.Object{}, f.root...)
+	entries := jsonobj.Object{}
 	for _, t := range head {
 		if t.Quant != nil {
-			entries = append(entries, kv{strings.TrimSuffix(t.Name, ".weight"), quantEntry(*t.Quant)})
+			entries = append(entries, jsonobj.KV{Key: strings.TrimSuffix(t.Name, ".weight"), Value: quantEntry(*t.Quant)})
 		}
 	}
 	if len(entries) > 0 {
 		blocks := 0
 		for _, key := range []string{"quantization", "quantization_config"} {
-			raw, ok := root.get(key)
+			raw, ok := root.Get(key)
 			if !ok {
 				continue
 			}
-			q, err := decodeObject(raw)
+			q, err := jsonobj.Decode(raw)
 			if err != nil || q == nil {
 				continue // not mlx-lm's block (mlx-lm reads "quantization" first)
 			}
-			if _, ok := q.get("bits"); !ok {
+			if _, ok := q.Get("bits"); !ok {
 				continue
 			}
-			var kept object
+			var kept jsonobj.Object
 			for _, e := range q {
 				if !strings.HasPrefix(e.Key, "mtp.") {
 					kept = append(kept, e)
 				}
 			}
-			root.set(key, append(kept, entries...))
+			root.Set(key, append(kept, entries...))
 			blocks++
 		}
 		if blocks == 0 {
 			q := append(quantEntry(*head[firstQuantized(head)].Quant), entries...)
-			root.set("quantization", q)
-			root.set("quantization_config", q)
+			root.Set("quantization", q)
+			root.Set("quantization_config", q)
 		}
 	}
 	if f.declaredDepth == 0 {
@@ -376,18 +381,18 @@ func (f *folder) updatedConfig(m *model.Model, head []plan.OutTensor, o Options)
 				key = "num_nextn_predict_layers"
 			}
 		}
-		if raw, ok := root.get("text_config"); ok && f.cfg.Nested {
-			text, err := decodeObject(raw)
+		if raw, ok := root.Get("text_config"); ok && f.cfg.Nested {
+			text, err := jsonobj.Decode(raw)
 			if err != nil {
 				return nil, fmt.Errorf("--into %s: %s: text_config: %w", f.dir, model.ConfigFile, err)
 			}
-			text.set(key, m.MTPDepth)
-			root.set("text_config", text)
+			text.Set(key, m.MTPDepth)
+			root.Set("text_config", text)
 		} else {
-			root.set(key, m.MTPDepth)
+			root.Set(key, m.MTPDepth)
 		}
 	}
-	out, err := indentJSON(root, "    ")
+	out, err := jsonobj.Indent(root, "    ")
 	if err != nil {
 		return nil, err
 	}
@@ -406,8 +411,8 @@ func firstQuantized(ts []plan.OutTensor) int {
 	return 0
 }
 
-func quantEntry(q plan.Quant) object {
-	return object{{"group_size", q.GroupSize}, {"bits", q.Bits}, {"mode", q.Mode.MLXModeName()}}
+func quantEntry(q plan.Quant) jsonobj.Object {
+	return jsonobj.Object{{Key: "group_size", Value: q.GroupSize}, {Key: "bits", Value: q.Bits}, {Key: "mode", Value: q.Mode.MLXModeName()}}
 }
 
 // updatedIndex is the folder's index with the head's stored tensors mapped
@@ -416,11 +421,11 @@ func quantEntry(q plan.Quant) object {
 // loads, stays.
 func (f *folder) updatedIndex(head []plan.OutTensor) ([]byte, error) {
 	bad := func(err error) error { return fmt.Errorf("--into %s: %s: %w", f.dir, st.IndexFile, err) }
-	root, err := decodeObject(f.index)
+	root, err := jsonobj.Decode(f.index)
 	if err != nil {
 		return nil, bad(err)
 	}
-	raw, ok := root.get("weight_map")
+	raw, ok := root.Get("weight_map")
 	if !ok {
 		return nil, bad(fmt.Errorf("no weight_map"))
 	}
@@ -440,26 +445,26 @@ func (f *folder) updatedIndex(head []plan.OutTensor) ([]byte, error) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	sorted := make(object, len(names))
+	sorted := make(jsonobj.Object, len(names))
 	for i, n := range names {
-		sorted[i] = kv{n, wm[n]}
+		sorted[i] = jsonobj.KV{Key: n, Value: wm[n]}
 	}
-	root.set("weight_map", sorted)
-	if raw, ok := root.get("metadata"); ok {
-		meta, err := decodeObject(raw)
+	root.Set("weight_map", sorted)
+	if raw, ok := root.Get("metadata"); ok {
+		meta, err := jsonobj.Decode(raw)
 		if err != nil {
 			return nil, bad(err)
 		}
-		if raw, ok := meta.get("total_size"); ok {
+		if raw, ok := meta.Get("total_size"); ok {
 			n, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 64)
 			if err != nil {
 				return nil, bad(fmt.Errorf("metadata.total_size %s is not a byte count", raw))
 			}
-			meta.set("total_size", n+added)
-			root.set("metadata", meta)
+			meta.Set("total_size", n+added)
+			root.Set("metadata", meta)
 		}
 	}
-	out, err := indentJSON(root, "    ")
+	out, err := jsonobj.Indent(root, "    ")
 	if err != nil {
 		return nil, err
 	}
@@ -467,69 +472,4 @@ func (f *folder) updatedIndex(head []plan.OutTensor) ([]byte, error) {
 		out = bytes.TrimSuffix(out, []byte("\n"))
 	}
 	return out, nil
-}
-
-// decodeObject reads a JSON object's members in order (values as they are);
-// duplicate keys are refused. A JSON null gives a nil object.
-func decodeObject(raw []byte) (object, error) {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	tok, err := d.Token()
-	if err != nil {
-		return nil, err
-	}
-	if tok == nil {
-		return nil, nil
-	}
-	if tok != json.Delim('{') {
-		return nil, fmt.Errorf("not a JSON object")
-	}
-	var o object
-	seen := map[string]bool{}
-	for d.More() {
-		tok, err := d.Token()
-		if err != nil {
-			return nil, err
-		}
-		key, _ := tok.(string)
-		if seen[key] {
-			return nil, fmt.Errorf("key %q appears twice", key)
-		}
-		seen[key] = true
-		var v json.RawMessage
-		if err := d.Decode(&v); err != nil {
-			return nil, err
-		}
-		o = append(o, kv{key, v})
-	}
-	if _, err := d.Token(); err != nil {
-		return nil, err
-	}
-	return o, nil
-}
-
-func (o object) get(key string) (json.RawMessage, bool) {
-	for _, m := range o {
-		if m.Key == key {
-			raw, ok := m.Value.(json.RawMessage)
-			return raw, ok
-		}
-	}
-	return nil, false
-}
-
-// set replaces a member's value, or adds the member: in key order when the
-// object's keys are sorted (mlx-lm sorts config.json's), else at the end.
-func (o *object) set(key string, v any) {
-	for i, m := range *o {
-		if m.Key == key {
-			(*o)[i].Value = v
-			return
-		}
-	}
-	sorted := sort.SliceIsSorted(*o, func(i, j int) bool { return (*o)[i].Key < (*o)[j].Key })
-	*o = append(*o, kv{key, v})
-	if sorted {
-		sort.SliceStable(*o, func(i, j int) bool { return (*o)[i].Key < (*o)[j].Key })
-	}
 }

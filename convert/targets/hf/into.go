@@ -1,0 +1,439 @@
+package hf
+
+// --target hf --into: the head added to a Hugging Face repo of the same
+// model whose trunk another tool quantized (llm-compressor, GPTQModel,
+// AutoAWQ, ModelOpt, Quark) or left in bf16. The trunk's weight files keep
+// their bytes; the head goes in HeadFile, listed in the index (created when
+// the repo has a single model.safetensors); config.json declares the MTP
+// depth and, in the method's own form, that the head is not quantized, so
+// that vLLM and SGLang both build it unquantized (checked against the
+// ported rules before anything is written).
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/mtpconv/mtpconv/convert/export"
+	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/plan"
+	"github.com/mtpconv/mtpconv/convert/source"
+	"github.com/mtpconv/mtpconv/convert/targets"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/jsonobj"
+	"github.com/mtpconv/mtpconv/manifests"
+)
+
+var _ export.IntoPlanner = target{}
+
+// configLimit bounds config.json and the index read from a repo.
+const configLimit = 64 << 20
+
+// repo is what --into reads of an HF repo: config.json and the index as they
+// were before mtpconv first replaced them, and the repo described from its
+// headers (its own config).
+type repo struct {
+	dir                 string
+	config, index       []byte // index nil when the repo has none
+	configSum, indexSum string
+	indexOurs           bool // the index is one an earlier --into created
+	m                   *model.Model
+	ck                  *st.Checkpoint // the weight files as opened (closed by close)
+	weights             []string       // the trunk's weight files
+	ownHead             bool           // HeadFile is there and an earlier --into wrote it
+}
+
+// readRepo reads an HF repo for --into, refusing what is not one.
+func readRepo(dir string) (*repo, error) {
+	r := &repo{dir: dir}
+	var err error
+	if r.config, r.configSum, err = export.IntoBase(dir, model.ConfigFile, configLimit); err != nil {
+		return nil, err
+	}
+	cfg, err := parseRepoConfig(r.config)
+	if err != nil {
+		return nil, fmt.Errorf("--into %s: %s: %w", dir, model.ConfigFile, err)
+	}
+	if r.indexOurs, err = export.IntoOwned(dir, st.IndexFile); err != nil {
+		return nil, err
+	}
+	if _, err := os.Lstat(filepath.Join(dir, st.IndexFile)); err == nil && !r.indexOurs {
+		if r.index, r.indexSum, err = export.IntoBase(dir, st.IndexFile, configLimit); err != nil {
+			return nil, err
+		}
+	}
+	if r.ownHead, err = export.IntoOwned(dir, HeadFile); err != nil {
+		return nil, err
+	}
+	ck, err := r.trunkCheckpoint()
+	if err != nil {
+		return nil, err
+	}
+	r.m, err = model.Describe(cfg, ck)
+	if err != nil {
+		r.close()
+		return nil, fmt.Errorf("--into %s: %w", dir, err)
+	}
+	for _, sh := range ck.Shards {
+		r.weights = append(r.weights, sh.Name)
+	}
+	return r, nil
+}
+
+// trunkCheckpoint reads the headers of the repo's weight files, without
+// the head an earlier --into added (the repo as its own tool wrote it).
+func (r *repo) trunkCheckpoint() (*st.Checkpoint, error) {
+	ck, err := st.Open(source.Dir(r.dir))
+	if err != nil {
+		return nil, fmt.Errorf("--into %s is not a Hugging Face repo: %w", r.dir, err)
+	}
+	r.ck = ck
+	if !r.ownHead {
+		return ck, nil
+	}
+	out := &st.Checkpoint{Source: ck.Source, Sharded: ck.Sharded, Tensors: map[string]*st.Tensor{}}
+	for _, sh := range ck.Shards {
+		if sh.Name != HeadFile {
+			out.Shards = append(out.Shards, sh)
+		}
+	}
+	for _, n := range ck.Names {
+		if t := ck.Tensors[n]; t.Shard.Name != HeadFile {
+			out.Names = append(out.Names, n)
+			out.Tensors[n] = t
+		}
+	}
+	return out, nil
+}
+
+// close releases the repo's weight files.
+func (r *repo) close() {
+	if r.ck != nil {
+		r.ck.Close()
+	}
+}
+
+// sameModel refuses a repo whose config differs from the source's in a
+// value the head depends on, naming it; text-only *ForCausalLM configs and
+// vision-language wrappers of the same model are the same model.
+func (r *repo) sameModel(m *model.Model) error {
+	ours, theirs := m.Config.HeadValues(), r.m.Config.HeadValues()
+	for i := range ours {
+		k := ours[i].Key
+		if k == "model_type" || k == "text model_type" {
+			continue
+		}
+		if ours[i] != theirs[i] {
+			return fmt.Errorf("--into %s holds another model: its %s says %s %v, the source %v", r.dir, model.ConfigFile, k, theirs[i].Value, ours[i].Value)
+		}
+	}
+	if a, b := textType(r.m.Config), textType(m.Config); a != b || r.m.Family != m.Family {
+		return fmt.Errorf("--into %s holds another model: its %s says model_type %s, the source %s", r.dir, model.ConfigFile, a, b)
+	}
+	if d, ok := r.m.Config.ConfigMTPDepth(); ok && d != 0 && d != m.MTPDepth {
+		return fmt.Errorf("--into %s holds another model: its %s declares %d MTP layers, the source's head has %d", r.dir, model.ConfigFile, d, m.MTPDepth)
+	}
+	return nil
+}
+
+// textType is the text model's model_type, wrapped or not.
+func textType(c *model.Config) string {
+	if c.TextModelType != "" {
+		return c.TextModelType
+	}
+	return c.ModelType
+}
+
+// CheckInto accepts an HF repo of the same model that holds no MTP head (or
+// only the one an earlier --into added). It returns the files mtpconv owns
+// there: the head, and the index when the repo had none.
+func (t target) CheckInto(dir string, m *model.Model) ([]string, error) {
+	r, err := readRepo(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	if err := r.check(m); err != nil {
+		return nil, err
+	}
+	return r.owned(), nil
+}
+
+func (r *repo) owned() []string {
+	if r.index == nil {
+		return []string{HeadFile, st.IndexFile}
+	}
+	return []string{HeadFile}
+}
+
+func (r *repo) check(m *model.Model) error {
+	if err := r.sameModel(m); err != nil {
+		return err
+	}
+	for _, n := range r.m.Checkpoint.Names {
+		if t := r.m.Checkpoint.Tensors[n]; r.m.IsHead(n) {
+			return fmt.Errorf("--into %s already holds MTP tensors (%s in %s, a file mtpconv did not write); mtpconv never rewrites another tool's file: check them with mtpconv inspect %s, or write the head to a folder of its own with --out", r.dir, n, t.Shard.Name, r.dir)
+		}
+	}
+	return nil
+}
+
+// PlanInto plans the head for the repo: HeadFile, the index, and config.json
+// with the depth and the exclusion declared.
+func (t target) PlanInto(dir string, m *model.Model, o targets.Options) (*plan.Plan, error) {
+	prec, err := headPrecision(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.HeadError(); err != nil {
+		return nil, err
+	}
+	r, err := readRepo(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	if err := r.check(m); err != nil {
+		return nil, err
+	}
+	head := planHead(m, HeadFile)
+	cfg, notes, err := r.updatedConfig(m, head)
+	if err != nil {
+		return nil, err
+	}
+	p := &plan.Plan{
+		Target: t.Name(), Tensors: head, TensorFiles: []string{HeadFile},
+		Metadata: map[string]string{"format": "pt"},
+		Options:  map[string]string{"head_precision": prec, "trunk": "the repo's own (--into)"},
+		Notes:    notes,
+		IntoKept: r.weights,
+	}
+	idx, err := r.updatedIndex(head)
+	if err != nil {
+		return nil, err
+	}
+	p.Files = append(p.Files, plan.OutFile{Name: st.IndexFile, Contents: idx})
+	if r.index != nil {
+		p.IntoUpdates = append(p.IntoUpdates, plan.IntoUpdate{Name: st.IndexFile, SHA256: r.indexSum})
+	}
+	// config.json last: it is what declares the head.
+	if !bytes.Equal(cfg, r.config) || manifests.SHA256(r.config) != r.configSum {
+		p.Files = append(p.Files, plan.OutFile{Name: model.ConfigFile, Contents: cfg})
+		p.IntoUpdates = append(p.IntoUpdates, plan.IntoUpdate{Name: model.ConfigFile, SHA256: r.configSum})
+	}
+	return p, nil
+}
+
+// updatedConfig is the repo's config.json with the MTP depth declared (when
+// it declares none, or 0) and the head excluded from its quantization; the
+// result is checked against both runtimes' rules with the head stored as
+// planned, and refused when either would still build a module quantized.
+func (r *repo) updatedConfig(m *model.Model, head []plan.OutTensor) ([]byte, []string, error) {
+	root, err := jsonobj.Decode(r.config)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--into %s: %s: %w", r.dir, model.ConfigFile, err)
+	}
+	raw, key, err := quantizationConfig(r.config)
+	if err != nil {
+		return nil, nil, err
+	}
+	q, err := ParseQuant(raw)
+	if err != nil {
+		var refused RefusedMethodError
+		if errors.As(err, &refused) {
+			return nil, nil, fmt.Errorf("--into %s: %s %w; mtpconv does not add a head the runtimes may build quantized (write it to a folder of its own with --out)", r.dir, model.ConfigFile, err)
+		}
+		return nil, nil, fmt.Errorf("--into %s: %s: %w", r.dir, model.ConfigFile, err)
+	}
+	mods := HeadModules(r.m, m.MTPDepth)
+	names := hfNames{r.m}
+	var notes []string
+	if q.Method != MethodNone {
+		qc, added, err := q.withExclusions(mods, names, Repo{Tensors: r.m.Checkpoint.Tensors}.floatModules())
+		if err != nil {
+			return nil, nil, fmt.Errorf("--into %s: %s: %w", r.dir, model.ConfigFile, err)
+		}
+		if err := setNested(&root, key, qc); err != nil {
+			return nil, nil, fmt.Errorf("--into %s: %s: %w", r.dir, model.ConfigFile, err)
+		}
+		if len(added) > 0 {
+			notes = append(notes, fmt.Sprintf("%s: %s %s gains %s, so vLLM and SGLang build the head unquantized", model.ConfigFile, key, q.IgnoreKeyOf(), strings.Join(added, ", ")))
+		}
+		after, err := ParseQuant(mustRaw(qc))
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := r.checkBuilds(after, mods, head); err != nil {
+			return nil, nil, err
+		}
+	}
+	if d, ok := r.m.Config.ConfigMTPDepth(); !ok || d == 0 {
+		if err := setDepth(&root, m, r.m.Config.Nested); err != nil {
+			return nil, nil, fmt.Errorf("--into %s: %w", r.dir, err)
+		}
+		notes = append(notes, fmt.Sprintf("%s: declares %d MTP layer(s)", model.ConfigFile, m.MTPDepth))
+	}
+	out, err := jsonobj.Indent(root, indentOf(r.config))
+	if err != nil {
+		return nil, nil, err
+	}
+	if !bytes.HasSuffix(r.config, []byte("\n")) {
+		out = bytes.TrimSuffix(out, []byte("\n"))
+	}
+	return out, notes, nil
+}
+
+// checkBuilds applies both runtimes' rules to the planned head in the
+// updated config: every module must be built unquantized, as it is stored.
+func (r *repo) checkBuilds(q *Quant, mods []Module, head []plan.OutTensor) error {
+	tensors := map[string]*st.Tensor{}
+	for n, t := range r.m.Checkpoint.Tensors {
+		tensors[n] = t
+	}
+	for _, t := range head {
+		tensors[t.Name] = &st.Tensor{TensorInfo: st.TensorInfo{Name: t.Name, DType: t.DType, Shape: t.Shape}}
+	}
+	repo := Repo{Tensors: tensors}
+	for _, mod := range mods {
+		for _, rt := range Runtimes {
+			b := Decide(rt, q, r.m, mod, repo)
+			if b.Error != "" || b.Quantized {
+				why := b.Error
+				if why == "" {
+					why = "it would build it " + b.Method + "-quantized"
+				}
+				return fmt.Errorf("--into %s: no %s entry makes %s build the head unquantized: for %s %s (%s); mtpconv does not add a head it would draft at ~0 %% with (write it to a folder of its own with --out)",
+					r.dir, q.Method, Versions[rt], mod.Name, why, b.Rule)
+			}
+		}
+	}
+	return nil
+}
+
+// IgnoreKeyOf names the config entry the method's exclusions go in.
+func (q *Quant) IgnoreKeyOf() string {
+	if q.Method == MethodGPTQ {
+		return "dynamic"
+	}
+	if q.IgnoreKey == "" {
+		return "ignore"
+	}
+	return q.IgnoreKey
+}
+
+func mustRaw(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("hf: " + err.Error()) // an Object of raw JSON always marshals
+	}
+	return b
+}
+
+// setNested sets KEY or text_config.KEY.
+func setNested(root *jsonobj.Object, key string, v any) error {
+	if rest, ok := strings.CutPrefix(key, "text_config."); ok {
+		raw, _ := root.Get("text_config")
+		text, err := jsonobj.Decode(raw)
+		if err != nil {
+			return fmt.Errorf("text_config: %w", err)
+		}
+		text.Set(rest, v)
+		root.Set("text_config", text)
+		return nil
+	}
+	root.Set(key, v)
+	return nil
+}
+
+// indentOf is the indentation of a JSON file's first member (two spaces,
+// as transformers writes config.json, when it cannot tell).
+func indentOf(raw []byte) string {
+	if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+		line := raw[i+1:]
+		n := 0
+		for n < len(line) && (line[n] == ' ' || line[n] == '\t') {
+			n++
+		}
+		if n > 0 {
+			return string(line[:n])
+		}
+	}
+	return "  "
+}
+
+// updatedIndex is the repo's index with the head's tensors mapped to
+// HeadFile and their bytes added to total_size, or, for a repo with a
+// single model.safetensors, a new index of both files.
+func (r *repo) updatedIndex(head []plan.OutTensor) ([]byte, error) {
+	bad := func(err error) error { return fmt.Errorf("--into %s: %s: %w", r.dir, st.IndexFile, err) }
+	var root jsonobj.Object
+	wm := map[string]json.RawMessage{}
+	var total int64
+	if r.index != nil {
+		var err error
+		if root, err = jsonobj.Decode(r.index); err != nil {
+			return nil, bad(err)
+		}
+		raw, ok := root.Get("weight_map")
+		if !ok {
+			return nil, bad(errors.New("no weight_map"))
+		}
+		if err := json.Unmarshal(raw, &wm); err != nil {
+			return nil, bad(err)
+		}
+	} else {
+		for _, n := range r.m.Checkpoint.Names {
+			t := r.m.Checkpoint.Tensors[n]
+			wm[n] = json.RawMessage(strconv.Quote(t.Shard.Name))
+			total += t.Bytes()
+		}
+		root = jsonobj.Object{{Key: "metadata", Value: jsonobj.Object{{Key: "total_size", Value: total}}}, {Key: "weight_map", Value: nil}}
+	}
+	var added int64
+	for _, t := range head {
+		for _, e := range t.Entries() {
+			wm[e.Name] = json.RawMessage(strconv.Quote(HeadFile))
+			added += plan.EntryBytes(e)
+		}
+	}
+	names := make([]string, 0, len(wm))
+	for n := range wm {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	sorted := make(jsonobj.Object, len(names))
+	for i, n := range names {
+		sorted[i] = jsonobj.KV{Key: n, Value: wm[n]}
+	}
+	root.Set("weight_map", sorted)
+	if raw, ok := root.Get("metadata"); ok || r.index == nil {
+		meta := jsonobj.Object{{Key: "total_size", Value: total}}
+		if ok {
+			var err error
+			if meta, err = jsonobj.Decode(raw); err != nil {
+				return nil, bad(err)
+			}
+		}
+		if raw, ok := meta.Get("total_size"); ok {
+			n, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 64)
+			if err != nil {
+				return nil, bad(fmt.Errorf("metadata.total_size %s is not a byte count", raw))
+			}
+			meta.Set("total_size", n+added)
+		} else {
+			meta.Set("total_size", total+added)
+		}
+		root.Set("metadata", meta)
+	}
+	indent := "  "
+	if r.index != nil {
+		indent = indentOf(r.index)
+	}
+	return jsonobj.Indent(root, indent)
+}

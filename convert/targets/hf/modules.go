@@ -1,0 +1,150 @@
+package hf
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/mtpconv/mtpconv/convert/model"
+)
+
+// Kind is what a runtime builds a head module as, before its quantization
+// config is asked.
+type Kind string
+
+const (
+	// KindLinear is one of vLLM's and SGLang's LinearBase layers (column,
+	// row, QKV or merged column parallel): the quantization method decides.
+	KindLinear Kind = "linear"
+	// KindExperts is a MoE block's routed experts (vLLM's RoutedExperts,
+	// SGLang's FusedMoE), one module for every expert.
+	KindExperts Kind = "experts"
+	// KindLMHead is a ParallelLMHead (GLM's shared_head.head).
+	KindLMHead Kind = "lm_head"
+)
+
+// Module is one weight-bearing module of the head that a quantization config
+// could quantize, named as the checkpoint names it (which is vLLM's prefix
+// for every head this tool writes).
+type Module struct {
+	Name string `json:"module"`
+	// Rel is the name under the head's layer or prefix (fc, self_attn.qkv_proj).
+	Rel  string `json:"-"`
+	Kind Kind   `json:"kind"`
+	// Layer is the MTP layer (-1 for a module of the head's top).
+	Layer int `json:"layer"`
+	// Shards are the checkpoint modules a fused module is loaded from (the
+	// runtimes' packed_modules_mapping): q_proj, k_proj, v_proj for qkv_proj.
+	Shards []string `json:"shards,omitempty"`
+}
+
+// packed is the runtimes' packed_modules_mapping for the head classes: vLLM
+// qwen3_5_mtp.py:217-224 (qkv_proj, gate_up_proj), deepseek_v2.py's
+// fused_qkv_a_proj for multi-head latent attention; SGLang's classes use the
+// same names (qwen3_5_mtp.py:94-99).
+var packed = []struct {
+	fused  string
+	shards []string
+}{
+	{"qkv_proj", []string{"q_proj", "k_proj", "v_proj"}},
+	{"gate_up_proj", []string{"gate_proj", "up_proj"}},
+	{"fused_qkv_a_proj", []string{"q_a_proj", "kv_a_proj_with_mqa"}},
+}
+
+// HeadModules lists the head's quantizable modules for a head of depth
+// layers, from the family's Spec (so a repo that lacks the head is described
+// too): every 2-D linear weight that is not a router or an embedding, the
+// shards of a fused module folded into it, and each MoE layer's experts.
+func HeadModules(m *model.Model, depth int) []Module {
+	s := m.Spec
+	var out []Module
+	add := func(prefix string, layer int, wants []model.Want) {
+		var rels []string
+		for _, w := range wants {
+			rel, ok := strings.CutSuffix(w.Suffix, ".weight")
+			if !ok || len(w.Shape) != 2 || w.Role&model.RoleRouter != 0 || strings.HasSuffix(rel, "embed_tokens") {
+				continue
+			}
+			rels = append(rels, rel)
+		}
+		for _, rel := range fold(rels) {
+			mod := Module{Name: prefix + rel.name, Rel: rel.name, Kind: KindLinear, Layer: layer}
+			for _, sh := range rel.shards {
+				mod.Shards = append(mod.Shards, prefix+sh)
+			}
+			if slices.Contains(s.HF.LMHeads, rel.name) {
+				mod.Kind = KindLMHead
+			}
+			out = append(out, mod)
+		}
+	}
+	if !s.HeadInLayers {
+		add(s.HeadPrefix, -1, s.HeadTop)
+	}
+	for j := range depth {
+		lp := m.HeadLayerPrefix(j)
+		add(lp, j, s.HeadLayer)
+		i := m.Config.NumHiddenLayers + j
+		if s.MoE != nil && (s.MoELayer == nil || s.MoELayer(i)) {
+			rel := strings.TrimSuffix(s.MoE.Experts, ".")
+			out = append(out, Module{Name: lp + rel, Rel: rel, Kind: KindExperts, Layer: j})
+		}
+	}
+	return out
+}
+
+type folded struct {
+	name   string
+	shards []string
+}
+
+// fold replaces the shards of a fused module (all of them, under one
+// parent) by the module, in the position of its first shard.
+func fold(rels []string) []folded {
+	var out []folded
+	done := map[string]bool{}
+	for _, r := range rels {
+		if done[r] {
+			continue
+		}
+		parent, leaf := splitLeaf(r)
+		f := folded{name: r}
+		for _, p := range packed {
+			if !slices.Contains(p.shards, leaf) {
+				continue
+			}
+			var shards []string
+			for _, sh := range p.shards {
+				if n := parent + sh; slices.Contains(rels, n) {
+					shards = append(shards, n)
+				}
+			}
+			if len(shards) == len(p.shards) {
+				f = folded{name: parent + p.fused, shards: shards}
+				for _, sh := range shards {
+					done[sh] = true
+				}
+			}
+			break
+		}
+		done[r] = true
+		out = append(out, f)
+	}
+	return out
+}
+
+// splitLeaf splits "self_attn.q_proj" into "self_attn." and "q_proj".
+func splitLeaf(name string) (parent, leaf string) {
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		return name[:i+1], name[i+1:]
+	}
+	return "", name
+}
+
+// parts are the checkpoint modules a module's weights are stored under:
+// its shards, or itself.
+func (mod Module) parts() []string {
+	if len(mod.Shards) > 0 {
+		return mod.Shards
+	}
+	return []string{mod.Name}
+}

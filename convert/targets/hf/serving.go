@@ -1,0 +1,442 @@
+package hf
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/source"
+	"github.com/mtpconv/mtpconv/convert/targets"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/jsonobj"
+)
+
+// Report is what inspect says about serving a repo's MTP head with vLLM and
+// SGLang (method "mtp" / NextN from the same repo), from the headers alone.
+type Report struct {
+	Repo         string `json:"repo"`
+	Family       string `json:"family"`
+	Quantization string `json:"quantization"` // the method vLLM picks, "none"
+	// QuantizationKey is where the config declares it (quantization_config
+	// or text_config.quantization_config).
+	QuantizationKey string `json:"quantization_key,omitempty"`
+	DeclaresMTP     bool   `json:"declares_mtp"`
+	DepthKey        string `json:"depth_key,omitempty"` // e.g. text_config.mtp_num_hidden_layers
+	DeclaredDepth   int    `json:"declared_depth"`
+	TensorDepth     int    `json:"tensor_depth"` // MTP layers the tensors hold
+	HeadTensors     int    `json:"head_tensors"`
+	// Modules are the head's quantizable modules, how each is stored and
+	// how each runtime builds it.
+	Modules []ModuleReport `json:"modules"`
+	// Missing are head tensors the runtimes load that the repo lacks
+	// (norms and routers; a module's weights are in Modules).
+	Missing  []string  `json:"missing,omitempty"`
+	Problems []Problem `json:"problems"`
+	// Mend is the command that adds a correct head; MendConfig, for a head
+	// the repo's own files store right, the config entries to add by hand.
+	Mend       string `json:"mend_command,omitempty"`
+	MendConfig string `json:"mend_config,omitempty"`
+	// Versions are the runtime releases whose rules were applied.
+	Versions map[Runtime]string `json:"runtime_versions"`
+}
+
+// ModuleReport is one head module: stored as what, built as what.
+type ModuleReport struct {
+	Module
+	Stored string `json:"stored"` // bf16, f32, fp8_block, quantized (qweight, ...), missing
+	VLLM   Build  `json:"vllm"`
+	SGLang Build  `json:"sglang"`
+}
+
+// Problem is one reason the head would not draft (at ~0 % or not at all):
+// the tensor or config key it is about, and what happens.
+type Problem struct {
+	Subject string `json:"subject"` // a tensor, module or config key
+	Message string `json:"message"`
+}
+
+// Stored forms of a module.
+const (
+	storedMissing  = "missing"
+	storedFP8Block = "fp8_block"
+)
+
+// Serving describes how vLLM and SGLang build the head of m, a repo read by
+// model.Load (its own config and headers), and what keeps it from drafting.
+func Serving(m *model.Model) (*Report, error) {
+	r := &Report{Repo: m.Checkpoint.Source.Name(), Family: m.Family, Quantization: "none", Versions: Versions}
+	raw, key, err := quantizationConfig(m.Config.Raw)
+	if err != nil {
+		return nil, err
+	}
+	r.QuantizationKey = key
+	q, qerr := ParseQuant(raw)
+	var refused RefusedMethodError
+	switch {
+	case errors.As(qerr, &refused):
+		r.Quantization = refused.Method
+		r.Problems = append(r.Problems, Problem{key, qerr.Error() + "; serve the head from a folder of its own (mtpconv export --target hf --out DIR)"})
+	case qerr != nil:
+		return nil, fmt.Errorf("%s: %s: %w", r.Repo, model.ConfigFile, qerr)
+	case q.Method != MethodNone:
+		r.Quantization = string(q.Method)
+	}
+	r.DeclaredDepth, r.DeclaresMTP = m.Config.ConfigMTPDepth()
+	r.DepthKey = depthKey(m.Config.Raw)
+	r.TensorDepth, r.HeadTensors = m.MTPDepth, m.Groups[model.GroupMTP].Tensors
+	depth := max(r.TensorDepth, r.DeclaredDepth, 1)
+	repo := Repo{Tensors: m.Checkpoint.Tensors}
+	mods := HeadModules(m, depth)
+	covered := map[string]bool{}
+	for _, mod := range mods {
+		mr := ModuleReport{Module: mod, Stored: stored(repo, mod, covered)}
+		if q != nil {
+			mr.VLLM = Decide(VLLM, q, m, mod, repo)
+			mr.SGLang = Decide(SGLang, q, m, mod, repo)
+			for _, rt := range Runtimes {
+				b := mr.VLLM
+				if rt == SGLang {
+					b = mr.SGLang
+				}
+				if msg := verdict(rt, mr.Stored, b); msg != "" {
+					r.Problems = append(r.Problems, Problem{mod.Name, msg})
+				}
+			}
+		}
+		if mr.Stored == storedMissing {
+			r.Problems = append(r.Problems, Problem{mod.Name, fmt.Sprintf("the repo has no weights for %s: vLLM loads the head without it (its missing-weight check skips linear and MoE layers) and drafts at ~0 %%", mod.Name)})
+		}
+		r.Modules = append(r.Modules, mr)
+	}
+	r.Missing = missingOthers(m, depth, covered)
+	if len(r.Missing) > 0 {
+		r.Problems = append(r.Problems, Problem{r.Missing[0], fmt.Sprintf("the head lacks %s", strings.Join(model.CapList(r.Missing, "tensors"), ", "))})
+	}
+	switch {
+	case r.HeadTensors == 0:
+		// One problem, not one per tensor; a refused method stays said.
+		r.Problems = slices.DeleteFunc(r.Problems, func(p Problem) bool { return p.Subject != key })
+		r.Problems = append([]Problem{{headPattern(m), "the repo holds no MTP head: vLLM and SGLang draft at ~0 % (a quantized repo) or refuse to start (a bf16 one)"}}, r.Problems...)
+	case r.DeclaresMTP && r.DeclaredDepth != r.TensorDepth:
+		r.Problems = append(r.Problems, Problem{cmpKey(r.DepthKey), fmt.Sprintf("%s says %d MTP layers, the tensors hold %d", cmpKey(r.DepthKey), r.DeclaredDepth, r.TensorDepth)})
+	}
+	if len(r.Problems) > 0 && refused.Method == "" {
+		r.mend(m, q, mods, repo)
+	}
+	return r, nil
+}
+
+// mend says how to make the head draft: the export that adds it (again,
+// with --force, when the head is the one mtpconv added), or, for a head the
+// repo's own files hold, as stored, that the config misdeclares, the entries
+// to add by hand (mtpconv never rewrites another tool's files).
+func (r *Report) mend(m *model.Model, q *Quant, mods []Module, repo Repo) {
+	var foreign string
+	for _, n := range m.Checkpoint.Names {
+		if t := m.Checkpoint.Tensors[n]; m.IsHead(n) && t.Shard.Name != HeadFile {
+			foreign = t.Shard.Name
+			break
+		}
+	}
+	switch {
+	case r.HeadTensors == 0:
+		r.Mend = mendCommand(m)
+		return
+	case foreign == "":
+		r.Mend = mendCommand(m) + " --force"
+		return
+	}
+	onlyQuantized := r.Missing == nil && (!r.DeclaresMTP || r.DeclaredDepth == r.TensorDepth)
+	for _, mod := range r.Modules {
+		onlyQuantized = onlyQuantized && isFloatName(mod.Stored) && mod.VLLM.Error == "" && mod.SGLang.Error == ""
+	}
+	if onlyQuantized && q != nil && q.Method != MethodNone {
+		if _, added, err := q.withExclusions(mods, hfNames{m}, repo.floatModules()); err == nil && len(added) > 0 {
+			r.MendConfig = fmt.Sprintf("add %s to %s %s.%s: the head in %s is stored float, and both runtimes then build it so", strings.Join(added, ", "), model.ConfigFile, r.QuantizationKey, q.IgnoreKeyOf(), foreign)
+			return
+		}
+	}
+	r.Problems = append(r.Problems, Problem{foreign, fmt.Sprintf("the repo's own file %s holds this head; mtpconv never rewrites another tool's file: take the repo without its head (or remove its mtp tensors from the files and the index yourself), then add one with mtpconv export --target hf --into", foreign)})
+}
+
+func cmpKey(k string) string {
+	if k == "" {
+		return model.ConfigFile
+	}
+	return model.ConfigFile + " " + k
+}
+
+// verdict says what goes wrong when a module stored so is built so ("" when nothing).
+func verdict(rt Runtime, stored string, b Build) string {
+	switch {
+	case stored == storedMissing:
+		return ""
+	case b.Error != "":
+		return fmt.Sprintf("%s refuses to build it: %s (%s)", Versions[rt], b.Error, b.Rule)
+	case b.Quantized && isFloatName(stored):
+		return fmt.Sprintf("%s builds it %s-quantized (%s), but the repo stores it %s: it loads the float weights into quantized parameters and drafts at ~0 %% or fails to load", Versions[rt], b.Method, b.Rule, stored)
+	case !b.Quantized && !isFloatName(stored):
+		return fmt.Sprintf("%s builds it unquantized (%s), but the repo stores it %s: it fails to load or drafts at ~0 %%", Versions[rt], b.Rule, stored)
+	}
+	return ""
+}
+
+func isFloatName(s string) bool { return s == "bf16" || s == "f16" || s == "f32" }
+
+// stored says how the repo stores a module's weights, marking the tensors
+// it accounts for.
+func stored(repo Repo, mod Module, covered map[string]bool) string {
+	var names []string
+	for _, p := range mod.parts() {
+		for n := range repo.Tensors {
+			if strings.HasPrefix(n, p+".") && (mod.Kind == KindExperts || !strings.Contains(n[len(p)+1:], ".")) {
+				names = append(names, n)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return storedMissing
+	}
+	slices.Sort(names)
+	dtypes := map[st.DType]bool{}
+	var odd []string
+	for _, n := range names {
+		covered[n] = true
+		t := repo.Tensors[n]
+		dtypes[t.DType] = true
+		leaf := n[strings.LastIndexByte(n, '.')+1:]
+		if leaf != "weight" && leaf != "bias" && leaf != "gate_up_proj" && leaf != "down_proj" && !slices.Contains(odd, leaf) {
+			odd = append(odd, leaf)
+		}
+	}
+	if len(odd) == 1 && odd[0] == "weight_scale_inv" && dtypes[st.F8E4M3] {
+		return storedFP8Block
+	}
+	if len(odd) == 0 && len(dtypes) == 1 {
+		for d := range dtypes {
+			if isFloat(d) {
+				return strings.ToLower(string(d))
+			}
+		}
+	}
+	var ds []string
+	for d := range dtypes {
+		ds = append(ds, string(d))
+	}
+	slices.Sort(ds)
+	return fmt.Sprintf("quantized (%s; %s)", strings.Join(ds, ", "), strings.Join(append([]string{"weight"}, odd...), ", "))
+}
+
+// missingOthers lists the head's tensors outside the modules (norms,
+// routers, biases) that the repo lacks.
+func missingOthers(m *model.Model, depth int, covered map[string]bool) []string {
+	var out []string
+	check := func(prefix string, wants []model.Want) {
+		for _, w := range wants {
+			n := prefix + w.Suffix
+			if _, ok := m.Checkpoint.Tensors[n]; !ok && !covered[n] && w.Role&model.RoleOptional == 0 && !isModuleWeight(w) {
+				out = append(out, n)
+			}
+		}
+	}
+	if !m.Spec.HeadInLayers {
+		check(m.Spec.HeadPrefix, m.Spec.HeadTop)
+	}
+	for j := range depth {
+		check(m.HeadLayerPrefix(j), m.Spec.HeadLayer)
+	}
+	return out
+}
+
+// isModuleWeight: HeadModules accounts for the tensor.
+func isModuleWeight(w model.Want) bool {
+	rel, ok := strings.CutSuffix(w.Suffix, ".weight")
+	return ok && len(w.Shape) == 2 && w.Role&model.RoleRouter == 0 && !strings.HasSuffix(rel, "embed_tokens")
+}
+
+// quantizationConfig finds the quantization_config vLLM reads: the root's,
+// else text_config's (vLLM copies it there for some families).
+func quantizationConfig(cfg []byte) (json.RawMessage, string, error) {
+	root, err := jsonobj.Decode(cfg)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", model.ConfigFile, err)
+	}
+	if raw, ok := root.Get("quantization_config"); ok && string(raw) != "null" {
+		return raw, "quantization_config", nil
+	}
+	if tc, ok := root.Get("text_config"); ok {
+		if text, err := jsonobj.Decode(tc); err == nil {
+			if raw, ok := text.Get("quantization_config"); ok && string(raw) != "null" {
+				return raw, "text_config.quantization_config", nil
+			}
+		}
+	}
+	return nil, "", nil
+}
+
+// depthKeys are the keys that declare the MTP depth, as the runtimes read
+// them (vllm config/speculative.py's hf_config_override).
+var depthKeys = []string{"mtp_num_hidden_layers", "num_nextn_predict_layers"}
+
+// depthKey is where config.json declares the depth: KEY or text_config.KEY.
+func depthKey(cfg []byte) string {
+	root, err := jsonobj.Decode(cfg)
+	if err != nil {
+		return ""
+	}
+	for _, k := range depthKeys {
+		if root.Has(k) {
+			return k
+		}
+	}
+	if tc, ok := root.Get("text_config"); ok {
+		if text, err := jsonobj.Decode(tc); err == nil {
+			for _, k := range depthKeys {
+				if text.Has(k) {
+					return "text_config." + k
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// mendCommand is the export that adds a correct head to the repo.
+func mendCommand(m *model.Model) string {
+	src := "SRC"
+	if card, err := model.ReadCard(m.Checkpoint.Source); err == nil {
+		if b := model.FrontMatter(card, "base_model"); model.IsHubID(b) {
+			src = "hf://" + b
+		}
+	}
+	return fmt.Sprintf("mtpconv export --src %s --target hf --into %s", src, targets.ShellQuote(m.Checkpoint.Source.Name()))
+}
+
+// Err is the --strict failure: every problem, then the mending command.
+func (r *Report) Err() error {
+	if len(r.Problems) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: the MTP head would not draft with vLLM or SGLang:", r.Repo)
+	for _, p := range r.Problems {
+		fmt.Fprintf(&b, "\n  - %s: %s", p.Subject, p.Message)
+	}
+	if r.MendConfig != "" {
+		fmt.Fprintf(&b, "\nmend it: %s", r.MendConfig)
+	}
+	if r.Mend != "" {
+		fmt.Fprintf(&b, "\nmend it with: %s", r.Mend)
+		if strings.Contains(r.Mend, "--src SRC") {
+			b.WriteString("\n  (SRC: the official checkpoint the repo was quantized from, e.g. hf://ORG/NAME or a local folder)")
+		}
+	}
+	return errors.New(b.String())
+}
+
+// WriteText prints the report for people.
+func (r *Report) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "\nserving the MTP head (rules of %s and %s):\n", Versions[VLLM], Versions[SGLang])
+	q := r.Quantization
+	if r.QuantizationKey != "" {
+		q += " (" + r.QuantizationKey + ")"
+	}
+	fmt.Fprintf(w, "  quantization:   %s\n", q)
+	switch {
+	case r.DeclaresMTP:
+		fmt.Fprintf(w, "  declares MTP:   %s = %d (tensors: %d layers)\n", r.DepthKey, r.DeclaredDepth, r.TensorDepth)
+	default:
+		fmt.Fprintf(w, "  declares MTP:   no depth key (the runtimes default to 1; tensors: %d layers)\n", r.TensorDepth)
+	}
+	for _, mod := range r.Modules {
+		fmt.Fprintf(w, "  %-48s stored %-10s vllm %-12s sglang %s\n", mod.Name, mod.Stored, buildWord(mod.VLLM), buildWord(mod.SGLang))
+	}
+	if len(r.Problems) == 0 {
+		fmt.Fprintf(w, "  verdict:        both runtimes build the head as stored\n")
+		return
+	}
+	fmt.Fprintf(w, "  verdict:        would not draft:\n")
+	for _, p := range r.Problems {
+		fmt.Fprintf(w, "    - %s: %s\n", p.Subject, p.Message)
+	}
+	if r.MendConfig != "" {
+		fmt.Fprintf(w, "  mend it:        %s\n", r.MendConfig)
+	}
+	if r.Mend != "" {
+		fmt.Fprintf(w, "  mend it with:   %s\n", r.Mend)
+	}
+}
+
+func buildWord(b Build) string {
+	switch {
+	case b.Error != "":
+		return "error"
+	case b.Method == "":
+		return "-"
+	case b.Quantized:
+		return b.Method
+	}
+	return "unquantized"
+}
+
+// headPattern names the head's tensors in messages: mtp.* or model.layers.N.*.
+func headPattern(m *model.Model) string {
+	if m.Spec.HeadInLayers {
+		return m.HeadLayerPrefix(0) + "*"
+	}
+	return m.Spec.HeadPrefix + "*"
+}
+
+// Load describes an HF repo as the runtimes read it: like model.Load, but a
+// quantization_config the family refuses in a source (it reads no such
+// storage) is left to the rules here, not refused.
+func Load(src source.Source) (*model.Model, error) {
+	cfg, err := model.LoadConfig(src)
+	if err != nil {
+		raw, rerr := st.ReadSmallFile(src, model.ConfigFile, model.MaxConfigSize)
+		if rerr != nil {
+			return nil, err
+		}
+		if cfg, rerr = parseRepoConfig(raw); rerr != nil {
+			return nil, err
+		}
+	}
+	ck, err := st.Open(src)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", src.Name(), err)
+	}
+	m, err := model.Describe(cfg, ck)
+	if err != nil {
+		ck.Close()
+		return nil, fmt.Errorf("%s: %w", src.Name(), err)
+	}
+	return m, nil
+}
+
+// parseRepoConfig parses a repo's config.json, retrying without its
+// quantization_config when the family refuses it (Raw stays the file's).
+func parseRepoConfig(raw []byte) (*model.Config, error) {
+	cfg, err := model.ParseConfig(raw)
+	if err == nil {
+		return cfg, nil
+	}
+	root, derr := jsonobj.Decode(raw)
+	if derr != nil || !root.Has("quantization_config") {
+		return nil, err
+	}
+	root = slices.DeleteFunc(root, func(kv jsonobj.KV) bool { return kv.Key == "quantization_config" })
+	stripped, merr := json.Marshal(root)
+	if merr != nil {
+		return nil, err
+	}
+	cfg, rerr := model.ParseConfig(stripped)
+	if rerr != nil {
+		return nil, err
+	}
+	cfg.Raw = raw
+	return cfg, nil
+}

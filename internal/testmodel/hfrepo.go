@@ -1,0 +1,174 @@
+package testmodel
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/source"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/fixtures"
+)
+
+// TrunkStorage is how a test HF repo stores the trunk's 2-D projection
+// weights (zero bytes: the repos exercise configs, names and dtypes; they
+// are not run).
+type TrunkStorage int
+
+const (
+	TrunkFloat  TrunkStorage = iota // as the fixture (bf16)
+	TrunkInt8                       // compressed-tensors W8A8: weight I8 + weight_scale
+	TrunkPacked                     // GPTQ / AWQ: qweight, qzeros, scales
+)
+
+// HFRepo is a test Hugging Face repo: a fixture's trunk without its MTP head
+// (as a quantizer that drops the head writes it), with a quantization_config.
+type HFRepo struct {
+	Fixture string
+	Quant   string // quantization_config JSON, "" for none
+	Storage TrunkStorage
+	Single  bool                   // one model.safetensors and no index
+	NoDepth bool                   // config.json without its MTP depth key
+	Keep    func(name string) bool // head tensors kept in the repo's own files
+	// TextOnly writes a vision-language fixture as the text-only causal LM
+	// quantizers release (Qwen3_5MoeForCausalLM, model_type
+	// qwen3_5_moe_text): text_config at the root, model.language_model.* as
+	// model.*, no vision tower.
+	TextOnly bool
+}
+
+// Write writes the repo into a temporary folder and returns it.
+func (rs HFRepo) Write(t testing.TB) string {
+	t.Helper()
+	src := fixtures.Ensure(t, rs.Fixture)
+	ck, err := st.Open(source.Dir(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	cfgRaw, err := os.ReadFile(filepath.Join(src, model.ConfigFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := model.ParseConfig(cfgRaw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Describe(cfg, ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	type tensor struct {
+		e    st.Entry
+		data []byte
+	}
+	var ts []tensor
+	for _, name := range ck.Names {
+		if m.IsHead(name) && (rs.Keep == nil || !rs.Keep(name)) {
+			continue
+		}
+		n := name
+		if rs.TextOnly {
+			if m.Group(name) == model.GroupVision {
+				continue
+			}
+			if rest, ok := strings.CutPrefix(name, "model.language_model."); ok {
+				n = "model." + rest
+			}
+		}
+		src := ck.Tensors[name]
+		data, err := ck.ReadTensor(src, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		linear := len(src.Shape) == 2 && strings.HasSuffix(n, "proj.weight") && !m.IsHead(n)
+		switch {
+		case linear && rs.Storage == TrunkInt8:
+			ts = append(ts, tensor{st.Entry{Name: n, DType: "I8", Shape: src.Shape}, make([]byte, src.Elements())},
+				tensor{st.Entry{Name: strings.TrimSuffix(n, "weight") + "weight_scale", DType: st.F32, Shape: []int64{src.Shape[0], 1}}, make([]byte, 4*src.Shape[0])})
+		case linear && rs.Storage == TrunkPacked:
+			mod := strings.TrimSuffix(n, ".weight")
+			out, in := src.Shape[0], src.Shape[1]
+			ts = append(ts, tensor{st.Entry{Name: mod + ".qweight", DType: "I32", Shape: []int64{in / 8, out}}, make([]byte, in/8*out*4)},
+				tensor{st.Entry{Name: mod + ".qzeros", DType: "I32", Shape: []int64{in / 32, out / 8}}, make([]byte, in/32*out/8*4)},
+				tensor{st.Entry{Name: mod + ".scales", DType: st.F16, Shape: []int64{in / 32, out}}, make([]byte, in/32*out*2)})
+		default:
+			ts = append(ts, tensor{st.Entry{Name: n, DType: src.DType, Shape: src.Shape}, data})
+		}
+	}
+	slices.SortFunc(ts, func(a, b tensor) int { return strings.Compare(a.e.Name, b.e.Name) })
+	write := func(file string, part []tensor) {
+		var es []st.Entry
+		for _, x := range part {
+			es = append(es, x.e)
+		}
+		var b bytes.Buffer
+		w, err := st.NewWriter(&b, es, map[string]string{"format": "pt"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range part {
+			if _, err := w.Write(x.data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, file), b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rs.Single {
+		write(st.SingleFile, ts)
+	} else {
+		half := len(ts) / 2
+		files := []string{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"}
+		write(files[0], ts[:half])
+		write(files[1], ts[half:])
+		wm := map[string]string{}
+		var total int64
+		for i, x := range ts {
+			wm[x.e.Name] = files[min(i/half, 1)]
+			total += int64(len(x.data))
+		}
+		idx, _ := json.MarshalIndent(map[string]any{"metadata": map[string]any{"total_size": total}, "weight_map": wm}, "", "  ")
+		if err := os.WriteFile(filepath.Join(dir, st.IndexFile), append(idx, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var root map[string]any
+	if err := json.Unmarshal(cfgRaw, &root); err != nil {
+		t.Fatal(err)
+	}
+	if tc, ok := root["text_config"].(map[string]any); ok && rs.TextOnly {
+		arch := strings.Replace(root["architectures"].([]any)[0].(string), "ForConditionalGeneration", "ForCausalLM", 1)
+		root = tc
+		root["architectures"] = []string{arch}
+	}
+	if rs.Quant != "" {
+		var q any
+		if err := json.Unmarshal([]byte(rs.Quant), &q); err != nil {
+			t.Fatal(err)
+		}
+		root["quantization_config"] = q
+	}
+	if rs.NoDepth {
+		delete(root, "mtp_num_hidden_layers")
+		delete(root, "num_nextn_predict_layers")
+		if tc, ok := root["text_config"].(map[string]any); ok {
+			delete(tc, "mtp_num_hidden_layers")
+		}
+	}
+	out, _ := json.MarshalIndent(root, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, model.ConfigFile), append(out, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
