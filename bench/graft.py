@@ -99,7 +99,7 @@ def main():
         "(the graft hashes every byte it writes, sha256 for the manifest: on a loaded machine that CPU time, not the copy, sets the ratio).",
         f"Trunk: {TRUNK.name}, {size / 1e9:.2f} GB (bench/synthtrunk from `go run ./cmd/mkfixtures qwen3.6-moe-full`: "
         "4 layers at Qwen3.6-35B-A3B's real shapes, embedding and lm_head F32, the rest BF16); "
-        f"the grafted file {out_size / 1e9:.2f} GB (the BF16 head added).",
+        f"the grafted {'set' if SPLIT else 'file'} {out_size / 1e9:.2f} GB (the BF16 head added).",
         "Each run: `cp` of the trunk's files then `mtpconv export --target gguf --graft` into them, back to back, each after a `sync`; "
         f"the page cache warm. The graft is {out_size / size:.3f}× the trunk's bytes. "
         f"{REPEAT} runs, medians with the range in brackets; × cp is the median of the paired ratios.",
