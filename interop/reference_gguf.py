@@ -36,7 +36,15 @@ For the small GenAI-sized fixtures (TRUNKS) it also records what --graft is
 checked against: the converter's `--no-mtp` trunk, committed as the file
 itself (FIXTURE-nomtp-bf16.gguf, about a megabyte), and its default output,
 the trunk with the head bundled (FIXTURE-bundled-bf16.json, with the whole
-file's sha256), next to the --mtp sidecar (FIXTURE-bf16.json).
+file's sha256), next to the --mtp sidecar (FIXTURE-bf16.json). For those in
+SPLIT_TRUNKS the converter also writes the --no-mtp trunk as a split set
+(--split-max-tensors SPLIT_MAX_TENSORS), committed as its files renamed
+FIXTURE-nomtp-bf16-0000N-of-0000M.gguf (the converter names them after the
+model card), for the split-set graft (interop/test_gguf_split.py). (The
+GenAI records of 2026-12-01 evening were made with torch 2.13.0 and
+transformers 5.24.0; every tensor's bytes are those of the earlier records,
+which predate the test tokenizer's ByteLevel post-processor: the converter
+now writes tokenizer.ggml.add_eos_token false, as mtpconv does.)
 """
 import hashlib
 import json
@@ -65,6 +73,9 @@ TRUNK_ONLY = {"deepseek-v3-tiny": "deepseek-v3"}
 WITH_TRUNK = {"deepseek-v3.2-tiny"}
 # Fixtures small enough to commit their --no-mtp trunk GGUF.
 TRUNKS = {"qwen3.6-moe-genai": "qwen35", "qwen3.6-dense-genai": "qwen35"}
+# ... and as a split set.
+SPLIT_TRUNKS = {"qwen3.6-moe-genai"}
+SPLIT_MAX_TENSORS = 25
 
 RUNNER = r'''
 import sys, runpy
@@ -108,12 +119,17 @@ def describe(path, gguf):
     return {"metadata": meta, "tensors": tensors}
 
 
-def convert(llama, pre, src, tmp, tag, *args):
-    """Runs the converter on src with args; returns the one file it wrote."""
+def convert_files(llama, pre, src, tmp, tag, *args):
+    """Runs the converter on src with args; returns the files it wrote, in name order."""
     outd = Path(tmp) / ("out-" + tag)
     outd.mkdir()
     subprocess.run([sys.executable, "-c", RUNNER, str(llama), pre, str(src), *args, "--outfile", str(outd)], check=True)
-    files = list(outd.glob("*.gguf"))
+    return sorted(outd.glob("*.gguf"))
+
+
+def convert(llama, pre, src, tmp, tag, *args):
+    """Runs the converter on src with args; returns the one file it wrote."""
+    files = convert_files(llama, pre, src, tmp, tag, *args)
     assert len(files) == 1, files
     return files[0]
 
@@ -158,6 +174,16 @@ def main():
                 record(bundled, gguf, out_dir / f"{fx}-bundled-bf16.json", whole=True)
                 side = convert(llama, pre, d, tmp, "mtp", "--mtp", "--outtype", "bf16")
                 record(side, gguf, out_dir / f"{fx}-bf16.json")
+                if fx in SPLIT_TRUNKS:
+                    files = convert_files(llama, pre, d, tmp, "nomtp-split", "--no-mtp", "--outtype", "bf16",
+                                          "--split-max-tensors", str(SPLIT_MAX_TENSORS))
+                    assert len(files) > 1, files
+                    for old in out_dir.glob(f"{fx}-nomtp-bf16-*-of-*.gguf"):
+                        old.unlink()
+                    for i, f in enumerate(files):
+                        name = f"{fx}-nomtp-bf16-{i + 1:05d}-of-{len(files):05d}.gguf"
+                        shutil.copyfile(f, out_dir / name)
+                        print(name, f.name, f.stat().st_size, "bytes")
                 continue
             if fx in WITH_TRUNK:
                 trunk = convert(llama, pre, d, tmp, "nomtp", "--no-mtp", "--outtype", "bf16")

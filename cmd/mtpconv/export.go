@@ -51,7 +51,7 @@ func exportCommand() *cli.Command {
 			&cli.IntFlag{Name: targets.OptGroupSize, Value: 64, Usage: "quantization group size: mlx, combined affine 32 | 64 | 128 (default 64), mxfp4/mxfp8 32 only, nvfp4 16 only (the default for those); openvino int4 64 | 128"},
 			&cli.StringFlag{Name: targets.OptMLXRounding, Usage: "mlx, combined: gpu (what mlx_lm.convert gives on Apple silicon, the default) | cpu (MLX's CPU kernel)"},
 			&cli.StringFlag{Name: targets.OptGGUFType, Usage: "gguf: a llama-quantize file type, F16 | BF16 | Q8_0 | Q4_0 | Q4_K_M | Q4_K_S | Q5_K_M | Q6_K: what llama-quantize makes of the bf16 sidecar (instead of --head-precision)"},
-			&cli.StringFlag{Name: targets.OptGraft, Usage: "gguf: write the head into this trunk GGUF of the same model: one bundled GGUF in --out named as it, the trunk's tensors copied unchanged (--force replaces a head it already holds)"},
+			&cli.StringFlag{Name: targets.OptGraft, Usage: "gguf: write the head into this trunk GGUF of the same model: one bundled GGUF in --out named as it (a file of a split set: the whole set, its files named as the trunk's), the trunk's tensors copied unchanged (--force replaces a head it already holds)"},
 			&cli.IntFlag{Name: targets.OptRouterBits, Value: 8, Usage: "mlx, combined: bits of the MoE router and shared_expert_gate when quantized, at group size 64, as mlx-lm does (0: same as their component)"},
 			&cli.IntFlag{Name: "jobs", DefaultText: "every core", Usage: "chunks converted in parallel, at least 1; never changes the bytes"},
 			&cli.BoolFlag{Name: "keep-source-cache", Usage: "keep the source bytes read in the page cache (by default, bytes that were not cached before are dropped once read)"},

@@ -344,7 +344,7 @@ func TestGGUFGraftRefusals(t *testing.T) {
 		{edited("qwen35moe.expert_count", gg.U32(8)), "qwen35moe.expert_count"},
 		{edited("qwen35moe.block_count", gg.U32(3)), "qwen35moe.block_count"},
 		{edited("tokenizer.ggml.tokens", gg.Strings(toks)), "tokenizer.ggml.tokens differs from the source's tokenizer at token 17"},
-		{edited("split.count", gg.U32(3)), "one of 3 split GGUF files"},
+		{edited("split.count", gg.U32(3)), "edited.gguf: split.no is 0 of split.count 3"},
 	} {
 		o := filepath.Join(t.TempDir(), "o")
 		code, _, stderr := runCLI(t, "export", "--src", src, "--target", "gguf", "--graft", c.trunk, "--out", o)

@@ -278,6 +278,17 @@ func inspectGGUF(c *cli.Context, path string) (bool, error) {
 		return true, err
 	}
 	s := gguf.Summarize(filepath.Base(path), size, f)
+	if gguf.IsSplit(f) {
+		// A file of a split set: the set is the model (its first file's
+		// metadata, every file's tensors).
+		if set, err := gguf.OpenSet(path); err != nil {
+			s.Problems = append(s.Problems, err.Error())
+		} else {
+			f = set.Merged()
+			s = gguf.Summarize(filepath.Base(set.Members[0].Path), set.Size(), f)
+			s.SplitFiles = len(set.Members)
+		}
+	}
 	s.AddHead = ggtarget.AddHeadCommand(path, f, s)
 	if c.Bool("hash") {
 		return true, usagef("inspect of a GGUF file takes --json and --strict only")

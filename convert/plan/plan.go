@@ -177,12 +177,15 @@ const (
 // GGUFCopy makes a GGUF tensor file hold another GGUF file's tensors, their
 // bytes copied unchanged, next to the planned ones: Order lists every tensor
 // of the file in file order, and those the plan does not hold come from
-// Source, whose size and header hash the plan was made from.
+// Source, whose size and header hash the plan was made from. Metadata, when
+// set, is the file's own (a member of a split set: each file has its
+// split.no), in place of the plan's GGUF.
 type GGUFCopy struct {
-	Source       string   `json:"source"`
-	Size         int64    `json:"size"`
-	HeaderSHA256 string   `json:"header_sha256"`
-	Order        []string `json:"order"`
+	Source       string    `json:"source"`
+	Size         int64     `json:"size"`
+	HeaderSHA256 string    `json:"header_sha256"`
+	Order        []string  `json:"order"`
+	Metadata     []gguf.KV `json:"metadata,omitempty"`
 }
 
 // Plan is a whole export, decided before any tensor byte is read.
@@ -491,7 +494,11 @@ func (p *Plan) assembleGGUF(file string, c *GGUFCopy, planned []gguf.TensorInfo,
 	if len(parts) != len(c.Order) || len(ours) > len(c.Order) {
 		return nil, fmt.Errorf("%s: the tensor order does not list every planned tensor", file)
 	}
-	a, err := gguf.Assemble(p.GGUF, parts, src)
+	kvs := p.GGUF
+	if c.Metadata != nil {
+		kvs = c.Metadata
+	}
+	a, err := gguf.Assemble(kvs, parts, src)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}

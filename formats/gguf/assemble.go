@@ -8,16 +8,21 @@ import (
 // Part is one tensor of a GGUF file assembled from another GGUF file's
 // tensors and new ones: its info (the offset is placed by Assemble) and,
 // for a tensor whose bytes are copied unchanged, where they are in the
-// source (from the start of its data section).
+// source (from the start of its data section) and, when the file is
+// assembled from several sources (the members of a split set), which.
 type Part struct {
 	Info   TensorInfo
 	Copied bool
 	From   int64 // Copied: offset in the source's data section
+	Member int   // Copied: the index of its source
 }
 
-// Copy is a byte range copied from the source file into the output, both
-// offsets from the start of the files.
-type Copy struct{ Src, Dst, Len int64 }
+// Copy is a byte range copied from a source file (Member, the index of the
+// source) into the output, both offsets from the start of the files.
+type Copy struct {
+	Src, Dst, Len int64
+	Member        int
+}
 
 // Assembly is the layout of an assembled GGUF file: its header, where every
 // tensor lands (from the start of the file), the ranges copied from the
@@ -31,10 +36,11 @@ type Assembly struct {
 }
 
 // Assemble lays out a GGUF file holding kvs and parts, in order, each at the
-// file's alignment. Copied parts keep their bytes; consecutive copied parts
-// that are consecutive in the source too (at the same alignment) are copied
-// as one range, padding included, so a whole tensor-data region is one copy.
-func Assemble(kvs []KV, parts []Part, src *File) (*Assembly, error) {
+// file's alignment. Copied parts keep their bytes, from srcs[Part.Member];
+// consecutive copied parts that are consecutive in the same source too (at
+// the same alignment) are copied as one range, padding included, so a whole
+// tensor-data region is one copy.
+func Assemble(kvs []KV, parts []Part, srcs ...*File) (*Assembly, error) {
 	align := int64(DefaultAlignment)
 	for _, kv := range kvs {
 		if kv.Key == "general.alignment" {
@@ -67,11 +73,12 @@ func Assemble(kvs []KV, parts []Part, src *File) (*Assembly, error) {
 		if !p.Copied {
 			continue
 		}
-		if src == nil {
+		if p.Member < 0 || p.Member >= len(srcs) || srcs[p.Member] == nil {
 			return nil, fmt.Errorf("tensor %s: copied without a source file", p.Info.Name)
 		}
-		c := Copy{Src: src.DataOffset + p.From, Dst: base + offs[i], Len: sizes[i]}
-		if k := len(a.Copies) - 1; k >= 0 && i > 0 && parts[i-1].Copied && src.Alignment == align {
+		src := srcs[p.Member]
+		c := Copy{Src: src.DataOffset + p.From, Dst: base + offs[i], Len: sizes[i], Member: p.Member}
+		if k := len(a.Copies) - 1; k >= 0 && i > 0 && parts[i-1].Copied && parts[i-1].Member == p.Member && src.Alignment == align {
 			last := &a.Copies[k]
 			if prevEnd := pad(parts[i-1].From+sizes[i-1], align); prevEnd == p.From {
 				last.Len = c.Src + c.Len - last.Src
@@ -83,10 +90,10 @@ func Assemble(kvs []KV, parts []Part, src *File) (*Assembly, error) {
 	return a, nil
 }
 
-// WriteAssembly writes an assembly whose tensors are all copied from src
-// (open for reading) to a new file at path: the header, then each range by
-// the kernel where it can.
-func WriteAssembly(path string, a *Assembly, src *os.File) error {
+// WriteAssembly writes an assembly whose tensors are all copied from srcs
+// (open for reading, in the order Assemble was given them) to a new file at
+// path: the header, then each range by the kernel where it can.
+func WriteAssembly(path string, a *Assembly, srcs ...*os.File) error {
 	if len(a.Copies) == 0 && len(a.Offsets) > 0 {
 		return fmt.Errorf("%s: nothing to copy", path)
 	}
@@ -102,6 +109,10 @@ func WriteAssembly(path string, a *Assembly, src *os.File) error {
 		return err
 	}
 	for _, c := range a.Copies {
+		if c.Member < 0 || c.Member >= len(srcs) {
+			return fmt.Errorf("%s: a copy from source %d of %d", path, c.Member, len(srcs))
+		}
+		src := srcs[c.Member]
 		if err := CopyRange(out, src, c); err != nil {
 			return fmt.Errorf("%s: copying from %s: %w", path, src.Name(), err)
 		}

@@ -26,9 +26,10 @@ type Summary struct {
 	FileType       string         `json:"file_type,omitempty"`
 	BlockCount     int64          `json:"block_count"`
 	NextnLayers    int64          `json:"nextn_predict_layers"`
-	MTPBlocks      []int64        `json:"mtp_blocks"` // blocks holding nextn.* tensors
-	MTPHead        bool           `json:"mtp_head"`   // an MTP head is present (nextn layers declared and their tensors found)
-	MTPOnly        bool           `json:"mtp_only"`   // no trunk block: an MTP sidecar, loaded with -md next to a trunk
+	MTPBlocks      []int64        `json:"mtp_blocks"`            // blocks holding nextn.* tensors
+	MTPHead        bool           `json:"mtp_head"`              // an MTP head is present (nextn layers declared and their tensors found)
+	MTPOnly        bool           `json:"mtp_only"`              // no trunk block: an MTP sidecar, loaded with -md next to a trunk
+	SplitFiles     int            `json:"split_files,omitempty"` // a split set (File its first file): every file's tensors and bytes counted
 	Tensors        int            `json:"tensors"`
 	TensorTypes    map[string]int `json:"tensor_types"`
 	Keys           int            `json:"metadata_keys"`
@@ -142,7 +143,11 @@ func Summarize(name string, size int64, f *File) *Summary {
 
 // WriteText prints the summary for people.
 func (s *Summary) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "gguf:          %s (GGUF v%d, %d bytes)\n", s.File, s.Version, s.Bytes)
+	if s.SplitFiles > 0 {
+		fmt.Fprintf(w, "gguf:          %s, split set of %d files (GGUF v%d, %d bytes in all)\n", s.File, s.SplitFiles, s.Version, s.Bytes)
+	} else {
+		fmt.Fprintf(w, "gguf:          %s (GGUF v%d, %d bytes)\n", s.File, s.Version, s.Bytes)
+	}
 	fmt.Fprintf(w, "architecture:  %s", s.Architecture)
 	if s.Name != "" {
 		fmt.Fprintf(w, " (%s)", s.Name)

@@ -140,13 +140,11 @@ func graftOpenError(path string, err error) error {
 
 func (t target) planGraft(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	path := o.Graft
-	trunk, size, sum, err := gg.OpenFingerprint(path)
+	tr, err := openGGUFFiles(path)
 	if err != nil {
 		return nil, graftOpenError(path, err)
 	}
-	if n, _ := trunk.Uint("split.count"); n > 1 {
-		return nil, fmt.Errorf("--graft %s is one of %d split GGUF files; merge them first (llama-gguf-split --merge)", path, n)
-	}
+	trunk := tr.merged // a split set's first file's metadata and every file's tensors
 	h, err := m.Config.Hparams()
 	if err != nil {
 		return nil, err
@@ -186,7 +184,7 @@ func (t target) planGraft(m *model.Model, o targets.Options) (*plan.Plan, error)
 	if err != nil {
 		return nil, targets.UsageError{Err: err}
 	}
-	file := filepath.Base(path)
+	file := tr.file(0)
 	pl := &plan.Planner{M: m, File: file}
 	if err := planTensors(pl, m, prec, trunkTensors); err != nil {
 		return nil, err
@@ -217,15 +215,11 @@ func (t target) planGraft(m *model.Model, o targets.Options) (*plan.Plan, error)
 		}
 	}
 	order := bundledOrder(m, trunkNames, head)
-	p := &plan.Plan{
-		Target: t.Name(), Tensors: head, TensorFiles: []string{file},
-		Formats:    map[string]plan.FileFormat{file: plan.FormatGGUF},
-		Metadata:   map[string]string{},
-		GGUF:       kvs,
-		GGUFCopies: map[string]*plan.GGUFCopy{file: {Source: path, Size: size, HeaderSHA256: sum, Order: order}},
-		Options: map[string]string{"precision": prec.name, "gguf_file_type": prec.ftype.String(), "graft": file,
-			"graft_trunk_bytes": strconv.FormatInt(size, 10), "graft_trunk_header_sha256": sum},
+	p, err := tr.bundledPlan(t.Name(), head, kvs, order)
+	if err != nil {
+		return nil, fmt.Errorf("--graft: %w", err)
 	}
+	p.Options["precision"], p.Options["gguf_file_type"] = prec.name, prec.ftype.String()
 	if why != "" {
 		p.Notes = append(p.Notes, why)
 	}
@@ -517,6 +511,9 @@ func AddHeadCommand(path string, f *gg.File, s *gg.Summary) string {
 		}
 	}
 	stem := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	if prefix, _, _, ok := gg.SplitName(filepath.Base(path)); ok && s.SplitFiles > 0 {
+		stem = prefix // a split set: named after the set
+	}
 	return fmt.Sprintf("mtpconv export --src %s --target gguf --graft %s --out %s", src, shellQuote(path), shellQuote(stem+"-mtp"))
 }
 

@@ -29,23 +29,31 @@ func sidecarKeeps(arch string) map[string]bool {
 	return keep
 }
 
-// SplitPlan is the sidecar of a bundled GGUF: its file name, the parsed
-// source and the parts (tensors kept, in the source's order).
+// SplitPlan is the sidecar of a bundled GGUF: its file name, the source's
+// files (one, or a split set's members), its metadata (the source's first
+// file's, less split.*), and the parts (tensors kept, in the source's order,
+// each from its file).
 type SplitPlan struct {
-	File   string
-	Header *gg.File
-	Size   int64
-	SHA256 string // of the source's header
-	Parts  []gg.Part
+	File    string
+	Header  *gg.File // the source's first file's metadata, every file's tensors
+	Members []gg.Member
+	KV      []gg.KV
+	Parts   []gg.Part
 }
 
-// PlanSplit decides the sidecar of the bundled GGUF at path: the same
-// metadata (block_count and nextn_predict_layers already count the head),
-// token_embd, output_norm, output and the MTP blocks.
+// PlanSplit decides the sidecar of the bundled GGUF at path (a file, or any
+// member of a split set): the same metadata (block_count and
+// nextn_predict_layers already count the head), token_embd, output_norm,
+// output and the MTP blocks.
 func PlanSplit(path string) (*SplitPlan, error) {
-	f, size, sum, err := gg.OpenFingerprint(path)
+	files, err := openGGUFFiles(path)
 	if err != nil {
 		return nil, err
+	}
+	f := files.merged
+	var size int64
+	for _, m := range files.members {
+		size += m.Size
 	}
 	s := gg.Summarize(filepath.Base(path), size, f)
 	switch {
@@ -61,17 +69,22 @@ func PlanSplit(path string) (*SplitPlan, error) {
 		return nil, fmt.Errorf("%s: general.architecture %q is not one mtpconv writes an MTP sidecar of", path, s.Architecture)
 	}
 	nLayer := s.BlockCount - s.NextnLayers
-	p := &SplitPlan{Header: f, Size: size, SHA256: sum}
-	for _, t := range f.Tensors {
-		if keeps[t.Name] || int64(blockOf(t.Name)) >= nLayer {
-			p.Parts = append(p.Parts, gg.Part{Info: t, Copied: true, From: t.Offset})
+	p := &SplitPlan{Header: f, Members: files.members, KV: files.sidecarKV()}
+	for i, m := range files.members {
+		for _, t := range m.File.Tensors {
+			if keeps[t.Name] || int64(blockOf(t.Name)) >= nLayer {
+				p.Parts = append(p.Parts, gg.Part{Info: t, Copied: true, From: t.Offset, Member: i})
+			}
 		}
 	}
 	typ := s.FileType
 	if typ == "" {
 		typ = "F32"
 	}
-	name := strings.TrimSuffix(filepath.Base(path), ".gguf")
+	name := strings.TrimSuffix(files.file(0), ".gguf")
+	if files.split() {
+		name, _, _, _ = gg.SplitName(files.file(0))
+	}
 	if n, ok := strings.CutSuffix(strings.ToUpper(name), "-"+strings.ToUpper(typ)); ok {
 		name = name[:len(n)]
 	}
@@ -86,24 +99,40 @@ func Split(ctx context.Context, path, out string, force bool, version string) (*
 	if err != nil {
 		return nil, err
 	}
-	a, err := gg.Assemble(p.Header.KV, p.Parts, p.Header)
+	var headers []*gg.File
+	var shards []manifests.Shard
+	var total int64
+	for _, m := range p.Members {
+		headers = append(headers, m.File)
+		shards = append(shards, manifests.Shard{Name: filepath.Base(m.Path), Size: m.Size, HeaderSHA256: m.SHA256})
+		total += m.Size
+	}
+	a, err := gg.Assemble(p.KV, p.Parts, headers...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	oc := &export.Outcome{Tensors: len(p.Parts), Reused: []string{}}
 	err = export.WriteFolder(ctx, out, force, path, []string{p.File}, func(dir string) error {
-		src, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer src.Close()
-		if _, _, sum, err := gg.OpenFingerprint(path); err != nil || sum != p.SHA256 {
-			return fmt.Errorf("%s changed while it was read", path)
+		var srcs []*os.File
+		defer func() {
+			for _, f := range srcs {
+				f.Close()
+			}
+		}()
+		for _, m := range p.Members {
+			src, err := os.Open(m.Path)
+			if err != nil {
+				return err
+			}
+			srcs = append(srcs, src)
+			if _, size, sum, err := gg.OpenFingerprint(m.Path); err != nil || sum != m.SHA256 || size != m.Size {
+				return fmt.Errorf("%s changed while it was read", m.Path)
+			}
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := gg.WriteAssembly(filepath.Join(dir, p.File), a, src); err != nil {
+		if err := gg.WriteAssembly(filepath.Join(dir, p.File), a, srcs...); err != nil {
 			return err
 		}
 		size, sum, err := manifests.HashFile(filepath.Join(dir, p.File))
@@ -112,10 +141,9 @@ func Split(ctx context.Context, path, out string, force bool, version string) (*
 		}
 		man := &manifests.Manifest{
 			Schema: manifests.SchemaVersion, Tool: manifests.Tool{Name: "mtpconv", Version: version},
-			Source: manifests.Source{Name: path, Shards: []manifests.Shard{{Name: filepath.Base(path), Size: p.Size, HeaderSHA256: p.SHA256}},
-				TotalBytes: p.Size, Tensors: []manifests.SourceTensor{}},
+			Source:  manifests.Source{Name: path, Shards: shards, TotalBytes: total, Tensors: []manifests.SourceTensor{}},
 			Target:  "gguf",
-			Options: map[string]string{"split_from": filepath.Base(path), "gguf_file_type": p.Header.String("general.file_type")},
+			Options: map[string]string{"split_from": filepath.Base(p.Members[0].Path), "gguf_file_type": p.Header.String("general.file_type")},
 			Model:   manifests.Model{NormConvention: "as stored in the source GGUF"},
 			Tensors: []manifests.Tensor{}, Files: []manifests.File{{Name: p.File, Size: size, SHA256: sum}},
 		}
@@ -135,6 +163,10 @@ func Split(ctx context.Context, path, out string, force bool, version string) (*
 	if err != nil {
 		return nil, err
 	}
-	oc.Notes = append(oc.Notes, fmt.Sprintf("%s: the MTP head of %s, its %d tensors' bytes unchanged; load it with -md next to a trunk GGUF of the same model, --spec-type draft-mtp", p.File, filepath.Base(path), len(p.Parts)))
+	from := filepath.Base(path)
+	if len(p.Members) > 1 {
+		from = fmt.Sprintf("the split set %s (%d files)", filepath.Base(p.Members[0].Path), len(p.Members))
+	}
+	oc.Notes = append(oc.Notes, fmt.Sprintf("%s: the MTP head of %s, its %d tensors' bytes unchanged; load it with -md next to a trunk GGUF of the same model, --spec-type draft-mtp", p.File, from, len(p.Parts)))
 	return oc, nil
 }
