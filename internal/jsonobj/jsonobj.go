@@ -145,3 +145,18 @@ func (o *Object) Set(key string, v any) {
 		sort.SliceStable(*o, func(i, j int) bool { return (*o)[i].Key < (*o)[j].Key })
 	}
 }
+
+// Sorted is m as an object with its keys in byte order (an index's
+// weight_map, as transformers and mlx-lm write it).
+func Sorted(m map[string]json.RawMessage) Object {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	o := make(Object, len(names))
+	for i, n := range names {
+		o[i] = KV{Key: n, Value: m[n]}
+	}
+	return o
+}

@@ -1,6 +1,7 @@
 package jsonobj
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -45,4 +46,19 @@ func rawOf(s string) any {
 	o, _ := Decode([]byte(`{"v": ` + s + `}`))
 	v, _ := o.Get("v")
 	return v
+}
+
+func TestSortedOrdersKeysByBytes(t *testing.T) {
+	got, err := json.Marshal(Sorted(map[string]json.RawMessage{
+		"mtp.fc.weight":     json.RawMessage(`"model-mtp.safetensors"`),
+		"lm_head.weight":    json.RawMessage(`"model-00002-of-00002.safetensors"`),
+		"model.norm.weight": json.RawMessage(`"model-00001-of-00002.safetensors"`),
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"lm_head.weight":"model-00002-of-00002.safetensors","model.norm.weight":"model-00001-of-00002.safetensors","mtp.fc.weight":"model-mtp.safetensors"}`
+	if string(got) != want {
+		t.Fatalf("got %s\nwant %s", got, want)
+	}
 }

@@ -452,16 +452,7 @@ func (f *folder) updatedIndex(head []plan.OutTensor) ([]byte, error) {
 			added += plan.EntryBytes(e)
 		}
 	}
-	names := make([]string, 0, len(wm))
-	for n := range wm {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	sorted := make(jsonobj.Object, len(names))
-	for i, n := range names {
-		sorted[i] = jsonobj.KV{Key: n, Value: wm[n]}
-	}
-	root.Set("weight_map", sorted)
+	root.Set("weight_map", jsonobj.Sorted(wm))
 	if raw, ok := root.Get("metadata"); ok {
 		meta, err := jsonobj.Decode(raw)
 		if err != nil {
