@@ -121,6 +121,7 @@ def vllm_runs(repos, tmp_path_factory):
     assert (d / "out.json").exists(), res.stderr[-4000:]
     got = json.loads((d / "out.json").read_text())
     assert len(got) == len(jobs), res.stderr[-4000:]
+    print(f"vllm: import {got[jobs[0]['id']]['import_seconds']} s, " + ", ".join(f"{k} {v['seconds']} s" for k, v in got.items()))
     return got
 
 

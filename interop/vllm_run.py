@@ -5,7 +5,7 @@ JOBS.json: {"prompts": [...], "max_tokens": N, "jobs": [{"id": ..., "model": DIR
 For each job, OUT.json gets its greedy token ids and texts, the spec-decode
 counters (drafted, accepted), the quant method vLLM built for every layer
 of the trunk and of the drafter ("Class" or "Class/Scheme" for
-compressed-tensors), and for each probed trunk linear layer an input x (4
+compressed-tensors), the seconds the job and vLLM's import took, and for each probed trunk linear layer an input x (4
 rows, seeded) with the layer's output y, computed by vLLM's own kernel from
 the weights as it loaded them; or the error the engine failed with. The engine runs
 in-process (VLLM_ENABLE_V1_MULTIPROCESSING=0), so the layers can be read.
@@ -14,9 +14,12 @@ import gc
 import json
 import os
 import sys
+import time
 import traceback
 
-import torch
+STARTED = time.monotonic()
+
+import torch  # noqa: E402
 
 os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -24,6 +27,8 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 from vllm import LLM, SamplingParams  # noqa: E402
 from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel  # noqa: E402
 from vllm.model_executor.layers.quantization.kv_cache import BaseKVCacheMethod  # noqa: E402
+
+IMPORTED = time.monotonic() - STARTED
 
 
 def layer_methods(model):
@@ -85,6 +90,7 @@ def main():
     spec = json.loads(open(sys.argv[1]).read())
     results = {}
     for job in spec["jobs"]:
+        t = time.monotonic()
         try:
             results[job["id"]] = run(job, spec["prompts"], spec["max_tokens"])
         except Exception as e:  # the test asserts on the error
@@ -92,6 +98,8 @@ def main():
         finally:
             destroy_model_parallel()
             destroy_distributed_environment()
+        results[job["id"]]["seconds"] = round(time.monotonic() - t, 1)
+        results[job["id"]]["import_seconds"] = round(IMPORTED, 1)
         with open(sys.argv[2], "w") as f:
             json.dump(results, f)
 

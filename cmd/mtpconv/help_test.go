@@ -18,7 +18,7 @@ func TestAppHelp(t *testing.T) {
 				t.Fatalf("exit %d, stderr %q; want 0 and nothing", code, stderr)
 			}
 			first := strings.SplitN(strings.TrimPrefix(stdout, "NAME:\n"), "\n", 2)[0]
-			for _, w := range []string{"MTP", "Qwen3.5/3.6", "Qwen3-Next", "GLM", "OpenVINO", "MLX", "llama.cpp", "GGUF", "vLLM", "SGLang", "HF"} {
+			for _, w := range []string{"MTP", "Qwen3.5/3.6", "Qwen3-Next", "GLM", "DeepSeek", "OpenVINO", "MLX", "llama.cpp", "GGUF", "vLLM", "SGLang", "HF"} {
 				if !strings.Contains(first, w) {
 					t.Errorf("the one-line description %q does not name %s", first, w)
 				}

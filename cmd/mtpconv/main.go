@@ -134,7 +134,7 @@ func isCLIUsage(err error) bool {
 }
 
 // appUsage is the one line --help starts with.
-const appUsage = "export the multi-token-prediction (MTP) head of Qwen3.5/3.6, Qwen3-Next and GLM-4.x checkpoints " +
+const appUsage = "export the multi-token-prediction (MTP) head of Qwen3.5/3.6, Qwen3-Next, GLM-4.x and DeepSeek-V3/V3.2 checkpoints " +
 	"for speculative decoding with OpenVINO, MLX, llama.cpp (GGUF), and vLLM and SGLang (HF repos)"
 
 // appDescription lists the targets from the registry, so that a new one is

@@ -44,3 +44,26 @@ func TestRunAcceptRefusesBeforeReporting(t *testing.T) {
 		}
 	}
 }
+
+// A file reused from an interrupted run is judged too before it is
+// reported: a resumed export cannot skip the check.
+func TestRunAcceptJudgesReusedFiles(t *testing.T) {
+	m := testmodel.Load(t, fixtures.Qwen36)
+	p, err := testmodel.Plan(t, m, "mlx", targets.Options{HeadPrecision: "int4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := errors.New("refused by the test")
+	var judged, reported []string
+	_, err = run.Run(context.Background(), p, m.Checkpoint, t.TempDir(), run.RunOptions{
+		Reuse: func(file string) (run.FileRecord, bool) { return run.FileRecord{}, true },
+		Accept: func(rec run.FileRecord) error {
+			judged = append(judged, rec.File.Name)
+			return refused
+		},
+		OnFile: func(rec run.FileRecord) { reported = append(reported, rec.File.Name) },
+	})
+	if !errors.Is(err, refused) || len(judged) != 1 || len(reported) != 0 {
+		t.Fatalf("run: %v, judged %v, reported %v", err, judged, reported)
+	}
+}

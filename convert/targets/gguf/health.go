@@ -28,21 +28,40 @@ func HeadHealth(path string, f *gg.File, s *gg.Summary) (*health.Report, error) 
 		blocks["blk."+strconv.FormatInt(b, 10)+"."] = true
 	}
 	e := health.Expect{Centre: 1, ZeroCentred: zeroCentred(s.Architecture)}
-	file, _, err := st.OpenRegular(path)
+	// f is the file at path, or a split set's merged header: each tensor is
+	// read from the file of the set that holds it.
+	files := &ggufFiles{members: []gg.Member{{Path: path, File: f}}, merged: f}
+	if gg.IsSplit(f) {
+		var err error
+		if files, err = openGGUFFiles(path); err != nil {
+			return nil, err
+		}
+	}
+	for _, m := range files.members {
+		if err := checkMember(r, m, blocks, e); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// checkMember adds the MTP block tensors of one file to the report.
+func checkMember(r *health.Report, m gg.Member, blocks map[string]bool, e health.Expect) error {
+	file, _, err := st.OpenRegular(m.Path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer file.Close()
-	for _, t := range f.Tensors {
+	for _, t := range m.File.Tensors {
 		parts := strings.SplitN(t.Name, ".", 3)
 		if len(parts) < 3 || !blocks[parts[0]+"."+parts[1]+"."] {
 			continue
 		}
-		if err := checkTensor(r, file, f, t, e); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+		if err := checkTensor(r, file, m.File, t, e); err != nil {
+			return fmt.Errorf("%s: %w", m.Path, err)
 		}
 	}
-	return r, nil
+	return nil
 }
 
 // checkTensor adds one tensor of the file to the report.
