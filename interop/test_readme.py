@@ -7,21 +7,36 @@ The only substitutions, so that they run on the fixtures without a network:
   as; the test publishes the output folder under that id into a private
   Hugging Face cache (HF_HUB_CACHE, HF_HUB_OFFLINE=1), so snapshot_download,
   mlx-lm and mlx-vlm find it by that id, as they would after `hf upload`.
-`mtpconv` is the binary built from this clone, first on PATH.
+- GGUF files: a trunk GGUF a line names (`Qwen3.6-35B-A3B-Q4_K_M.gguf`, a
+  card's `TRUNK.gguf`) is the fixture's trunk GGUF under that name;
+- llama-server lines get `--host 127.0.0.1 --port N` (a free port) appended.
+`mtpconv` is the binary built from this clone, first on PATH, and so are the
+llama.cpp tools scripts/build-llama.sh builds (llama-server included).
 
-Snippets not run here, and why: llama-server's (the llama.cpp build here has
-no server, LLAMA_BUILD_SERVER=OFF; test_gguf.py drafts with the same files
-through llama-speculative-simple instead).
+Snippets not run here, and why: the sidecar card's `llama-server -m
+TRUNK.gguf --hf-repo-draft REPO` line. llama-server 0.3.36 resolves
+`--hf-repo-draft` only when the model itself comes from `--hf-repo`
+(tools/server/server.cpp: the download handler is set up only then), so with
+a local `-m` it starts no draft and exits ("failed to load draft model ''");
+the card's "with the file downloaded" line beside it runs the same file.
 """
 import hashlib
+import json
 import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from test_gguf import PROMPT, ggtrunk, llama_bin, rigged  # noqa: F401 (fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -201,8 +216,8 @@ def test_readme_example_commands(lines, mtpconv, fixture_dirs, tmp_path):
     as Qwen/Qwen3.6-35B-A3B for that line) with its own MTP IR moved aside as
     the README says, the HF repo the fixture without its head (bf16: a
     quantizer's repo as it drops the head; cmd/mtpconv's TestHFIntoAndStrict
-    covers each quantization method). llama-server lines are not run (no
-    server is built)."""
+    covers each quantization method). llama-server lines are run by
+    test_readme_llama_server_drafts."""
     from test_combined import run_mlx_lm_convert
     from test_genai import GENAI, FIXTURES as GENAI_FIXTURES
 
@@ -302,3 +317,139 @@ def test_mlx_card_snippet(mtpconv, tmp_path):
     accepted = float(re.search(r"([\d.]+)% of drafted", r.stdout).group(1))
     print(r.stdout.strip().splitlines()[-1])
     assert accepted >= 90, r.stdout
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop(proc):
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=20)
+
+
+@pytest.fixture
+def llama_server(llama_bin, tmp_path):
+    """complete(line, cwd): starts a llama-server command line as written in
+    cwd, on a free loopback port, waits for /health, returns its /completion
+    of PROMPT (greedy, 48 tokens) and stops it. `--hf-repo` lines read the
+    test's private Hugging Face cache (HUB, which llama.cpp reads as
+    HF_HUB_CACHE), offline. Every server started is stopped when the test
+    ends, whatever happened."""
+    started = []
+    hub = tmp_path / "hub"
+    env = dict(os.environ, PATH=f"{llama_bin}{os.pathsep}{os.environ['PATH']}", LD_LIBRARY_PATH=str(llama_bin),
+               HF_HUB_CACHE=str(hub), LLAMA_ARG_OFFLINE="1")
+
+    def complete(line, cwd):
+        assert line.startswith("llama-server "), line
+        port = free_port()
+        log = tmp_path / f"llama-server-{port}.log"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(["bash", "-c", f"exec {line} --host 127.0.0.1 --port {port}"], cwd=cwd, env=env,
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        started.append(proc)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 300
+        while True:
+            assert proc.poll() is None, (line, log.read_text(errors="replace")[-3000:])
+            assert time.monotonic() < deadline, ("no /health in 300 s", line, log.read_text(errors="replace")[-3000:])
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass  # not listening yet, or 503 while the model loads
+            time.sleep(0.5)
+        body = json.dumps({"prompt": PROMPT, "n_predict": 48, "temperature": 0, "seed": 0, "cache_prompt": False})
+        req = urllib.request.Request(url + "/completion", data=body.encode(), headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=300) as r:
+            res = json.load(r)
+        stop(proc)
+        return res
+
+    complete.hub = hub
+    yield complete
+    for proc in started:
+        stop(proc)
+
+
+def server_lines(text):
+    return [line for block in blocks(text, "sh") for line in block.splitlines() if line.startswith("llama-server ")]
+
+
+def assert_drafted(res, alone, what):
+    """The completion with the head equals the trunk's alone, and the head's drafts were accepted."""
+    t = res["timings"]
+    print(f"{what}: drafted {t.get('draft_n', 0)}, accepted {t.get('draft_n_accepted', 0)}")
+    assert res["content"] == alone["content"], what
+    assert t["predicted_n"] == alone["timings"]["predicted_n"] == 48, what
+    assert t.get("draft_n", 0) >= 16, (what, t)
+    assert t["draft_n_accepted"] / t["draft_n"] >= 0.95, (what, t)
+
+
+def run_mtpconv_line(line, mtpconv, work, cache):
+    cmd = line.replace("hf://Qwen/", "Qwen/")
+    r = subprocess.run(["bash", "-euo", "pipefail", "-c", cmd], cwd=work,
+                       env=env_with(mtpconv, HF_HUB_CACHE=str(cache), HF_HUB_OFFLINE="1"), capture_output=True, text=True)
+    assert r.returncode == 0, (cmd, r.stdout, r.stderr)
+
+
+def run_card_lines(folder, trunk, llama_server, alone, what):
+    """Every llama-server line of an output's card, as written, in the output
+    folder ("with the file downloaded") with the trunk as TRUNK.gguf, the
+    output published under the card's repo id for the `--hf-repo` lines."""
+    card = section((folder / "README.md").read_text(), "## How to run")
+    lines = server_lines(card)
+    [repo] = repo_ids(card)
+    # The sidecar and the graft default to the same repo id: the one published last is there.
+    shutil.rmtree(llama_server.hub / ("models--" + repo.replace("/", "--")), ignore_errors=True)
+    publish(folder, repo, llama_server.hub)
+    if "TRUNK.gguf" in card:
+        shutil.copy(trunk, folder / "TRUNK.gguf")
+    assert len(lines) == 2 and sum("--hf-repo" in x for x in lines) == 1, lines
+    for line in lines:
+        if " -m TRUNK.gguf --hf-repo-draft " in line:
+            continue  # not run: see the module's docstring
+        assert_drafted(llama_server(line, folder), alone, f"{what}: {line}")
+    return lines
+
+
+def test_readme_llama_server_drafts(mtpconv, rigged, llama_server, tmp_path):
+    """The README's llama.cpp lines with llama-server, as written, on the
+    rigged MoE checkpoint (test_gguf.py's: its head predicts what its trunk
+    will) published as Qwen/Qwen3.6-35B-A3B and its trunk GGUF under the
+    README's name: the "### llama.cpp" block (the sidecar next to the trunk)
+    and the sidecar card's lines; the graft line of "You already have a
+    quant" and the grafted file's card lines, which run it alone. Each
+    completion equals the trunk's alone, and >= 95 % of the head's drafts
+    are accepted."""
+    src, trunk = rigged("a")
+    cache = hub_cache(tmp_path / "src", src)
+    work = tmp_path / "work"
+    work.mkdir()
+    text = section(README, "### llama.cpp")
+    block = blocks(text, "sh")[0].splitlines()
+    assert [line.split()[0] for line in block] == ["mtpconv", "llama-server"]
+    run_mtpconv_line(block[0], mtpconv, work, cache)
+    [line] = server_lines(text)
+    model = re.search(r" -m (\S+)", line).group(1)
+    shutil.copy(trunk, work / model)
+    alone = llama_server(f"llama-server -m {model}", work)
+    assert alone["content"] and "draft_n" not in alone["timings"]
+    assert_drafted(llama_server(line, work), alone, "README llama.cpp block")
+    run_card_lines(work / re.search(r" -md (\S+)/", line).group(1), trunk, llama_server, alone, "sidecar card")
+
+    [graft] = [x for x in readme_blocks()[0] if " --graft " in x]
+    assert "run it alone with --spec-type draft-mtp" in README
+    assert re.search(r" --graft (\S+)", graft).group(1) == model  # the trunk of the block above
+    run_mtpconv_line(graft, mtpconv, work, cache)
+    lines = run_card_lines(work / re.search(r" --out (\S+)", graft).group(1), trunk, llama_server, alone, "graft card")
+    assert f"llama-server -m {model} --spec-type draft-mtp" in lines  # alone: no -md

@@ -65,3 +65,58 @@ def test_setup_installs_qemu_except_on_arm64(machine, have, code, called, tmp_pa
     assert called in calls and (called or calls == "")
     if code:
         assert "no apt-get" in r.stderr and "go test ./..." in r.stderr
+
+
+TOOLS = ["llama-speculative-simple", "llama-simple", "llama-quantize", "llama-gguf-split", "llama-server"]
+
+
+@pytest.mark.parametrize("stamp,built,called", [
+    # the stamp of an earlier script (tools listed), a tree without llama-server:
+    # re-configured in place (LLAMA_BUILD_SERVER=ON) and only the missing tool built
+    ("0.3.36 llama-speculative-simple llama-simple llama-quantize native=off", TOOLS[:4], ["configure", "llama-server"]),
+    ("0.3.36 native=off", TOOLS[:3], ["configure", "llama-gguf-split llama-server"]),
+    ("0.3.36 native=off", TOOLS, []),  # nothing missing: nothing run
+])
+def test_build_llama_builds_missing_tools_in_the_cached_tree(stamp, built, called, tmp_path):
+    """scripts/build-llama.sh with a cached build tree of the same version and
+    flags never wipes it: the objects already built stay, cmake re-configures
+    the same tree and builds the missing tools only (cmake and pip are stubs
+    that record their calls)."""
+    cache = tmp_path / "cache" / "llama.cpp-0.3.36"
+    (cache / "build").mkdir(parents=True)
+    (cache / "build" / "build.ninja").write_text("")
+    (cache / "build" / "ggml.o").write_text("an object already built")
+    (cache / ".stamp").write_text(stamp + "\n")
+    (cache / "bin").mkdir()
+    for t in built:
+        (cache / "bin" / t).write_text("")
+        (cache / "bin" / t).chmod(0o755)
+    bin_, log = tmp_path / "stubs", tmp_path / "calls"
+    bin_.mkdir()
+    (bin_ / "cmake").write_text(f"""#!/bin/sh
+echo "cmake $*" >> {log}
+if [ "$1" = --build ]; then
+  mkdir -p "{cache}/build/bin"; while [ "$1" != --target ]; do shift; done; shift
+  for t in "$@"; do : > "{cache}/build/bin/$t"; chmod +x "{cache}/build/bin/$t"; done
+fi
+""")
+    (bin_ / "pip").write_text(f"#!/bin/sh\necho \"pip $*\" >> {log}\nexit 1\n")
+    for f in bin_.iterdir():
+        f.chmod(0o755)
+    env = {"PATH": f"{bin_}:/usr/bin:/bin", "HOME": str(tmp_path), "MTPCONV_CACHE": str(tmp_path / "cache"),
+           "PIP": str(bin_ / "pip")}
+    r = subprocess.run([shutil.which("bash"), str(ROOT / "scripts" / "build-llama.sh")], env=env,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == str(cache / "bin")
+    calls = log.read_text().splitlines() if log.exists() else []
+    if not called:
+        assert calls == []
+    else:
+        configure, build = calls
+        assert configure.startswith(f"cmake -S {cache}/src/") and f"-B {cache}/build" in configure
+        assert "-DLLAMA_BUILD_SERVER=ON" in configure and "-DGGML_NATIVE=OFF" in configure
+        assert build == f"cmake --build {cache}/build -j2 --target {called[1]}"
+    assert (cache / "build" / "ggml.o").read_text() == "an object already built"
+    assert (cache / ".stamp").read_text() == stamp + "\n"
+    assert all((cache / "bin" / t).is_file() for t in TOOLS)
