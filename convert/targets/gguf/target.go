@@ -356,7 +356,10 @@ func (target) Card(man *manifests.Manifest) manifests.TargetCard {
 		Copies:  "embedding, output norm (copies)",
 		HowToRun: []string{
 			"With llama.cpp (the sources vendored by llama-cpp-python 0.3.36 tested), next to a GGUF of the trunk (TRUNK.gguf):",
-			"", "```sh", "llama-server -m TRUNK.gguf --hf-repo-draft {repo} --spec-type draft-mtp",
+			// Not --hf-repo-draft: llama-server 0.3.36 fetches a draft from the
+			// Hub only when the model itself comes from --hf-repo, so with a
+			// local -m it starts without one ("failed to load draft model").
+			"", "```sh", "llama-server -m TRUNK.gguf -md \"$(hf download {repo} " + fileOf(man) + " --quiet)\" --spec-type draft-mtp",
 			"# or, with the file downloaded:", "llama-server -m TRUNK.gguf -md " + fileOf(man) + " --spec-type draft-mtp", "```",
 		},
 	}
