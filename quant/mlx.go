@@ -233,7 +233,9 @@ func DequantizeMLXAffine(packedRow []byte, cols int, p MLXAffineParams, scales, 
 		}
 		q := float32((v >> (bit & 7)) & mask)
 		g := j / p.GroupSize
-		out[j] = scales[g]*q + biases[g]
+		// The product is rounded before the sum, as MLX computes it: the
+		// conversion keeps Go from fusing the two into one FMA on arm64.
+		out[j] = float32(scales[g]*q) + biases[g]
 	}
 }
 
