@@ -514,17 +514,7 @@ func AddHeadCommand(path string, f *gg.File, s *gg.Summary) string {
 	if prefix, _, _, ok := gg.SplitName(filepath.Base(path)); ok && s.SplitFiles > 0 {
 		stem = prefix // a split set: named after the set
 	}
-	return fmt.Sprintf("mtpconv export --src %s --target gguf --graft %s --out %s", src, shellQuote(path), shellQuote(stem+"-mtp"))
-}
-
-// shellQuote quotes a path for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r == '/' || r == '.' || r == '-' || r == '_' || r == '+' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	return fmt.Sprintf("mtpconv export --src %s --target gguf --graft %s --out %s", src, targets.ShellQuote(path), targets.ShellQuote(stem+"-mtp"))
 }
 
 // familiesOf lists the families llama.cpp names arch (static facts: each
