@@ -22,11 +22,13 @@ const (
 	KindAttnPostNorm // post_attention_norm (the Qwen and GLM-4.5 post-attention RMSNorm)
 	KindFFNNorm      // ffn_norm (deepseek2's post-attention RMSNorm)
 	KindAttnQ
+	KindAttnQKV // attn_qkv (a fused q/k/v projection: MiMo-V2.5)
 	KindAttnK
 	KindAttnV
 	KindAttnOut
 	KindAttnQNorm
 	KindAttnKNorm
+	KindAttnSinks // attn_sinks (learned per-head softmax sinks: MiMo-V2's sliding-window layers)
 	KindAttnQA
 	KindAttnQANorm
 	KindAttnQB
@@ -46,6 +48,7 @@ const (
 	KindFFNGateExps
 	KindFFNUpExps
 	KindFFNDownExps
+	KindLayerOutNorm // layer_output_norm (MiMo-V2's MTP final_layernorm, applied before the LM head)
 	KindIndexerKNorm
 	KindIndexerProj
 	KindIndexerAttnK
@@ -84,11 +87,13 @@ var kinds = map[Kind]KindInfo{
 	KindAttnPostNorm:        {Name: "post_attention_norm", Block: true},
 	KindFFNNorm:             {Name: "ffn_norm", Block: true},
 	KindAttnQ:               {Name: "attn_q", Block: true},
+	KindAttnQKV:             {Name: "attn_qkv", Block: true},
 	KindAttnK:               {Name: "attn_k", Block: true},
 	KindAttnV:               {Name: "attn_v", Block: true},
 	KindAttnOut:             {Name: "attn_output", Block: true},
 	KindAttnQNorm:           {Name: "attn_q_norm", Block: true},
 	KindAttnKNorm:           {Name: "attn_k_norm", Block: true},
+	KindAttnSinks:           {Name: "attn_sinks", Block: true},
 	KindAttnQA:              {Name: "attn_q_a", Block: true},
 	KindAttnQANorm:          {Name: "attn_q_a_norm", Block: true},
 	KindAttnQB:              {Name: "attn_q_b", Block: true},
@@ -108,6 +113,7 @@ var kinds = map[Kind]KindInfo{
 	KindFFNGateExps:         {Name: "ffn_gate_exps", Block: true},
 	KindFFNUpExps:           {Name: "ffn_up_exps", Block: true},
 	KindFFNDownExps:         {Name: "ffn_down_exps", Block: true},
+	KindLayerOutNorm:        {Name: "layer_output_norm", Block: true},
 	KindIndexerKNorm:        {Name: "indexer.k_norm", Block: true},
 	KindIndexerProj:         {Name: "indexer.proj", Block: true, ConverterF32: true},
 	KindIndexerAttnK:        {Name: "indexer.attn_k", Block: true},
