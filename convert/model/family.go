@@ -110,6 +110,10 @@ type Spec struct {
 	// no for those, and lists their dense MLP in TrunkLayer.
 	MoELayer func(i int) bool
 	Forward  func(m *Model) Forward // the MTP forward, for targets that lower it
+	// FP8Shards, when set, says which FP8 weights of a release are stored
+	// as tensor-parallel shards and how (nil, nil for the others), from
+	// the weight's and its scale's shapes; an error refuses the weight.
+	FP8Shards func(m *Model, weight string) (*RowShards, error)
 
 	// What inspect says of the family's own config.
 	Report ReportSpec
