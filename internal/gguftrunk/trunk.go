@@ -409,6 +409,9 @@ func trunkMetadata(m *model.Model, h model.Hparams, name string, vocab []gg.KV) 
 		case a + ".attention.recurrent_layers":
 			kv.Value = gg.Bools(kv.Value.V.([]bool)[:n])
 		}
+		if xs, ok := kv.Value.V.([]int32); ok && len(xs) == n+m.MTPDepth && strings.HasPrefix(kv.Key, a+".") {
+			kv.Value = gg.Int32s(xs[:n]) // per layer (mimo2's head_count_kv, sliding_window_pattern)
+		}
 		kvs = append(kvs, kv)
 	}
 	return kvs, nil
