@@ -58,10 +58,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = {"qwen3.6-moe-tiny": "qwen35", "qwen3.5-moe-tiny": "qwen35", "qwen3-next-tiny": "qwen2",
             "qwen3.6-dense-tiny": "qwen35", "glm4.5-moe-tiny": "glm4", "glm4.7-flash-tiny": "glm4",
-            "glm4.5-moe-tiny-rigged": "glm4", "glm4.7-flash-tiny-rigged": "glm4", "deepseek-v3.2-tiny": "deepseek-v3"}
+            "glm4.5-moe-tiny-rigged": "glm4", "glm4.7-flash-tiny-rigged": "glm4", "deepseek-v3.2-tiny": "deepseek-v3",
+            "mimo-v2.5-tiny": "qwen2", "mimo-v2.5-fp8-tiny": "qwen2"}
 # Fixtures with their own tokenizer, also converted without --mtp (bundled).
 OWN_TOKENIZER = {"glm4.5-moe-tiny", "glm4.7-flash-tiny", "glm4.5-moe-tiny-rigged", "glm4.7-flash-tiny-rigged", "deepseek-v3-tiny",
-                 "deepseek-v3.2-tiny"}
+                 "deepseek-v3.2-tiny", "mimo-v2.5-tiny"}
 OUTTYPES = ["bf16", "f16"]
 # Families whose NextN layer the converter drops (DeepseekV2Model.skip_mtp): only
 # its default output, the trunk, is recorded ({fixture}-trunk-{outtype}.json), for
@@ -70,7 +71,7 @@ OUTTYPES = ["bf16", "f16"]
 TRUNK_ONLY = {"deepseek-v3-tiny": "deepseek-v3"}
 # Fixtures of FIXTURES whose --no-mtp trunk is committed too (FIXTURE-nomtp-bf16.gguf)
 # and whose bundled records carry the whole file's sha256, for --graft.
-WITH_TRUNK = {"deepseek-v3.2-tiny"}
+WITH_TRUNK = {"deepseek-v3.2-tiny", "mimo-v2.5-tiny"}
 # Fixtures small enough to commit their --no-mtp trunk GGUF.
 TRUNKS = {"qwen3.6-moe-genai": "qwen35", "qwen3.6-dense-genai": "qwen35"}
 # ... and as a split set.
@@ -158,7 +159,7 @@ def main():
             d.mkdir()
             for f in src.iterdir():
                 os.symlink(f, d / f.name)
-            if fx not in OWN_TOKENIZER:
+            if fx not in OWN_TOKENIZER and not (src / "tokenizer.json").exists():
                 for f in (ROOT / "testdata" / "tokenizer-tiny").iterdir():
                     os.symlink(f, d / f.name)
             if fx in TRUNK_ONLY:

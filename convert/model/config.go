@@ -75,6 +75,8 @@ type Config struct {
 	// DeepSeek is the DeepSeek-V3 lineage's own keys (deepseek.go), decoded
 	// by the lineage's families; nil for the others.
 	DeepSeek *DeepSeekConfig
+	// MiMo is MiMo-V2's own keys (mimo_v2.go); nil for the other families.
+	MiMo *MiMoV2Config
 
 	family Family // the family that parsed it
 

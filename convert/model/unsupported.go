@@ -24,8 +24,6 @@ var unsupportedFamilies = []struct {
 	{[]string{"Glm5NextForConditionalGeneration"}, "GLM-5.3-Flash", "its head (llama.cpp's glm5-next, mlx-vlm's glm5_next_mtp) is not written yet"},
 	{[]string{"HYV3ForCausalLM"}, "Hy3", "its chained heads (llama.cpp's hy_v3) are not written yet"},
 	{[]string{"BailingMoeV3ForCausalLM"}, "Ling-3.0", "its head (llama.cpp's bailingmoe3: an MLA layer after a KDA trunk) is not written yet"},
-	{[]string{"MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM"}, "MiMo-V2/V2.5",
-		"its 3 chained heads (llama.cpp's mimo2; FP8 qkv_proj sharded per tensor-parallel rank) are not written yet"},
 	{[]string{"NemotronHForCausalLM"}, "Nemotron-H", "its head (llama.cpp's nemotron_h_moe, mlx-vlm's nemotron_h_mtp: two sub-layers folded into one block) is not written yet"},
 	{[]string{"Cohere2MoeForCausalLM"}, "Cohere2-MoE", "no public checkpoint ships its MTP layer"},
 	{[]string{"Dots3Note"}, "dots3", "llama.cpp keeps its MTP tensors but has no draft graph for them"},
