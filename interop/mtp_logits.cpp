@@ -1,7 +1,7 @@
 // mtp_logits: what llama.cpp computes for a prompt with a model's MTP
 // (NextN) head, for interop tests to compare with the numpy reference.
 //
-//   mtp_logits TRUNK.gguf DRAFT.gguf|- [--override KEY=INT]... [--head J] TOKEN...
+//   mtp_logits TRUNK.gguf DRAFT.gguf|- [--override KEY=INT]... TOKEN...
 //
 // DRAFT is an MTP-only sidecar, or "-" for the head bundled in TRUNK. The
 // trunk decodes the tokens t_0..t_{n-1} (every row an output); the head then
@@ -12,8 +12,6 @@
 // an integer metadata key of both models, as llama.cpp's --override-kv does
 // (e.g. deepseek2.expert_gating_func=2: llama.cpp picks sigmoid routing for
 // GLM-4.7-Flash by its real layer count and vocabulary, not for a tiny twin).
-// --head J runs MTP layer J of chained heads (llama.cpp's nextn_layer_offset,
-// as its draft-mtp driver runs every head over the prompt) instead of the first.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,12 +40,7 @@ int main(int argc, char ** argv) {
     }
     std::vector<llama_token> toks;
     std::vector<llama_model_kv_override> kv;
-    int head_offset = 0;
     for (int i = 3; i < argc; ++i) {
-        if (std::string(argv[i]) == "--head" && i + 1 < argc) {
-            head_offset = std::atoi(argv[++i]);
-            continue;
-        }
         if (std::string(argv[i]) == "--override" && i + 1 < argc) {
             const std::string o = argv[++i];
             const size_t eq = o.find('=');
@@ -124,9 +117,6 @@ int main(int argc, char ** argv) {
     if (!dft) {
         std::fprintf(stderr, "cannot create the MTP context\n");
         return 1;
-    }
-    if (head_offset > 0) {
-        llama_set_nextn_layer_offset(dft, head_offset);
     }
     llama_batch_ext * eb = llama_batch_ext_init(dft);
     for (int k = 1; k < n; ++k) {
