@@ -322,11 +322,24 @@ class MiMoReference(GLMReference):
             x = self.layer(i, x, positions)
         return x, rms_norm(x, self.w["model.norm.weight"], self.eps) @ self.w["lm_head.weight"].T
 
-    def nextn_logits(self, tokens, hidden, positions, head=0):
-        """MTP layer head's logits for tokens t_{p+1} paired with hidden states h_p."""
+    def mtp_layer(self, tokens, hidden, positions, head=0):
+        """MTP layer head for tokens t_{p+1} paired with hidden states h_p:
+        (its hidden state before final_layernorm, which the next head takes, and its logits)."""
         w, p = self.w, f"model.mtp.layers.{head}."
         e = rms_norm(w["model.embed_tokens.weight"][np.asarray(tokens)], w[p + "enorm.weight"], self.eps)
         h = rms_norm(hidden, w[p + "hnorm.weight"], self.eps)
         x = np.concatenate([e, h], axis=-1) @ w[p + "eh_proj.weight"].T
         x = self.layer(self.n_layer + head, x, positions)
-        return rms_norm(x, w[p + "final_layernorm.weight"], self.eps) @ w["lm_head.weight"].T
+        return x, rms_norm(x, w[p + "final_layernorm.weight"], self.eps) @ w["lm_head.weight"].T
+
+    def chained_logits(self, tokens, hidden, depth):
+        """The heads 0..depth-1 chained as llama.cpp's draft-mtp driver runs
+        them, teacher forced: head j on t_{1+j}..t_{n-1} at positions 1+j..,
+        row k paired with head j-1's hidden row k (the trunk's for j = 0)."""
+        out, prev = [], hidden[:-1]
+        for j in range(depth):
+            n = len(tokens)
+            x, logits = self.mtp_layer(tokens[1 + j:], prev[:n - 1 - j], np.arange(1 + j, n), head=j)
+            out.append(logits)
+            prev = x
+        return out

@@ -6,10 +6,11 @@ shards) and --graft onto the reference --no-mtp trunk are compared with the
 reference converter's files in Go (convert/targets/gguf/mimo_v2_test.go). Here:
 
 - our quantized sidecars are byte for byte what llama-quantize makes of our bf16 one;
-- llama.cpp's logits of each of the 3 heads for our sidecar (interop/mtp_logits.cpp
-  --head J) agree with the numpy reference (interop/reference_nextn.py
-  MiMoReference: sliding window of 4 positions over 8 tokens, sinks, value scale)
-  fed llama.cpp's own h_nextn, and so do the trunk's logits;
+- llama.cpp's logits of the 3 heads chained for our sidecar (interop/mtp_logits.cpp
+  --depth 3: head j on the hidden state head j-1 computed) agree with the numpy
+  reference (interop/reference_nextn.py MiMoReference: sliding window of 4
+  positions over 8 tokens, sinks, value scale) chained alike from llama.cpp's
+  own trunk h_nextn, and so do the trunk's logits and hidden states;
 - llama.cpp drafts with our sidecar and with the heads grafted into the trunk (one
   file, every trunk tensor kept): greedy text equal to the no-draft text (with
   flash attention off in the drafting run: the random fixture has near ties that
@@ -65,21 +66,22 @@ def test_quantized_equals_llama_quantize(mtpconv, mimo, llama_bin, tmp_path, arg
 def test_llama_logits_equal_reference(mtpconv, mimo, mtp_logits, tmp_path):
     src, trunk = mimo["plain"]
     draft = sidecar(mtpconv, src, tmp_path / "out", "bf16")
+    res = subprocess.run([str(mtp_logits), str(trunk), str(draft), "--depth", "3", *map(str, TOKENS)], capture_output=True,
+                         text=True, env={"LD_LIBRARY_PATH": str(Path(mtp_logits).parent)}, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = json.loads(res.stdout)
+    h = np.array(got["h"])
     ref = MiMoReference(src)
-    pos = np.arange(len(TOKENS))
-    for head in range(3):
-        res = subprocess.run([str(mtp_logits), str(trunk), str(draft), "--head", str(head), *map(str, TOKENS)], capture_output=True,
-                             text=True, env={"LD_LIBRARY_PATH": str(Path(mtp_logits).parent)}, timeout=600)
-        assert res.returncode == 0, res.stderr[-3000:]
-        got = json.loads(res.stdout)
-        h, mtp = np.array(got["h"]), np.array(got["mtp"])
-        ref.reset()
-        want_h, want_trunk = ref.trunk(TOKENS, pos)
-        np.testing.assert_allclose(h, want_h, rtol=0, atol=1e-2 * np.abs(want_h).max())
-        np.testing.assert_allclose(np.array(got["trunk"]), want_trunk, rtol=0, atol=1e-2 * np.abs(want_trunk).max())
-        want = ref.nextn_logits(TOKENS[1:], h[:-1], pos[1:], head=head)
-        np.testing.assert_allclose(mtp, want, rtol=0, atol=1e-2 * np.abs(want).max(), err_msg=f"head {head}")
-        assert (mtp.argmax(-1) == want.argmax(-1)).all(), head
+    want_h, want_trunk = ref.trunk(TOKENS, np.arange(len(TOKENS)))
+    np.testing.assert_allclose(h, want_h, rtol=0, atol=1e-2 * np.abs(want_h).max())
+    np.testing.assert_allclose(np.array(got["trunk"]), want_trunk, rtol=0, atol=1e-2 * np.abs(want_trunk).max())
+    wants = ref.chained_logits(TOKENS, h, 3)
+    assert len(got["mtp"]) == 3
+    for j, (depth, want) in enumerate(zip(got["mtp"], wants)):
+        mtp = np.array(depth["rows"])
+        assert mtp.shape == want.shape == (len(TOKENS) - 1 - j, want.shape[1])
+        np.testing.assert_allclose(mtp, want, rtol=0, atol=1e-2 * np.abs(want).max(), err_msg=f"depth {j}")
+        assert (mtp.argmax(-1) == want.argmax(-1)).all(), j
 
 
 STATS = r"\b(n_draft|n_predict|n_drafted|n_accept|accept)\s*=\s*([0-9.]+)"
