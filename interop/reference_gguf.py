@@ -7,10 +7,11 @@ torch, which lives only in a separate, pinned environment:
     "$VENV/bin/pip" install torch==2.11.0 numpy==2.4.6 sentencepiece==0.2.3 \
         transformers==5.24.0 'protobuf<5' safetensors==0.8.0 jinja2
     go run ./cmd/mkfixtures qwen3.6-moe-tiny qwen3.5-moe-tiny qwen3-next-tiny qwen3.6-dense-tiny \
-        qwen3.6-moe-genai qwen3.6-dense-genai glm4.5-moe-tiny glm4.7-flash-tiny deepseek-v3-tiny deepseek-v3.2-tiny
+        qwen3.6-moe-genai qwen3.6-dense-genai glm4.5-moe-tiny glm4.7-flash-tiny deepseek-v3-tiny deepseek-v3.2-tiny \
+        mimo-v2.5-tiny mimo-v2.5-fp8-tiny
     "$VENV/bin/python" interop/reference_gguf.py LLAMA_CPP_DIR [FIXTURE...]
 
-(deepseek-v3-tiny's and deepseek-v3.2-tiny's records were made with torch 2.13.0 and transformers 5.19.0, the vLLM CPU venv of
+(deepseek-v3-tiny's, deepseek-v3.2-tiny's and the mimo-v2.5 records were made with torch 2.13.0 and transformers 5.19.0, the vLLM CPU venv of
 scripts/setup-vllm.sh: the converter reads the same config keys either way.)
 
 LLAMA_CPP_DIR is vendor/llama.cpp of the llama-cpp-python 0.3.36 sdist
@@ -21,7 +22,8 @@ carry their own tokenizer). One thing is patched: the tokenizer's
 pre-tokenizer is detected by hashing how it splits a test text, and our tiny
 tokenizer's hash is not in the converter's table, so the detection answers
 what it answers for the real checkpoints (qwen35 for Qwen3.5/3.6, MoE and
-dense, qwen2 for Qwen3-Next, glm4 for GLM-4.5 and GLM-4.7-Flash). For the
+dense, qwen2 for Qwen3-Next and MiMo-V2.5 (a Qwen2-style tokenizer), glm4 for GLM-4.5 and GLM-4.7-Flash).
+A fixture that carries its own tokenizer (MiMo-V2.5's FP8 one) gets none added. For the
 GLM fixtures the converter also runs without --mtp (its default: one file
 with the trunk and the NextN block), recorded as
 {fixture}-bundled-{outtype}.json. With MTPCONV_KEEP_GGUF=DIR the
