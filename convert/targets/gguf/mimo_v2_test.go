@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mtpconv/mtpconv/convert/export"
@@ -16,9 +17,11 @@ import (
 	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	"github.com/mtpconv/mtpconv/convert/targets/gguf"
+	_ "github.com/mtpconv/mtpconv/convert/targets/hf" // its refusal of the family
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/internal/testfs"
+	"github.com/mtpconv/mtpconv/internal/testmodel"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -172,5 +175,13 @@ func TestMiMoV2GraftEqualsReferenceBundled(t *testing.T) {
 			t.Errorf("the split's tensor %d is %s, not in the reference's order", i, ti.Name)
 			break
 		}
+	}
+}
+
+// --target hf refuses MiMo-V2 with its one sentence (vLLM builds one of the 3 layers).
+func TestMiMoV2HFRefused(t *testing.T) {
+	m := testmodel.Load(t, fixtures.MiMoV25)
+	if _, err := testmodel.Plan(t, m, "hf", targets.Options{}); err == nil || !strings.Contains(err.Error(), "MiMoV2MTP runs the first of MiMo-V2's 3 MTP layers only") {
+		t.Errorf("--target hf: %v", err)
 	}
 }
