@@ -17,7 +17,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	"github.com/mtpconv/mtpconv/convert/targets/gguf"
-	_ "github.com/mtpconv/mtpconv/convert/targets/hf" // its refusal of the family
+	"github.com/mtpconv/mtpconv/convert/targets/hf"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/internal/testfs"
@@ -178,10 +178,18 @@ func TestMiMoV2GraftEqualsReferenceBundled(t *testing.T) {
 	}
 }
 
-// --target hf refuses MiMo-V2 with its one sentence (vLLM builds one of the 3 layers).
+// --target hf refuses MiMo-V2 with its one sentence (vLLM builds one of the
+// 3 layers), and inspect's serving report says it is not judged rather than
+// failing the FP8 release's modules it cannot model.
 func TestMiMoV2HFRefused(t *testing.T) {
 	m := testmodel.Load(t, fixtures.MiMoV25)
-	if _, err := testmodel.Plan(t, m, "hf", targets.Options{}); err == nil || !strings.Contains(err.Error(), "MiMoV2MTP runs the first of MiMo-V2's 3 MTP layers only") {
+	const why = "MiMoV2MTP runs the first of MiMo-V2's 3 MTP layers only"
+	if _, err := testmodel.Plan(t, m, "hf", targets.Options{}); err == nil || !strings.Contains(err.Error(), why) {
 		t.Errorf("--target hf: %v", err)
+	}
+	fp8 := testmodel.Load(t, fixtures.MiMoV25FP8)
+	r, err := hf.Serving(fp8)
+	if err != nil || !strings.Contains(r.NotJudged, why) || r.Err() != nil || r.TensorDepth != 3 {
+		t.Errorf("serving report: %v %+v", err, r)
 	}
 }
