@@ -75,6 +75,8 @@ type Config struct {
 	// DeepSeek is the DeepSeek-V3 lineage's own keys (deepseek.go), decoded
 	// by the lineage's families; nil for the others.
 	DeepSeek *DeepSeekConfig
+	// Step35 is Step-3.5's own keys (step35.go); nil for the others.
+	Step35 *Step35Config
 
 	family Family // the family that parsed it
 
