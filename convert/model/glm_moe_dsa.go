@@ -138,7 +138,8 @@ func (glmMoeDsa) Spec(c *Config) *Spec {
 		DrafterBlockExtra:   1,
 		DrafterKVB:          [2]string{"self_attn.embed_q.weight", "self_attn.unembed_out.weight"},
 		DrafterRoutersFloat: true,
-		CombinedRefusal:     s.MLX.CombinedRefusal,
+		CombinedRefusal: "stock mlx-lm's glm_moe_dsa builds a DSA indexer in every layer, so it loads no GLM-5.2 checkpoint with shared indexer layers, " +
+			"and drops the NextN layer of the others (its sanitize keeps layers below num_hidden_layers only): a combined file would carry a head nothing runs.",
 	}
 	s.OpenVINO = OpenVINOSpec{Refusal: glmOpenVINORefusal}
 	s.HF = deepseekHF(c, "deepseek_mtp") // vLLM maps glm_moe_dsa to its DeepSeek-V3.2 MTP (config/speculative.py hf_config_override)

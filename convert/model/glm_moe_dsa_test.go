@@ -51,7 +51,7 @@ func TestGLM52Family(t *testing.T) {
 	if m.Spec.GGUF.Arch != "glm-dsa" || m.Spec.MLX.DrafterModelType != "glm_moe_dsa_mtp" || m.Spec.HF.MTPClass == "" {
 		t.Errorf("tables: %s %s %s", m.Spec.GGUF.Arch, m.Spec.MLX.DrafterModelType, m.Spec.HF.MTPClass)
 	}
-	for target, want := range map[string]string{"combined": "NextN layer of GLM-5.2 checkpoints", "openvino": "runs Qwen3.5 heads only"} {
+	for target, want := range map[string]string{"combined": "loads no GLM-5.2 checkpoint with shared indexer layers", "openvino": "runs Qwen3.5 heads only"} {
 		if _, err := testmodel.Plan(t, m, target, targets.Options{}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("--target %s: %v", target, err)
 		}
