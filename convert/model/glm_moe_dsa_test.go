@@ -90,3 +90,30 @@ func TestGLM52Family(t *testing.T) {
 		}
 	}
 }
+
+// The mlx-vlm drafter (glm_moe_dsa_mtp) in its splitter's names: the NextN
+// layer's tensors under mtp. (shared_head.norm as shared_head_norm, the
+// indexer kept, kv_b_proj absorbed, experts stacked), dtypes as stored (the
+// correction bias float32); no embedding or lm_head of its own.
+func TestGLM52DrafterNames(t *testing.T) {
+	m := testmodel.Load(t, fixtures.GLM52)
+	got := testmodel.PlanNames(t, "mlx", m)
+	want := map[string]string{"mtp.mlp.gate.e_score_correction_bias": "F32"}
+	for _, n := range []string{"enorm", "hnorm", "eh_proj", "shared_head_norm", "input_layernorm", "post_attention_layernorm",
+		"self_attn.q_a_proj", "self_attn.q_a_layernorm", "self_attn.q_b_proj", "self_attn.kv_a_proj_with_mqa",
+		"self_attn.kv_a_layernorm", "self_attn.embed_q", "self_attn.unembed_out", "self_attn.o_proj",
+		"self_attn.indexer.wq_b", "self_attn.indexer.wk", "self_attn.indexer.k_norm", "self_attn.indexer.weights_proj",
+		"mlp.gate", "mlp.shared_experts.gate_proj", "mlp.shared_experts.up_proj", "mlp.shared_experts.down_proj",
+		"mlp.switch_mlp.gate_proj", "mlp.switch_mlp.up_proj", "mlp.switch_mlp.down_proj"} {
+		want["mtp."+n+".weight"] = "BF16"
+	}
+	want["mtp.self_attn.indexer.k_norm.bias"] = "BF16"
+	if len(got) != len(want) {
+		t.Errorf("%d tensors, want %d: %v", len(got), len(want), got)
+	}
+	for n, d := range want {
+		if got[n] != d {
+			t.Errorf("%s: %q, want %q", n, got[n], d)
+		}
+	}
+}
