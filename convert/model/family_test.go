@@ -78,7 +78,6 @@ func TestFamilyDetectedBeforeValidation(t *testing.T) {
 func TestUnsupportedFamiliesRefusedByName(t *testing.T) {
 	for _, c := range []struct{ arch, want string }{
 		{"Step3p7ForConditionalGeneration", "Step-3.7-Flash (architectures [Step3p7ForConditionalGeneration]) is not supported yet: its heads are Step-3.5's"},
-		{"GlmMoeDsaForCausalLM", "GLM-5.2 (architectures [GlmMoeDsaForCausalLM]) is not supported yet"},
 		{"DeepseekV2ForCausalLM", "DeepSeek-V2 (architectures"},
 		{"Dots3NoteMoeForCausalLM", "dots3 (architectures"},
 	} {

@@ -347,7 +347,7 @@ func valueString(v gg.Value, present bool) string {
 // bundledMetadata is the trunk's metadata with the keys a bundled file
 // changes, as the family's table (ours) writes them: block_count counts the
 // MTP layers, a per-layer array (recurrent_layers, head_count) takes the head's entries
-// from the table, nextn_predict_layers is added where the table places it
+// from the table (one of the trunk's layers alone stays as it is), nextn_predict_layers is added where the table places it
 // (before the key that follows it there).
 func bundledMetadata(f *gg.File, ours []gg.KV, a string, nLayer, depth int) ([]gg.KV, error) {
 	kvs := make([]gg.KV, 0, len(f.KV)+1)
@@ -376,9 +376,12 @@ func bundledMetadata(f *gg.File, ours []gg.KV, a string, nLayer, depth int) ([]g
 				kvs, placed = append(kvs, nextn), true
 			}
 		}
-		if head, ok := oursByKey[kv.Key]; ok && head.Type == gg.TypeArray && head.Elem != gg.TypeString && kv.Key != nextnKey {
-			// A per-layer array (recurrent_layers, Step-3.5's head counts
-			// and SwiGLU clamps): the trunk's entries, then the head's.
+		// A per-layer array (recurrent_layers, Step-3.5's head counts and
+		// SwiGLU clamps): the trunk's entries, then the head's. One of the
+		// trunk's layers alone (glm-dsa's attention.indexer.types) is the
+		// trunk's, unchanged.
+		if head, ok := oursByKey[kv.Key]; ok && head.Type == gg.TypeArray && head.Elem != gg.TypeString && kv.Key != nextnKey &&
+			reflect.ValueOf(head.V).Len() != nLayer {
 			hs, xs := reflect.ValueOf(head.V), reflect.ValueOf(kv.Value.V)
 			if kv.Value.Type != gg.TypeArray || kv.Value.Elem != head.Elem || xs.Len() < nLayer || hs.Len() != nLayer+depth {
 				return nil, fmt.Errorf("%s is not an array of %d %s values", kv.Key, nLayer, head.Elem)
