@@ -77,6 +77,8 @@ type Config struct {
 	DeepSeek *DeepSeekConfig
 	// MiMo is MiMo-V2's own keys (mimo_v2.go); nil for the other families.
 	MiMo *MiMoV2Config
+	// Step35 is Step-3.5's own keys (step35.go); nil for the others.
+	Step35 *Step35Config
 
 	family Family // the family that parsed it
 

@@ -29,6 +29,7 @@ const (
 	KindAttnQNorm
 	KindAttnKNorm
 	KindAttnSinks // attn_sinks (learned per-head softmax sinks: MiMo-V2's sliding-window layers)
+	KindAttnGate  // attn_gate (Step-3.5's head-wise attention gate, sigmoid of one value per head)
 	KindAttnQA
 	KindAttnQANorm
 	KindAttnQB
@@ -94,6 +95,7 @@ var kinds = map[Kind]KindInfo{
 	KindAttnQNorm:           {Name: "attn_q_norm", Block: true},
 	KindAttnKNorm:           {Name: "attn_k_norm", Block: true},
 	KindAttnSinks:           {Name: "attn_sinks", Block: true},
+	KindAttnGate:            {Name: "attn_gate", Block: true},
 	KindAttnQA:              {Name: "attn_q_a", Block: true},
 	KindAttnQANorm:          {Name: "attn_q_a_norm", Block: true},
 	KindAttnQB:              {Name: "attn_q_b", Block: true},
