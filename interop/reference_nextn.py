@@ -342,6 +342,9 @@ class MiMoReference(GLMReference):
             x, logits = self.mtp_layer(tokens[1 + j:], prev[:n - 1 - j], np.arange(1 + j, n), head=j)
             out.append(logits)
             prev = x
+        return out
+
+
 def causal_attention_swa(q, k, v, positions, key_positions, scale, window):
     """Causal attention over keys at key_positions for queries at positions, GQA by
     head groups; with window, a key p0 is masked for the query p1 when
