@@ -13,9 +13,9 @@ reference converter's files in Go (convert/targets/gguf/mimo_v2_test.go). Here:
   own trunk h_nextn, and so do the trunk's logits and hidden states;
 - llama.cpp drafts with our sidecar and with the heads grafted into the trunk (one
   file, every trunk tensor kept): greedy text equal to the no-draft text (with
-  flash attention off in the drafting run: the random fixture has near ties that
-  flash attention's batched verification and one-token decoding break apart, with
-  or without a head); on the rigged twin every one of the 3 depths drafts
+  flash attention off in the drafting run: the random fixture's trunk has near
+  ties that llama.cpp's flash-attention path breaks one way verifying 3 drafts in
+  a batch and the other decoding one token at a time); on the rigged twin every one of the 3 depths drafts
   (n_draft 3, 3 drafts a round) and >= 95% are accepted at bf16, Q8_0 and Q4_K_M.
 """
 import json
