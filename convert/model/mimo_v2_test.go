@@ -1,12 +1,18 @@
 package model_test
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/convert/targets"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/internal/testfs"
 	"github.com/mtpconv/mtpconv/internal/testmodel"
 )
 
@@ -75,5 +81,61 @@ func TestMiMoV2Family(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v", extra, err)
 		}
+	}
+}
+
+// An FP8 qkv_proj whose block scale is no tensor-parallel sharding the
+// reference converter detects (here the unsharded grid of 10 scale rows
+// for 1280 rows, neither 4 nor 8 shards' 12 or 16) is refused naming the
+// file and the tensor, as the reference fails on it.
+func TestMiMoV2FP8UnshardedQKVRefused(t *testing.T) {
+	src := fixtures.Ensure(t, fixtures.MiMoV25FP8)
+	dir := t.TempDir()
+	const shard, scale = "model-00002-of-00002.safetensors", "model.mtp.layers.1.self_attn.qkv_proj.weight_scale_inv"
+	testfs.LinkDir(t, src, dir, shard)
+	ck, err := st.Open(source.Dir(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	var entries []st.Entry
+	var data [][]byte
+	for _, n := range ck.Names {
+		tn := ck.Tensors[n]
+		if tn.Shard.Name != shard {
+			continue
+		}
+		b, err := ck.ReadTensor(tn, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shape := tn.Shape
+		if n == scale {
+			shape, b = []int64{10, 1}, b[:20] // the unsharded grid: ceil(1280 / 128) rows
+		}
+		entries = append(entries, st.Entry{Name: n, DType: tn.DType, Shape: shape})
+		data = append(data, b)
+	}
+	var buf bytes.Buffer
+	w, err := st.NewWriter(&buf, entries, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range data {
+		w.Write(b)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, shard), buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := testmodel.LoadDir(t, dir)
+	err = m.HeadError()
+	if err == nil || !strings.Contains(err.Error(), shard+": tensor model.mtp.layers.1.self_attn.qkv_proj.weight: its block scale "+scale+" has 10 rows, which is no tensor-parallel sharding over 8 or 4 ranks") {
+		t.Errorf("head: %v", err)
+	}
+	if _, err := testmodel.Plan(t, m, "gguf", targets.Options{}); err == nil {
+		t.Error("--target gguf planned a head whose qkv_proj it cannot read")
 	}
 }
