@@ -75,6 +75,8 @@ type Config struct {
 	// DeepSeek is the DeepSeek-V3 lineage's own keys (deepseek.go), decoded
 	// by the lineage's families; nil for the others.
 	DeepSeek *DeepSeekConfig
+	// Glm5Next is GLM-5.3-Flash's own keys (glm5_next.go); nil for the others.
+	Glm5Next *Glm5NextConfig
 
 	family Family // the family that parsed it
 
