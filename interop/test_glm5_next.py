@@ -10,6 +10,10 @@ itself.
   with our drafter next to mlx-vlm's glm5_next trunk: on the rigged fixture
   (a correctly wired head predicts the trunk's next token) its drafts are
   accepted, and the greedy text equals the text generated without drafting.
+- A block-FP8 source (mlx-vlm#2044: FP8 must be dequantized before any
+  cast): our bf16 drafter of it equals the one of its dequantized float32
+  twin byte for byte, and at --head-precision fp8 it is what mlx-vlm's
+  splitter writes from the FP8 source itself (mxfp8 of the exact weights).
 """
 import json
 
@@ -19,7 +23,8 @@ import pytest
 from conftest import export
 from test_glm import QUANTIZED, assert_same_drafter
 
-FIXTURES = {"plain": "glm5.3-flash-tiny", "rigged": "glm5.3-flash-tiny-rigged"}
+FIXTURES = {"plain": "glm5.3-flash-tiny", "rigged": "glm5.3-flash-tiny-rigged",
+            "fp8": "glm5.3-flash-fp8-tiny", "fp8-dequant": "glm5.3-flash-fp8-dequant-tiny"}
 PROMPT = [3, 17, 200, 33, 4, 99, 250, 11]
 NEW_TOKENS = 48
 
@@ -141,3 +146,20 @@ def test_unrigged_head_is_rejected(mtpconv, dirs, tmp_path):
     drafter.set_dtype(mx.float32)
     assert run(model, drafter) == run(model)
     assert sum(drafter.accept_lens) < 0.5 * sum(drafter.draft_lens), (drafter.accept_lens, drafter.draft_lens)
+
+
+def test_fp8_source(mtpconv, dirs, tmp_path):
+    from mlx_vlm.speculative.drafters import load_drafter
+    from mlx_vlm.speculative.drafters.glm5_next_mtp.split import split_glm5_next_mtp
+    a = export(mtpconv, dirs["fp8"], tmp_path / "fp8", "--target", "mlx")
+    b = export(mtpconv, dirs["fp8-dequant"], tmp_path / "dequant", "--target", "mlx")
+    assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
+    assert (a / "config.json").read_bytes() == (b / "config.json").read_bytes()
+    with mx.stream(mx.cpu):
+        ref = split_glm5_next_mtp(str(dirs["fp8"]), str(tmp_path / "ref"))
+    ours = export(mtpconv, dirs["fp8"], tmp_path / "ours", "--target", "mlx", "--head-precision", "fp8", "--mlx-rounding", "cpu")
+    got = assert_same_drafter(ours, ref)
+    assert json.loads((ours / "config.json").read_text())["quantization"]["mode"] == "mxfp8"
+    assert got["mtp_block.self_attn.qkv_a_proj.weight"].dtype == mx.uint32
+    for folder in (a, ours):
+        assert load_drafter(str(folder))[1] == "mtp"

@@ -69,6 +69,9 @@ func TestGlm5NextFamily(t *testing.T) {
 	if m.Family != "glm5_next" || m.MTPDepth != 1 || m.HeadError() != nil || m.TrunkError() != nil || m.TextPrefix != "model.language_model." {
 		t.Fatalf("family %s depth %d prefix %s: %v %v", m.Family, m.MTPDepth, m.TextPrefix, m.HeadError(), m.TrunkError())
 	}
+	if f := testmodel.Load(t, fixtures.GLM53FlashFP8); !f.FP8 || f.HeadError() != nil || f.TrunkError() != nil {
+		t.Errorf("the block-FP8 fixture: fp8 %v: %v %v", f.FP8, f.HeadError(), f.TrunkError())
+	}
 	for _, c := range []struct {
 		target string
 		o      targets.Options
