@@ -163,3 +163,32 @@ def test_fp8_source(mtpconv, dirs, tmp_path):
     assert got["mtp_block.self_attn.qkv_a_proj.weight"].dtype == mx.uint32
     for folder in (a, ours):
         assert load_drafter(str(folder))[1] == "mtp"
+
+
+@pytest.mark.parametrize("prec", ["bf16", "int8"])
+def test_drafter_forward_matches_reference(mtpconv, dirs, tmp_path, prec):
+    """The numpy reference of the NextN layer (interop/reference_nextn.py:
+    nope-only MLA with the DSA indexer, sigmoid MoE with the SwiGLU clamp),
+    fed mlx-vlm's own trunk hidden states of the plain fixture, agrees with
+    mlx-vlm's drafter running our folder: the same argmax at every position,
+    logits within 1 % (bf16) / 4 % (int8) of the largest."""
+    import numpy as np
+    from mlx_vlm.speculative.drafters import load_drafter
+    from reference_nextn import Glm5NextReference
+    model = load_trunk(dirs["plain"])
+    out = model.language_model(mx.array([PROMPT]), return_hidden=True)
+    hidden = out.hidden_states[-1]
+    tokens = mx.array([PROMPT[1:] + [out.logits[0, -1].argmax().item()]])
+    ours = export(mtpconv, dirs["plain"], tmp_path / "ours", "--target", "mlx", "--head-precision", prec)
+    drafter, _ = load_drafter(str(ours))
+    drafter.set_dtype(mx.float32)
+    drafter.bind(model)
+    drafter._next_position = 1  # past the drafter's position 0, whose embedding it zeroes
+    h, _ = drafter._forward_hidden(drafter._input_embed(tokens), hidden, tokens, None)
+    got = np.array(model.language_model.lm_head(h)[0])
+    ref = Glm5NextReference(dirs["plain"])
+    want = ref.nextn_logits(np.array(tokens[0]), np.array(hidden[0]).astype(np.float64), np.arange(1, len(PROMPT) + 1))
+    err = np.abs(got - want).max() / np.abs(want).max()
+    print(f"glm5_next {prec}: max logit error {err:.2e} of the largest")
+    assert (got.argmax(-1) == want.argmax(-1)).all()
+    assert err < (0.01 if prec == "bf16" else 0.04), err
