@@ -10,7 +10,7 @@ import (
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/internal/testmodel"
 
-	_ "github.com/mtpconv/mtpconv/convert/targets/hf"
+	"github.com/mtpconv/mtpconv/convert/targets/hf"
 	_ "github.com/mtpconv/mtpconv/convert/targets/mlx"
 	_ "github.com/mtpconv/mtpconv/convert/targets/openvino"
 )
@@ -86,6 +86,10 @@ func TestGlm5NextFamily(t *testing.T) {
 		if _, err := testmodel.Plan(t, m, c.target, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("--target %s: %v", c.target, err)
 		}
+	}
+	// inspect's serving report says no runtime builds the head.
+	if r, err := hf.Serving(m); err != nil || len(r.Problems) == 0 || !strings.Contains(r.Problems[0].Message, "no glm5_next MTP class") {
+		t.Errorf("serving report: %v %+v", err, r)
 	}
 	text := `"model_type":"glm5_next_text","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":2,"num_key_value_heads":2,
 "vocab_size":32,"intermediate_size":96,"moe_intermediate_size":16,"n_routed_experts":4,"n_shared_experts":1,"num_experts_per_tok":2,
