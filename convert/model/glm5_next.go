@@ -95,14 +95,15 @@ func (glm5Next) ParseConfig(raw []byte) (*Config, error) {
 		PositiveKey{"intermediate_size", c.IntermediateSize}, PositiveKey{"n_routed_experts", ds.NRoutedExperts},
 		PositiveKey{"n_shared_experts", ds.NSharedExperts}, PositiveKey{"num_experts_per_tok", c.NumExpertsPerTok},
 		PositiveKey{"moe_intermediate_size", c.MoeIntermediateSize}, PositiveKey{"n_group", ds.NGroup},
-		PositiveKey{"topk_group", ds.TopkGroup}, PositiveKey{"q_lora_rank", derefOr(ds.QLoraRank, 0)},
+		PositiveKey{"topk_group", ds.TopkGroup},
 		PositiveKey{"kv_lora_rank", ds.KVLoraRank}, PositiveKey{"qk_nope_head_dim", ds.QKNopeHeadDim},
-		PositiveKey{"v_head_dim", ds.VHeadDim}, PositiveKey{"index_n_heads", ds.IndexNHeads},
-		PositiveKey{"index_head_dim", ds.IndexHeadDim}, PositiveKey{"index_topk", ds.IndexTopk},
-		PositiveKey{"index_kpool", *g.IndexKPool}, PositiveKey{"hc_mult", *g.HCMult},
+		PositiveKey{"v_head_dim", ds.VHeadDim}, PositiveKey{"index_kpool", *g.IndexKPool}, PositiveKey{"hc_mult", *g.HCMult},
 		PositiveKey{"linear_attn_config.num_heads", g.LinearAttn.NumHeads}, PositiveKey{"linear_attn_config.head_dim", g.LinearAttn.HeadDim},
 		PositiveKey{"linear_attn_config.short_conv_kernel_size", g.LinearAttn.ShortConvKernelSize})
 	if err := CheckPositive(keys...); err != nil {
+		return nil, err
+	}
+	if err := checkDSAIndexer(ds); err != nil {
 		return nil, err
 	}
 	if err := c.CheckCommon(); err != nil {
@@ -189,7 +190,9 @@ func (glm5Next) Spec(c *Config) *Spec {
 	s := deepseekSpec(c, glm53Flash)
 	ds, g := c.deepseek(), c.glm5()
 	h, L := int64(c.HiddenSize), c.NumHiddenLayers
-	w := func(suffix string, role Role, shape ...int64) Want { return Want{Suffix: suffix, Shape: shape, Role: role} }
+	w := func(suffix string, role Role, shape ...int64) Want {
+		return Want{Suffix: suffix, Shape: shape, Role: role}
+	}
 	// The lineage's MLA layer (deepseekSpec's, MoE past first_k_dense_replace)
 	// split into its attention and the rest.
 	var mla, dense, moe []Want
@@ -202,15 +205,12 @@ func (glm5Next) Spec(c *Config) *Spec {
 	di := int64(c.IntermediateSize)
 	dense = []Want{w("input_layernorm.weight", 0, h), w("post_attention_layernorm.weight", 0, h),
 		w("mlp.gate_proj.weight", 0, di, h), w("mlp.up_proj.weight", 0, di, h), w("mlp.down_proj.weight", 0, h, di)}
-	nh, hd, ql, kp := int64(ds.IndexNHeads), int64(ds.IndexHeadDim), int64(derefOr(ds.QLoraRank, 0)), int64(*g.IndexKPool)
-	indexer := []Want{
-		w("self_attn.indexer.wq_b.weight", 0, nh*hd, ql), w("self_attn.indexer.wk.weight", 0, hd, h),
-		w("self_attn.indexer.k_norm.weight", 0, hd), w("self_attn.indexer.k_norm.bias", 0, hd),
-		w("self_attn.indexer.weights_proj.weight", 0, nh, h),
-		// float32 in the modelling code's defaults; mlx-vlm never casts them
+	hd, ql, kp := int64(ds.IndexHeadDim), int64(derefOr(ds.QLoraRank, 0)), int64(*g.IndexKPool)
+	// The lineage's DSA indexer plus its k-pool compression, float32 in the
+	// modelling code's defaults (mlx-vlm never casts it).
+	indexer := append(dsaIndexer(c),
 		w("self_attn.indexer.index_kpool_compress_ape", RoleKeepDType, kp, hd),
-		w("self_attn.indexer.index_kpool_compress_gate", RoleKeepDType, hd, h),
-	}
+		w("self_attn.indexer.index_kpool_compress_gate", RoleKeepDType, hd, h))
 	la := g.LinearAttn
 	kh, kd, kk := int64(la.NumHeads), int64(la.HeadDim), int64(la.ShortConvKernelSize)
 	kda := []Want{
