@@ -494,3 +494,54 @@ class Step35Reference:
             prev, logits = self.nextn(tokens[1 + j:], prev[: len(pos)], pos, head=j)
             out.append(logits)
         return out
+
+
+class Glm5NextReference(GLMReference):
+    """GLM-5.3-Flash's NextN layer (model.language_model.layers.{L}), written
+    from the transformers glm5_next modelling code's math: nope-only
+    multi-head latent attention (no rotary part: qk_rope_head_dim 0, scale
+    qk_nope_head_dim^-0.5) whose DSA indexer selects index_topk // index_kpool
+    pools of index_kpool positions plus the incomplete tail, so every causal
+    position while the context fits (the reference runs it dense, and its
+    callers keep the context that short); DeepSeek-V3's sigmoid MoE with the
+    SwiGLU clamp (gate at most swiglu_limit, up within ±swiglu_limit) in the
+    routed and the shared experts. The trunk (KDA layers, mHC streams) is not
+    modelled: the layer is fed the trunk's hidden states."""
+
+    def __init__(self, folder, weights=None):
+        super().__init__(folder, weights)
+        c = self.cfg
+        assert c.get("qk_rope_head_dim", 0) == 0 and c["num_nextn_predict_layers"] == 1
+        self.limit = float(c.get("swiglu_limit", 10.0))
+        self.text = "model.language_model."
+        self.nextn = f"{self.text}layers.{self.n_layer}."
+        n_ctx = c["index_topk"] + c["index_kpool"] - 1
+        self.max_context = n_ctx
+
+    def swiglu(self, gate, up):
+        return silu(np.minimum(gate, self.limit)) * np.clip(up, -self.limit, self.limit)
+
+    def moe(self, m, x):
+        w = self.w
+        out = np.zeros_like(x)
+        for s, (top, weights) in enumerate(self.route(m, x)):
+            for e, g in zip(top, weights):
+                q = f"{m}experts.{e}."
+                out[s] += g * (w[q + "down_proj.weight"] @ self.swiglu(w[q + "gate_proj.weight"] @ x[s], w[q + "up_proj.weight"] @ x[s]))
+        sh = m + "shared_experts."
+        return out + self.swiglu(x @ w[sh + "gate_proj.weight"].T, x @ w[sh + "up_proj.weight"].T) @ w[sh + "down_proj.weight"].T
+
+    def layer(self, i, x, positions):
+        assert i == self.n_layer and x.shape[0] <= self.max_context, "the reference models the NextN layer, at a context the indexer keeps whole"
+        p, w = self.nextn, self.w
+        x = x + self.attention(p, rms_norm(x, w[p + "input_layernorm.weight"], self.eps), positions)
+        return x + self.moe(p + "mlp.", rms_norm(x, w[p + "post_attention_layernorm.weight"], self.eps))
+
+    def nextn_logits(self, tokens, hidden, positions):
+        emb = self.w[self.text + "embed_tokens.weight"]
+        w, p = self.w, self.nextn
+        e = rms_norm(emb[np.asarray(tokens)], w[p + "enorm.weight"], self.eps)
+        h = rms_norm(hidden, w[p + "hnorm.weight"], self.eps)
+        x = np.concatenate([e, h], axis=-1) @ w[p + "eh_proj.weight"].T
+        x = self.layer(self.n_layer, x, positions)
+        return rms_norm(x, w[p + "shared_head.norm.weight"], self.eps) @ w["lm_head.weight"].T

@@ -234,6 +234,17 @@ type MLXSpec struct {
 	// DrafterRoutersFloat: a quantized drafter keeps the MoE routers float,
 	// as the family's mlx-vlm splitter does (--router-bits does not apply).
 	DrafterRoutersFloat bool
+	// DrafterConcat lists the drafter tensors mlx-vlm's sanitize
+	// concatenates along their rows from several tensors of one MTP layer
+	// (GLM-5.3-Flash's qkv_a_proj of q_a_proj and kv_a_proj_with_mqa).
+	DrafterConcat []DrafterConcat
+}
+
+// DrafterConcat is one drafter tensor made of head tensors stacked along
+// their rows, in order: its suffix and theirs under an MTP layer.
+type DrafterConcat struct {
+	Out   string
+	Parts []string
 }
 
 // Forward is a family's MTP forward, abstractly: the targets lower it, or
