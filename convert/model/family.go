@@ -135,6 +135,11 @@ type HFSpec struct {
 	// Refusal, when set, is the one sentence naming the runtime that is
 	// missing (neither pinned vLLM nor SGLang builds the family's head).
 	Refusal string
+	// Unported, when set, is the one sentence saying why the target does
+	// not write the head although a runtime builds it: how the runtimes
+	// build its modules is not ported (the target refuses; inspect's
+	// serving report does not judge the head).
+	Unported string
 	// MTPClass names the runtimes' MTP model class (vLLM's
 	// model_executor/models/<MTPClass>.py and SGLang's models/ sibling),
 	// whose own overrides of the repo's quantization the rules port.

@@ -43,7 +43,7 @@ type Report struct {
 	// Versions are the runtime releases whose rules were applied.
 	Versions map[Runtime]string `json:"runtime_versions"`
 	// NotJudged, when set, is why the head was not judged: the family's
-	// HFSpec.Refusal (mtpconv has not ported how the runtimes build it).
+	// HFSpec.Unported (mtpconv has not ported how the runtimes build it).
 	NotJudged string `json:"not_judged,omitempty"`
 }
 
@@ -72,7 +72,7 @@ const (
 // model.Load (its own config and headers), and what keeps it from drafting.
 func Serving(m *model.Model) (*Report, error) {
 	r := &Report{Repo: m.Checkpoint.Source.Name(), Family: m.Family, Quantization: "none", Versions: Versions}
-	if why := m.Spec.HF.Refusal; why != "" {
+	if why := m.Spec.HF.Unported; why != "" {
 		r.NotJudged = why
 		r.TensorDepth, r.HeadTensors = m.MTPDepth, m.Groups[model.GroupMTP].Tensors
 		return r, nil
