@@ -221,7 +221,7 @@ func (mimoV2) Spec(c *Config) *Spec {
 		},
 		MLX:      MLXSpec{CombinedRefusal: "stock mlx-lm drops MiMo-V2's MTP layers (its mimo_v2_flash sanitize removes model.mtp.*), and mlx-vlm has no MiMo-V2 drafter, so a combined file would carry a head nothing runs."},
 		OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only; no OpenVINO pipeline runs MiMo-V2's chained sliding-window heads."},
-		HF:       HFSpec{Refusal: "vLLM 0.32.0's MiMoV2MTP runs the first of MiMo-V2's 3 MTP layers only, and how it and SGLang build the head's modules (qkv_proj sharded per rank) is not ported, so no HF repo is written for them yet."},
+		HF:       HFSpec{Unported: "vLLM 0.32.0's MiMoV2MTP runs the first of MiMo-V2's 3 MTP layers only, and how it and SGLang build the head's modules (qkv_proj sharded per rank) is not ported, so no HF repo is written for them yet."},
 	}
 	if !c.TieWordEmbeddings {
 		s.LMHead = &Want{Suffix: "lm_head.weight", Shape: []int64{v, h}}
