@@ -22,6 +22,16 @@ mtpconv's Go code:
   final norm (what llama.cpp passes as h_nextn), embed_tokens and
   shared_head.head the layer's own when present, else the trunk's.
 
+Hy3 (hy_v3, HY3Reference), from transformers' hy_v3 modelling code and vLLM's
+hy_v3_mtp.py: GQA with per-head q/k RMSNorms and full rotate-half rotary, no
+biases; the MoE's sigmoid router mlp.router.gate, mlp.expert_bias added for the
+choice only, top-k over all experts (no groups), the chosen scores renormalised
+(route_norm) times router_scaling_factor, plus the ungated mlp.shared_mlp; its
+MTP layers model.layers.{L+j} chained: layer j takes the token after layer j-1's
+and layer j-1's output after its final_layernorm (the trunk's post-norm hidden
+state for j = 0), logits = lm_head(final_layernorm(layer(eh_proj(concat(
+enorm(embed(t)), hnorm(h)))))).
+
 Computation is float64."""
 import numpy as np
 
@@ -203,3 +213,54 @@ class GLMReference:
     def nextn_logits(self, tokens, hidden, positions):
         head = self.w.get(self.nextn + "shared_head.head.weight", self.w["lm_head.weight"])
         return self.nextn_hidden(tokens, hidden, positions) @ head.T
+
+
+class HY3Reference(GLMReference):
+    """A Hy3 checkpoint's trunk and chained MTP layers, each layer with its own KV cache."""
+
+    def __init__(self, folder, weights=None):
+        super().__init__(folder, weights)
+        self.rot = self.hd  # full rotary
+        self.dense_layers = self.cfg.get("first_k_dense_replace", 1)
+
+    def route(self, m, x):
+        """(indices, weights) per token, as HYV3TopKRouter computes them."""
+        c = self.cfg
+        scores = sigmoid(x @ self.w[m + "router.gate.weight"].T)  # [S, E]
+        choice = scores + self.w[m + "expert_bias"]
+        out = []
+        for s in range(x.shape[0]):
+            top = np.argsort(-choice[s], kind="stable")[: c["num_experts_per_tok"]]
+            weights = scores[s, top]
+            if c.get("route_norm", True):
+                weights = weights / (weights.sum() + 1e-20)
+            out.append((top, weights * c.get("router_scaling_factor", 2.826)))
+        return out
+
+    def moe(self, m, x):
+        w = self.w
+        out = np.zeros_like(x)
+        for s, (top, weights) in enumerate(self.route(m, x)):
+            for e, g in zip(top, weights):
+                q = f"{m}experts.{e}."
+                y = silu(w[q + "gate_proj.weight"] @ x[s]) * (w[q + "up_proj.weight"] @ x[s])
+                out[s] += g * (w[q + "down_proj.weight"] @ y)
+        sh = m + "shared_mlp."
+        return out + (silu(x @ w[sh + "gate_proj.weight"].T) * (x @ w[sh + "up_proj.weight"].T)) @ w[sh + "down_proj.weight"].T
+
+    def nextn_hidden(self, tokens, hidden, positions, depth=0):
+        """MTP layer depth's output after its final_layernorm, for tokens
+        paired with the hidden states of the depth before (post norm)."""
+        w, i = self.w, self.n_layer + depth
+        p = f"model.layers.{i}."
+        emb = w.get(p + "embed_tokens.weight", w["model.embed_tokens.weight"])[np.asarray(tokens)]
+        e = rms_norm(emb, w[p + "enorm.weight"], self.eps)
+        h = rms_norm(hidden, w[p + "hnorm.weight"], self.eps)
+        x = np.concatenate([e, h], axis=-1) @ w[p + "eh_proj.weight"].T
+        x = self.layer(i, x, positions)
+        return rms_norm(x, w[p + "final_layernorm.weight"], self.eps)
+
+    def nextn_logits(self, tokens, hidden, positions, depth=0):
+        p = f"model.layers.{self.n_layer + depth}."
+        head = self.w.get(p + "shared_head.head.weight", self.w["lm_head.weight"])
+        return self.nextn_hidden(tokens, hidden, positions, depth) @ head.T
