@@ -22,12 +22,14 @@ const (
 	KindAttnPostNorm // post_attention_norm (the Qwen and GLM-4.5 post-attention RMSNorm)
 	KindFFNNorm      // ffn_norm (deepseek2's post-attention RMSNorm)
 	KindAttnQ
+	KindAttnQKV // attn_qkv (a fused q/k/v projection: MiMo-V2.5)
 	KindAttnK
 	KindAttnV
 	KindAttnOut
 	KindAttnQNorm
 	KindAttnKNorm
-	KindAttnGate // attn_gate (Step-3.5's head-wise attention gate, sigmoid of one value per head)
+	KindAttnGate  // attn_gate (Step-3.5's head-wise attention gate, sigmoid of one value per head)
+	KindAttnSinks // attn_sinks (learned per-head softmax sinks: MiMo-V2's sliding-window layers)
 	KindAttnQA
 	KindAttnQANorm
 	KindAttnQB
@@ -47,6 +49,7 @@ const (
 	KindFFNGateExps
 	KindFFNUpExps
 	KindFFNDownExps
+	KindLayerOutNorm // layer_output_norm (MiMo-V2's MTP final_layernorm, applied before the LM head)
 	KindIndexerKNorm
 	KindIndexerProj
 	KindIndexerAttnK
@@ -85,12 +88,14 @@ var kinds = map[Kind]KindInfo{
 	KindAttnPostNorm:        {Name: "post_attention_norm", Block: true},
 	KindFFNNorm:             {Name: "ffn_norm", Block: true},
 	KindAttnQ:               {Name: "attn_q", Block: true},
+	KindAttnQKV:             {Name: "attn_qkv", Block: true},
 	KindAttnK:               {Name: "attn_k", Block: true},
 	KindAttnV:               {Name: "attn_v", Block: true},
 	KindAttnOut:             {Name: "attn_output", Block: true},
 	KindAttnQNorm:           {Name: "attn_q_norm", Block: true},
 	KindAttnKNorm:           {Name: "attn_k_norm", Block: true},
 	KindAttnGate:            {Name: "attn_gate", Block: true},
+	KindAttnSinks:           {Name: "attn_sinks", Block: true},
 	KindAttnQA:              {Name: "attn_q_a", Block: true},
 	KindAttnQANorm:          {Name: "attn_q_a_norm", Block: true},
 	KindAttnQB:              {Name: "attn_q_b", Block: true},
@@ -110,6 +115,7 @@ var kinds = map[Kind]KindInfo{
 	KindFFNGateExps:         {Name: "ffn_gate_exps", Block: true},
 	KindFFNUpExps:           {Name: "ffn_up_exps", Block: true},
 	KindFFNDownExps:         {Name: "ffn_down_exps", Block: true},
+	KindLayerOutNorm:        {Name: "layer_output_norm", Block: true},
 	KindIndexerKNorm:        {Name: "indexer.k_norm", Block: true},
 	KindIndexerProj:         {Name: "indexer.proj", Block: true, ConverterF32: true},
 	KindIndexerAttnK:        {Name: "indexer.attn_k", Block: true},

@@ -38,6 +38,9 @@ func TestTypeRules(t *testing.T) {
 		{"blk.3.attn_q.bias", 1, "F32", false},
 		{"blk.3.nextn.eh_proj.weight", 2, "BF16", true},
 		{"blk.3.attn_gate.weight", 2, "BF16", true},
+		{"blk.3.attn_qkv.weight", 2, "BF16", true},
+		{"blk.3.attn_sinks.weight", 1, "F32", false},
+		{"blk.3.layer_output_norm.weight", 1, "F32", false},
 		{"blk.3.nextn.enorm.weight", 1, "F32", false},
 		{"blk.3.ffn_down_exps.weight", 3, "BF16", true},
 	} {
