@@ -99,6 +99,12 @@ func pyJSON(v gg.Value) string {
 			b.WriteByte('"')
 		case bool:
 			b.WriteString(strconv.FormatBool(x))
+		case float32: // Python's repr of the float
+			f := strconv.FormatFloat(float64(x), 'g', -1, 64)
+			if !strings.ContainsAny(f, ".eIN") {
+				f += ".0"
+			}
+			b.WriteString(f)
 		default:
 			n, _ := gg.Value{V: x}.Int()
 			b.WriteString(strconv.FormatInt(n, 10))

@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"math"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -247,11 +248,22 @@ func sameValue(theirs, ours gg.Value, nLayer int) bool {
 		b, ok := ours.Int()
 		return ok && a == b
 	}
-	if xs, ok := ours.V.([]bool); ok {
-		ys, ok := theirs.V.([]bool)
-		return ok && len(ys) >= nLayer && len(xs) >= nLayer && slices.Equal(xs[:nLayer], ys[:nLayer])
+	if xs, ys, ok := layerArrays(ours, theirs); ok && xs.Len() >= nLayer && ys.Len() >= nLayer {
+		return reflect.DeepEqual(xs.Slice(0, nLayer).Interface(), ys.Slice(0, nLayer).Interface()) // per layer: the trunk's
 	}
 	return theirs.Type == ours.Type && fmt.Sprint(theirs.V) == fmt.Sprint(ours.V)
+}
+
+// layerArrays are ours and theirs as arrays of one element type (booleans,
+// integers, floats: a per-layer key such as recurrent_layers,
+// head_count_kv or swiglu_clamp_exp, whose trunk-only file holds n_layer
+// entries and whose bundled file n_layer + the MTP depth).
+func layerArrays(ours, theirs gg.Value) (xs, ys reflect.Value, ok bool) {
+	if ours.Type != gg.TypeArray || theirs.Type != gg.TypeArray || ours.Elem != theirs.Elem || ours.Elem == gg.TypeString {
+		return xs, ys, false
+	}
+	xs, ys = reflect.ValueOf(ours.V), reflect.ValueOf(theirs.V)
+	return xs, ys, xs.Kind() == reflect.Slice && ys.Kind() == reflect.Slice && xs.Type() == ys.Type()
 }
 
 // sameModel refuses a trunk GGUF that is not the source's model, naming
@@ -339,8 +351,8 @@ func valueString(v gg.Value, present bool) string {
 
 // bundledMetadata is the trunk's metadata with the keys a bundled file
 // changes, as the family's table (ours) writes them: block_count counts the
-// MTP layers, a per-layer array (recurrent_layers) takes the head's entries
-// from the table, nextn_predict_layers is added where the table places it
+// MTP layers, a per-layer array (recurrent_layers, head_count_kv,
+// swiglu_clamp_exp) takes the head's entries from the table, nextn_predict_layers is added where the table places it
 // (before the key that follows it there).
 func bundledMetadata(f *gg.File, ours []gg.KV, a string, nLayer, depth int) ([]gg.KV, error) {
 	kvs := make([]gg.KV, 0, len(f.KV)+1)
@@ -369,12 +381,13 @@ func bundledMetadata(f *gg.File, ours []gg.KV, a string, nLayer, depth int) ([]g
 				kvs, placed = append(kvs, nextn), true
 			}
 		}
-		if head, ok := oursByKey[kv.Key].V.([]bool); ok && kv.Key != nextnKey {
-			xs, ok := kv.Value.V.([]bool)
-			if !ok || len(xs) < nLayer || len(head) != nLayer+depth {
-				return nil, fmt.Errorf("%s is not %d booleans", kv.Key, nLayer)
+		if head, xs, ok := layerArrays(oursByKey[kv.Key], kv.Value); ok && kv.Key != nextnKey && head.Len() == nLayer+depth {
+			if xs.Len() < nLayer {
+				return nil, fmt.Errorf("%s is not %d per-layer values", kv.Key, nLayer)
 			}
-			kv.Value = gg.Bools(append(append([]bool{}, xs[:nLayer]...), head[nLayer:]...))
+			// The trunk's entries for its layers, the table's for the head's.
+			v := reflect.AppendSlice(reflect.AppendSlice(reflect.MakeSlice(xs.Type(), 0, nLayer+depth), xs.Slice(0, nLayer)), head.Slice(nLayer, nLayer+depth))
+			kv.Value = gg.Value{Type: gg.TypeArray, Elem: kv.Value.Elem, V: v.Interface()}
 		}
 		kvs = append(kvs, kv)
 	}
