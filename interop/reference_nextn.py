@@ -32,6 +32,17 @@ and layer j-1's output after its final_layernorm (the trunk's post-norm hidden
 state for j = 0), logits = lm_head(final_layernorm(layer(eh_proj(concat(
 enorm(embed(t)), hnorm(h)))))).
 
+Ling-3.0 (bailing_moe_v3, LingReference), from mlx-lm's bailing_moe_v3 and
+llama.cpp's bailingmoe3 MTP graph: its MTP layer model.layers.{L} is a
+full-attention layer, multi-head latent attention under attention.* (as
+GLM-4.7-Flash's, interleaved rotary) whose per-head outputs are scaled by a
+head-wise sigmoid gate (attention.g_proj of the layer's normed input) before
+attention.dense; the MoE routes as GLM's (sigmoid, mlp.gate.expert_bias for the
+choice, n_group / topk_group) with shared_experts, no SwiGLU clamp (the
+converter pads expert_swiglu_limit_list with 0 for the MTP layer); logits =
+lm_head(final_layernorm(layer(eh_proj(concat(enorm(word_embeddings(t)), hnorm(h)))))).
+Only the MTP layer is computed (the KDA trunk is llama.cpp's, its h_nextn the input).
+
 Computation is float64."""
 import numpy as np
 
@@ -264,3 +275,50 @@ class HY3Reference(GLMReference):
         p = f"model.layers.{self.n_layer + depth}."
         head = self.w.get(p + "shared_head.head.weight", self.w["lm_head.weight"])
         return self.nextn_hidden(tokens, hidden, positions, depth) @ head.T
+
+
+class LingReference(GLMReference):
+    """A Ling-3.0 checkpoint's MTP layer (the trunk is not computed)."""
+
+    def __init__(self, folder, weights=None):
+        super().__init__(folder, weights)
+        self.mla = True
+        self.dense_layers = self.cfg.get("first_k_dense_replace", 1)
+        p = f"{self.nextn}mlp.gate."
+        # The routing is GLM's; Ling names the correction bias expert_bias.
+        self.w[p + "e_score_correction_bias"] = self.w[p + "expert_bias"]
+
+    def attention(self, p, x, positions):
+        w, S, c = self.w, x.shape[0], self.cfg
+        a = p + "attention."
+        nope, rope, vd, r = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"], c["kv_lora_rank"]
+        if a + "q_a_proj.weight" in w:
+            q = rms_norm(x @ w[a + "q_a_proj.weight"].T, w[a + "q_a_layernorm.weight"], self.eps) @ w[a + "q_b_proj.weight"].T
+        else:
+            q = x @ w[a + "q_proj.weight"].T
+        q = q.reshape(S, self.heads, nope + rope)
+        ckv = x @ w[a + "kv_a_proj_with_mqa.weight"].T
+        latent = rms_norm(ckv[:, :r], w[a + "kv_a_layernorm.weight"], self.eps)
+        k_rot = rope_interleaved(ckv[:, None, r:], positions, self.theta)
+        q = np.concatenate([q[..., :nope], rope_interleaved(q[..., nope:], positions, self.theta)], axis=-1)
+        kv = (latent @ w[a + "kv_b_proj.weight"].T).reshape(S, self.heads, nope + vd)
+        k = np.concatenate([kv[..., :nope], np.broadcast_to(k_rot, (S, self.heads, rope))], axis=-1)
+        v = kv[..., nope:]
+        ck, cv = self.cache.get(p, (None, None))
+        ck = k if ck is None else np.concatenate([ck, k])
+        cv = v if cv is None else np.concatenate([cv, v])
+        self.cache[p] = (ck, cv)
+        out = causal_attention(q, ck, cv, ck.shape[0] - S, (nope + rope) ** -0.5)  # [S, heads, vd]
+        gate = sigmoid(x @ w[a + "g_proj.weight"].T)  # [S, heads]
+        return (out * gate[:, :, None]).reshape(S, -1) @ w[a + "dense.weight"].T
+
+    def nextn_hidden(self, tokens, hidden, positions):
+        w, p = self.w, self.nextn
+        e = rms_norm(w["model.word_embeddings.weight"][np.asarray(tokens)], w[p + "enorm.weight"], self.eps)
+        h = rms_norm(hidden, w[p + "hnorm.weight"], self.eps)
+        x = np.concatenate([e, h], axis=-1) @ w[p + "eh_proj.weight"].T
+        x = self.layer(self.n_layer, x, positions)
+        return rms_norm(x, w[p + "final_layernorm.weight"], self.eps)
+
+    def nextn_logits(self, tokens, hidden, positions):
+        return self.nextn_hidden(tokens, hidden, positions) @ self.w["lm_head.weight"].T

@@ -22,7 +22,6 @@ var unsupportedFamilies = []struct {
 	{[]string{"DeepseekV4ForCausalLM"}, "DeepSeek-V4", "its head (llama.cpp's deepseek4: hyper-connections, hash routing) is not written yet"},
 	{[]string{"GlmMoeDsaForCausalLM"}, "GLM-5.2", "its head (llama.cpp's glm-dsa, mlx-vlm's glm_moe_dsa_mtp: MLA with the DSA indexer) is not written yet"},
 	{[]string{"Glm5NextForConditionalGeneration"}, "GLM-5.3-Flash", "its head (llama.cpp's glm5-next, mlx-vlm's glm5_next_mtp) is not written yet"},
-	{[]string{"BailingMoeV3ForCausalLM"}, "Ling-3.0", "its head (llama.cpp's bailingmoe3: an MLA layer after a KDA trunk) is not written yet"},
 	{[]string{"MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM"}, "MiMo-V2/V2.5",
 		"its 3 chained heads (llama.cpp's mimo2; FP8 qkv_proj sharded per tensor-parallel rank) are not written yet"},
 	{[]string{"NemotronHForCausalLM"}, "Nemotron-H", "its head (llama.cpp's nemotron_h_moe, mlx-vlm's nemotron_h_mtp: two sub-layers folded into one block) is not written yet"},
