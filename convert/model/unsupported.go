@@ -20,8 +20,6 @@ var unsupportedFamilies = []struct {
 	{[]string{"DeepseekV2ForCausalLM"}, "DeepSeek-V2", "its routing (softmax, greedy groups) has no MTP head in any release"},
 	{[]string{"KimiK25ForConditionalGeneration"}, "Kimi-K2.5", "its head is not written yet (llama.cpp's reference converter drops it)"},
 	{[]string{"DeepseekV4ForCausalLM"}, "DeepSeek-V4", "its head (llama.cpp's deepseek4: hyper-connections, hash routing) is not written yet"},
-	{[]string{"HYV3ForCausalLM"}, "Hy3", "its chained heads (llama.cpp's hy_v3) are not written yet"},
-	{[]string{"BailingMoeV3ForCausalLM"}, "Ling-3.0", "its head (llama.cpp's bailingmoe3: an MLA layer after a KDA trunk) is not written yet"},
 	{[]string{"MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM"}, "MiMo-V2/V2.5",
 		"its 3 chained heads (llama.cpp's mimo2; FP8 qkv_proj sharded per tensor-parallel rank) are not written yet"},
 	{[]string{"NemotronHForCausalLM"}, "Nemotron-H", "its head (llama.cpp's nemotron_h_moe, mlx-vlm's nemotron_h_mtp: two sub-layers folded into one block) is not written yet"},
