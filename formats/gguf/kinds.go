@@ -28,8 +28,8 @@ const (
 	KindAttnOut
 	KindAttnQNorm
 	KindAttnKNorm
-	KindAttnSinks // attn_sinks (learned per-head softmax sinks: MiMo-V2's sliding-window layers)
 	KindAttnGate  // attn_gate (Step-3.5's head-wise attention gate, sigmoid of one value per head)
+	KindAttnSinks // attn_sinks (learned per-head softmax sinks: MiMo-V2's sliding-window layers)
 	KindAttnQA
 	KindAttnQANorm
 	KindAttnQB
@@ -94,8 +94,8 @@ var kinds = map[Kind]KindInfo{
 	KindAttnOut:             {Name: "attn_output", Block: true},
 	KindAttnQNorm:           {Name: "attn_q_norm", Block: true},
 	KindAttnKNorm:           {Name: "attn_k_norm", Block: true},
-	KindAttnSinks:           {Name: "attn_sinks", Block: true},
 	KindAttnGate:            {Name: "attn_gate", Block: true},
+	KindAttnSinks:           {Name: "attn_sinks", Block: true},
 	KindAttnQA:              {Name: "attn_q_a", Block: true},
 	KindAttnQANorm:          {Name: "attn_q_a_norm", Block: true},
 	KindAttnQB:              {Name: "attn_q_b", Block: true},
@@ -138,21 +138,29 @@ func (k Kind) String() string {
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// TensorName is a tensor of a kind: its weight, or its bias.
+// TensorName is a tensor of a kind: its weight, its bias, or the kind's
+// name bare (no suffix: the reference converter writes a checkpoint tensor
+// that gguf-py's tensor map names whole, such as afmoe's and hy_v3's
+// mlp.expert_bias, as blk.N.exp_probs_b, which their llama.cpp loaders read).
 type TensorName struct {
 	Kind Kind
 	Bias bool
+	Bare bool
 }
 
-// Weight and Bias name a kind's tensors.
-func Weight(k Kind) TensorName { return TensorName{Kind: k} }
-func Bias(k Kind) TensorName   { return TensorName{Kind: k, Bias: true} }
+// Weight, Bias and BareName name a kind's tensors.
+func Weight(k Kind) TensorName   { return TensorName{Kind: k} }
+func Bias(k Kind) TensorName     { return TensorName{Kind: k, Bias: true} }
+func BareName(k Kind) TensorName { return TensorName{Kind: k, Bare: true} }
 
 // In is the tensor's GGUF name in block b (ignored outside blocks).
 func (t TensorName) In(b int) string {
 	i := kinds[t.Kind]
 	n := i.Name + ".weight"
-	if t.Bias {
+	switch {
+	case t.Bare:
+		n = i.Name
+	case t.Bias:
 		n = i.Name + ".bias"
 	}
 	if i.Block {
@@ -171,7 +179,7 @@ var byName = func() map[[2]string]Kind {
 }()
 
 // ParseTensorName finds the kind, block (-1 outside blocks) and
-// weight-or-bias of a GGUF tensor name.
+// weight, bias or bare name of a GGUF tensor name.
 func ParseTensorName(name string) (TensorName, int, error) {
 	block, rest := -1, name
 	if r, ok := strings.CutPrefix(name, "blk."); ok {
@@ -189,7 +197,11 @@ func ParseTensorName(name string) (TensorName, int, error) {
 	case strings.HasSuffix(rest, ".bias"):
 		rest, t.Bias = strings.TrimSuffix(rest, ".bias"), true
 	default:
-		return TensorName{}, 0, fmt.Errorf("tensor %s: neither a weight nor a bias", name)
+		k, ok := byName[[2]string{strconv.FormatBool(block >= 0), rest}]
+		if !ok {
+			return TensorName{}, 0, fmt.Errorf("tensor %s: neither a weight nor a bias nor a kind llama.cpp's tables name", name)
+		}
+		return TensorName{Kind: k, Bare: true}, block, nil
 	}
 	k, ok := byName[[2]string{strconv.FormatBool(block >= 0), rest}]
 	if !ok {
@@ -208,7 +220,7 @@ func ConverterType(name string, dims int, float string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if dims <= 1 || t.Bias || t.Kind.Info().ConverterF32 || strings.HasSuffix(name, "_norm.weight") {
+	if dims <= 1 || t.Bias || t.Bare || t.Kind.Info().ConverterF32 || strings.HasSuffix(name, "_norm.weight") {
 		return "F32", nil
 	}
 	return float, nil
