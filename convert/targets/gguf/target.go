@@ -226,7 +226,8 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 	// llama-quantize layout its choice. A name of no kind is kept in kindErr.
 	var kindErr error
 	typeOf := func(name string, shape []int64) (st.DType, *plan.Quant) {
-		ct, err := gg.ConverterType(name, len(shape), string(prec.float))
+		byKind := !m.Spec.GGUF.HeadBlockFromSubLayer || blockOf(name) < c.NumHiddenLayers
+		ct, err := gg.ConverterType(name, len(shape), string(prec.float), byKind)
 		if err != nil && kindErr == nil {
 			kindErr = err
 		}
@@ -307,18 +308,20 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 	}
 	for j, blk := range m.MTPExperts {
 		b := c.NumHiddenLayers + j
-		e, hs, is := int64(c.NumExperts), int64(c.HiddenSize), int64(c.MoeIntermediateSize)
+		moe := m.Spec.MoE
+		e, hs, is := int64(c.NumExperts), moe.ExpertWidth(c), int64(c.MoeIntermediateSize)
 		shapes := [3][]int64{{e, is, hs}, {e, is, hs}, {e, hs, is}}
 		first := len(pl.Out)
+		projs := moe.Projections()
 		quants := [3]*plan.Quant{}
 		dts := [3]st.DType{}
-		for k := range 3 {
+		for _, k := range projs {
 			dts[k], quants[k] = typeOf(expertKinds[k].In(b), shapes[k])
 		}
-		k := 0
-		pl.Experts(blk, "blk."+strconv.Itoa(b)+".", dts[0], func(string, string, int64) *plan.Quant { q := quants[k]; k++; return q })
-		for k := range 3 {
-			t := &pl.Out[first+k]
+		n := 0
+		pl.Experts(blk, "blk."+strconv.Itoa(b)+".", dts[projs[0]], func(string, string, int64) *plan.Quant { q := quants[projs[n]]; n++; return q })
+		for i, k := range projs {
+			t := &pl.Out[first+i]
 			t.Name = expertKinds[k].In(b)
 			if t.DType != dts[k] {
 				return fmt.Errorf("%s: experts of differing float types are not supported", t.Name)
