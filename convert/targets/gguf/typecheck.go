@@ -5,9 +5,9 @@ import (
 	"io"
 	"strings"
 
+	"github.com/mtpconv/mtpconv/convert/model"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
-	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
