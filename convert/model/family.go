@@ -213,6 +213,11 @@ type GGUFSpec struct {
 	// keeps float32 by block (the MoE router) are written in the output
 	// float type in the head (NemotronHModel.modify_tensors).
 	HeadBlockFromSubLayer bool
+	// PermuteQK: the reference converter reorders the rows of each head of
+	// the head's attn_q and attn_k as LlamaModel.permute does for its rotary
+	// layout (undo_permute; attn_k over the key-value heads), whether or not
+	// the attention rotates (Nemotron-H's does not: q·k is unchanged).
+	PermuteQK bool
 	// ChainedHeads: llama.cpp's draft graph for the architecture runs
 	// several MTP layers, chained (each drafts from the hidden state the one
 	// before it computed, with its own shared head): Step-3.5/3.7, MiMo-V2,

@@ -251,6 +251,10 @@ func sameValue(theirs, ours gg.Value, nLayer int) bool {
 		ys, ok := theirs.V.([]bool)
 		return ok && len(ys) >= nLayer && len(xs) >= nLayer && slices.Equal(xs[:nLayer], ys[:nLayer])
 	}
+	if xs, ok := ours.V.([]int32); ok { // per-layer widths and head counts (nemotron_h_moe)
+		ys, ok := theirs.V.([]int32)
+		return ok && len(ys) >= nLayer && len(xs) >= nLayer && slices.Equal(xs[:nLayer], ys[:nLayer])
+	}
 	return theirs.Type == ours.Type && fmt.Sprint(theirs.V) == fmt.Sprint(ours.V)
 }
 
@@ -375,6 +379,14 @@ func bundledMetadata(f *gg.File, ours []gg.KV, a string, nLayer, depth int) ([]g
 				return nil, fmt.Errorf("%s is not %d booleans", kv.Key, nLayer)
 			}
 			kv.Value = gg.Bools(append(append([]bool{}, xs[:nLayer]...), head[nLayer:]...))
+		}
+		if head, ok := oursByKey[kv.Key].V.([]int32); ok && len(head) == nLayer+depth {
+			// A per-layer array: the trunk's layers as the trunk has them, the head's as the table says.
+			xs, ok := kv.Value.V.([]int32)
+			if !ok || len(xs) < nLayer {
+				return nil, fmt.Errorf("%s is not %d integers", kv.Key, nLayer)
+			}
+			kv.Value = gg.Int32s(append(append([]int32{}, xs[:nLayer]...), head[nLayer:]...))
 		}
 		kvs = append(kvs, kv)
 	}

@@ -305,6 +305,9 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 			return err
 		}
 		add(n, g)
+		if gs.PermuteQK {
+			permuteQK(pl, &pl.Out[len(pl.Out)-1], c)
+		}
 	}
 	for j, blk := range m.MTPExperts {
 		b := c.NumHiddenLayers + j
@@ -329,6 +332,32 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 		}
 	}
 	return kindErr
+}
+
+// permuteQK reorders the rows of an attn_q or attn_k head tensor as the
+// reference converter's LlamaModel.permute: within each of the heads
+// (attn_k: the key-value heads), output row 2a+b is source row b*d/2+a,
+// d the head's row count. Other tensors are left as they are.
+func permuteQK(pl *plan.Planner, t *plan.OutTensor, c *model.Config) {
+	tn, _, err := gg.ParseTensorName(t.Name)
+	if err != nil || tn.Bias || tn.Kind != gg.KindAttnQ && tn.Kind != gg.KindAttnK || len(t.Segments) != 1 {
+		return
+	}
+	heads := int64(c.NumAttentionHeads)
+	if tn.Kind == gg.KindAttnK && c.NumKeyValueHeads != c.NumAttentionHeads {
+		heads = int64(c.NumKeyValueHeads)
+	}
+	src, rows := t.Segments[0].Source, t.Segments[0].Rows
+	d := rows / heads
+	var segs []plan.Segment
+	for h := range heads {
+		for a := range d / 2 {
+			for b := range int64(2) {
+				segs = append(segs, pl.Segment(src, h*d+b*(d/2)+a, 1))
+			}
+		}
+	}
+	t.Segments = segs
 }
 
 // quantBits is recorded in the manifest's quantize transform next to the type.
