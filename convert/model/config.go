@@ -75,6 +75,8 @@ type Config struct {
 	// DeepSeek is the DeepSeek-V3 lineage's own keys (deepseek.go), decoded
 	// by the lineage's families; nil for the others.
 	DeepSeek *DeepSeekConfig
+	// NemotronH is Nemotron-H's own keys (nemotron_h.go); nil for the others.
+	NemotronH *NemotronHConfig
 
 	family Family // the family that parsed it
 
