@@ -263,7 +263,12 @@ func (nemotronH) Spec(c *Config) *Spec {
 		Report:   nemotronHReport(c),
 		GGUF: GGUFSpec{Arch: "nemotron_h_moe", PreTokenizer: "tekken", Top: nemotronHGGUFTop, Layer: nemotronHGGUFLayer,
 			HeadBlockFromSubLayer: true, PermuteQK: true, Hparams: nemotronHGGUFHparams, Metadata: nemotronHGGUFMetadata},
-		MLX:      MLXSpec{CombinedRefusal: "stock mlx-lm drops the MTP head of Nemotron-H checkpoints (its sanitize removes mtp.*), so a combined file would carry a head nothing runs."},
+		// mlx-vlm's nemotron_h_mtp splitter: the head's names without mtp.,
+		// experts stacked as switch_mlp.fc1 / fc2, block_size depth + 1, the
+		// router (mixer.gate) never quantized.
+		MLX: MLXSpec{DrafterModelType: "nemotron_h_mtp", DrafterBlockExtra: 1, DrafterRoutersFloat: true,
+			DrafterName:     func(rel string) string { return strings.TrimPrefix(rel, "layers.0.") },
+			CombinedRefusal: "stock mlx-lm drops the MTP head of Nemotron-H checkpoints (its sanitize removes mtp.*), so a combined file would carry a head nothing runs."},
 		OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
 	}
 	if !c.TieWordEmbeddings {

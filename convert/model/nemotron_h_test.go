@@ -26,7 +26,8 @@ func TestNemotronHGGUFNames(t *testing.T) {
 }
 
 // The fixture is described as the family (one MTP layer of two
-// sub-layers, the trunk complete), combined and OpenVINO are refused
+// sub-layers, the trunk complete), the MLX drafter takes mlx-vlm's names
+// (router float: --router-bits refused), combined and OpenVINO are refused
 // naming the missing consumer, and the dense Nemotron-H, other heads and
 // bad configs are refused naming the family and the key.
 func TestNemotronHFamily(t *testing.T) {
@@ -39,6 +40,16 @@ func TestNemotronHFamily(t *testing.T) {
 	}
 	if !strings.Contains(m.Spec.Report.Routing, "latent space of 64") || !strings.Contains(m.Spec.Report.Layers, "ME*E") {
 		t.Errorf("report: %s / %s", m.Spec.Report.Layers, m.Spec.Report.Routing)
+	}
+	names := testmodel.PlanNames(t, "mlx", m)
+	for _, n := range []string{"layers.0.enorm.weight", "layers.1.mixer.switch_mlp.fc1.weight", "layers.1.mixer.switch_mlp.fc2.weight", "layers.1.final_layernorm.weight"} {
+		if _, ok := names[n]; !ok {
+			t.Errorf("mlx drafter: no %s in %v", n, names)
+		}
+	}
+	o := targets.Options{HeadPrecision: "int4", RouterBits: 8, Set: map[string]bool{targets.OptRouterBits: true, targets.OptHeadPrecision: true}}
+	if _, err := testmodel.Plan(t, m, "mlx", o); err == nil || !strings.Contains(err.Error(), "keeps the routers float") {
+		t.Errorf("--router-bits: %v", err)
 	}
 	for target, want := range map[string]string{"combined": "MTP head of Nemotron-H", "openvino": "runs Qwen3.5 heads only"} {
 		if _, err := testmodel.Plan(t, m, target, targets.Options{}); err == nil || !strings.Contains(err.Error(), want) {
