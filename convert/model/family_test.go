@@ -78,7 +78,6 @@ func TestFamilyDetectedBeforeValidation(t *testing.T) {
 func TestUnsupportedFamiliesRefusedByName(t *testing.T) {
 	for _, c := range []struct{ arch, want string }{
 		{"Step3p7ForConditionalGeneration", "Step-3.5/3.7 (architectures [Step3p7ForConditionalGeneration]) is not supported yet: its 3 chained heads"},
-		{"GlmMoeDsaForCausalLM", "GLM-5.2 (architectures [GlmMoeDsaForCausalLM]) is not supported yet"},
 		{"DeepseekV2ForCausalLM", "DeepSeek-V2 (architectures"},
 		{"Dots3NoteMoeForCausalLM", "dots3 (architectures"},
 	} {

@@ -20,7 +20,6 @@ var unsupportedFamilies = []struct {
 	{[]string{"DeepseekV2ForCausalLM"}, "DeepSeek-V2", "its routing (softmax, greedy groups) has no MTP head in any release"},
 	{[]string{"KimiK25ForConditionalGeneration"}, "Kimi-K2.5", "its head is not written yet (llama.cpp's reference converter drops it)"},
 	{[]string{"DeepseekV4ForCausalLM"}, "DeepSeek-V4", "its head (llama.cpp's deepseek4: hyper-connections, hash routing) is not written yet"},
-	{[]string{"GlmMoeDsaForCausalLM"}, "GLM-5.2", "its head (llama.cpp's glm-dsa, mlx-vlm's glm_moe_dsa_mtp: MLA with the DSA indexer) is not written yet"},
 	{[]string{"Glm5NextForConditionalGeneration"}, "GLM-5.3-Flash", "its head (llama.cpp's glm5-next, mlx-vlm's glm5_next_mtp) is not written yet"},
 	{[]string{"HYV3ForCausalLM"}, "Hy3", "its chained heads (llama.cpp's hy_v3) are not written yet"},
 	{[]string{"BailingMoeV3ForCausalLM"}, "Ling-3.0", "its head (llama.cpp's bailingmoe3: an MLA layer after a KDA trunk) is not written yet"},

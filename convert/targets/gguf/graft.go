@@ -344,7 +344,7 @@ func valueString(v gg.Value, present bool) string {
 // bundledMetadata is the trunk's metadata with the keys a bundled file
 // changes, as the family's table (ours) writes them: block_count counts the
 // MTP layers, a per-layer array (recurrent_layers) takes the head's entries
-// from the table, nextn_predict_layers is added where the table places it
+// from the table (one of the trunk's layers alone stays as it is), nextn_predict_layers is added where the table places it
 // (before the key that follows it there).
 func bundledMetadata(f *gg.File, ours []gg.KV, a string, nLayer, depth int) ([]gg.KV, error) {
 	kvs := make([]gg.KV, 0, len(f.KV)+1)
@@ -373,7 +373,9 @@ func bundledMetadata(f *gg.File, ours []gg.KV, a string, nLayer, depth int) ([]g
 				kvs, placed = append(kvs, nextn), true
 			}
 		}
-		if head, ok := oursByKey[kv.Key].V.([]bool); ok && kv.Key != nextnKey {
+		// A per-layer array of the trunk's layers alone (glm-dsa's
+		// attention.indexer.types) is the trunk's, unchanged.
+		if head, ok := oursByKey[kv.Key].V.([]bool); ok && kv.Key != nextnKey && len(head) != nLayer {
 			xs, ok := kv.Value.V.([]bool)
 			if !ok || len(xs) < nLayer || len(head) != nLayer+depth {
 				return nil, fmt.Errorf("%s is not %d booleans", kv.Key, nLayer)

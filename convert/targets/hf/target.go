@@ -193,11 +193,12 @@ func (target) Card(man *manifests.Manifest) manifests.TargetCard {
 		Pairing: "It drafts for `{base}` (or a quantization of it): the runtimes take the embedding and lm_head from the target model.",
 		Experts: "as the source stores them",
 		HowToRun: []string{
-			"With SGLang, as the draft model of the full model:",
+			"With vLLM, as the draft model of the full model (or of a quantization of it):",
 			"", "```sh",
-			"python -m sglang.launch_server --model-path {base} --speculative-algorithm NEXTN \\",
-			"    --speculative-draft-model-path {repo} --speculative-num-steps 1 --speculative-eagle-topk 1 --speculative-num-draft-tokens 2",
+			"vllm serve {base} --speculative-config '{\"method\": \"mtp\", \"model\": \"{repo}\", \"num_speculative_tokens\": 1}'",
 			"```",
+			"", "SGLang 0.5.23 takes the same repo as `--speculative-draft-model-path` with `--speculative-algorithm NEXTN` " +
+				"(read in its loader, not run: SGLang has no CPU build the tests of this tool can run).",
 			"", "To serve the head from the model's own repo instead (vLLM `speculative_config={\"method\": \"mtp\"}`), add it there with `mtpconv export --target hf --into REPO`.",
 		},
 	}

@@ -1,0 +1,267 @@
+"""GLM-5.2 (GlmMoeDsaForCausalLM): the NextN layer as llama.cpp's glm-dsa
+sidecar and as mlx-vlm's glm_moe_dsa_mtp drafter, on the glm5.2-tiny fixtures
+(DeepSeek-V3.2's layout under GLM's tokenizer, indexer_types ["full",
+"shared"]: layer 1 has no indexer, the NextN layer has its own; the NextN
+layer without its own embedding or shared head, as in the release).
+
+llama.cpp (glm-dsa's MTP graph runs dense MLA, the indexer unused; the trunk's
+sparse attention is dense at the fixture's index_topk):
+- our quantized sidecars are byte for byte what llama-quantize makes of our bf16 one;
+- llama.cpp's NextN logits for our sidecar (interop/mtp_logits.cpp) agree with the
+  numpy reference (interop/reference_nextn.py), its trunk logits too;
+- llama.cpp drafts with the sidecar (-md) and with the head grafted into the trunk
+  (one file, every trunk tensor kept): greedy text equal to the no-draft text; on
+  the rigged twin it accepts >= 95% of the drafts at bf16, Q8_0 and Q4_K_M.
+The sidecar and the graft onto the reference --no-mtp trunk are compared with the
+reference converter's files in Go (convert/targets/gguf/glm_moe_dsa_test.go).
+
+mlx-vlm 0.7.10:
+- its glm_moe_dsa model loads the raw fixture strictly (the shared layer without
+  indexer), and its trunk logits equal the numpy reference's; stock mlx-lm's
+  glm_moe_dsa does not load it (it wants an indexer in every layer);
+- our drafter folder (--target mlx) is what its own splitter writes, tensor for
+  tensor, byte for byte and config.json key for key, at bf16 and every
+  quantization the splitter offers;
+- its own drafting loop (generate with draft_model) drafts with our folder next to
+  the trunk: text equal to the trunk's alone, and on the rigged twin >= 95% of
+  the drafts accepted at bf16, int8 and int4.
+"""
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from conftest import ROOT, export
+from reference_nextn import GLMReference
+from test_glm import assert_same_drafter
+from test_glm_gguf import TOKENS, mtp_logits  # noqa: F401  (session fixture)
+from test_gguf_graft import assert_trunk_kept, graft, speculative_alone
+from test_gguf import describe, ggtrunk, greedy, llama_bin, run_llama, sidecar, speculative  # noqa: F401
+
+GLM52 = {"plain": "glm5.2-tiny", "rigged": "glm5.2-tiny-rigged"}
+
+
+@pytest.fixture(scope="session")
+def dsa_dirs():
+    res = subprocess.run(["go", "run", "./cmd/mkfixtures", *GLM52.values()], cwd=ROOT, check=True, capture_output=True, text=True)
+    return dict(zip(GLM52, [Path(p) for p in res.stdout.split()]))
+
+
+def trunk_of(ggtrunk, src, dst):
+    """internal/ggtrunk's trunk GGUF of src (the --no-mtp layout)."""
+    subprocess.run([str(ggtrunk), str(src), str(dst)], check=True)
+    return dst
+
+
+# --- llama.cpp ---
+
+@pytest.mark.parametrize("args", [("--head-precision", "int8", "Q8_0"), ("--head-precision", "int4", "Q4_K_M")] +
+                         [("--gguf-type", t, t) for t in ["F16", "BF16", "Q8_0", "Q4_0", "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q6_K"]])
+def test_quantized_equals_llama_quantize(mtpconv, dsa_dirs, llama_bin, tmp_path, args):
+    flag, value, ftype = args
+    bf16 = sidecar(mtpconv, dsa_dirs["plain"], tmp_path / "bf16", "bf16")
+    export(mtpconv, dsa_dirs["plain"], tmp_path / "ours", "--target", "gguf", flag, value)
+    (ours,) = list((tmp_path / "ours").glob("*.gguf"))
+    ref = tmp_path / "ref.gguf"
+    run_llama(llama_bin, "llama-quantize", bf16, ref, ftype)
+    assert ours.name.endswith(f"-{ftype}.gguf")
+    assert describe(ours) == describe(ref)
+    assert ours.read_bytes() == ref.read_bytes()
+
+
+def test_llama_nextn_logits_equal_reference(mtpconv, dsa_dirs, ggtrunk, mtp_logits, tmp_path):
+    src = dsa_dirs["plain"]
+    trunk = trunk_of(ggtrunk, src, tmp_path / "trunk.gguf")
+    draft = sidecar(mtpconv, src, tmp_path / "out", "bf16")
+    res = subprocess.run([str(mtp_logits), str(trunk), str(draft), *map(str, TOKENS)], capture_output=True, text=True,
+                         env={"LD_LIBRARY_PATH": str(Path(mtp_logits).parent)}, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = json.loads(res.stdout)
+    h, mtp = np.array(got["h"]), np.array(got["mtp"])
+    ref = GLMReference(src)
+    pos = np.arange(len(TOKENS))
+    _, want_trunk = ref.trunk(TOKENS, pos)
+    np.testing.assert_allclose(np.array(got["trunk"]), want_trunk, rtol=0, atol=2e-2 * np.abs(want_trunk).max())
+    want = ref.nextn_logits(TOKENS[1:], h[:-1], pos[1:])
+    np.testing.assert_allclose(mtp, want, rtol=0, atol=1e-2 * np.abs(want).max())
+    assert (mtp.argmax(-1) == want.argmax(-1)).all()
+
+
+def drafted(mtpconv, llama_bin, src, trunk, out, how, precision):
+    """llama.cpp's greedy drafting with the head at precision: a sidecar next to
+    the trunk (-md), or grafted into it (one file, every trunk tensor kept)."""
+    if how == "sidecar":
+        return speculative(llama_bin, trunk, sidecar(mtpconv, src, out, precision))
+    bundled = graft(mtpconv, src, trunk, out, "--head-precision", precision)
+    assert_trunk_kept(trunk, bundled)
+    return speculative_alone(llama_bin, bundled)
+
+
+@pytest.mark.parametrize("how", ["sidecar", "graft"])
+def test_llama_drafts(mtpconv, dsa_dirs, llama_bin, ggtrunk, tmp_path, how):
+    src = dsa_dirs["plain"]
+    trunk = trunk_of(ggtrunk, src, tmp_path / "trunk.gguf")
+    want = greedy(llama_bin, trunk, 64)
+    got, stats = drafted(mtpconv, llama_bin, src, trunk, tmp_path / "out", how, "bf16")
+    assert stats["n_drafted"] > 0
+    assert len(got) > 20
+    assert got == want or (len(got) > 52 and want.startswith(got))
+
+
+@pytest.mark.parametrize("precision", ["bf16", "int8", "int4"])
+@pytest.mark.parametrize("how", ["sidecar", "graft"])
+def test_rigged_acceptance(mtpconv, dsa_dirs, llama_bin, ggtrunk, tmp_path, precision, how):
+    src = dsa_dirs["rigged"]
+    trunk = trunk_of(ggtrunk, src, tmp_path / "trunk.gguf")
+    want = greedy(llama_bin, trunk, 64)
+    got, stats = drafted(mtpconv, llama_bin, src, trunk, tmp_path / "out", how, precision)
+    print(f"rigged {how} {GLM52['rigged']} {precision}: drafted {stats['n_drafted']:.0f}, accepted {stats['n_accept']:.0f} ({stats['accept']:.1f}%)")
+    assert len(got) > 52 and want.startswith(got)
+    assert stats["n_drafted"] >= 30
+    assert stats["n_accept"] / stats["n_drafted"] >= 0.95
+
+
+# --- mlx-vlm ---
+
+def test_mlx_vlm_trunk_equals_reference(dsa_dirs):
+    from mlx.utils import tree_flatten
+    from mlx_lm.utils import load_model as mlx_lm_load
+    from mlx_vlm.utils import load_model
+    folder = dsa_dirs["plain"]
+    model = load_model(folder, strict=True)
+    params = dict(tree_flatten(model.parameters()))
+    assert [k for k in params if ".indexer.wk." in k] == ["language_model.model.layers.0.self_attn.indexer.wk.weight"]
+    assert not [k for k in params if "layers.2." in k]  # the NextN layer is the drafter's
+    model.set_dtype(mx.float32)  # MLX's CPU gather-matmul runs in float32 only
+    got = np.array(model(mx.array([TOKENS])).logits[0].astype(mx.float32))
+    _, want = GLMReference(folder).trunk(TOKENS, np.arange(len(TOKENS)))
+    np.testing.assert_allclose(got, want, rtol=0, atol=2e-3 * np.abs(want).max())
+    assert (got.argmax(-1) == want.argmax(-1)).all()
+    # mlx-lm's glm_moe_dsa builds an indexer in every layer, the shared one's too.
+    with pytest.raises(ValueError, match=r"(?s)Missing 5 parameters.*layers\.1\.self_attn\.indexer"):
+        mlx_lm_load(folder, strict=True)
+
+
+def test_rigged_head_predicts_trunk(dsa_dirs):
+    """On the rigged twin the reference's NextN layer predicts the trunk's next
+    token with a margin; on the plain fixture it does not (the rig is what
+    makes the acceptance tests pass)."""
+    pos = np.arange(len(TOKENS))
+    for key, agree in (("rigged", True), ("plain", False)):
+        ref = GLMReference(dsa_dirs[key])
+        h, trunk = ref.trunk(TOKENS, pos)
+        mtp = ref.nextn_logits(TOKENS[1:], h[:-1], pos[1:])
+        assert (mtp.argmax(-1) == trunk[1:].argmax(-1)).all() == agree, key
+        if agree:  # with a margin quantization keeps
+            top2 = np.sort(mtp, axis=-1)[:, -2:]
+            assert (top2[:, 1] - top2[:, 0] > 1.0).all()
+
+
+def test_drafter_equals_mlx_vlm_splitter(mtpconv, dsa_dirs, tmp_path):
+    """Our drafter folder (--target mlx, bf16) holds exactly what mlx-vlm's own
+    glm_moe_dsa_mtp splitter writes (the indexer under mtp.self_attn, kv_b_proj
+    absorbed, experts stacked, shared_head.norm as shared_head_norm); mlx-vlm's
+    load_drafter loads both as its GlmMoeDsaMTPDraftModel."""
+    from mlx_vlm.speculative.drafters import load_drafter
+    from mlx_vlm.speculative.drafters.glm_moe_dsa_mtp.split import split_glm_moe_dsa_mtp
+    src = dsa_dirs["plain"]
+    ref = split_glm_moe_dsa_mtp(str(src), str(tmp_path / "ref"))
+    ours = export(mtpconv, src, tmp_path / "ours", "--target", "mlx")
+    got = assert_same_drafter(ours, ref)
+    assert "mtp.self_attn.indexer.weights_proj.weight" in got and "mtp.self_attn.embed_q.weight" in got
+    assert got["mtp.mlp.switch_mlp.gate_proj.weight"].shape[0] == 8
+    assert json.loads((ours / "config.json").read_text())["block_size"] == 2
+    for folder in (ours, ref):
+        drafter, kind = load_drafter(str(folder))
+        assert kind == "mtp" and type(drafter).__name__ == "GlmMoeDsaMTPDraftModel"
+
+
+def test_drafter_config_bytes_equal_splitter(mtpconv, dsa_dirs, tmp_path):
+    """On a config.json as transformers writes it (sorted, indent 2, floats as
+    floats), our drafter's config.json is the splitter's byte for byte."""
+    from mlx_vlm.speculative.drafters.glm_moe_dsa_mtp.split import split_glm_moe_dsa_mtp
+    src = tmp_path / "src"
+    shutil.copytree(dsa_dirs["plain"], src)
+    cfg = json.loads((src / "config.json").read_text())
+    cfg.update(attention_dropout=0.0, rms_norm_eps=1e-05)
+    (src / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    ref = split_glm_moe_dsa_mtp(str(src), str(tmp_path / "ref"))
+    ours = export(mtpconv, src, tmp_path / "ours", "--target", "mlx")
+    want = (ref / "config.json").read_bytes()
+    assert b'"attention_dropout": 0.0,' in want and b'"rms_norm_eps": 1e-05,' in want
+    assert (ours / "config.json").read_bytes() == want
+
+
+# What mlx-vlm's splitter offers when asked to quantize (q_bits / q_group_size,
+# mlx_vlm.split_mtp's --q-mode); ours is the same precision.
+QUANTIZED = [
+    ("int4", None, dict(q_bits=4, q_group_size=64)),
+    ("int4", 32, dict(q_bits=4, q_group_size=32)),
+    ("int8", None, dict(q_bits=8, q_group_size=64)),
+    ("int3", 128, dict(q_bits=3, q_group_size=128)),
+    ("mxfp4", None, dict(q_mode="mxfp4")),
+    ("nvfp4", None, dict(q_mode="nvfp4")),
+    ("mxfp8", None, dict(q_mode="mxfp8")),
+]
+
+
+@pytest.mark.parametrize("prec,group,opts", QUANTIZED, ids=[f"{p}-g{g or 'default'}" for p, g, _ in QUANTIZED])
+def test_quantized_drafter_equals_mlx_vlm_splitter(mtpconv, dsa_dirs, tmp_path, prec, group, opts):
+    """Quantized, our drafter folder is what mlx-vlm's splitter writes (mx.quantize
+    on the CPU stream, so --mlx-rounding cpu): every tensor byte for byte (the
+    router float, every other matrix by its last dimension where the group
+    divides it) and config.json key for key, its quantization block included."""
+    from mlx_vlm.speculative.drafters.glm_moe_dsa_mtp.split import GlmMoeDsaMTPSplitter
+    src = dsa_dirs["plain"]
+    with mx.stream(mx.cpu):
+        ref = GlmMoeDsaMTPSplitter().split(str(src), str(tmp_path / "ref"), **opts)
+    args = ["--target", "mlx", "--head-precision", prec, "--mlx-rounding", "cpu"]
+    if group:
+        args += ["--group-size", group]
+    ours = export(mtpconv, src, tmp_path / "ours", *args)
+    got = assert_same_drafter(ours, ref)
+    q = json.loads((ours / "config.json").read_text())["quantization"]
+    assert got["mtp.mlp.gate.weight"].dtype == mx.bfloat16 and "mtp.eh_proj.scales" in got
+    # embed_q is [heads, kv_lora 64, nope 32]: quantized exactly when the group divides 32.
+    assert ("mtp.self_attn.embed_q.scales" in got) == (32 % q["group_size"] == 0)
+
+
+def mlx_drafting(trunk_dir, drafter_dir, prompt="hello world", n=48):
+    """mlx-vlm's own greedy generation of n tokens, without and with the drafter:
+    (text alone, text drafted, drafted, accepted)."""
+    from mlx_vlm import generate, load
+    from mlx_vlm.speculative.drafters import load_drafter
+    model, processor = load(str(trunk_dir))
+    model.set_dtype(mx.float32)  # MLX's CPU gather-matmul runs in float32 only
+    drafter, kind = load_drafter(str(drafter_dir))
+    drafter.set_dtype(mx.float32)
+    alone = generate(model, processor, prompt, max_tokens=n, temperature=0.0)
+    res = generate(model, processor, prompt, max_tokens=n, draft_model=drafter, draft_kind=kind, temperature=0.0)
+    return alone.text, res.text, sum(drafter.draft_lens), sum(drafter.accept_lens)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "int8", "int4"])
+def test_mlx_vlm_drafts_rigged(mtpconv, dsa_dirs, tmp_path, precision):
+    src = dsa_dirs["rigged"]
+    out = export(mtpconv, src, tmp_path / "drafter", "--target", "mlx", "--head-precision", precision)
+    alone, text, drafted_n, accepted = mlx_drafting(src, out)
+    print(f"mlx-vlm rigged {GLM52['rigged']} {precision}: drafted {drafted_n}, accepted {accepted}")
+    assert text == alone and len(text) > 20
+    assert drafted_n >= 20
+    assert accepted / drafted_n >= 0.95
+
+
+def test_mlx_vlm_drafts_plain_head(mtpconv, dsa_dirs, tmp_path):
+    """The plain fixture's head next to the rigged trunk (the plain trunk's greedy
+    text leaves the tiny tokenizer's vocabulary, which mlx-vlm's detokenizer
+    cannot print): mlx-vlm drafts with it, the text is still the trunk's alone,
+    and it rejects drafts: the acceptance count above can fail."""
+    out = export(mtpconv, dsa_dirs["plain"], tmp_path / "drafter", "--target", "mlx")
+    alone, text, drafted_n, accepted = mlx_drafting(dsa_dirs["rigged"], out)
+    print(f"mlx-vlm {GLM52['plain']} head on the rigged trunk, bf16: drafted {drafted_n}, accepted {accepted}")
+    assert text == alone and drafted_n > 0
+    assert accepted < 0.5 * drafted_n
