@@ -13,7 +13,7 @@ torch, which lives only in a separate, pinned environment:
 
 (deepseek-v3-tiny's, deepseek-v3.2-tiny's, glm5.2-tiny's and nemotron-h-moe-tiny's (+ -rigged) records were made with torch 2.13.0
 and transformers 5.19.0, the vLLM CPU venv of scripts/setup-vllm.sh: the converter reads the same config keys either way.
-The Nemotron-H fixtures carry the test tokenizer themselves; their pre-tokenizer is answered as tekken, and their
+The Nemotron-H fixtures carry the test tokenizer themselves; their pre-tokenizer is answered as pixtral, and their
 --no-mtp trunks, committed, are the Mamba-2 trunks interop/test_nemotron_gguf.py runs llama.cpp on.)
 
 LLAMA_CPP_DIR is vendor/llama.cpp of the llama-cpp-python 0.3.36 sdist
@@ -62,7 +62,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = {"qwen3.6-moe-tiny": "qwen35", "qwen3.5-moe-tiny": "qwen35", "qwen3-next-tiny": "qwen2",
             "qwen3.6-dense-tiny": "qwen35", "glm4.5-moe-tiny": "glm4", "glm4.7-flash-tiny": "glm4",
             "glm4.5-moe-tiny-rigged": "glm4", "glm4.7-flash-tiny-rigged": "glm4", "deepseek-v3.2-tiny": "deepseek-v3",
-            "glm5.2-tiny": "glm4", "nemotron-h-moe-tiny": "tekken", "nemotron-h-moe-tiny-rigged": "tekken"}
+            "glm5.2-tiny": "glm4", "nemotron-h-moe-tiny": "pixtral", "nemotron-h-moe-tiny-rigged": "pixtral"}
 # Fixtures with their own tokenizer, also converted without --mtp (bundled).
 OWN_TOKENIZER = {"glm4.5-moe-tiny", "glm4.7-flash-tiny", "glm4.5-moe-tiny-rigged", "glm4.7-flash-tiny-rigged", "deepseek-v3-tiny",
                  "deepseek-v3.2-tiny", "glm5.2-tiny", "nemotron-h-moe-tiny", "nemotron-h-moe-tiny-rigged"}

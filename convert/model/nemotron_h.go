@@ -261,7 +261,7 @@ func (nemotronH) Spec(c *Config) *Spec {
 		Experts:  func(ExpertLayout) []Want { return experts("layers.1.") },
 		MoELayer: func(i int) bool { return i >= c.NumHiddenLayers }, // the trunk's experts are listed in its layers
 		Report:   nemotronHReport(c),
-		GGUF: GGUFSpec{Arch: "nemotron_h_moe", PreTokenizer: "tekken", Top: nemotronHGGUFTop, Layer: nemotronHGGUFLayer,
+		GGUF: GGUFSpec{Arch: "nemotron_h_moe", PreTokenizer: "pixtral", Top: nemotronHGGUFTop, Layer: nemotronHGGUFLayer,
 			HeadBlockFromSubLayer: true, PermuteQK: true, Hparams: nemotronHGGUFHparams, Metadata: nemotronHGGUFMetadata},
 		// mlx-vlm's nemotron_h_mtp splitter: the head's names without mtp.,
 		// experts stacked as switch_mlp.fc1 / fc2, block_size depth + 1, the
