@@ -1,7 +1,7 @@
 // mtp_logits: what llama.cpp computes for a prompt with a model's MTP
 // (NextN) head, for interop tests to compare with the numpy reference.
 //
-//   mtp_logits TRUNK.gguf DRAFT.gguf|- [--override KEY=INT]... TOKEN...
+//   mtp_logits TRUNK.gguf DRAFT.gguf|- [--override KEY=INT]... [--depth D] TOKEN...
 //
 // DRAFT is an MTP-only sidecar, or "-" for the head bundled in TRUNK. The
 // trunk decodes the tokens t_0..t_{n-1} (every row an output); the head then
@@ -12,6 +12,11 @@
 // an integer metadata key of both models, as llama.cpp's --override-kv does
 // (e.g. deepseek2.expert_gating_func=2: llama.cpp picks sigmoid routing for
 // GLM-4.7-Flash by its real layer count and vocabulary, not for a tiny twin).
+// --depth D (chained heads: step35, mimo2, hy_v3) runs the MTP layers 0..D-1
+// as the draft-mtp driver chains them (llama_set_nextn_layer_offset), teacher
+// forced: layer j decodes t_{1+j}..t_{n-1} at positions 1+j..n-1, row k paired
+// with layer j-1's h_nextn of its row k (the trunk's for j = 0), each depth on
+// an emptied cache; "mtp" then holds one list of rows per depth.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -40,7 +45,12 @@ int main(int argc, char ** argv) {
     }
     std::vector<llama_token> toks;
     std::vector<llama_model_kv_override> kv;
+    int depth = 0;  // 0: one head, "mtp" a list of rows
     for (int i = 3; i < argc; ++i) {
+        if (std::string(argv[i]) == "--depth" && i + 1 < argc) {
+            depth = std::atoi(argv[++i]);
+            continue;
+        }
         if (std::string(argv[i]) == "--override" && i + 1 < argc) {
             const std::string o = argv[++i];
             const size_t eq = o.find('=');
@@ -118,29 +128,58 @@ int main(int argc, char ** argv) {
         std::fprintf(stderr, "cannot create the MTP context\n");
         return 1;
     }
-    llama_batch_ext * eb = llama_batch_ext_init(dft);
-    for (int k = 1; k < n; ++k) {
-        const int32_t idx = llama_batch_ext_add_token(eb, 0, toks[k]);
-        const llama_pos pos[4] = { k, 0, 0, 0 };
-        llama_batch_ext_set_pos(eb, idx, pos);
-        llama_batch_ext_set_embd_token(eb, idx, { h.data() + (size_t) (k - 1) * n_embd, 1, (size_t) n_embd });
-        llama_batch_ext_set_output_logits(eb, idx, true);
+    if (depth > 0) {
+        llama_set_embeddings_nextn(dft, true, /*masked*/ false);  // each depth's h_nextn feeds the next
     }
-    if (llama_process(dft, LLAMA_PROCESS_TYPE_DECODE, eb) != 0) {
-        std::fprintf(stderr, "MTP decode failed\n");
-        return 1;
-    }
-    std::vector<float> mtp((size_t) (n - 1) * n_vocab);
-    for (int i = 0; i < n - 1; ++i) {
-        const float * li = llama_get_logits_ith(dft, i);
-        std::copy(li, li + n_vocab, mtp.begin() + (size_t) i * n_vocab);
+    // prev: the hidden rows the current depth pairs its tokens with.
+    std::vector<float> prev = h;
+    std::vector<std::vector<float>> mtps;
+    for (int j = 0; j < std::max(depth, 1); ++j) {
+        if (depth > 0) {
+            llama_set_nextn_layer_offset(dft, j);
+            llama_memory_seq_rm(llama_get_memory(dft), 0, -1, -1);
+        }
+        const int rows_j = n - 1 - j;
+        llama_batch_ext * eb = llama_batch_ext_init(dft);
+        for (int k = 0; k < rows_j; ++k) {
+            const int32_t idx = llama_batch_ext_add_token(eb, 0, toks[k + 1 + j]);
+            const llama_pos pos[4] = { k + 1 + j, 0, 0, 0 };
+            llama_batch_ext_set_pos(eb, idx, pos);
+            llama_batch_ext_set_embd_token(eb, idx, { prev.data() + (size_t) k * n_embd, 1, (size_t) n_embd });
+            llama_batch_ext_set_output_logits(eb, idx, true);
+        }
+        if (llama_process(dft, LLAMA_PROCESS_TYPE_DECODE, eb) != 0) {
+            std::fprintf(stderr, "MTP decode failed at depth %d\n", j);
+            return 1;
+        }
+        std::vector<float> mtp((size_t) rows_j * n_vocab), next((size_t) rows_j * n_embd);
+        for (int i = 0; i < rows_j; ++i) {
+            const float * li = llama_get_logits_ith(dft, i);
+            std::copy(li, li + n_vocab, mtp.begin() + (size_t) i * n_vocab);
+            if (depth > 0) {
+                const float * hi = llama_get_embeddings_nextn_ith(dft, i);
+                std::copy(hi, hi + n_embd, next.begin() + (size_t) i * n_embd);
+            }
+        }
+        mtps.push_back(mtp);
+        prev = next;
+        llama_batch_ext_free(eb);
     }
     std::printf("{");
     rows("h", h.data(), n, n_embd, false);
     rows("trunk", logits.data(), n, n_vocab, false);
-    rows("mtp", mtp.data(), n - 1, n_vocab, true);
+    if (depth == 0) {
+        rows("mtp", mtps[0].data(), n - 1, n_vocab, true);
+    } else {
+        std::printf("\"mtp\":[");
+        for (int j = 0; j < depth; ++j) {
+            std::printf(j ? ",{" : "{");
+            rows("rows", mtps[j].data(), n - 1 - j, n_vocab, true);
+            std::printf("}");
+        }
+        std::printf("]");
+    }
     std::printf("}\n");
-    llama_batch_ext_free(eb);
     llama_batch_free(b);
     llama_free(dft);
     llama_free(tgt);

@@ -11,10 +11,10 @@ torch, which lives only in a separate, pinned environment:
         glm5.2-tiny nemotron-h-moe-tiny nemotron-h-moe-tiny-rigged
     "$VENV/bin/python" interop/reference_gguf.py LLAMA_CPP_DIR [FIXTURE...]
 
-(deepseek-v3-tiny's, deepseek-v3.2-tiny's, glm5.2-tiny's and nemotron-h-moe-tiny's (+ -rigged) records were made with torch 2.13.0
-and transformers 5.19.0, the vLLM CPU venv of scripts/setup-vllm.sh: the converter reads the same config keys either way.
-The Nemotron-H fixtures carry the test tokenizer themselves; their pre-tokenizer is answered as pixtral, and their
---no-mtp trunks, committed, are the Mamba-2 trunks interop/test_nemotron_gguf.py runs llama.cpp on.)
+(deepseek-v3-tiny's, deepseek-v3.2-tiny's, glm5.2-tiny's, step3.5-flash-tiny's and nemotron-h-moe-tiny's (+ -rigged) records were
+made with torch 2.13.0 and transformers 5.19.0, the vLLM CPU venv of scripts/setup-vllm.sh: the converter reads the same config
+keys either way. The Nemotron-H fixtures carry the test tokenizer themselves; their pre-tokenizer is answered as pixtral, and
+their --no-mtp trunks, committed, are the Mamba-2 trunks interop/test_nemotron_gguf.py runs llama.cpp on.)
 
 LLAMA_CPP_DIR is vendor/llama.cpp of the llama-cpp-python 0.3.36 sdist
 (scripts/build-llama.sh unpacks it under ~/.cache/mtpconv/llama.cpp-0.3.36/src).
@@ -30,7 +30,8 @@ with the trunk and the NextN block), recorded as
 {fixture}-bundled-{outtype}.json. With MTPCONV_KEEP_GGUF=DIR the
 converter's GLM files are kept in DIR (for runs of llama.cpp on them outside
 CI). For DeepSeek-V3.2 one more thing is patched: its set_vocab's assertion on the
-tokenizer object's add_bos_token (see RUNNER). Named fixtures only are
+tokenizer object's add_bos_token (see RUNNER); for Step-3.5, transformers' step3p5
+configuration class, which the converter's pinned transformers 4.57.6 lacks (see RUNNER). Named fixtures only are
 recorded again when any are given. Writes testdata/gguf_reference/*.json:
 per tensor its ggml type, dims and sha256; every metadata key with its type
 and value (long arrays by sha256).
@@ -62,10 +63,11 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = {"qwen3.6-moe-tiny": "qwen35", "qwen3.5-moe-tiny": "qwen35", "qwen3-next-tiny": "qwen2",
             "qwen3.6-dense-tiny": "qwen35", "glm4.5-moe-tiny": "glm4", "glm4.7-flash-tiny": "glm4",
             "glm4.5-moe-tiny-rigged": "glm4", "glm4.7-flash-tiny-rigged": "glm4", "deepseek-v3.2-tiny": "deepseek-v3",
-            "glm5.2-tiny": "glm4", "nemotron-h-moe-tiny": "pixtral", "nemotron-h-moe-tiny-rigged": "pixtral"}
+            "glm5.2-tiny": "glm4", "step3.5-flash-tiny": "deepseek-v3",
+            "nemotron-h-moe-tiny": "pixtral", "nemotron-h-moe-tiny-rigged": "pixtral"}
 # Fixtures with their own tokenizer, also converted without --mtp (bundled).
 OWN_TOKENIZER = {"glm4.5-moe-tiny", "glm4.7-flash-tiny", "glm4.5-moe-tiny-rigged", "glm4.7-flash-tiny-rigged", "deepseek-v3-tiny",
-                 "deepseek-v3.2-tiny", "glm5.2-tiny", "nemotron-h-moe-tiny", "nemotron-h-moe-tiny-rigged"}
+                 "deepseek-v3.2-tiny", "glm5.2-tiny", "step3.5-flash-tiny", "nemotron-h-moe-tiny", "nemotron-h-moe-tiny-rigged"}
 OUTTYPES = ["bf16", "f16"]
 # Families whose NextN layer the converter drops (DeepseekV2Model.skip_mtp): only
 # its default output, the trunk, is recorded ({fixture}-trunk-{outtype}.json), for
@@ -74,7 +76,7 @@ OUTTYPES = ["bf16", "f16"]
 TRUNK_ONLY = {"deepseek-v3-tiny": "deepseek-v3"}
 # Fixtures of FIXTURES whose --no-mtp trunk is committed too (FIXTURE-nomtp-bf16.gguf)
 # and whose bundled records carry the whole file's sha256, for --graft.
-WITH_TRUNK = {"deepseek-v3.2-tiny", "glm5.2-tiny", "nemotron-h-moe-tiny", "nemotron-h-moe-tiny-rigged"}
+WITH_TRUNK = {"deepseek-v3.2-tiny", "glm5.2-tiny", "step3.5-flash-tiny", "nemotron-h-moe-tiny", "nemotron-h-moe-tiny-rigged"}
 # Fixtures small enough to commit their --no-mtp trunk GGUF.
 TRUNKS = {"qwen3.6-moe-genai": "qwen35", "qwen3.6-dense-genai": "qwen35"}
 # ... and as a split set.
@@ -94,6 +96,21 @@ base.TextModel.get_vocab_base_pre = lambda self, tokenizer: pre
 # vocabulary written is the same. The rest of set_vocab is _set_vocab_gpt2.
 import conversion.deepseek as deepseek
 deepseek.DeepseekV32Model.set_vocab = lambda self: self._set_vocab_gpt2()
+# The converter's requirements pin transformers 4.57.6, which has no step3p5
+# configuration class, so it reads Step-3.5's config.json as stored (what
+# Step35Model.set_gguf_parameters is written for: num_attention_groups,
+# moe_num_experts, attention_other_setting, the per-layer lists with their MTP
+# entries). A newer transformers (5.19, 5.24) has one, whose to_dict renames and
+# trims those keys: the converter is made to read config.json, as with its pin.
+import json, pathlib
+_AutoConfig = base.AutoConfig
+class _PinnedAutoConfig:
+    @staticmethod
+    def from_pretrained(d, **kw):
+        if json.loads((pathlib.Path(d) / "config.json").read_text()).get("model_type") == "step3p5":
+            raise ValueError("transformers 4.57.6, the converter's pin, has no step3p5 configuration class")
+        return _AutoConfig.from_pretrained(d, **kw)
+base.AutoConfig = _PinnedAutoConfig
 sys.argv = [sys.argv[1] + "/convert_hf_to_gguf.py"] + sys.argv[3:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 '''

@@ -277,3 +277,205 @@ class NemotronHReference(GLMReference):
 
     def nextn_logits(self, tokens, hidden, positions):
         return self.nextn_hidden(tokens, hidden, positions) @ self.w["lm_head.weight"].T
+
+
+def causal_attention_swa(q, k, v, positions, key_positions, scale, window):
+    """Causal attention over keys at key_positions for queries at positions, GQA by
+    head groups; with window, a key p0 is masked for the query p1 when
+    p1 - p0 >= window (llama.cpp's LLAMA_SWA_TYPE_STANDARD)."""
+    Hq, Hkv = q.shape[1], k.shape[1]
+    group = Hq // Hkv
+    out = np.zeros((q.shape[0], Hq, v.shape[-1]))
+    diff = positions[:, None] - key_positions[None, :]
+    mask = diff < 0
+    if window:
+        mask |= diff >= window
+    for h in range(Hq):
+        scores = np.where(mask, -np.inf, q[:, h] @ k[:, h // group].T * scale)
+        scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        out[:, h] = (scores / scores.sum(axis=-1, keepdims=True)) @ v[:, h // group]
+    return out
+
+
+class Step35Reference:
+    """A Step-3.5 checkpoint (Step3p5ForCausalLM) as llama.cpp's step35 graphs
+    compute it (src/models/step35.cpp), written from that graph and the
+    config's meaning, not from mtpconv's Go code:
+
+    - every RMSNorm zero-centred (1 + w);
+    - per layer (MTP layers included, layer_types and partial_rotary_factors
+      padded to L + n as the converter pads them): GQA with per-head q/k norms;
+      full-attention layers with num_attention_heads / num_attention_groups,
+      neox RoPE on half of head_dim at rope_theta[0]; sliding-window layers with
+      attention_other_setting's heads, neox RoPE on all of head_dim at
+      rope_theta[1], keys p0 masked for the query p1 when p1 - p0 >=
+      sliding_window; scale head_dim^-0.5; the head-wise gate
+      sigmoid(g_proj(normed input)), one value per head, on the attention
+      output before o_proj;
+    - a dense SwiGLU MLP, or in the moe_layers_enum layers the routed experts
+      (sigmoid of moe.gate, moe.router_bias added for the choice only, top-k,
+      the chosen probabilities renormalised when norm_expert_weight, times
+      moe_router_scaling_factor; experts stacked [E, out, in]) plus share_expert;
+    - the trunk's h_nextn is its last layer's output before the final norm;
+    - MTP layer j (model.layers.{L+j}): logits =
+      shared_head.output(shared_head.norm(layer(eh_proj(concat(enorm(embed(t)),
+      hnorm(h)))))), embedding first, each layer its own KV cache; chained,
+      layer j reads the h_nextn (its output before the norm) of layer j-1.
+
+    SwiGLU clamps (swiglu_limits) are not modelled: the fixture's are 0 (none).
+    Computation is float64."""
+
+    def __init__(self, folder, weights=None):
+        c = self.cfg = text_config(folder)
+        self.w = weights if weights is not None else load_raw(folder)
+        self.n_layer = c["num_hidden_layers"]
+        self.n_mtp = c.get("num_nextn_predict_layers", 0)
+        total = self.n_layer + self.n_mtp
+        types = list(c.get("layer_types") or [])
+        self.types = (types + ["full_attention"] * total)[:total]
+        self.eps = c.get("rms_norm_eps", 1e-5)
+        th = c.get("rope_theta", 10000.0)
+        self.theta, self.theta_swa = (float(th[0]), float(th[1])) if isinstance(th, list) else (float(th), float(th))
+        self.hd = c["head_dim"]
+        other = c.get("attention_other_setting") or {}
+        self.heads_full = (c["num_attention_heads"], c["num_attention_groups"])
+        self.heads_swa = (other.get("num_attention_heads", c["num_attention_heads"]),
+                          other.get("num_attention_groups", c["num_attention_groups"]))
+        self.window = c["sliding_window"]
+        enum = c.get("moe_layers_enum")
+        self.moe_layers = {int(i) for i in enum.split(",") if i.strip()} if enum is not None else set(range(1, self.n_layer))
+        self.cache = {}
+
+    def reset(self):
+        self.cache = {}
+
+    def norm(self, x, name):
+        return rms_norm(x, 1.0 + self.w[name], self.eps)
+
+    def attention(self, i, p, x, positions):
+        w, S, hd = self.w, x.shape[0], self.hd
+        a = p + "self_attn."
+        swa = self.types[i] == "sliding_attention"
+        nh, nkv = self.heads_swa if swa else self.heads_full
+        q = (x @ w[a + "q_proj.weight"].T).reshape(S, nh, hd)
+        k = (x @ w[a + "k_proj.weight"].T).reshape(S, nkv, hd)
+        v = (x @ w[a + "v_proj.weight"].T).reshape(S, nkv, hd)
+        q, k = self.norm(q, a + "q_norm.weight"), self.norm(k, a + "k_norm.weight")
+        rot, theta = (hd, self.theta_swa) if swa else (hd // 2, self.theta)
+        q, k = rope_half(q, positions, rot, theta), rope_half(k, positions, rot, theta)
+        ck, cv, cp = self.cache.get(p, (None, None, None))
+        ck = k if ck is None else np.concatenate([ck, k])
+        cv = v if cv is None else np.concatenate([cv, v])
+        cp = positions if cp is None else np.concatenate([cp, positions])
+        self.cache[p] = (ck, cv, cp)
+        out = causal_attention_swa(q, ck, cv, positions, cp, hd ** -0.5, self.window if swa else 0)
+        if a + "g_proj.weight" in w:
+            out = out * sigmoid(x @ w[a + "g_proj.weight"].T)[:, :, None]
+        return out.reshape(S, -1) @ w[a + "o_proj.weight"].T
+
+    def ffn(self, i, p, x):
+        w, c = self.w, self.cfg
+        if i not in self.moe_layers:
+            m = p + "mlp."
+            return (silu(x @ w[m + "gate_proj.weight"].T) * (x @ w[m + "up_proj.weight"].T)) @ w[m + "down_proj.weight"].T
+        m = p + "moe."
+        probs = sigmoid(x @ w[m + "gate.weight"].T)  # [S, E]
+        choice = probs + w[m + "router_bias"]
+        out = np.zeros_like(x)
+        for s in range(x.shape[0]):
+            top = np.argsort(-choice[s], kind="stable")[: c["moe_top_k"]]
+            weights = probs[s, top]
+            if c.get("norm_expert_weight", True):
+                weights = weights / max(weights.sum(), 6.103515625e-5)
+            weights = weights * c.get("moe_router_scaling_factor", 1.0)
+            for e, g in zip(top, weights):
+                y = silu(w[m + "gate_proj.weight"][e] @ x[s]) * (w[m + "up_proj.weight"][e] @ x[s])
+                out[s] += g * (w[m + "down_proj.weight"][e] @ y)
+        sh = p + "share_expert."
+        return out + (silu(x @ w[sh + "gate_proj.weight"].T) * (x @ w[sh + "up_proj.weight"].T)) @ w[sh + "down_proj.weight"].T
+
+    def layer(self, i, x, positions):
+        p = f"model.layers.{i}."
+        x = x + self.attention(i, p, self.norm(x, p + "input_layernorm.weight"), positions)
+        return x + self.ffn(i, p, self.norm(x, p + "post_attention_layernorm.weight"))
+
+    def trunk(self, tokens, positions):
+        """(h_nextn: the last layer's output before the final norm [S, H], logits [S, V])."""
+        x = self.w["model.embed_tokens.weight"][np.asarray(tokens)]
+        for i in range(self.n_layer):
+            x = self.layer(i, x, positions)
+        return x, self.norm(x, "model.norm.weight") @ self.w["lm_head.weight"].T
+
+    def nextn(self, tokens, hidden, positions, head=0):
+        """MTP layer head's (h_nextn: its output before the shared head's norm,
+        logits) for tokens t_{p+1} paired with hidden states h_p."""
+        w, i = self.w, self.n_layer + head
+        p = f"model.layers.{i}."
+        e = self.norm(w["model.embed_tokens.weight"][np.asarray(tokens)], p + "enorm.weight")
+        h = self.norm(hidden, p + "hnorm.weight")
+        x = np.concatenate([e, h], axis=-1) @ w[p + "eh_proj.weight"].T
+        x = self.layer(i, x, positions)
+        return x, self.norm(x, p + "transformer.shared_head.norm.weight") @ w[p + "transformer.shared_head.output.weight"].T
+
+    def chained_logits(self, tokens, hidden, depth):
+        """The heads chained as llama.cpp's draft-mtp driver chains them
+        (interop/mtp_logits.cpp --depth): head j, on a cache of its own, reads
+        t_{1+j}..t_{n-1} at positions 1+j..n-1, row k paired with head j-1's
+        h_nextn of its row k (the trunk's h_k for j = 0). One logits array per depth."""
+        out, prev = [], hidden[:-1]
+        for j in range(depth):
+            pos = np.arange(1 + j, len(tokens))
+            prev, logits = self.nextn(tokens[1 + j:], prev[: len(pos)], pos, head=j)
+            out.append(logits)
+        return out
+
+
+class Glm5NextReference(GLMReference):
+    """GLM-5.3-Flash's NextN layer (model.language_model.layers.{L}), written
+    from the transformers glm5_next modelling code's math: nope-only
+    multi-head latent attention (no rotary part: qk_rope_head_dim 0, scale
+    qk_nope_head_dim^-0.5) whose DSA indexer selects index_topk // index_kpool
+    pools of index_kpool positions plus the incomplete tail, so every causal
+    position while the context fits (the reference runs it dense, and its
+    callers keep the context that short); DeepSeek-V3's sigmoid MoE with the
+    SwiGLU clamp (gate at most swiglu_limit, up within ±swiglu_limit) in the
+    routed and the shared experts. The trunk (KDA layers, mHC streams) is not
+    modelled: the layer is fed the trunk's hidden states."""
+
+    def __init__(self, folder, weights=None):
+        super().__init__(folder, weights)
+        c = self.cfg
+        assert c.get("qk_rope_head_dim", 0) == 0 and c["num_nextn_predict_layers"] == 1
+        self.limit = float(c.get("swiglu_limit", 10.0))
+        self.text = "model.language_model."
+        self.nextn = f"{self.text}layers.{self.n_layer}."
+        n_ctx = c["index_topk"] + c["index_kpool"] - 1
+        self.max_context = n_ctx
+
+    def swiglu(self, gate, up):
+        return silu(np.minimum(gate, self.limit)) * np.clip(up, -self.limit, self.limit)
+
+    def moe(self, m, x):
+        w = self.w
+        out = np.zeros_like(x)
+        for s, (top, weights) in enumerate(self.route(m, x)):
+            for e, g in zip(top, weights):
+                q = f"{m}experts.{e}."
+                out[s] += g * (w[q + "down_proj.weight"] @ self.swiglu(w[q + "gate_proj.weight"] @ x[s], w[q + "up_proj.weight"] @ x[s]))
+        sh = m + "shared_experts."
+        return out + self.swiglu(x @ w[sh + "gate_proj.weight"].T, x @ w[sh + "up_proj.weight"].T) @ w[sh + "down_proj.weight"].T
+
+    def layer(self, i, x, positions):
+        assert i == self.n_layer and x.shape[0] <= self.max_context, "the reference models the NextN layer, at a context the indexer keeps whole"
+        p, w = self.nextn, self.w
+        x = x + self.attention(p, rms_norm(x, w[p + "input_layernorm.weight"], self.eps), positions)
+        return x + self.moe(p + "mlp.", rms_norm(x, w[p + "post_attention_layernorm.weight"], self.eps))
+
+    def nextn_logits(self, tokens, hidden, positions):
+        emb = self.w[self.text + "embed_tokens.weight"]
+        w, p = self.w, self.nextn
+        e = rms_norm(emb[np.asarray(tokens)], w[p + "enorm.weight"], self.eps)
+        h = rms_norm(hidden, w[p + "hnorm.weight"], self.eps)
+        x = np.concatenate([e, h], axis=-1) @ w[p + "eh_proj.weight"].T
+        x = self.layer(self.n_layer, x, positions)
+        return rms_norm(x, w[p + "shared_head.norm.weight"], self.eps) @ w["lm_head.weight"].T

@@ -157,6 +157,9 @@ type Spec struct {
 // name without ".weight"); Plain and LMHeads list them by their name under
 // the head's layer or prefix (HeadRelative without "layers.{j}.").
 type HFSpec struct {
+	// Refusal, when set, is the one sentence naming the runtime that is
+	// missing (neither pinned vLLM nor SGLang builds the family's head).
+	Refusal string
 	// MTPClass names the runtimes' MTP model class (vLLM's
 	// model_executor/models/<MTPClass>.py and SGLang's models/ sibling),
 	// whose own overrides of the repo's quantization the rules port.
@@ -187,6 +190,10 @@ type ReportSpec struct {
 // gguf-py's constants and tensor map) writes for it. Names are data keyed
 // by the family's own tensor names; the target only applies them.
 type GGUFSpec struct {
+	// Refusal, when set, is the one sentence saying why no llama.cpp runs
+	// the family's head (the pinned llama.cpp has no draft graph for it):
+	// the target writes nothing nobody can draft with.
+	Refusal string
 	// Arch is llama.cpp's architecture (general.architecture, the prefix of its keys).
 	Arch string
 	// PreTokenizer is tokenizer.ggml.pre for the family's official tokenizers.
@@ -263,6 +270,17 @@ type MLXSpec struct {
 	// DrafterRoutersFloat: a quantized drafter keeps the MoE routers float,
 	// as the family's mlx-vlm splitter does (--router-bits does not apply).
 	DrafterRoutersFloat bool
+	// DrafterConcat lists the drafter tensors mlx-vlm's sanitize
+	// concatenates along their rows from several tensors of one MTP layer
+	// (GLM-5.3-Flash's qkv_a_proj of q_a_proj and kv_a_proj_with_mqa).
+	DrafterConcat []DrafterConcat
+}
+
+// DrafterConcat is one drafter tensor made of head tensors stacked along
+// their rows, in order: its suffix and theirs under an MTP layer.
+type DrafterConcat struct {
+	Out   string
+	Parts []string
 }
 
 // Forward is a family's MTP forward, abstractly: the targets lower it, or

@@ -98,6 +98,9 @@ func Strings(ss []string) Value { return Value{Type: TypeArray, Elem: TypeString
 // Int32s is an array of int32.
 func Int32s(xs []int32) Value { return Value{Type: TypeArray, Elem: TypeInt32, V: xs} }
 
+// Float32s is an array of float32.
+func Float32s(xs []float32) Value { return Value{Type: TypeArray, Elem: TypeFloat32, V: xs} }
+
 // Bools is an array of bool.
 func Bools(xs []bool) Value { return Value{Type: TypeArray, Elem: TypeBool, V: xs} }
 

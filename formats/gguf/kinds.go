@@ -27,6 +27,7 @@ const (
 	KindAttnOut
 	KindAttnQNorm
 	KindAttnKNorm
+	KindAttnGate // attn_gate (Step-3.5's head-wise attention gate, sigmoid of one value per head)
 	KindAttnQA
 	KindAttnQANorm
 	KindAttnQB
@@ -91,6 +92,7 @@ var kinds = map[Kind]KindInfo{
 	KindAttnOut:             {Name: "attn_output", Block: true},
 	KindAttnQNorm:           {Name: "attn_q_norm", Block: true},
 	KindAttnKNorm:           {Name: "attn_k_norm", Block: true},
+	KindAttnGate:            {Name: "attn_gate", Block: true},
 	KindAttnQA:              {Name: "attn_q_a", Block: true},
 	KindAttnQANorm:          {Name: "attn_q_a_norm", Block: true},
 	KindAttnQB:              {Name: "attn_q_b", Block: true},

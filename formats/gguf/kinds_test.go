@@ -36,6 +36,7 @@ func TestTypeRules(t *testing.T) {
 		{"blk.3.exp_probs_b.bias", 1, "F32", false},
 		{"blk.3.attn_q.bias", 1, "F32", false},
 		{"blk.3.nextn.eh_proj.weight", 2, "BF16", true},
+		{"blk.3.attn_gate.weight", 2, "BF16", true},
 		{"blk.3.nextn.enorm.weight", 1, "F32", false},
 		{"blk.3.ffn_down_exps.weight", 3, "BF16", true},
 		{"blk.3.ffn_latent_down.weight", 2, "BF16", true},
@@ -66,6 +67,7 @@ func TestQuantizeCategory(t *testing.T) {
 		"blk.0.indexer.attn_k.weight": CatAttnK, "blk.0.attn_k_b.weight": CatOther, "blk.0.attn_q_a.weight": CatOther,
 		"blk.0.attn_output.weight": CatAttnOutput, "blk.0.ffn_up_shexp.weight": CatFFNUp, "blk.0.ffn_gate_inp_shexp.weight": CatFFNGate,
 		"blk.0.ffn_down_exps.weight": CatFFNDown, "blk.0.nextn.shared_head_head.weight": CatOther, "blk.0.nextn.embed_tokens.weight": CatOther,
+		"blk.0.attn_gate.weight": CatOther,
 	} {
 		if got := QuantizeCategory(name); got != want {
 			t.Errorf("%s: category %d, want %d", name, got, want)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -406,8 +407,10 @@ func trunkMetadata(m *model.Model, h model.Hparams, name string, vocab []gg.KV) 
 			continue
 		case a + ".block_count":
 			kv.Value = gg.U32(uint32(n))
-		case a + ".attention.recurrent_layers":
-			kv.Value = gg.Bools(kv.Value.V.([]bool)[:n])
+		}
+		if v := reflect.ValueOf(kv.Value.V); kv.Value.Type == gg.TypeArray && kv.Value.Elem != gg.TypeString && v.Len() == n+m.MTPDepth {
+			// A per-layer array (recurrent_layers, Step-3.5's head counts): the trunk's layers only.
+			kv.Value.V = v.Slice(0, n).Interface()
 		}
 		kvs = append(kvs, kv)
 	}

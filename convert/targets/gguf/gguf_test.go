@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -99,6 +100,8 @@ func pyJSON(v gg.Value) string {
 			b.WriteByte('"')
 		case bool:
 			b.WriteString(strconv.FormatBool(x))
+		case float32:
+			b.WriteString(pyFloat(float64(x)))
 		default:
 			n, _ := gg.Value{V: x}.Int()
 			b.WriteString(strconv.FormatInt(n, 10))
@@ -106,6 +109,19 @@ func pyJSON(v gg.Value) string {
 	}
 	b.WriteByte(']')
 	return b.String()
+}
+
+// pyFloat is Python's repr of a float: the shortest round-trip digits,
+// positional from 1e-4 to 1e16 with at least one decimal, else an exponent.
+func pyFloat(f float64) string {
+	if a := math.Abs(f); a != 0 && (a < 1e-4 || a >= 1e16) {
+		return strconv.FormatFloat(f, 'e', -1, 64) // 1e-05, as Python
+	}
+	s := strconv.FormatFloat(f, 'f', -1, 64)
+	if !strings.Contains(s, ".") {
+		s += ".0"
+	}
+	return s
 }
 
 var refTypes = map[gg.ValueType]string{gg.TypeUint32: "UINT32", gg.TypeInt32: "INT32", gg.TypeFloat32: "FLOAT32", gg.TypeBool: "BOOL", gg.TypeString: "STRING"}

@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"math"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -247,9 +248,15 @@ func sameValue(theirs, ours gg.Value, nLayer int) bool {
 		b, ok := ours.Int()
 		return ok && a == b
 	}
-	if xs, ok := ours.V.([]bool); ok {
-		ys, ok := theirs.V.([]bool)
-		return ok && len(ys) >= nLayer && len(xs) >= nLayer && slices.Equal(xs[:nLayer], ys[:nLayer])
+	if ours.Type == gg.TypeArray && theirs.Type == gg.TypeArray && ours.Elem == theirs.Elem && ours.Elem != gg.TypeString {
+		// A per-layer array (Step-3.5's head counts, sliding-window pattern,
+		// SwiGLU clamps): the trunk's covers its layers (a --no-mtp file) or
+		// the MTP layers too.
+		xs, ys := reflect.ValueOf(ours.V), reflect.ValueOf(theirs.V)
+		if xs.Len() < nLayer || ys.Len() < nLayer {
+			return false
+		}
+		return reflect.DeepEqual(xs.Slice(0, nLayer).Interface(), ys.Slice(0, nLayer).Interface())
 	}
 	if xs, ok := ours.V.([]int32); ok { // per-layer widths and head counts (nemotron_h_moe)
 		ys, ok := theirs.V.([]int32)
@@ -343,7 +350,7 @@ func valueString(v gg.Value, present bool) string {
 
 // bundledMetadata is the trunk's metadata with the keys a bundled file
 // changes, as the family's table (ours) writes them: block_count counts the
-// MTP layers, a per-layer array (recurrent_layers) takes the head's entries
+// MTP layers, a per-layer array (recurrent_layers, head_count) takes the head's entries
 // from the table (one of the trunk's layers alone stays as it is), nextn_predict_layers is added where the table places it
 // (before the key that follows it there).
 func bundledMetadata(f *gg.File, ours []gg.KV, a string, nLayer, depth int) ([]gg.KV, error) {
@@ -373,14 +380,19 @@ func bundledMetadata(f *gg.File, ours []gg.KV, a string, nLayer, depth int) ([]g
 				kvs, placed = append(kvs, nextn), true
 			}
 		}
-		// A per-layer array of the trunk's layers alone (glm-dsa's
-		// attention.indexer.types) is the trunk's, unchanged.
-		if head, ok := oursByKey[kv.Key].V.([]bool); ok && kv.Key != nextnKey && len(head) != nLayer {
-			xs, ok := kv.Value.V.([]bool)
-			if !ok || len(xs) < nLayer || len(head) != nLayer+depth {
-				return nil, fmt.Errorf("%s is not %d booleans", kv.Key, nLayer)
+		// A per-layer array (recurrent_layers, Step-3.5's head counts and
+		// SwiGLU clamps): the trunk's entries, then the head's. One of the
+		// trunk's layers alone (glm-dsa's attention.indexer.types) is the
+		// trunk's, unchanged.
+		if head, ok := oursByKey[kv.Key]; ok && head.Type == gg.TypeArray && head.Elem != gg.TypeString && kv.Key != nextnKey &&
+			reflect.ValueOf(head.V).Len() != nLayer {
+			hs, xs := reflect.ValueOf(head.V), reflect.ValueOf(kv.Value.V)
+			if kv.Value.Type != gg.TypeArray || kv.Value.Elem != head.Elem || xs.Len() < nLayer || hs.Len() != nLayer+depth {
+				return nil, fmt.Errorf("%s is not an array of %d %s values", kv.Key, nLayer, head.Elem)
 			}
-			kv.Value = gg.Bools(append(append([]bool{}, xs[:nLayer]...), head[nLayer:]...))
+			joined := reflect.MakeSlice(xs.Type(), 0, nLayer+depth) // a new array: the trunk's header stays as read
+			joined = reflect.AppendSlice(reflect.AppendSlice(joined, xs.Slice(0, nLayer)), hs.Slice(nLayer, nLayer+depth))
+			kv.Value = gg.Value{Type: gg.TypeArray, Elem: head.Elem, V: joined.Interface()}
 		}
 		if head, ok := oursByKey[kv.Key].V.([]int32); ok && len(head) == nLayer+depth {
 			// A per-layer array: the trunk's layers as the trunk has them, the head's as the table says.

@@ -99,6 +99,9 @@ func choosePrecision(o targets.Options) (precision, error) {
 }
 
 func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
+	if r := m.Spec.GGUF.Refusal; r != "" {
+		return nil, fmt.Errorf("--target gguf: %s", r)
+	}
 	if m.Spec.GGUF.Arch == "" {
 		return nil, fmt.Errorf("--target gguf does not know llama.cpp's architecture for family %s", m.Family)
 	}

@@ -1,0 +1,470 @@
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	gg "github.com/mtpconv/mtpconv/formats/gguf"
+)
+
+// Step-3.5-Flash (Step3p5ForCausalLM, model_type step3p5): a flat config
+// whose MTP layers follow the trunk's in the layer list, model.layers.{L+j}
+// for j < num_nextn_predict_layers (3 in the release), each a whole decoder
+// layer plus enorm, hnorm, eh_proj (embedding first) and its own shared head
+// (transformer.shared_head.{norm,output}); llama.cpp's step35 architecture
+// chains them, head j drafting token j+1 from the hidden state head j-1
+// computed (common/speculative.cpp's chain_heads). Every layer has GQA with
+// per-head q/k norms and a head-wise sigmoid gate (self_attn.g_proj, one value
+// per head), sliding-window or full attention as layer_types says (the
+// sliding layers with attention_other_setting's head counts and full RoPE, the
+// full ones rotating half of head_dim), then a dense SwiGLU MLP, or, in the
+// layers moe_layers_enum lists, routed experts stored stacked per projection
+// ([E, out, in], sigmoid router with router_bias) plus share_expert. Every
+// RMSNorm is zero-centred (applied as 1+w). The reference converter is
+// conversion/step3.py's Step35Model; see docs/step.md.
+
+func init() { RegisterFamily(step35{}) }
+
+type step35 struct{}
+
+func (step35) Name() string { return "step3p5" }
+
+// Matches Step-3.5 alone: Step-3.7's multimodal wrapper also nests a step3p5
+// text config, and is refused by name (unsupported.go).
+func (step35) Matches(id Identity) bool {
+	return id.ModelType == "step3p5" || slices.Contains(id.Architectures, "Step3p5ForCausalLM")
+}
+
+// step35Name is the family as its users know it, in every message about their config.
+const step35Name = "Step-3.5-Flash"
+
+// Step35Config is Step-3.5's own config.json keys (Config.Step35), with the
+// per-layer lists padded to the trunk's and the MTP layers' count as the
+// reference converter pads them.
+type Step35Config struct {
+	NumAttentionGroups     int       `json:"num_attention_groups"`
+	MoENumExperts          int       `json:"moe_num_experts"`
+	MoETopK                int       `json:"moe_top_k"`
+	ShareExpertDim         *int      `json:"share_expert_dim"`
+	MoELayersEnum          *string   `json:"moe_layers_enum"`
+	MoERouterActivation    string    `json:"moe_router_activation"`
+	MoERouterScalingFactor *float64  `json:"moe_router_scaling_factor"`
+	NormExpertWeight       *bool     `json:"norm_expert_weight"`
+	UseHeadWiseAttnGate    bool      `json:"use_head_wise_attn_gate"`
+	UseMoERouterBias       *bool     `json:"use_moe_router_bias"`
+	AttImplType            string    `json:"att_impl_type"`
+	PartialRotaryFactors   []float64 `json:"partial_rotary_factors"`
+	SlidingWindow          int       `json:"sliding_window"`
+	UseRopeLayers          []bool    `json:"use_rope_layers"`
+	AttentionOtherSetting  *struct {
+		AttentionType      string `json:"attention_type"`
+		NumAttentionHeads  int    `json:"num_attention_heads"`
+		NumAttentionGroups int    `json:"num_attention_groups"`
+		HeadDim            int    `json:"head_dim"`
+	} `json:"attention_other_setting"`
+	RopeTheta   json.RawMessage `json:"rope_theta"`
+	RopeScaling json.RawMessage `json:"rope_scaling"`
+
+	// Derived: the layer types of every layer, trunk and MTP (L+n), the
+	// sliding layers' heads, the base frequencies, the MoE layers.
+	Types                 []string `json:"-"`
+	SWAHeads, SWAKVHeads  int      `json:"-"`
+	RopeBase, RopeBaseSWA float64  `json:"-"`
+	MoELayers             []int    `json:"-"`
+}
+
+// Sliding reports whether layer i (MTP layer j is num_hidden_layers + j) is sliding-window attention.
+func (s *Step35Config) Sliding(i int) bool { return i < len(s.Types) && s.Types[i] == slidingAttention }
+
+// Heads is the query and key-value head count of layer i.
+func (s *Step35Config) heads(c *Config, i int) (int, int) {
+	if s.Sliding(i) {
+		return s.SWAHeads, s.SWAKVHeads
+	}
+	return c.NumAttentionHeads, c.NumKeyValueHeads
+}
+
+func (s *Step35Config) moe(i int) bool { return slices.Contains(s.MoELayers, i) }
+
+const slidingAttention = "sliding_attention"
+
+func (step35) ParseConfig(raw []byte) (*Config, error) {
+	// rope_theta is one base per layer in the release (a list), which the
+	// shared keys cannot hold: decoded here, as the converter reads it.
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", err)
+	}
+	var thetas []float64
+	if t := bytes.TrimSpace(top["rope_theta"]); len(t) > 0 && t[0] == '[' {
+		if err := json.Unmarshal(t, &thetas); err != nil || len(thetas) < 2 {
+			return nil, fmt.Errorf("rope_theta %s: a list of per-layer bases needs at least 2 numbers", t)
+		}
+		top["rope_theta"] = json.RawMessage(strconv.FormatFloat(thetas[0], 'g', -1, 64))
+	}
+	body, err := json.Marshal(top)
+	if err != nil {
+		return nil, err
+	}
+	c, err := DecodeConfig(body, ConfigDefaults{PartialRotaryFactor: 1, RMSNormEps: 1e-5, RopeTheta: 500000})
+	if err != nil {
+		return nil, err
+	}
+	c.Raw = raw
+	st := &Step35Config{}
+	if err := c.DecodeText(st); err != nil {
+		return nil, err
+	}
+	c.Step35 = st
+	if q := c.QuantizationConfig; q != nil {
+		return nil, fmt.Errorf("quantization_config.quant_method is %q: %s releases are read in bf16 only (the FP8 and Int4 releases' layouts are not read yet)", q.QuantMethod, step35Name)
+	}
+	c.NumKeyValueHeads = st.NumAttentionGroups
+	c.NumExperts, c.NumExpertsPerTok = st.MoENumExperts, st.MoETopK
+	c.SharedExpertIntermed = c.MoeIntermediateSize * st.MoETopK // the configuration class's default
+	if st.ShareExpertDim != nil {
+		c.SharedExpertIntermed = *st.ShareExpertDim
+	}
+	n, _ := c.ConfigMTPDepth()
+	keys := append(c.CommonKeys(), PositiveKey{"intermediate_size", c.IntermediateSize},
+		PositiveKey{"num_nextn_predict_layers", n}, PositiveKey{"sliding_window", st.SlidingWindow})
+	if st.MoELayersEnum == nil || strings.TrimSpace(*st.MoELayersEnum) != "" {
+		keys = append(keys, PositiveKey{"moe_num_experts", st.MoENumExperts}, PositiveKey{"moe_top_k", st.MoETopK},
+			PositiveKey{"moe_intermediate_size", c.MoeIntermediateSize}, PositiveKey{"share_expert_dim", c.SharedExpertIntermed})
+	}
+	if err := CheckPositive(keys...); err != nil {
+		return nil, err
+	}
+	if err := c.CheckCommon(); err != nil {
+		return nil, err
+	}
+	if st.AttImplType != "" && st.AttImplType != "GQA" {
+		return nil, fmt.Errorf("att_impl_type is %q: %s heads are GQA only", st.AttImplType, step35Name)
+	}
+	if st.UseMoERouterBias != nil && !*st.UseMoERouterBias {
+		return nil, fmt.Errorf("use_moe_router_bias is false: %s routes experts with router_bias, which llama.cpp's step35 and vLLM require", step35Name)
+	}
+	if slices.Contains(st.UseRopeLayers, false) {
+		return nil, fmt.Errorf("use_rope_layers turns RoPE off in a layer, which llama.cpp's step35 graph cannot do")
+	}
+	if len(bytes.TrimSpace(st.RopeScaling)) > 0 && !bytes.Equal(bytes.TrimSpace(st.RopeScaling), []byte("null")) {
+		return nil, fmt.Errorf("rope_scaling is set: the rope_freqs tensor the reference converter derives from llama3 scaling is not written yet for %s", step35Name)
+	}
+	if err := st.derive(c, n, thetas); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// derive pads the per-layer lists to the L+n blocks the converter writes
+// (layer_types with full_attention, partial_rotary_factors with 0.5) and
+// refuses what llama.cpp's step35 cannot represent.
+func (st *Step35Config) derive(c *Config, n int, thetas []float64) error {
+	total := c.NumHiddenLayers + n
+	st.Types = padTo(c.LayerTypes, total, FullAttention)
+	for i, t := range st.Types {
+		if t != FullAttention && t != slidingAttention {
+			return fmt.Errorf("layer_types[%d] is %q: %s layers are full_attention or sliding_attention", i, t, step35Name)
+		}
+	}
+	for i, f := range padTo(st.PartialRotaryFactors, total, 0.5) {
+		if want := map[bool]float64{true: 1, false: 0.5}[st.Sliding(i)]; f != want {
+			// The converter asserts it: llama.cpp rotates half of head_dim in
+			// full-attention layers and all of it in sliding ones.
+			return fmt.Errorf("partial_rotary_factors[%d] is %v for a %s layer; llama.cpp's step35 rotates %v of head_dim there", i, f, st.Types[i], want)
+		}
+	}
+	if c.HeadDim%4 != 0 {
+		return fmt.Errorf("head_dim %d: full-attention layers rotate half of it, in pairs", c.HeadDim)
+	}
+	st.SWAHeads, st.SWAKVHeads = c.NumAttentionHeads, c.NumKeyValueHeads
+	if o := st.AttentionOtherSetting; o != nil {
+		if o.NumAttentionHeads > 0 {
+			st.SWAHeads = o.NumAttentionHeads
+		}
+		if o.NumAttentionGroups > 0 {
+			st.SWAKVHeads = o.NumAttentionGroups
+		}
+		if o.HeadDim != 0 && o.HeadDim != c.HeadDim {
+			return fmt.Errorf("attention_other_setting.head_dim %d differs from head_dim %d; llama.cpp's step35 has one head size", o.HeadDim, c.HeadDim)
+		}
+		if o.AttentionType != "" && o.AttentionType != slidingAttention {
+			return fmt.Errorf("attention_other_setting.attention_type is %q; the reference converter applies it to sliding_attention layers", o.AttentionType)
+		}
+	}
+	if err := CheckPositive(PositiveKey{"attention_other_setting.num_attention_heads", st.SWAHeads},
+		PositiveKey{"attention_other_setting.num_attention_groups", st.SWAKVHeads}); err != nil {
+		return err
+	}
+	if st.SWAHeads%st.SWAKVHeads != 0 {
+		return fmt.Errorf("attention_other_setting: %d heads do not group over %d key-value heads", st.SWAHeads, st.SWAKVHeads)
+	}
+	st.RopeBase, st.RopeBaseSWA = c.RopeTheta, c.RopeTheta
+	if thetas != nil {
+		// The converter keeps rope_theta[0] for full attention and
+		// rope_theta[1] for sliding (rope.freq_base, rope.freq_base_swa),
+		// which is all llama.cpp reads: a layer with another base would run wrong.
+		st.RopeBase, st.RopeBaseSWA = thetas[0], thetas[1]
+		for i, th := range thetas {
+			if want := map[bool]float64{true: st.RopeBaseSWA, false: st.RopeBase}[st.Sliding(i)]; th != want {
+				return fmt.Errorf("rope_theta[%d] is %v for a %s layer; llama.cpp's step35 has one base per attention kind (%v full, %v sliding, from rope_theta[0] and [1])",
+					i, th, st.Types[i], st.RopeBase, st.RopeBaseSWA)
+			}
+		}
+	}
+	if st.MoELayersEnum != nil {
+		for _, f := range strings.Split(strings.TrimSpace(*st.MoELayersEnum), ",") {
+			if f = strings.TrimSpace(f); f == "" {
+				continue
+			}
+			i, err := strconv.Atoi(f)
+			if err != nil || i < 0 || i >= total {
+				return fmt.Errorf("moe_layers_enum %q: %q is not a layer below %d", *st.MoELayersEnum, f, total)
+			}
+			st.MoELayers = append(st.MoELayers, i)
+		}
+	} else {
+		for i := 1; i < c.NumHiddenLayers; i++ { // the modelling code's default
+			st.MoELayers = append(st.MoELayers, i)
+		}
+	}
+	// One list of wants serves every MTP layer: they must be alike.
+	for j := 1; j < n; j++ {
+		i := c.NumHiddenLayers + j
+		if st.Types[i] != st.Types[c.NumHiddenLayers] || st.moe(i) != st.moe(c.NumHiddenLayers) {
+			return fmt.Errorf("MTP layer %d differs from MTP layer 0 in layer_types or moe_layers_enum; %s's MTP layers are alike", j, step35Name)
+		}
+	}
+	c.LayerTypes = st.Types[:c.NumHiddenLayers]
+	return nil
+}
+
+func padTo[T any](xs []T, n int, fill T) []T {
+	out := slices.Clone(xs)
+	for len(out) < n {
+		out = append(out, fill)
+	}
+	return out[:n]
+}
+
+// step35 is the family's keys, none for a config built in code (FamiliesWhere's empty one).
+func (c *Config) step35() *Step35Config {
+	if c.Step35 == nil {
+		return &Step35Config{}
+	}
+	return c.Step35
+}
+
+func (step35) Spec(c *Config) *Spec {
+	st := c.step35()
+	h, v, hd := int64(c.HiddenSize), int64(c.VocabSize), int64(c.HeadDim)
+	e, mi, si, di := int64(c.NumExperts), int64(c.MoeIntermediateSize), int64(c.SharedExpertIntermed), int64(c.IntermediateSize)
+	w := func(s string, role Role, shape ...int64) Want { return Want{Suffix: s, Shape: shape, Role: role} }
+	layer := func(i int) []Want {
+		nh, nkv := st.heads(c, i)
+		q, kv := int64(nh)*hd, int64(nkv)*hd
+		ws := []Want{
+			w("input_layernorm.weight", RoleZeroCentredNorm, h), w("post_attention_layernorm.weight", RoleZeroCentredNorm, h),
+			w("self_attn.q_proj.weight", 0, q, h), w("self_attn.k_proj.weight", 0, kv, h), w("self_attn.v_proj.weight", 0, kv, h),
+			w("self_attn.o_proj.weight", 0, h, q),
+			w("self_attn.q_norm.weight", RoleZeroCentredNorm, hd), w("self_attn.k_norm.weight", RoleZeroCentredNorm, hd),
+		}
+		if st.UseHeadWiseAttnGate {
+			ws = append(ws, w("self_attn.g_proj.weight", 0, int64(nh), h))
+		}
+		if !st.moe(i) {
+			return append(ws, w("mlp.gate_proj.weight", 0, di, h), w("mlp.up_proj.weight", 0, di, h), w("mlp.down_proj.weight", 0, h, di))
+		}
+		return append(ws, w("moe.gate.weight", RoleRouter, e, h), w("moe.router_bias", RoleKeepDType, e),
+			w("moe.gate_proj.weight", 0, e, mi, h), w("moe.up_proj.weight", 0, e, mi, h), w("moe.down_proj.weight", 0, e, h, mi),
+			w("share_expert.gate_proj.weight", 0, si, h), w("share_expert.up_proj.weight", 0, si, h), w("share_expert.down_proj.weight", 0, h, si))
+	}
+	head := append(layer(c.NumHiddenLayers),
+		w("eh_proj.weight", 0, h, 2*h), w("enorm.weight", RoleZeroCentredNorm, h), w("hnorm.weight", RoleZeroCentredNorm, h),
+		w("transformer.shared_head.norm.weight", RoleZeroCentredNorm, h), w("transformer.shared_head.output.weight", 0, v, h))
+	s := &Spec{
+		TextPrefixes: []string{"model."}, HeadInLayers: true,
+		TrunkTop:   []Want{w("embed_tokens.weight", 0, v, h), w("norm.weight", RoleZeroCentredNorm, h)},
+		LMHead:     &Want{Suffix: "lm_head.weight", Shape: []int64{v, h}},
+		TrunkLayer: layer,
+		HeadLayer:  head,
+		Forward:    step35Forward,
+		Report:     step35Report(c),
+		GGUF: GGUFSpec{
+			Arch: "step35", PreTokenizer: "deepseek-v3", // the releases' tokenizer (llama.cpp#23845)
+			Top: deepseekGGUFTop, Layer: step35GGUFLayer,
+			Hparams: step35GGUFHparams, Metadata: step35GGUFMetadata, ChainedHeads: true,
+		},
+		MLX:      MLXSpec{CombinedRefusal: "stock mlx-lm's step3p5 model drops the MTP layers (layers past num_hidden_layers), so a combined file would carry heads nothing runs."},
+		OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
+	}
+	return s
+}
+
+// step35Forward is what the head's health checks read: per MTP layer its own
+// eh_proj over concat(enorm(embedding), hnorm(hidden)), embedding first, and
+// shared head. No target lowers its layers (OpenVINO and MLX refuse the
+// family before they would), so they are not described.
+func step35Forward(m *Model) Forward {
+	p := m.HeadLayerPrefix(0)
+	return Forward{EmbedNorm: p + "enorm.weight", HiddenNorm: p + "hnorm.weight", EmbeddingFirst: true,
+		FC: p + "eh_proj.weight", FinalNorm: p + "transformer.shared_head.norm.weight", Eps: m.Config.RMSNormEps}
+}
+
+// step35Report is what inspect says of a Step-3.5 config.
+func step35Report(c *Config) ReportSpec {
+	st := c.step35()
+	sliding := 0
+	for _, t := range st.Types[:min(len(st.Types), c.NumHiddenLayers)] {
+		if t == slidingAttention {
+			sliding++
+		}
+	}
+	moe := 0
+	for _, i := range st.MoELayers {
+		if i < c.NumHiddenLayers {
+			moe++
+		}
+	}
+	mtpKind := "full"
+	if st.Sliding(c.NumHiddenLayers) {
+		mtpKind = "sliding-window"
+	}
+	gate := ""
+	if st.UseHeadWiseAttnGate {
+		gate = ", a head-wise sigmoid gate (g_proj)"
+	}
+	scale, norm := 1.0, st.NormExpertWeight == nil || *st.NormExpertWeight
+	if st.MoERouterScalingFactor != nil {
+		scale = *st.MoERouterScalingFactor
+	}
+	return ReportSpec{
+		Dims: map[string]any{"sliding_window": st.SlidingWindow, "num_attention_groups": c.NumKeyValueHeads,
+			"attention_other_setting.num_attention_heads": st.SWAHeads, "attention_other_setting.num_attention_groups": st.SWAKVHeads,
+			"share_expert_dim": c.SharedExpertIntermed, "use_head_wise_attn_gate": st.UseHeadWiseAttnGate},
+		Attention: fmt.Sprintf("GQA with q/k norms%s: full attention heads %d/%d rotating %d of %d dims (theta %v), sliding-window (%d tokens) heads %d/%d rotating all (theta %v); the MTP layers %s attention",
+			gate, c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim/2, c.HeadDim, st.RopeBase, st.SlidingWindow, st.SWAHeads, st.SWAKVHeads, st.RopeBaseSWA, mtpKind),
+		Layers:  fmt.Sprintf("%d (%d sliding-window, %d full; %d MoE, %d dense MLP)", c.NumHiddenLayers, sliding, c.NumHiddenLayers-sliding, moe, c.NumHiddenLayers-moe),
+		Routing: fmt.Sprintf("%s scores, router_bias for the choice, top %d of %d, weights renormalised: %v, scaled by %v, plus share_expert", cmpOr(st.MoERouterActivation, "sigmoid"), c.NumExpertsPerTok, c.NumExperts, norm, scale),
+	}
+}
+
+func cmpOr(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// step35GGUFLayer is gguf-py's tensor map of Step-3.5's layers (the router
+// bias renamed moe.router_bias.bias by the converter, the shared head's
+// transformer. infix dropped and output renamed head).
+var step35GGUFLayer = map[string]gg.TensorName{
+	"input_layernorm.weight":                gg.Weight(gg.KindAttnNorm),
+	"post_attention_layernorm.weight":       gg.Weight(gg.KindFFNNorm),
+	"self_attn.q_proj.weight":               gg.Weight(gg.KindAttnQ),
+	"self_attn.k_proj.weight":               gg.Weight(gg.KindAttnK),
+	"self_attn.v_proj.weight":               gg.Weight(gg.KindAttnV),
+	"self_attn.o_proj.weight":               gg.Weight(gg.KindAttnOut),
+	"self_attn.q_norm.weight":               gg.Weight(gg.KindAttnQNorm),
+	"self_attn.k_norm.weight":               gg.Weight(gg.KindAttnKNorm),
+	"self_attn.g_proj.weight":               gg.Weight(gg.KindAttnGate),
+	"mlp.gate_proj.weight":                  gg.Weight(gg.KindFFNGate),
+	"mlp.up_proj.weight":                    gg.Weight(gg.KindFFNUp),
+	"mlp.down_proj.weight":                  gg.Weight(gg.KindFFNDown),
+	"moe.gate.weight":                       gg.Weight(gg.KindFFNGateInp),
+	"moe.router_bias":                       gg.Bias(gg.KindFFNExpProbsB),
+	"moe.gate_proj.weight":                  gg.Weight(gg.KindFFNGateExps),
+	"moe.up_proj.weight":                    gg.Weight(gg.KindFFNUpExps),
+	"moe.down_proj.weight":                  gg.Weight(gg.KindFFNDownExps),
+	"share_expert.gate_proj.weight":         gg.Weight(gg.KindFFNGateShexp),
+	"share_expert.up_proj.weight":           gg.Weight(gg.KindFFNUpShexp),
+	"share_expert.down_proj.weight":         gg.Weight(gg.KindFFNDownShexp),
+	"eh_proj.weight":                        gg.Weight(gg.KindNextNEHProj),
+	"enorm.weight":                          gg.Weight(gg.KindNextNEnorm),
+	"hnorm.weight":                          gg.Weight(gg.KindNextNHnorm),
+	"transformer.shared_head.norm.weight":   gg.Weight(gg.KindNextNSharedHeadNorm),
+	"transformer.shared_head.output.weight": gg.Weight(gg.KindNextNSharedHeadHead),
+}
+
+// step35GGUFHparams is Step35Model.set_gguf_parameters's change before
+// TextModel's keys: a per-layer rope_theta list becomes the full-attention
+// base and the sliding one (rope_theta[0], [1]).
+func step35GGUFHparams(m *Model, h Hparams) {
+	if _, ok := h["rope_theta"].([]any); ok {
+		st := m.Config.Step35
+		h["rope_theta"], h["local_rope_theta"] = number(st.RopeBase), number(st.RopeBaseSWA)
+	}
+}
+
+// step35GGUFMetadata is the keys Step35Model.set_gguf_parameters adds after
+// TextModel's, in its order: per-layer head counts over the L+n blocks, the
+// sliding window and its per-layer pattern, the expert sizes, routing
+// scale and renormalisation, the leading dense layers, the SwiGLU clamps
+// (padded with 0 for the MTP layers), the MTP layer count.
+func step35GGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
+	c, st := m.Config, m.Config.Step35
+	total := c.NumHiddenLayers + m.MTPDepth
+	heads, kv, swa := make([]int32, total), make([]int32, total), make([]bool, total)
+	for i := range total {
+		nh, nkv := st.heads(c, i)
+		heads[i], kv[i], swa[i] = int32(nh), int32(nkv), st.Sliding(i)
+	}
+	g.Set("attention.head_count", gg.Int32s(heads))
+	g.Set("attention.head_count_kv", gg.Int32s(kv))
+	g.U32("attention.sliding_window", st.SlidingWindow)
+	g.Set("attention.sliding_window_pattern", gg.Bools(swa))
+	g.U32("attention.value_length", c.HeadDim)
+	g.U32("expert_count", st.MoENumExperts)
+	g.U32("expert_used_count", st.MoETopK)
+	g.U32("expert_feed_forward_length", c.MoeIntermediateSize)
+	g.U32("expert_shared_feed_forward_length", c.SharedExpertIntermed)
+	if v, ok := h["moe_router_scaling_factor"].(json.Number); ok {
+		g.floatOf("expert_weights_scale", v)
+	}
+	if b, ok := h["norm_expert_weight"].(bool); ok {
+		g.Bool("expert_weights_norm", b)
+	}
+	dense := 0
+	if s, ok := h["moe_layers_enum"].(string); ok && strings.TrimSpace(s) != "" && len(st.MoELayers) > 0 {
+		dense = slices.Min(st.MoELayers)
+	}
+	g.U32("leading_dense_block_count", dense)
+	every := 1
+	if n, ok := h.Int("moe_every_n_layer"); ok {
+		every = int(n)
+	}
+	g.U32("moe_every_n_layers", every)
+	if v, ok := h["rms_norm_eps"].(json.Number); ok {
+		g.floatOf("attention.layer_norm_rms_epsilon", v)
+	}
+	for _, k := range [][2]string{{"swiglu_clamp_exp", "swiglu_limits"}, {"swiglu_clamp_shexp", "swiglu_limits_shared"}} {
+		v := h[k[1]]
+		if v == nil {
+			continue // absent or null: the converter writes no clamps
+		}
+		list, _ := v.([]any)
+		if list == nil {
+			return fmt.Errorf("%s is not a list", k[1])
+		}
+		limits := make([]float32, total)
+		for i, x := range list[:min(len(list), total)] {
+			if x == nil {
+				continue
+			}
+			n, ok := x.(json.Number)
+			f, err := n.Float64()
+			if !ok || err != nil {
+				return fmt.Errorf("%s[%d] is %v, not a number", k[1], i, x)
+			}
+			limits[i] = float32(f)
+		}
+		g.Set(k[0], gg.Float32s(limits))
+	}
+	g.U32("nextn_predict_layers", m.MTPDepth)
+	return nil
+}

@@ -1,0 +1,76 @@
+package model_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/targets"
+	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/internal/testmodel"
+)
+
+// Step-3.5's three chained heads (step35): blocks 4, 5 and 6, each a whole
+// decoder layer (the head-wise gate attn_gate, a dense MLP) with its own
+// nextn.* and shared head; norms and the router float32 as the converter writes them.
+func TestStep35GGUFNames(t *testing.T) {
+	var want []string
+	for b := 4; b <= 6; b++ {
+		for _, n := range []string{"attn_gate.weight BF16", "attn_k.weight BF16", "attn_k_norm.weight F32", "attn_norm.weight F32",
+			"attn_output.weight BF16", "attn_q.weight BF16", "attn_q_norm.weight F32", "attn_v.weight BF16", "ffn_down.weight BF16",
+			"ffn_gate.weight BF16", "ffn_norm.weight F32", "ffn_up.weight BF16", "nextn.eh_proj.weight BF16", "nextn.enorm.weight F32",
+			"nextn.hnorm.weight F32", "nextn.shared_head_head.weight BF16", "nextn.shared_head_norm.weight F32"} {
+			want = append(want, fmt.Sprintf("blk.%d.%s", b, n))
+		}
+	}
+	wantGGUFNames(t, fixtures.Step35, append(want, "output.weight BF16", "output_norm.weight F32", "token_embd.weight BF16")...)
+}
+
+// The fixture is described as the family (3 MTP layers, sliding-window
+// heads of attention_other_setting), MLX, combined and OpenVINO are refused
+// naming the missing consumer, and configs llama.cpp's step35 cannot
+// represent are refused naming the family or the key.
+func TestStep35Family(t *testing.T) {
+	m := testmodel.Load(t, fixtures.Step35)
+	if m.Family != "step3p5" || m.MTPDepth != 3 || m.HeadError() != nil || m.TrunkError() != nil {
+		t.Fatalf("family %s depth %d: %v %v", m.Family, m.MTPDepth, m.HeadError(), m.TrunkError())
+	}
+	st := m.Config.Step35
+	if len(st.Types) != 7 || !st.Sliding(4) || st.Sliding(0) || st.SWAHeads != 8 || st.RopeBase != 5e6 || st.RopeBaseSWA != 1e4 {
+		t.Errorf("config: %+v", st)
+	}
+	if !strings.Contains(m.Spec.Report.Attention, "sliding-window (8 tokens) heads 8/2") {
+		t.Errorf("attention: %s", m.Spec.Report.Attention)
+	}
+	for target, want := range map[string]string{"mlx": "no drafter model for step3p5", "combined": "drops the MTP layers",
+		"openvino": "runs Qwen3.5 heads only"} {
+		if _, err := testmodel.Plan(t, m, target, targets.Options{}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--target %s: %v", target, err)
+		}
+	}
+	base := `{"architectures":["Step3p5ForCausalLM"],"model_type":"step3p5","hidden_size":64,"num_hidden_layers":2,
+"num_attention_heads":4,"num_attention_groups":2,"head_dim":16,"vocab_size":32,"intermediate_size":96,"moe_intermediate_size":16,
+"moe_num_experts":4,"moe_top_k":2,"share_expert_dim":16,"moe_layers_enum":"1","num_nextn_predict_layers":2,"sliding_window":4,
+"attention_other_setting":{"attention_type":"sliding_attention","num_attention_heads":6,"num_attention_groups":2,"head_dim":16}`
+	ok := `,"layer_types":["full_attention","sliding_attention","sliding_attention","sliding_attention"],"partial_rotary_factors":[0.5,1,1,1]`
+	if _, err := model.ParseConfig([]byte(base + ok + `,"rope_theta":[5e6,1e4,1e4,1e4]}`)); err != nil {
+		t.Fatalf("a valid config: %v", err)
+	}
+	for extra, want := range map[string]string{
+		ok + `,"rope_theta":[5e6,1e4,5e5,1e4]}`:                                                                                              "rope_theta[2] is 500000 for a sliding_attention layer",
+		`,"layer_types":["full_attention","sliding_attention"],"partial_rotary_factors":[0.5,1,1]}`:                                          "partial_rotary_factors[2] is 1 for a full_attention layer",
+		`,"layer_types":["full_attention","sliding_attention","sliding_attention","full_attention"],"partial_rotary_factors":[0.5,1,1,0.5]}`: "MTP layer 1 differs from MTP layer 0",
+		ok + `,"rope_scaling":{"rope_type":"llama3","factor":2}}`:                                                                            "rope_freqs tensor",
+		ok + `,"quantization_config":{"quant_method":"fp8"}}`:                                                                                "Step-3.5-Flash releases are read in bf16 only",
+		ok + `,"sliding_window":0}`:                                   "sliding_window is 0",
+		ok + `,"attention_other_setting":{"num_attention_heads":5}}`:  "5 heads do not group over 2 key-value heads",
+		ok + `,"layer_types":["full_attention","chunked_attention"]}`: `layer_types[1] is "chunked_attention"`,
+		ok + `,"use_moe_router_bias":false}`:                          "routes experts with router_bias",
+	} {
+		_, err := model.ParseConfig([]byte(base + extra))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", extra, err)
+		}
+	}
+}
