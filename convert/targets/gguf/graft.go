@@ -258,10 +258,6 @@ func sameValue(theirs, ours gg.Value, nLayer int) bool {
 		}
 		return reflect.DeepEqual(xs.Slice(0, nLayer).Interface(), ys.Slice(0, nLayer).Interface())
 	}
-	if xs, ok := ours.V.([]int32); ok { // per-layer widths and head counts (nemotron_h_moe)
-		ys, ok := theirs.V.([]int32)
-		return ok && len(ys) >= nLayer && len(xs) >= nLayer && slices.Equal(xs[:nLayer], ys[:nLayer])
-	}
 	return theirs.Type == ours.Type && fmt.Sprint(theirs.V) == fmt.Sprint(ours.V)
 }
 
@@ -393,14 +389,6 @@ func bundledMetadata(f *gg.File, ours []gg.KV, a string, nLayer, depth int) ([]g
 			joined := reflect.MakeSlice(xs.Type(), 0, nLayer+depth) // a new array: the trunk's header stays as read
 			joined = reflect.AppendSlice(reflect.AppendSlice(joined, xs.Slice(0, nLayer)), hs.Slice(nLayer, nLayer+depth))
 			kv.Value = gg.Value{Type: gg.TypeArray, Elem: head.Elem, V: joined.Interface()}
-		}
-		if head, ok := oursByKey[kv.Key].V.([]int32); ok && len(head) == nLayer+depth {
-			// A per-layer array: the trunk's layers as the trunk has them, the head's as the table says.
-			xs, ok := kv.Value.V.([]int32)
-			if !ok || len(xs) < nLayer {
-				return nil, fmt.Errorf("%s is not %d integers", kv.Key, nLayer)
-			}
-			kv.Value = gg.Int32s(append(append([]int32{}, xs[:nLayer]...), head[nLayer:]...))
 		}
 		kvs = append(kvs, kv)
 	}
