@@ -226,6 +226,80 @@ class GLMReference:
         return self.nextn_hidden(tokens, hidden, positions) @ head.T
 
 
+def layer_norm(x, w, eps):
+    """LayerNorm without a bias: the mean subtracted, then scaled by w."""
+    x = x - x.mean(axis=-1, keepdims=True)
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+class NemotronHReference(GLMReference):
+    """Nemotron-H MoE's MTP head (transformers / vLLM nemotron_h_mtp math, the
+    checkpoint's layout), fed the trunk's hidden state after its final norm:
+    mtp.layers.0 fuses concat(enorm(embed(t)), hnorm(h)) by eh_proj, embedding
+    first, then runs a pre-norm attention sub-layer without positions (GQA,
+    scale head_dim^-0.5); mtp.layers.1 a pre-norm MoE sub-layer: sigmoid router
+    scores plus e_score_correction_bias for the choice (groups as DeepSeek's),
+    weights from the uncorrected scores, renormalised, times
+    routed_scaling_factor; ReLU² experts without a gate (up, down) run in the
+    latent space between fc1_latent_proj and fc2_latent_proj when the config has
+    moe_latent_size; plus one ReLU² shared expert on the sub-layer's input; then
+    final_layernorm and the trunk's lm_head. final_layernorm is an RMSNorm in
+    the modelling code (vLLM, mlx-vlm) but a LayerNorm in llama.cpp's graph
+    (src/models/nemotron-h-moe.cpp: LLM_NORM): final_norm says which."""
+
+    def __init__(self, folder, weights=None, final_norm="rms"):
+        c = self.cfg = text_config(folder)
+        self.w = weights if weights is not None else load_raw(folder)
+        self.n_layer = c["num_hidden_layers"]
+        self.eps = c.get("layer_norm_epsilon", 1e-5)
+        self.heads = c["num_attention_heads"]
+        self.kv_heads = c.get("num_key_value_heads", self.heads)
+        self.hd = c.get("head_dim", 128)
+        self.final_norm = final_norm
+        self.cache = {}
+
+    def nemotron_attention(self, p, x):
+        w, S = self.w, x.shape[0]
+        a = p + "mixer."
+        q = (x @ w[a + "q_proj.weight"].T).reshape(S, self.heads, self.hd)
+        k = (x @ w[a + "k_proj.weight"].T).reshape(S, self.kv_heads, self.hd)
+        v = (x @ w[a + "v_proj.weight"].T).reshape(S, self.kv_heads, self.hd)
+        ck, cv = self.cache.get(p, (None, None))
+        ck = k if ck is None else np.concatenate([ck, k])
+        cv = v if cv is None else np.concatenate([cv, v])
+        self.cache[p] = (ck, cv)
+        out = causal_attention(q, ck, cv, ck.shape[0] - S, self.hd ** -0.5).reshape(S, -1)
+        return out @ w[a + "o_proj.weight"].T
+
+    def nemotron_moe(self, p, x):
+        w, m = self.w, p + "mixer."
+        relu2 = lambda y: np.maximum(y, 0.0) ** 2
+        lat = x @ w[m + "fc1_latent_proj.weight"].T if m + "fc1_latent_proj.weight" in w else x
+        routed = np.zeros_like(lat)
+        for s, (top, weights) in enumerate(self.route(m, x)):
+            for e, g in zip(top, weights):
+                q = f"{m}experts.{e}."
+                routed[s] += g * (w[q + "down_proj.weight"] @ relu2(w[q + "up_proj.weight"] @ lat[s]))
+        if m + "fc2_latent_proj.weight" in w:
+            routed = routed @ w[m + "fc2_latent_proj.weight"].T
+        sh = m + "shared_experts."
+        return routed + relu2(x @ w[sh + "up_proj.weight"].T) @ w[sh + "down_proj.weight"].T
+
+    def nextn_hidden(self, tokens, hidden, positions):
+        w, p0, p1 = self.w, "mtp.layers.0.", "mtp.layers.1."
+        emb = w["backbone.embeddings.weight"][np.asarray(tokens)]
+        e = rms_norm(emb, w[p0 + "enorm.weight"], self.eps)
+        h = rms_norm(hidden, w[p0 + "hnorm.weight"], self.eps)
+        x = np.concatenate([e, h], axis=-1) @ w[p0 + "eh_proj.weight"].T
+        x = x + self.nemotron_attention(p0, rms_norm(x, w[p0 + "norm.weight"], self.eps))
+        x = x + self.nemotron_moe(p1, rms_norm(x, w[p1 + "norm.weight"], self.eps))
+        norm = layer_norm if self.final_norm == "layer" else rms_norm
+        return norm(x, w[p1 + "final_layernorm.weight"], self.eps)
+
+    def nextn_logits(self, tokens, hidden, positions):
+        return self.nextn_hidden(tokens, hidden, positions) @ self.w["lm_head.weight"].T
+
+
 def causal_attention_swa(q, k, v, positions, key_positions, scale, window):
     """Causal attention over keys at key_positions for queries at positions, GQA by
     head groups; with window, a key p0 is masked for the query p1 when
