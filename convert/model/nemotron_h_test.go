@@ -51,7 +51,8 @@ func TestNemotronHFamily(t *testing.T) {
 	if _, err := testmodel.Plan(t, m, "mlx", o); err == nil || !strings.Contains(err.Error(), "keeps the routers float") {
 		t.Errorf("--router-bits: %v", err)
 	}
-	for target, want := range map[string]string{"combined": "MTP head of Nemotron-H", "openvino": "runs Qwen3.5 heads only"} {
+	for target, want := range map[string]string{"combined": "MTP head of Nemotron-H", "openvino": "runs Qwen3.5 heads only",
+		"hf": "how vLLM's nemotron_h_mtp and SGLang build Nemotron-H's head"} {
 		if _, err := testmodel.Plan(t, m, target, targets.Options{}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("--target %s: %v", target, err)
 		}
