@@ -77,6 +77,8 @@ type Config struct {
 	DeepSeek *DeepSeekConfig
 	// MiMo is MiMo-V2's own keys (mimo_v2.go); nil for the other families.
 	MiMo *MiMoV2Config
+	// NemotronH is Nemotron-H's own keys (nemotron_h.go); nil for the others.
+	NemotronH *NemotronHConfig
 	// Glm5Next is GLM-5.3-Flash's own keys (glm5_next.go); nil for the others.
 	Glm5Next *Glm5NextConfig
 	// Step35 is Step-3.5's own keys (step35.go); nil for the others.

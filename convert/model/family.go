@@ -80,6 +80,29 @@ type MoE struct {
 	// weights, under the layer (mlx-lm's SwitchGLU names, which the OpenVINO
 	// IR reuses for its constants).
 	Stacked [3]string
+	// NoGate: the experts have an up and a down projection only (a ReLU²
+	// MLP, Nemotron-H); PerExpert[0], Stacked[0] and the fused gate half are unused.
+	NoGate bool
+	// Width is the experts' input and output width when it is not
+	// hidden_size: a latent MoE's (moe_latent_size), projected into and out
+	// of it around the experts.
+	Width int
+}
+
+// ExpertWidth is the routed experts' input and output width.
+func (e *MoE) ExpertWidth(c *Config) int64 {
+	if e.Width > 0 {
+		return int64(e.Width)
+	}
+	return int64(c.HiddenSize)
+}
+
+// Projections are the indices (0 gate, 1 up, 2 down) of the experts' stacked projections.
+func (e *MoE) Projections() []int {
+	if e.NoGate {
+		return []int{1, 2}
+	}
+	return []int{0, 1, 2}
 }
 
 // Spec is what a family's checkpoint holds for one config, and how its MTP
@@ -96,6 +119,12 @@ type Spec struct {
 	VisionPrefixes []string // the vision tower, dropped by every target
 	HeadPrefix     string   // every tensor of a head apart starts with it, e.g. "mtp."
 	HeadInLayers   bool     // the MTP layers follow the trunk's in the layer list
+	// HeadOneLayer: the head apart is one MTP layer made of sub-layers, every
+	// tensor under HeadPrefix belonging to it under its own name there
+	// (Nemotron-H: mtp.layers.0 the attention, mtp.layers.1 the MoE, which
+	// llama.cpp folds into block n_layer). Its HeadLayer wants and MoE
+	// experts are named under HeadPrefix ("layers.1.mixer.experts.").
+	HeadOneLayer bool
 
 	TrunkTop   []Want                           // under the text prefix
 	LMHead     *Want                            // at the root; nil when tied to the embedding
@@ -194,6 +223,17 @@ type GGUFSpec struct {
 	// Metadata sets the family's own architecture keys after the base ones
 	// (Model.GGUFMetadata), in the reference converter's order.
 	Metadata func(m *Model, h Hparams, g *GGUFKeys) error
+	// HeadBlockFromSubLayer: the reference converter renames the head's
+	// tensors into block n_layer only after it read their block number from
+	// the source name (mtp.layers.{k}: the sub-layer's), so the kinds it
+	// keeps float32 by block (the MoE router) are written in the output
+	// float type in the head (NemotronHModel.modify_tensors).
+	HeadBlockFromSubLayer bool
+	// PermuteQK: the reference converter reorders the rows of each head of
+	// the head's attn_q and attn_k as LlamaModel.permute does for its rotary
+	// layout (undo_permute; attn_k over the key-value heads), whether or not
+	// the attention rotates (Nemotron-H's does not: q·k is unchanged).
+	PermuteQK bool
 	// ChainedHeads: llama.cpp's draft graph for the architecture runs
 	// several MTP layers, chained (each drafts from the hidden state the one
 	// before it computed, with its own shared head): Step-3.5/3.7, MiMo-V2,

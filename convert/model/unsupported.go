@@ -20,7 +20,6 @@ var unsupportedFamilies = []struct {
 	{[]string{"DeepseekV2ForCausalLM"}, "DeepSeek-V2", "its routing (softmax, greedy groups) has no MTP head in any release"},
 	{[]string{"KimiK25ForConditionalGeneration"}, "Kimi-K2.5", "its head is not written yet (llama.cpp's reference converter drops it)"},
 	{[]string{"DeepseekV4ForCausalLM"}, "DeepSeek-V4", "its head (llama.cpp's deepseek4: hyper-connections, hash routing) is not written yet"},
-	{[]string{"NemotronHForCausalLM"}, "Nemotron-H", "its head (llama.cpp's nemotron_h_moe, mlx-vlm's nemotron_h_mtp: two sub-layers folded into one block) is not written yet"},
 	{[]string{"Cohere2MoeForCausalLM"}, "Cohere2-MoE", "no public checkpoint ships its MTP layer"},
 	{[]string{"Dots3Note"}, "dots3", "llama.cpp keeps its MTP tensors but has no draft graph for them"},
 	{[]string{"Gemma4AssistantForCausalLM"}, "the Gemma-4 assistant", "it is a separate drafter model, not a head inside the checkpoint"},

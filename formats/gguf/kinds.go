@@ -50,6 +50,8 @@ const (
 	KindFFNUpExps
 	KindFFNDownExps
 	KindLayerOutNorm // layer_output_norm (MiMo-V2's MTP final_layernorm, applied before the LM head)
+	KindFFNLatentDown // a latent MoE's projection of the hidden state into the experts' width (MOE_LATENT_DOWN)
+	KindFFNLatentUp   // and back (MOE_LATENT_UP)
 	KindIndexerKNorm
 	KindIndexerProj
 	KindIndexerAttnK
@@ -116,6 +118,8 @@ var kinds = map[Kind]KindInfo{
 	KindFFNUpExps:           {Name: "ffn_up_exps", Block: true},
 	KindFFNDownExps:         {Name: "ffn_down_exps", Block: true},
 	KindLayerOutNorm:        {Name: "layer_output_norm", Block: true},
+	KindFFNLatentDown:       {Name: "ffn_latent_down", Block: true},
+	KindFFNLatentUp:         {Name: "ffn_latent_up", Block: true},
 	KindIndexerKNorm:        {Name: "indexer.k_norm", Block: true},
 	KindIndexerProj:         {Name: "indexer.proj", Block: true, ConverterF32: true},
 	KindIndexerAttnK:        {Name: "indexer.attn_k", Block: true},
@@ -213,14 +217,17 @@ func ParseTensorName(name string) (TensorName, int, error) {
 
 // ConverterType is the type the reference converter (convert_hf_to_gguf.py)
 // writes a tensor of dims dimensions in, for the float type of the output
-// (BF16, F16): float32 for one-dimensional tensors, biases and the kinds it
-// keeps float32.
-func ConverterType(name string, dims int, float string) (string, error) {
+// (BF16, F16): float32 for one-dimensional tensors, biases and, when
+// byKind, the kinds it keeps float32. (It matches those kinds in the block
+// whose number it read from the source tensor's name: a family that renames
+// a head's sub-layer into block n_layer only after that gets the output
+// float type for them, byKind false; see model.GGUFSpec.HeadBlockFromSubLayer.)
+func ConverterType(name string, dims int, float string, byKind bool) (string, error) {
 	t, _, err := ParseTensorName(name)
 	if err != nil {
 		return "", err
 	}
-	if dims <= 1 || t.Bias || t.Bare || t.Kind.Info().ConverterF32 || strings.HasSuffix(name, "_norm.weight") {
+	if dims <= 1 || t.Bias || t.Bare || byKind && t.Kind.Info().ConverterF32 || strings.HasSuffix(name, "_norm.weight") {
 		return "F32", nil
 	}
 	return float, nil
