@@ -8,10 +8,10 @@ torch, which lives only in a separate, pinned environment:
         transformers==5.24.0 'protobuf<5' safetensors==0.8.0 jinja2
     go run ./cmd/mkfixtures qwen3.6-moe-tiny qwen3.5-moe-tiny qwen3-next-tiny qwen3.6-dense-tiny \
         qwen3.6-moe-genai qwen3.6-dense-genai glm4.5-moe-tiny glm4.7-flash-tiny deepseek-v3-tiny deepseek-v3.2-tiny \
-        glm5.2-tiny
+        glm5.2-tiny step3.5-flash-tiny step3.7-flash-tiny
     "$VENV/bin/python" interop/reference_gguf.py LLAMA_CPP_DIR [FIXTURE...]
 
-(deepseek-v3-tiny's, deepseek-v3.2-tiny's, glm5.2-tiny's and step3.5-flash-tiny's records were made with torch 2.13.0 and transformers 5.19.0, the vLLM CPU venv of
+(deepseek-v3-tiny's, deepseek-v3.2-tiny's, glm5.2-tiny's, step3.5-flash-tiny's and step3.7-flash-tiny's records were made with torch 2.13.0 and transformers 5.19.0, the vLLM CPU venv of
 scripts/setup-vllm.sh: the converter reads the same config keys either way.)
 
 LLAMA_CPP_DIR is vendor/llama.cpp of the llama-cpp-python 0.3.36 sdist
@@ -28,8 +28,8 @@ with the trunk and the NextN block), recorded as
 {fixture}-bundled-{outtype}.json. With MTPCONV_KEEP_GGUF=DIR the
 converter's GLM files are kept in DIR (for runs of llama.cpp on them outside
 CI). For DeepSeek-V3.2 one more thing is patched: its set_vocab's assertion on the
-tokenizer object's add_bos_token (see RUNNER); for Step-3.5, transformers' step3p5
-configuration class, which the converter's pinned transformers 4.57.6 lacks (see RUNNER). Named fixtures only are
+tokenizer object's add_bos_token (see RUNNER); for Step-3.5 and 3.7, transformers' step3p5 and step3p7
+configuration classes, which the converter's pinned transformers 4.57.6 lacks (see RUNNER). Named fixtures only are
 recorded again when any are given. Writes testdata/gguf_reference/*.json:
 per tensor its ggml type, dims and sha256; every metadata key with its type
 and value (long arrays by sha256).
@@ -61,10 +61,11 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = {"qwen3.6-moe-tiny": "qwen35", "qwen3.5-moe-tiny": "qwen35", "qwen3-next-tiny": "qwen2",
             "qwen3.6-dense-tiny": "qwen35", "glm4.5-moe-tiny": "glm4", "glm4.7-flash-tiny": "glm4",
             "glm4.5-moe-tiny-rigged": "glm4", "glm4.7-flash-tiny-rigged": "glm4", "deepseek-v3.2-tiny": "deepseek-v3",
-            "glm5.2-tiny": "glm4", "step3.5-flash-tiny": "deepseek-v3"}
+            "glm5.2-tiny": "glm4", "step3.5-flash-tiny": "deepseek-v3",
+            "step3.7-flash-tiny": "deepseek-v3"}
 # Fixtures with their own tokenizer, also converted without --mtp (bundled).
 OWN_TOKENIZER = {"glm4.5-moe-tiny", "glm4.7-flash-tiny", "glm4.5-moe-tiny-rigged", "glm4.7-flash-tiny-rigged", "deepseek-v3-tiny",
-                 "deepseek-v3.2-tiny", "glm5.2-tiny", "step3.5-flash-tiny"}
+                 "deepseek-v3.2-tiny", "glm5.2-tiny", "step3.5-flash-tiny", "step3.7-flash-tiny"}
 OUTTYPES = ["bf16", "f16"]
 # Families whose NextN layer the converter drops (DeepseekV2Model.skip_mtp): only
 # its default output, the trunk, is recorded ({fixture}-trunk-{outtype}.json), for
@@ -73,7 +74,7 @@ OUTTYPES = ["bf16", "f16"]
 TRUNK_ONLY = {"deepseek-v3-tiny": "deepseek-v3"}
 # Fixtures of FIXTURES whose --no-mtp trunk is committed too (FIXTURE-nomtp-bf16.gguf)
 # and whose bundled records carry the whole file's sha256, for --graft.
-WITH_TRUNK = {"deepseek-v3.2-tiny", "glm5.2-tiny", "step3.5-flash-tiny"}
+WITH_TRUNK = {"deepseek-v3.2-tiny", "glm5.2-tiny", "step3.5-flash-tiny", "step3.7-flash-tiny"}
 # Fixtures small enough to commit their --no-mtp trunk GGUF.
 TRUNKS = {"qwen3.6-moe-genai": "qwen35", "qwen3.6-dense-genai": "qwen35"}
 # ... and as a split set.
@@ -99,13 +100,14 @@ deepseek.DeepseekV32Model.set_vocab = lambda self: self._set_vocab_gpt2()
 # moe_num_experts, attention_other_setting, the per-layer lists with their MTP
 # entries). A newer transformers (5.19, 5.24) has one, whose to_dict renames and
 # trims those keys: the converter is made to read config.json, as with its pin.
+# Likewise Step-3.7's step3p7 (its text_config a step3p5 one).
 import json, pathlib
 _AutoConfig = base.AutoConfig
 class _PinnedAutoConfig:
     @staticmethod
     def from_pretrained(d, **kw):
-        if json.loads((pathlib.Path(d) / "config.json").read_text()).get("model_type") == "step3p5":
-            raise ValueError("transformers 4.57.6, the converter's pin, has no step3p5 configuration class")
+        if json.loads((pathlib.Path(d) / "config.json").read_text()).get("model_type") in ("step3p5", "step3p7"):
+            raise ValueError("transformers 4.57.6, the converter's pin, has no step3p5 or step3p7 configuration class")
         return _AutoConfig.from_pretrained(d, **kw)
 base.AutoConfig = _PinnedAutoConfig
 sys.argv = [sys.argv[1] + "/convert_hf_to_gguf.py"] + sys.argv[3:]
