@@ -22,6 +22,27 @@ mtpconv's Go code:
   final norm (what llama.cpp passes as h_nextn), embed_tokens and
   shared_head.head the layer's own when present, else the trunk's.
 
+Hy3 (hy_v3, HY3Reference), from transformers' hy_v3 modelling code and vLLM's
+hy_v3_mtp.py: GQA with per-head q/k RMSNorms and full rotate-half rotary, no
+biases; the MoE's sigmoid router mlp.router.gate, mlp.expert_bias added for the
+choice only, top-k over all experts (no groups), the chosen scores renormalised
+(route_norm) times router_scaling_factor, plus the ungated mlp.shared_mlp; its
+MTP layers model.layers.{L+j} chained: layer j takes the token after layer j-1's
+and layer j-1's output after its final_layernorm (the trunk's post-norm hidden
+state for j = 0), logits = lm_head(final_layernorm(layer(eh_proj(concat(
+enorm(embed(t)), hnorm(h)))))).
+
+Ling-3.0 (bailing_moe_v3, LingReference), from mlx-lm's bailing_moe_v3 and
+llama.cpp's bailingmoe3 MTP graph: its MTP layer model.layers.{L} is a
+full-attention layer, multi-head latent attention under attention.* (as
+GLM-4.7-Flash's, interleaved rotary) whose per-head outputs are scaled by a
+head-wise sigmoid gate (attention.g_proj of the layer's normed input) before
+attention.dense; the MoE routes as GLM's (sigmoid, mlp.gate.expert_bias for the
+choice, n_group / topk_group) with shared_experts, no SwiGLU clamp (the
+converter pads expert_swiglu_limit_list with 0 for the MTP layer); logits =
+lm_head(final_layernorm(layer(eh_proj(concat(enorm(word_embeddings(t)), hnorm(h)))))).
+Only the MTP layer is computed (the KDA trunk is llama.cpp's, its h_nextn the input).
+
 Computation is float64."""
 import numpy as np
 
@@ -227,6 +248,80 @@ class GLMReference:
         return self.nextn_hidden(tokens, hidden, positions) @ head.T
 
 
+def layer_norm(x, w, eps):
+    """LayerNorm without a bias: the mean subtracted, then scaled by w."""
+    x = x - x.mean(axis=-1, keepdims=True)
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+class NemotronHReference(GLMReference):
+    """Nemotron-H MoE's MTP head (transformers / vLLM nemotron_h_mtp math, the
+    checkpoint's layout), fed the trunk's hidden state after its final norm:
+    mtp.layers.0 fuses concat(enorm(embed(t)), hnorm(h)) by eh_proj, embedding
+    first, then runs a pre-norm attention sub-layer without positions (GQA,
+    scale head_dim^-0.5); mtp.layers.1 a pre-norm MoE sub-layer: sigmoid router
+    scores plus e_score_correction_bias for the choice (groups as DeepSeek's),
+    weights from the uncorrected scores, renormalised, times
+    routed_scaling_factor; ReLU² experts without a gate (up, down) run in the
+    latent space between fc1_latent_proj and fc2_latent_proj when the config has
+    moe_latent_size; plus one ReLU² shared expert on the sub-layer's input; then
+    final_layernorm and the trunk's lm_head. final_layernorm is an RMSNorm in
+    the modelling code (vLLM, mlx-vlm) but a LayerNorm in llama.cpp's graph
+    (src/models/nemotron-h-moe.cpp: LLM_NORM): final_norm says which."""
+
+    def __init__(self, folder, weights=None, final_norm="rms"):
+        c = self.cfg = text_config(folder)
+        self.w = weights if weights is not None else load_raw(folder)
+        self.n_layer = c["num_hidden_layers"]
+        self.eps = c.get("layer_norm_epsilon", 1e-5)
+        self.heads = c["num_attention_heads"]
+        self.kv_heads = c.get("num_key_value_heads", self.heads)
+        self.hd = c.get("head_dim", 128)
+        self.final_norm = final_norm
+        self.cache = {}
+
+    def nemotron_attention(self, p, x):
+        w, S = self.w, x.shape[0]
+        a = p + "mixer."
+        q = (x @ w[a + "q_proj.weight"].T).reshape(S, self.heads, self.hd)
+        k = (x @ w[a + "k_proj.weight"].T).reshape(S, self.kv_heads, self.hd)
+        v = (x @ w[a + "v_proj.weight"].T).reshape(S, self.kv_heads, self.hd)
+        ck, cv = self.cache.get(p, (None, None))
+        ck = k if ck is None else np.concatenate([ck, k])
+        cv = v if cv is None else np.concatenate([cv, v])
+        self.cache[p] = (ck, cv)
+        out = causal_attention(q, ck, cv, ck.shape[0] - S, self.hd ** -0.5).reshape(S, -1)
+        return out @ w[a + "o_proj.weight"].T
+
+    def nemotron_moe(self, p, x):
+        w, m = self.w, p + "mixer."
+        relu2 = lambda y: np.maximum(y, 0.0) ** 2
+        lat = x @ w[m + "fc1_latent_proj.weight"].T if m + "fc1_latent_proj.weight" in w else x
+        routed = np.zeros_like(lat)
+        for s, (top, weights) in enumerate(self.route(m, x)):
+            for e, g in zip(top, weights):
+                q = f"{m}experts.{e}."
+                routed[s] += g * (w[q + "down_proj.weight"] @ relu2(w[q + "up_proj.weight"] @ lat[s]))
+        if m + "fc2_latent_proj.weight" in w:
+            routed = routed @ w[m + "fc2_latent_proj.weight"].T
+        sh = m + "shared_experts."
+        return routed + relu2(x @ w[sh + "up_proj.weight"].T) @ w[sh + "down_proj.weight"].T
+
+    def nextn_hidden(self, tokens, hidden, positions):
+        w, p0, p1 = self.w, "mtp.layers.0.", "mtp.layers.1."
+        emb = w["backbone.embeddings.weight"][np.asarray(tokens)]
+        e = rms_norm(emb, w[p0 + "enorm.weight"], self.eps)
+        h = rms_norm(hidden, w[p0 + "hnorm.weight"], self.eps)
+        x = np.concatenate([e, h], axis=-1) @ w[p0 + "eh_proj.weight"].T
+        x = x + self.nemotron_attention(p0, rms_norm(x, w[p0 + "norm.weight"], self.eps))
+        x = x + self.nemotron_moe(p1, rms_norm(x, w[p1 + "norm.weight"], self.eps))
+        norm = layer_norm if self.final_norm == "layer" else rms_norm
+        return norm(x, w[p1 + "final_layernorm.weight"], self.eps)
+
+    def nextn_logits(self, tokens, hidden, positions):
+        return self.nextn_hidden(tokens, hidden, positions) @ self.w["lm_head.weight"].T
+
+
 def causal_attention_swa(q, k, v, positions, key_positions, scale, window):
     """Causal attention over keys at key_positions for queries at positions, GQA by
     head groups; with window, a key p0 is masked for the query p1 when
@@ -388,3 +483,152 @@ class Step35Reference:
             prev, logits = self.nextn(tokens[1 + j:], prev[: len(pos)], pos, head=j)
             out.append(logits)
         return out
+
+
+class Glm5NextReference(GLMReference):
+    """GLM-5.3-Flash's NextN layer (model.language_model.layers.{L}), written
+    from the transformers glm5_next modelling code's math: nope-only
+    multi-head latent attention (no rotary part: qk_rope_head_dim 0, scale
+    qk_nope_head_dim^-0.5) whose DSA indexer selects index_topk // index_kpool
+    pools of index_kpool positions plus the incomplete tail, so every causal
+    position while the context fits (the reference runs it dense, and its
+    callers keep the context that short); DeepSeek-V3's sigmoid MoE with the
+    SwiGLU clamp (gate at most swiglu_limit, up within ±swiglu_limit) in the
+    routed and the shared experts. The trunk (KDA layers, mHC streams) is not
+    modelled: the layer is fed the trunk's hidden states."""
+
+    def __init__(self, folder, weights=None):
+        super().__init__(folder, weights)
+        c = self.cfg
+        assert c.get("qk_rope_head_dim", 0) == 0 and c["num_nextn_predict_layers"] == 1
+        self.limit = float(c.get("swiglu_limit", 10.0))
+        self.text = "model.language_model."
+        self.nextn = f"{self.text}layers.{self.n_layer}."
+        n_ctx = c["index_topk"] + c["index_kpool"] - 1
+        self.max_context = n_ctx
+
+    def swiglu(self, gate, up):
+        return silu(np.minimum(gate, self.limit)) * np.clip(up, -self.limit, self.limit)
+
+    def moe(self, m, x):
+        w = self.w
+        out = np.zeros_like(x)
+        for s, (top, weights) in enumerate(self.route(m, x)):
+            for e, g in zip(top, weights):
+                q = f"{m}experts.{e}."
+                out[s] += g * (w[q + "down_proj.weight"] @ self.swiglu(w[q + "gate_proj.weight"] @ x[s], w[q + "up_proj.weight"] @ x[s]))
+        sh = m + "shared_experts."
+        return out + self.swiglu(x @ w[sh + "gate_proj.weight"].T, x @ w[sh + "up_proj.weight"].T) @ w[sh + "down_proj.weight"].T
+
+    def layer(self, i, x, positions):
+        assert i == self.n_layer and x.shape[0] <= self.max_context, "the reference models the NextN layer, at a context the indexer keeps whole"
+        p, w = self.nextn, self.w
+        x = x + self.attention(p, rms_norm(x, w[p + "input_layernorm.weight"], self.eps), positions)
+        return x + self.moe(p + "mlp.", rms_norm(x, w[p + "post_attention_layernorm.weight"], self.eps))
+
+    def nextn_logits(self, tokens, hidden, positions):
+        emb = self.w[self.text + "embed_tokens.weight"]
+        w, p = self.w, self.nextn
+        e = rms_norm(emb[np.asarray(tokens)], w[p + "enorm.weight"], self.eps)
+        h = rms_norm(hidden, w[p + "hnorm.weight"], self.eps)
+        x = np.concatenate([e, h], axis=-1) @ w[p + "eh_proj.weight"].T
+        x = self.layer(self.n_layer, x, positions)
+        return rms_norm(x, w[p + "shared_head.norm.weight"], self.eps) @ w["lm_head.weight"].T
+
+
+class HY3Reference(GLMReference):
+    """A Hy3 checkpoint's trunk and chained MTP layers, each layer with its own KV cache."""
+
+    def __init__(self, folder, weights=None):
+        super().__init__(folder, weights)
+        self.rot = self.hd  # full rotary
+        self.dense_layers = self.cfg.get("first_k_dense_replace", 1)
+
+    def route(self, m, x):
+        """(indices, weights) per token, as HYV3TopKRouter computes them."""
+        c = self.cfg
+        scores = sigmoid(x @ self.w[m + "router.gate.weight"].T)  # [S, E]
+        choice = scores + self.w[m + "expert_bias"]
+        out = []
+        for s in range(x.shape[0]):
+            top = np.argsort(-choice[s], kind="stable")[: c["num_experts_per_tok"]]
+            weights = scores[s, top]
+            if c.get("route_norm", True):
+                weights = weights / (weights.sum() + 1e-20)
+            out.append((top, weights * c.get("router_scaling_factor", 2.826)))
+        return out
+
+    def moe(self, m, x):
+        w = self.w
+        out = np.zeros_like(x)
+        for s, (top, weights) in enumerate(self.route(m, x)):
+            for e, g in zip(top, weights):
+                q = f"{m}experts.{e}."
+                y = silu(w[q + "gate_proj.weight"] @ x[s]) * (w[q + "up_proj.weight"] @ x[s])
+                out[s] += g * (w[q + "down_proj.weight"] @ y)
+        sh = m + "shared_mlp."
+        return out + (silu(x @ w[sh + "gate_proj.weight"].T) * (x @ w[sh + "up_proj.weight"].T)) @ w[sh + "down_proj.weight"].T
+
+    def nextn_hidden(self, tokens, hidden, positions, depth=0):
+        """MTP layer depth's output after its final_layernorm, for tokens
+        paired with the hidden states of the depth before (post norm)."""
+        w, i = self.w, self.n_layer + depth
+        p = f"model.layers.{i}."
+        emb = w.get(p + "embed_tokens.weight", w["model.embed_tokens.weight"])[np.asarray(tokens)]
+        e = rms_norm(emb, w[p + "enorm.weight"], self.eps)
+        h = rms_norm(hidden, w[p + "hnorm.weight"], self.eps)
+        x = np.concatenate([e, h], axis=-1) @ w[p + "eh_proj.weight"].T
+        x = self.layer(i, x, positions)
+        return rms_norm(x, w[p + "final_layernorm.weight"], self.eps)
+
+    def nextn_logits(self, tokens, hidden, positions, depth=0):
+        p = f"model.layers.{self.n_layer + depth}."
+        head = self.w.get(p + "shared_head.head.weight", self.w["lm_head.weight"])
+        return self.nextn_hidden(tokens, hidden, positions, depth) @ head.T
+
+
+class LingReference(GLMReference):
+    """A Ling-3.0 checkpoint's MTP layer (the trunk is not computed)."""
+
+    def __init__(self, folder, weights=None):
+        super().__init__(folder, weights)
+        self.mla = True
+        self.dense_layers = self.cfg.get("first_k_dense_replace", 1)
+        p = f"{self.nextn}mlp.gate."
+        # The routing is GLM's; Ling names the correction bias expert_bias.
+        self.w[p + "e_score_correction_bias"] = self.w[p + "expert_bias"]
+
+    def attention(self, p, x, positions):
+        w, S, c = self.w, x.shape[0], self.cfg
+        a = p + "attention."
+        nope, rope, vd, r = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"], c["kv_lora_rank"]
+        if a + "q_a_proj.weight" in w:
+            q = rms_norm(x @ w[a + "q_a_proj.weight"].T, w[a + "q_a_layernorm.weight"], self.eps) @ w[a + "q_b_proj.weight"].T
+        else:
+            q = x @ w[a + "q_proj.weight"].T
+        q = q.reshape(S, self.heads, nope + rope)
+        ckv = x @ w[a + "kv_a_proj_with_mqa.weight"].T
+        latent = rms_norm(ckv[:, :r], w[a + "kv_a_layernorm.weight"], self.eps)
+        k_rot = rope_interleaved(ckv[:, None, r:], positions, self.theta)
+        q = np.concatenate([q[..., :nope], rope_interleaved(q[..., nope:], positions, self.theta)], axis=-1)
+        kv = (latent @ w[a + "kv_b_proj.weight"].T).reshape(S, self.heads, nope + vd)
+        k = np.concatenate([kv[..., :nope], np.broadcast_to(k_rot, (S, self.heads, rope))], axis=-1)
+        v = kv[..., nope:]
+        ck, cv = self.cache.get(p, (None, None))
+        ck = k if ck is None else np.concatenate([ck, k])
+        cv = v if cv is None else np.concatenate([cv, v])
+        self.cache[p] = (ck, cv)
+        out = causal_attention(q, ck, cv, ck.shape[0] - S, (nope + rope) ** -0.5)  # [S, heads, vd]
+        gate = sigmoid(x @ w[a + "g_proj.weight"].T)  # [S, heads]
+        return (out * gate[:, :, None]).reshape(S, -1) @ w[a + "dense.weight"].T
+
+    def nextn_hidden(self, tokens, hidden, positions):
+        w, p = self.w, self.nextn
+        e = rms_norm(w["model.word_embeddings.weight"][np.asarray(tokens)], w[p + "enorm.weight"], self.eps)
+        h = rms_norm(hidden, w[p + "hnorm.weight"], self.eps)
+        x = np.concatenate([e, h], axis=-1) @ w[p + "eh_proj.weight"].T
+        x = self.layer(self.n_layer, x, positions)
+        return rms_norm(x, w[p + "final_layernorm.weight"], self.eps)
+
+    def nextn_logits(self, tokens, hidden, positions):
+        return self.nextn_hidden(tokens, hidden, positions) @ self.w["lm_head.weight"].T

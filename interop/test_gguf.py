@@ -249,7 +249,7 @@ def speculative(llama_bin, trunk, draft, n=48, extra=()):
     for _ in range(6):
         out, err = run_llama(llama_bin, "llama-speculative-simple", "-m", trunk, "-md", draft, "--spec-type", "draft-mtp",
                              "-p", PROMPT, "-n", n, "--temp", "0", "-c", "512", "-t", "2", *extra)
-        stats = {k: float(v) for k, v in re.findall(r"\b(n_drafted|n_accept|accept)\s*=\s*([0-9.]+)", err)}
+        stats = {k: float(v) for k, v in re.findall(r"\b(n_drafted|n_accept|accept|n_draft|n_predict)\s*=\s*([0-9.]+)", err)}
         if {"n_drafted", "n_accept", "accept"} <= stats.keys():
             return out.strip(), stats
     raise AssertionError("llama-speculative-simple never printed its statistics:\n" + err[-3000:])

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -156,30 +157,36 @@ func TestInspectAndVerifyText(t *testing.T) {
 // The card names a base model only when one is known, says quantized only
 // when something is, and speaks each target's terms.
 func TestCardWords(t *testing.T) {
-	src := fixtures.Ensure(t, fixtures.Qwen36)
+	src, glm := fixtures.Ensure(t, fixtures.Qwen36), fixtures.Ensure(t, fixtures.GLM45)
 	cases := []struct {
 		args    []string
 		has     []string
 		hasNot  []string
 		warning bool
+		src     string // Qwen3.6's fixture when empty
 	}{
 		{[]string{"--target", "openvino", "--head-precision", "int4"},
 			[]string{"int8 asymmetric, per output channel (f16 scales, NNCF)", "int4 asymmetric, group 64", "| lm_head |", "gather-matmuls"},
-			[]string{"switch_mlp", "group -1", "base_model:", "base_model_relation"}, true},
+			[]string{"switch_mlp", "group -1", "base_model:", "base_model_relation"}, true, ""},
 		{[]string{"--target", "openvino", "--base-model", "Qwen/Qwen3.6-35B-A3B"},
-			[]string{`base_model: "Qwen/Qwen3.6-35B-A3B"`, "base_model_relation: adapter"}, []string{"pipeline_tag"}, false},
+			[]string{`base_model: "Qwen/Qwen3.6-35B-A3B"`, "base_model_relation: adapter"}, []string{"pipeline_tag"}, false, ""},
 		{[]string{"--target", "mlx", "--base-model", "Qwen/Qwen3.6-35B-A3B"},
 			[]string{`base_model: "Qwen/Qwen3.6-35B-A3B"`, "switch_mlp", "base_model_relation: adapter"},
-			[]string{"quantized", "pipeline_tag"}, false},
+			[]string{"quantized", "pipeline_tag"}, false, ""},
 		{[]string{"--target", "combined", "--base-model", "Qwen/Qwen3.6-35B-A3B"},
 			[]string{"pipeline_tag: text-generation", "the whole model"},
-			[]string{"base_model_relation", "MTP head ("}, false},
+			[]string{"base_model_relation", "MTP head ("}, false, ""},
 		{[]string{"--target", "mlx", "--base-model", "not a hub id"},
-			nil, []string{"base_model:", "not a hub id`"}, true},
+			nil, []string{"base_model:", "not a hub id`"}, true, ""},
+		// The +1 of zero-centred norms is Qwen's: GLM's plain norms are copied as applied.
+		{[]string{"--target", "mlx", "--base-model", "Qwen/Qwen3.6-35B-A3B"},
+			[]string{"zero-centred RMSNorm weights stored shifted: 1+w"}, []string{"plain RMSNorm"}, false, ""},
+		{[]string{"--target", "gguf", "--base-model", "zai-org/GLM-4.5"},
+			[]string{"plain RMSNorm weights, stored as the source stores them"}, []string{"1+w", "zero-centred"}, false, glm},
 	}
 	for _, c := range cases {
 		out := filepath.Join(t.TempDir(), "o")
-		code, _, stderr := runCLI(t, append([]string{"export", "--src", src, "--out", out}, c.args...)...)
+		code, _, stderr := runCLI(t, append([]string{"export", "--src", cmp.Or(c.src, src), "--out", out}, c.args...)...)
 		if code != 0 {
 			t.Fatal(stderr)
 		}

@@ -75,6 +75,10 @@ type Config struct {
 	// DeepSeek is the DeepSeek-V3 lineage's own keys (deepseek.go), decoded
 	// by the lineage's families; nil for the others.
 	DeepSeek *DeepSeekConfig
+	// NemotronH is Nemotron-H's own keys (nemotron_h.go); nil for the others.
+	NemotronH *NemotronHConfig
+	// Glm5Next is GLM-5.3-Flash's own keys (glm5_next.go); nil for the others.
+	Glm5Next *Glm5NextConfig
 	// Step35 is Step-3.5's own keys (step35.go); nil for the others.
 	Step35 *Step35Config
 

@@ -80,6 +80,29 @@ type MoE struct {
 	// weights, under the layer (mlx-lm's SwitchGLU names, which the OpenVINO
 	// IR reuses for its constants).
 	Stacked [3]string
+	// NoGate: the experts have an up and a down projection only (a ReLU²
+	// MLP, Nemotron-H); PerExpert[0], Stacked[0] and the fused gate half are unused.
+	NoGate bool
+	// Width is the experts' input and output width when it is not
+	// hidden_size: a latent MoE's (moe_latent_size), projected into and out
+	// of it around the experts.
+	Width int
+}
+
+// ExpertWidth is the routed experts' input and output width.
+func (e *MoE) ExpertWidth(c *Config) int64 {
+	if e.Width > 0 {
+		return int64(e.Width)
+	}
+	return int64(c.HiddenSize)
+}
+
+// Projections are the indices (0 gate, 1 up, 2 down) of the experts' stacked projections.
+func (e *MoE) Projections() []int {
+	if e.NoGate {
+		return []int{1, 2}
+	}
+	return []int{0, 1, 2}
 }
 
 // Spec is what a family's checkpoint holds for one config, and how its MTP
@@ -96,6 +119,12 @@ type Spec struct {
 	VisionPrefixes []string // the vision tower, dropped by every target
 	HeadPrefix     string   // every tensor of a head apart starts with it, e.g. "mtp."
 	HeadInLayers   bool     // the MTP layers follow the trunk's in the layer list
+	// HeadOneLayer: the head apart is one MTP layer made of sub-layers, every
+	// tensor under HeadPrefix belonging to it under its own name there
+	// (Nemotron-H: mtp.layers.0 the attention, mtp.layers.1 the MoE, which
+	// llama.cpp folds into block n_layer). Its HeadLayer wants and MoE
+	// experts are named under HeadPrefix ("layers.1.mixer.experts.").
+	HeadOneLayer bool
 
 	TrunkTop   []Want                           // under the text prefix
 	LMHead     *Want                            // at the root; nil when tied to the embedding
@@ -128,6 +157,9 @@ type Spec struct {
 // name without ".weight"); Plain and LMHeads list them by their name under
 // the head's layer or prefix (HeadRelative without "layers.{j}.").
 type HFSpec struct {
+	// Refusal, when set, is the one sentence naming the runtime that is
+	// missing (neither pinned vLLM nor SGLang builds the family's head).
+	Refusal string
 	// MTPClass names the runtimes' MTP model class (vLLM's
 	// model_executor/models/<MTPClass>.py and SGLang's models/ sibling),
 	// whose own overrides of the repo's quantization the rules port.
@@ -158,6 +190,10 @@ type ReportSpec struct {
 // gguf-py's constants and tensor map) writes for it. Names are data keyed
 // by the family's own tensor names; the target only applies them.
 type GGUFSpec struct {
+	// Refusal, when set, is the one sentence saying why no llama.cpp runs
+	// the family's head (the pinned llama.cpp has no draft graph for it):
+	// the target writes nothing nobody can draft with.
+	Refusal string
 	// Arch is llama.cpp's architecture (general.architecture, the prefix of its keys).
 	Arch string
 	// PreTokenizer is tokenizer.ggml.pre for the family's official tokenizers.
@@ -178,6 +214,17 @@ type GGUFSpec struct {
 	// Metadata sets the family's own architecture keys after the base ones
 	// (Model.GGUFMetadata), in the reference converter's order.
 	Metadata func(m *Model, h Hparams, g *GGUFKeys) error
+	// HeadBlockFromSubLayer: the reference converter renames the head's
+	// tensors into block n_layer only after it read their block number from
+	// the source name (mtp.layers.{k}: the sub-layer's), so the kinds it
+	// keeps float32 by block (the MoE router) are written in the output
+	// float type in the head (NemotronHModel.modify_tensors).
+	HeadBlockFromSubLayer bool
+	// PermuteQK: the reference converter reorders the rows of each head of
+	// the head's attn_q and attn_k as LlamaModel.permute does for its rotary
+	// layout (undo_permute; attn_k over the key-value heads), whether or not
+	// the attention rotates (Nemotron-H's does not: q·k is unchanged).
+	PermuteQK bool
 	// ChainedHeads: llama.cpp's draft graph for the architecture runs
 	// several MTP layers, chained (each drafts from the hidden state the one
 	// before it computed, with its own shared head): Step-3.5/3.7, MiMo-V2,
@@ -236,6 +283,17 @@ type MLXSpec struct {
 	// DrafterRoutersFloat: a quantized drafter keeps the MoE routers float,
 	// as the family's mlx-vlm splitter does (--router-bits does not apply).
 	DrafterRoutersFloat bool
+	// DrafterConcat lists the drafter tensors mlx-vlm's sanitize
+	// concatenates along their rows from several tensors of one MTP layer
+	// (GLM-5.3-Flash's qkv_a_proj of q_a_proj and kv_a_proj_with_mqa).
+	DrafterConcat []DrafterConcat
+}
+
+// DrafterConcat is one drafter tensor made of head tensors stacked along
+// their rows, in order: its suffix and theirs under an MTP layer.
+type DrafterConcat struct {
+	Out   string
+	Parts []string
 }
 
 // Forward is a family's MTP forward, abstractly: the targets lower it, or

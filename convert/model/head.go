@@ -14,6 +14,9 @@ func (s *Spec) headPart(name string, nLayers int) (j int, rest string, ok bool) 
 		if !ok {
 			return 0, "", false
 		}
+		if s.HeadOneLayer {
+			return 0, rest, true
+		}
 		if l, ok := strings.CutPrefix(rest, "layers."); ok {
 			num, suffix, found := strings.Cut(l, ".")
 			if j, err := strconv.Atoi(num); found && err == nil && j >= 0 {
@@ -78,6 +81,9 @@ func (m *Model) HeadName(rel string) string {
 func (m *Model) HeadLayerPrefix(j int) string {
 	if m.Spec.HeadInLayers {
 		return m.TextPrefix + "layers." + strconv.Itoa(m.Config.NumHiddenLayers+j) + "."
+	}
+	if m.Spec.HeadOneLayer {
+		return m.Spec.HeadPrefix
 	}
 	return m.Spec.HeadPrefix + "layers." + strconv.Itoa(j) + "."
 }

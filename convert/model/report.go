@@ -220,10 +220,19 @@ func humanBytes(n int64) string {
 // headNormConvention says how the head's RMSNorm weights are stored, by the
 // roles the family gives them.
 func (m *Model) headNormConvention() string {
-	for n, r := range m.roles {
-		if r&RoleZeroCentredNorm != 0 && m.IsHead(n) {
-			return "zero_centred (stored w, effective 1+w)"
-		}
+	if m.HeadHasZeroCentredNorms() {
+		return "zero_centred (stored w, effective 1+w)"
 	}
 	return "plain (stored as applied)"
+}
+
+// HeadHasZeroCentredNorms says whether any of the head's norms is stored
+// zero-centred (Qwen's), which every output stores shifted as 1+w.
+func (m *Model) HeadHasZeroCentredNorms() bool {
+	for n, r := range m.roles {
+		if r&RoleZeroCentredNorm != 0 && m.IsHead(n) {
+			return true
+		}
+	}
+	return false
 }

@@ -29,7 +29,7 @@ func TestStep35GGUFNames(t *testing.T) {
 }
 
 // The fixture is described as the family (3 MTP layers, sliding-window
-// heads of attention_other_setting), MLX, combined and OpenVINO are refused
+// heads of attention_other_setting), MLX, combined, OpenVINO and hf are refused
 // naming the missing consumer, and configs llama.cpp's step35 cannot
 // represent are refused naming the family or the key.
 func TestStep35Family(t *testing.T) {
@@ -45,7 +45,7 @@ func TestStep35Family(t *testing.T) {
 		t.Errorf("attention: %s", m.Spec.Report.Attention)
 	}
 	for target, want := range map[string]string{"mlx": "no drafter model for step3p5", "combined": "drops the MTP layers",
-		"openvino": "runs Qwen3.5 heads only"} {
+		"openvino": "runs Qwen3.5 heads only", "hf": "how vLLM's step3p5_mtp and SGLang build Step-3.5-Flash's heads"} {
 		if _, err := testmodel.Plan(t, m, target, targets.Options{}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("--target %s: %v", target, err)
 		}

@@ -112,14 +112,17 @@ func (pl *Planner) Add(t OutTensor, q *Quant) {
 // [E, out, in] gate, up and down weights under outLayer.
 func (pl *Planner) Experts(blk model.ExpertBlock, outLayer string, dtype st.DType, rule QuantRule) {
 	c, moe := pl.M.Config, pl.M.Spec.MoE
-	e, h, i := int64(c.NumExperts), int64(c.HiddenSize), int64(c.MoeIntermediateSize)
+	e, h, i := int64(c.NumExperts), moe.ExpertWidth(c), int64(c.MoeIntermediateSize)
 	proj := [3]struct{ out, in int64 }{{i, h}, {i, h}, {h, i}}
-	for k, p := range proj {
+	for _, k := range moe.Projections() {
+		p := proj[k]
 		var segs []Segment
 		var tr Transform
 		switch {
 		case blk.Layout == model.Fused && k == 2:
 			segs = []Segment{pl.Segment(blk.Prefix+moe.FusedDown, 0, e*h)}
+		case blk.Layout == model.Fused && moe.NoGate: // the fused tensor is the up projections alone
+			segs = []Segment{pl.Segment(blk.Prefix+moe.FusedGateUp, 0, e*i)}
 		case blk.Layout == model.Fused:
 			tr = TSplitGateUp
 			for x := int64(0); x < e; x++ {

@@ -22,12 +22,14 @@ const (
 	KindAttnPostNorm // post_attention_norm (the Qwen and GLM-4.5 post-attention RMSNorm)
 	KindFFNNorm      // ffn_norm (deepseek2's post-attention RMSNorm)
 	KindAttnQ
+	KindAttnQKV // attn_qkv (a fused q/k/v projection: MiMo-V2.5)
 	KindAttnK
 	KindAttnV
 	KindAttnOut
 	KindAttnQNorm
 	KindAttnKNorm
-	KindAttnGate // attn_gate (Step-3.5's head-wise attention gate, sigmoid of one value per head)
+	KindAttnGate  // attn_gate (Step-3.5's head-wise attention gate, sigmoid of one value per head)
+	KindAttnSinks // attn_sinks (learned per-head softmax sinks: MiMo-V2's sliding-window layers)
 	KindAttnQA
 	KindAttnQANorm
 	KindAttnQB
@@ -47,6 +49,9 @@ const (
 	KindFFNGateExps
 	KindFFNUpExps
 	KindFFNDownExps
+	KindLayerOutNorm // layer_output_norm (MiMo-V2's MTP final_layernorm, applied before the LM head)
+	KindFFNLatentDown // a latent MoE's projection of the hidden state into the experts' width (MOE_LATENT_DOWN)
+	KindFFNLatentUp   // and back (MOE_LATENT_UP)
 	KindIndexerKNorm
 	KindIndexerProj
 	KindIndexerAttnK
@@ -86,12 +91,14 @@ var kinds = map[Kind]KindInfo{
 	KindAttnPostNorm:        {Name: "post_attention_norm", Block: true},
 	KindFFNNorm:             {Name: "ffn_norm", Block: true},
 	KindAttnQ:               {Name: "attn_q", Block: true},
+	KindAttnQKV:             {Name: "attn_qkv", Block: true},
 	KindAttnK:               {Name: "attn_k", Block: true},
 	KindAttnV:               {Name: "attn_v", Block: true},
 	KindAttnOut:             {Name: "attn_output", Block: true},
 	KindAttnQNorm:           {Name: "attn_q_norm", Block: true},
 	KindAttnKNorm:           {Name: "attn_k_norm", Block: true},
 	KindAttnGate:            {Name: "attn_gate", Block: true},
+	KindAttnSinks:           {Name: "attn_sinks", Block: true},
 	KindAttnQA:              {Name: "attn_q_a", Block: true},
 	KindAttnQANorm:          {Name: "attn_q_a_norm", Block: true},
 	KindAttnQB:              {Name: "attn_q_b", Block: true},
@@ -111,6 +118,9 @@ var kinds = map[Kind]KindInfo{
 	KindFFNGateExps:         {Name: "ffn_gate_exps", Block: true},
 	KindFFNUpExps:           {Name: "ffn_up_exps", Block: true},
 	KindFFNDownExps:         {Name: "ffn_down_exps", Block: true},
+	KindLayerOutNorm:        {Name: "layer_output_norm", Block: true},
+	KindFFNLatentDown:       {Name: "ffn_latent_down", Block: true},
+	KindFFNLatentUp:         {Name: "ffn_latent_up", Block: true},
 	KindIndexerKNorm:        {Name: "indexer.k_norm", Block: true},
 	KindIndexerProj:         {Name: "indexer.proj", Block: true, ConverterF32: true},
 	KindIndexerAttnK:        {Name: "indexer.attn_k", Block: true},
@@ -134,21 +144,29 @@ func (k Kind) String() string {
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// TensorName is a tensor of a kind: its weight, or its bias.
+// TensorName is a tensor of a kind: its weight, its bias, or the kind's
+// name bare (no suffix: the reference converter writes a checkpoint tensor
+// that gguf-py's tensor map names whole, such as afmoe's and hy_v3's
+// mlp.expert_bias, as blk.N.exp_probs_b, which their llama.cpp loaders read).
 type TensorName struct {
 	Kind Kind
 	Bias bool
+	Bare bool
 }
 
-// Weight and Bias name a kind's tensors.
-func Weight(k Kind) TensorName { return TensorName{Kind: k} }
-func Bias(k Kind) TensorName   { return TensorName{Kind: k, Bias: true} }
+// Weight, Bias and BareName name a kind's tensors.
+func Weight(k Kind) TensorName   { return TensorName{Kind: k} }
+func Bias(k Kind) TensorName     { return TensorName{Kind: k, Bias: true} }
+func BareName(k Kind) TensorName { return TensorName{Kind: k, Bare: true} }
 
 // In is the tensor's GGUF name in block b (ignored outside blocks).
 func (t TensorName) In(b int) string {
 	i := kinds[t.Kind]
 	n := i.Name + ".weight"
-	if t.Bias {
+	switch {
+	case t.Bare:
+		n = i.Name
+	case t.Bias:
 		n = i.Name + ".bias"
 	}
 	if i.Block {
@@ -167,7 +185,7 @@ var byName = func() map[[2]string]Kind {
 }()
 
 // ParseTensorName finds the kind, block (-1 outside blocks) and
-// weight-or-bias of a GGUF tensor name.
+// weight, bias or bare name of a GGUF tensor name.
 func ParseTensorName(name string) (TensorName, int, error) {
 	block, rest := -1, name
 	if r, ok := strings.CutPrefix(name, "blk."); ok {
@@ -185,7 +203,11 @@ func ParseTensorName(name string) (TensorName, int, error) {
 	case strings.HasSuffix(rest, ".bias"):
 		rest, t.Bias = strings.TrimSuffix(rest, ".bias"), true
 	default:
-		return TensorName{}, 0, fmt.Errorf("tensor %s: neither a weight nor a bias", name)
+		k, ok := byName[[2]string{strconv.FormatBool(block >= 0), rest}]
+		if !ok {
+			return TensorName{}, 0, fmt.Errorf("tensor %s: neither a weight nor a bias nor a kind llama.cpp's tables name", name)
+		}
+		return TensorName{Kind: k, Bare: true}, block, nil
 	}
 	k, ok := byName[[2]string{strconv.FormatBool(block >= 0), rest}]
 	if !ok {
@@ -197,14 +219,17 @@ func ParseTensorName(name string) (TensorName, int, error) {
 
 // ConverterType is the type the reference converter (convert_hf_to_gguf.py)
 // writes a tensor of dims dimensions in, for the float type of the output
-// (BF16, F16): float32 for one-dimensional tensors, biases and the kinds it
-// keeps float32.
-func ConverterType(name string, dims int, float string) (string, error) {
+// (BF16, F16): float32 for one-dimensional tensors, biases and, when
+// byKind, the kinds it keeps float32. (It matches those kinds in the block
+// whose number it read from the source tensor's name: a family that renames
+// a head's sub-layer into block n_layer only after that gets the output
+// float type for them, byKind false; see model.GGUFSpec.HeadBlockFromSubLayer.)
+func ConverterType(name string, dims int, float string, byKind bool) (string, error) {
 	t, _, err := ParseTensorName(name)
 	if err != nil {
 		return "", err
 	}
-	if dims <= 1 || t.Bias || t.Kind.Info().ConverterF32 || strings.HasSuffix(name, "_norm.weight") {
+	if dims <= 1 || t.Bias || t.Bare || byKind && t.Kind.Info().ConverterF32 || strings.HasSuffix(name, "_norm.weight") {
 		return "F32", nil
 	}
 	return float, nil

@@ -259,17 +259,22 @@ func sameValue(theirs, ours gg.Value, nLayer int) bool {
 		b, ok := ours.Int()
 		return ok && a == b
 	}
-	if ours.Type == gg.TypeArray && theirs.Type == gg.TypeArray && ours.Elem == theirs.Elem && ours.Elem != gg.TypeString {
-		// A per-layer array (Step-3.5's head counts, sliding-window pattern,
-		// SwiGLU clamps): the trunk's covers its layers (a --no-mtp file) or
-		// the MTP layers too.
-		xs, ys := reflect.ValueOf(ours.V), reflect.ValueOf(theirs.V)
-		if xs.Len() < nLayer || ys.Len() < nLayer {
-			return false
-		}
-		return reflect.DeepEqual(xs.Slice(0, nLayer).Interface(), ys.Slice(0, nLayer).Interface())
+	if xs, ys, ok := layerArrays(ours, theirs); ok && xs.Len() >= nLayer && ys.Len() >= nLayer {
+		return reflect.DeepEqual(xs.Slice(0, nLayer).Interface(), ys.Slice(0, nLayer).Interface()) // per layer: the trunk's
 	}
 	return theirs.Type == ours.Type && fmt.Sprint(theirs.V) == fmt.Sprint(ours.V)
+}
+
+// layerArrays are ours and theirs as arrays of one element type (booleans,
+// integers, floats: a per-layer key such as recurrent_layers,
+// head_count_kv or swiglu_clamp_exp, whose trunk-only file holds n_layer
+// entries and whose bundled file n_layer + the MTP depth).
+func layerArrays(ours, theirs gg.Value) (xs, ys reflect.Value, ok bool) {
+	if ours.Type != gg.TypeArray || theirs.Type != gg.TypeArray || ours.Elem != theirs.Elem || ours.Elem == gg.TypeString {
+		return xs, ys, false
+	}
+	xs, ys = reflect.ValueOf(ours.V), reflect.ValueOf(theirs.V)
+	return xs, ys, xs.Kind() == reflect.Slice && ys.Kind() == reflect.Slice && xs.Type() == ys.Type()
 }
 
 // sameModel refuses a trunk GGUF that is not the source's model, naming
@@ -357,8 +362,8 @@ func valueString(v gg.Value, present bool) string {
 
 // bundledMetadata is the trunk's metadata with the keys a bundled file
 // changes, as the family's table (ours) writes them: block_count counts the
-// MTP layers, a per-layer array (recurrent_layers, head_count) takes the head's entries
-// from the table (one of the trunk's layers alone stays as it is), nextn_predict_layers is added where the table places it
+// MTP layers, a per-layer array (recurrent_layers, head_count_kv,
+// swiglu_clamp_exp) takes the head's entries from the table, nextn_predict_layers is added where the table places it
 // (before the key that follows it there).
 func bundledMetadata(f *gg.File, ours []gg.KV, a string, nLayer, depth int) ([]gg.KV, error) {
 	kvs := make([]gg.KV, 0, len(f.KV)+1)
@@ -387,19 +392,13 @@ func bundledMetadata(f *gg.File, ours []gg.KV, a string, nLayer, depth int) ([]g
 				kvs, placed = append(kvs, nextn), true
 			}
 		}
-		// A per-layer array (recurrent_layers, Step-3.5's head counts and
-		// SwiGLU clamps): the trunk's entries, then the head's. One of the
-		// trunk's layers alone (glm-dsa's attention.indexer.types) is the
-		// trunk's, unchanged.
-		if head, ok := oursByKey[kv.Key]; ok && head.Type == gg.TypeArray && head.Elem != gg.TypeString && kv.Key != nextnKey &&
-			reflect.ValueOf(head.V).Len() != nLayer {
-			hs, xs := reflect.ValueOf(head.V), reflect.ValueOf(kv.Value.V)
-			if kv.Value.Type != gg.TypeArray || kv.Value.Elem != head.Elem || xs.Len() < nLayer || hs.Len() != nLayer+depth {
-				return nil, fmt.Errorf("%s is not an array of %d %s values", kv.Key, nLayer, head.Elem)
+		if head, xs, ok := layerArrays(oursByKey[kv.Key], kv.Value); ok && kv.Key != nextnKey && head.Len() == nLayer+depth {
+			if xs.Len() < nLayer {
+				return nil, fmt.Errorf("%s is not %d per-layer values", kv.Key, nLayer)
 			}
-			joined := reflect.MakeSlice(xs.Type(), 0, nLayer+depth) // a new array: the trunk's header stays as read
-			joined = reflect.AppendSlice(reflect.AppendSlice(joined, xs.Slice(0, nLayer)), hs.Slice(nLayer, nLayer+depth))
-			kv.Value = gg.Value{Type: gg.TypeArray, Elem: head.Elem, V: joined.Interface()}
+			// The trunk's entries for its layers, the table's for the head's.
+			v := reflect.AppendSlice(reflect.AppendSlice(reflect.MakeSlice(xs.Type(), 0, nLayer+depth), xs.Slice(0, nLayer)), head.Slice(nLayer, nLayer+depth))
+			kv.Value = gg.Value{Type: gg.TypeArray, Elem: kv.Value.Elem, V: v.Interface()}
 		}
 		kvs = append(kvs, kv)
 	}

@@ -100,6 +100,9 @@ func choosePrecision(o targets.Options) (precision, error) {
 }
 
 func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
+	if r := m.Spec.GGUF.Refusal; r != "" {
+		return nil, fmt.Errorf("--target gguf: %s", r)
+	}
 	if m.Spec.GGUF.Arch == "" {
 		return nil, fmt.Errorf("--target gguf does not know llama.cpp's architecture for family %s", m.Family)
 	}
@@ -227,7 +230,8 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 	// llama-quantize layout its choice. A name of no kind is kept in kindErr.
 	var kindErr error
 	typeOf := func(name string, shape []int64) (st.DType, *plan.Quant) {
-		ct, err := gg.ConverterType(name, len(shape), string(prec.float))
+		byKind := !m.Spec.GGUF.HeadBlockFromSubLayer || blockOf(name) < c.NumHiddenLayers
+		ct, err := gg.ConverterType(name, len(shape), string(prec.float), byKind)
 		if err != nil && kindErr == nil {
 			kindErr = err
 		}
@@ -314,21 +318,26 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 			return err
 		}
 		add(n, g)
+		if gs.PermuteQK {
+			permuteQK(pl, &pl.Out[len(pl.Out)-1], c)
+		}
 	}
 	for j, blk := range m.MTPExperts {
 		b := c.NumHiddenLayers + j
-		e, hs, is := int64(c.NumExperts), int64(c.HiddenSize), int64(c.MoeIntermediateSize)
+		moe := m.Spec.MoE
+		e, hs, is := int64(c.NumExperts), moe.ExpertWidth(c), int64(c.MoeIntermediateSize)
 		shapes := [3][]int64{{e, is, hs}, {e, is, hs}, {e, hs, is}}
 		first := len(pl.Out)
+		projs := moe.Projections()
 		quants := [3]*plan.Quant{}
 		dts := [3]st.DType{}
-		for k := range 3 {
+		for _, k := range projs {
 			dts[k], quants[k] = typeOf(expertKinds[k].In(b), shapes[k])
 		}
-		k := 0
-		pl.Experts(blk, "blk."+strconv.Itoa(b)+".", dts[0], func(string, string, int64) *plan.Quant { q := quants[k]; k++; return q })
-		for k := range 3 {
-			t := &pl.Out[first+k]
+		n := 0
+		pl.Experts(blk, "blk."+strconv.Itoa(b)+".", dts[projs[0]], func(string, string, int64) *plan.Quant { q := quants[projs[n]]; n++; return q })
+		for i, k := range projs {
+			t := &pl.Out[first+i]
 			t.Name = expertKinds[k].In(b)
 			if t.DType != dts[k] {
 				return fmt.Errorf("%s: experts of differing float types are not supported", t.Name)
@@ -336,6 +345,32 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 		}
 	}
 	return kindErr
+}
+
+// permuteQK reorders the rows of an attn_q or attn_k head tensor as the
+// reference converter's LlamaModel.permute: within each of the heads
+// (attn_k: the key-value heads), output row 2a+b is source row b*d/2+a,
+// d the head's row count. Other tensors are left as they are.
+func permuteQK(pl *plan.Planner, t *plan.OutTensor, c *model.Config) {
+	tn, _, err := gg.ParseTensorName(t.Name)
+	if err != nil || tn.Bias || tn.Kind != gg.KindAttnQ && tn.Kind != gg.KindAttnK || len(t.Segments) != 1 {
+		return
+	}
+	heads := int64(c.NumAttentionHeads)
+	if tn.Kind == gg.KindAttnK && c.NumKeyValueHeads != c.NumAttentionHeads {
+		heads = int64(c.NumKeyValueHeads)
+	}
+	src, rows := t.Segments[0].Source, t.Segments[0].Rows
+	d := rows / heads
+	var segs []plan.Segment
+	for h := range heads {
+		for a := range d / 2 {
+			for b := range int64(2) {
+				segs = append(segs, pl.Segment(src, h*d+b*(d/2)+a, 1))
+			}
+		}
+	}
+	t.Segments = segs
 }
 
 // quantBits is recorded in the manifest's quantize transform next to the type.

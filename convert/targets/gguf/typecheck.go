@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/mtpconv/mtpconv/convert/model"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
@@ -55,14 +56,21 @@ func checkTypes(man *manifests.Manifest, open func(string) (io.ReaderAt, int64, 
 			problems = append(problems, manifests.Problem{Kind: "tensor_type", File: file, Message: fmt.Sprintf("%s: %v", file, err)})
 			continue
 		}
-		problems = append(problems, fileTypeProblems(file, f, prec, written)...)
+		problems = append(problems, fileTypeProblems(file, f, prec, written, headBlockFromSubLayer(man.Model.Family))...)
 	}
 	return problems, nil
 }
 
+// headBlockFromSubLayer is the family's GGUFSpec.HeadBlockFromSubLayer (false for a family not known).
+func headBlockFromSubLayer(family string) bool {
+	fam, ok := model.LookupFamily(family)
+	return ok && fam.Spec(&model.Config{}).GGUF.HeadBlockFromSubLayer
+}
+
 // fileTypeProblems compares each written tensor's stored type with the
-// one the rules give it.
-func fileTypeProblems(file string, f *gg.File, prec precision, written map[string]bool) []manifests.Problem {
+// one the rules give it; with fromSubLayer, the converter's float32 kinds
+// apply outside the MTP blocks only (GGUFSpec.HeadBlockFromSubLayer).
+func fileTypeProblems(file string, f *gg.File, prec precision, written map[string]bool, fromSubLayer bool) []manifests.Problem {
 	var problems []manifests.Problem
 	bad := func(tensor, format string, a ...any) {
 		problems = append(problems, manifests.Problem{Kind: "tensor_type", File: file, Tensor: tensor, Message: file + ": " + fmt.Sprintf(format, a...)})
@@ -71,12 +79,19 @@ func fileTypeProblems(file string, f *gg.File, prec precision, written map[strin
 	if prec.requant {
 		float = string(st.BF16) // llama-quantize reads the bf16 sidecar
 	}
+	arch := f.String("general.architecture")
+	nLayer := -1 // every block a trunk block, unless fromSubLayer
+	if fromSubLayer {
+		blocks, _ := f.Uint(arch + ".block_count")
+		nextn, _ := f.Uint(arch + ".nextn_predict_layers")
+		nLayer = int(blocks) - int(nextn)
+	}
 	var listed []plannedTensor
 	for _, ti := range f.Tensors {
 		shape := squeeze(ggmlShape(ti.Dims))
 		in := ti.Type.String()
 		if written[ti.Name] {
-			ct, err := gg.ConverterType(ti.Name, len(shape), float)
+			ct, err := gg.ConverterType(ti.Name, len(shape), float, nLayer < 0 || blockOf(ti.Name) < nLayer)
 			if err != nil {
 				bad(ti.Name, "%v", err)
 				continue
@@ -90,9 +105,8 @@ func fileTypeProblems(file string, f *gg.File, prec precision, written map[strin
 		want[t.name] = t.in
 	}
 	if prec.requant {
-		a := f.String("general.architecture")
-		blocks, _ := f.Uint(a + ".block_count")
-		experts, _ := f.Uint(a + ".expert_count")
+		blocks, _ := f.Uint(arch + ".block_count")
+		experts, _ := f.Uint(arch + ".expert_count")
 		want = llamaQuantizeTypes(listed, prec.ftype, int(blocks), int(experts))
 	}
 	for _, ti := range f.Tensors {

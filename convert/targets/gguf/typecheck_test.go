@@ -59,7 +59,7 @@ func TestTypeCheckByKind(t *testing.T) {
 		{fileTypes["Q8_0"], with(q8, "blk.4.exp_probs_b.bias", gg.BF16), "blk.4.exp_probs_b.bias"},
 		{fileTypes["Q4_K_M"], q8, "blk.4.ffn_down_exps.weight"},
 	} {
-		ps := fileTypeProblems("x.gguf", file(c.prec.ftype, c.types), c.prec, written)
+		ps := fileTypeProblems("x.gguf", file(c.prec.ftype, c.types), c.prec, written, false)
 		found := false
 		for _, p := range ps {
 			found = found || p.Tensor == c.bad && p.Kind == "tensor_type" && strings.Contains(p.Message, c.bad)

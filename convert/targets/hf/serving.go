@@ -74,6 +74,9 @@ func Serving(m *model.Model) (*Report, error) {
 		return nil, err
 	}
 	r.QuantizationKey = key
+	if why := m.Spec.HF.Refusal; why != "" { // no runtime builds the family's head: the rules below do not apply
+		r.Problems = append(r.Problems, Problem{"architectures", why})
+	}
 	q, qerr := ParseQuant(raw)
 	var refused RefusedMethodError
 	switch {

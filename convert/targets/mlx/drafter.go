@@ -13,6 +13,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/targets"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/jsonobj"
 	"github.com/mtpconv/mtpconv/manifests"
 )
@@ -62,6 +63,10 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 		rename = func(s string) string { return s }
 	}
 	pl := &plan.Planner{M: m, File: "model.safetensors"}
+	concat, err := planConcat(pl, m, rename, o.Head.Float, rule)
+	if err != nil {
+		return nil, err
+	}
 	if mla := m.MLAKVB(); len(mla) > 0 {
 		// Multi-head latent attention: kv_b_proj as the two halves the family's drafter names.
 		if ms.DrafterKVB[0] == "" {
@@ -81,9 +86,9 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 				pl.Add(t, q)
 			})
 		}
-		pl.Head(rename, o.Head.Float, rule, func(n string) bool { _, ok := mla[n]; return !ok })
+		pl.Head(rename, o.Head.Float, rule, func(n string) bool { _, ok := mla[n]; return !ok && !concat[n] })
 	} else {
-		pl.Head(rename, o.Head.Float, rule, nil)
+		pl.Head(rename, o.Head.Float, rule, func(n string) bool { return !concat[n] })
 	}
 	p := &plan.Plan{
 		Target: d.Name(), Tensors: pl.Out, TensorFiles: []string{pl.File},
@@ -98,6 +103,42 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 	p.Files = append(p.Files, plan.OutFile{Name: "config.json", Contents: cfg})
 	p.Files = append(p.Files, targets.TokenizerCopies(m)...)
 	return p, nil
+}
+
+// planConcat plans the family's DrafterConcat tensors of every MTP layer
+// (the parts' rows one after the other, quantized as one matrix, as
+// mlx-vlm's sanitize concatenates before its splitter quantizes) and
+// returns the source tensors they consume.
+func planConcat(pl *plan.Planner, m *model.Model, rename func(string) string, dtype st.DType, rule plan.QuantRule) (map[string]bool, error) {
+	used := map[string]bool{}
+	pl.Component = plan.ComponentHead
+	for j := range m.MTPDepth {
+		lp, rel := m.HeadLayerPrefix(j), "layers."+strconv.Itoa(j)+"."
+		for _, c := range m.Spec.MLX.DrafterConcat {
+			var segs []plan.Segment
+			var rows, rowLen int64
+			for _, part := range c.Parts {
+				t, ok := m.Checkpoint.Tensors[lp+part]
+				if !ok || len(t.Shape) != 2 {
+					return nil, fmt.Errorf("--target mlx: %s's drafter concatenates %s from %s, which is not a matrix of the checkpoint", m.Family, rel+c.Out, lp+part)
+				}
+				if rowLen != 0 && t.Shape[1] != rowLen {
+					return nil, fmt.Errorf("--target mlx: %s: %s has rows of %d, the other parts of %s rows of %d", m.Family, lp+part, t.Shape[1], c.Out, rowLen)
+				}
+				rowLen = t.Shape[1]
+				segs = append(segs, pl.Segment(lp+part, 0, t.Shape[0]))
+				rows += t.Shape[0]
+				used[lp+part] = true
+			}
+			name := rename(rel + c.Out)
+			var q *plan.Quant
+			if rule != nil {
+				q = rule(segs[0].Source, name, rowLen)
+			}
+			pl.Add(plan.OutTensor{Name: name, Segments: segs, RowLen: rowLen, Shape: []int64{rows, rowLen}, DType: dtype}, q)
+		}
+	}
+	return used, nil
 }
 
 // drafterConfig writes the drafter's config.json the way mlx-vlm's splitter
