@@ -49,7 +49,7 @@ const (
 	KindFFNGateExps
 	KindFFNUpExps
 	KindFFNDownExps
-	KindLayerOutNorm // layer_output_norm (MiMo-V2's MTP final_layernorm, applied before the LM head)
+	KindLayerOutNorm  // layer_output_norm (MiMo-V2's MTP final_layernorm, applied before the LM head)
 	KindFFNLatentDown // a latent MoE's projection of the hidden state into the experts' width (MOE_LATENT_DOWN)
 	KindFFNLatentUp   // and back (MOE_LATENT_UP)
 	KindIndexerKNorm
