@@ -481,16 +481,17 @@ func step35Report(c *Config) ReportSpec {
 	if st.MoERouterScalingFactor != nil {
 		scale = *st.MoERouterScalingFactor
 	}
+	scaling := ""
 	if f := st.RopeFactors; f != nil {
-		mtpKind += fmt.Sprintf("; llama3 RoPE scaling in the full-attention layers (factor %v from %d positions, frequency factors %v and %v): the rope_freqs tensor",
+		scaling = fmt.Sprintf("; llama3 RoPE scaling in the full-attention layers (factor %v from %d positions, frequency factors %v and %v), written as the rope_freqs tensor",
 			f.Factor, f.OriginalMaxPositionEmbeddings, f.LowFreq, f.HighFreq)
 	}
 	return ReportSpec{
 		Dims: map[string]any{"sliding_window": st.SlidingWindow, "num_attention_groups": c.NumKeyValueHeads,
 			"attention_other_setting.num_attention_heads": st.SWAHeads, "attention_other_setting.num_attention_groups": st.SWAKVHeads,
 			"share_expert_dim": c.SharedExpertIntermed, "use_head_wise_attn_gate": st.UseHeadWiseAttnGate},
-		Attention: fmt.Sprintf("GQA with q/k norms%s: full attention heads %d/%d rotating %d of %d dims (theta %v), sliding-window (%d tokens) heads %d/%d rotating all (theta %v); the MTP layers %s attention",
-			gate, c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim/2, c.HeadDim, st.RopeBase, st.SlidingWindow, st.SWAHeads, st.SWAKVHeads, st.RopeBaseSWA, mtpKind),
+		Attention: fmt.Sprintf("GQA with q/k norms%s: full attention heads %d/%d rotating %d of %d dims (theta %v), sliding-window (%d tokens) heads %d/%d rotating all (theta %v); the MTP layers %s attention%s",
+			gate, c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim/2, c.HeadDim, st.RopeBase, st.SlidingWindow, st.SWAHeads, st.SWAKVHeads, st.RopeBaseSWA, mtpKind, scaling),
 		Layers:  fmt.Sprintf("%d (%d sliding-window, %d full; %d MoE, %d dense MLP)", c.NumHiddenLayers, sliding, c.NumHiddenLayers-sliding, moe, c.NumHiddenLayers-moe),
 		Routing: fmt.Sprintf("%s scores, router_bias for the choice, top %d of %d, weights renormalised: %v, scaled by %v, plus share_expert", cmpOr(st.MoERouterActivation, "sigmoid"), c.NumExpertsPerTok, c.NumExperts, norm, scale),
 	}
