@@ -8,11 +8,12 @@ torch, which lives only in a separate, pinned environment:
         transformers==5.24.0 'protobuf<5' safetensors==0.8.0 jinja2
     go run ./cmd/mkfixtures qwen3.6-moe-tiny qwen3.5-moe-tiny qwen3-next-tiny qwen3.6-dense-tiny \
         qwen3.6-moe-genai qwen3.6-dense-genai glm4.5-moe-tiny glm4.7-flash-tiny deepseek-v3-tiny deepseek-v3.2-tiny \
-        glm5.2-tiny step3.5-flash-tiny step3.7-flash-tiny hy3-tiny ling3-tiny ling3-tiny-rigged nemotron-h-moe-tiny nemotron-h-moe-tiny-rigged
+        glm5.2-tiny step3.5-flash-tiny step3.7-flash-tiny hy3-tiny ling3-tiny ling3-tiny-rigged nemotron-h-moe-tiny nemotron-h-moe-tiny-rigged \
+        mimo-v2.5-tiny mimo-v2.5-fp8-tiny
     "$VENV/bin/python" interop/reference_gguf.py LLAMA_CPP_DIR [FIXTURE...]
 
 (deepseek-v3-tiny's, deepseek-v3.2-tiny's, glm5.2-tiny's, step3.5-flash-tiny's, step3.7-flash-tiny's, hy3-tiny's, ling3-tiny's and nemotron-h-moe-tiny's
-(+ -rigged) records were made with torch 2.13.0 and transformers 5.19.0, the vLLM CPU venv of scripts/setup-vllm.sh: the
+(+ -rigged) records and the mimo-v2.5 ones were made with torch 2.13.0 and transformers 5.19.0, the vLLM CPU venv of scripts/setup-vllm.sh: the
 converter reads the same config keys either way. The Nemotron-H fixtures carry the test tokenizer themselves; their
 pre-tokenizer is answered as pixtral, and their --no-mtp trunks, committed, are the Mamba-2 trunks
 interop/test_nemotron_gguf.py runs llama.cpp on.)
@@ -25,10 +26,11 @@ carry their own tokenizer). One thing is patched: the tokenizer's
 pre-tokenizer is detected by hashing how it splits a test text, and our tiny
 tokenizer's hash is not in the converter's table, so the detection answers
 what it answers for the real checkpoints (qwen35 for Qwen3.5/3.6, MoE and
-dense, qwen2 for Qwen3-Next, glm4 for GLM-4.5 and GLM-4.7-Flash; for Hy3, whose
+dense, qwen2 for Qwen3-Next and MiMo-V2.5 (a Qwen2-style tokenizer), glm4 for GLM-4.5 and GLM-4.7-Flash; for Hy3, whose
 hash the converter lacks, Hy4-preview's hy_v4, and for Ling-3.0 Ling-2.0's
 bailingmoe2, as mtpconv writes). Ling-3.0's rigged twin's --no-mtp trunk is
-committed too: its interop test drafts next to the converter's own KDA trunks. For the
+committed too: its interop test drafts next to the converter's own KDA trunks. A
+fixture that carries its own tokenizer (MiMo-V2.5's FP8 one) gets none added. For the
 GLM fixtures the converter also runs without --mtp (its default: one file
 with the trunk and the NextN block), recorded as
 {fixture}-bundled-{outtype}.json. With MTPCONV_KEEP_GGUF=DIR the
@@ -69,11 +71,13 @@ FIXTURES = {"qwen3.6-moe-tiny": "qwen35", "qwen3.5-moe-tiny": "qwen35", "qwen3-n
             "glm4.5-moe-tiny-rigged": "glm4", "glm4.7-flash-tiny-rigged": "glm4", "deepseek-v3.2-tiny": "deepseek-v3",
             "glm5.2-tiny": "glm4", "step3.5-flash-tiny": "deepseek-v3",
             "step3.7-flash-tiny": "deepseek-v3", "hy3-tiny": "hy_v4", "ling3-tiny": "bailingmoe2", "ling3-tiny-rigged": "bailingmoe2",
-            "nemotron-h-moe-tiny": "pixtral", "nemotron-h-moe-tiny-rigged": "pixtral"}
+            "nemotron-h-moe-tiny": "pixtral", "nemotron-h-moe-tiny-rigged": "pixtral",
+            "mimo-v2.5-tiny": "qwen2", "mimo-v2.5-fp8-tiny": "qwen2"}
 # Fixtures with their own tokenizer, also converted without --mtp (bundled).
 OWN_TOKENIZER = {"glm4.5-moe-tiny", "glm4.7-flash-tiny", "glm4.5-moe-tiny-rigged", "glm4.7-flash-tiny-rigged", "deepseek-v3-tiny",
                  "deepseek-v3.2-tiny", "glm5.2-tiny", "step3.5-flash-tiny", "step3.7-flash-tiny", "hy3-tiny", "ling3-tiny", "ling3-tiny-rigged",
-                 "nemotron-h-moe-tiny", "nemotron-h-moe-tiny-rigged"}
+                 "nemotron-h-moe-tiny", "nemotron-h-moe-tiny-rigged",
+                 "mimo-v2.5-tiny"}
 OUTTYPES = ["bf16", "f16"]
 # Families whose NextN layer the converter drops (DeepseekV2Model.skip_mtp): only
 # its default output, the trunk, is recorded ({fixture}-trunk-{outtype}.json), for
@@ -83,7 +87,7 @@ TRUNK_ONLY = {"deepseek-v3-tiny": "deepseek-v3"}
 # Fixtures of FIXTURES whose --no-mtp trunk is committed too (FIXTURE-nomtp-bf16.gguf)
 # and whose bundled records carry the whole file's sha256, for --graft.
 WITH_TRUNK = {"deepseek-v3.2-tiny", "glm5.2-tiny", "step3.5-flash-tiny", "step3.7-flash-tiny", "hy3-tiny", "ling3-tiny", "ling3-tiny-rigged",
-              "nemotron-h-moe-tiny", "nemotron-h-moe-tiny-rigged"}
+              "nemotron-h-moe-tiny", "nemotron-h-moe-tiny-rigged", "mimo-v2.5-tiny"}
 # Fixtures small enough to commit their --no-mtp trunk GGUF.
 TRUNKS = {"qwen3.6-moe-genai": "qwen35", "qwen3.6-dense-genai": "qwen35"}
 # ... and as a split set.
@@ -187,7 +191,7 @@ def main():
             d.mkdir()
             for f in src.iterdir():
                 os.symlink(f, d / f.name)
-            if fx not in OWN_TOKENIZER:
+            if fx not in OWN_TOKENIZER and not (src / "tokenizer.json").exists():
                 for f in (ROOT / "testdata" / "tokenizer-tiny").iterdir():
                     os.symlink(f, d / f.name)
             if fx in TRUNK_ONLY:

@@ -632,3 +632,143 @@ class LingReference(GLMReference):
 
     def nextn_logits(self, tokens, hidden, positions):
         return self.nextn_hidden(tokens, hidden, positions) @ self.w["lm_head.weight"].T
+
+
+def sliding_sink_attention(q, k, v, past, scale, window=None, sinks=None):
+    """causal_attention with, when window is set, keys at most window - 1
+    positions behind the query (the query's own included: window keys), and,
+    when sinks [Hq] are given, one learned logit per head in the softmax
+    (gpt-oss style: a column whose probability is dropped)."""
+    S, Hq, T, Hkv = q.shape[0], q.shape[1], k.shape[0], k.shape[1]
+    group = Hq // Hkv
+    out = np.zeros((S, Hq, v.shape[-1]))
+    qpos, kpos = past + np.arange(S), np.arange(T)
+    mask = kpos[None, :] > qpos[:, None]
+    if window is not None:
+        mask |= qpos[:, None] - kpos[None, :] >= window
+    for h in range(Hq):
+        scores = np.where(mask, -np.inf, q[:, h] @ k[:, h // group].T * scale)
+        top = scores.max(axis=-1, keepdims=True)
+        if sinks is not None:
+            top = np.maximum(top, sinks[h])
+        p = np.exp(scores - top)
+        denom = p.sum(axis=-1, keepdims=True)
+        if sinks is not None:
+            denom = denom + np.exp(sinks[h] - top)
+        out[:, h] = (p / denom) @ v[:, h // group]
+    return out
+
+
+class MiMoReference(GLMReference):
+    """A MiMo-V2.5 checkpoint (modelling code: vLLM's mimo_v2.py and
+    mimo_v2_mtp.py; the checkpoints' layout), written from that math, not
+    from mtpconv's Go code:
+
+    - hybrid_layer_pattern: 0 full attention (num_key_value_heads, rope_theta),
+      1 sliding-window attention over sliding_window positions
+      (swa_num_key_value_heads, swa_rope_theta), with learned per-head
+      softmax sinks (attention_sink_bias) where add_swa_attention_sink_bias /
+      add_full_attention_sink_bias say;
+    - q/k/v fused in qkv_proj ([Q | K | V] rows), q/k heads of head_dim, v
+      heads of v_head_dim, rotate-half rotary on head_dim *
+      partial_rotary_factor dims, scale head_dim^-0.5, the attention output
+      times attention_value_scale;
+    - moe_layer_freq: 0 a dense SwiGLU MLP, 1 a MoE with sigmoid scores,
+      e_score_correction_bias for the choice, top-k weights renormalised, no
+      shared expert; plain RMSNorms of layernorm_epsilon;
+    - MTP layer j (model.mtp.layers.{j}): x = eh_proj(concat(enorm(embed(t)),
+      hnorm(h))), embedding first, h the hidden state before the final norm
+      (llama.cpp's h_nextn); then a sliding-window layer with sinks
+      (input_layernorm, self_attn, pre_mlp_layernorm, a dense MLP); logits =
+      lm_head(final_layernorm(x))."""
+
+    def __init__(self, folder, weights=None):
+        super().__init__(folder, weights)
+        c = self.cfg
+        self.eps = c.get("layernorm_epsilon") or 1e-5
+        self.hybrid = list(c["hybrid_layer_pattern"])
+        self.moe_freq = list(c["moe_layer_freq"])
+        self.vhd = c["v_head_dim"]
+        self.window = c["sliding_window"]
+        self.swa_theta = float(c.get("swa_rope_theta", self.theta))
+        self.value_scale = c.get("attention_value_scale") or 1.0
+
+    def swa(self, i):
+        return i >= self.n_layer or self.hybrid[i] == 1
+
+    def attention_of(self, i, p, x, positions):
+        w, c, S = self.w, self.cfg, x.shape[0]
+        a = p + "self_attn."
+        swa = self.swa(i)
+        kvh = c["swa_num_key_value_heads"] if swa else c["num_key_value_heads"]
+        qkv = x @ w[a + "qkv_proj.weight"].T
+        nq, nk = self.heads * self.hd, kvh * self.hd
+        q = qkv[:, :nq].reshape(S, self.heads, self.hd)
+        k = qkv[:, nq:nq + nk].reshape(S, kvh, self.hd)
+        v = qkv[:, nq + nk:].reshape(S, kvh, self.vhd)
+        theta = self.swa_theta if swa else self.theta
+        q, k = rope_half(q, positions, self.rot, theta), rope_half(k, positions, self.rot, theta)
+        ck, cv = self.cache.get(p, (None, None))
+        ck = k if ck is None else np.concatenate([ck, k])
+        cv = v if cv is None else np.concatenate([cv, v])
+        self.cache[p] = (ck, cv)
+        sinks = w.get(a + "attention_sink_bias")
+        out = sliding_sink_attention(q, ck, cv, ck.shape[0] - S, self.hd ** -0.5, self.window if swa else None, sinks)
+        return (out.reshape(S, -1) @ w[a + "o_proj.weight"].T) * self.value_scale
+
+    def moe(self, m, x):
+        w = self.w
+        out = np.zeros_like(x)
+        for s, (top, weights) in enumerate(self.route(m, x)):
+            for e, g in zip(top, weights):
+                q = f"{m}experts.{e}."
+                y = silu(w[q + "gate_proj.weight"] @ x[s]) * (w[q + "up_proj.weight"] @ x[s])
+                out[s] += g * (w[q + "down_proj.weight"] @ y)
+        return out
+
+    def route(self, m, x):
+        c = dict(self.cfg)
+        c["routed_scaling_factor"] = c.get("routed_scaling_factor") or 1.0  # null in the releases
+        self.cfg, saved = c, self.cfg
+        try:
+            return super().route(m, x)
+        finally:
+            self.cfg = saved
+
+    def layer(self, i, x, positions):
+        w = self.w
+        if i < self.n_layer:
+            p, post, dense = f"model.layers.{i}.", "post_attention_layernorm.weight", self.moe_freq[i] == 0
+        else:
+            p, post, dense = f"model.mtp.layers.{i - self.n_layer}.", "pre_mlp_layernorm.weight", True
+        x = x + self.attention_of(i, p, rms_norm(x, w[p + "input_layernorm.weight"], self.eps), positions)
+        return x + self.mlp(p, rms_norm(x, w[p + post], self.eps), dense)
+
+    def trunk(self, tokens, positions):
+        """(hidden before the final norm [S, H], logits [S, V]): MiMo's MTP takes the former."""
+        x = self.w["model.embed_tokens.weight"][np.asarray(tokens)]
+        for i in range(self.n_layer):
+            x = self.layer(i, x, positions)
+        return x, rms_norm(x, self.w["model.norm.weight"], self.eps) @ self.w["lm_head.weight"].T
+
+    def mtp_layer(self, tokens, hidden, positions, head=0):
+        """MTP layer head for tokens t_{p+1} paired with hidden states h_p:
+        (its hidden state before final_layernorm, which the next head takes, and its logits)."""
+        w, p = self.w, f"model.mtp.layers.{head}."
+        e = rms_norm(w["model.embed_tokens.weight"][np.asarray(tokens)], w[p + "enorm.weight"], self.eps)
+        h = rms_norm(hidden, w[p + "hnorm.weight"], self.eps)
+        x = np.concatenate([e, h], axis=-1) @ w[p + "eh_proj.weight"].T
+        x = self.layer(self.n_layer + head, x, positions)
+        return x, rms_norm(x, w[p + "final_layernorm.weight"], self.eps) @ w["lm_head.weight"].T
+
+    def chained_logits(self, tokens, hidden, depth):
+        """The heads 0..depth-1 chained as llama.cpp's draft-mtp driver runs
+        them, teacher forced: head j on t_{1+j}..t_{n-1} at positions 1+j..,
+        row k paired with head j-1's hidden row k (the trunk's for j = 0)."""
+        out, prev = [], hidden[:-1]
+        for j in range(depth):
+            n = len(tokens)
+            x, logits = self.mtp_layer(tokens[1 + j:], prev[:n - 1 - j], np.arange(1 + j, n), head=j)
+            out.append(logits)
+            prev = x
+        return out

@@ -75,6 +75,8 @@ type Config struct {
 	// DeepSeek is the DeepSeek-V3 lineage's own keys (deepseek.go), decoded
 	// by the lineage's families; nil for the others.
 	DeepSeek *DeepSeekConfig
+	// MiMo is MiMo-V2's own keys (mimo_v2.go); nil for the other families.
+	MiMo *MiMoV2Config
 	// NemotronH is Nemotron-H's own keys (nemotron_h.go); nil for the others.
 	NemotronH *NemotronHConfig
 	// Glm5Next is GLM-5.3-Flash's own keys (glm5_next.go); nil for the others.

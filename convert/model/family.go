@@ -139,6 +139,10 @@ type Spec struct {
 	// no for those, and lists their dense MLP in TrunkLayer.
 	MoELayer func(i int) bool
 	Forward  func(m *Model) Forward // the MTP forward, for targets that lower it
+	// FP8Shards, when set, says which FP8 weights of a release are stored
+	// as tensor-parallel shards and how (nil, nil for the others), from
+	// the weight's and its scale's shapes; an error refuses the weight.
+	FP8Shards func(m *Model, weight string) (*RowShards, error)
 
 	// What inspect says of the family's own config.
 	Report ReportSpec
@@ -160,6 +164,11 @@ type HFSpec struct {
 	// Refusal, when set, is the one sentence naming the runtime that is
 	// missing (neither pinned vLLM nor SGLang builds the family's head).
 	Refusal string
+	// Unported, when set, is the one sentence saying why the target does
+	// not write the head although a runtime builds it: how the runtimes
+	// build its modules is not ported (the target refuses; inspect's
+	// serving report does not judge the head).
+	Unported string
 	// MTPClass names the runtimes' MTP model class (vLLM's
 	// model_executor/models/<MTPClass>.py and SGLang's models/ sibling),
 	// whose own overrides of the repo's quantization the rules port.

@@ -32,6 +32,38 @@ type FP8Info struct {
 	KeptBF16   []string `json:"modules_to_not_convert,omitempty"`
 }
 
+// RowShards is an FP8 weight a release stores as Shards tensor-parallel
+// shards, each shard holding its Parts[k] rows of the weight's k-th part
+// in part order (MiMo-V2.5's qkv_proj: per rank [Q_r | K_r | V_r]) with
+// block-scale rows of its own. Dequantized by shard, its rows are
+// regrouped part by part (shard 0's, shard 1's, ...): the unsharded layout.
+type RowShards struct {
+	Shards int64
+	Parts  []int64
+}
+
+// Rows is the rows of one shard.
+func (r *RowShards) Rows() int64 {
+	var n int64
+	for _, p := range r.Parts {
+		n += p
+	}
+	return n
+}
+
+// RowShards is how the FP8 weight src is sharded (nil: not sharded), as the
+// family's Spec.FP8Shards found it when the checkpoint was described.
+func (m *Model) RowShards(src string) *RowShards { return m.shards[src] }
+
+// ShardRows is the rows of one tensor-parallel shard of an FP8 weight (0:
+// not sharded), for its rows.Segment.
+func (m *Model) ShardRows(src string) int64 {
+	if r := m.shards[src]; r != nil {
+		return r.Rows()
+	}
+	return 0
+}
+
 // fp8Problem is a problem of one FP8 weight (or of the whole config, tensor "").
 type fp8Problem struct{ tensor, msg string }
 
@@ -75,6 +107,24 @@ func (m *Model) fp8() (*FP8Info, []fp8Problem) {
 			cols = t.Shape[1]
 		}
 		seg := rows.Segment{Source: t.Name, Scale: scale, Block: q.WeightBlockSize}
+		if f := m.Spec.FP8Shards; f != nil && len(t.Shape) == 2 {
+			r, err := f(m, t.Name)
+			if err != nil {
+				problems = append(problems, fp8Problem{t.Name, fmt.Sprintf("%s: tensor %s: %v", t.Shard.Name, t.Name, err)})
+				continue
+			}
+			if r != nil {
+				if r.Shards <= 0 || r.Rows() <= 0 || r.Shards*r.Rows() != t.Shape[0] {
+					problems = append(problems, fp8Problem{t.Name, fmt.Sprintf("%s: tensor %s: %d rows are not %d tensor-parallel shards of %v", t.Shard.Name, t.Name, t.Shape[0], r.Shards, r.Parts)})
+					continue
+				}
+				seg.ShardRows = r.Rows()
+				if m.shards == nil {
+					m.shards = map[string]*RowShards{}
+				}
+				m.shards[t.Name] = r
+			}
+		}
 		if err := rows.Check(m.Checkpoint, seg, cols); err != nil {
 			problems = append(problems, fp8Problem{t.Name, err.Error()})
 			continue

@@ -26,7 +26,7 @@ func (m *Model) HeadHealth(ctx context.Context) (*health.Report, error) {
 		rowLen := t.Shape[len(t.Shape)-1]
 		seg := rows.Segment{Source: name, Rows: t.Elements() / max(rowLen, 1)}
 		if scale, block, ok := m.BlockScale(name); ok {
-			seg.Scale, seg.Block = scale, block
+			seg.Scale, seg.Block, seg.ShardRows = scale, block, m.ShardRows(name)
 		}
 		switch {
 		case t.DType == st.BF16 || t.DType == st.F16 || t.DType == st.F32:

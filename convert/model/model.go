@@ -53,7 +53,8 @@ type Model struct {
 	// names the source in model files over what the source says (Origin).
 	BaseModel string
 
-	roles map[string]Role // of every tensor the family explains
+	roles  map[string]Role       // of every tensor the family explains
+	shards map[string]*RowShards // the FP8 weights stored as tensor-parallel shards
 }
 
 // Role is what the family says a tensor is for (zero for tensors it does not name).

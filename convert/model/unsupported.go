@@ -18,8 +18,6 @@ var unsupportedFamilies = []struct {
 	{[]string{"DeepseekV2ForCausalLM"}, "DeepSeek-V2", "its routing (softmax, greedy groups) has no MTP head in any release"},
 	{[]string{"KimiK25ForConditionalGeneration"}, "Kimi-K2.5", "its head is not written yet (llama.cpp's reference converter drops it)"},
 	{[]string{"DeepseekV4ForCausalLM"}, "DeepSeek-V4", "its head (llama.cpp's deepseek4: hyper-connections, hash routing) is not written yet"},
-	{[]string{"MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM"}, "MiMo-V2/V2.5",
-		"its 3 chained heads (llama.cpp's mimo2; FP8 qkv_proj sharded per tensor-parallel rank) are not written yet"},
 	{[]string{"Cohere2MoeForCausalLM"}, "Cohere2-MoE", "no public checkpoint ships its MTP layer"},
 	{[]string{"Dots3Note"}, "dots3", "llama.cpp keeps its MTP tensors but has no draft graph for them"},
 	{[]string{"Gemma4AssistantForCausalLM"}, "the Gemma-4 assistant", "it is a separate drafter model, not a head inside the checkpoint"},

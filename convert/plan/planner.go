@@ -57,7 +57,19 @@ func (pl *Planner) Plain(src, name string, dtype st.DType, rule QuantRule) {
 	if rule != nil && len(shape) >= 2 && strings.HasSuffix(name, ".weight") && !conv {
 		q = rule(src, name, rowLen)
 	}
-	pl.Add(OutTensor{Name: name, Segments: []Segment{pl.Segment(src, 0, t.Elements()/rowLen)}, RowLen: rowLen, Shape: shape, DType: dtype, Transforms: transforms}, q)
+	segs := []Segment{pl.Segment(src, 0, t.Elements()/rowLen)}
+	if r := pl.M.RowShards(src); r != nil {
+		// A tensor-parallel-sharded FP8 weight: part by part, shard by shard.
+		segs = segs[:0]
+		var off int64
+		for _, p := range r.Parts {
+			for s := range r.Shards {
+				segs = append(segs, pl.Segment(src, s*r.Rows()+off, p))
+			}
+			off += p
+		}
+	}
+	pl.Add(OutTensor{Name: name, Segments: segs, RowLen: rowLen, Shape: shape, DType: dtype, Transforms: transforms}, q)
 }
 
 // SplitKVB plans a multi-head latent attention kv_b_proj [heads × (nope +
@@ -80,7 +92,7 @@ func (pl *Planner) SplitKVB(src string, at model.Attention, kName, vName string,
 func (pl *Planner) Segment(src string, row, rows int64) Segment {
 	seg := Segment{Source: src, Row: row, Rows: rows}
 	if scale, block, ok := pl.M.BlockScale(src); ok {
-		seg.Scale, seg.Block = scale, block
+		seg.Scale, seg.Block, seg.ShardRows = scale, block, pl.M.ShardRows(src)
 	}
 	return seg
 }

@@ -139,7 +139,7 @@ func (r *nonFiniteSource) scan(ck *st.Checkpoint, seg plan.Segment) error {
 	if len(src.Shape) > 0 {
 		rowLen = max(1, src.Shape[len(src.Shape)-1])
 	}
-	whole := plan.Segment{Source: src.Name, Rows: src.Elements() / rowLen, Scale: seg.Scale, Block: seg.Block}
+	whole := plan.Segment{Source: src.Name, Rows: src.Elements() / rowLen, Scale: seg.Scale, Block: seg.Block, ShardRows: seg.ShardRows}
 	rd := rows.NewReader(ck)
 	step := max(1, (1<<20)/rowLen)
 	var vals []float32

@@ -37,6 +37,9 @@ func TestTypeRules(t *testing.T) {
 		{"blk.3.exp_probs_b", 1, "F32", false}, // hy_v3's expert bias, named bare
 		{"blk.3.attn_q.bias", 1, "F32", false},
 		{"blk.3.nextn.eh_proj.weight", 2, "BF16", true},
+		{"blk.3.attn_qkv.weight", 2, "BF16", true},
+		{"blk.3.attn_sinks.weight", 1, "F32", false},
+		{"blk.3.layer_output_norm.weight", 1, "F32", false},
 		{"blk.3.attn_gate.weight", 2, "BF16", true},
 		{"blk.3.attn_qkv.weight", 2, "BF16", true},
 		{"blk.3.attn_sinks.weight", 1, "F32", false},

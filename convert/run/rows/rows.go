@@ -22,6 +22,20 @@ type Segment struct {
 	Rows   int64   `json:"rows"`
 	Scale  string  `json:"scale,omitempty"` // e.g. X.weight_scale_inv
 	Block  []int64 `json:"block,omitempty"` // [rows, cols] of a scale block
+	// ShardRows, when set, says the FP8 weight is stored as tensor-parallel
+	// shards of ShardRows rows, each with ceil(ShardRows / Block[0]) scale
+	// rows of its own (the last block of a shard covers rows past its end
+	// that the weight does not hold): MiMo-V2.5's qkv_proj.
+	ShardRows int64 `json:"shard_rows,omitempty"`
+}
+
+// scaleRow is the scale row of weight row abs.
+func (seg Segment) scaleRow(abs int64) int64 {
+	if seg.ShardRows <= 0 {
+		return abs / seg.Block[0]
+	}
+	perShard := (seg.ShardRows + seg.Block[0] - 1) / seg.Block[0]
+	return abs/seg.ShardRows*perShard + abs%seg.ShardRows/seg.Block[0]
 }
 
 // Reader reads and decodes segment rows of one checkpoint. It is not safe
@@ -68,6 +82,20 @@ func (r *Reader) Decode(seg Segment, rowLen, row, n int64, raw []byte, vals []fl
 	}
 	abs := seg.Row + row
 	cols := (rowLen + seg.Block[1] - 1) / seg.Block[1]
+	if seg.ShardRows > 0 {
+		// Row by row: each row's scale row is its shard's.
+		for i := range n {
+			from := seg.scaleRow(abs+i) * cols
+			if from+cols > int64(len(scales)) {
+				return fmt.Errorf("%s: no scale for row %d", seg.Scale, abs+i)
+			}
+			in, out := raw[i*rowLen:(i+1)*rowLen], vals[i*rowLen:(i+1)*rowLen]
+			if err := quant.DequantizeF8E4M3Blocks(in, rowLen, 1, 0, 1, seg.Block[1], scales[from:from+cols], out); err != nil {
+				return fmt.Errorf("%s with %s: %w", seg.Source, seg.Scale, err)
+			}
+		}
+		return nil
+	}
 	from := abs / seg.Block[0] * cols
 	if from > int64(len(scales)) {
 		return fmt.Errorf("%s: no scale for row %d", seg.Scale, abs)
@@ -111,9 +139,25 @@ func NegativeScales(scales []float32, seg Segment, rowLen int64) int64 {
 		return 0
 	}
 	cols := (rowLen + seg.Block[1] - 1) / seg.Block[1]
+	var n int64
+	if seg.ShardRows > 0 {
+		last := int64(-1)
+		for abs := seg.Row; abs < seg.Row+seg.Rows; abs++ {
+			sr := seg.scaleRow(abs)
+			if sr == last || (sr+1)*cols > int64(len(scales)) {
+				continue
+			}
+			last = sr
+			for _, s := range scales[sr*cols : (sr+1)*cols] {
+				if s < 0 {
+					n++
+				}
+			}
+		}
+		return n
+	}
 	from := seg.Row / seg.Block[0] * cols
 	to := min(int64(len(scales)), (seg.Row+seg.Rows+seg.Block[0]-1)/seg.Block[0]*cols)
-	var n int64
 	for i := from; i < to; i++ {
 		if scales[i] < 0 {
 			n++
@@ -155,6 +199,12 @@ func Check(ck *st.Checkpoint, seg Segment, rowLen int64) error {
 		return fmt.Errorf("%s: tensor %s: block scale dtype %s, want F32 or BF16", s.Shard.Name, seg.Scale, s.DType)
 	}
 	want := []int64{(t.Shape[0] + seg.Block[0] - 1) / seg.Block[0], (t.Shape[1] + seg.Block[1] - 1) / seg.Block[1]}
+	if sr := seg.ShardRows; sr > 0 {
+		if sr > t.Shape[0] || t.Shape[0]%sr != 0 {
+			return fmt.Errorf("%s: tensor %s: %d rows do not split into tensor-parallel shards of %d", t.Shard.Name, seg.Source, t.Shape[0], sr)
+		}
+		want[0] = t.Shape[0] / sr * ((sr + seg.Block[0] - 1) / seg.Block[0])
+	}
 	if !slices.Equal(s.Shape, want) {
 		return fmt.Errorf("%s: tensor %s has shape %v; for %s %v in blocks of %v it must be %v", s.Shard.Name, seg.Scale, s.Shape, seg.Source, t.Shape, seg.Block, want)
 	}

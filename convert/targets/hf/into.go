@@ -191,6 +191,9 @@ func (t target) PlanInto(dir string, m *model.Model, o targets.Options) (*plan.P
 	if r := m.Spec.HF.Refusal; r != "" {
 		return nil, fmt.Errorf("--target hf: %s", r)
 	}
+	if r := m.Spec.HF.Unported; r != "" {
+		return nil, fmt.Errorf("--target hf: %s", r)
+	}
 	if err := m.HeadError(); err != nil {
 		return nil, err
 	}

@@ -42,6 +42,9 @@ type Report struct {
 	MendConfig string `json:"mend_config,omitempty"`
 	// Versions are the runtime releases whose rules were applied.
 	Versions map[Runtime]string `json:"runtime_versions"`
+	// NotJudged, when set, is why the head was not judged: the family's
+	// HFSpec.Unported (mtpconv has not ported how the runtimes build it).
+	NotJudged string `json:"not_judged,omitempty"`
 }
 
 // ModuleReport is one head module: stored as what, built as what.
@@ -69,6 +72,11 @@ const (
 // model.Load (its own config and headers), and what keeps it from drafting.
 func Serving(m *model.Model) (*Report, error) {
 	r := &Report{Repo: m.Checkpoint.Source.Name(), Family: m.Family, Quantization: "none", Versions: Versions}
+	if why := m.Spec.HF.Unported; why != "" {
+		r.NotJudged = why
+		r.TensorDepth, r.HeadTensors = m.MTPDepth, m.Groups[model.GroupMTP].Tensors
+		return r, nil
+	}
 	raw, key, err := quantizationConfig(m.Config.Raw)
 	if err != nil {
 		return nil, err
@@ -346,6 +354,10 @@ func (r *Report) Err() error {
 // WriteText prints the report for people.
 func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "\nserving the MTP head (rules of %s and %s):\n", Versions[VLLM], Versions[SGLang])
+	if r.NotJudged != "" {
+		fmt.Fprintf(w, "  not judged:     %s\n", r.NotJudged)
+		return
+	}
 	q := r.Quantization
 	if r.QuantizationKey != "" {
 		q += " (" + r.QuantizationKey + ")"

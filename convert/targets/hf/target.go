@@ -109,6 +109,9 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if r := m.Spec.HF.Refusal; r != "" {
 		return nil, fmt.Errorf("--target hf: %s", r)
 	}
+	if r := m.Spec.HF.Unported; r != "" {
+		return nil, fmt.Errorf("--target hf: %s", r)
+	}
 	prec, err := headPrecision(o, precBF16)
 	if err != nil {
 		return nil, err
