@@ -8,11 +8,11 @@ torch, which lives only in a separate, pinned environment:
         transformers==5.24.0 'protobuf<5' safetensors==0.8.0 jinja2
     go run ./cmd/mkfixtures qwen3.6-moe-tiny qwen3.5-moe-tiny qwen3-next-tiny qwen3.6-dense-tiny \
         qwen3.6-moe-genai qwen3.6-dense-genai glm4.5-moe-tiny glm4.7-flash-tiny deepseek-v3-tiny deepseek-v3.2-tiny \
-        glm5.2-tiny step3.5-flash-tiny hy3-tiny ling3-tiny ling3-tiny-rigged nemotron-h-moe-tiny nemotron-h-moe-tiny-rigged \
+        glm5.2-tiny step3.5-flash-tiny step3.7-flash-tiny hy3-tiny ling3-tiny ling3-tiny-rigged nemotron-h-moe-tiny nemotron-h-moe-tiny-rigged \
         mimo-v2.5-tiny mimo-v2.5-fp8-tiny
     "$VENV/bin/python" interop/reference_gguf.py LLAMA_CPP_DIR [FIXTURE...]
 
-(deepseek-v3-tiny's, deepseek-v3.2-tiny's, glm5.2-tiny's, step3.5-flash-tiny's, hy3-tiny's, ling3-tiny's and nemotron-h-moe-tiny's
+(deepseek-v3-tiny's, deepseek-v3.2-tiny's, glm5.2-tiny's, step3.5-flash-tiny's, step3.7-flash-tiny's, hy3-tiny's, ling3-tiny's and nemotron-h-moe-tiny's
 (+ -rigged) records and the mimo-v2.5 ones were made with torch 2.13.0 and transformers 5.19.0, the vLLM CPU venv of scripts/setup-vllm.sh: the
 converter reads the same config keys either way. The Nemotron-H fixtures carry the test tokenizer themselves; their
 pre-tokenizer is answered as pixtral, and their --no-mtp trunks, committed, are the Mamba-2 trunks
@@ -36,8 +36,8 @@ with the trunk and the NextN block), recorded as
 {fixture}-bundled-{outtype}.json. With MTPCONV_KEEP_GGUF=DIR the
 converter's GLM files are kept in DIR (for runs of llama.cpp on them outside
 CI). For DeepSeek-V3.2 one more thing is patched: its set_vocab's assertion on the
-tokenizer object's add_bos_token (see RUNNER); for Step-3.5, transformers' step3p5
-configuration class, which the converter's pinned transformers 4.57.6 lacks (see RUNNER). Named fixtures only are
+tokenizer object's add_bos_token (see RUNNER); for Step-3.5 and 3.7, transformers' step3p5 and step3p7
+configuration classes, which the converter's pinned transformers 4.57.6 lacks (see RUNNER). Named fixtures only are
 recorded again when any are given. Writes testdata/gguf_reference/*.json:
 per tensor its ggml type, dims and sha256; every metadata key with its type
 and value (long arrays by sha256).
@@ -70,12 +70,12 @@ FIXTURES = {"qwen3.6-moe-tiny": "qwen35", "qwen3.5-moe-tiny": "qwen35", "qwen3-n
             "qwen3.6-dense-tiny": "qwen35", "glm4.5-moe-tiny": "glm4", "glm4.7-flash-tiny": "glm4",
             "glm4.5-moe-tiny-rigged": "glm4", "glm4.7-flash-tiny-rigged": "glm4", "deepseek-v3.2-tiny": "deepseek-v3",
             "glm5.2-tiny": "glm4", "step3.5-flash-tiny": "deepseek-v3",
-            "hy3-tiny": "hy_v4", "ling3-tiny": "bailingmoe2", "ling3-tiny-rigged": "bailingmoe2",
+            "step3.7-flash-tiny": "deepseek-v3", "hy3-tiny": "hy_v4", "ling3-tiny": "bailingmoe2", "ling3-tiny-rigged": "bailingmoe2",
             "nemotron-h-moe-tiny": "pixtral", "nemotron-h-moe-tiny-rigged": "pixtral",
             "mimo-v2.5-tiny": "qwen2", "mimo-v2.5-fp8-tiny": "qwen2"}
 # Fixtures with their own tokenizer, also converted without --mtp (bundled).
 OWN_TOKENIZER = {"glm4.5-moe-tiny", "glm4.7-flash-tiny", "glm4.5-moe-tiny-rigged", "glm4.7-flash-tiny-rigged", "deepseek-v3-tiny",
-                 "deepseek-v3.2-tiny", "glm5.2-tiny", "step3.5-flash-tiny", "hy3-tiny", "ling3-tiny", "ling3-tiny-rigged",
+                 "deepseek-v3.2-tiny", "glm5.2-tiny", "step3.5-flash-tiny", "step3.7-flash-tiny", "hy3-tiny", "ling3-tiny", "ling3-tiny-rigged",
                  "nemotron-h-moe-tiny", "nemotron-h-moe-tiny-rigged",
                  "mimo-v2.5-tiny"}
 OUTTYPES = ["bf16", "f16"]
@@ -86,7 +86,7 @@ OUTTYPES = ["bf16", "f16"]
 TRUNK_ONLY = {"deepseek-v3-tiny": "deepseek-v3"}
 # Fixtures of FIXTURES whose --no-mtp trunk is committed too (FIXTURE-nomtp-bf16.gguf)
 # and whose bundled records carry the whole file's sha256, for --graft.
-WITH_TRUNK = {"deepseek-v3.2-tiny", "glm5.2-tiny", "step3.5-flash-tiny", "hy3-tiny", "ling3-tiny", "ling3-tiny-rigged",
+WITH_TRUNK = {"deepseek-v3.2-tiny", "glm5.2-tiny", "step3.5-flash-tiny", "step3.7-flash-tiny", "hy3-tiny", "ling3-tiny", "ling3-tiny-rigged",
               "nemotron-h-moe-tiny", "nemotron-h-moe-tiny-rigged", "mimo-v2.5-tiny"}
 # Fixtures small enough to commit their --no-mtp trunk GGUF.
 TRUNKS = {"qwen3.6-moe-genai": "qwen35", "qwen3.6-dense-genai": "qwen35"}
@@ -113,13 +113,14 @@ deepseek.DeepseekV32Model.set_vocab = lambda self: self._set_vocab_gpt2()
 # moe_num_experts, attention_other_setting, the per-layer lists with their MTP
 # entries). A newer transformers (5.19, 5.24) has one, whose to_dict renames and
 # trims those keys: the converter is made to read config.json, as with its pin.
+# Likewise Step-3.7's step3p7 (its text_config a step3p5 one).
 import json, pathlib
 _AutoConfig = base.AutoConfig
 class _PinnedAutoConfig:
     @staticmethod
     def from_pretrained(d, **kw):
-        if json.loads((pathlib.Path(d) / "config.json").read_text()).get("model_type") == "step3p5":
-            raise ValueError("transformers 4.57.6, the converter's pin, has no step3p5 configuration class")
+        if json.loads((pathlib.Path(d) / "config.json").read_text()).get("model_type") in ("step3p5", "step3p7"):
+            raise ValueError("transformers 4.57.6, the converter's pin, has no step3p5 or step3p7 configuration class")
         return _AutoConfig.from_pretrained(d, **kw)
 base.AutoConfig = _PinnedAutoConfig
 sys.argv = [sys.argv[1] + "/convert_hf_to_gguf.py"] + sys.argv[3:]

@@ -58,10 +58,27 @@ def sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def rope_half(x, positions, rot, theta):
-    """Rotate-half (neox) rotary on the first rot dims of x [S, H, D]."""
+def llama3_inv_freq(inv, scaling):
+    """llama3 RoPE scaling of the inverse frequencies inv, as its definition
+    (Llama 3.1's, transformers' "llama3" rope type) says: a frequency whose
+    wavelength is below original_max_position_embeddings / high_freq_factor
+    kept, above original_max_position_embeddings / low_freq_factor divided by
+    factor, in between blended linearly in original / wavelength."""
+    factor = float(scaling.get("factor", 8.0))
+    low, high = float(scaling.get("low_freq_factor", 1.0)), float(scaling.get("high_freq_factor", 4.0))
+    old = float(scaling.get("original_max_position_embeddings", 8192))
+    wavelen = 2 * np.pi / inv
+    smooth = np.clip((old / wavelen - low) / (high - low), 0.0, 1.0)
+    return (1 - smooth) * inv / factor + smooth * inv
+
+
+def rope_half(x, positions, rot, theta, scaling=None):
+    """Rotate-half (neox) rotary on the first rot dims of x [S, H, D], its
+    frequencies llama3-scaled when scaling is given."""
     half = rot // 2
     inv = theta ** (-np.arange(half, dtype=np.float64) * 2.0 / rot)
+    if scaling is not None:
+        inv = llama3_inv_freq(inv, scaling)
     ang = positions[:, None].astype(np.float64) * inv[None, :]
     cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
     x1, x2, rest = x[..., :half], x[..., half:rot], x[..., rot:]
@@ -96,8 +113,13 @@ def causal_attention(q, k, v, past, scale):
 class GLMReference:
     """A GLM-4.x checkpoint's trunk and NextN layer, each layer with its own KV cache."""
 
-    def __init__(self, folder, weights=None):
+    def __init__(self, folder, weights=None, scaling=True):
         c = self.cfg = text_config(folder)
+        rs = c.get("rope_scaling") if scaling else None
+        if rs is not None:
+            assert (rs.get("rope_type") or rs.get("type")).lower() == "llama3", rs
+        self.scaling = {t: rs for t in ("full_attention", "sliding_attention")
+                        if rs is not None and (not c.get("yarn_only_types") or t in c["yarn_only_types"])}
         self.w = weights if weights is not None else load_raw(folder)
         self.n_layer = c["num_hidden_layers"]
         self.eps = c.get("rms_norm_eps", 1e-5)
@@ -343,11 +365,22 @@ class Step35Reference:
       hnorm(h)))))), embedding first, each layer its own KV cache; chained,
       layer j reads the h_nextn (its output before the norm) of layer j-1.
 
+    Step-3.7 (its config nested as text_config): llama3 rope_scaling applied
+    to the RoPE of the layer types yarn_only_types lists (every layer without
+    it), as vLLM's and transformers' Step models apply it; llama.cpp's step35
+    reads the converter's rope_freqs in full-attention layers. With
+    scaling=False the reference ignores rope_scaling (to show it matters).
+
     SwiGLU clamps (swiglu_limits) are not modelled: the fixture's are 0 (none).
     Computation is float64."""
 
-    def __init__(self, folder, weights=None):
+    def __init__(self, folder, weights=None, scaling=True):
         c = self.cfg = text_config(folder)
+        rs = c.get("rope_scaling") if scaling else None
+        if rs is not None:
+            assert (rs.get("rope_type") or rs.get("type")).lower() == "llama3", rs
+        self.scaling = {t: rs for t in ("full_attention", "sliding_attention")
+                        if rs is not None and (not c.get("yarn_only_types") or t in c["yarn_only_types"])}
         self.w = weights if weights is not None else load_raw(folder)
         self.n_layer = c["num_hidden_layers"]
         self.n_mtp = c.get("num_nextn_predict_layers", 0)
@@ -383,7 +416,8 @@ class Step35Reference:
         v = (x @ w[a + "v_proj.weight"].T).reshape(S, nkv, hd)
         q, k = self.norm(q, a + "q_norm.weight"), self.norm(k, a + "k_norm.weight")
         rot, theta = (hd, self.theta_swa) if swa else (hd // 2, self.theta)
-        q, k = rope_half(q, positions, rot, theta), rope_half(k, positions, rot, theta)
+        rs = self.scaling.get(self.types[i])
+        q, k = rope_half(q, positions, rot, theta, rs), rope_half(k, positions, rot, theta, rs)
         ck, cv, cp = self.cache.get(p, (None, None, None))
         ck = k if ck is None else np.concatenate([ck, k])
         cv = v if cv is None else np.concatenate([cv, v])

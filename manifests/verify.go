@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mtpconv/mtpconv/convert/computed"
 	"github.com/mtpconv/mtpconv/convert/health"
 	"github.com/mtpconv/mtpconv/convert/run/rows"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
@@ -150,6 +151,15 @@ func Verify(ctx context.Context, dir string, src *st.Checkpoint) (*Report, error
 		if d := SameSource(fp, m.Source); d != "" {
 			r.add("source_mismatch", "", "", "the source is not the one this output was made from: %s; nothing was recomputed from it", d)
 		} else {
+			// The tensors computed from the config (rope_freqs) are
+			// computed again from the recipe each one's segment names.
+			for i := range m.Tensors {
+				for _, seg := range m.Tensors[i].Segments {
+					if err := computed.Attach(src, []string{seg.Source}); err != nil {
+						return nil, err
+					}
+				}
+			}
 			if check := targetChecks[m.Target]; check != nil {
 				ps, err := check(m, v.opened)
 				if err != nil {

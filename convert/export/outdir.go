@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/mtpconv/mtpconv/convert/computed"
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/run"
@@ -523,6 +524,13 @@ func sourceUnchanged(ck *st.Checkpoint, rec run.FileRecord) error {
 	}
 	if len(rec.Tensors) == 0 {
 		return errors.New("its record lists no tensors")
+	}
+	for _, t := range rec.Tensors {
+		for _, seg := range t.Segments {
+			if err := computed.Attach(ck, []string{seg.Source}); err != nil {
+				return err
+			}
+		}
 	}
 	rd := rows.NewReader(ck)
 	for _, t := range rec.Tensors {

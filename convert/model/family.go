@@ -242,6 +242,19 @@ type GGUFSpec struct {
 	// SpecialTokens are the special-token ids the reference converter sets
 	// for the family over tokenizer_config.json's, by token text, in its order.
 	SpecialTokens []SpecialToken
+	// Computed lists the tensors the reference converter derives from the
+	// config instead of reading them (its generate_extra_tensors: llama3
+	// RoPE scaling's rope_freqs), which it writes first, in the sidecar, the
+	// trunk and the bundled file alike; each is named by its recipe
+	// (package computed), and a graft keeps the trunk's.
+	Computed func(m *Model) []ComputedTensor
+}
+
+// ComputedTensor is a tensor outside the blocks computed from the config:
+// its GGUF kind and its source, a computed recipe name (computed.Prefix).
+type ComputedTensor struct {
+	Name   gg.TensorName
+	Source string
 }
 
 // SpecialToken is a special token a family's vocabulary sets: its type

@@ -77,7 +77,7 @@ func TestFamilyDetectedBeforeValidation(t *testing.T) {
 // the name its users know, saying what is missing, not as an unknown model_type.
 func TestUnsupportedFamiliesRefusedByName(t *testing.T) {
 	for _, c := range []struct{ arch, want string }{
-		{"Step3p7ForConditionalGeneration", "Step-3.7-Flash (architectures [Step3p7ForConditionalGeneration]) is not supported yet: its heads are Step-3.5's"},
+		{"KimiK25ForConditionalGeneration", "Kimi-K2.5 (architectures [KimiK25ForConditionalGeneration]) is not supported yet"},
 		{"DeepseekV2ForCausalLM", "DeepSeek-V2 (architectures"},
 		{"Dots3NoteMoeForCausalLM", "dots3 (architectures"},
 	} {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mtpconv/mtpconv/convert/computed"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 )
 
@@ -26,6 +27,14 @@ import (
 // ([E, out, in], sigmoid router with router_bias) plus share_expert. Every
 // RMSNorm is zero-centred (applied as 1+w). The reference converter is
 // conversion/step3.py's Step35Model; see docs/step.md.
+//
+// Step-3.7-Flash (Step3p7ForConditionalGeneration, model_type step3p7) is
+// the same text model under a multimodal wrapper: its text config nested as
+// text_config (read over the top level's keys, as the converter's TextModel
+// merges them), its text weights where Step-3.5 has them (model.*,
+// lm_head), the vision tower apart (vision_model.*, vit_large_projector),
+// and llama3 RoPE scaling in its full-attention layers (yarn_only_types),
+// for which the converter writes rope_freqs, computed from the config.
 
 func init() { RegisterFamily(step35{}) }
 
@@ -33,14 +42,18 @@ type step35 struct{}
 
 func (step35) Name() string { return "step3p5" }
 
-// Matches Step-3.5 alone: Step-3.7's multimodal wrapper also nests a step3p5
-// text config, and is refused by name (unsupported.go).
+// Matches Step-3.5 and Step-3.7 (whose wrapper nests a step3p5 text config).
 func (step35) Matches(id Identity) bool {
-	return id.ModelType == "step3p5" || slices.Contains(id.Architectures, "Step3p5ForCausalLM")
+	return id.ModelType == "step3p5" || id.ModelType == "step3p7" ||
+		slices.Contains(id.Architectures, "Step3p5ForCausalLM") || slices.Contains(id.Architectures, "Step3p7ForConditionalGeneration")
 }
 
-// step35Name is the family as its users know it, in every message about their config.
-const step35Name = "Step-3.5-Flash"
+// step35Name and step37Name are the family as its users know it, in every
+// message about their config.
+const (
+	step35Name = "Step-3.5-Flash"
+	step37Name = "Step-3.7-Flash"
+)
 
 // Step35Config is Step-3.5's own config.json keys (Config.Step35), with the
 // per-layer lists padded to the trunk's and the MTP layers' count as the
@@ -66,8 +79,10 @@ type Step35Config struct {
 		NumAttentionGroups int    `json:"num_attention_groups"`
 		HeadDim            int    `json:"head_dim"`
 	} `json:"attention_other_setting"`
-	RopeTheta   json.RawMessage `json:"rope_theta"`
-	RopeScaling json.RawMessage `json:"rope_scaling"`
+	RopeTheta      json.RawMessage `json:"rope_theta"`
+	RopeScaling    json.RawMessage `json:"rope_scaling"`
+	RopeParameters json.RawMessage `json:"rope_parameters"`
+	YarnOnlyTypes  []string        `json:"yarn_only_types"`
 
 	// Derived: the layer types of every layer, trunk and MTP (L+n), the
 	// sliding layers' heads, the base frequencies, the MoE layers.
@@ -75,6 +90,10 @@ type Step35Config struct {
 	SWAHeads, SWAKVHeads  int      `json:"-"`
 	RopeBase, RopeBaseSWA float64  `json:"-"`
 	MoELayers             []int    `json:"-"`
+	// Name is the family as the config's user knows it (Step-3.5 or 3.7).
+	Name string `json:"-"`
+	// RopeFactors is llama3 RoPE scaling's rope_freqs, nil without scaling.
+	RopeFactors *computed.Llama3RopeFactors `json:"-"`
 }
 
 // Sliding reports whether layer i (MTP layer j is num_hidden_layers + j) is sliding-window attention.
@@ -99,6 +118,27 @@ func (step35) ParseConfig(raw []byte) (*Config, error) {
 	if err := json.Unmarshal(raw, &top); err != nil {
 		return nil, fmt.Errorf("invalid JSON: %w", err)
 	}
+	id, err := readIdentity(raw)
+	if err != nil {
+		return nil, err
+	}
+	// Step-3.7 nests its text config: read over the top level's keys, as the
+	// converter's TextModel merges them ({**hparams, **text_config}).
+	name, nested := step35Name, false
+	if tc := bytes.TrimSpace(top["text_config"]); len(tc) > 0 && !bytes.Equal(tc, []byte("null")) {
+		var text map[string]json.RawMessage
+		if err := json.Unmarshal(tc, &text); err != nil {
+			return nil, fmt.Errorf("text_config: %w", err)
+		}
+		for k, v := range text {
+			top[k] = v
+		}
+		delete(top, "text_config")
+		nested = true
+	}
+	if nested || id.ModelType == "step3p7" || slices.Contains(id.Architectures, "Step3p7ForConditionalGeneration") {
+		name = step37Name
+	}
 	var thetas []float64
 	if t := bytes.TrimSpace(top["rope_theta"]); len(t) > 0 && t[0] == '[' {
 		if err := json.Unmarshal(t, &thetas); err != nil || len(thetas) < 2 {
@@ -114,14 +154,15 @@ func (step35) ParseConfig(raw []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.Raw = raw
-	st := &Step35Config{}
-	if err := c.DecodeText(st); err != nil {
-		return nil, err
+	c.Raw, c.Nested = raw, nested
+	c.ModelType, c.TextModelType, c.Architectures = id.ModelType, id.TextModelType, id.Architectures
+	st := &Step35Config{Name: name}
+	if err := json.Unmarshal(body, st); err != nil {
+		return nil, fmt.Errorf("invalid text configuration: %w", err)
 	}
 	c.Step35 = st
 	if q := c.QuantizationConfig; q != nil {
-		return nil, fmt.Errorf("quantization_config.quant_method is %q: %s releases are read in bf16 only (the FP8 and Int4 releases' layouts are not read yet)", q.QuantMethod, step35Name)
+		return nil, fmt.Errorf("quantization_config.quant_method is %q: %s releases are read in bf16 only (the FP8 and Int4 releases' layouts are not read yet)", q.QuantMethod, name)
 	}
 	c.NumKeyValueHeads = st.NumAttentionGroups
 	c.NumExperts, c.NumExpertsPerTok = st.MoENumExperts, st.MoETopK
@@ -143,21 +184,114 @@ func (step35) ParseConfig(raw []byte) (*Config, error) {
 		return nil, err
 	}
 	if st.AttImplType != "" && st.AttImplType != "GQA" {
-		return nil, fmt.Errorf("att_impl_type is %q: %s heads are GQA only", st.AttImplType, step35Name)
+		return nil, fmt.Errorf("att_impl_type is %q: %s heads are GQA only", st.AttImplType, name)
 	}
 	if st.UseMoERouterBias != nil && !*st.UseMoERouterBias {
-		return nil, fmt.Errorf("use_moe_router_bias is false: %s routes experts with router_bias, which llama.cpp's step35 and vLLM require", step35Name)
+		return nil, fmt.Errorf("use_moe_router_bias is false: %s routes experts with router_bias, which llama.cpp's step35 and vLLM require", name)
 	}
 	if slices.Contains(st.UseRopeLayers, false) {
 		return nil, fmt.Errorf("use_rope_layers turns RoPE off in a layer, which llama.cpp's step35 graph cannot do")
 	}
-	if len(bytes.TrimSpace(st.RopeScaling)) > 0 && !bytes.Equal(bytes.TrimSpace(st.RopeScaling), []byte("null")) {
-		return nil, fmt.Errorf("rope_scaling is set: the rope_freqs tensor the reference converter derives from llama3 scaling is not written yet for %s", step35Name)
-	}
+	rawTypes := slices.Clone(c.LayerTypes)
 	if err := st.derive(c, n, thetas); err != nil {
 		return nil, err
 	}
+	if err := st.ropeScaling(c, top, rawTypes); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// ropeScaling reads rope_scaling as Step35Model does: llama3 scaling only
+// (TextModel writes no key for it; generate_extra_tensors writes
+// rope_freqs), with the converter's defaults (factor 8, low_freq_factor 1,
+// high_freq_factor 4, original_max_position_embeddings 8192, or the top
+// level's), over the rotary dimensions of the first full-attention layer.
+// llama.cpp's step35 applies rope_freqs in full-attention layers alone:
+// sliding-window layers must be unscaled (yarn_only_types
+// ["full_attention"]), as vLLM and transformers scale them otherwise.
+func (st *Step35Config) ropeScaling(c *Config, top map[string]json.RawMessage, rawTypes []string) error {
+	name := st.Name
+	if p := bytes.TrimSpace(st.RopeParameters); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
+		return fmt.Errorf("rope_parameters is set: %s's RoPE is read from rope_theta and rope_scaling only", name)
+	}
+	r := bytes.TrimSpace(st.RopeScaling)
+	if len(r) == 0 || bytes.Equal(r, []byte("null")) {
+		return nil
+	}
+	var rs map[string]any
+	d := json.NewDecoder(bytes.NewReader(r))
+	d.UseNumber()
+	if err := d.Decode(&rs); err != nil {
+		return fmt.Errorf("rope_scaling: %w", err)
+	}
+	typ, _ := rs["rope_type"].(string)
+	if _, ok := rs["rope_type"]; !ok {
+		typ, _ = rs["type"].(string)
+	}
+	if !strings.EqualFold(typ, "llama3") {
+		return fmt.Errorf("rope_scaling.rope_type is %q: %s is converted with llama3 RoPE scaling or none (the reference converter's step35 writes no other)", typ, name)
+	}
+	num := func(key string, def float64) (float64, error) {
+		v, ok := rs[key]
+		if !ok || v == nil {
+			return def, nil
+		}
+		n, ok := v.(json.Number)
+		f, err := n.Float64()
+		if !ok || err != nil {
+			return 0, fmt.Errorf("rope_scaling.%s is %v, not a number", key, v)
+		}
+		return f, nil
+	}
+	var f computed.Llama3RopeFactors
+	var err error
+	if f.Factor, err = num("factor", 8); err != nil {
+		return err
+	}
+	if f.LowFreq, err = num("low_freq_factor", 1); err != nil {
+		return err
+	}
+	if f.HighFreq, err = num("high_freq_factor", 4); err != nil {
+		return err
+	}
+	orig := 8192.0
+	if v, ok := top["original_max_position_embeddings"]; ok {
+		if err := json.Unmarshal(v, &orig); err != nil {
+			return fmt.Errorf("original_max_position_embeddings: %w", err)
+		}
+	}
+	if orig, err = num("original_max_position_embeddings", orig); err != nil {
+		return err
+	}
+	if orig != float64(int(orig)) {
+		return fmt.Errorf("rope_scaling.original_max_position_embeddings %v is not a whole number", orig)
+	}
+	f.OriginalMaxPositionEmbeddings = int(orig)
+	// The converter takes the first full-attention layer's partial factor
+	// from the lists as stored (not padded).
+	first := slices.Index(rawTypes[:min(len(rawTypes), c.NumHiddenLayers)], FullAttention)
+	if first < 0 || first >= len(st.PartialRotaryFactors) {
+		return fmt.Errorf("rope_scaling is llama3, but no trunk layer of layer_types is full_attention with a partial_rotary_factors entry, which the reference converter computes the factors over")
+	}
+	f.Base, f.HeadDim, f.RotaryDim = st.RopeBase, c.HeadDim, int(float64(c.HeadDim)*st.PartialRotaryFactors[first])
+	if err := f.Check(); err != nil {
+		return fmt.Errorf("rope_scaling: %w", err)
+	}
+	if slices.Contains(st.Types, slidingAttention) && !slices.Equal(st.YarnOnlyTypes, []string{FullAttention}) {
+		return fmt.Errorf("yarn_only_types is %q with llama3 rope_scaling: llama.cpp's step35 scales full-attention layers only, so sliding-window layers scaled too (as vLLM and transformers then do) would run otherwise; %s needs [\"full_attention\"]", st.YarnOnlyTypes, name)
+	}
+	st.RopeFactors = &f
+	return nil
+}
+
+// step35Computed is the converter's generate_extra_tensors: rope_freqs
+// with llama3 scaling.
+func step35Computed(m *Model) []ComputedTensor {
+	if f := m.Config.step35().RopeFactors; f != nil {
+		return []ComputedTensor{{Name: gg.Weight(gg.KindRopeFreqs), Source: f.Name()}}
+	}
+	return nil
 }
 
 // derive pads the per-layer lists to the L+n blocks the converter writes
@@ -168,7 +302,7 @@ func (st *Step35Config) derive(c *Config, n int, thetas []float64) error {
 	st.Types = padTo(c.LayerTypes, total, FullAttention)
 	for i, t := range st.Types {
 		if t != FullAttention && t != slidingAttention {
-			return fmt.Errorf("layer_types[%d] is %q: %s layers are full_attention or sliding_attention", i, t, step35Name)
+			return fmt.Errorf("layer_types[%d] is %q: %s layers are full_attention or sliding_attention", i, t, st.Name)
 		}
 	}
 	for i, f := range padTo(st.PartialRotaryFactors, total, 0.5) {
@@ -236,7 +370,7 @@ func (st *Step35Config) derive(c *Config, n int, thetas []float64) error {
 	for j := 1; j < n; j++ {
 		i := c.NumHiddenLayers + j
 		if st.Types[i] != st.Types[c.NumHiddenLayers] || st.moe(i) != st.moe(c.NumHiddenLayers) {
-			return fmt.Errorf("MTP layer %d differs from MTP layer 0 in layer_types or moe_layers_enum; %s's MTP layers are alike", j, step35Name)
+			return fmt.Errorf("MTP layer %d differs from MTP layer 0 in layer_types or moe_layers_enum; %s's MTP layers are alike", j, st.Name)
 		}
 	}
 	c.LayerTypes = st.Types[:c.NumHiddenLayers]
@@ -288,22 +422,23 @@ func (step35) Spec(c *Config) *Spec {
 		w("transformer.shared_head.norm.weight", RoleZeroCentredNorm, h), w("transformer.shared_head.output.weight", 0, v, h))
 	s := &Spec{
 		TextPrefixes: []string{"model."}, HeadInLayers: true,
-		TrunkTop:   []Want{w("embed_tokens.weight", 0, v, h), w("norm.weight", RoleZeroCentredNorm, h)},
-		LMHead:     &Want{Suffix: "lm_head.weight", Shape: []int64{v, h}},
-		TrunkLayer: layer,
-		HeadLayer:  head,
-		Forward:    step35Forward,
-		Report:     step35Report(c),
+		VisionPrefixes: []string{"vision_model.", "vit_large_projector."}, // Step-3.7's vision tower
+		TrunkTop:       []Want{w("embed_tokens.weight", 0, v, h), w("norm.weight", RoleZeroCentredNorm, h)},
+		LMHead:         &Want{Suffix: "lm_head.weight", Shape: []int64{v, h}},
+		TrunkLayer:     layer,
+		HeadLayer:      head,
+		Forward:        step35Forward,
+		Report:         step35Report(c),
 		GGUF: GGUFSpec{
 			Arch: "step35", PreTokenizer: "deepseek-v3", // the releases' tokenizer (llama.cpp#23845)
 			Top: deepseekGGUFTop, Layer: step35GGUFLayer,
-			Hparams: step35GGUFHparams, Metadata: step35GGUFMetadata, ChainedHeads: true,
+			Hparams: step35GGUFHparams, Metadata: step35GGUFMetadata, ChainedHeads: true, Computed: step35Computed,
 		},
 		MLX:      MLXSpec{CombinedRefusal: "stock mlx-lm's step3p5 model drops the MTP layers (layers past num_hidden_layers), so a combined file would carry heads nothing runs."},
 		OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
 		// vLLM 0.32.0 has step3p5_mtp.py, but how it and SGLang build the
 		// heads under a repo's quantization is not ported to the rules yet.
-		HF: HFSpec{Refusal: "--target hf does not know yet how vLLM's step3p5_mtp and SGLang build " + step35Name +
+		HF: HFSpec{Refusal: "--target hf does not know yet how vLLM's step3p5_mtp and SGLang build " + cmpOr(st.Name, step35Name) +
 			"'s heads under a repo's quantization, so it writes no repo it cannot check."},
 	}
 	return s
@@ -346,12 +481,17 @@ func step35Report(c *Config) ReportSpec {
 	if st.MoERouterScalingFactor != nil {
 		scale = *st.MoERouterScalingFactor
 	}
+	scaling := ""
+	if f := st.RopeFactors; f != nil {
+		scaling = fmt.Sprintf("; llama3 RoPE scaling in the full-attention layers (factor %v from %d positions, frequency factors %v and %v), written as the rope_freqs tensor",
+			f.Factor, f.OriginalMaxPositionEmbeddings, f.LowFreq, f.HighFreq)
+	}
 	return ReportSpec{
 		Dims: map[string]any{"sliding_window": st.SlidingWindow, "num_attention_groups": c.NumKeyValueHeads,
 			"attention_other_setting.num_attention_heads": st.SWAHeads, "attention_other_setting.num_attention_groups": st.SWAKVHeads,
 			"share_expert_dim": c.SharedExpertIntermed, "use_head_wise_attn_gate": st.UseHeadWiseAttnGate},
-		Attention: fmt.Sprintf("GQA with q/k norms%s: full attention heads %d/%d rotating %d of %d dims (theta %v), sliding-window (%d tokens) heads %d/%d rotating all (theta %v); the MTP layers %s attention",
-			gate, c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim/2, c.HeadDim, st.RopeBase, st.SlidingWindow, st.SWAHeads, st.SWAKVHeads, st.RopeBaseSWA, mtpKind),
+		Attention: fmt.Sprintf("GQA with q/k norms%s: full attention heads %d/%d rotating %d of %d dims (theta %v), sliding-window (%d tokens) heads %d/%d rotating all (theta %v); the MTP layers %s attention%s",
+			gate, c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim/2, c.HeadDim, st.RopeBase, st.SlidingWindow, st.SWAHeads, st.SWAKVHeads, st.RopeBaseSWA, mtpKind, scaling),
 		Layers:  fmt.Sprintf("%d (%d sliding-window, %d full; %d MoE, %d dense MLP)", c.NumHiddenLayers, sliding, c.NumHiddenLayers-sliding, moe, c.NumHiddenLayers-moe),
 		Routing: fmt.Sprintf("%s scores, router_bias for the choice, top %d of %d, weights renormalised: %v, scaled by %v, plus share_expert", cmpOr(st.MoERouterActivation, "sigmoid"), c.NumExpertsPerTok, c.NumExperts, norm, scale),
 	}

@@ -15,8 +15,6 @@ var unsupportedFamilies = []struct {
 	architectures []string
 	name, why     string
 }{
-	{[]string{"Step3p7ForConditionalGeneration"}, "Step-3.7-Flash",
-		"its heads are Step-3.5's (step3p5), but its llama3 RoPE scaling has the reference converter write a rope_freqs tensor, which is not written yet, and its text config nested under the vision model is not checked against the converter"},
 	{[]string{"DeepseekV2ForCausalLM"}, "DeepSeek-V2", "its routing (softmax, greedy groups) has no MTP head in any release"},
 	{[]string{"KimiK25ForConditionalGeneration"}, "Kimi-K2.5", "its head is not written yet (llama.cpp's reference converter drops it)"},
 	{[]string{"DeepseekV4ForCausalLM"}, "DeepSeek-V4", "its head (llama.cpp's deepseek4: hyper-connections, hash routing) is not written yet"},

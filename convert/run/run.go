@@ -20,6 +20,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/mtpconv/mtpconv/convert/computed"
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/formats/gguf"
@@ -86,6 +87,9 @@ func (r *Result) FileHash(file string) hash.Hash {
 // written at its precomputed offset, so chunks run in parallel and the
 // bytes do not depend on the number of jobs.
 func Run(ctx context.Context, p *plan.Plan, ck *st.Checkpoint, dir string, opt RunOptions) (*Result, error) {
+	if err := computed.Attach(ck, p.SourceNames()); err != nil {
+		return nil, err
+	}
 	if err := p.Validate(ck); err != nil {
 		return nil, err
 	}

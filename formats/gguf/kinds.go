@@ -62,6 +62,7 @@ const (
 	KindNextNHnorm
 	KindNextNSharedHeadNorm
 	KindNextNSharedHeadHead
+	KindRopeFreqs // rope_freqs (llama3 RoPE scaling's per-frequency factors, one tensor every layer reads)
 )
 
 // KindInfo is what llama.cpp's tools know of a kind.
@@ -130,6 +131,7 @@ var kinds = map[Kind]KindInfo{
 	KindNextNHnorm:          {Name: "nextn.hnorm", Block: true},
 	KindNextNSharedHeadNorm: {Name: "nextn.shared_head_norm", Block: true},
 	KindNextNSharedHeadHead: {Name: "nextn.shared_head_head", Block: true},
+	KindRopeFreqs:           {Name: "rope_freqs"},
 }
 
 // Info is the kind's entry in the table.

@@ -427,3 +427,26 @@ func (s *Shard) HeaderBytes() ([]byte, error) {
 	}
 	return b, nil
 }
+
+// AddMemoryTensor adds a tensor held in memory, not in any shard of the
+// checkpoint (a tensor derived from the config, see package
+// convert/computed), so that every reader of source tensors reads it as it
+// reads the stored ones. Its shard is named shard in messages. A name the
+// checkpoint already has is refused.
+func (ck *Checkpoint) AddMemoryTensor(name, shard string, dtype DType, shape []int64, data []byte) error {
+	if _, ok := ck.Tensors[name]; ok {
+		return fmt.Errorf("tensor %s is already in the checkpoint", name)
+	}
+	info := TensorInfo{Name: name, DType: dtype, Shape: slices.Clone(shape), End: int64(len(data))}
+	if size, err := dtype.Size(); err != nil || info.Elements()*size != int64(len(data)) {
+		return fmt.Errorf("tensor %s: %d bytes are not %s %v", name, len(data), dtype, shape)
+	}
+	h := &Header{File: shard, FileSize: int64(len(data)), Tensors: []TensorInfo{info}}
+	ck.Tensors[name] = &Tensor{TensorInfo: info, Shard: &Shard{Name: shard, Header: h, file: memFile{bytes.NewReader(data)}}}
+	return nil
+}
+
+// memFile is a tensor's bytes in memory as a File.
+type memFile struct{ *bytes.Reader }
+
+func (memFile) Close() error { return nil }

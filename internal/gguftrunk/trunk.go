@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mtpconv/mtpconv/convert/computed"
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/targets/gguf"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
@@ -92,6 +93,17 @@ func WriteTrunk(m *model.Model, path string) error {
 		}
 		emit(name, vals, shape)
 		return nil
+	}
+	// The tensors the converter computes from the config (rope_freqs) first, as it writes them.
+	if cs := m.Spec.GGUF.Computed; cs != nil {
+		for _, ct := range cs(m) {
+			if err := computed.Attach(m.Checkpoint, []string{ct.Source}); err != nil {
+				return err
+			}
+			if err := plain(ct.Source, ct.Name.In(-1), false); err != nil {
+				return err
+			}
+		}
 	}
 	if err := plain(tp+"embed_tokens.weight", "token_embd.weight", false); err != nil {
 		return err

@@ -181,6 +181,17 @@ func (t target) planGraft(m *model.Model, o targets.Options) (*plan.Plan, error)
 			return nil, fmt.Errorf("--graft %s already holds an MTP head (%s.nextn_predict_layers %d, %d tensors in blocks >= %d); pass --force to replace it", path, a, n, len(old), nLayer)
 		}
 	}
+	// A tensor the converter computes from the config (rope_freqs) is one
+	// every layer reads, the head's too: the trunk's is kept, never a second
+	// one added, and a trunk without it would run the head otherwise than
+	// trained.
+	if cs := m.Spec.GGUF.Computed; cs != nil {
+		for _, ct := range cs(m) {
+			if n := ct.Name.In(-1); !slices.Contains(trunkNames, n) {
+				return nil, fmt.Errorf("--graft %s has no %s, which the reference converter writes for this config (%s) and the head's layers read; convert the trunk again with convert_hf_to_gguf.py", path, n, ct.Source)
+			}
+		}
+	}
 	prec, why, err := graftPrecision(o, trunk)
 	if err != nil {
 		return nil, targets.UsageError{Err: err}

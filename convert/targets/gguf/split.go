@@ -18,9 +18,11 @@ import (
 
 // sidecarKeeps are the tensors outside blocks an MTP-only sidecar holds:
 // those the GGUF tables of the architecture's families name (the
-// embedding, final norm and lm_head).
+// embedding, final norm and lm_head), and rope_freqs.
 func sidecarKeeps(arch string) map[string]bool {
-	keep := map[string]bool{}
+	// rope_freqs (llama3 RoPE scaling) is read by every layer, the MTP
+	// blocks too: the reference's sidecar holds it.
+	keep := map[string]bool{gg.Weight(gg.KindRopeFreqs).In(-1): true}
 	for _, s := range familiesOf(arch) {
 		for _, n := range s.GGUF.Top {
 			keep[n.In(-1)] = true

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mtpconv/mtpconv/convert/computed"
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/targets"
@@ -263,10 +264,19 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 			}
 		}
 	}
-	// The trunk's tensors outside the layers the family names for llama.cpp
-	// (embedding, final norm), then the untied lm_head.
+	// The tensors the converter computes from the config come first, as it
+	// writes them; then the trunk's tensors outside the layers the family
+	// names for llama.cpp (embedding, final norm), then the untied lm_head.
 	gs := m.Spec.GGUF
 	pl.Component = plan.ComponentTrunk
+	if gs.Computed != nil {
+		for _, ct := range gs.Computed(m) {
+			if err := computed.Attach(m.Checkpoint, []string{ct.Source}); err != nil {
+				return err
+			}
+			add(ct.Source, ct.Name.In(-1))
+		}
+	}
 	for _, w := range m.Spec.TrunkTop {
 		if g, ok := gs.Top[w.Suffix]; ok {
 			add(m.TextPrefix+w.Suffix, g.In(-1))
