@@ -28,101 +28,45 @@ mlx-vlm 0.7.10:
 """
 import json
 import shutil
-import subprocess
-from pathlib import Path
 
 import mlx.core as mx
 import numpy as np
 import pytest
 
-from conftest import ROOT, export
+import nextn_gguf
+from conftest import export
+from nextn_gguf import every_type, ggtrunk_of, run_mtp_logits
 from reference_nextn import GLMReference
 from test_glm import assert_same_drafter
 from test_glm_gguf import TOKENS, mtp_logits  # noqa: F401  (session fixture)
-from test_gguf_graft import assert_trunk_kept, graft, speculative_alone
-from test_gguf import describe, ggtrunk, greedy, llama_bin, run_llama, sidecar, speculative  # noqa: F401
+from test_gguf import ggtrunk, llama_bin  # noqa: F401  (session fixtures)
 
 GLM52 = {"plain": "glm5.2-tiny", "rigged": "glm5.2-tiny-rigged"}
 
-
-@pytest.fixture(scope="session")
-def dsa_dirs():
-    res = subprocess.run(["go", "run", "./cmd/mkfixtures", *GLM52.values()], cwd=ROOT, check=True, capture_output=True, text=True)
-    return dict(zip(GLM52, [Path(p) for p in res.stdout.split()]))
+family = nextn_gguf.family_fixture(GLM52, lambda ggtrunk, key, src, d: ggtrunk_of(ggtrunk, src, d / "trunk.gguf"))
 
 
-def trunk_of(ggtrunk, src, dst):
-    """internal/ggtrunk's trunk GGUF of src (the --no-mtp layout)."""
-    subprocess.run([str(ggtrunk), str(src), str(dst)], check=True)
-    return dst
+@pytest.fixture(scope="module")
+def dsa_dirs(family):
+    return family.srcs
 
 
 # --- llama.cpp ---
 
-@pytest.mark.parametrize("args", [("--head-precision", "int8", "Q8_0"), ("--head-precision", "int4", "Q4_K_M")] +
-                         [("--gguf-type", t, t) for t in ["F16", "BF16", "Q8_0", "Q4_0", "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q6_K"]])
-def test_quantized_equals_llama_quantize(mtpconv, dsa_dirs, llama_bin, tmp_path, args):
-    flag, value, ftype = args
-    bf16 = sidecar(mtpconv, dsa_dirs["plain"], tmp_path / "bf16", "bf16")
-    export(mtpconv, dsa_dirs["plain"], tmp_path / "ours", "--target", "gguf", flag, value)
-    (ours,) = list((tmp_path / "ours").glob("*.gguf"))
-    ref = tmp_path / "ref.gguf"
-    run_llama(llama_bin, "llama-quantize", bf16, ref, ftype)
-    assert ours.name.endswith(f"-{ftype}.gguf")
-    assert describe(ours) == describe(ref)
-    assert ours.read_bytes() == ref.read_bytes()
+test_quantized_equals_llama_quantize, test_llama_drafts, test_rigged_acceptance = nextn_gguf.llama_tests(
+    GLM52, quantized=every_type("plain"), drafts=["plain"], rigged=["rigged"])
 
 
-def test_llama_nextn_logits_equal_reference(mtpconv, dsa_dirs, ggtrunk, mtp_logits, tmp_path):
-    src = dsa_dirs["plain"]
-    trunk = trunk_of(ggtrunk, src, tmp_path / "trunk.gguf")
-    draft = sidecar(mtpconv, src, tmp_path / "out", "bf16")
-    res = subprocess.run([str(mtp_logits), str(trunk), str(draft), *map(str, TOKENS)], capture_output=True, text=True,
-                         env={"LD_LIBRARY_PATH": str(Path(mtp_logits).parent)}, timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
-    got = json.loads(res.stdout)
+def test_llama_nextn_logits_equal_reference(family, mtp_logits):
+    got = run_mtp_logits(mtp_logits, family.trunk("plain"), family.bf16("plain"), TOKENS)
     h, mtp = np.array(got["h"]), np.array(got["mtp"])
-    ref = GLMReference(src)
+    ref = GLMReference(family.src("plain"))
     pos = np.arange(len(TOKENS))
     _, want_trunk = ref.trunk(TOKENS, pos)
     np.testing.assert_allclose(np.array(got["trunk"]), want_trunk, rtol=0, atol=2e-2 * np.abs(want_trunk).max())
     want = ref.nextn_logits(TOKENS[1:], h[:-1], pos[1:])
     np.testing.assert_allclose(mtp, want, rtol=0, atol=1e-2 * np.abs(want).max())
     assert (mtp.argmax(-1) == want.argmax(-1)).all()
-
-
-def drafted(mtpconv, llama_bin, src, trunk, out, how, precision):
-    """llama.cpp's greedy drafting with the head at precision: a sidecar next to
-    the trunk (-md), or grafted into it (one file, every trunk tensor kept)."""
-    if how == "sidecar":
-        return speculative(llama_bin, trunk, sidecar(mtpconv, src, out, precision))
-    bundled = graft(mtpconv, src, trunk, out, "--head-precision", precision)
-    assert_trunk_kept(trunk, bundled)
-    return speculative_alone(llama_bin, bundled)
-
-
-@pytest.mark.parametrize("how", ["sidecar", "graft"])
-def test_llama_drafts(mtpconv, dsa_dirs, llama_bin, ggtrunk, tmp_path, how):
-    src = dsa_dirs["plain"]
-    trunk = trunk_of(ggtrunk, src, tmp_path / "trunk.gguf")
-    want = greedy(llama_bin, trunk, 64)
-    got, stats = drafted(mtpconv, llama_bin, src, trunk, tmp_path / "out", how, "bf16")
-    assert stats["n_drafted"] > 0
-    assert len(got) > 20
-    assert got == want or (len(got) > 52 and want.startswith(got))
-
-
-@pytest.mark.parametrize("precision", ["bf16", "int8", "int4"])
-@pytest.mark.parametrize("how", ["sidecar", "graft"])
-def test_rigged_acceptance(mtpconv, dsa_dirs, llama_bin, ggtrunk, tmp_path, precision, how):
-    src = dsa_dirs["rigged"]
-    trunk = trunk_of(ggtrunk, src, tmp_path / "trunk.gguf")
-    want = greedy(llama_bin, trunk, 64)
-    got, stats = drafted(mtpconv, llama_bin, src, trunk, tmp_path / "out", how, precision)
-    print(f"rigged {how} {GLM52['rigged']} {precision}: drafted {stats['n_drafted']:.0f}, accepted {stats['n_accept']:.0f} ({stats['accept']:.1f}%)")
-    assert len(got) > 52 and want.startswith(got)
-    assert stats["n_drafted"] >= 30
-    assert stats["n_accept"] / stats["n_drafted"] >= 0.95
 
 
 # --- mlx-vlm ---
