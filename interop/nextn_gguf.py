@@ -27,10 +27,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, export
-from test_gguf import describe, greedy, run_llama, sidecar, speculative
+from test_gguf import REFERENCE, describe, greedy, run_llama, sidecar, speculative
 from test_gguf_graft import assert_trunk_kept, graft, speculative_alone
 
-REFERENCE = ROOT / "testdata" / "gguf_reference"
 GGUF_TYPES = [("--head-precision", "int8", "Q8_0"), ("--head-precision", "int4", "Q4_K_M")] + \
              [("--gguf-type", t, t) for t in ["F16", "BF16", "Q8_0", "Q4_0", "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q6_K"]]
 
@@ -98,10 +97,10 @@ def family_fixture(names, trunk, srcs=None):
     return family
 
 
-def run_mtp_logits(mtp_logits, trunk, draft, tokens, depth=None):
-    """interop/mtp_logits.cpp's JSON for the sidecar draft on trunk (--depth: chained heads)."""
-    extra = ["--depth", str(depth)] if depth else []
-    res = subprocess.run([str(mtp_logits), str(trunk), str(draft), *extra, *map(str, tokens)], capture_output=True, text=True,
+def run_mtp_logits(mtp_logits, trunk, draft, tokens, depth=None, extra=()):
+    """interop/mtp_logits.cpp's JSON for the sidecar draft on trunk (--depth: chained heads; extra: its other flags)."""
+    args = [*(["--depth", str(depth)] if depth else []), *extra]
+    res = subprocess.run([str(mtp_logits), str(trunk), str(draft), *args, *map(str, tokens)], capture_output=True, text=True,
                          env={"LD_LIBRARY_PATH": str(Path(mtp_logits).parent)}, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     return json.loads(res.stdout)
@@ -117,11 +116,12 @@ def drafted(mtpconv, llama_bin, src, trunk, out, how, precision, extra=()):
     return speculative_alone(llama_bin, bundled, extra=extra)
 
 
-def llama_tests(names, quantized, drafts, rigged, depth=1, draft_flags=()):
+def llama_tests(names, quantized, drafts, rigged, depth=1, draft_flags=(), flags=lambda key: ()):
     """The shared checks of a family (module docstring), for the module's `family`
     fixture: quantized (key, args) cases (every_type), the keys drafted for text
     equality (with llama-speculative-simple flags draft_flags), the rigged keys;
-    names (key -> fixture name) for the printed lines."""
+    names (key -> fixture name) for the printed lines; flags(key): the
+    llama-speculative-simple flags of every run on fixture key."""
 
     @pytest.mark.parametrize("key,args", quantized)
     def test_quantized_equals_llama_quantize(mtpconv, family, llama_bin, tmp_path, key, args):
@@ -139,7 +139,7 @@ def llama_tests(names, quantized, drafts, rigged, depth=1, draft_flags=()):
     def test_llama_drafts(mtpconv, family, llama_bin, tmp_path, key, how):
         trunk = family.trunk(key)
         want = greedy(llama_bin, trunk, 64)
-        got, stats = drafted(mtpconv, llama_bin, family.src(key), trunk, tmp_path / "out", how, "bf16", draft_flags)
+        got, stats = drafted(mtpconv, llama_bin, family.src(key), trunk, tmp_path / "out", how, "bf16", (*flags(key), *draft_flags))
         if depth > 1:
             assert stats["n_draft"] == depth
         assert stats["n_drafted"] > 0
@@ -154,7 +154,7 @@ def llama_tests(names, quantized, drafts, rigged, depth=1, draft_flags=()):
     def test_rigged_acceptance(mtpconv, family, llama_bin, tmp_path, key, how, precision):
         trunk = family.trunk(key)
         want = greedy(llama_bin, trunk, 64)
-        got, stats = drafted(mtpconv, llama_bin, family.src(key), trunk, tmp_path / "out", how, precision)
+        got, stats = drafted(mtpconv, llama_bin, family.src(key), trunk, tmp_path / "out", how, precision, flags(key))
         steps = stats["n_predict"] - stats["n_accept"]  # each verification step samples one token of its own
         print(f"rigged {how} {names[key]} {precision}: n_draft {stats['n_draft']:.0f}, predicted {stats['n_predict']:.0f} "
               f"in {steps:.0f} steps, drafted {stats['n_drafted']:.0f}, accepted {stats['n_accept']:.0f} ({stats['accept']:.1f}%)")

@@ -15,17 +15,17 @@ deepseek2 for GLM-4.7-Flash) against llama.cpp itself and gguf-py:
 """
 import json
 import subprocess
-from pathlib import Path
 
 import gguf
 import numpy as np
 import pytest
 
-from conftest import ROOT, export
+import nextn_gguf
+from conftest import ROOT
+from nextn_gguf import every_type, run_mtp_logits
 from reference_nextn import GLMReference
 from test_glm import glm_dirs  # noqa: F401  (session fixtures)
-from test_gguf_graft import assert_trunk_kept, graft, speculative_alone
-from test_gguf import PROVENANCE, REFERENCE, describe, ggtrunk, greedy, llama_bin, run_llama, sidecar, speculative  # noqa: F401
+from test_gguf import PROVENANCE, REFERENCE, describe, ggtrunk, llama_bin, sidecar  # noqa: F401
 
 PLAIN = {"glm": "glm4.5-moe-tiny", "flash": "glm4.7-flash-tiny"}
 TOKENS = [3, 17, 200, 33, 4, 99, 250, 11]
@@ -77,31 +77,22 @@ def test_sidecar_equals_reference(mtpconv, glm_dirs, tmp_path, key, precision):
     assert strip(ours["metadata"]) == strip(ref["metadata"])
 
 
-@pytest.mark.parametrize("key", list(PLAIN))
-@pytest.mark.parametrize("args", [("--head-precision", "int8", "Q8_0"), ("--head-precision", "int4", "Q4_K_M")] +
-                         [("--gguf-type", t, t) for t in ["F16", "BF16", "Q8_0", "Q4_0", "Q4_K_M", "Q4_K_S", "Q5_K_M", "Q6_K"]])
-def test_quantized_equals_llama_quantize(mtpconv, glm_dirs, llama_bin, tmp_path, key, args):
-    flag, value, ftype = args
-    bf16 = sidecar(mtpconv, glm_dirs[key], tmp_path / "bf16", "bf16")
-    export(mtpconv, glm_dirs[key], tmp_path / "ours", "--target", "gguf", flag, value)
-    (ours,) = list((tmp_path / "ours").glob("*.gguf"))
-    ref = tmp_path / "ref.gguf"
-    run_llama(llama_bin, "llama-quantize", bf16, ref, ftype)
-    assert ours.name.endswith(f"-{ftype}.gguf")
-    assert describe(ours) == describe(ref)
-    assert ours.read_bytes() == ref.read_bytes()
+@pytest.fixture(scope="module")
+def family(mtpconv, glm_dirs, ggtrunk, tmp_path_factory):
+    return nextn_gguf.Family(mtpconv, glm_dirs, tmp_path_factory.mktemp("glm"),
+                             lambda key, src, d: trunk_of(ggtrunk, src, d / "trunk.gguf", key))
+
+
+test_quantized_equals_llama_quantize, test_llama_drafts, test_rigged_acceptance = nextn_gguf.llama_tests(
+    {k: k for k in ["glm-rigged", "flash-rigged"]}, quantized=[case for key in PLAIN for case in every_type(key)],
+    drafts=list(PLAIN), rigged=["glm-rigged", "flash-rigged"], flags=overrides)
 
 
 @pytest.mark.parametrize("key", list(PLAIN))
-def test_llama_nextn_logits_equal_reference(mtpconv, glm_dirs, ggtrunk, mtp_logits, tmp_path, key):
-    src = glm_dirs[key]
-    trunk = trunk_of(ggtrunk, src, tmp_path / "trunk.gguf", key)
-    draft = sidecar(mtpconv, src, tmp_path / "out", "bf16")
+def test_llama_nextn_logits_equal_reference(family, mtp_logits, key):
+    src = family.src(key)
     over = ["--override", SIGMOID[key]] if key in SIGMOID else []
-    res = subprocess.run([str(mtp_logits), str(trunk), str(draft), *over, *map(str, TOKENS)], capture_output=True, text=True,
-                         env={"LD_LIBRARY_PATH": str(Path(mtp_logits).parent)}, timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
-    got = json.loads(res.stdout)
+    got = run_mtp_logits(mtp_logits, family.trunk(key), family.bf16(key), TOKENS, extra=over)
     h, mtp = np.array(got["h"]), np.array(got["mtp"])
     ref = GLMReference(src)
     pos = np.arange(len(TOKENS))
@@ -110,39 +101,3 @@ def test_llama_nextn_logits_equal_reference(mtpconv, glm_dirs, ggtrunk, mtp_logi
     want = ref.nextn_logits(TOKENS[1:], h[:-1], pos[1:])
     np.testing.assert_allclose(mtp, want, rtol=0, atol=1e-2 * np.abs(want).max())
     assert (mtp.argmax(-1) == want.argmax(-1)).all()
-
-
-def drafted(mtpconv, llama_bin, src, trunk, out, key, how, precision):
-    """llama.cpp's greedy drafting with the head at precision: a sidecar next to
-    the trunk (-md), or grafted into it (one file, every trunk tensor kept)."""
-    if how == "sidecar":
-        return speculative(llama_bin, trunk, sidecar(mtpconv, src, out, precision), extra=overrides(key))
-    bundled = graft(mtpconv, src, trunk, out, "--head-precision", precision)
-    assert_trunk_kept(trunk, bundled)
-    return speculative_alone(llama_bin, bundled, extra=overrides(key))
-
-
-@pytest.mark.parametrize("key", list(PLAIN))
-@pytest.mark.parametrize("how", ["sidecar", "graft"])
-def test_llama_drafts(mtpconv, glm_dirs, llama_bin, ggtrunk, tmp_path, key, how):
-    src = glm_dirs[key]
-    trunk = trunk_of(ggtrunk, src, tmp_path / "trunk.gguf", key)
-    want = greedy(llama_bin, trunk, 64)
-    got, stats = drafted(mtpconv, llama_bin, src, trunk, tmp_path / "out", key, how, "bf16")
-    assert stats["n_drafted"] > 0
-    assert len(got) > 20
-    assert got == want or (len(got) > 52 and want.startswith(got))
-
-
-@pytest.mark.parametrize("key", ["glm-rigged", "flash-rigged"])
-@pytest.mark.parametrize("precision", ["bf16", "int8", "int4"])
-@pytest.mark.parametrize("how", ["sidecar", "graft"])
-def test_rigged_acceptance(mtpconv, glm_dirs, llama_bin, ggtrunk, tmp_path, key, precision, how):
-    src = glm_dirs[key]
-    trunk = trunk_of(ggtrunk, src, tmp_path / "trunk.gguf", key)
-    want = greedy(llama_bin, trunk, 64)
-    got, stats = drafted(mtpconv, llama_bin, src, trunk, tmp_path / "out", key, how, precision)
-    print(f"rigged {how} {key} {precision}: drafted {stats['n_drafted']:.0f}, accepted {stats['n_accept']:.0f} ({stats['accept']:.1f}%)")
-    assert len(got) > 52 and want.startswith(got)
-    assert stats["n_drafted"] >= 30
-    assert stats["n_accept"] / stats["n_drafted"] >= 0.95
