@@ -1,23 +1,15 @@
 package gguf_test
 
 import (
-	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/mtpconv/mtpconv/convert/model"
-	"github.com/mtpconv/mtpconv/convert/source"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
-	"github.com/mtpconv/mtpconv/internal/testfs"
-	"github.com/mtpconv/mtpconv/manifests"
 )
 
 // The reference converter drops DeepSeek-V3's NextN layer and writes only
@@ -124,37 +116,7 @@ func TestDeepSeekV3SidecarEqualsReferenceTrunk(t *testing.T) {
 // dequantized twin, at bf16 and Q8_0, and verify --src recomputes it from
 // the FP8 source.
 func TestDeepSeekV3FP8Sidecar(t *testing.T) {
-	for _, prec := range []string{"bf16", "int8"} {
-		var files [2][]byte
-		for i, fx := range []string{fixtures.DeepSeekV3FP8, fixtures.DeepSeekV3FP8Dequant} {
-			src := filepath.Join(t.TempDir(), "deepseek-v3")
-			if err := os.Mkdir(src, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			testfs.LinkDir(t, fixtures.Ensure(t, fx), src)
-			path := exportTo(t, src, prec)
-			b, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			files[i] = b
-			if i > 0 {
-				continue
-			}
-			m, err := model.Load(source.Dir(src))
-			if err != nil {
-				t.Fatal(err)
-			}
-			rep, err := manifests.Verify(context.Background(), filepath.Dir(path), m.Checkpoint)
-			m.Checkpoint.Close()
-			if err != nil || !rep.OK || rep.Recomputed != rep.Tensors {
-				t.Errorf("%s: verify --src: %v %+v", prec, err, rep)
-			}
-		}
-		if !bytes.Equal(files[0], files[1]) {
-			t.Errorf("%s: the FP8 source's sidecar differs from the dequantized twin's", prec)
-		}
-	}
+	fp8SidecarEqualsTwin(t, fixtures.DeepSeekV3FP8, fixtures.DeepSeekV3FP8Dequant, "deepseek-v3", nil)
 }
 
 // DeepSeek-V3.2's sidecar carries the DSA indexer's tensors (indexer.proj

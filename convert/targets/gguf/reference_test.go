@@ -18,6 +18,8 @@ import (
 	"github.com/mtpconv/mtpconv/convert/targets/gguf"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/internal/testfs"
+	"github.com/mtpconv/mtpconv/manifests"
 )
 
 // referenceFamilies are the NextN families whose GGUF files are checked
@@ -127,6 +129,50 @@ func TestFamilyGraftAndSplitEqualReference(t *testing.T) {
 				t.Fatalf("split wrote %v", files)
 			}
 			sameAsRecord(t, files[0], referenceRecord(t, fam.fixture, "bf16"), true)
+		})
+	}
+}
+
+// fp8SidecarEqualsTwin checks a block-FP8 release fixture against its
+// dequantized twin: its sidecar is the twin's byte for byte, at bf16 and
+// Q8_0, and verify --src recomputes it from the FP8 source. The source is
+// linked as dir (the folder name the sidecar's name derives from); loaded
+// checks the loaded FP8 model.
+func fp8SidecarEqualsTwin(t *testing.T, fp8, dequant, dir string, loaded func(t *testing.T, m *model.Model)) {
+	for _, prec := range []string{"bf16", "int8"} {
+		t.Run(prec, func(t *testing.T) {
+			var files [2][]byte
+			for i, fx := range []string{fp8, dequant} {
+				src := filepath.Join(t.TempDir(), dir)
+				if err := os.Mkdir(src, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				testfs.LinkDir(t, fixtures.Ensure(t, fx), src)
+				path := exportTo(t, src, prec)
+				b, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				files[i] = b
+				if i > 0 {
+					continue
+				}
+				m, err := model.Load(source.Dir(src))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if loaded != nil {
+					loaded(t, m)
+				}
+				rep, err := manifests.Verify(context.Background(), filepath.Dir(path), m.Checkpoint)
+				m.Checkpoint.Close()
+				if err != nil || !rep.OK || rep.Recomputed != rep.Tensors {
+					t.Errorf("verify --src: %v %+v", err, rep)
+				}
+			}
+			if !bytes.Equal(files[0], files[1]) {
+				t.Error("the FP8 source's sidecar differs from the dequantized twin's")
+			}
 		})
 	}
 }
