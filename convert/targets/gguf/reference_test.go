@@ -58,9 +58,10 @@ var referenceFamilies = []struct {
 }
 
 // Each family's sidecar is the reference converter's --mtp file tensor for
-// tensor and key for key, in its key order, at bf16 and f16 (the tensors in
-// the target's order, as for every family: the shared ones, then block by
-// block, the stacked experts last).
+// tensor and key for key, in its key order, at bf16 and f16. Its tensors come
+// in the target's order (as for every family: the shared ones, then block by
+// block, the stacked experts last), not the converter's: that order is the
+// split's, checked below.
 func TestFamilySidecarEqualsReference(t *testing.T) {
 	for _, fam := range referenceFamilies {
 		for _, prec := range []string{"bf16", "f16"} {
