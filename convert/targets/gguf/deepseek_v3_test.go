@@ -1,25 +1,15 @@
 package gguf_test
 
 import (
-	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/mtpconv/mtpconv/convert/export"
-	"github.com/mtpconv/mtpconv/convert/model"
-	"github.com/mtpconv/mtpconv/convert/source"
-	"github.com/mtpconv/mtpconv/convert/targets"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
-	"github.com/mtpconv/mtpconv/internal/testfs"
-	"github.com/mtpconv/mtpconv/manifests"
 )
 
 // The reference converter drops DeepSeek-V3's NextN layer and writes only
@@ -31,23 +21,12 @@ import (
 func TestDeepSeekV3SidecarEqualsReferenceTrunk(t *testing.T) {
 	for _, prec := range []string{"bf16", "f16"} {
 		t.Run(prec, func(t *testing.T) {
-			raw, err := os.ReadFile(filepath.Join(fixtures.Root(), "testdata", "gguf_reference", fixtures.DeepSeekV3+"-trunk-"+prec+".json"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			raw := referenceRecord(t, fixtures.DeepSeekV3, "trunk-"+prec)
 			var ref reference
 			if err := json.Unmarshal(raw, &ref); err != nil {
 				t.Fatal(err)
 			}
-			path := exportTo(t, fixtures.Ensure(t, fixtures.DeepSeekV3), prec)
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f, err := gg.Read(bytes.NewReader(data), int64(len(data)))
-			if err != nil {
-				t.Fatal(err)
-			}
+			data, f := readGGUF(t, exportTo(t, fixtures.Ensure(t, fixtures.DeepSeekV3), prec))
 			refTensors := map[string]bool{}
 			for _, rt := range ref.Tensors {
 				refTensors[rt.Name] = true
@@ -137,154 +116,11 @@ func TestDeepSeekV3SidecarEqualsReferenceTrunk(t *testing.T) {
 // dequantized twin, at bf16 and Q8_0, and verify --src recomputes it from
 // the FP8 source.
 func TestDeepSeekV3FP8Sidecar(t *testing.T) {
-	for _, prec := range []string{"bf16", "int8"} {
-		var files [2][]byte
-		for i, fx := range []string{fixtures.DeepSeekV3FP8, fixtures.DeepSeekV3FP8Dequant} {
-			src := filepath.Join(t.TempDir(), "deepseek-v3")
-			if err := os.Mkdir(src, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			testfs.LinkDir(t, fixtures.Ensure(t, fx), src)
-			path := exportTo(t, src, prec)
-			b, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			files[i] = b
-			if i > 0 {
-				continue
-			}
-			m, err := model.Load(source.Dir(src))
-			if err != nil {
-				t.Fatal(err)
-			}
-			rep, err := manifests.Verify(context.Background(), filepath.Dir(path), m.Checkpoint)
-			m.Checkpoint.Close()
-			if err != nil || !rep.OK || rep.Recomputed != rep.Tensors {
-				t.Errorf("%s: verify --src: %v %+v", prec, err, rep)
-			}
-		}
-		if !bytes.Equal(files[0], files[1]) {
-			t.Errorf("%s: the FP8 source's sidecar differs from the dequantized twin's", prec)
-		}
-	}
+	fp8SidecarEqualsTwin(t, fixtures.DeepSeekV3FP8, fixtures.DeepSeekV3FP8Dequant, "deepseek-v3", nil)
 }
 
-// refKeys are a reference record's metadata keys in the order the
-// converter wrote them (the record keeps it).
-func refKeys(t *testing.T, raw []byte) []string {
-	t.Helper()
-	var rec struct {
-		Metadata json.RawMessage `json:"metadata"`
-	}
-	if err := json.Unmarshal(raw, &rec); err != nil {
-		t.Fatal(err)
-	}
-	d := json.NewDecoder(bytes.NewReader(rec.Metadata))
-	d.Token() // {
-	var keys []string
-	for d.More() {
-		k, _ := d.Token()
-		var v json.RawMessage
-		if err := d.Decode(&v); err != nil {
-			t.Fatal(err)
-		}
-		if !provenance[k.(string)] {
-			keys = append(keys, k.(string))
-		}
-	}
-	return keys
-}
-
-// fileKeys are a GGUF file's metadata keys in order, but those in skip.
-func fileKeys(f *gg.File, skip ...string) []string {
-	var keys []string
-	for _, kv := range f.KV {
-		if !provenance[kv.Key] && !slices.Contains(skip, kv.Key) {
-			keys = append(keys, kv.Key)
-		}
-	}
-	return keys
-}
-
-// DeepSeek-V3.2's sidecar is the reference converter's --mtp file tensor for
-// tensor and key for key, in its key order (testdata/gguf_reference,
-// recorded by interop/reference_gguf.py), at bf16 and f16: the DSA
-// indexer's tensors included (indexer.proj float32, k_norm's weight and bias).
-func TestDeepSeekV32SidecarEqualsReference(t *testing.T) {
-	for _, prec := range []string{"bf16", "f16"} {
-		t.Run(prec, func(t *testing.T) {
-			raw, err := os.ReadFile(filepath.Join(fixtures.Root(), "testdata", "gguf_reference", fixtures.DeepSeekV32+"-"+prec+".json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			path := exportTo(t, fixtures.Ensure(t, fixtures.DeepSeekV32), prec)
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f, err := gg.Read(bytes.NewReader(data), int64(len(data)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			equalsReference(t, data, f, raw)
-			if got, want := fileKeys(f), refKeys(t, raw); !slices.Equal(got, want) {
-				t.Errorf("key order\n got %v\nwant %v", got, want)
-			}
-			for name, typ := range map[string]gg.GGMLType{"blk.2.indexer.proj.weight": gg.F32, "blk.2.indexer.k_norm.bias": gg.F32, "blk.2.indexer.attn_k.weight": gg.BF16} {
-				if prec == "f16" && typ == gg.BF16 {
-					typ = gg.F16
-				}
-				found := false
-				for _, ti := range f.Tensors {
-					found = found || ti.Name == name && ti.Type == typ
-				}
-				if !found {
-					t.Errorf("%s is not %s", name, typ)
-				}
-			}
-		})
-	}
-}
-
-// The head grafted into the reference converter's --no-mtp trunk of
-// DeepSeek-V3.2 (committed as deepseek-v3.2-tiny-nomtp-bf16.gguf) is the
-// reference's bundled file byte for byte.
-func TestDeepSeekV32GraftEqualsReferenceBundled(t *testing.T) {
-	ref := filepath.Join(fixtures.Root(), "testdata", "gguf_reference")
-	raw, err := os.ReadFile(filepath.Join(ref, fixtures.DeepSeekV32+"-bundled-bf16.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec struct {
-		FileSHA256 string `json:"file_sha256"`
-	}
-	if err := json.Unmarshal(raw, &rec); err != nil || rec.FileSHA256 == "" {
-		t.Fatalf("record: %v", err)
-	}
-	trunk := filepath.Join(t.TempDir(), "Deepseek-V3.2-Tiny-BF16.gguf")
-	b, err := os.ReadFile(filepath.Join(ref, fixtures.DeepSeekV32+"-nomtp-bf16.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(trunk, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.Load(source.Dir(fixtures.Ensure(t, fixtures.DeepSeekV32)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Checkpoint.Close()
-	out := filepath.Join(t.TempDir(), "out")
-	o := targets.Options{Graft: trunk, Set: map[string]bool{targets.OptGraft: true}}
-	if _, err := export.Export(context.Background(), export.Request{Model: m, Target: "gguf", Options: o, Out: out, NoCard: true, Version: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile(filepath.Join(out, filepath.Base(trunk)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sum := sha256.Sum256(got); hex.EncodeToString(sum[:]) != rec.FileSHA256 {
-		t.Errorf("the grafted file's sha256 is %x, the reference bundled file's %s", sum, rec.FileSHA256)
-	}
+// DeepSeek-V3.2's sidecar carries the DSA indexer's tensors (indexer.proj
+// float32, k_norm's weight and bias).
+func deepSeekV32Sidecar(t *testing.T, prec string, f *gg.File) {
+	tensorTypes(t, f, prec, map[string]gg.GGMLType{"blk.2.indexer.proj.weight": gg.F32, "blk.2.indexer.k_norm.bias": gg.F32, "blk.2.indexer.attn_k.weight": gg.BF16})
 }

@@ -134,19 +134,9 @@ func TestSidecarEqualsReference(t *testing.T) {
 	for _, fx := range append(append([]string{}, fixtures.All...), fixtures.Qwen36Dense) {
 		for _, prec := range []string{"bf16", "f16"} {
 			t.Run(fx+"/"+prec, func(t *testing.T) {
-				raw, err := os.ReadFile(filepath.Join(fixtures.Root(), "testdata", "gguf_reference", fx+"-"+prec+".json"))
-				if err != nil {
-					t.Fatal(err)
-				}
+				raw := referenceRecord(t, fx, prec)
 				path := exportTo(t, testmodel.WithTokenizer(t, fx), prec)
-				data, err := os.ReadFile(path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				f, err := gg.Read(bytes.NewReader(data), int64(len(data)))
-				if err != nil {
-					t.Fatal(err)
-				}
+				data, f := readGGUF(t, path)
 				equalsReference(t, data, f, raw)
 				if !strings.HasPrefix(filepath.Base(path), "mtp-") || !strings.HasSuffix(path, "-"+strings.ToUpper(prec)+".gguf") {
 					t.Errorf("file name %s", filepath.Base(path))
