@@ -207,15 +207,11 @@ func (bailingMoeV3) Spec(c *Config) *Spec {
 		TrunkTop:   []Want{w("word_embeddings.weight", 0, v, h), w("norm.weight", 0, h)},
 		TrunkLayer: layer,
 		HeadLayer:  head,
-		MoE: &MoE{
-			Experts: "mlp.experts.", FusedGateUp: "gate_up_proj", FusedDown: "down_proj",
-			PerExpert: [3]string{"gate_proj.weight", "up_proj.weight", "down_proj.weight"},
-			Stacked:   [3]string{"mlp.switch_mlp.gate_proj.weight", "mlp.switch_mlp.up_proj.weight", "mlp.switch_mlp.down_proj.weight"},
-		},
-		Experts:  func(layout ExpertLayout) []Want { return deepseekExperts(c, layout) },
-		MoELayer: isMoE,
-		Forward:  lingForward,
-		Report:   lingReport(c, k),
+		MoE:        SwitchGLUExperts(),
+		Experts:    func(layout ExpertLayout) []Want { return deepseekExperts(c, layout) },
+		MoELayer:   isMoE,
+		Forward:    lingForward,
+		Report:     lingReport(c, k),
 		MLX: MLXSpec{CombinedRefusal: "stock mlx-lm's bailing_moe_v3 drops the MTP layer of " + lingName +
 			" checkpoints (its sanitize keeps layers below num_hidden_layers only), so a combined file would carry a head nothing runs."},
 		GGUF: GGUFSpec{

@@ -220,16 +220,12 @@ func deepseekSpec(c *Config, f deepseekFamily) *Spec {
 		TrunkTop:   []Want{w("embed_tokens.weight", 0, v, h), w("norm.weight", 0, h)},
 		TrunkLayer: layer,
 		HeadLayer:  head,
-		MoE: &MoE{
-			Experts: "mlp.experts.", FusedGateUp: "gate_up_proj", FusedDown: "down_proj",
-			PerExpert: [3]string{"gate_proj.weight", "up_proj.weight", "down_proj.weight"},
-			Stacked:   [3]string{"mlp.switch_mlp.gate_proj.weight", "mlp.switch_mlp.up_proj.weight", "mlp.switch_mlp.down_proj.weight"},
-		},
-		Experts:  func(layout ExpertLayout) []Want { return deepseekExperts(c, layout) },
-		MoELayer: isMoE,
-		Forward:  deepseekForward,
-		Report:   deepseekReport(c, f.mla),
-		MLX:      MLXSpec{CombinedRefusal: deepseekCombinedRefusal(f.name)},
+		MoE:        SwitchGLUExperts(),
+		Experts:    func(layout ExpertLayout) []Want { return deepseekExperts(c, layout) },
+		MoELayer:   isMoE,
+		Forward:    deepseekForward,
+		Report:     deepseekReport(c, f.mla),
+		MLX:        MLXSpec{CombinedRefusal: deepseekCombinedRefusal(f.name)},
 	}
 	if !c.TieWordEmbeddings {
 		s.LMHead = &Want{Suffix: "lm_head.weight", Shape: []int64{v, h}}

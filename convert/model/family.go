@@ -89,6 +89,18 @@ type MoE struct {
 	Width int
 }
 
+// SwitchGLUExperts is the expert storage the Qwen and DeepSeek-V3 lineages
+// and most families after them share: mlp.experts.{e}.{gate,up,down}_proj
+// in the releases, transformers 5's fused gate_up_proj / down_proj, and
+// mlx-lm's stacked switch_mlp.
+func SwitchGLUExperts() *MoE {
+	return &MoE{
+		Experts: "mlp.experts.", FusedGateUp: "gate_up_proj", FusedDown: "down_proj",
+		PerExpert: [3]string{"gate_proj.weight", "up_proj.weight", "down_proj.weight"},
+		Stacked:   [3]string{"mlp.switch_mlp.gate_proj.weight", "mlp.switch_mlp.up_proj.weight", "mlp.switch_mlp.down_proj.weight"},
+	}
+}
+
 // ExpertWidth is the routed experts' input and output width.
 func (e *MoE) ExpertWidth(c *Config) int64 {
 	if e.Width > 0 {

@@ -183,15 +183,11 @@ func (hyV3) Spec(c *Config) *Spec {
 		TrunkTop:   []Want{w("embed_tokens.weight", 0, v, h), w("norm.weight", 0, h)},
 		TrunkLayer: layer,
 		HeadLayer:  head,
-		MoE: &MoE{
-			Experts: "mlp.experts.", FusedGateUp: "gate_up_proj", FusedDown: "down_proj",
-			PerExpert: [3]string{"gate_proj.weight", "up_proj.weight", "down_proj.weight"},
-			Stacked:   [3]string{"mlp.switch_mlp.gate_proj.weight", "mlp.switch_mlp.up_proj.weight", "mlp.switch_mlp.down_proj.weight"},
-		},
-		Experts:  func(layout ExpertLayout) []Want { return deepseekExperts(c, layout) },
-		MoELayer: isMoE,
-		Forward:  hyV3Forward,
-		Report:   hyV3Report(c, k),
+		MoE:        SwitchGLUExperts(),
+		Experts:    func(layout ExpertLayout) []Want { return deepseekExperts(c, layout) },
+		MoELayer:   isMoE,
+		Forward:    hyV3Forward,
+		Report:     hyV3Report(c, k),
 		MLX: MLXSpec{CombinedRefusal: "stock mlx-lm has no hy_v3 model (nor a loader keeping its MTP layers), so a combined " +
 			hyV3Name + " file would carry a head nothing runs."},
 		GGUF: GGUFSpec{

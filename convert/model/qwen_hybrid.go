@@ -135,14 +135,10 @@ func hybridSpec(c *Config, l hybridLayout) *Spec {
 			norm("norm.weight"),
 		},
 		HeadLayer: append(append(append([]Want{}, layerNorms...), gatedAttention(c)...), mlp(c)...),
-		MoE: &MoE{
-			Experts: "mlp.experts.", FusedGateUp: "gate_up_proj", FusedDown: "down_proj",
-			PerExpert: [3]string{"gate_proj.weight", "up_proj.weight", "down_proj.weight"},
-			Stacked:   [3]string{"mlp.switch_mlp.gate_proj.weight", "mlp.switch_mlp.up_proj.weight", "mlp.switch_mlp.down_proj.weight"},
-		},
-		Experts: func(layout ExpertLayout) []Want { return expertTensors(c, layout) },
-		Forward: hybridForward,
-		Report:  hybridReport(c),
+		MoE:       SwitchGLUExperts(),
+		Experts:   func(layout ExpertLayout) []Want { return expertTensors(c, layout) },
+		Forward:   hybridForward,
+		Report:    hybridReport(c),
 		// vLLM builds mtp.fc as a ColumnParallelLinear, SGLang as an nn.Linear
 		// (sglang qwen3_5_mtp.py:129, qwen3_next_mtp.py:60).
 		HF: HFSpec{MTPClass: "qwen3_5_mtp", PlainSGLang: []string{"fc"}},
