@@ -207,16 +207,23 @@ class GLMReference:
             out.append((top, weights * c.get("routed_scaling_factor", 1.0)))
         return out
 
+    # The shared expert under a MoE block (None: the family has none).
+    shared = "shared_experts."
+
+    def swiglu(self, gate, up):
+        return silu(gate) * up
+
     def moe(self, m, x):
         w = self.w
         out = np.zeros_like(x)
         for s, (top, weights) in enumerate(self.route(m, x)):
             for e, g in zip(top, weights):
                 q = f"{m}experts.{e}."
-                y = silu(w[q + "gate_proj.weight"] @ x[s]) * (w[q + "up_proj.weight"] @ x[s])
-                out[s] += g * (w[q + "down_proj.weight"] @ y)
-        sh = m + "shared_experts."
-        return out + (silu(x @ w[sh + "gate_proj.weight"].T) * (x @ w[sh + "up_proj.weight"].T)) @ w[sh + "down_proj.weight"].T
+                out[s] += g * (w[q + "down_proj.weight"] @ self.swiglu(w[q + "gate_proj.weight"] @ x[s], w[q + "up_proj.weight"] @ x[s]))
+        if self.shared is None:
+            return out
+        sh = m + self.shared
+        return out + self.swiglu(x @ w[sh + "gate_proj.weight"].T, x @ w[sh + "up_proj.weight"].T) @ w[sh + "down_proj.weight"].T
 
     def layer(self, i, x, positions):
         p, w = f"model.layers.{i}.", self.w
@@ -510,16 +517,6 @@ class Glm5NextReference(GLMReference):
     def swiglu(self, gate, up):
         return silu(np.minimum(gate, self.limit)) * np.clip(up, -self.limit, self.limit)
 
-    def moe(self, m, x):
-        w = self.w
-        out = np.zeros_like(x)
-        for s, (top, weights) in enumerate(self.route(m, x)):
-            for e, g in zip(top, weights):
-                q = f"{m}experts.{e}."
-                out[s] += g * (w[q + "down_proj.weight"] @ self.swiglu(w[q + "gate_proj.weight"] @ x[s], w[q + "up_proj.weight"] @ x[s]))
-        sh = m + "shared_experts."
-        return out + self.swiglu(x @ w[sh + "gate_proj.weight"].T, x @ w[sh + "up_proj.weight"].T) @ w[sh + "down_proj.weight"].T
-
     def layer(self, i, x, positions):
         assert i == self.n_layer and x.shape[0] <= self.max_context, "the reference models the NextN layer, at a context the indexer keeps whole"
         p, w = self.nextn, self.w
@@ -539,6 +536,8 @@ class Glm5NextReference(GLMReference):
 class HY3Reference(GLMReference):
     """A Hy3 checkpoint's trunk and chained MTP layers, each layer with its own KV cache."""
 
+    shared = "shared_mlp."
+
     def __init__(self, folder, weights=None):
         super().__init__(folder, weights)
         self.rot = self.hd  # full rotary
@@ -557,17 +556,6 @@ class HY3Reference(GLMReference):
                 weights = weights / (weights.sum() + 1e-20)
             out.append((top, weights * c.get("router_scaling_factor", 2.826)))
         return out
-
-    def moe(self, m, x):
-        w = self.w
-        out = np.zeros_like(x)
-        for s, (top, weights) in enumerate(self.route(m, x)):
-            for e, g in zip(top, weights):
-                q = f"{m}experts.{e}."
-                y = silu(w[q + "gate_proj.weight"] @ x[s]) * (w[q + "up_proj.weight"] @ x[s])
-                out[s] += g * (w[q + "down_proj.weight"] @ y)
-        sh = m + "shared_mlp."
-        return out + (silu(x @ w[sh + "gate_proj.weight"].T) * (x @ w[sh + "up_proj.weight"].T)) @ w[sh + "down_proj.weight"].T
 
     def nextn_hidden(self, tokens, hidden, positions, depth=0):
         """MTP layer depth's output after its final_layernorm, for tokens
@@ -682,6 +670,8 @@ class MiMoReference(GLMReference):
       (input_layernorm, self_attn, pre_mlp_layernorm, a dense MLP); logits =
       lm_head(final_layernorm(x))."""
 
+    shared = None  # its MoE blocks have no shared expert
+
     def __init__(self, folder, weights=None):
         super().__init__(folder, weights)
         c = self.cfg
@@ -715,16 +705,6 @@ class MiMoReference(GLMReference):
         sinks = w.get(a + "attention_sink_bias")
         out = sliding_sink_attention(q, ck, cv, ck.shape[0] - S, self.hd ** -0.5, self.window if swa else None, sinks)
         return (out.reshape(S, -1) @ w[a + "o_proj.weight"].T) * self.value_scale
-
-    def moe(self, m, x):
-        w = self.w
-        out = np.zeros_like(x)
-        for s, (top, weights) in enumerate(self.route(m, x)):
-            for e, g in zip(top, weights):
-                q = f"{m}experts.{e}."
-                y = silu(w[q + "gate_proj.weight"] @ x[s]) * (w[q + "up_proj.weight"] @ x[s])
-                out[s] += g * (w[q + "down_proj.weight"] @ y)
-        return out
 
     def route(self, m, x):
         c = dict(self.cfg)
