@@ -37,7 +37,7 @@ import nextn_gguf
 from conftest import export
 from nextn_gguf import every_type, ggtrunk_of, run_mtp_logits
 from reference_nextn import GLMReference
-from test_glm import assert_same_drafter
+from test_glm import QUANTIZED, assert_same_drafter  # what mlx-vlm's splitters offer when asked to quantize
 from test_glm_gguf import TOKENS, mtp_logits  # noqa: F401  (session fixture)
 from test_gguf import ggtrunk, llama_bin  # noqa: F401  (session fixtures)
 
@@ -138,19 +138,6 @@ def test_drafter_config_bytes_equal_splitter(mtpconv, dsa_dirs, tmp_path):
     want = (ref / "config.json").read_bytes()
     assert b'"attention_dropout": 0.0,' in want and b'"rms_norm_eps": 1e-05,' in want
     assert (ours / "config.json").read_bytes() == want
-
-
-# What mlx-vlm's splitter offers when asked to quantize (q_bits / q_group_size,
-# mlx_vlm.split_mtp's --q-mode); ours is the same precision.
-QUANTIZED = [
-    ("int4", None, dict(q_bits=4, q_group_size=64)),
-    ("int4", 32, dict(q_bits=4, q_group_size=32)),
-    ("int8", None, dict(q_bits=8, q_group_size=64)),
-    ("int3", 128, dict(q_bits=3, q_group_size=128)),
-    ("mxfp4", None, dict(q_mode="mxfp4")),
-    ("nvfp4", None, dict(q_mode="nvfp4")),
-    ("mxfp8", None, dict(q_mode="mxfp8")),
-]
 
 
 @pytest.mark.parametrize("prec,group,opts", QUANTIZED, ids=[f"{p}-g{g or 'default'}" for p, g, _ in QUANTIZED])

@@ -23,7 +23,7 @@ import pytest
 from mlx.utils import tree_map
 
 from conftest import ROOT, export
-from test_glm import QUANTIZED
+from test_glm import QUANTIZED, assert_same_drafter
 
 FX = {"plain": "nemotron-h-moe-tiny", "rigged": "nemotron-h-moe-tiny-rigged"}
 PROMPT = "the quick brown fox"
@@ -34,21 +34,6 @@ EOS = [322]  # <|im_end|>: the fixtures' config.json has no eos_token_id, which 
 def nemo_dirs():
     res = subprocess.run(["go", "run", "./cmd/mkfixtures", *FX.values()], cwd=ROOT, check=True, capture_output=True, text=True)
     return dict(zip(FX, [Path(p) for p in res.stdout.split()]))
-
-
-def assert_same_drafter(ours, ref):
-    """Two drafter folders hold the same tensors, byte for byte and dtype for
-    dtype, the same config.json (every key and value) and tokenizer files."""
-    a, b = mx.load(str(ours / "model.safetensors")), mx.load(str(ref / "model.safetensors"))
-    assert set(a) == set(b), set(a) ^ set(b)
-    for k in b:
-        assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, (k, a[k].dtype, b[k].dtype, a[k].shape, b[k].shape)
-        assert bytes(memoryview(a[k].view(mx.uint8) if a[k].dtype != mx.float32 else a[k])) == \
-            bytes(memoryview(b[k].view(mx.uint8) if b[k].dtype != mx.float32 else b[k])), k
-    assert json.loads((ours / "config.json").read_text()) == json.loads((ref / "config.json").read_text())
-    for f in ("tokenizer.json", "tokenizer_config.json"):
-        assert (ours / f).read_bytes() == (ref / f).read_bytes()
-    return a
 
 
 def split(src, out, **opts):
