@@ -224,7 +224,7 @@ func (bailingMoeV3) Spec(c *Config) *Spec {
 			Metadata: lingGGUFMetadata,
 		},
 		OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
-		HF: HFSpec{Refusal: "--target hf does not know yet how vLLM's bailing_moe_v3_mtp and SGLang build " + lingName +
+		HF: HFSpec{Unported: "mtpconv does not know yet how vLLM's bailing_moe_v3_mtp and SGLang build " + lingName +
 			"'s head under a repo's quantization, so it writes no repo it cannot check."},
 	}
 	if !c.TieWordEmbeddings {

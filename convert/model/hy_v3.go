@@ -203,7 +203,7 @@ func (hyV3) Spec(c *Config) *Spec {
 		OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
 		// vLLM 0.32.0 has hy_v3_mtp.py, but how it and SGLang build the
 		// head under a repo's quantization is not ported to the rules yet.
-		HF: HFSpec{Refusal: "--target hf does not know yet how vLLM's hy_v3_mtp and SGLang build " + hyV3Name +
+		HF: HFSpec{Unported: "mtpconv does not know yet how vLLM's hy_v3_mtp and SGLang build " + hyV3Name +
 			"'s head under a repo's quantization, so it writes no repo it cannot check."},
 	}
 	if !c.TieWordEmbeddings {

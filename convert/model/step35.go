@@ -438,7 +438,7 @@ func (step35) Spec(c *Config) *Spec {
 		OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
 		// vLLM 0.32.0 has step3p5_mtp.py, but how it and SGLang build the
 		// heads under a repo's quantization is not ported to the rules yet.
-		HF: HFSpec{Refusal: "--target hf does not know yet how vLLM's step3p5_mtp and SGLang build " + cmpOr(st.Name, step35Name) +
+		HF: HFSpec{Unported: "mtpconv does not know yet how vLLM's step3p5_mtp and SGLang build " + cmpOr(st.Name, step35Name) +
 			"'s heads under a repo's quantization, so it writes no repo it cannot check."},
 	}
 	return s
