@@ -289,7 +289,7 @@ func rtInfo(p *plan.Plan, m *model.Model, prov targets.Provenance, f model.Forwa
 		{Key: "mtpconv_lm_head_precision", Value: p.Options["lm_head_precision"]},
 		{Key: "mtpconv_group_size", Value: p.Options["group_size"]},
 		{Key: "mtpconv_sym", Value: p.Options["sym"]},
-		{Key: "mtpconv_norm_convention", Value: NormConvention},
+		{Key: "mtpconv_norm_convention", Value: p.NormConvention(m)},
 		{Key: "mtpconv_kv_variables", Value: strings.Join(kv, ",")},
 	}
 }
