@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/manifests"
 )
@@ -67,5 +68,56 @@ func TestVerifySaveRefreshesCard(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(bare, manifests.CardFile)); err == nil {
 		t.Error("verify --save wrote a card into a --no-card output")
+	}
+}
+
+// A drafter no released mlx-vlm runs says so, from the family's MLX table
+// alone: the card names no load_drafter snippet, the export prints the
+// note, and the README's row quotes the same sentence; a drafter mlx-vlm
+// runs keeps its snippet.
+func TestUnrunnableDrafterSaysSo(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join(fixtures.Root(), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range model.FamiliesWhere(func(s *model.Spec) bool { return s.MLX.DrafterUnrunnable != "" }) {
+		f, _ := model.LookupFamily(name)
+		if why := f.Spec(&model.Config{}).MLX.DrafterUnrunnable; !strings.Contains(string(readme), why) {
+			t.Errorf("%s: README.md does not say %q", name, why)
+		}
+	}
+	for _, c := range []struct {
+		fixture string
+		why     string // the family's DrafterUnrunnable, "" when mlx-vlm runs it
+	}{
+		{fixtures.GLM47Flash, "mlx-vlm 0.7.10's `load_drafter` has no `glm4_moe_lite_mtp` model"},
+		{fixtures.Qwen36, ""},
+	} {
+		t.Run(c.fixture, func(t *testing.T) {
+			t.Parallel()
+			out := filepath.Join(t.TempDir(), "o")
+			code, stdout, stderr := runCLI(t, "export", "--src", fixtures.Ensure(t, c.fixture), "--target", "mlx", "--out", out)
+			if code != 0 {
+				t.Fatal(stderr)
+			}
+			card, err := os.ReadFile(filepath.Join(out, manifests.CardFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			printed := stdout + stderr
+			if c.why == "" {
+				if !strings.Contains(string(card), "load_drafter(") || strings.Contains(string(card), "Nothing runs") || strings.Contains(printed, "nothing runs") {
+					t.Errorf("a drafter mlx-vlm runs: card\n%s\nprinted %q", card, printed)
+				}
+				return
+			}
+			if !strings.Contains(string(card), "Nothing runs this drafter yet: "+c.why) || strings.Contains(string(card), "load_drafter(") || strings.Contains(string(card), "tested") {
+				t.Errorf("the card does not say nothing runs it (%q):\n%s", c.why, card)
+			}
+			if !strings.Contains(printed, "nothing runs this drafter yet: "+c.why) {
+				t.Errorf("the export does not print %q: %q", c.why, printed)
+			}
+		})
 	}
 }
