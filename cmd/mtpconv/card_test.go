@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/targets"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/internal/testfs"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -119,5 +121,37 @@ func TestUnrunnableDrafterSaysSo(t *testing.T) {
 				t.Errorf("the export does not print %q: %q", c.why, printed)
 			}
 		})
+	}
+}
+
+// A combined export offers mlx_lm.generate only when the folder holds a
+// tokenizer; of a source without one it says what to add, on the card and
+// when it runs.
+func TestCombinedCardWithoutTokenizer(t *testing.T) {
+	t.Parallel()
+	withTok := filepath.Join(t.TempDir(), "src")
+	if err := os.Mkdir(withTok, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testfs.LinkDir(t, fixtures.Ensure(t, fixtures.Qwen36), withTok)
+	testfs.LinkDir(t, filepath.Join(fixtures.Root(), "testdata", "tokenizer-tiny"), withTok)
+	for _, c := range []struct {
+		src       string
+		tokenizer bool
+	}{{fixtures.Ensure(t, fixtures.Qwen36), false}, {withTok, true}} {
+		out := filepath.Join(t.TempDir(), "o")
+		code, stdout, stderr := runCLI(t, "export", "--src", c.src, "--target", "combined", "--out", out)
+		if code != 0 {
+			t.Fatal(stderr)
+		}
+		card, err := os.ReadFile(filepath.Join(out, manifests.CardFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		offers := strings.Contains(string(card), "mlx_lm.generate")
+		says := strings.Contains(string(card), targets.NoTokenizer) && strings.Contains(stdout+stderr, targets.NoTokenizer)
+		if offers != c.tokenizer || says == c.tokenizer {
+			t.Errorf("tokenizer %v: the card offers mlx_lm.generate %v, says none is there %v:\n%s", c.tokenizer, offers, says, card)
+		}
 	}
 }

@@ -5,6 +5,7 @@ package targets
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -176,6 +177,18 @@ func TokenizerCopies(m *model.Model) []plan.OutFile {
 	}
 	return out
 }
+
+// HasTokenizer reports whether an output's files (by name) hold a
+// tokenizer its consumer can load by itself (tokenizer.json, or a BPE's
+// vocab.json and merges.txt): a card offers to generate with the folder
+// only then.
+func HasTokenizer(names []string) bool {
+	return slices.Contains(names, "tokenizer.json") || slices.Contains(names, "vocab.json") && slices.Contains(names, "merges.txt")
+}
+
+// NoTokenizer is what an export and its card say of a whole model written
+// without a tokenizer.
+const NoTokenizer = "the source has no tokenizer (tokenizer.json, or vocab.json and merges.txt), so neither has this folder: copy the base model's tokenizer files into it before generating with it"
 
 // ShellQuote quotes a path for a shell when it needs it, for the commands
 // that messages print.
