@@ -22,6 +22,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -239,6 +240,10 @@ func checkRequiredOurselves(c *cli.Command) {
 			}
 		}
 		if len(missing) > 0 {
+			if first := ctx.Args().First(); slices.Contains(missing, "--src") && first != "" && !strings.HasPrefix(first, "-") {
+				// urfave/cli reads no flag after a positional argument.
+				return usagef("%s needs %s: did you mean --src %s? (the source is a flag; nothing after a bare argument is read)", name, andList(missing), targets.ShellQuote(first))
+			}
 			return usagef("%s needs %s", name, andList(missing))
 		}
 		if before != nil {

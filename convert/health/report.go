@@ -5,6 +5,8 @@ import (
 	"io"
 	"math"
 	"strings"
+
+	"github.com/mtpconv/mtpconv/internal/words"
 )
 
 // Report is what the stored values of a file's head tensors show, without
@@ -102,7 +104,7 @@ func KindOf(name string, dims int) Kind {
 func (r *Report) WriteText(w io.Writer) {
 	status := "OK"
 	if len(r.Problems) > 0 {
-		status = fmt.Sprintf("%d problems", len(r.Problems))
+		status = words.Count(len(r.Problems), "problem")
 	}
 	fmt.Fprintf(w, "head health:   %d tensors checked from their stored values: %s\n", r.Checked, status)
 	for _, c := range r.Concat {
@@ -129,5 +131,5 @@ func (r *Report) Err() error {
 	if len(r.Problems) == 0 {
 		return nil
 	}
-	return fmt.Errorf("the MTP head's stored values show %d problems: %s", len(r.Problems), strings.Join(r.Problems, "; "))
+	return fmt.Errorf("the MTP head's stored values show %s: %s", words.Count(len(r.Problems), "problem"), strings.Join(r.Problems, "; "))
 }

@@ -115,9 +115,18 @@ func TargetNames() []string {
 func LookupTarget(name string) (Target, error) {
 	t, ok := targets[name]
 	if !ok {
+		if _, lower := targets[strings.ToLower(name)]; lower {
+			return nil, fmt.Errorf("--target %q: target names are lower case: --target %s", name, strings.ToLower(name))
+		}
 		return nil, fmt.Errorf("--target %q: must be %s", name, strings.Join(TargetNames(), ", "))
 	}
 	return t, nil
+}
+
+// IntoElsewhere is a target that takes no --into but knows what does the
+// same for its consumer: Instead names it, for the error.
+type IntoElsewhere interface {
+	Instead() string
 }
 
 // CheckOptions refuses options the target does not take.

@@ -31,6 +31,12 @@ type drafter struct{}
 var _ targets.Target = drafter{}
 
 func (drafter) Name() string { return "mlx" }
+
+// Instead: the head goes into an MLX model folder as the combined target's
+// addition; the drafter is a folder of its own.
+func (drafter) Instead() string {
+	return "to add the head into an mlx_lm.convert / mlx-community folder, use --target combined --into DIR; the drafter is a folder of its own (--out DIR)"
+}
 func (drafter) Usage() string {
 	return "the MTP head as an mlx-vlm drafter folder (model.safetensors + config.json)"
 }
