@@ -34,8 +34,12 @@ func TestVerifySaveRefreshesCard(t *testing.T) {
 		!bytes.Contains(after, []byte("recomputed from the source")) {
 		t.Fatalf("verify --save left the card's verification section:\n%s", after)
 	}
-	if code, _, stderr := runCLI(t, "card", out); code != 0 {
+	code, stdout, stderr := runCLI(t, "card", out)
+	if code != 0 {
 		t.Fatal(stderr)
+	}
+	if want := "wrote " + cardPath + " ("; !strings.HasPrefix(stdout, want) || !strings.Contains(stdout, "from the manifest and the saved verify report") {
+		t.Errorf("card says %q, want %q... from the manifest and the saved verify report", stdout, want)
 	}
 	if whole, _ := os.ReadFile(cardPath); !bytes.Equal(whole, after) {
 		t.Errorf("the refreshed card differs from mtpconv card's:\n%s\n---\n%s", after, whole)
@@ -57,7 +61,7 @@ func TestVerifySaveRefreshesCard(t *testing.T) {
 
 	// A README.md without mtpconv's section is left alone (with a warning).
 	os.WriteFile(cardPath, []byte("# ours\n"), 0o644)
-	code, _, stderr := runCLI(t, "verify", "--save", out)
+	code, _, stderr = runCLI(t, "verify", "--save", out)
 	if b, _ := os.ReadFile(cardPath); code != 0 || string(b) != "# ours\n" || !strings.Contains(stderr, "left as it is") {
 		t.Errorf("exit %d, stderr %q, card %q", code, stderr, b)
 	}
