@@ -61,14 +61,7 @@ func TestInspectVerdictsAgree(t *testing.T) {
 // dropTensor rewrites a safetensors file without one of its tensors.
 func dropTensor(t *testing.T, path, name string) {
 	t.Helper()
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := st.ReadHeader(bytes.NewReader(raw), int64(len(raw)), filepath.Base(path))
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw, h := readSafetensors(t, path)
 	var entries []st.Entry
 	var data bytes.Buffer
 	for _, ti := range h.Tensors {
