@@ -57,36 +57,6 @@ test_quantized_equals_llama_quantize, test_llama_drafts, test_rigged_acceptance 
     GLM52, quantized=every_type("plain"), drafts=["plain"], rigged=["rigged"])
 
 
-@pytest.mark.parametrize("keys", [{"index_topk_freq": 2, "index_skip_topk_offset": 1}, {"index_topk_pattern": "FS"}],
-                         ids=["freq", "pattern"])
-def test_indexer_types_as_the_converter_reads_them(mtpconv, dsa_dirs, tmp_path, keys):
-    """A GLM-5-style config.json without indexer_types (the modes given by
-    index_topk_freq / index_skip_topk_offset or index_topk_pattern): our sidecar's
-    glm-dsa.attention.indexer.types is what convert_hf_to_gguf.py writes from the
-    hparams its load_hparams reads, AutoConfig.from_pretrained(dir).to_dict() under
-    the reference environment's transformers (5.24.0: GlmMoeDsaConfig fills
-    indexer_types). (With the converter's own requirements pin, transformers 4.57.6,
-    which has no glm_moe_dsa, load_hparams falls back to the raw config.json and the
-    key is left out: llama.cpp then takes every layer as full when n_ctx_train is
-    under 1M, which is wrong for these configs, so we keep the key.)"""
-    import gguf
-    from transformers import AutoConfig
-    src = tmp_path / "src"
-    shutil.copytree(dsa_dirs["plain"], src, symlinks=True)
-    cfg = json.loads((src / "config.json").read_text())
-    del cfg["indexer_types"]
-    cfg.update(keys)
-    (src / "config.json").unlink()
-    (src / "config.json").write_text(json.dumps(cfg, indent=2))
-    hparams = AutoConfig.from_pretrained(src).to_dict()
-    want = [t == "full" for t in hparams["indexer_types"]]
-    assert want == [True, False]  # the fixture's layer 1 has no indexer tensors
-    export(mtpconv, src, tmp_path / "out", "--target", "gguf")
-    (path,) = (tmp_path / "out").glob("*.gguf")
-    got = gguf.GGUFReader(str(path)).fields["glm-dsa.attention.indexer.types"].contents()
-    assert got == want
-
-
 def test_llama_nextn_logits_equal_reference(family, mtp_logits):
     got = run_mtp_logits(mtp_logits, family.trunk("plain"), family.bf16("plain"), TOKENS)
     h, mtp = np.array(got["h"]), np.array(got["mtp"])
