@@ -9,7 +9,7 @@ import (
 	"sort"
 
 	"github.com/mtpconv/mtpconv/convert/health"
-	"github.com/mtpconv/mtpconv/convert/run/rows"
+	"github.com/mtpconv/mtpconv/convert/rows"
 	"github.com/mtpconv/mtpconv/formats/gguf"
 	ov "github.com/mtpconv/mtpconv/formats/openvino"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
