@@ -18,8 +18,8 @@ import (
 	ggtarget "github.com/mtpconv/mtpconv/convert/targets/gguf"
 	"github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
-	"github.com/mtpconv/mtpconv/internal/words"
 	"github.com/mtpconv/mtpconv/manifests"
+	"github.com/mtpconv/mtpconv/text/words"
 	"github.com/urfave/cli/v2"
 )
 
