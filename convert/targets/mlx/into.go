@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mtpconv/mtpconv/convert/export"
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/targets"
@@ -38,7 +37,7 @@ const weightGlob = "model*.safetensors"
 // 400B model is a few MB.
 const configLimit = 64 << 20
 
-var _ export.IntoPlanner = combined{}
+var _ targets.IntoPlanner = combined{}
 
 // folder is what --into reads of an MLX folder: config.json and the index
 // as they were before mtpconv first updated them, the names and headers of
@@ -72,7 +71,7 @@ type folderQuant struct {
 func readFolder(dir string) (*folder, error) {
 	f := &folder{dir: dir}
 	var err error
-	if f.config, f.configSum, err = export.IntoBase(dir, model.ConfigFile, configLimit); err != nil {
+	if f.config, f.configSum, err = manifests.IntoBase(dir, model.ConfigFile, configLimit); err != nil {
 		return nil, err
 	}
 	if f.cfg, err = model.ParseConfig(f.config); err != nil {
@@ -100,7 +99,7 @@ func readFolder(dir string) (*folder, error) {
 		}
 	}
 	if _, err := os.Lstat(filepath.Join(dir, st.IndexFile)); err == nil {
-		if f.index, f.indexSum, err = export.IntoBase(dir, st.IndexFile, configLimit); err != nil {
+		if f.index, f.indexSum, err = manifests.IntoBase(dir, st.IndexFile, configLimit); err != nil {
 			return nil, err
 		}
 	}
@@ -120,7 +119,7 @@ func readFolder(dir string) (*folder, error) {
 		}
 		if name == HeadFile {
 			f.hasHeadFile = true
-			if f.ownHead, err = export.IntoOwned(dir, name); err != nil {
+			if f.ownHead, err = manifests.IntoOwned(dir, name); err != nil {
 				return nil, err
 			}
 		}
