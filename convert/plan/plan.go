@@ -405,17 +405,6 @@ func EntryBytes(e st.Entry) int64 {
 	return n * size
 }
 
-// SourceBytes is how many source bytes executing the plan reads.
-func (p *Plan) SourceBytes(ck *st.Checkpoint) int64 {
-	var n int64
-	for _, rs := range p.SourceRanges(ck) {
-		for _, r := range rs {
-			n += r[1] - r[0]
-		}
-	}
-	return n
-}
-
 // layoutGGUF places a GGUF file: the header (the plan's GGUF metadata and one
 // tensor info per entry, in plan order), then each entry at the alignment.
 // Shapes are written innermost first, as ggml counts dimensions.

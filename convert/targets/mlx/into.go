@@ -43,20 +43,20 @@ var _ targets.IntoPlanner = combined{}
 // as they were before mtpconv first updated them, the names and headers of
 // its weight files, and the files that hold an MTP head.
 type folder struct {
-	dir                  string
-	config, index        []byte // index nil when the folder has none
-	configSum, indexSum  string // sha256 of the files as they are now
-	cfg                  *model.Config
-	root                 jsonobj.Object // config.json's members, in order
-	weights              []string
-	heads                []string // weight files holding mtp.* tensors (our HeadFile included)
-	hasHeadFile          bool     // HeadFile is there
-	ownHead              bool     // and an earlier --into wrote it
-	floatDType           st.DType // of the trunk's embedding, when stored float
-	quant                *folderQuant
-	vision               string // what makes it an mlx-vlm folder ("" for an mlx-lm one)
-	depthKey             string // the key the folder declares the MTP depth with ("" if none)
-	declaredDepth, depth int
+	dir                 string
+	config, index       []byte // index nil when the folder has none
+	configSum, indexSum string // sha256 of the files as they are now
+	cfg                 *model.Config
+	root                jsonobj.Object // config.json's members, in order
+	weights             []string
+	heads               []string // weight files holding mtp.* tensors (our HeadFile included)
+	hasHeadFile         bool     // HeadFile is there
+	ownHead             bool     // and an earlier --into wrote it
+	floatDType          st.DType // of the trunk's embedding, when stored float
+	quant               *folderQuant
+	vision              string // what makes it an mlx-vlm folder ("" for an mlx-lm one)
+	depthKey            string // the key the folder declares the MTP depth with ("" if none)
+	declaredDepth       int
 }
 
 // folderQuant is the folder's default quantization (config.json
