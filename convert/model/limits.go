@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
-	"github.com/mtpconv/mtpconv/internal/words"
+	"github.com/mtpconv/mtpconv/manifests/words"
 )
 
 // Describing a checkpoint does work in proportion to the counts config.json
@@ -19,6 +19,11 @@ import (
 // (ParseConfig derives one layer type per layer); checkLimits then bounds it
 // by the checkpoint.
 const maxConfigLayers = 1 << 16
+
+// maxMTPLayers bounds the MTP depth of a family whose per-layer lists are
+// padded to the MTP layers (Step-3.5; the releases have 1 to 3). Elsewhere
+// the declared depth sizes nothing: it is compared with the tensors'.
+const maxMTPLayers = 1 << 8
 
 // minLayerLimit is the number of layers always accepted: a source may hold
 // the head alone and still declare its trunk's layers.
