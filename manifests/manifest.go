@@ -83,6 +83,11 @@ func (m *Manifest) Owns(name string) bool {
 type Updated struct {
 	Name     string `json:"name"`
 	Original File   `json:"original"`
+	// Interim is the sha256 of what the file held between the first and
+	// the last step of the addition (plan.IntoUpdate.Interim), when that
+	// differs from both: a run stopped there left it, and one run again
+	// starts from the original.
+	Interim string `json:"interim_sha256,omitempty"`
 }
 
 // UpdatedFile returns the record of a replaced file, if name is one.

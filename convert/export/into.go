@@ -38,6 +38,16 @@ type Intoer interface {
 	CheckInto(dir string, m *model.Model) ([]string, error)
 }
 
+// InPlaceIntoer is an Intoer whose files each describe only themselves (an
+// HF repo's safetensors file and index), so that a new one renamed over an
+// old one leaves no mixed output at any step: an earlier --into's files are
+// replaced by that rename, never removed first (an index listing a removed
+// head would serve the trunk without it while the config declares it).
+type InPlaceIntoer interface {
+	Intoer
+	ReplacesInPlace()
+}
+
 // IntoPlanner is an Intoer whose output depends on the folder it goes into
 // (MLX: the head in a file of its own, the folder's config.json and index
 // updated to declare it). PlanInto plans the export for dir, reading the
@@ -96,6 +106,9 @@ func replacedByUs(dir string, prior *manifests.Manifest, name, sum string) (u ma
 	if !ok || sum == u.Original.SHA256 {
 		return u, false, nil
 	}
+	if u.Interim != "" && sum == u.Interim {
+		return u, true, nil // a run stopped between its first and last step
+	}
 	if wrote, _ := findFile(prior.Files, name); wrote.SHA256 != sum {
 		return u, false, fmt.Errorf("--into %s: %s changed since mtpconv updated it (sha256 %s, recorded %s); put back the version mtpconv wrote or the original in %s/ first", dir, name, sum, wrote.SHA256, IntoOriginals)
 	}
@@ -148,6 +161,9 @@ func findFile(files []manifests.File, name string) (manifests.File, bool) {
 // is touched until the last rename.
 const (
 	intoStaging = ".mtpconv-into"
+	// intoInterim, inside the staging folder, holds the interim versions of
+	// updated files (plan.IntoUpdate.Interim).
+	intoInterim = "interim"
 	intoLock    = ".mtpconv-into.lock"
 )
 
@@ -170,6 +186,8 @@ type addition struct {
 	present []string // of files, those an earlier --into wrote, as claimed
 	copies  []string // staged copies of originals (record)
 	updates []string // the folder's files replaced by their staged new version (the plan's IntoUpdates)
+	early   []string // of updates, those replaced before the output's files (their interim is their new version)
+	interim []string // of updates, those given a staged interim version first
 	done    bool
 }
 
@@ -332,11 +350,46 @@ func (d *addition) finished(run.FileRecord)             {}
 // record completes the manifest with the Into record (see recordInto).
 func (d *addition) record(ctx context.Context, man *manifests.Manifest, p *plan.Plan) error {
 	copies, err := recordInto(ctx, d.dir, d.staging, man, p)
+	if err != nil {
+		return err
+	}
 	d.copies = copies
 	for _, u := range p.IntoUpdates {
 		d.updates = append(d.updates, u.Name)
+		if u.Interim == nil {
+			continue
+		}
+		final := manifests.SHA256(plannedContents(p, u.Name))
+		switch sum := manifests.SHA256(u.Interim); sum {
+		case final:
+			d.early = append(d.early, u.Name)
+		default:
+			path := filepath.Join(d.staging, intoInterim, u.Name)
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(path, u.Interim, 0o644); err != nil {
+				return err
+			}
+			d.interim = append(d.interim, u.Name)
+			for i := range man.Into.Updated {
+				if man.Into.Updated[i].Name == u.Name {
+					man.Into.Updated[i].Interim = sum
+				}
+			}
+		}
 	}
-	return err
+	return nil
+}
+
+// plannedContents is the contents the plan gives a file of its own.
+func plannedContents(p *plan.Plan, name string) []byte {
+	for _, f := range p.Files {
+		if f.Name == name {
+			return f.Contents
+		}
+	}
+	return nil
 }
 
 // commit moves the staged files into the folder (intoSteps), unless the
@@ -348,8 +401,10 @@ func (d *addition) commit(ctx context.Context) error {
 	} else if !slices.Equal(now, d.present) {
 		return fmt.Errorf("--into %s: %s changed during the export; nothing was replaced", d.dir, strings.Join(d.files, " or "))
 	}
-	changes := intoChanges{files: d.files, ours: d.present, copies: d.copies}
-	changes.updates = d.updates
+	changes := intoChanges{files: d.files, ours: d.present, copies: d.copies, updates: d.updates, early: d.early, interim: d.interim}
+	if _, ok := d.intoer.(InPlaceIntoer); ok {
+		changes.ours = nil // replaced by the renames, not removed first
+	}
 	steps := intoSteps(d.dir, d.staging, changes)
 	if err := ctx.Err(); err != nil {
 		return interrupted(ctx, d, err)
@@ -487,6 +542,8 @@ type intoChanges struct {
 	ours    []string // of files, those in the folder an earlier --into wrote: removed
 	copies  []string // staged copies of originals (IntoOriginals/NAME) of the updated files
 	updates []string // the folder's files replaced by their staged new version (IntoUpdates)
+	early   []string // of updates, those whose new version goes in before the files
+	interim []string // of updates, those given their staged interim version before the files
 }
 
 // intoSteps orders the final phase so that a kill or failure between any
@@ -494,10 +551,13 @@ type intoChanges struct {
 // manifest first (it records the files as ours before any of them moves, so
 // an interrupted run can be completed with --force); then the copies of
 // originals (the whole IntoOriginals folder in one rename when the
-// destination has none yet); then the old files of ours removed, referring
-// files first (an old .xml never outlives its .bin); then the new files in
-// the Intoer's order (a new .xml never precedes its .bin); the updated files
-// last, each replaced by one rename.
+// destination has none yet); then the updated files whose new (or interim)
+// version must be in place before the output's files are (an HF repo's
+// config.json, excluding the head from the quantization before the index
+// lists it); then the old files of ours removed, referring files first (an
+// old .xml never outlives its .bin); then the new files in the Intoer's
+// order (a new .xml never precedes its .bin); the other updated files last,
+// each replaced by one rename, the interim ones by their new version.
 // A reader finds the old output, part of it with every descriptor's data
 // its own, or the new one.
 func intoSteps(dir, staging string, c intoChanges) []intoStep {
@@ -511,6 +571,14 @@ func intoSteps(dir, staging string, c intoChanges) []intoStep {
 			}
 		}
 	}
+	for _, f := range c.updates {
+		switch {
+		case slices.Contains(c.early, f):
+			steps = append(steps, intoStep{filepath.Join(staging, f), filepath.Join(dir, f)})
+		case slices.Contains(c.interim, f):
+			steps = append(steps, intoStep{filepath.Join(staging, intoInterim, f), filepath.Join(dir, f)})
+		}
+	}
 	for i := len(c.files) - 1; i >= 0; i-- {
 		if f := c.files[i]; slices.Contains(c.ours, f) {
 			steps = append(steps, intoStep{to: filepath.Join(dir, f)})
@@ -520,7 +588,9 @@ func intoSteps(dir, staging string, c intoChanges) []intoStep {
 		steps = append(steps, intoStep{filepath.Join(staging, f), filepath.Join(dir, f)})
 	}
 	for _, f := range c.updates {
-		steps = append(steps, intoStep{filepath.Join(staging, f), filepath.Join(dir, f)})
+		if !slices.Contains(c.early, f) {
+			steps = append(steps, intoStep{filepath.Join(staging, f), filepath.Join(dir, f)})
+		}
 	}
 	return steps
 }

@@ -31,7 +31,14 @@ import (
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
-var _ export.IntoPlanner = target{}
+var (
+	_ export.IntoPlanner   = target{}
+	_ export.InPlaceIntoer = target{}
+)
+
+// ReplacesInPlace: the head file and the index each describe only
+// themselves; an earlier --into's are replaced by one rename each.
+func (target) ReplacesInPlace() {}
 
 // configLimit bounds config.json and the index read from a repo.
 const configLimit = 64 << 20
@@ -226,7 +233,7 @@ func (t target) PlanInto(dir string, m *model.Model, o targets.Options) (*plan.P
 	if err != nil {
 		return nil, err
 	}
-	cfg, notes, err := r.updatedConfig(m, head, q, key)
+	cfg, interim, notes, err := r.updatedConfig(m, head, q, key)
 	if err != nil {
 		return nil, err
 	}
@@ -245,10 +252,16 @@ func (t target) PlanInto(dir string, m *model.Model, o targets.Options) (*plan.P
 	if r.index != nil {
 		p.IntoUpdates = append(p.IntoUpdates, plan.IntoUpdate{Name: st.IndexFile, SHA256: r.indexSum})
 	}
-	// config.json last: it is what declares the head.
+	// config.json excludes the head from the quantization before the
+	// index lists it (a listed head not excluded is built quantized and
+	// drafts at ~0 %), and declares the depth last, after the head is in.
 	if !bytes.Equal(cfg, r.config) || manifests.SHA256(r.config) != r.configSum {
 		p.Files = append(p.Files, plan.OutFile{Name: model.ConfigFile, Contents: cfg})
-		p.IntoUpdates = append(p.IntoUpdates, plan.IntoUpdate{Name: model.ConfigFile, SHA256: r.configSum})
+		u := plan.IntoUpdate{Name: model.ConfigFile, SHA256: r.configSum}
+		if interim != nil && !bytes.Equal(interim, r.config) {
+			u.Interim = interim
+		}
+		p.IntoUpdates = append(p.IntoUpdates, u)
 	}
 	return p, nil
 }
@@ -275,11 +288,16 @@ func (r *repo) quant() (*Quant, string, error) {
 // it declares none, or 0) and the head's float modules excluded from its
 // quantization; the result is checked against both runtimes' rules with the
 // head stored as planned, and refused when either would build a module
-// otherwise than it is stored.
-func (r *repo) updatedConfig(m *model.Model, head []plan.OutTensor, q *Quant, key string) ([]byte, []string, error) {
+// otherwise than it is stored. interim, for a quantized repo, is the config
+// with the exclusion only (the depth as the repo declares it), in place while
+// the head goes in.
+func (r *repo) updatedConfig(m *model.Model, head []plan.OutTensor, q *Quant, key string) (cfg, interim []byte, notes []string, err error) {
+	fail := func(err error) ([]byte, []byte, []string, error) {
+		return nil, nil, nil, fmt.Errorf("--into %s: %s: %w", r.dir, model.ConfigFile, err)
+	}
 	root, err := jsonobj.Decode(r.config)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--into %s: %s: %w", r.dir, model.ConfigFile, err)
+		return fail(err)
 	}
 	mods := HeadModules(r.m, m.MTPDepth)
 	planned := plannedRepo(r.m, head)
@@ -289,40 +307,50 @@ func (r *repo) updatedConfig(m *model.Model, head []plan.OutTensor, q *Quant, ke
 			float = append(float, mod)
 		}
 	}
-	var notes []string
 	if q.Method != MethodNone {
 		qc, added, err := q.withExclusions(float, hfNames{r.m}, Repo{Tensors: r.m.Checkpoint.Tensors}.floatModules())
 		if err != nil {
-			return nil, nil, fmt.Errorf("--into %s: %s: %w", r.dir, model.ConfigFile, err)
+			return fail(err)
 		}
 		if err := setNested(&root, key, qc); err != nil {
-			return nil, nil, fmt.Errorf("--into %s: %s: %w", r.dir, model.ConfigFile, err)
+			return fail(err)
 		}
 		if len(added) > 0 {
 			notes = append(notes, fmt.Sprintf("%s: %s %s gains %s, so vLLM and SGLang build the head as it is stored", model.ConfigFile, key, q.IgnoreKeyOf(), strings.Join(added, ", ")))
 		}
 		after, err := ParseQuant(mustRaw(qc))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if err := r.checkBuilds(after, mods, planned); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
+		}
+		if interim, err = r.encodeConfig(root); err != nil {
+			return nil, nil, nil, err
 		}
 	}
 	if d, ok := r.m.Config.ConfigMTPDepth(); !ok || d == 0 {
 		if err := setDepth(&root, m, r.m.Config.Nested); err != nil {
-			return nil, nil, fmt.Errorf("--into %s: %w", r.dir, err)
+			return nil, nil, nil, fmt.Errorf("--into %s: %w", r.dir, err)
 		}
 		notes = append(notes, fmt.Sprintf("%s: declares %d MTP layer(s)", model.ConfigFile, m.MTPDepth))
 	}
+	if cfg, err = r.encodeConfig(root); err != nil {
+		return nil, nil, nil, err
+	}
+	return cfg, interim, notes, nil
+}
+
+// encodeConfig writes config.json in the repo's own indentation and final newline.
+func (r *repo) encodeConfig(root jsonobj.Object) ([]byte, error) {
 	out, err := jsonobj.Indent(root, indentOf(r.config))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if !bytes.HasSuffix(r.config, []byte("\n")) {
 		out = bytes.TrimSuffix(out, []byte("\n"))
 	}
-	return out, notes, nil
+	return out, nil
 }
 
 // plannedRepo is the repo's tensors with the planned head's added, as the
