@@ -62,7 +62,10 @@ type Options struct {
 	// bundled file); Force lets it replace a head the trunk already holds.
 	Graft string
 	Force bool
-	Set   map[string]bool
+	// Runtime is the one runtime an HF repo is mended for (vllm or
+	// sglang), "" for both.
+	Runtime string
+	Set     map[string]bool
 }
 
 // Option names, as the CLI flags spell them.
@@ -81,6 +84,7 @@ const (
 	OptQMode           = "q-mode"
 	OptQuantPredicate  = "quant-predicate"
 	OptGGUFType        = "gguf-type"
+	OptRuntime         = "runtime"
 	OptGraft           = "graft"
 )
 

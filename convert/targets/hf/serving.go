@@ -42,6 +42,8 @@ type Report struct {
 	MendConfig string `json:"mend_config,omitempty"`
 	// Versions are the runtime releases whose rules were applied.
 	Versions map[Runtime]string `json:"runtime_versions"`
+	// JudgedFor are the runtimes whose problems are reported (--runtime).
+	JudgedFor []Runtime `json:"judged_for"`
 	// NotJudged, when set, is why the head was not judged: the family's
 	// HFSpec.Unported (mtpconv has not ported how the runtimes build it).
 	NotJudged string `json:"not_judged,omitempty"`
@@ -70,8 +72,12 @@ const (
 
 // Serving describes how vLLM and SGLang build the head of m, a repo read by
 // model.Load (its own config and headers), and what keeps it from drafting.
-func Serving(m *model.Model) (*Report, error) {
-	r := &Report{Repo: m.Checkpoint.Source.Name(), Family: m.Family, Quantization: "none", Versions: Versions}
+func Serving(m *model.Model) (*Report, error) { return ServingFor(m, Runtimes) }
+
+// ServingFor is Serving judged for the given runtimes only (inspect
+// --runtime): both columns are reported, the problems are those runtimes'.
+func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
+	r := &Report{Repo: m.Checkpoint.Source.Name(), Family: m.Family, Quantization: "none", Versions: Versions, JudgedFor: runtimes}
 	if why := m.Spec.HF.Unported; why != "" {
 		r.NotJudged = why
 		r.TensorDepth, r.HeadTensors = m.MTPDepth, m.Groups[model.GroupMTP].Tensors
@@ -110,7 +116,7 @@ func Serving(m *model.Model) (*Report, error) {
 		if q != nil {
 			mr.VLLM = Decide(VLLM, q, m, mod, repo)
 			mr.SGLang = Decide(SGLang, q, m, mod, repo)
-			for _, rt := range Runtimes {
+			for _, rt := range runtimes {
 				b := mr.VLLM
 				if rt == SGLang {
 					b = mr.SGLang
@@ -157,10 +163,10 @@ func (r *Report) mend(m *model.Model, q *Quant, mods []Module, repo Repo) {
 	}
 	switch {
 	case r.HeadTensors == 0:
-		r.Mend = mendCommand(m)
+		r.Mend = mendCommand(m) + runtimeFlag(r.JudgedFor)
 		return
 	case foreign == "":
-		r.Mend = mendCommand(m) + " --force"
+		r.Mend = mendCommand(m) + runtimeFlag(r.JudgedFor) + " --force"
 		return
 	}
 	onlyQuantized := r.Missing == nil && (!r.DeclaresMTP || r.DeclaredDepth == r.TensorDepth)
@@ -327,6 +333,14 @@ func depthKey(cfg []byte) string {
 				}
 			}
 		}
+	}
+	return ""
+}
+
+// runtimeFlag is the --runtime of a judgement for one runtime.
+func runtimeFlag(rts []Runtime) string {
+	if len(rts) == 1 {
+		return " --runtime " + string(rts[0])
 	}
 	return ""
 }

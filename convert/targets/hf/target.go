@@ -9,6 +9,7 @@ package hf
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -39,7 +40,19 @@ func (target) Name() string { return "hf" }
 func (target) Usage() string {
 	return "the MTP head in the official checkpoint's names for vLLM and SGLang: --into a quantized HF repo, or --out a repo of the head alone"
 }
-func (target) Accepts() []string { return []string{targets.OptHeadPrecision} }
+func (target) Accepts() []string { return []string{targets.OptHeadPrecision, targets.OptRuntime} }
+
+// ParseRuntimes reads --runtime: the runtimes a repo is mended (export) or
+// judged (inspect) for; both when not given.
+func ParseRuntimes(s string) ([]Runtime, error) {
+	switch s {
+	case "":
+		return Runtimes, nil
+	case string(VLLM), string(SGLang):
+		return []Runtime{Runtime(s)}, nil
+	}
+	return nil, targets.UsageError{Err: fmt.Errorf("--runtime %q: must be vllm or sglang (both when not given)", s)}
+}
 
 // Head precisions: the head as the official checkpoint stores it in bf16,
 // or an FP8 release's block-FP8 weights copied as they are.
@@ -134,6 +147,9 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	prec, err := headPrecision(o, precBF16)
 	if err != nil {
 		return nil, err
+	}
+	if o.Runtime != "" || o.Set[targets.OptRuntime] {
+		return nil, targets.UsageError{Err: errors.New("--runtime applies to --into (the repo's quantization config is mended for that runtime); a repo of the head alone (--out) has no quantization config and serves both")}
 	}
 	if err := m.HeadError(); err != nil {
 		return nil, err
