@@ -69,6 +69,10 @@ type Into struct {
 	OwnedFiles []string  `json:"owned_files"`
 	Updated    []Updated `json:"updated,omitempty"` // the folder's files mtpconv replaced
 	Kept       []File    `json:"kept,omitempty"`    // the folder's files the output builds on (the trunk's weights), unchanged
+	// Superseded are the files of an earlier addition this one replaces,
+	// as that one wrote them: a run stopped before replacing them leaves
+	// them in place, still mtpconv's.
+	Superseded []File `json:"superseded,omitempty"`
 }
 
 // Owns reports whether the folder's file name is one mtpconv wrote. In an

@@ -14,6 +14,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/run"
 	"github.com/mtpconv/mtpconv/convert/targets"
+	"github.com/mtpconv/mtpconv/internal/cancel"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -103,9 +104,12 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	}
 	opts := r.Options
 	opts.Force = r.Force
-	p, err := d.plan(t, m, opts)
+	// Planning evaluates the repo's config against every head module (an
+	// --into HF repo with thousands of re: entries): an interruption returns
+	// at once.
+	p, err := cancel.Do(ctx, func() (*plan.Plan, error) { return d.plan(t, m, opts) })
 	if err != nil {
-		return nil, err
+		return nil, interrupted(ctx, d, err)
 	}
 	if err := checkNames(d, plannedNames(p)); err != nil {
 		return nil, err

@@ -184,6 +184,8 @@ type addition struct {
 	lock    *outputLock
 	staging string   // ours once claimed: release removes it
 	present []string // of files, those an earlier --into wrote, as claimed
+	// superseded are the present files as they are (each as mtpconv wrote it).
+	superseded []manifests.File
 	copies  []string // staged copies of originals (record)
 	updates []string // the folder's files replaced by their staged new version (the plan's IntoUpdates)
 	early   []string // of updates, those replaced before the output's files (their interim is their new version)
@@ -236,7 +238,7 @@ func (d *addition) check() error {
 	if !d.dryRun {
 		return nil // the files of the folder are checked under the lock (claim), which may be another run's
 	}
-	_, err = intoReplaces(d.dir, files, d.force)
+	_, _, err = intoReplaces(context.Background(), d.dir, files, d.force)
 	return err
 }
 
@@ -323,7 +325,7 @@ func (d *addition) claim(ctx context.Context, p *plan.Plan, planHash string) (st
 	}
 	d.lock = lock
 	// Checked again under the lock: another run may have changed the folder.
-	if d.present, err = intoReplaces(d.dir, d.files, d.force); err != nil {
+	if d.present, d.superseded, err = intoReplaces(ctx, d.dir, d.files, d.force); err != nil {
 		return "", err
 	}
 	if err := d.checkStaging(); err != nil {
@@ -353,6 +355,7 @@ func (d *addition) record(ctx context.Context, man *manifests.Manifest, p *plan.
 	if err != nil {
 		return err
 	}
+	man.Into.Superseded = d.superseded
 	d.copies = copies
 	for _, u := range p.IntoUpdates {
 		d.updates = append(d.updates, u.Name)
@@ -492,17 +495,20 @@ func findPresent(dir string, files []string) ([]string, error) {
 }
 
 // intoReplaces returns the files of the output an earlier --into wrote in
-// dir, refusing them unless force. --force replaces exactly these files,
-// never another file of the folder: neither one mtpconv did not write (see
-// findPresent), nor a manifest mtpconv did not write, nor a file an earlier
-// --into owned that this one would not replace.
-func intoReplaces(dir string, files []string, force bool) ([]string, error) {
+// dir, each as it is now, refusing them unless force. --force replaces
+// exactly these files, never another file of the folder: neither one
+// mtpconv did not write (see findPresent), nor a manifest mtpconv did not
+// write, nor a file an earlier --into owned that this one would not replace,
+// nor one of its files edited since (its bytes are not what the manifest
+// records: an edit is refused, not dropped, as for the folder's own files
+// mtpconv updated, IntoBase).
+func intoReplaces(ctx context.Context, dir string, files []string, force bool) ([]string, []manifests.File, error) {
 	kind, rec := folderOwner(dir)
 	switch kind {
 	case ownerForeign:
-		return nil, fmt.Errorf("%s has a %s that mtpconv did not write; refusing to replace it", dir, manifests.FileName)
+		return nil, nil, fmt.Errorf("%s has a %s that mtpconv did not write; refusing to replace it", dir, manifests.FileName)
 	case ownerExport:
-		return nil, fmt.Errorf("%s is an mtpconv output of its own (not an export mtpconv added into); refusing to add into it", dir)
+		return nil, nil, fmt.Errorf("%s is an mtpconv output of its own (not an export mtpconv added into); refusing to add into it", dir)
 	}
 	if rec != nil {
 		for _, f := range rec.OwnedFiles {
@@ -510,19 +516,50 @@ func intoReplaces(dir string, files []string, force bool) ([]string, error) {
 				continue
 			}
 			if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
-				return nil, fmt.Errorf("%s holds %s from an earlier --into that this export would not replace; remove it (and %s) yourself to add this one", dir, f, manifests.FileName)
+				return nil, nil, fmt.Errorf("%s holds %s from an earlier --into that this export would not replace; remove it (and %s) yourself to add this one", dir, f, manifests.FileName)
 			}
 		}
 	}
 	present, err := findPresent(dir, files)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(present) > 0 && !force {
-		return nil, fmt.Errorf("%s already has %s (an earlier mtpconv --into wrote %s); pass --force to replace %s with mtpconv's (nothing else of the folder is touched)",
+		return nil, nil, fmt.Errorf("%s already has %s (an earlier mtpconv --into wrote %s); pass --force to replace %s with mtpconv's (nothing else of the folder is touched)",
 			dir, strings.Join(present, " and "), plural(len(present), "it", "them"), plural(len(present), "it", "them"))
 	}
-	return present, nil
+	sums, err := ownedAsWritten(ctx, dir, present)
+	if err != nil {
+		return nil, nil, err
+	}
+	return present, sums, nil
+}
+
+// ownedAsWritten hashes the files an earlier --into wrote, refusing one
+// whose bytes are neither what the manifest records nor the earlier
+// version a stopped run left (Into.Superseded).
+func ownedAsWritten(ctx context.Context, dir string, present []string) ([]manifests.File, error) {
+	if len(present) == 0 {
+		return nil, nil
+	}
+	prior, err := intoManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []manifests.File
+	for _, f := range present {
+		size, sum, err := manifests.HashFileContext(ctx, filepath.Join(dir, f))
+		if err != nil {
+			return nil, fmt.Errorf("--into %s: %w", dir, err)
+		}
+		wrote, _ := findFile(prior.Files, f)
+		old, _ := findFile(prior.Into.Superseded, f)
+		if sum != wrote.SHA256 && sum != old.SHA256 {
+			return nil, fmt.Errorf("--into %s: %s changed since mtpconv wrote it (sha256 %s, recorded %s); mtpconv never replaces an edited file, --force or not: put back the version mtpconv wrote, or move %s out of the folder", dir, f, sum, wrote.SHA256, f)
+		}
+		out = append(out, manifests.File{Name: f, Size: size, SHA256: sum})
+	}
+	return out, nil
 }
 
 // intoStep is one change of the final phase of --into: a rename, or (no

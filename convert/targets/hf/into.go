@@ -40,8 +40,6 @@ var (
 // themselves; an earlier --into's are replaced by one rename each.
 func (target) ReplacesInPlace() {}
 
-// configLimit bounds config.json and the index read from a repo.
-const configLimit = 64 << 20
 
 // repo is what --into reads of an HF repo: config.json and the index as they
 // were before mtpconv first replaced them, and the repo described from its
@@ -62,7 +60,7 @@ type repo struct {
 func readRepo(dir string) (*repo, error) {
 	r := &repo{dir: dir}
 	var err error
-	if r.config, r.configSum, err = export.IntoBase(dir, model.ConfigFile, configLimit); err != nil {
+	if r.config, r.configSum, err = export.IntoBase(dir, model.ConfigFile, model.MaxConfigSize); err != nil {
 		return nil, err
 	}
 	cfg, err := parseRepoConfig(r.config)
@@ -73,7 +71,7 @@ func readRepo(dir string) (*repo, error) {
 		return nil, err
 	}
 	if _, err := os.Lstat(filepath.Join(dir, st.IndexFile)); err == nil && !r.indexOurs {
-		if r.index, r.indexSum, err = export.IntoBase(dir, st.IndexFile, configLimit); err != nil {
+		if r.index, r.indexSum, err = export.IntoBase(dir, st.IndexFile, st.MaxHeaderSize); err != nil {
 			return nil, err
 		}
 	}

@@ -1,14 +1,19 @@
 package hf
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/mtpconv/mtpconv/convert/export"
+	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/internal/testmodel"
@@ -110,6 +115,77 @@ func TestServingPerRuntime(t *testing.T) {
 		err = sv.Err()
 		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%v: %v, want %q", c.rts, err, c.want)
+		}
+	}
+}
+
+// --force replaces what an earlier --into wrote only as it wrote it: an
+// edited head file is refused as an edited config.json is (by their
+// sha256, not their names), the repo unchanged; put back, --force goes on.
+func TestForceRefusesEditedFiles(t *testing.T) {
+	src := testmodel.Load(t, fixtures.Qwen36)
+	for _, c := range []struct{ file, want string }{
+		{HeadFile, HeadFile + " changed since mtpconv wrote it"},
+		{"config.json", "config.json changed since mtpconv updated it"},
+	} {
+		t.Run(c.file, func(t *testing.T) {
+			dir := makeRepo(t, repoSpec{Fixture: fixtures.Qwen36, Quant: ctW8A8, Storage: trunkInt8})
+			if _, err := exportInto(t, src, dir, targets.Options{}); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, c.file)
+			orig, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			edited := slices.Clone(orig)
+			edited[len(edited)-2] ^= 1
+			if err := os.WriteFile(path, edited, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			before := fileSums(t, dir)
+			_, err = export.Export(context.Background(), export.Request{Model: src, Target: "hf", Into: dir, Force: true, Version: "test"})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("--force over an edited %s: %v", c.file, err)
+			}
+			if after := fileSums(t, dir); !mapsEqual(before, after) {
+				t.Fatal("the refused --force changed the repo")
+			}
+			os.WriteFile(path, orig, 0o644)
+			if _, err := export.Export(context.Background(), export.Request{Model: src, Target: "hf", Into: dir, Force: true, Version: "test"}); err != nil {
+				t.Fatalf("--force with %s put back: %v", c.file, err)
+			}
+		})
+	}
+}
+
+// config.json is read under one limit by inspect and --into (and
+// docs/reliability.md): a config one byte over it is refused by both,
+// naming the limit; one at the limit is read by both.
+func TestConfigLimitAgrees(t *testing.T) {
+	src := testmodel.Load(t, fixtures.Qwen36)
+	for _, c := range []struct {
+		size    int
+		refused bool
+	}{{model.MaxConfigSize, false}, {model.MaxConfigSize + 1, true}} {
+		dir := makeRepo(t, repoSpec{Fixture: fixtures.Qwen36})
+		path := filepath.Join(dir, model.ConfigFile)
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := bytes.LastIndexByte(raw, '}')
+		padded := append(append(slices.Clone(raw[:i]), bytes.Repeat([]byte{' '}, c.size-len(raw))...), raw[i:]...)
+		if err := os.WriteFile(path, padded, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		limit := fmt.Sprintf("over the %d-byte limit", model.MaxConfigSize)
+		_, lerr := Load(source.Dir(dir))
+		_, ierr := exportInto(t, src, dir, targets.Options{})
+		for what, err := range map[string]error{"inspect": lerr, "--into": ierr} {
+			if c.refused != (err != nil && strings.Contains(err.Error(), limit)) {
+				t.Errorf("%s of a %d-byte config.json: %v", what, c.size, err)
+			}
 		}
 	}
 }
