@@ -418,7 +418,7 @@ func TestInspectMLXFolder(t *testing.T) {
 	if code, stdout, _ := runCLI(t, "inspect", "--strict", dr); code != 0 || !strings.Contains(stdout, "MTP head:      an mlx-vlm drafter (model_type qwen3_5_mtp)") || strings.Contains(stdout, "add one with") {
 		t.Errorf("a drafter without a manifest: exit %d: %s", code, stdout)
 	}
-		// After --into: the output summary says what mtpconv owns and builds on.
+	// After --into: the output summary says what mtpconv owns and builds on.
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "combined", "--into", dir, "--quiet"); code != 0 {
 		t.Fatalf("--into: %s", stderr)

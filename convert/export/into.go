@@ -186,11 +186,11 @@ type addition struct {
 	present []string // of files, those an earlier --into wrote, as claimed
 	// superseded are the present files as they are (each as mtpconv wrote it).
 	superseded []manifests.File
-	copies  []string // staged copies of originals (record)
-	updates []string // the folder's files replaced by their staged new version (the plan's IntoUpdates)
-	early   []string // of updates, those replaced before the output's files (their interim is their new version)
-	interim []string // of updates, those given a staged interim version first
-	done    bool
+	copies     []string // staged copies of originals (record)
+	updates    []string // the folder's files replaced by their staged new version (the plan's IntoUpdates)
+	early      []string // of updates, those replaced before the output's files (their interim is their new version)
+	interim    []string // of updates, those given a staged interim version first
+	done       bool
 }
 
 func newAddition(r Request, t targets.Target) (*addition, error) {

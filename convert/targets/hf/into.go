@@ -40,7 +40,6 @@ var (
 // themselves; an earlier --into's are replaced by one rename each.
 func (target) ReplacesInPlace() {}
 
-
 // repo is what --into reads of an HF repo: config.json and the index as they
 // were before mtpconv first replaced them, and the repo described from its
 // headers (its own config).

@@ -28,10 +28,10 @@ type FolderReport struct {
 	HeadFiles    []string `json:"head_files,omitempty"` // the weight files holding mtp.* tensors
 	// Drafter: the folder is an mlx-vlm drafter (its model_type a family's
 	// drafter model_type): every tensor is the head, none has an mtp. name.
-	Drafter bool `json:"drafter,omitempty"`
-	BaseModel    string   `json:"base_model,omitempty"` // from the folder's model card
-	AddHead      string   `json:"add_head_command,omitempty"`
-	Why          string   `json:"why_no_command,omitempty"` // when no command can add one
+	Drafter   bool   `json:"drafter,omitempty"`
+	BaseModel string `json:"base_model,omitempty"` // from the folder's model card
+	AddHead   string `json:"add_head_command,omitempty"`
+	Why       string `json:"why_no_command,omitempty"` // when no command can add one
 }
 
 // IsFolder reports whether dir looks like an MLX model folder: a
