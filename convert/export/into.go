@@ -355,7 +355,13 @@ func (d *addition) record(ctx context.Context, man *manifests.Manifest, p *plan.
 	if err != nil {
 		return err
 	}
-	man.Into.Superseded = d.superseded
+	// The earlier version of a file this run writes anew (a run stopped
+	// before its rename leaves it); one of the same bytes needs no record.
+	for _, f := range d.superseded {
+		if now, _ := findFile(man.Files, f.Name); now.SHA256 != f.SHA256 {
+			man.Into.Superseded = append(man.Into.Superseded, f)
+		}
+	}
 	d.copies = copies
 	for _, u := range p.IntoUpdates {
 		d.updates = append(d.updates, u.Name)
