@@ -12,13 +12,13 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/health"
 	"github.com/mtpconv/mtpconv/convert/model"
+	convrun "github.com/mtpconv/mtpconv/convert/run"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	ggtarget "github.com/mtpconv/mtpconv/convert/targets/gguf"
 	"github.com/mtpconv/mtpconv/convert/targets/hf"
 	"github.com/mtpconv/mtpconv/convert/targets/mlx"
 	"github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
-	"github.com/mtpconv/mtpconv/internal/cancel"
 	"github.com/mtpconv/mtpconv/manifests"
 	"github.com/urfave/cli/v2"
 )
@@ -65,7 +65,7 @@ func inspectCommand() *cli.Command {
 			if err != nil {
 				return usagef("%v", err)
 			}
-			serving, err := cancel.Do(c.Context, func() (*hf.Report, error) { return hf.ServingFor(m, runtimes) })
+			serving, err := convrun.Interruptible(c.Context, func() (*hf.Report, error) { return hf.ServingFor(m, runtimes) })
 			if err != nil {
 				return err
 			}

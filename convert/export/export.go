@@ -14,7 +14,6 @@ import (
 	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/run"
 	"github.com/mtpconv/mtpconv/convert/targets"
-	"github.com/mtpconv/mtpconv/internal/cancel"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -107,7 +106,7 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	// Planning evaluates the repo's config against every head module (an
 	// --into HF repo with thousands of re: entries): an interruption returns
 	// at once.
-	p, err := cancel.Do(ctx, func() (*plan.Plan, error) { return d.plan(t, m, opts) })
+	p, err := run.Interruptible(ctx, func() (*plan.Plan, error) { return d.plan(t, m, opts) })
 	if err != nil {
 		return nil, interrupted(ctx, d, err)
 	}

@@ -1,4 +1,4 @@
-package cancel
+package run
 
 import (
 	"context"
@@ -6,19 +6,19 @@ import (
 	"testing"
 )
 
-// Do returns f's result when f finishes, and the context's error while f is
+// Interruptible returns f's result when f finishes, and the context's error while f is
 // still running when the context ends (f is released only after Do has
-// returned, so Do cannot have waited for it).
-func TestDo(t *testing.T) {
+// returned, so Interruptible cannot have waited for it).
+func TestInterruptible(t *testing.T) {
 	t.Parallel()
-	v, err := Do(context.Background(), func() (int, error) { return 7, nil })
+	v, err := Interruptible(context.Background(), func() (int, error) { return 7, nil })
 	if v != 7 || err != nil {
 		t.Fatalf("%d %v", v, err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	started, release, finished := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go func() { <-started; stop() }()
-	_, err = Do(ctx, func() (int, error) {
+	_, err = Interruptible(ctx, func() (int, error) {
 		close(started)
 		<-release
 		close(finished)
@@ -26,7 +26,7 @@ func TestDo(t *testing.T) {
 	})
 	select {
 	case <-finished:
-		t.Fatal("Do waited for f")
+		t.Fatal("Interruptible waited for f")
 	default:
 	}
 	close(release)

@@ -1,15 +1,14 @@
-// Package cancel runs work that does not watch a context (a repo's
-// quantization config evaluated against every head module, with thousands of
-// patterns) so that the caller returns as soon as the context ends.
-package cancel
+package run
 
 import "context"
 
-// Do runs f and returns its result, or ctx's error as soon as ctx ends
+// Interruptible runs f, work that does not watch a context (a repo's
+// quantization config judged against every head module, with thousands of
+// patterns), and returns its result, or ctx's error as soon as ctx ends
 // first: f is then left to finish on its own goroutine and its result is
 // dropped, so f must change nothing a caller could see (it plans or judges,
 // it does not write).
-func Do[T any](ctx context.Context, f func() (T, error)) (T, error) {
+func Interruptible[T any](ctx context.Context, f func() (T, error)) (T, error) {
 	type result struct {
 		v   T
 		err error
