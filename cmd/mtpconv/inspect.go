@@ -188,7 +188,7 @@ func inspectOutput(c *cli.Context, dir string) (bool, *hfOutput, error) {
 			return false, nil, foreignMLXWarning(c, dir)
 		}
 		if c.IsSet(targets.OptRuntime) {
-			return true, usagef("--runtime applies to an HF repo (how vLLM or SGLang serves it); %s is an MLX folder", dir)
+			return true, nil, usagef("--runtime applies to an HF repo (how vLLM or SGLang serves it); %s is an MLX folder", dir)
 		}
 		r, err := mlx.InspectFolder(dir)
 		if err != nil {
@@ -225,7 +225,7 @@ func inspectOutput(c *cli.Context, dir string) (bool, *hfOutput, error) {
 		return false, &hfOutput{Version: m.Tool.Version, HeadOnly: m.Into == nil}, nil
 	}
 	if c.IsSet(targets.OptRuntime) {
-		return true, usagef("--runtime applies to an HF repo (how vLLM or SGLang serves it); %s is a --target %s output", dir, m.Target)
+		return true, nil, usagef("--runtime applies to an HF repo (how vLLM or SGLang serves it); %s is a --target %s output", dir, m.Target)
 	}
 	s := manifests.Summarize(m, targets.CardOf(m))
 	var hr *health.Report
