@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/mtpconv/mtpconv/convert/health"
@@ -89,4 +90,37 @@ func (m *Model) Concat(name string) (embeddingFirst, ok bool) {
 		}
 	}
 	return false, false
+}
+
+// HeadOwn lists the head's own tensors of MTP layer j as HeadRelative names
+// (the head's top tensors with layer 0's): the concat projection, the norms
+// before it and the shared head's norm, which no trunk layer has and every
+// runtime's MTP graph reads by name. They are the head wants the family
+// requires (not RoleOptional) that its Forward names (EmbedNorm,
+// HiddenNorm, FC, FinalNorm) or its GGUF table gives a NextN kind. inspect
+// asks for them under each target's names in files that carry no source
+// (a GGUF file, an MLX folder): a head without one cannot draft.
+func (s *Spec) HeadOwn(j int) []string {
+	m := &Model{Config: &Config{}, Spec: s}
+	named := map[string]bool{}
+	if s.Forward != nil {
+		f := s.Forward(m)
+		for _, n := range []string{f.EmbedNorm, f.HiddenNorm, f.FC, f.FinalNorm} {
+			named[n] = n != ""
+		}
+	}
+	var out []string
+	if j == 0 {
+		for _, w := range s.HeadTop {
+			if w.Role&RoleOptional == 0 && (named[s.HeadPrefix+w.Suffix] || s.GGUF.HeadTop[w.Suffix].Kind.NextN()) {
+				out = append(out, w.Suffix)
+			}
+		}
+	}
+	for _, w := range s.HeadLayer {
+		if w.Role&RoleOptional == 0 && (named[m.HeadLayerPrefix(0)+w.Suffix] || s.GGUF.Layer[w.Suffix].Kind.NextN()) {
+			out = append(out, "layers."+strconv.Itoa(j)+"."+w.Suffix)
+		}
+	}
+	return out
 }
