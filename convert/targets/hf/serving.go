@@ -115,7 +115,12 @@ func Serving(m *model.Model) (*Report, error) {
 				if rt == SGLang {
 					b = mr.SGLang
 				}
-				if msg := verdict(rt, mr.Stored, b); msg != "" {
+				switch msg := verdict(rt, mr.Stored, b); {
+				case b.NotJudged != "": // once, naming the pattern
+					if !slices.Contains(r.Problems, Problem{key, b.NotJudged}) {
+						r.Problems = append(r.Problems, Problem{key, b.NotJudged})
+					}
+				case msg != "":
 					r.Problems = append(r.Problems, Problem{mod.Name, msg})
 				}
 			}
@@ -165,7 +170,7 @@ func (r *Report) mend(m *model.Model, q *Quant, mods []Module, repo Repo) {
 	}
 	onlyQuantized := r.Missing == nil && (!r.DeclaresMTP || r.DeclaredDepth == r.TensorDepth)
 	for _, mod := range r.Modules {
-		onlyQuantized = onlyQuantized && isFloatName(mod.Stored) && mod.VLLM.Error == "" && mod.SGLang.Error == ""
+		onlyQuantized = onlyQuantized && isFloatName(mod.Stored) && mod.VLLM.Error == "" && mod.SGLang.Error == "" && mod.VLLM.NotJudged == "" && mod.SGLang.NotJudged == ""
 	}
 	if onlyQuantized && q != nil && q.Method != MethodNone {
 		if _, added, err := q.withExclusions(mods, hfNames{m}, repo.floatModules()); err == nil && len(added) > 0 {
@@ -188,6 +193,8 @@ func verdict(rt Runtime, stored string, b Build) string {
 	switch {
 	case stored == storedMissing:
 		return ""
+	case b.NotJudged != "":
+		return b.NotJudged
 	case b.Error != "":
 		return fmt.Sprintf("%s refuses to build it: %s (%s)", Versions[rt], b.Error, b.Rule)
 	case b.Quantized && isFloatName(stored):
@@ -392,6 +399,8 @@ func buildWord(b Build) string {
 	switch {
 	case b.Error != "":
 		return "error"
+	case b.NotJudged != "":
+		return "not judged"
 	case b.Method == "":
 		return "-"
 	case b.Quantized:
