@@ -142,7 +142,8 @@ func Serving(m *model.Model) (*Report, error) {
 	case r.DeclaresMTP && r.DeclaredDepth != r.TensorDepth:
 		r.Problems = append(r.Problems, Problem{cmpKey(r.DepthKey), fmt.Sprintf("%s says %d MTP layers, the tensors hold %d", cmpKey(r.DepthKey), r.DeclaredDepth, r.TensorDepth)})
 	}
-	if len(r.Problems) > 0 && refused.Method == "" {
+	notJudged := slices.ContainsFunc(r.Modules, func(mr ModuleReport) bool { return mr.VLLM.NotJudged != "" || mr.SGLang.NotJudged != "" })
+	if len(r.Problems) > 0 && refused.Method == "" && !notJudged { // what the runtimes build is not known: nothing to mend
 		r.mend(m, q, mods, repo)
 	}
 	return r, nil
