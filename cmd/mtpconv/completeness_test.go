@@ -22,6 +22,27 @@ var completenessFixtures = []string{
 	fixtures.MiMoV25, fixtures.NemotronHMoE, fixtures.Step35,
 }
 
+// familyFixtures maps every registered family to its fixture among
+// completenessFixtures, failing for a family without one.
+func familyFixtures(t *testing.T) map[string]string {
+	t.Helper()
+	of := map[string]string{}
+	for _, fixture := range completenessFixtures {
+		m, err := model.Load(source.Dir(fixtures.Ensure(t, fixture)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		of[m.Family] = fixture
+		m.Checkpoint.Close()
+	}
+	for _, f := range model.Families() {
+		if of[f] == "" {
+			t.Errorf("no fixture of family %s in completenessFixtures", f)
+		}
+	}
+	return of
+}
+
 // headFile is an output of one kind: the path inspect reads and the names
 // of the head's own tensors in it.
 type headFile struct {
@@ -119,20 +140,7 @@ func headFiles(t *testing.T, fixture string) []headFile {
 // gone.
 func TestInspectHeadCompleteness(t *testing.T) {
 	t.Parallel()
-	covered := map[string]bool{}
-	for _, fixture := range completenessFixtures {
-		m, err := model.Load(source.Dir(fixtures.Ensure(t, fixture)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		covered[m.Family] = true
-		m.Checkpoint.Close()
-	}
-	for _, f := range model.Families() {
-		if !covered[f] {
-			t.Errorf("no fixture of family %s in completenessFixtures", f)
-		}
-	}
+	familyFixtures(t)
 	for _, fixture := range completenessFixtures {
 		t.Run(fixture, func(t *testing.T) {
 			t.Parallel()

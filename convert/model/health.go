@@ -8,6 +8,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/health"
 	"github.com/mtpconv/mtpconv/convert/run/rows"
+	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
@@ -69,27 +70,50 @@ func (m *Model) HeadHealth(ctx context.Context) (*health.Report, error) {
 }
 
 // Concat reports whether a source tensor is a concat projection of the head
-// (the Forward's FC, or the same tensor of a later MTP layer of a head whose
-// layers each have one) and whether its input is the embedding first.
+// (Spec.ConcatProjection of any MTP layer) and whether its input is the
+// embedding first.
 func (m *Model) Concat(name string) (embeddingFirst, ok bool) {
-	if m.Spec == nil || m.Spec.Forward == nil {
+	if m.Spec == nil {
 		return false, false
 	}
-	f := m.Spec.Forward(m)
-	if f.FC == "" {
+	rel, ok := m.Spec.ConcatProjection()
+	if !ok {
 		return false, false
 	}
-	if name == f.FC {
-		return f.EmbeddingFirst, true
+	if name == m.HeadName(rel) {
+		return m.Spec.ConcatEmbeddingFirst(), true
 	}
-	if rel, ok := strings.CutPrefix(f.FC, m.HeadLayerPrefix(0)); ok {
+	if suffix, ok := strings.CutPrefix(rel, "layers.0."); ok && !m.Spec.HeadOneLayer {
 		for j := 1; j < m.MTPDepth; j++ {
-			if name == m.HeadLayerPrefix(j)+rel {
-				return f.EmbeddingFirst, true
+			if name == m.HeadLayerPrefix(j)+suffix {
+				return m.Spec.ConcatEmbeddingFirst(), true
 			}
 		}
 	}
 	return false, false
+}
+
+// ConcatProjection is the head's concat projection, fc(concat(embedding,
+// hidden)), as a HeadRelative name of MTP layer 0: the Forward's FC, or,
+// for a family that lowers no Forward (Nemotron-H), the head tensor its
+// GGUF table names nextn.eh_proj.
+func (s *Spec) ConcatProjection() (string, bool) {
+	m := &Model{Config: &Config{}, Spec: s}
+	fc := ""
+	if s.Forward != nil {
+		fc = s.Forward(m).FC
+	}
+	for _, w := range s.HeadTop {
+		if n := s.GGUF.HeadTop[w.Suffix]; s.HeadPrefix+w.Suffix == fc || fc == "" && n.Kind == gg.KindNextNEHProj && !n.Bias {
+			return w.Suffix, true
+		}
+	}
+	for _, w := range s.HeadLayer {
+		if n := s.GGUF.Layer[w.Suffix]; m.HeadLayerPrefix(0)+w.Suffix == fc || fc == "" && n.Kind == gg.KindNextNEHProj && !n.Bias {
+			return "layers.0." + w.Suffix, true
+		}
+	}
+	return "", false
 }
 
 // HeadOwn lists the head's own tensors of MTP layer j as HeadRelative names
