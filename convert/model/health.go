@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/mtpconv/mtpconv/convert/health"
-	"github.com/mtpconv/mtpconv/convert/run/rows"
+	"github.com/mtpconv/mtpconv/convert/rows"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
