@@ -54,8 +54,8 @@ type tensorState struct {
 	nonfinite    int64
 	negScales    int64
 	nonzero      bool // a source value read for it is not zero
-	srcNext      int // next chunk for the source stage
-	outNext      int // next chunk for the output stage
+	srcNext      int  // next chunk for the source stage
+	outNext      int  // next chunk for the output stage
 }
 
 // chunk is rows [row, row+rows) of one segment's source tensor, landing at

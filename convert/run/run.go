@@ -59,11 +59,11 @@ type FileRecord struct {
 	Read    int64
 	// Copied is the CRC-32C of the file's bytes copied from another file
 	// (a grafted trunk), in file order; empty when none are.
-	Copied string    `json:",omitempty"`
+	Copied string `json:",omitempty"`
 	// ZeroSources are the tensors written whose source values are all
 	// zero (an FP8 weight whose block scales are 0, a rigged fixture's):
 	// said by the export, not recorded (a reused file has none).
-	ZeroSources []string `json:"-"`
+	ZeroSources []string  `json:"-"`
 	hash        hash.Hash // the file's sha256 state at its end (not for reused files)
 }
 
