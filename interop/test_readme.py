@@ -452,3 +452,32 @@ def test_readme_llama_server_drafts(mtpconv, rigged, llama_server, tmp_path):
     run_mtpconv_line(graft, mtpconv, work, cache)
     lines = run_card_lines(work / re.search(r" --out (\S+)", graft).group(1), trunk, llama_server, alone, "graft card")
     assert f"llama-server -m {model} --spec-type draft-mtp" in lines  # alone: no -md
+
+
+def test_disk_sum():
+    """The README's one sum of the test command's disk is the sum of its cost
+    table's disk column (and, for macOS, that without qemu and the vLLM venv)."""
+    text = section(README, "## The two commands a newcomer needs")
+    rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| `scripts/")]
+    assert len(rows) == 2, rows
+    sizes = [(float(v) / (1000 if unit == "MB" else 1), what) for row in rows
+             for v, unit, what in re.findall(r"([\d.]+) (GB|MB) ([^+]*)", row[2])]
+    assert len(sizes) == 6, sizes
+    total = sum(v for v, _ in sizes)
+    stated = float(re.search(r"about ([\d.]+) GB of disk", text).group(1))
+    assert abs(total - stated) < 0.05, (sizes, total, stated)
+    linux_only = sum(v for v, what in sizes if "qemu" in what or "vLLM" in what)
+    mac = float(re.search(r"\(([\d.]+) GB on macOS", text).group(1))
+    assert abs(total - linux_only - mac) < 0.05, (sizes, mac)
+
+
+def test_scripts_hash_portably():
+    """Every script hashes through scripts/lib.sh's sha256 (sha256sum, or
+    shasum on macOS, which has no sha256sum)."""
+    for script in list((ROOT / "scripts").glob("*.sh")) + list((ROOT / "bench").glob("*.sh")) + [ROOT / ".ci" / "run"]:
+        if script.name == "lib.sh" or not script.is_file():
+            continue
+        text = script.read_text()
+        assert not re.search(r"\bsha256sum\b|\bshasum\b", text), script
+        if re.search(r"\bsha256\b", text):
+            assert ". scripts/lib.sh" in text, script
