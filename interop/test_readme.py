@@ -106,6 +106,12 @@ def test_try_each_target(each_target):
     for folder, f in want.items():
         assert (each_target / folder / f).is_file(), folder
         assert (each_target / folder / "README.md").is_file(), folder
+    # --target hf --into a copy of the shipped W8A8 repo: the head added, excluded from its quantization.
+    w8a8 = each_target / "w8a8"
+    assert (w8a8 / "model-mtp.safetensors").is_file() and (w8a8 / "mtpconv-manifest.json").is_file()
+    assert "re:^mtp\\..*" in json.loads((w8a8 / "config.json").read_text())["quantization_config"]["ignore"]
+    shipped = ROOT / "testdata" / "fixtures" / "qwen3.6-moe-tiny-bpe-w8a8"
+    assert not (shipped / "model-mtp.safetensors").exists(), "the shipped fixture was written into"
 
 
 def publish(folder, repo, cache):
@@ -164,28 +170,6 @@ def test_openvino_card_snippet(each_target, mtpconv, tmp_path):
     assert 0 <= token < 512
 
 
-def headless_hf_repo(fixture, out):
-    """The fixture as a Hugging Face repo without its MTP head, as a quantizer
-    that drops the head writes it (bf16 here: --target hf takes such a repo)."""
-    import json
-
-    import mlx.core as mx
-
-    out.mkdir()
-    index = json.loads((fixture / "model.safetensors.index.json").read_text())
-    weight_map = {}
-    for shard in sorted(set(index["weight_map"].values())):
-        kept = {k: v for k, v in mx.load(str(fixture / shard)).items() if not k.startswith("mtp.")}
-        mx.save_safetensors(str(out / shard), kept, metadata={"format": "pt"})
-        weight_map.update(dict.fromkeys(kept, shard))
-    index["weight_map"] = weight_map
-    (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
-    for f in fixture.glob("*.json"):
-        if f.name != "model.safetensors.index.json":
-            shutil.copy(f, out / f.name)
-    return out
-
-
 def hub_cache(tmp_path, folder, repo="Qwen/Qwen3.6-35B-A3B"):
     """A private Hugging Face cache holding folder as repo."""
     cache = tmp_path / "hub"
@@ -214,16 +198,17 @@ def test_readme_example_commands(lines, mtpconv, fixture_dirs, tmp_path):
     folder is stock mlx_lm.convert's 4-bit conversion of the fixture, the
     OpenVINO folder an optimum-intel export of the GenAI fixture (published
     as Qwen/Qwen3.6-35B-A3B for that line) with its own MTP IR moved aside as
-    the README says, the HF repo the fixture without its head (bf16: a
-    quantizer's repo as it drops the head; cmd/mtpconv's TestHFIntoAndStrict
-    covers each quantization method). llama-server lines are run by
+    the README says, the HF repo mkfixtures' compressed-tensors W8A8 repo of
+    the fixture without its head (cmd/mtpconv's TestHFIntoAndStrict covers
+    each quantization method). llama-server lines are run by
     test_readme_llama_server_drafts."""
     from test_combined import run_mlx_lm_convert
     from test_genai import GENAI, FIXTURES as GENAI_FIXTURES
 
     fixtures = subprocess.run(["go", "run", "./cmd/mkfixtures", "qwen3.6-moe-tiny-bpe", "qwen3.6-moe-tiny-bpe-BF16.gguf",
-                               GENAI_FIXTURES["moe", "random"]], cwd=ROOT, check=True, capture_output=True, text=True)
-    bpe, trunk, genai = map(Path, fixtures.stdout.split())
+                               "qwen3.6-moe-tiny-bpe-w8a8", GENAI_FIXTURES["moe", "random"]],
+                              cwd=ROOT, check=True, capture_output=True, text=True)
+    bpe, trunk, w8a8, genai = map(Path, fixtures.stdout.split())
     caches = {bpe: hub_cache(tmp_path / "bpe", bpe), genai: hub_cache(tmp_path / "genai", genai)}
     work = tmp_path / "work"
     work.mkdir()
@@ -242,7 +227,7 @@ def test_readme_example_commands(lines, mtpconv, fixture_dirs, tmp_path):
             for f in dst.glob("openvino_mtp_model.*"):
                 f.rename(aside / f.name)
         if m := re.search(r"--target hf --into (\S+)", line):
-            headless_hf_repo(bpe, work / m.group(1))
+            shutil.copytree(w8a8, work / m.group(1))
         cmd = line.replace("hf://Qwen/", "Qwen/")
         r = subprocess.run(["bash", "-euo", "pipefail", "-c", cmd], cwd=work,
                            env=env_with(mtpconv, HF_HUB_CACHE=str(caches[source]), HF_HUB_OFFLINE="1"),
