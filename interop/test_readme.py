@@ -110,8 +110,13 @@ def test_try_each_target(each_target):
     w8a8 = each_target / "w8a8"
     assert (w8a8 / "model-mtp.safetensors").is_file() and (w8a8 / "mtpconv-manifest.json").is_file()
     assert "re:^mtp\\..*" in json.loads((w8a8 / "config.json").read_text())["quantization_config"]["ignore"]
-    shipped = ROOT / "testdata" / "fixtures" / "qwen3.6-moe-tiny-bpe-w8a8"
-    assert not (shipped / "model-mtp.safetensors").exists(), "the shipped fixture was written into"
+    # combined --into a copy of the shipped mlx_lm.convert-style folder, and openvino --into a copy of the optimum-intel export.
+    assert (each_target / "mlx-4bit" / "model-mtp.safetensors").is_file()
+    assert (each_target / "ov" / "openvino_mtp_model.xml").is_file() and (each_target / "ov-own-mtp" / "openvino_mtp_model.xml").is_file()
+    for shipped, added in [(ROOT / "testdata" / "fixtures" / "qwen3.6-moe-tiny-bpe-w8a8", "model-mtp.safetensors"),
+                           (ROOT / "testdata" / "fixtures" / "qwen3.6-moe-tiny-bpe-mlx-4bit", "model-mtp.safetensors"),
+                           (ROOT / "testdata" / "genai" / "qwen3.6-moe-genai-optimum", "mtpconv-manifest.json")]:
+        assert not (shipped / added).exists(), f"the shipped {shipped} was written into"
 
 
 def publish(folder, repo, cache):
@@ -195,20 +200,19 @@ def test_readme_example_commands(lines, mtpconv, fixture_dirs, tmp_path):
     the fixture is published as Qwen/Qwen3.6-35B-A3B in a private HF cache
     (and hf:// reads it from there: the only change to a line), the GGUF to
     graft into is the fixture's trunk GGUF under the README's name, the MLX
-    folder is stock mlx_lm.convert's 4-bit conversion of the fixture, the
+    folder mkfixtures' mlx_lm.convert-style 4-bit conversion of the fixture, the
     OpenVINO folder an optimum-intel export of the GenAI fixture (published
     as Qwen/Qwen3.6-35B-A3B for that line) with its own MTP IR moved aside as
     the README says, the HF repo mkfixtures' compressed-tensors W8A8 repo of
     the fixture without its head (cmd/mtpconv's TestHFIntoAndStrict covers
     each quantization method). llama-server lines are run by
     test_readme_llama_server_drafts."""
-    from test_combined import run_mlx_lm_convert
     from test_genai import GENAI, FIXTURES as GENAI_FIXTURES
 
     fixtures = subprocess.run(["go", "run", "./cmd/mkfixtures", "qwen3.6-moe-tiny-bpe", "qwen3.6-moe-tiny-bpe-BF16.gguf",
-                               "qwen3.6-moe-tiny-bpe-w8a8", GENAI_FIXTURES["moe", "random"]],
+                               "qwen3.6-moe-tiny-bpe-w8a8", "qwen3.6-moe-tiny-bpe-mlx-4bit", GENAI_FIXTURES["moe", "random"]],
                               cwd=ROOT, check=True, capture_output=True, text=True)
-    bpe, trunk, w8a8, genai = map(Path, fixtures.stdout.split())
+    bpe, trunk, w8a8, mlx4, genai = map(Path, fixtures.stdout.split())
     caches = {bpe: hub_cache(tmp_path / "bpe", bpe), genai: hub_cache(tmp_path / "genai", genai)}
     work = tmp_path / "work"
     work.mkdir()
@@ -217,7 +221,7 @@ def test_readme_example_commands(lines, mtpconv, fixture_dirs, tmp_path):
         if m := re.search(r"--graft (\S+)", line):
             shutil.copy(trunk, work / m.group(1))
         if "--into ./Qwen3.6-35B-A3B-4bit" in line:
-            run_mlx_lm_convert(bpe, work / "Qwen3.6-35B-A3B-4bit", "--q-bits", 4)
+            shutil.copytree(mlx4, work / "Qwen3.6-35B-A3B-4bit")
         if "--into ./Qwen3.6-35B-A3B-ov" in line:
             source = genai
             dst = work / "Qwen3.6-35B-A3B-ov"

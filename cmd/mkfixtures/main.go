@@ -32,7 +32,8 @@ var trunks = []trunk{
 
 // defaults are what mkfixtures writes when no name is given: what the
 // README and the tests start from, and a quant of each kind to try --into on.
-var defaults = append(append([]string{}, fixtures.All...), fixtures.Qwen36BPE, trunks[0].File, fixtures.Qwen36BPEW8A8)
+var defaults = append(append([]string{}, fixtures.All...), fixtures.Qwen36BPE, trunks[0].File,
+	fixtures.Qwen36BPEW8A8, fixtures.Qwen36BPEMLX4bit, fixtures.Qwen36GenAI)
 
 // optimum are the optimum-intel exports committed in testdata/genai (made
 // outside CI by scripts/optimum-fixture/make.py, not by mkfixtures), named
