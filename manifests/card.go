@@ -11,7 +11,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/mtpconv/mtpconv/internal/words"
+	"github.com/mtpconv/mtpconv/manifests/words"
 	"github.com/mtpconv/mtpconv/quant/codec"
 )
 
