@@ -44,12 +44,19 @@ def read_shards(src):
     """{name: (dtype, shape, bytes)} of every tensor of a safetensors folder."""
     out = {}
     for f in sorted(Path(src).glob("*.safetensors")):
-        raw = f.read_bytes()
-        n = struct.unpack("<Q", raw[:8])[0]
-        for k, v in json.loads(raw[8:8 + n]).items():
-            if k != "__metadata__":
-                b, e = v["data_offsets"]
-                out[k] = (v["dtype"], v["shape"], raw[8 + n + b:8 + n + e])
+        out.update(read_shards_file(f))
+    return out
+
+
+def read_shards_file(f):
+    """{name: (dtype, shape, bytes)} of one safetensors file."""
+    out = {}
+    raw = Path(f).read_bytes()
+    n = struct.unpack("<Q", raw[:8])[0]
+    for k, v in json.loads(raw[8:8 + n]).items():
+        if k != "__metadata__":
+            b, e = v["data_offsets"]
+            out[k] = (v["dtype"], v["shape"], raw[8 + n + b:8 + n + e])
     return out
 
 

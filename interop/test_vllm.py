@@ -63,6 +63,9 @@ PROBES = {"bf16": ATTN, "w8a8": ATTN,
                                                                              "model.layers.0.mlp.shared_expert.up_proj"]},
           "gptq": {**ATTN, "model.layers.0.mlp.gate_up_proj": ["model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"]}}
 PROBE_ERROR = {"bf16": 0.01, "w8a8": 0.03, "w4a16": 0.15, "gptq": 0.15}
+# The head's layers a W8A8 recipe quantizes when it keeps the head (mtp.fc included).
+HEAD_QUANTIZED = re.compile(r"^mtp\.layers\.\d+\.mlp\.((experts\.\d+|shared_expert)\.)?(gate|up|down)_proj$"
+                            r"|^mtp\.layers\.\d+\.self_attn\.[qkvo]_proj$|^mtp\.fc$")
 # What vLLM does with the head when the exclusion entry is removed, per form.
 UNEXCLUDED = {"w8a8": "silent", "w4a16": "load error", "gptq": "builds it right"}
 PROMPTS = ["hello world the", "the quick brown fox jumps over"]
@@ -87,6 +90,32 @@ def drop_exclusion(repo):
     (repo / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
 
 
+def int8_head(repo, scales=True):
+    """The mended W8A8 repo with its head int8 as a W8A8 recipe that keeps the
+    head writes it (the exclusion entry gone, every head projection and
+    mtp.fc int8 with its per-channel weight_scale), or, scales False, with
+    those weight_scale tensors dropped (imp#1428)."""
+    drop_exclusion(repo)
+    head = repo / "model-mtp.safetensors"
+    tensors = hf_repos.read_shards_file(head)
+    for k in [k for k in tensors if k.endswith(".weight") and HEAD_QUANTIZED.match(k[:-len(".weight")])]:
+        dt, shape, data = tensors.pop(k)
+        q = hf_repos.quantize(k[:-len(".weight")], hf_repos.bf16_to_f32(data, shape), "w8a8")
+        tensors.update({n: v for n, v in q.items() if scales or not n.endswith(".weight_scale")})
+    hf_repos.write_safetensors(head, tensors)
+    index = json.loads((repo / "model.safetensors.index.json").read_text())
+    wm = {k: v for k, v in index["weight_map"].items() if v != head.name}
+    wm.update({k: head.name for k in tensors})
+    index["weight_map"] = dict(sorted(wm.items()))
+    (repo / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
+
+
+def declare_depth(repo, depth):
+    cfg = json.loads((repo / "config.json").read_text())
+    cfg["mtp_num_hidden_layers"] = depth
+    (repo / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+
+
 @pytest.fixture(scope="module")
 def repos(mtpconv, tmp_path_factory):
     """form -> {"bare": the head-less repo, "mended": it after export --into, "unexcluded": mended minus the exclusion}, and the sources."""
@@ -107,6 +136,13 @@ def repos(mtpconv, tmp_path_factory):
             shutil.copytree(mended, unexcluded)
             drop_exclusion(unexcluded)
             out[form]["unexcluded"] = unexcluded
+    # Declared against present (issue 38): W8A8 only, to keep vLLM's runs few.
+    w8a8 = out["w8a8"]
+    for kind, edit in {"int8head": int8_head, "noscales": lambda r: int8_head(r, scales=False),
+                       "depth2": lambda r: declare_depth(r, 2)}.items():
+        w8a8[kind] = base / f"w8a8-{kind}"
+        shutil.copytree(w8a8["mended"], w8a8[kind])
+        edit(w8a8[kind])
     return out
 
 
@@ -116,7 +152,7 @@ def vllm_runs(repos, tmp_path_factory):
     jobs = []
     for form, r in repos.items():
         jobs.append({"id": f"{form}/mended/plain", "model": str(r["mended"]), "mtp": False, "probe": list(PROBES[form])})
-        for kind in ("mended", "bare", "unexcluded"):
+        for kind in ("mended", "bare", "unexcluded", "int8head", "noscales", "depth2"):
             if kind in r:
                 jobs.append({"id": f"{form}/{kind}/mtp", "model": str(r[kind]), "mtp": True})
     d = tmp_path_factory.mktemp("vllm-run")
@@ -377,3 +413,26 @@ def test_head_only_card_serves(repos, vllm_runs, mtpconv, tmp_path):
     assert "error" not in plain, plain.get("traceback")
     assert texts == plain["texts"]
     assert drafted >= MAX_TOKENS // 2 * len(PROMPTS) * 0.9 and accepted / drafted >= 0.99, (drafted, accepted)
+
+
+def test_declared_against_present(repos, vllm_runs, mtpconv):
+    """inspect --strict judges a repo's head as vLLM builds it, per runtime,
+    and vLLM agrees (issue 38): a complete int8 head with its scales and a
+    repo declaring 2 MTP layers but holding 1 (vLLM runs layer 0 for every
+    draft step) pass for vLLM and draft at >= 0.99; the int8 head without its
+    weight_scale fails naming it, and vLLM, which loads it without a word on
+    uninitialised scales, drafts at < 0.05."""
+    r = repos["w8a8"]
+    for kind, want in {"int8head": 0, "depth2": 0, "noscales": 1}.items():
+        res = subprocess.run([str(mtpconv), "inspect", str(r[kind]), "--strict", "--runtime", "vllm"], capture_output=True, text=True)
+        problems = subprocess.run([str(mtpconv), "inspect", str(r[kind]), "--json", "--runtime", "vllm"], capture_output=True, text=True)
+        serving = json.loads(problems.stdout)["serving"]["problems"]
+        assert bool(serving) == bool(want), (kind, serving)
+        if want:
+            assert res.returncode == 1 and "without its weight_scale" in res.stderr, res.stderr
+        run = vllm_runs[f"w8a8/{kind}/mtp"]
+        rate = acceptance(run)
+        print(f"vllm w8a8 {kind}: drafted {run['drafted']}, accepted {run['accepted']} ({rate:.3f}); inspect --strict --runtime vllm exit {res.returncode}")
+        if kind != "depth2":
+            assert any(not v.startswith("Unquantized") for v in run["drafter"].values()), run["drafter"]  # built int8
+        assert rate < 0.05 if want else rate >= 0.99
