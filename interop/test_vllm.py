@@ -7,8 +7,10 @@ The repos are interop/hf_repos.py's, from the rigged text-only fixtures
 of the embedding: the trunk is a fixed token map and a head wired correctly
 predicts its next token): bf16, compressed-tensors W8A8 int8 and W4A16 (dense
 layers; vLLM's CPU backend has no WNA16 MoE kernel) on the MoE fixture, GPTQ
-4-bit on the dense one (mtpconv refuses a GPTQ MoE head: SGLang quantizes
-every GPTQ FusedMoE whatever `dynamic` says). For each:
+4-bit on the dense one, and GPTQ on the MoE one with its routed experts bf16
+(gptq-moe: SGLang builds every GPTQ FusedMoE quantized whatever `dynamic`
+says, so `--into` refuses it in one line naming `--runtime vllm`, which mends
+it for vLLM alone, and inspect judges it with the same flag). For each:
 
 - after `export --target hf --into`: vLLM's `method: "mtp"` accepts >= 99 %
   of the drafts, its greedy text is the no-draft text, every drafter layer is
@@ -45,13 +47,19 @@ VLLM_VERSION = "0.32.0"
 TOKENIZER = ROOT / "testdata" / "tokenizer-tiny"
 # form -> the rigged fixture its repo is made from.
 FORMS = {"bf16": "qwen3.5-moe-text-tiny-rigged", "w8a8": "qwen3.5-moe-text-tiny-rigged",
-         "w4a16": "qwen3.5-moe-text-tiny-rigged", "gptq": "qwen3.5-dense-text-tiny-rigged"}
-QUANTIZED = [f for f in FORMS if f != "bf16"]
+         "w4a16": "qwen3.5-moe-text-tiny-rigged", "gptq": "qwen3.5-dense-text-tiny-rigged",
+         "gptq-moe": "qwen3.5-moe-text-tiny-rigged"}
+# The runtime a form's repo is mended and judged for (--runtime): SGLang builds
+# every GPTQ FusedMoE quantized, so a GPTQ MoE repo is mended for vLLM alone.
+RUNTIME = {"gptq-moe": "vllm"}
+# The quantized forms whose head is also run without its exclusion entry (not
+# one mended for one runtime: the other is the one the entry is for).
+QUANTIZED = [f for f in FORMS if f != "bf16" and f not in RUNTIME]
 # The quant method vLLM 0.32.0 builds a quantized trunk layer with, per form:
 # a full-attention projection, and a routed-expert block.
 TRUNK_METHOD = {"w8a8": ("CompressedTensorsLinearMethod/CompressedTensorsW8A8Int8", "CompressedTensorsW8A8Int8MoEMethod"),
                 "w4a16": ("CompressedTensorsLinearMethod/CompressedTensorsWNA16", "UnquantizedFusedMoEMethod"),
-                "gptq": ("AutoGPTQLinearMethod", None)}
+                "gptq": ("AutoGPTQLinearMethod", None), "gptq-moe": ("AutoGPTQLinearMethod", "UnquantizedFusedMoEMethod")}
 # Trunk layers whose output vLLM computes from our quantized weights (probes),
 # each the fused layer of these source tensors, and the relative error allowed
 # (bf16 rounding of the output; int8 per channel with int8 activations; int4 in
@@ -61,13 +69,14 @@ ATTN = {"model.layers.3.self_attn.qkv_proj": ["model.layers.3.self_attn.q_proj",
 PROBES = {"bf16": ATTN, "w8a8": ATTN,
           "w4a16": {**ATTN, "model.layers.0.mlp.shared_expert.gate_up_proj": ["model.layers.0.mlp.shared_expert.gate_proj",
                                                                              "model.layers.0.mlp.shared_expert.up_proj"]},
-          "gptq": {**ATTN, "model.layers.0.mlp.gate_up_proj": ["model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"]}}
-PROBE_ERROR = {"bf16": 0.01, "w8a8": 0.03, "w4a16": 0.15, "gptq": 0.15}
+          "gptq": {**ATTN, "model.layers.0.mlp.gate_up_proj": ["model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"]},
+          "gptq-moe": ATTN}
+PROBE_ERROR = {"bf16": 0.01, "w8a8": 0.03, "w4a16": 0.15, "gptq": 0.15, "gptq-moe": 0.15}
 # The head's layers a W8A8 recipe quantizes when it keeps the head (mtp.fc included).
 HEAD_QUANTIZED = re.compile(r"^mtp\.layers\.\d+\.mlp\.((experts\.\d+|shared_expert)\.)?(gate|up|down)_proj$"
                             r"|^mtp\.layers\.\d+\.self_attn\.[qkvo]_proj$|^mtp\.fc$")
 # What vLLM does with the head when the exclusion entry is removed, per form.
-UNEXCLUDED = {"w8a8": "silent", "w4a16": "load error", "gptq": "builds it right"}
+UNEXCLUDED = {"w8a8": "silent", "w4a16": "load error", "gptq": "builds it right", "gptq-moe": "builds it right"}
 PROMPTS = ["hello world the", "the quick brown fox jumps over"]
 MAX_TOKENS = 48
 
@@ -128,8 +137,14 @@ def repos(mtpconv, tmp_path_factory):
         bare = hf_repos.write_repo(sources[fx], base / f"{form}-bare", form, TOKENIZER)
         mended = base / f"{form}-mended"
         shutil.copytree(bare, mended)
-        subprocess.run([str(mtpconv), "export", "--src", str(sources[fx]), "--target", "hf", "--into", str(mended), "--quiet"],
-                       check=True)
+        into = [str(mtpconv), "export", "--src", str(sources[fx]), "--target", "hf", "--into", str(mended), "--quiet"]
+        if form in RUNTIME:
+            # Without the flag: one line naming it, the repo untouched.
+            res = subprocess.run(into, capture_output=True, text=True)
+            assert res.returncode == 1 and f"pass --runtime {RUNTIME[form]}" in res.stderr, res.stderr
+            assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+            into += ["--runtime", RUNTIME[form]]
+        subprocess.run(into, check=True)
         out[form] = {"src": sources[fx], "bare": bare, "mended": mended}
         if form in QUANTIZED:
             unexcluded = base / f"{form}-unexcluded"
@@ -173,13 +188,19 @@ def acceptance(run):
     return run["accepted"] / run["drafted"]
 
 
+def judged_for(repo):
+    """inspect's --runtime for a repo of the module (its form's RUNTIME)."""
+    form = next((f for f in RUNTIME if Path(repo).name.startswith(f + "-")), None)
+    return ["--runtime", RUNTIME[form]] if form else []
+
+
 def inspect_json(mtpconv, repo):
-    res = subprocess.run([str(mtpconv), "inspect", str(repo), "--json"], capture_output=True, text=True)
+    res = subprocess.run([str(mtpconv), "inspect", str(repo), "--json", *judged_for(repo)], capture_output=True, text=True)
     return json.loads(res.stdout)
 
 
 def inspect_strict(mtpconv, repo):
-    return subprocess.run([str(mtpconv), "inspect", str(repo), "--strict"], capture_output=True, text=True)
+    return subprocess.run([str(mtpconv), "inspect", str(repo), "--strict", *judged_for(repo)], capture_output=True, text=True)
 
 
 def assert_serves_right(mtpconv, repo):
