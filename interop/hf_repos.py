@@ -14,6 +14,8 @@ mtp_num_hidden_layers. Four forms:
 - gptq: GPTQ v1 4-bit, symmetric, groups of 128, desc_act false, experts
   included (qweight packed along the input, qzeros storing zero - 1, f16
   scales, g_idx);
+- w8a8-bf16-experts: w8a8 with the routed experts left bf16 and ignored (the
+  CPU int8 MoE kernel needs AMX, vllm fused_moe/experts/cpu_moe.py);
 - gptq-moe: gptq on the MoE fixture with the routed experts left bf16 and a
   `dynamic` key saying so (vLLM's CPU backend has no GPTQ MoE kernel): the
   repo a vLLM user with a GPTQ MoE model has, which SGLang cannot serve a
@@ -34,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-FORMS = ("bf16", "w8a8", "w4a16", "gptq", "gptq-moe")
+FORMS = ("bf16", "w8a8", "w4a16", "gptq", "gptq-moe", "w8a8-bf16-experts")
 GROUP = 128
 QUANTIZED = re.compile(r"^model\.layers\.\d+\.mlp\.((experts\.\d+|shared_expert)\.)?(gate|up|down)_proj$"
                        r"|^model\.layers\.\d+\.self_attn\.[qkvo]_proj$")
@@ -111,7 +113,7 @@ def pack_rows(u4):
 def quantize(name, w, form):
     """The tensors that replace layer `name`'s bf16 weight w [out, in] in the given form."""
     out, inp = w.shape
-    if form == "w8a8":
+    if form in ("w8a8", "w8a8-bf16-experts"):
         q, s = symmetric(w, 8, None)
         return {name + ".weight": ("I8", w.shape, q.astype(np.int8).tobytes()),
                 name + ".weight_scale": ("BF16", [out, 1], f32_to_bf16(s).tobytes())}
@@ -143,16 +145,17 @@ def quant_config(form):
         return {"bits": 4, "group_size": GROUP, "desc_act": False, "sym": True, "lm_head": False,
                 "quant_method": "gptq", "checkpoint_format": "gptq", "damp_percent": 0.01,
                 "true_sequential": True, "static_groups": False, "dynamic": dynamic}
-    bits = 8 if form == "w8a8" else 4
+    int8 = form in ("w8a8", "w8a8-bf16-experts")
+    bits = 8 if int8 else 4
     weights = {"num_bits": bits, "type": "int", "symmetric": True, "dynamic": False, "observer": "minmax",
-               "strategy": "channel" if form == "w8a8" else "group", "group_size": None if form == "w8a8" else GROUP,
+               "strategy": "channel" if int8 else "group", "group_size": None if int8 else GROUP,
                "actorder": None, "block_structure": None}
     group = {"targets": ["Linear"], "weights": weights, "output_activations": None,
              "input_activations": None if form == "w4a16" else
              {"num_bits": 8, "type": "int", "symmetric": True, "dynamic": True, "strategy": "token",
               "group_size": None, "observer": None, "actorder": None, "block_structure": None},
-             "format": "int-quantized" if form == "w8a8" else "pack-quantized"}
-    ignore = CT_IGNORE + (["re:.*mlp.experts.*"] if form == "w4a16" else [])
+             "format": "int-quantized" if int8 else "pack-quantized"}
+    ignore = CT_IGNORE + (["re:.*mlp.experts.*"] if form in ("w4a16", "w8a8-bf16-experts") else [])
     return {"quant_method": "compressed-tensors", "format": group["format"], "config_groups": {"group_0": group},
             "ignore": ignore, "kv_cache_scheme": None, "quantization_status": "compressed",
             "global_compression_ratio": None, "sparsity_config": {}, "version": "0.17.0"}
@@ -167,7 +170,7 @@ def write_repo(src, dst, form, tokenizer):
     if form != "bf16":
         for k in [k for k in tensors if k.endswith(".weight") and QUANTIZED.match(k[:-len(".weight")])]:
             name = k[:-len(".weight")]
-            if form in ("w4a16", "gptq-moe") and EXPERT.search(k):
+            if form in ("w4a16", "gptq-moe", "w8a8-bf16-experts") and EXPERT.search(k):
                 continue
             dt, shape, data = tensors.pop(k)
             assert dt == "BF16", (k, dt)
