@@ -402,7 +402,9 @@ func depthKey(cfg []byte) string {
 // JudgedHead reports whether the report judged a head the repo holds (a
 // family whose rules are ported): its problems are then the whole verdict
 // on the head as vLLM and SGLang load it, quantized storage included.
-func (r *Report) JudgedHead() bool { return r.NotJudged == "" && r.HeadTensors > 0 && len(r.Modules) > 0 }
+func (r *Report) JudgedHead() bool {
+	return r.NotJudged == "" && r.HeadTensors > 0 && len(r.Modules) > 0
+}
 
 // runtimeFlag is the --runtime of a judgement for one runtime.
 func runtimeFlag(rts []Runtime) string {
