@@ -44,7 +44,7 @@ EXPERT = re.compile(r"\.mlp\.experts\.\d+\.")
 # The layers the recipes keep bf16 (llm-compressor's ignore for Qwen3-Next-like models).
 CT_IGNORE = ["lm_head", "re:.*mlp.gate$", "re:.*mlp.shared_expert_gate$", "re:.*linear_attn.*"]
 GPTQ_SKIP = {"-:.*linear_attn.*": {}}
-GPTQ_SKIP_EXPERTS = {"-:.*mlp\\.experts\\..*": {}}
+GPTQ_SKIP_EXPERTS = {"-:.*mlp\\.experts.*": {}}  # vLLM asks for the FusedMoE by its prefix, ending at "experts"
 
 
 def read_shards(src):
