@@ -15,6 +15,7 @@ import (
 // is then what `mtpconv card` writes from the saved report, a user's edit
 // elsewhere in the card is kept, and an output without a card gets none.
 func TestVerifySaveRefreshesCard(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	out := filepath.Join(t.TempDir(), "o")
 	exportTo(t, fixtures.Qwen36, out, "--target", "mlx", "--head-precision", "int4")
