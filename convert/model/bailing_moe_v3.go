@@ -27,15 +27,28 @@ import (
 // it (src/models/bailingmoe3.cpp graph_mtp, one layer asserted); the
 // reference converter is conversion/bailingmoe3.py. See docs/ling.md.
 
-func init() { RegisterFamily(bailingMoeV3{}) }
-
-type bailingMoeV3 struct{}
-
-func (bailingMoeV3) Name() string { return "bailing_moe_v3" }
-
-func (bailingMoeV3) Matches(id Identity) bool {
-	return MatchesIdentity(id, []string{"bailing_moe_v3"}, "BailingMoeV3ForCausalLM")
+// lingFamily is the family's descriptor.
+var lingFamily = &Family{
+	Name: "bailing_moe_v3", Title: lingName,
+	ModelTypes: []string{"bailing_moe_v3"}, Arch: "BailingMoeV3ForCausalLM",
+	ParseConfig: parseLing, Spec: specLing,
+	MLX: MLXSpec{CombinedRefusal: "stock mlx-lm's bailing_moe_v3 drops the MTP layer of " + lingName +
+		" checkpoints (its sanitize keeps layers below num_hidden_layers only), so a combined file would carry a head nothing runs."},
+	GGUF: GGUFSpec{
+		// The pinned converter knows no Ling-3.0 tokenizer hash; Ling-2.0's
+		// (bailingmoe2), the line's newest it knows, is assumed (inferred; docs/ling.md).
+		Arch: "bailingmoe3", PreTokenizer: "bailingmoe2",
+		Top:      map[string]gg.TensorName{"word_embeddings.weight": gg.Weight(gg.KindTokenEmbd), "norm.weight": gg.Weight(gg.KindOutputNorm), "lm_head.weight": gg.Weight(gg.KindOutput)},
+		Layer:    lingGGUFLayer,
+		Hparams:  func(m *Model, h Hparams) { h["num_key_value_heads"] = json.Number("1") }, // MLA as MQA
+		Metadata: lingGGUFMetadata,
+	},
+	OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
+	HF: HFSpec{Unported: "mtpconv does not know yet how vLLM's bailing_moe_v3_mtp and SGLang build " + lingName +
+		"'s head under a repo's quantization, so it writes no repo it cannot check."},
 }
+
+func init() { RegisterFamily(lingFamily) }
 
 // lingName is the family as its users know it.
 const lingName = "Ling-3.0"
@@ -90,7 +103,7 @@ func (k lingConfig) fullAttention(i, layers int) bool {
 	return i >= layers || (i+1)%g == 0 || i >= layers/g*g
 }
 
-func (bailingMoeV3) ParseConfig(raw []byte) (*Config, error) {
+func parseLing(raw []byte) (*Config, error) {
 	c, err := DecodeConfig(raw, ConfigDefaults{PartialRotaryFactor: 1, RMSNormEps: 1e-6, RopeTheta: 6000000})
 	if err != nil {
 		return nil, err
@@ -157,7 +170,7 @@ func (bailingMoeV3) ParseConfig(raw []byte) (*Config, error) {
 	return c, nil
 }
 
-func (bailingMoeV3) Spec(c *Config) *Spec {
+func specLing(c *Config) *Spec {
 	k := lingKeys(c)
 	h, v := int64(c.HiddenSize), int64(c.VocabSize)
 	e, si, di := int64(c.NumExperts), int64(c.SharedExpertIntermed), int64(c.IntermediateSize)
@@ -217,20 +230,6 @@ func (bailingMoeV3) Spec(c *Config) *Spec {
 		MoELayer:   isMoE,
 		Forward:    lingForward,
 		Report:     lingReport(c, k),
-		MLX: MLXSpec{CombinedRefusal: "stock mlx-lm's bailing_moe_v3 drops the MTP layer of " + lingName +
-			" checkpoints (its sanitize keeps layers below num_hidden_layers only), so a combined file would carry a head nothing runs."},
-		GGUF: GGUFSpec{
-			// The pinned converter knows no Ling-3.0 tokenizer hash; Ling-2.0's
-			// (bailingmoe2), the line's newest it knows, is assumed (inferred; docs/ling.md).
-			Arch: "bailingmoe3", PreTokenizer: "bailingmoe2",
-			Top:      map[string]gg.TensorName{"word_embeddings.weight": gg.Weight(gg.KindTokenEmbd), "norm.weight": gg.Weight(gg.KindOutputNorm), "lm_head.weight": gg.Weight(gg.KindOutput)},
-			Layer:    lingGGUFLayer,
-			Hparams:  func(m *Model, h Hparams) { h["num_key_value_heads"] = json.Number("1") }, // MLA as MQA
-			Metadata: lingGGUFMetadata,
-		},
-		OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
-		HF: HFSpec{Unported: "mtpconv does not know yet how vLLM's bailing_moe_v3_mtp and SGLang build " + lingName +
-			"'s head under a repo's quantization, so it writes no repo it cannot check."},
 	}
 	if !c.TieWordEmbeddings {
 		s.LMHead = &Want{Suffix: "lm_head.weight", Shape: []int64{v, h}}

@@ -87,7 +87,7 @@ type Config struct {
 	// Step35 is Step-3.5's own keys (step35.go); nil for the others.
 	Step35 *Step35Config
 
-	family Family // the family that parsed it
+	family *Family // the family that parsed it
 
 	// The keys rope_theta and partial_rotary_factor were read from, for messages.
 	ropeThetaKey, rotaryKey string

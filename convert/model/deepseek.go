@@ -225,7 +225,6 @@ func deepseekSpec(c *Config, f deepseekFamily) *Spec {
 		MoELayer:   isMoE,
 		Forward:    deepseekForward,
 		Report:     deepseekReport(c, f.mla),
-		MLX:        MLXSpec{CombinedRefusal: deepseekCombinedRefusal(f.name)},
 	}
 	if !c.TieWordEmbeddings {
 		s.LMHead = &Want{Suffix: "lm_head.weight", Shape: []int64{v, h}}
@@ -490,12 +489,11 @@ func deepseekForward(m *Model) Forward {
 // eh_proj an nn.Linear in both, shared_head.head a ParallelLMHead; SGLang
 // names the layer model.decoder and its LM head model.shared_head.head
 // (sglang glm4_moe_nextn.py:70-78, :137-145).
-func deepseekHF(c *Config, class string) HFSpec {
-	layer := "model.layers." + strconv.Itoa(c.NumHiddenLayers) + "."
+func deepseekHF(class string) HFSpec {
 	return HFSpec{
 		MTPClass: class, PlainVLLM: []string{"eh_proj"}, PlainSGLang: []string{"eh_proj"}, LMHeads: []string{"shared_head.head"},
-		SGLangName: func(module string) string {
-			rest, ok := strings.CutPrefix(module, layer)
+		SGLangName: func(c *Config, module string) string {
+			rest, ok := strings.CutPrefix(module, "model.layers."+strconv.Itoa(c.NumHiddenLayers)+".")
 			switch {
 			case !ok:
 				return module

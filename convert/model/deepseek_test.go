@@ -33,13 +33,7 @@ func TestDeepSeekLineageNamesTheFamily(t *testing.T) {
 			t.Errorf("%s: %v", tc.extra, err)
 		}
 	}
-	s := deepseekSpec(c, dsv3)
-	if r := s.MLX.CombinedRefusal; !strings.Contains(r, "DeepSeek-V3 checkpoints") || strings.Contains(r, "GLM") {
+	if r := deepseekCombinedRefusal(dsv3.name); !strings.Contains(r, "DeepSeek-V3 checkpoints") || strings.Contains(r, "GLM") {
 		t.Errorf("combined refusal %q", r)
-	}
-	// A config built in code (FamiliesWhere's) has no lineage keys: the
-	// Spec is still the layout's.
-	if s := deepseekSpec(&Config{}, dsv3); !s.HeadInLayers || s.MoE == nil {
-		t.Errorf("empty config: %+v", s)
 	}
 }

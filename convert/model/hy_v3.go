@@ -24,15 +24,31 @@ import (
 // its final_layernorm); the reference converter writes final_layernorm as
 // nextn.shared_head_norm (conversion/hunyuan.py HYV3Model). See docs/hy.md.
 
-func init() { RegisterFamily(hyV3{}) }
-
-type hyV3 struct{}
-
-func (hyV3) Name() string { return "hy_v3" }
-
-func (hyV3) Matches(id Identity) bool {
-	return MatchesIdentity(id, []string{"hy_v3"}, "HYV3ForCausalLM")
+// hyV3Family is the family's descriptor.
+var hyV3Family = &Family{
+	Name: "hy_v3", Title: hyV3Name,
+	ModelTypes: []string{"hy_v3"}, Arch: "HYV3ForCausalLM",
+	ParseConfig: parseHyV3, Spec: specHyV3,
+	MLX: MLXSpec{CombinedRefusal: "stock mlx-lm has no hy_v3 model (nor a loader keeping its MTP layers), so a combined " +
+		hyV3Name + " file would carry a head nothing runs."},
+	GGUF: GGUFSpec{
+		// The pinned converter knows no Hy3 tokenizer hash; Hy4-preview's,
+		// the Hy line's newest it knows, is assumed (inferred; docs/hy.md).
+		Arch: "hy_v3", PreTokenizer: "hy_v4",
+		Top:          deepseekGGUFTop,
+		Layer:        hyV3GGUFLayer,
+		Hparams:      hyV3GGUFHparams,
+		Metadata:     hyV3GGUFMetadata,
+		ChainedHeads: true,
+	},
+	OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
+	// vLLM 0.32.0 has hy_v3_mtp.py, but how it and SGLang build the
+	// head under a repo's quantization is not ported to the rules yet.
+	HF: HFSpec{Unported: "mtpconv does not know yet how vLLM's hy_v3_mtp and SGLang build " + hyV3Name +
+		"'s head under a repo's quantization, so it writes no repo it cannot check."},
 }
+
+func init() { RegisterFamily(hyV3Family) }
 
 // hyV3Name is the family as its users know it.
 const hyV3Name = "Hy3"
@@ -90,7 +106,7 @@ func (k hyV3Config) denseLayers() int {
 	return 1
 }
 
-func (hyV3) ParseConfig(raw []byte) (*Config, error) {
+func parseHyV3(raw []byte) (*Config, error) {
 	c, err := DecodeConfig(raw, hyV3Defaults)
 	if err != nil {
 		return nil, err
@@ -152,7 +168,7 @@ func hyV3LayerTypes(dense, n int) []string {
 	return out
 }
 
-func (hyV3) Spec(c *Config) *Spec {
+func specHyV3(c *Config) *Spec {
 	k := hyV3Keys(c)
 	h, v := int64(c.HiddenSize), int64(c.VocabSize)
 	e, si, di := int64(c.NumExperts), int64(c.SharedExpertIntermed), int64(c.IntermediateSize)
@@ -193,23 +209,6 @@ func (hyV3) Spec(c *Config) *Spec {
 		MoELayer:   isMoE,
 		Forward:    hyV3Forward,
 		Report:     hyV3Report(c, k),
-		MLX: MLXSpec{CombinedRefusal: "stock mlx-lm has no hy_v3 model (nor a loader keeping its MTP layers), so a combined " +
-			hyV3Name + " file would carry a head nothing runs."},
-		GGUF: GGUFSpec{
-			// The pinned converter knows no Hy3 tokenizer hash; Hy4-preview's,
-			// the Hy line's newest it knows, is assumed (inferred; docs/hy.md).
-			Arch: "hy_v3", PreTokenizer: "hy_v4",
-			Top:          deepseekGGUFTop,
-			Layer:        hyV3GGUFLayer,
-			Hparams:      hyV3GGUFHparams,
-			Metadata:     hyV3GGUFMetadata,
-			ChainedHeads: true,
-		},
-		OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
-		// vLLM 0.32.0 has hy_v3_mtp.py, but how it and SGLang build the
-		// head under a repo's quantization is not ported to the rules yet.
-		HF: HFSpec{Unported: "mtpconv does not know yet how vLLM's hy_v3_mtp and SGLang build " + hyV3Name +
-			"'s head under a repo's quantization, so it writes no repo it cannot check."},
 	}
 	if !c.TieWordEmbeddings {
 		s.LMHead = &Want{Suffix: "lm_head.weight", Shape: []int64{v, h}}

@@ -32,15 +32,23 @@ import (
 // their own (the reference's _tp_aware_qkv_dequant). MiMo-V2-Flash stores
 // q_proj, k_proj and v_proj apart, which llama.cpp's MTP graph does not take.
 
-func init() { RegisterFamily(mimoV2{}) }
-
-type mimoV2 struct{}
-
-func (mimoV2) Name() string { return "mimo_v2" }
-
-func (mimoV2) Matches(id Identity) bool {
-	return MatchesIdentity(id, []string{"mimo_v2", "mimo_v2_flash"}, "MiMoV2")
+// mimoV2Family is the family's descriptor.
+var mimoV2Family = &Family{
+	Name: "mimo_v2", Title: "MiMo-V2",
+	ModelTypes: []string{"mimo_v2", "mimo_v2_flash"}, Arch: "MiMoV2",
+	ParseConfig: parseMiMoV2, Spec: specMiMoV2,
+	MLX: MLXSpec{CombinedRefusal: "stock mlx-lm drops MiMo-V2's MTP layers (its mimo_v2_flash sanitize removes model.mtp.*), and mlx-vlm has no MiMo-V2 drafter, so a combined file would carry a head nothing runs."},
+	GGUF: GGUFSpec{
+		Arch: "mimo2", PreTokenizer: "qwen2",
+		Top: deepseekGGUFTop, Layer: mimoGGUFLayer,
+		Hparams: mimoGGUFHparams, Metadata: mimoGGUFMetadata,
+		ChainedHeads: true,
+	},
+	OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only; no OpenVINO pipeline runs MiMo-V2's chained sliding-window heads."},
+	HF:       HFSpec{Unported: "vLLM 0.32.0's MiMoV2MTP runs the first of MiMo-V2's 3 MTP layers only, and how it and SGLang build the head's modules (qkv_proj sharded per rank) is not ported, so no HF repo is written for them yet."},
 }
+
+func init() { RegisterFamily(mimoV2Family) }
 
 // mimoMTPLayers is the MTP depth of every MiMo-V2 release (and what the
 // reference converter and llama.cpp's mimo2 file assume: config.json has no key for it).
@@ -87,7 +95,7 @@ func (mc *MiMoV2Config) swa(i int) bool {
 	return i >= len(mc.HybridLayerPattern) || mc.HybridLayerPattern[i] == 1
 }
 
-func (mimoV2) ParseConfig(raw []byte) (*Config, error) {
+func parseMiMoV2(raw []byte) (*Config, error) {
 	// MiMoV2FlashConfig's defaults (the releases set every key).
 	c, err := DecodeConfig(raw, ConfigDefaults{PartialRotaryFactor: 1, RMSNormEps: 1e-5, RopeTheta: 10000})
 	if err != nil {
@@ -164,7 +172,7 @@ func (mimoV2) ParseConfig(raw []byte) (*Config, error) {
 	return c, nil
 }
 
-func (mimoV2) Spec(c *Config) *Spec {
+func specMiMoV2(c *Config) *Spec {
 	mc := c.mimo()
 	h, v, di := int64(c.HiddenSize), int64(c.VocabSize), int64(c.IntermediateSize)
 	heads, hd, vhd := int64(c.NumAttentionHeads), int64(c.HeadDim), int64(mc.VHeadDim)
@@ -211,15 +219,6 @@ func (mimoV2) Spec(c *Config) *Spec {
 		Forward:        mimoForward,
 		FP8Shards:      mimoQKVShards,
 		Report:         mimoReport(c),
-		GGUF: GGUFSpec{
-			Arch: "mimo2", PreTokenizer: "qwen2",
-			Top: deepseekGGUFTop, Layer: mimoGGUFLayer,
-			Hparams: mimoGGUFHparams, Metadata: mimoGGUFMetadata,
-			ChainedHeads: true,
-		},
-		MLX:      MLXSpec{CombinedRefusal: "stock mlx-lm drops MiMo-V2's MTP layers (its mimo_v2_flash sanitize removes model.mtp.*), and mlx-vlm has no MiMo-V2 drafter, so a combined file would carry a head nothing runs."},
-		OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only; no OpenVINO pipeline runs MiMo-V2's chained sliding-window heads."},
-		HF:       HFSpec{Unported: "vLLM 0.32.0's MiMoV2MTP runs the first of MiMo-V2's 3 MTP layers only, and how it and SGLang build the head's modules (qkv_proj sharded per rank) is not ported, so no HF repo is written for them yet."},
 	}
 	if !c.TieWordEmbeddings {
 		s.LMHead = &Want{Suffix: "lm_head.weight", Shape: []int64{v, h}}

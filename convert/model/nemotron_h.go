@@ -26,15 +26,27 @@ import (
 // (nemotron_h, no routed experts) has no MTP graph and is refused. See
 // docs/nemotron.md.
 
-func init() { RegisterFamily(nemotronH{}) }
-
-type nemotronH struct{}
-
-func (nemotronH) Name() string { return "nemotron_h" }
-
-func (nemotronH) Matches(id Identity) bool {
-	return MatchesIdentity(id, []string{"nemotron_h"}, "NemotronHForCausalLM")
+// nemotronHFamily is the family's descriptor.
+var nemotronHFamily = &Family{
+	Name: "nemotron_h", Title: "Nemotron-H",
+	ModelTypes: []string{"nemotron_h"}, Arch: "NemotronHForCausalLM",
+	ParseConfig: parseNemotronH, Spec: specNemotronH,
+	// mlx-vlm's nemotron_h_mtp splitter: the head's names without mtp.,
+	// experts stacked as switch_mlp.fc1 / fc2, block_size depth + 1, the
+	// router (mixer.gate) never quantized.
+	MLX: MLXSpec{DrafterModelType: "nemotron_h_mtp", DrafterBlockExtra: 1, DrafterRoutersFloat: true,
+		DrafterName:     func(rel string) string { return strings.TrimPrefix(rel, "layers.0.") },
+		CombinedRefusal: "stock mlx-lm drops the MTP head of Nemotron-H checkpoints (its sanitize removes mtp.*), so a combined file would carry a head nothing runs."},
+	GGUF: GGUFSpec{Arch: "nemotron_h_moe", PreTokenizer: "pixtral", Top: nemotronHGGUFTop, Layer: nemotronHGGUFLayer,
+		HeadBlockFromSubLayer: true, PermuteQK: true, Hparams: nemotronHGGUFHparams, Metadata: nemotronHGGUFMetadata},
+	OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
+	// vLLM 0.32.0 has nemotron_h_mtp.py, but how it and SGLang build the
+	// head under a repo's quantization is not ported to the rules yet.
+	HF: HFSpec{Unported: "mtpconv does not know yet how vLLM's nemotron_h_mtp and SGLang build Nemotron-H's" +
+		" head under a repo's quantization, so it writes no repo it cannot check."},
 }
+
+func init() { RegisterFamily(nemotronHFamily) }
 
 // NemotronHConfig is Nemotron-H's own config.json keys (Config.NemotronH),
 // with NemotronHConfig's defaults (transformers 5) where it has them.
@@ -98,7 +110,7 @@ func nemotronHPattern(s string, list []string, key, listKey string) (string, err
 	return s, nil
 }
 
-func (nemotronH) ParseConfig(raw []byte) (*Config, error) {
+func parseNemotronH(raw []byte) (*Config, error) {
 	if hasKey(raw, "llm_config") || hasKey(raw, "text_config") {
 		return nil, fmt.Errorf("a nested Nemotron-H configuration (llm_config or text_config: the Nano Omni releases) is not read; only NemotronHForCausalLM's flat config.json is")
 	}
@@ -198,7 +210,7 @@ func nemotronHLatent(c *Config) int {
 	return 0
 }
 
-func (nemotronH) Spec(c *Config) *Spec {
+func specNemotronH(c *Config) *Spec {
 	nh := c.nemotronH()
 	h, v := int64(c.HiddenSize), int64(c.VocabSize)
 	w := func(s string, role Role, shape ...int64) Want { return Want{Suffix: s, Shape: shape, Role: role} }
@@ -266,19 +278,6 @@ func (nemotronH) Spec(c *Config) *Spec {
 		Experts:  func(ExpertLayout) []Want { return experts("layers.1.") },
 		MoELayer: func(i int) bool { return i >= c.NumHiddenLayers }, // the trunk's experts are listed in its layers
 		Report:   nemotronHReport(c),
-		GGUF: GGUFSpec{Arch: "nemotron_h_moe", PreTokenizer: "pixtral", Top: nemotronHGGUFTop, Layer: nemotronHGGUFLayer,
-			HeadBlockFromSubLayer: true, PermuteQK: true, Hparams: nemotronHGGUFHparams, Metadata: nemotronHGGUFMetadata},
-		// mlx-vlm's nemotron_h_mtp splitter: the head's names without mtp.,
-		// experts stacked as switch_mlp.fc1 / fc2, block_size depth + 1, the
-		// router (mixer.gate) never quantized.
-		MLX: MLXSpec{DrafterModelType: "nemotron_h_mtp", DrafterBlockExtra: 1, DrafterRoutersFloat: true,
-			DrafterName:     func(rel string) string { return strings.TrimPrefix(rel, "layers.0.") },
-			CombinedRefusal: "stock mlx-lm drops the MTP head of Nemotron-H checkpoints (its sanitize removes mtp.*), so a combined file would carry a head nothing runs."},
-		OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
-		// vLLM 0.32.0 has nemotron_h_mtp.py, but how it and SGLang build the
-		// head under a repo's quantization is not ported to the rules yet.
-		HF: HFSpec{Unported: "mtpconv does not know yet how vLLM's nemotron_h_mtp and SGLang build Nemotron-H's" +
-			" head under a repo's quantization, so it writes no repo it cannot check."},
 	}
 	if !c.TieWordEmbeddings {
 		s.LMHead = &Want{Suffix: "lm_head.weight", Shape: []int64{v, h}}

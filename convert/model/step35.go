@@ -36,14 +36,28 @@ import (
 // and llama3 RoPE scaling in its full-attention layers (yarn_only_types),
 // for which the converter writes rope_freqs, computed from the config.
 
-func init() { RegisterFamily(step35{}) }
+// step35Family is the family's descriptor.
+var step35Family = &Family{
+	Name: "step3p5", Title: "Step-3.5/3.7-Flash",
+	Match: matchStep35, ZeroCentredHead: true,
+	ParseConfig: parseStep35, Spec: specStep35,
+	MLX: MLXSpec{CombinedRefusal: "stock mlx-lm's step3p5 model drops the MTP layers (layers past num_hidden_layers), so a combined file would carry heads nothing runs."},
+	GGUF: GGUFSpec{
+		Arch: "step35", PreTokenizer: "deepseek-v3", // the releases' tokenizer (llama.cpp#23845)
+		Top: deepseekGGUFTop, Layer: step35GGUFLayer,
+		Hparams: step35GGUFHparams, Metadata: step35GGUFMetadata, ChainedHeads: true, Computed: step35Computed,
+	},
+	OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
+	// vLLM 0.32.0 has step3p5_mtp.py, but how it and SGLang build the
+	// heads under a repo's quantization is not ported to the rules yet.
+	HF: HFSpec{Unported: "mtpconv does not know yet how vLLM's step3p5_mtp and SGLang build Step-3.5/3.7-Flash's heads" +
+		" under a repo's quantization, so it writes no repo it cannot check."},
+}
 
-type step35 struct{}
+func init() { RegisterFamily(step35Family) }
 
-func (step35) Name() string { return "step3p5" }
-
-// Matches Step-3.5 and Step-3.7 (whose wrapper nests a step3p5 text config).
-func (step35) Matches(id Identity) bool {
+// matchStep35 recognises Step-3.5 and Step-3.7 (whose wrapper nests a step3p5 text config).
+func matchStep35(id Identity) bool {
 	return id.ModelType == "step3p5" || id.ModelType == "step3p7" ||
 		slices.Contains(id.Architectures, "Step3p5ForCausalLM") || slices.Contains(id.Architectures, "Step3p7ForConditionalGeneration")
 }
@@ -110,7 +124,7 @@ func (s *Step35Config) moe(i int) bool { return slices.Contains(s.MoELayers, i) 
 
 const slidingAttention = "sliding_attention"
 
-func (step35) ParseConfig(raw []byte) (*Config, error) {
+func parseStep35(raw []byte) (*Config, error) {
 	// rope_theta is one base per layer in the release (a list), which the
 	// shared keys cannot hold: decoded here, as the converter reads it.
 	var top map[string]json.RawMessage
@@ -366,7 +380,7 @@ func (c *Config) step35() *Step35Config {
 	return c.Step35
 }
 
-func (step35) Spec(c *Config) *Spec {
+func specStep35(c *Config) *Spec {
 	st := c.step35()
 	h, v, hd := int64(c.HiddenSize), int64(c.VocabSize), int64(c.HeadDim)
 	e, mi, si, di := int64(c.NumExperts), int64(c.MoeIntermediateSize), int64(c.SharedExpertIntermed), int64(c.IntermediateSize)
@@ -402,17 +416,6 @@ func (step35) Spec(c *Config) *Spec {
 		HeadLayer:      head,
 		Forward:        step35Forward,
 		Report:         step35Report(c),
-		GGUF: GGUFSpec{
-			Arch: "step35", PreTokenizer: "deepseek-v3", // the releases' tokenizer (llama.cpp#23845)
-			Top: deepseekGGUFTop, Layer: step35GGUFLayer,
-			Hparams: step35GGUFHparams, Metadata: step35GGUFMetadata, ChainedHeads: true, Computed: step35Computed,
-		},
-		MLX:      MLXSpec{CombinedRefusal: "stock mlx-lm's step3p5 model drops the MTP layers (layers past num_hidden_layers), so a combined file would carry heads nothing runs."},
-		OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
-		// vLLM 0.32.0 has step3p5_mtp.py, but how it and SGLang build the
-		// heads under a repo's quantization is not ported to the rules yet.
-		HF: HFSpec{Unported: "mtpconv does not know yet how vLLM's step3p5_mtp and SGLang build " + cmpOr(st.Name, step35Name) +
-			"'s heads under a repo's quantization, so it writes no repo it cannot check."},
 	}
 	return s
 }

@@ -71,8 +71,8 @@ const (
 // Serving describes how vLLM and SGLang build the head of m, a repo read by
 // model.Load (its own config and headers), and what keeps it from drafting.
 func Serving(m *model.Model) (*Report, error) {
-	r := &Report{Repo: m.Checkpoint.Source.Name(), Family: m.Family, Quantization: "none", Versions: Versions}
-	if why := m.Spec.HF.Unported; why != "" {
+	r := &Report{Repo: m.Checkpoint.Source.Name(), Family: m.Family.Name, Quantization: "none", Versions: Versions}
+	if why := m.Family.HF.Unported; why != "" {
 		r.NotJudged = why
 		r.TensorDepth, r.HeadTensors = m.MTPDepth, m.Groups[model.GroupMTP].Tensors
 		return r, nil
@@ -82,7 +82,7 @@ func Serving(m *model.Model) (*Report, error) {
 		return nil, err
 	}
 	r.QuantizationKey = key
-	if why := m.Spec.HF.Refusal; why != "" { // no runtime builds the family's head: the rules below do not apply
+	if why := m.Family.HF.Refusal; why != "" { // no runtime builds the family's head: the rules below do not apply
 		r.Problems = append(r.Problems, Problem{"architectures", why})
 	}
 	q, qerr := ParseQuant(raw)

@@ -106,10 +106,10 @@ func planHead(m *model.Model, file, prec string) ([]plan.OutTensor, error) {
 // model.safetensors, the source's config.json without its quantization
 // (the head is bf16) and with the MTP depth declared, and its tokenizer.
 func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
-	if r := m.Spec.HF.Refusal; r != "" {
+	if r := m.Family.HF.Refusal; r != "" {
 		return nil, fmt.Errorf("--target hf: %s", r)
 	}
-	if r := m.Spec.HF.Unported; r != "" {
+	if r := m.Family.HF.Unported; r != "" {
 		return nil, fmt.Errorf("--target hf: %s", r)
 	}
 	prec, err := headPrecision(o, precBF16)

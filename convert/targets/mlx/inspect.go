@@ -62,12 +62,12 @@ func InspectFolder(dir string) (*FolderReport, error) {
 	if r.MTPHead {
 		return r, nil
 	}
-	spec, err := model.SpecFor(f.cfg)
+	fam, err := f.cfg.Family()
 	switch {
 	case err != nil:
 		r.Why = err.Error()
-	case spec.MLX.CombinedRefusal != "":
-		r.Why = spec.MLX.CombinedRefusal
+	case fam.MLX.CombinedRefusal != "":
+		r.Why = fam.MLX.CombinedRefusal
 	default:
 		src := "SRC"
 		if r.BaseModel != "" {
