@@ -42,6 +42,7 @@ func parseTestGLM(raw []byte) (*Config, error) {
 	}
 	return c, c.CheckCommon()
 }
+
 // withFamily registers f for the duration of a test.
 func withFamily(t *testing.T, f *Family) { t.Cleanup(RegisterFamily(f)) }
 
