@@ -80,15 +80,6 @@ type lingConfig struct {
 	MRopeSection        any        `json:"mrope_section"`
 }
 
-// lingKeys decodes the family's keys (none for a config built in code).
-func lingKeys(c *Config) lingConfig {
-	var k lingConfig
-	if len(c.Raw) > 0 {
-		_ = c.DecodeText(&k) // ParseConfig decoded it once already
-	}
-	return k
-}
-
 func (k lingConfig) sharedExperts() int {
 	if k.NumSharedExperts == nil {
 		return 1
@@ -115,6 +106,7 @@ func parseLing(raw []byte) (*Config, error) {
 	if err := c.DecodeText(&k); err != nil {
 		return nil, err
 	}
+	SetKeys(c, &k)
 	c.NumKeyValueHeads = c.NumAttentionHeads // MLA and KDA: every head its own (the GQA check holds)
 	c.SharedExpertIntermed = k.SharedIntermediate * k.sharedExperts()
 	keys := append(c.CommonKeys(), PositiveKey{"intermediate_size", c.IntermediateSize}, PositiveKey{"num_experts", c.NumExperts},
@@ -171,7 +163,7 @@ func parseLing(raw []byte) (*Config, error) {
 }
 
 func specLing(c *Config) *Spec {
-	k := lingKeys(c)
+	k := *KeysOf[lingConfig](c)
 	h, v := int64(c.HiddenSize), int64(c.VocabSize)
 	e, si, di := int64(c.NumExperts), int64(c.SharedExpertIntermed), int64(c.IntermediateSize)
 	heads, hd := int64(c.NumAttentionHeads), int64(c.HeadDim)
@@ -299,7 +291,7 @@ var lingGGUFLayer = map[string]gg.TensorName{
 // experts', the per-layer SwiGLU clamps (padded with 0 to every block), then
 // the MTP layer count.
 func lingGGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
-	c, k := m.Config, lingKeys(m.Config)
+	c, k := m.Config, *KeysOf[lingConfig](m.Config)
 	blocks := c.NumHiddenLayers + m.MTPDepth
 	kv := make([]int32, blocks)
 	for i := range kv {
@@ -350,7 +342,7 @@ func lingGGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
 // routing with the expert bias, shared experts, final_layernorm before the
 // shared LM head.
 func lingForward(m *Model) Forward {
-	c, k := m.Config, lingKeys(m.Config)
+	c, k := m.Config, *KeysOf[lingConfig](m.Config)
 	p := m.HeadLayerPrefix(0)
 	a, mp := p+"attention.", p+"mlp."
 	at := Attention{Kind: AttnMLA, Prefix: a, Q: a + "q_proj.weight", O: a + "dense.weight",

@@ -25,7 +25,7 @@ import (
 // they share, their config keys (DeepSeekConfig) included.
 
 // DeepSeekConfig is the lineage's own config.json keys, decoded by its
-// families (Config.DeepSeek): routed and shared expert counts, sigmoid
+// families (KeysOf[DeepSeekConfig]): routed and shared expert counts, sigmoid
 // routing over expert groups, leading dense layers, attention biases and
 // q/k norms, multi-head latent attention.
 type DeepSeekConfig struct {
@@ -58,13 +58,13 @@ type DeepSeekConfig struct {
 }
 
 // DecodeDeepSeekConfig decodes the lineage's keys of a config DecodeConfig
-// read into c.DeepSeek (for test families of the lineage too).
+// read into KeysOf[DeepSeekConfig](c) (for test families of the lineage too).
 func DecodeDeepSeekConfig(c *Config) error {
 	var ds DeepSeekConfig
 	if err := c.DecodeText(&ds); err != nil {
 		return err
 	}
-	c.DeepSeek = &ds
+	SetKeys(c, &ds)
 	return nil
 }
 
@@ -92,7 +92,7 @@ func parseDeepSeekConfig(raw []byte, f deepseekFamily) (*Config, error) {
 	if err := DecodeDeepSeekConfig(c); err != nil {
 		return nil, err
 	}
-	ds := c.DeepSeek
+	ds := KeysOf[DeepSeekConfig](c)
 	if q := c.QuantizationConfig; q != nil && q.QuantMethod != "fp8" {
 		return nil, fmt.Errorf("quantization_config.quant_method is %q: %s", q.QuantMethod, f.quantRefusal(q.QuantMethod))
 	}
@@ -147,16 +147,7 @@ func hasKey(raw []byte, key string) bool {
 }
 
 // deepseekMLA reports multi-head latent attention.
-func deepseekMLA(c *Config) bool { return c.deepseek().KVLoraRank > 0 }
-
-// deepseek is the lineage's keys, none for a config built in code
-// (FamiliesWhere's empty one).
-func (c *Config) deepseek() *DeepSeekConfig {
-	if c.DeepSeek == nil {
-		return &DeepSeekConfig{}
-	}
-	return c.DeepSeek
-}
+func deepseekMLA(c *Config) bool { return KeysOf[DeepSeekConfig](c).KVLoraRank > 0 }
 
 // deepseekCombinedRefusal is why no combined MLX file is written for a family of the lineage.
 func deepseekCombinedRefusal(name string) string {
@@ -166,7 +157,7 @@ func deepseekCombinedRefusal(name string) string {
 // deepseekSpec is the lineage's layout, with f's attention; the GGUF,
 // MLX and OpenVINO tables are the family's to fill.
 func deepseekSpec(c *Config, f deepseekFamily) *Spec {
-	ds := c.deepseek()
+	ds := KeysOf[DeepSeekConfig](c)
 	h, v := int64(c.HiddenSize), int64(c.VocabSize)
 	e, si, di := int64(c.NumExperts), int64(c.SharedExpertIntermed), int64(c.IntermediateSize)
 	w := func(s string, role Role, shape ...int64) Want { return Want{Suffix: s, Shape: shape, Role: role} }
@@ -235,7 +226,7 @@ func deepseekSpec(c *Config, f deepseekFamily) *Spec {
 // deepseekReport is what inspect says of a config of the lineage: its
 // attention (GQA, or MLA), its leading dense layers and its routing.
 func deepseekReport(c *Config, mla bool) ReportSpec {
-	ds := c.deepseek()
+	ds := KeysOf[DeepSeekConfig](c)
 	norm, normTopk := "weights as chosen", c.NormTopkProb == nil || *c.NormTopkProb
 	if normTopk {
 		norm = "weights renormalised"
@@ -326,7 +317,7 @@ var deepseekGGUFLayer = map[string]gg.TensorName{
 // (DeepSeek-V3.2, GLM-5.2): wq_b over the query latent, wk, the LayerNorm
 // k_norm with its bias, weights_proj.
 func dsaIndexer(c *Config) []Want {
-	ds := c.deepseek()
+	ds := KeysOf[DeepSeekConfig](c)
 	h, nh, hd, ql := int64(c.HiddenSize), int64(ds.IndexNHeads), int64(ds.IndexHeadDim), int64(derefOr(ds.QLoraRank, 0))
 	return []Want{
 		{Suffix: "self_attn.indexer.wq_b.weight", Shape: []int64{nh * hd, ql}},
@@ -407,7 +398,7 @@ func deepseek2GGUFHparams(m *Model, h Hparams) { h["num_key_value_heads"] = json
 // after TextModel's (MLA as MQA: one key-value head of kv_lora_rank +
 // qk_rope_head_dim), then the NextN layer count.
 func deepseek2GGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
-	c, ds := m.Config, m.Config.DeepSeek
+	c, ds := m.Config, KeysOf[DeepSeekConfig](m.Config)
 	dense := 0 // first_k_dense_replace's default: none with routed experts, all without
 	if _, ok := h["n_routed_experts"]; !ok {
 		dense = c.NumHiddenLayers
@@ -446,7 +437,7 @@ func deepseek2GGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
 // its own eh_proj, norms and shared head; GQA with biases (or MLA) and
 // sigmoid group routing.
 func deepseekForward(m *Model) Forward {
-	c, ds := m.Config, m.Config.DeepSeek
+	c, ds := m.Config, KeysOf[DeepSeekConfig](m.Config)
 	p := m.HeadLayerPrefix(0)
 	f := Forward{EmbedNorm: p + "enorm.weight", HiddenNorm: p + "hnorm.weight", EmbeddingFirst: true,
 		FC: p + "eh_proj.weight", FinalNorm: p + "shared_head.norm.weight", Eps: c.RMSNormEps}

@@ -19,8 +19,8 @@ func TestDeepSeekLineageNamesTheFamily(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.DeepSeek.NRoutedExperts != 8 || c.NumExperts != 8 || *c.DeepSeek.QLoraRank != 16 || !deepseekMLA(c) {
-		t.Errorf("config %+v %+v", c, c.DeepSeek)
+	if KeysOf[DeepSeekConfig](c).NRoutedExperts != 8 || c.NumExperts != 8 || *KeysOf[DeepSeekConfig](c).QLoraRank != 16 || !deepseekMLA(c) {
+		t.Errorf("config %+v %+v", c, KeysOf[DeepSeekConfig](c))
 	}
 	for _, tc := range []struct{ extra, want string }{
 		{`,"scoring_func":"softmax"}`, `scoring_func is "softmax": DeepSeek-V3 heads route experts by sigmoid scores only`},

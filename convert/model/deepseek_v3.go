@@ -45,7 +45,7 @@ func parseDeepSeekV3(raw []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.HeadDim = c.DeepSeek.QKRopeHeadDim // the configuration class's attribute map
+	c.HeadDim = KeysOf[DeepSeekConfig](c).QKRopeHeadDim // the configuration class's attribute map
 	return c, nil
 }
 
@@ -60,6 +60,6 @@ func specDeepSeekV3(c *Config) *Spec {
 func dsv3GGUFHparams(m *Model, h Hparams) {
 	deepseek2GGUFHparams(m, h)
 	if _, ok := h["head_dim"]; !ok {
-		h["head_dim"] = json.Number(strconv.Itoa(m.Config.DeepSeek.QKRopeHeadDim))
+		h["head_dim"] = json.Number(strconv.Itoa(KeysOf[DeepSeekConfig](m.Config).QKRopeHeadDim))
 	}
 }

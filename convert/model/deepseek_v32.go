@@ -28,7 +28,7 @@ var deepseekV32Family = &Family{
 			if err := deepseek2GGUFMetadata(m, h, g); err != nil {
 				return err
 			}
-			ds := m.Config.DeepSeek
+			ds := KeysOf[DeepSeekConfig](m.Config)
 			g.U32("attention.indexer.head_count", ds.IndexNHeads)
 			g.U32("attention.indexer.key_length", ds.IndexHeadDim)
 			g.U32("attention.indexer.top_k", ds.IndexTopk)
@@ -52,7 +52,7 @@ func parseDeepSeekV32(raw []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	ds := c.DeepSeek
+	ds := KeysOf[DeepSeekConfig](c)
 	if err := checkDSAIndexer(ds); err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func parseDeepSeekV32(raw []byte) (*Config, error) {
 
 func specDeepSeekV32(c *Config) *Spec {
 	s := deepseekSpec(c, dsv32)
-	ds := c.deepseek()
+	ds := KeysOf[DeepSeekConfig](c)
 	indexer := dsaIndexer(c)
 	layer := s.TrunkLayer
 	s.TrunkLayer = func(i int) []Want { return append(layer(i), indexer...) }

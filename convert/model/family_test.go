@@ -33,12 +33,12 @@ func parseTestGLM(raw []byte) (*Config, error) {
 	if err := DecodeDeepSeekConfig(c); err != nil {
 		return nil, err
 	}
-	c.NumExperts = c.DeepSeek.NRoutedExperts // GLM names the routed experts its own way
+	c.NumExperts = KeysOf[DeepSeekConfig](c).NRoutedExperts // GLM names the routed experts its own way
 	if err := CheckPositive(c.CommonKeys()...); err != nil {
 		return nil, err
 	}
-	if c.DeepSeek.NGroup <= 0 {
-		return nil, fmt.Errorf("n_group is %d; test_glm routes over expert groups", c.DeepSeek.NGroup)
+	if KeysOf[DeepSeekConfig](c).NGroup <= 0 {
+		return nil, fmt.Errorf("n_group is %d; test_glm routes over expert groups", KeysOf[DeepSeekConfig](c).NGroup)
 	}
 	return c, c.CheckCommon()
 }
@@ -61,7 +61,7 @@ func TestFamilyDetectedBeforeValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if parsed != 1 || cfg.PartialRotaryFactor != 0.5 || cfg.DeepSeek.NGroup != 2 {
+	if parsed != 1 || cfg.PartialRotaryFactor != 0.5 || KeysOf[DeepSeekConfig](cfg).NGroup != 2 {
 		t.Errorf("parsed %d times, config %+v", parsed, cfg)
 	}
 	if f, err := cfg.Family(); err != nil || f.Name != "test_glm" {

@@ -50,7 +50,7 @@ func parseGLM4MoeLite(raw []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.HeadDim = c.DeepSeek.QKRopeHeadDim // the configuration class's attribute map
+	c.HeadDim = KeysOf[DeepSeekConfig](c).QKRopeHeadDim // the configuration class's attribute map
 	return c, nil
 }
 

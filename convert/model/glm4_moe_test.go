@@ -49,7 +49,7 @@ func TestGLMFamiliesDescribeFixtures(t *testing.T) {
 				t.Errorf("%s: head tensor %s outside model.layers.%d", tc.fixture, h, n)
 			}
 		}
-		if len(m.TrunkExperts) != n-m.Config.DeepSeek.FirstKDenseReplace || len(m.MTPExperts) != 1 {
+		if len(m.TrunkExperts) != n-model.KeysOf[model.DeepSeekConfig](m.Config).FirstKDenseReplace || len(m.MTPExperts) != 1 {
 			t.Errorf("%s: %d trunk expert blocks, %d MTP", tc.fixture, len(m.TrunkExperts), len(m.MTPExperts))
 		}
 	}

@@ -58,7 +58,7 @@ func init() { RegisterFamily(glm5NextFamily) }
 var glm53Flash = deepseekFamily{name: "GLM-5.3-Flash", defaults: ConfigDefaults{PartialRotaryFactor: 1, RMSNormEps: 1e-5, RopeTheta: 10000},
 	mla: true, quantRefusal: glmQuantRefusal}
 
-// Glm5NextConfig is GLM-5.3-Flash's own text-config keys (Config.Glm5Next):
+// Glm5NextConfig is GLM-5.3-Flash's own text-config keys (KeysOf[Glm5NextConfig]):
 // the feed-forward and indexer schedules, the KDA layers' dimensions, the
 // k-pool size and the mHC stream count.
 type Glm5NextConfig struct {
@@ -92,8 +92,8 @@ func parseGLM5Next(raw []byte) (*Config, error) {
 	if err := c.DecodeText(&g); err != nil {
 		return nil, err
 	}
-	c.Glm5Next = &g
-	ds, name := c.DeepSeek, glm53Flash.name
+	SetKeys(c, &g)
+	ds, name := KeysOf[DeepSeekConfig](c), glm53Flash.name
 	if q := c.QuantizationConfig; q != nil && q.QuantMethod != "fp8" {
 		return nil, fmt.Errorf("quantization_config.quant_method is %q: %s", q.QuantMethod, glmQuantRefusal(q.QuantMethod))
 	}
@@ -195,21 +195,9 @@ func derefBool(p *bool) any {
 	return *p
 }
 
-// glm5 is the family's own keys, none for a config built in code.
-func (c *Config) glm5() *Glm5NextConfig {
-	if c.Glm5Next == nil {
-		return &Glm5NextConfig{LinearAttn: &struct {
-			NumHeads            int `json:"num_heads"`
-			HeadDim             int `json:"head_dim"`
-			ShortConvKernelSize int `json:"short_conv_kernel_size"`
-		}{}, IndexKPool: ptr(0), HCMult: ptr(0)}
-	}
-	return c.Glm5Next
-}
-
 func specGLM5Next(c *Config) *Spec {
 	s := deepseekSpec(c, glm53Flash)
-	ds, g := c.deepseek(), c.glm5()
+	ds, g := KeysOf[DeepSeekConfig](c), KeysOf[Glm5NextConfig](c)
 	h, L := int64(c.HiddenSize), c.NumHiddenLayers
 	w := func(suffix string, role Role, shape ...int64) Want {
 		return Want{Suffix: suffix, Shape: shape, Role: role}

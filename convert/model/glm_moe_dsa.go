@@ -66,7 +66,7 @@ func parseGLMMoeDsa(raw []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	ds := c.DeepSeek
+	ds := KeysOf[DeepSeekConfig](c)
 	if err := checkDSAIndexer(ds); err != nil {
 		return nil, err
 	}
@@ -123,7 +123,7 @@ func glmIndexerTypes(layers Layers, ds *DeepSeekConfig) ([]string, error) {
 
 func specGLMMoeDsa(c *Config) *Spec {
 	s := deepseekSpec(c, glm52)
-	ds := c.deepseek()
+	ds := KeysOf[DeepSeekConfig](c)
 	indexer := dsaIndexer(c)
 	layer := s.TrunkLayer
 	s.TrunkLayer = func(i int) []Want {
@@ -154,7 +154,7 @@ func glmDsaGGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
 	if err := deepseek2GGUFMetadata(m, h, g); err != nil {
 		return err
 	}
-	ds := m.Config.DeepSeek
+	ds := KeysOf[DeepSeekConfig](m.Config)
 	g.U32("rope.dimension_count", int(float64(ds.QKRopeHeadDim)*m.Config.PartialRotaryFactor))
 	g.U32("attention.indexer.head_count", ds.IndexNHeads)
 	g.U32("attention.indexer.key_length", ds.IndexHeadDim)

@@ -85,7 +85,7 @@ func TestGLM52Family(t *testing.T) {
 		`,"index_topk_freq":2,"index_skip_topk_offset":1}`: {"full", "shared", "full"},
 	} {
 		c, err := model.ParseConfig([]byte(base + `,"q_lora_rank":16` + extra))
-		if err != nil || !slices.Equal(c.DeepSeek.IndexerTypes, want) {
+		if err != nil || !slices.Equal(model.KeysOf[model.DeepSeekConfig](c).IndexerTypes, want) {
 			t.Errorf("%s: %v %v, want %v", extra, err, c, want)
 		}
 	}

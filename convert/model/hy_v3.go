@@ -68,15 +68,6 @@ type hyV3Config struct {
 // hyV3Defaults are HYV3Config's.
 var hyV3Defaults = ConfigDefaults{PartialRotaryFactor: 1, RMSNormEps: 1e-5, RopeTheta: 11158840}
 
-// hyV3Keys decodes the family's keys (none for a config built in code).
-func hyV3Keys(c *Config) hyV3Config {
-	var k hyV3Config
-	if len(c.Raw) > 0 {
-		_ = c.DecodeText(&k) // ParseConfig decoded it once already
-	}
-	return k
-}
-
 func (k hyV3Config) sharedExperts() int {
 	if k.NumSharedExperts == nil {
 		return 1
@@ -121,6 +112,7 @@ func parseHyV3(raw []byte) (*Config, error) {
 	if err := c.DecodeText(&k); err != nil {
 		return nil, err
 	}
+	SetKeys(c, &k)
 	c.SharedExpertIntermed = k.sharedExperts() * c.MoeIntermediateSize
 	keys := append(c.CommonKeys(), PositiveKey{"intermediate_size", c.IntermediateSize}, PositiveKey{"num_experts", c.NumExperts},
 		PositiveKey{"num_experts_per_tok", c.NumExpertsPerTok}, PositiveKey{"moe_intermediate_size", c.MoeIntermediateSize},
@@ -169,7 +161,7 @@ func hyV3LayerTypes(dense, n int) []string {
 }
 
 func specHyV3(c *Config) *Spec {
-	k := hyV3Keys(c)
+	k := *KeysOf[hyV3Config](c)
 	h, v := int64(c.HiddenSize), int64(c.VocabSize)
 	e, si, di := int64(c.NumExperts), int64(c.SharedExpertIntermed), int64(c.IntermediateSize)
 	q, kv, hd := int64(c.NumAttentionHeads*c.HeadDim), int64(c.NumKeyValueHeads*c.HeadDim), int64(c.HeadDim)
@@ -273,7 +265,7 @@ func hyV3GGUFHparams(m *Model, h Hparams) {
 // TextModel's: the expert widths, the routing's renormalisation, scale and
 // sigmoid gating, then the MTP layer count.
 func hyV3GGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
-	c, k := m.Config, hyV3Keys(m.Config)
+	c, k := m.Config, *KeysOf[hyV3Config](m.Config)
 	g.U32("expert_feed_forward_length", c.MoeIntermediateSize)
 	g.U32("expert_shared_feed_forward_length", c.MoeIntermediateSize*k.sharedExperts())
 	g.Bool("expert_weights_norm", k.routeNorm())
@@ -288,7 +280,7 @@ func hyV3GGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
 // norms, sigmoid top-k routing with the expert bias (one group), the
 // layer's final_layernorm before the shared LM head.
 func hyV3Forward(m *Model) Forward {
-	c, k := m.Config, hyV3Keys(m.Config)
+	c, k := m.Config, *KeysOf[hyV3Config](m.Config)
 	p := m.HeadLayerPrefix(0)
 	f := Forward{EmbedNorm: p + "enorm.weight", HiddenNorm: p + "hnorm.weight", EmbeddingFirst: true,
 		FC: p + "eh_proj.weight", FinalNorm: p + "final_layernorm.weight", Eps: c.RMSNormEps}

@@ -54,7 +54,7 @@ func init() { RegisterFamily(mimoV2Family) }
 // reference converter and llama.cpp's mimo2 file assume: config.json has no key for it).
 const mimoMTPLayers = 3
 
-// MiMoV2Config is MiMo-V2's own config.json keys (Config.MiMo).
+// MiMoV2Config is MiMo-V2's own config.json keys (KeysOf[MiMoV2Config]).
 type MiMoV2Config struct {
 	VHeadDim             int      `json:"v_head_dim"`
 	SWANumAttentionHeads int      `json:"swa_num_attention_heads"`
@@ -81,14 +81,6 @@ type MiMoV2Config struct {
 	} `json:"quantization_config"`
 }
 
-// mimo is the family's keys, none for a config built in code.
-func (c *Config) mimo() *MiMoV2Config {
-	if c.MiMo == nil {
-		return &MiMoV2Config{}
-	}
-	return c.MiMo
-}
-
 // swa reports whether layer i (MTP layer j is num_hidden_layers + j, all
 // sliding-window) attends over a sliding window.
 func (mc *MiMoV2Config) swa(i int) bool {
@@ -105,7 +97,7 @@ func parseMiMoV2(raw []byte) (*Config, error) {
 	if err := c.DecodeText(&mc); err != nil {
 		return nil, err
 	}
-	c.MiMo = &mc
+	SetKeys(c, &mc)
 	if q := c.QuantizationConfig; q != nil && q.QuantMethod != "fp8" {
 		return nil, fmt.Errorf("quantization_config.quant_method is %q: MiMo-V2's releases store block FP8 (weight_scale_inv, 128 × 128 blocks), the only quantized layout this tool reads", q.QuantMethod)
 	}
@@ -173,7 +165,7 @@ func parseMiMoV2(raw []byte) (*Config, error) {
 }
 
 func specMiMoV2(c *Config) *Spec {
-	mc := c.mimo()
+	mc := KeysOf[MiMoV2Config](c)
 	h, v, di := int64(c.HiddenSize), int64(c.VocabSize), int64(c.IntermediateSize)
 	heads, hd, vhd := int64(c.NumAttentionHeads), int64(c.HeadDim), int64(mc.VHeadDim)
 	w := func(s string, role Role, shape ...int64) Want { return Want{Suffix: s, Shape: shape, Role: role} }
@@ -246,7 +238,7 @@ func mimoQKVShards(m *Model, weight string) (*RowShards, error) {
 	if !strings.HasSuffix(weight, ".self_attn.qkv_proj.weight") {
 		return nil, nil
 	}
-	c, mc := m.Config, m.Config.mimo()
+	c, mc := m.Config, KeysOf[MiMoV2Config](m.Config)
 	i := c.NumHiddenLayers // an MTP layer
 	if !m.IsHead(weight) {
 		l, ok := strings.CutPrefix(weight, m.TextPrefix+"layers.")
@@ -327,7 +319,7 @@ func mimoGGUFHparams(m *Model, h Hparams) {
 // refuses what llama.cpp's mimo2 draft graph cannot run: a depth other than
 // 3, q/k/v apart (MiMo-V2-Flash).
 func mimoGGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
-	c, mc := m.Config, m.Config.mimo()
+	c, mc := m.Config, KeysOf[MiMoV2Config](m.Config)
 	if m.MTPDepth != mimoMTPLayers {
 		return fmt.Errorf("the head has %d MTP layers; MiMo-V2's releases have %d, the count llama.cpp's mimo2 files assume (config.json does not give it)", m.MTPDepth, mimoMTPLayers)
 	}
@@ -363,7 +355,7 @@ func mimoGGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
 
 // mimoReport is what inspect says of a MiMo-V2 config.
 func mimoReport(c *Config) ReportSpec {
-	mc := c.mimo()
+	mc := KeysOf[MiMoV2Config](c)
 	swa, moe := 0, 0
 	for i := range c.NumHiddenLayers {
 		if mc.swa(i) {

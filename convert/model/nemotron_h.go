@@ -48,7 +48,7 @@ var nemotronHFamily = &Family{
 
 func init() { RegisterFamily(nemotronHFamily) }
 
-// NemotronHConfig is Nemotron-H's own config.json keys (Config.NemotronH),
+// NemotronHConfig is Nemotron-H's own config.json keys (KeysOf[NemotronHConfig]),
 // with NemotronHConfig's defaults (transformers 5) where it has them.
 type NemotronHConfig struct {
 	HybridOverridePattern    string   `json:"hybrid_override_pattern"`
@@ -150,7 +150,7 @@ func parseNemotronH(raw []byte) (*Config, error) {
 	for _, k := range nh.Pattern {
 		c.LayerTypes = append(c.LayerTypes, map[rune]string{'M': "mamba", '*': FullAttention, 'E': "moe"}[k])
 	}
-	c.NemotronH = &nh
+	SetKeys(c, &nh)
 	keys := append(c.CommonKeys(), PositiveKey{"n_routed_experts", nh.NRoutedExperts}, PositiveKey{"num_experts_per_tok", c.NumExpertsPerTok},
 		PositiveKey{"moe_intermediate_size", c.MoeIntermediateSize}, PositiveKey{"moe_shared_expert_intermediate_size", nh.SharedExpertIntermediate},
 		PositiveKey{"mamba_num_heads", nh.MambaNumHeads}, PositiveKey{"mamba_head_dim", nh.MambaHeadDim}, PositiveKey{"n_groups", nh.NGroups},
@@ -193,25 +193,16 @@ func parseNemotronH(raw []byte) (*Config, error) {
 	return c, nil
 }
 
-// nemotronH is the family's keys, the defaults for a config built in code.
-func (c *Config) nemotronH() *NemotronHConfig {
-	if c.NemotronH == nil {
-		d := nemotronHDefaults()
-		return &d
-	}
-	return c.NemotronH
-}
-
 // nemotronHLatent is the experts' width: moe_latent_size, or 0 for hidden_size.
 func nemotronHLatent(c *Config) int {
-	if p := c.nemotronH().MoELatentSize; p != nil {
+	if p := KeysOf[NemotronHConfig](c).MoELatentSize; p != nil {
 		return *p
 	}
 	return 0
 }
 
 func specNemotronH(c *Config) *Spec {
-	nh := c.nemotronH()
+	nh := KeysOf[NemotronHConfig](c)
 	h, v := int64(c.HiddenSize), int64(c.VocabSize)
 	w := func(s string, role Role, shape ...int64) Want { return Want{Suffix: s, Shape: shape, Role: role} }
 	q, kv := int64(c.NumAttentionHeads*c.HeadDim), int64(c.NumKeyValueHeads*c.HeadDim)
@@ -287,7 +278,7 @@ func specNemotronH(c *Config) *Spec {
 
 // nemotronHReport is what inspect says of a Nemotron-H MoE config.
 func nemotronHReport(c *Config) ReportSpec {
-	nh := c.nemotronH()
+	nh := KeysOf[NemotronHConfig](c)
 	r := ReportSpec{
 		Dims: map[string]any{"hybrid_override_pattern": nh.Pattern, "mtp_hybrid_override_pattern": nh.MTPPattern,
 			"mamba_num_heads": nh.MambaNumHeads, "mamba_head_dim": nh.MambaHeadDim, "n_groups": nh.NGroups, "ssm_state_size": nh.SSMStateSize,
@@ -344,7 +335,7 @@ func nemotronHGGUFHparams(m *Model, h Hparams) {
 		}
 	}
 	delete(h, "head_dim")
-	nh := m.Config.nemotronH()
+	nh := KeysOf[NemotronHConfig](m.Config)
 	for k, v := range map[string]any{"max_position_embeddings": 4096, "intermediate_size": 21504, "num_key_value_heads": m.Config.NumKeyValueHeads,
 		"layer_norm_epsilon": nh.LayerNormEpsilon, "n_routed_experts": nh.NRoutedExperts, "n_group": nh.NGroup, "topk_group": nh.TopkGroup} {
 		if _, ok := h[k]; !ok {
@@ -360,7 +351,7 @@ func nemotronHGGUFHparams(m *Model, h Hparams) {
 // size, per-layer FFN widths and expert keys, the latent size and the MTP
 // block count), keys set again keeping their place.
 func nemotronHGGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
-	c, nh := m.Config, m.Config.nemotronH()
+	c, nh := m.Config, KeysOf[NemotronHConfig](m.Config)
 	n := c.NumHiddenLayers + m.MTPDepth
 	g.U32("vocab_size", (c.VocabSize+7)/8*8) // Nemotron's set_vocab pads it to a multiple of 8
 	g.U32("rope.dimension_count", c.HiddenSize/c.NumAttentionHeads)

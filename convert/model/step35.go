@@ -69,7 +69,7 @@ const (
 	step37Name = "Step-3.7-Flash"
 )
 
-// Step35Config is Step-3.5's own config.json keys (Config.Step35), with the
+// Step35Config is Step-3.5's own config.json keys (KeysOf[Step35Config]), with the
 // per-layer lists padded to the trunk's and the MTP layers' count as the
 // reference converter pads them.
 type Step35Config struct {
@@ -173,7 +173,7 @@ func parseStep35(raw []byte) (*Config, error) {
 	if err := json.Unmarshal(body, st); err != nil {
 		return nil, fmt.Errorf("invalid text configuration: %w", err)
 	}
-	c.Step35 = st
+	SetKeys(c, st)
 	if q := c.QuantizationConfig; q != nil {
 		return nil, fmt.Errorf("quantization_config.quant_method is %q: %s releases are read in bf16 only (the FP8 and Int4 releases' layouts are not read yet)", q.QuantMethod, name)
 	}
@@ -275,7 +275,7 @@ func (st *Step35Config) ropeScaling(c *Config, top map[string]json.RawMessage, r
 // step35Computed is the converter's generate_extra_tensors: rope_freqs
 // with llama3 scaling.
 func step35Computed(m *Model) []ComputedTensor {
-	if f := m.Config.step35().RopeFactors; f != nil {
+	if f := KeysOf[Step35Config](m.Config).RopeFactors; f != nil {
 		return []ComputedTensor{{Name: gg.Weight(gg.KindRopeFreqs), Source: f.Name()}}
 	}
 	return nil
@@ -372,16 +372,8 @@ func padTo[T any](xs []T, n int, fill T) []T {
 	return out[:n]
 }
 
-// step35 is the family's keys, none for a config built in code (FamiliesWhere's empty one).
-func (c *Config) step35() *Step35Config {
-	if c.Step35 == nil {
-		return &Step35Config{}
-	}
-	return c.Step35
-}
-
 func specStep35(c *Config) *Spec {
-	st := c.step35()
+	st := KeysOf[Step35Config](c)
 	h, v, hd := int64(c.HiddenSize), int64(c.VocabSize), int64(c.HeadDim)
 	e, mi, si, di := int64(c.NumExperts), int64(c.MoeIntermediateSize), int64(c.SharedExpertIntermed), int64(c.IntermediateSize)
 	w := func(s string, role Role, shape ...int64) Want { return Want{Suffix: s, Shape: shape, Role: role} }
@@ -432,7 +424,7 @@ func step35Forward(m *Model) Forward {
 
 // step35Report is what inspect says of a Step-3.5 config.
 func step35Report(c *Config) ReportSpec {
-	st := c.step35()
+	st := KeysOf[Step35Config](c)
 	sliding := 0
 	for _, t := range st.Types[:min(len(st.Types), c.NumHiddenLayers)] {
 		if t == slidingAttention {
@@ -516,7 +508,7 @@ var step35GGUFLayer = map[string]gg.TensorName{
 // base and the sliding one (rope_theta[0], [1]).
 func step35GGUFHparams(m *Model, h Hparams) {
 	if _, ok := h["rope_theta"].([]any); ok {
-		st := m.Config.Step35
+		st := KeysOf[Step35Config](m.Config)
 		h["rope_theta"], h["local_rope_theta"] = number(st.RopeBase), number(st.RopeBaseSWA)
 	}
 }
@@ -527,7 +519,7 @@ func step35GGUFHparams(m *Model, h Hparams) {
 // scale and renormalisation, the leading dense layers, the SwiGLU clamps
 // (padded with 0 for the MTP layers), the MTP layer count.
 func step35GGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
-	c, st := m.Config, m.Config.Step35
+	c, st := m.Config, KeysOf[Step35Config](m.Config)
 	total := c.NumHiddenLayers + m.MTPDepth
 	heads, kv, swa := make([]int32, total), make([]int32, total), make([]bool, total)
 	for i := range total {

@@ -75,7 +75,7 @@ var glmFamily = &model.Family{
 		},
 		Metadata: func(m *model.Model, h model.Hparams, g *model.GGUFKeys) error {
 			g.U32("nextn_predict_layers", m.MTPDepth)
-			g.U32("leading_dense_block_count", m.Config.DeepSeek.FirstKDenseReplace)
+			g.U32("leading_dense_block_count", model.KeysOf[model.DeepSeekConfig](m.Config).FirstKDenseReplace)
 			return nil
 		},
 	},
@@ -90,7 +90,7 @@ func parseGLM(raw []byte) (*model.Config, error) {
 	if err := model.DecodeDeepSeekConfig(c); err != nil {
 		return nil, err
 	}
-	ds := c.DeepSeek
+	ds := model.KeysOf[model.DeepSeekConfig](c)
 	c.NumExperts = ds.NRoutedExperts // its own name for the routed experts
 	c.SharedExpertIntermed = ds.NSharedExperts * c.MoeIntermediateSize
 	keys := append(c.CommonKeys(), model.PositiveKey{Name: "intermediate_size", Value: c.IntermediateSize},
@@ -107,10 +107,12 @@ func parseGLM(raw []byte) (*model.Config, error) {
 	return c, nil
 }
 
-func mla(c *model.Config) bool { return c.DeepSeek != nil && c.DeepSeek.KVLoraRank > 0 }
+func mla(c *model.Config) bool {
+	return model.KeysOf[model.DeepSeekConfig](c) != nil && model.KeysOf[model.DeepSeekConfig](c).KVLoraRank > 0
+}
 
 func specGLM(c *model.Config) *model.Spec {
-	ds := c.DeepSeek
+	ds := model.KeysOf[model.DeepSeekConfig](c)
 	if ds == nil {
 		ds = &model.DeepSeekConfig{} // FamiliesWhere's empty config
 	}
@@ -186,7 +188,7 @@ func specGLM(c *model.Config) *model.Spec {
 // forward is the family's MTP forward: per MTP layer its own shared head;
 // GQA with biases (or MLA) and sigmoid group routing.
 func forward(m *model.Model) model.Forward {
-	c, ds := m.Config, m.Config.DeepSeek
+	c, ds := m.Config, model.KeysOf[model.DeepSeekConfig](m.Config)
 	p := m.HeadLayerPrefix(0)
 	f := model.Forward{EmbedNorm: p + "enorm.weight", HiddenNorm: p + "hnorm.weight", EmbeddingFirst: true,
 		FC: p + "eh_proj.weight", FinalNorm: p + "shared_head.norm.weight", Eps: c.RMSNormEps}
