@@ -12,6 +12,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/health"
 	"github.com/mtpconv/mtpconv/convert/model"
+	convrun "github.com/mtpconv/mtpconv/convert/run"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	ggtarget "github.com/mtpconv/mtpconv/convert/targets/gguf"
 	"github.com/mtpconv/mtpconv/convert/targets/hf"
@@ -30,6 +31,7 @@ func inspectCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print a machine-readable report"},
 			&cli.BoolFlag{Name: "hash", Usage: "read every tensor and include the sha256 of its bytes"},
+			&cli.StringFlag{Name: targets.OptRuntime, Usage: "an HF repo: vllm | sglang: judge how that runtime alone serves the MTP head (default both)"},
 			&cli.BoolFlag{Name: "strict", Usage: "exit non-zero when the MTP head is incomplete, or vLLM or SGLang would build it so that it drafts at ~0 %"},
 		},
 		Action: func(c *cli.Context) error {
@@ -59,7 +61,11 @@ func inspectCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			serving, err := hf.Serving(m)
+			runtimes, err := hf.ParseRuntimes(c.String(targets.OptRuntime))
+			if err != nil {
+				return usagef("%v", err)
+			}
+			serving, err := convrun.Interruptible(c.Context, func() (*hf.Report, error) { return hf.ServingFor(m, runtimes) })
 			if err != nil {
 				return err
 			}
@@ -150,6 +156,9 @@ func inspectOutput(c *cli.Context, dir string) (bool, error) {
 		if !mlx.IsFolder(dir) {
 			return false, foreignMLXWarning(c, dir)
 		}
+		if c.IsSet(targets.OptRuntime) {
+			return true, usagef("--runtime applies to an HF repo (how vLLM or SGLang serves it); %s is an MLX folder", dir)
+		}
 		r, err := mlx.InspectFolder(dir)
 		if err != nil {
 			return true, err
@@ -184,6 +193,9 @@ func inspectOutput(c *cli.Context, dir string) (bool, error) {
 		// runtimes read it, with how they would serve its head.
 		return false, nil
 	}
+	if c.IsSet(targets.OptRuntime) {
+		return true, usagef("--runtime applies to an HF repo (how vLLM or SGLang serves it); %s is a --target %s output", dir, m.Target)
+	}
 	s := manifests.Summarize(m, targets.CardOf(m))
 	var hr *health.Report
 	if m.Target == "mlx" || m.Target == "combined" {
@@ -196,6 +208,9 @@ func inspectOutput(c *cli.Context, dir string) (bool, error) {
 			*manifests.Summary
 			HeadHealth *health.Report `json:"head_health,omitempty"`
 		}{s, hr}); err != nil {
+			return true, err
+		}
+		if err := strictLost(c, s.LostHalves); err != nil {
 			return true, err
 		}
 		return true, strictHealth(c, hr)
@@ -228,10 +243,24 @@ func inspectOutput(c *cli.Context, dir string) (bool, error) {
 	if hr != nil {
 		hr.WriteText(w)
 	}
+	for _, l := range s.LostHalves {
+		fmt.Fprintf(w, "  unhealthy (recorded at export): %s\n", l)
+	}
 	for _, x := range s.Warnings {
 		fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", x)
 	}
+	if err := strictLost(c, s.LostHalves); err != nil {
+		return true, err
+	}
 	return true, strictHealth(c, hr)
+}
+
+// strictLost is --strict's verdict on the halves the manifest records lost.
+func strictLost(c *cli.Context, lost []string) error {
+	if !c.Bool("strict") || len(lost) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the manifest records a half of the MTP head's concat projection lost at export (only --allow-lossy-head writes such a head): it would load and draft at about 0 %%: %s", strings.Join(lost, "; "))
 }
 
 // strictHealth is --strict's verdict on a head's stored values.
@@ -290,7 +319,7 @@ func inspectGGUF(c *cli.Context, path string) (bool, error) {
 		}
 	}
 	s.AddHead = ggtarget.AddHeadCommand(path, f, s)
-	if c.Bool("hash") {
+	if c.Bool("hash") || c.IsSet(targets.OptRuntime) {
 		return true, usagef("inspect of a GGUF file takes --json and --strict only")
 	}
 	var hr *health.Report

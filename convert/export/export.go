@@ -73,7 +73,7 @@ type Outcome struct {
 	SourceTotal  int64
 	Reused       []string
 	Notes        []string
-	Warnings     []string // what the card leaves out and why
+	Warnings     []string // what the card leaves out and why, head weights whose source is all zero
 	PeakMemory   int64    // dry run: the estimate for Jobs
 }
 
@@ -103,9 +103,12 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	}
 	opts := r.Options
 	opts.Force = r.Force
-	p, err := d.plan(t, m, opts)
+	// Planning evaluates the repo's config against every head module (an
+	// --into HF repo with thousands of re: entries): an interruption returns
+	// at once.
+	p, err := run.Interruptible(ctx, func() (*plan.Plan, error) { return d.plan(t, m, opts) })
 	if err != nil {
-		return nil, err
+		return nil, interrupted(ctx, d, err)
 	}
 	if err := checkNames(d, plannedNames(p)); err != nil {
 		return nil, err
@@ -139,7 +142,9 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	if err != nil {
 		return nil, interrupted(ctx, d, err)
 	}
-	oc.Notes = append(oc.Notes, hc.ordered(p.TensorFiles)...)
+	notes, warnings := hc.ordered(p.TensorFiles)
+	oc.Notes = append(oc.Notes, notes...)
+	oc.Warnings = append(oc.Warnings, warnings...)
 	if err := checkNames(d, fileNames(res.Files)); err != nil {
 		return nil, err
 	}
