@@ -18,6 +18,7 @@ import (
 // is then what `mtpconv card` writes from the saved report, a user's edit
 // elsewhere in the card is kept, and an output without a card gets none.
 func TestVerifySaveRefreshesCard(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	out := filepath.Join(t.TempDir(), "o")
 	exportTo(t, fixtures.Qwen36, out, "--target", "mlx", "--head-precision", "int4")
@@ -87,9 +88,9 @@ func TestUnrunnableDrafterSaysSo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range model.FamiliesWhere(func(s *model.Spec) bool { return s.MLX.DrafterUnrunnable != "" }) {
+	for _, name := range model.FamiliesWhere(func(f *model.Family) bool { return f.MLX.DrafterUnrunnable != "" }) {
 		f, _ := model.LookupFamily(name)
-		if why := f.Spec(&model.Config{}).MLX.DrafterUnrunnable; !strings.Contains(string(readme), why) {
+		if why := f.MLX.DrafterUnrunnable; !strings.Contains(string(readme), why) {
 			t.Errorf("%s: README.md does not say %q", name, why)
 		}
 	}

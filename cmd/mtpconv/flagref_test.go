@@ -113,6 +113,7 @@ func flagLine(f cli.Flag) string {
 }
 
 func TestFlagReference(t *testing.T) {
+	t.Parallel()
 	app := newApp(io.Discard, io.Discard)
 	app.Setup() // adds --version, as running it does
 	ref := flagReference(app)
@@ -148,6 +149,7 @@ func TestFlagReference(t *testing.T) {
 // flag's usage, in the part for that target: the reference cannot omit one
 // (as it once omitted fp8). Accepted: the export does not exit 2 on it.
 func TestHeadPrecisionsDocumented(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	var usage string
 	for _, f := range exportCommand().Flags {

@@ -17,6 +17,7 @@ import (
 // reports every head module unquantized in both runtimes; with the
 // exclusion removed by hand it exits 1 again, naming the module.
 func TestHFIntoAndStrict(t *testing.T) {
+	t.Parallel()
 	ct := `{"quant_method": "compressed-tensors", "format": "int-quantized",
 		"config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "int", "symmetric": true, "strategy": "channel"}}},
 		"ignore": ["lm_head", "re:.*mlp.gate$", "re:.*shared_expert_gate$", "re:.*linear_attn.*", "re:.*visual.*"]}`

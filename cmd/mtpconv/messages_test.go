@@ -20,6 +20,7 @@ var onePlural = regexp.MustCompile(`\b1 (files|tensors|weight files|stored entri
 // --src for inspect's argument, a file is not called a folder), count in
 // English, never show an empty field, a Go operation word, or --jobs 0.
 func TestMessagesReadRight(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	tmp := t.TempDir()
 	missing := filepath.Join(tmp, "missing")

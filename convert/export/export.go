@@ -368,7 +368,7 @@ func describeModel(r Request) (manifests.Model, []string) {
 	if lic == m.License() { // the source's license: its card's name and link with it
 		licName, licLink = m.LicenseDetails()
 	}
-	return manifests.Model{Name: origin.Name(), Family: m.Family, ModelType: m.Config.ModelType, BaseModel: base, License: lic,
+	return manifests.Model{Name: origin.Name(), Family: m.Family.Name, ModelType: m.Config.ModelType, BaseModel: base, License: lic,
 		LicenseName: licName, LicenseLink: licLink, RepoID: r.RepoID,
 		HiddenSize: m.Config.HiddenSize, NumExperts: m.Config.NumExperts, ExpertsPerTok: m.Config.NumExpertsPerTok,
 		MTPDepth: m.MTPDepth}, notes

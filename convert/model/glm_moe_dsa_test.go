@@ -35,7 +35,7 @@ func TestGLM52GGUFNames(t *testing.T) {
 // refused naming the family and the key.
 func TestGLM52Family(t *testing.T) {
 	m := testmodel.Load(t, fixtures.GLM52)
-	if m.Family != "glm_moe_dsa" || m.MTPDepth != 1 || m.HeadError() != nil || m.TrunkError() != nil {
+	if m.Family.Name != "glm_moe_dsa" || m.MTPDepth != 1 || m.HeadError() != nil || m.TrunkError() != nil {
 		t.Fatalf("family %s depth %d: %v %v", m.Family, m.MTPDepth, m.HeadError(), m.TrunkError())
 	}
 	has := func(ws []model.Want, s string) bool {
@@ -48,8 +48,8 @@ func TestGLM52Family(t *testing.T) {
 	if !strings.Contains(m.Spec.Report.Attention, "DSA indexer (4 heads of 64, top 2048; in 1 of 2 trunk layers") {
 		t.Errorf("report: %s", m.Spec.Report.Attention)
 	}
-	if m.Spec.GGUF.Arch != "glm-dsa" || m.Spec.MLX.DrafterModelType != "glm_moe_dsa_mtp" || m.Spec.HF.MTPClass == "" {
-		t.Errorf("tables: %s %s %s", m.Spec.GGUF.Arch, m.Spec.MLX.DrafterModelType, m.Spec.HF.MTPClass)
+	if m.Family.GGUF.Arch != "glm-dsa" || m.Family.MLX.DrafterModelType != "glm_moe_dsa_mtp" || m.Family.HF.MTPClass == "" {
+		t.Errorf("tables: %s %s %s", m.Family.GGUF.Arch, m.Family.MLX.DrafterModelType, m.Family.HF.MTPClass)
 	}
 	for target, want := range map[string]string{"combined": "loads no GLM-5.2 checkpoint with shared indexer layers", "openvino": "runs Qwen3.5 heads only"} {
 		if _, err := testmodel.Plan(t, m, target, targets.Options{}); err == nil || !strings.Contains(err.Error(), want) {
@@ -85,7 +85,7 @@ func TestGLM52Family(t *testing.T) {
 		`,"index_topk_freq":2,"index_skip_topk_offset":1}`: {"full", "shared", "full"},
 	} {
 		c, err := model.ParseConfig([]byte(base + `,"q_lora_rank":16` + extra))
-		if err != nil || !slices.Equal(c.DeepSeek.IndexerTypes, want) {
+		if err != nil || !slices.Equal(model.KeysOf[model.DeepSeekConfig](c).IndexerTypes, want) {
 			t.Errorf("%s: %v %v, want %v", extra, err, c, want)
 		}
 	}

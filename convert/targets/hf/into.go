@@ -195,10 +195,10 @@ func (r *repo) check(m *model.Model) error {
 // PlanInto plans the head for the repo: HeadFile, the index, and config.json
 // with the depth and the exclusion declared.
 func (t target) PlanInto(dir string, m *model.Model, o targets.Options) (*plan.Plan, error) {
-	if r := m.Spec.HF.Refusal; r != "" {
+	if r := m.Family.HF.Refusal; r != "" {
 		return nil, fmt.Errorf("--target hf: %s", r)
 	}
-	if r := m.Spec.HF.Unported; r != "" {
+	if r := m.Family.HF.Unported; r != "" {
 		return nil, fmt.Errorf("--target hf: %s", r)
 	}
 	if err := m.HeadError(); err != nil {

@@ -77,8 +77,8 @@ func Serving(m *model.Model) (*Report, error) { return ServingFor(m, Runtimes) }
 // ServingFor is Serving judged for the given runtimes only (inspect
 // --runtime): both columns are reported, the problems are those runtimes'.
 func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
-	r := &Report{Repo: m.Checkpoint.Source.Name(), Family: m.Family, Quantization: "none", Versions: Versions, JudgedFor: runtimes}
-	if why := m.Spec.HF.Unported; why != "" {
+	r := &Report{Repo: m.Checkpoint.Source.Name(), Family: m.Family.Name, Quantization: "none", Versions: Versions, JudgedFor: runtimes}
+	if why := m.Family.HF.Unported; why != "" {
 		r.NotJudged = why
 		r.TensorDepth, r.HeadTensors = m.MTPDepth, m.Groups[model.GroupMTP].Tensors
 		return r, nil
@@ -88,7 +88,7 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 		return nil, err
 	}
 	r.QuantizationKey = key
-	if why := m.Spec.HF.Refusal; why != "" { // no runtime builds the family's head: the rules below do not apply
+	if why := m.Family.HF.Refusal; why != "" { // no runtime builds the family's head: the rules below do not apply
 		r.Problems = append(r.Problems, Problem{"architectures", why})
 	}
 	q, qerr := ParseQuant(raw)

@@ -49,7 +49,7 @@ func (cb combined) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) 
 		return nil, err
 	}
 	pl := &plan.Planner{M: m, File: "model.safetensors"}
-	trunkName := func(n string) string { return m.Spec.MLX.TrunkName(m, n) }
+	trunkName := func(n string) string { return m.Family.MLX.TrunkName(m, n) }
 	trunkRule := o.rule(m, o.Trunk, o.TrunkGroup)
 	if o.Recipe != "" {
 		var names []string
@@ -238,10 +238,10 @@ const OldMLXLMWarning = manifests.OldMLXLMWarning
 // combinedRefusal is the error for a family whose combined file stock
 // mlx-lm cannot load, naming the families it can.
 func combinedRefusal(m *model.Model) error {
-	r := m.Spec.MLX.CombinedRefusal
+	r := m.Family.MLX.CombinedRefusal
 	if r == "" {
 		return nil
 	}
-	ok := model.FamiliesWhere(func(s *model.Spec) bool { return s.MLX.CombinedRefusal == "" })
+	ok := model.FamiliesWhere(func(f *model.Family) bool { return f.MLX.CombinedRefusal == "" })
 	return fmt.Errorf("--target combined supports %s checkpoints; %s", strings.Join(ok, ", "), r)
 }

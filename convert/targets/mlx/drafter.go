@@ -49,13 +49,13 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 	if err != nil {
 		return nil, targets.UsageError{Err: err}
 	}
-	if m.Spec.MLX.DrafterModelType == "" {
+	if m.Family.MLX.DrafterModelType == "" {
 		return nil, fmt.Errorf("--target mlx: mlx-vlm has no drafter model for %s heads", m.Family)
 	}
 	if err := m.HeadError(); err != nil {
 		return nil, err
 	}
-	ms := m.Spec.MLX
+	ms := m.Family.MLX
 	routerBits := strconv.Itoa(o.RouterBits)
 	if ms.DrafterRoutersFloat {
 		if uo.Set[targets.OptRouterBits] {
@@ -123,7 +123,7 @@ func planConcat(pl *plan.Planner, m *model.Model, rename func(string) string, dt
 	pl.Component = plan.ComponentHead
 	for j := range m.MTPDepth {
 		lp, rel := m.HeadLayerPrefix(j), "layers."+strconv.Itoa(j)+"."
-		for _, c := range m.Spec.MLX.DrafterConcat {
+		for _, c := range m.Family.MLX.DrafterConcat {
 			var segs []plan.Segment
 			var rows, rowLen int64
 			for _, part := range c.Parts {
@@ -161,8 +161,8 @@ func drafterConfig(m *model.Model, p *plan.Plan, o Options) ([]byte, error) {
 		return nil, err
 	}
 	cfg := map[string]any{
-		"model_type":          m.Spec.MLX.DrafterModelType,
-		"block_size":          m.MTPDepth + cmp.Or(m.Spec.MLX.DrafterBlockExtra, 2),
+		"model_type":          m.Family.MLX.DrafterModelType,
+		"block_size":          m.MTPDepth + cmp.Or(m.Family.MLX.DrafterBlockExtra, 2),
 		"text_config":         text,
 		"tie_word_embeddings": m.Config.TieWordEmbeddings,
 	}
@@ -192,7 +192,7 @@ func textConfigObject(m *model.Model) (map[string]any, error) {
 		text = tc
 	}
 	delete(text, "quantization_config") // a flat config's own storage (an FP8 release's) is not the drafter's
-	if f := m.Spec.MLX.DrafterTextConfig; f != nil {
+	if f := m.Family.MLX.DrafterTextConfig; f != nil {
 		f(m, text)
 	}
 	return text, nil
@@ -232,7 +232,7 @@ func (drafter) Card(man *manifests.Manifest) manifests.TargetCard {
 // familyMLX is the MLX table of the manifest's family (empty when unknown).
 func familyMLX(man *manifests.Manifest) model.MLXSpec {
 	if f, ok := model.LookupFamily(man.Model.Family); ok {
-		return f.Spec(&model.Config{}).MLX
+		return f.MLX
 	}
 	return model.MLXSpec{}
 }

@@ -117,7 +117,7 @@ func (t target) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 	if err != nil {
 		return nil, targets.UsageError{Err: fmt.Errorf("--lm-head-precision: %w", err)}
 	}
-	if r := m.Spec.OpenVINO.Refusal; r != "" {
+	if r := m.Family.OpenVINO.Refusal; r != "" {
 		return nil, fmt.Errorf("--target openvino: %s", r)
 	}
 	if err := m.HeadError(); err != nil {
@@ -294,7 +294,7 @@ func rtInfo(p *plan.Plan, m *model.Model, prov targets.Provenance, f model.Forwa
 	return []ov.Attr{
 		{Key: "mtpconv_version", Value: prov.Version},
 		{Key: "mtpconv_source", Value: prov.Source},
-		{Key: "mtpconv_family", Value: m.Family},
+		{Key: "mtpconv_family", Value: m.Family.Name},
 		{Key: "mtpconv_head_precision", Value: p.Options["head_precision"]},
 		{Key: "mtpconv_lm_head_precision", Value: p.Options["lm_head_precision"]},
 		{Key: "mtpconv_group_size", Value: p.Options["group_size"]},
