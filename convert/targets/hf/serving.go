@@ -217,7 +217,7 @@ func depthVerdict(rt Runtime, m *model.Model, q *Quant, declared, held int) stri
 		return ""
 	case declared < held:
 		return fmt.Sprintf("%s builds %d layers and has no parameter for the others' weights: it fails to load", Versions[rt], declared)
-	case m.Spec.HF.MTPClass == "deepseek_mtp":
+	case m.Family.HF.MTPClass == "deepseek_mtp":
 		return fmt.Sprintf("%s refuses to start, MTP layer %d weights missing (deepseek_mtp.py:515-533; vLLM 0.34 deleted that check and drafts with layer 0)", Versions[rt], m.Config.NumHiddenLayers+held)
 	case q == nil || q.Method == MethodNone:
 		return fmt.Sprintf("%s refuses to start, the missing layers' weights not initialized from the checkpoint (model_loader/default_loader.py:562-567, its check of an unquantized model)", Versions[rt])
