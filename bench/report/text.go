@@ -43,8 +43,7 @@ func (r *Report) VerdictLines() []string {
 // Table is the report for people.
 func (r *Report) Table() string {
 	var b bytes.Buffer
-	version := r.RuntimeVersion
-	fmt.Fprintf(&b, "mtpconv bench: %s %s, model %s", r.Runtime, version, r.Model)
+	fmt.Fprintf(&b, "mtpconv bench: %s (version %s), model %s", r.Runtime, r.RuntimeVersion, r.Model)
 	if r.Head != "" {
 		fmt.Fprintf(&b, ", head %s", r.Head)
 	}
@@ -120,7 +119,7 @@ const CardHeading = "## MTP performance"
 func (r *Report) CardSection(reportFile, reportSHA256 string) string {
 	var b strings.Builder
 	b.WriteString(CardHeading + "\n\n")
-	fmt.Fprintf(&b, "Measured by `mtpconv bench` with %s %s on %s (%d CPUs): %d prompts, up to %d tokens, %d repeats, concurrency %d, greedy=%v.\n",
+	fmt.Fprintf(&b, "Measured by `mtpconv bench` with %s (version %s) on %s (%d CPUs): %d prompts, up to %d tokens, %d repeats, concurrency %d, greedy=%v.\n",
 		r.Runtime, r.RuntimeVersion, hw(r.Hardware), r.Hardware.CPUs, r.Settings.Prompts, r.Settings.MaxTokens, r.Settings.Repeats, r.Settings.Concurrency, r.Settings.Greedy)
 	if len(r.Settings.RuntimeArgs) > 0 {
 		fmt.Fprintf(&b, "Runtime arguments: `%s`.\n", strings.Join(r.Settings.RuntimeArgs, " "))
