@@ -263,7 +263,6 @@ func TestBenchCard(t *testing.T) {
 	}
 }
 
-
 func snapshot(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
 	out := map[string][]byte{}
