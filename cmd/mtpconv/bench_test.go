@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mtpconv/mtpconv/bench/report"
 	"github.com/mtpconv/mtpconv/internal/fakellama"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/manifests"
@@ -231,6 +232,15 @@ func TestBenchCard(t *testing.T) {
 		if code, _ := verifyReport(t, out, ""); code != 0 {
 			t.Errorf("run %d: verify exit %d", run, code)
 		}
+	}
+	// mtpconv card renders the card anew from the manifest and keeps the section.
+	withSection, _ := os.ReadFile(cardPath)
+	if code, _, stderr := runCLI(t, "card", out); code != 0 {
+		t.Fatal(stderr)
+	}
+	rendered, _ := os.ReadFile(cardPath)
+	if report.Section(rendered, report.CardHeading) != report.Section(withSection, report.CardHeading) || strings.Count(string(rendered), "## MTP performance") != 1 {
+		t.Errorf("mtpconv card lost or changed the MTP performance section:\n%s", rendered)
 	}
 	// A changed report is caught by verify.
 	os.WriteFile(filepath.Join(out, "mtpconv-bench.json"), []byte("{}\n"), 0o644)
