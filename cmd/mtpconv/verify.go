@@ -14,8 +14,8 @@ import (
 	"github.com/mtpconv/mtpconv/bench"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
-	"github.com/mtpconv/mtpconv/internal/words"
 	"github.com/mtpconv/mtpconv/manifests"
+	"github.com/mtpconv/mtpconv/text/words"
 	"github.com/urfave/cli/v2"
 )
 
