@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/mtpconv/mtpconv/quant/codec"
-	"github.com/mtpconv/mtpconv/text/words"
+	"github.com/mtpconv/mtpconv/manifests/words"
 )
 
 // CardFile is the model card's file name.

@@ -19,7 +19,7 @@ import (
 	"github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
-	"github.com/mtpconv/mtpconv/text/words"
+	"github.com/mtpconv/mtpconv/manifests/words"
 	"github.com/urfave/cli/v2"
 )
 
