@@ -6,7 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/mtpconv/mtpconv/internal/words"
+	"github.com/mtpconv/mtpconv/manifests/words"
 )
 
 // VerdictLines are the three verdicts as people read them, one line each.
