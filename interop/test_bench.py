@@ -14,28 +14,31 @@ Few prompts, few tokens, one repeat, one thread per server (threads that spin at
 barriers crawl on a loaded CI machine): no timing is asserted.
 """
 import json
+import shlex
 import shutil
 import subprocess
 import urllib.request
+from pathlib import Path
 
 import gguf
 import pytest
 
 from conftest import ROOT
+from test_readme import README, blocks, section
 from test_gguf import ggtrunk, llama_bin, rigged, sidecar, with_tokenizer  # noqa: F401 (fixtures)
 
 PROMPTS = "the quick brown fox\nonce upon a time\n"
 TOKENS = 32
 
 
-def bench(mtpconv, llama_bin, tmp_path, trunk, head, *args):
+def bench(mtpconv, llama_bin, tmp_path, trunk, head, *args, runtime_args=()):
     prompts = tmp_path / "prompts.txt"
     prompts.write_text(PROMPTS)
     out = tmp_path / "bench.json"
     res = subprocess.run([str(mtpconv), "bench", "--model", str(trunk), "--head", str(head),
                           "--llama-server", str(llama_bin / "llama-server"), "--prompts", str(prompts),
                           "--max-tokens", str(TOKENS), "--repeats", "1", "--draft-tokens", "2", "--json", str(out),
-                          *map(str, args), "--", "-c", "512", "-t", "1"],
+                          *map(str, args), "--", *runtime_args, "-c", "512", "-t", "1"],
                          capture_output=True, text=True, timeout=600)
     print(res.stdout)
     return res, json.loads(out.read_text()) if out.exists() else None
@@ -48,12 +51,32 @@ def rigged_a(mtpconv, rigged, tmp_path_factory):
     return src, trunk, sidecar(mtpconv, src, out, "bf16")
 
 
+def readme_bench_line():
+    """The README's "Does MTP pay on my machine?" command, split: its flags and its runtime arguments."""
+    [block] = blocks(section(README, "## Does MTP pay on my machine?"), "sh")
+    [line] = block.strip().splitlines()
+    words = shlex.split(line)
+    assert words[:2] == ["mtpconv", "bench"], line
+    cut = words.index("--")
+    flags = dict(zip(words[2:cut:2], words[3:cut:2]))
+    assert set(flags) == {"--model", "--head", "--card"}, line
+    # The files of the README's llama.cpp example: its trunk and the sidecar it exported into the --card folder.
+    consumer = section(README, "### llama.cpp")
+    assert f"-m {flags['--model']} -md {flags['--head']}" in consumer
+    assert Path(flags["--head"]).parent == Path(flags["--card"])
+    return flags, words[cut + 1:]
+
+
 def test_bench_rigged_head(mtpconv, llama_bin, rigged_a, tmp_path):
+    """The README's command, its files the rigged trunk and the rigged head's export folder under the README's names,
+    with the test's small settings (and -t 1) added."""
     src, trunk, head = rigged_a
-    out = tmp_path / "out"
-    shutil.copytree(head.parent, out)
-    res, rep = bench(mtpconv, llama_bin, tmp_path, trunk, out / head.name, "--min-acceptance", "0.95", "--require-same-output",
-                     "--card", out)
+    flags, runtime_args = readme_bench_line()
+    card = tmp_path / flags["--card"]
+    shutil.copytree(head.parent, card)
+    shutil.copy(trunk, tmp_path / flags["--model"])
+    res, rep = bench(mtpconv, llama_bin, tmp_path, tmp_path / flags["--model"], card / head.name,
+                     "--card", card, "--min-acceptance", "0.95", "--require-same-output", runtime_args=runtime_args)
     assert res.returncode == 0, res.stderr
     s = rep["summary"]
     assert s["drafted"] >= 20 and s["acceptance"] >= 0.95, s
@@ -61,14 +84,14 @@ def test_bench_rigged_head(mtpconv, llama_bin, rigged_a, tmp_path):
     assert s["same_output"] == {"identical": 2, "prompts": 2, "divergences": []}
     # /props build_info as the server says it ("unknown" for a build that says b0-unknown: internal/fakellama's test)
     assert rep["runtime"] == "llama.cpp" and rep["runtime_version"]
+    assert rep["settings"]["runtime_args"] == runtime_args + ["-c", "512", "-t", "1"]
     assert len(s["acceptance_per_position"]) == 2 and s["mean_accepted_per_step"] > 1.8, s
     assert all(r["counted"] for r in rep["arms"] if r["arm"] == "mtp")
     assert not any(r["counted"] for r in rep["arms"] if r["arm"] == "plain")
-    # The report is in the export's folder, hashed in its manifest; the card carries the section once.
-    assert (out / "mtpconv-bench.json").read_text() == json.dumps(rep, indent=2, ensure_ascii=False) + "\n" or \
-        json.loads((out / "mtpconv-bench.json").read_text()) == rep
-    assert (out / "README.md").read_text().count("## MTP performance") == 1
-    subprocess.run([str(mtpconv), "verify", str(out)], check=True, capture_output=True)
+    # The report is in the export's folder, hashed in its manifest; the card carries the section once; verify passes.
+    assert json.loads((card / "mtpconv-bench.json").read_text()) == rep
+    assert (card / "README.md").read_text().count("## MTP performance") == 1
+    subprocess.run([str(mtpconv), "verify", str(card)], check=True, capture_output=True)
 
 
 def zero_embedding_half(path):
