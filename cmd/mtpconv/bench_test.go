@@ -249,11 +249,11 @@ func TestBenchCard(t *testing.T) {
 	}
 
 	_, dir := intoFixture(t)
-	before := snapshot(t, dir)
+	before := readDir(t, dir)
 	if code, _, stderr, _ := benchFake(t, fakellama.Behaviour{Accept: 1, PlainTPS: 10, MTPTPS: 20}, "--card", dir); code != 0 {
 		t.Fatal(stderr)
 	}
-	after := snapshot(t, dir)
+	after := readDir(t, dir)
 	for name, b := range before {
 		if name != manifests.FileName && !bytes.Equal(after[name], b) {
 			t.Errorf("--card changed %s, a file of the folder the head was added into", name)
@@ -271,18 +271,4 @@ func TestBenchCard(t *testing.T) {
 	if !m.Owns("mtpconv-bench.json") {
 		t.Error("the manifest does not own the report it records")
 	}
-}
-
-func snapshot(t *testing.T, dir string) map[string][]byte {
-	t.Helper()
-	out := map[string][]byte{}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
-		out[e.Name()] = b
-	}
-	return out
 }
