@@ -107,6 +107,11 @@ func parseBench(c *cli.Context) (*benchPlan, error) {
 			}
 		}
 	}
+	if dir := c.String("card"); dir != "" {
+		if err := bench.CheckCard(dir); err != nil {
+			return nil, err
+		}
+	}
 	ks, err := draftTokens(c, rt, s)
 	if err != nil {
 		return nil, err

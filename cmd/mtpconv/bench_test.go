@@ -155,6 +155,11 @@ func TestBenchUsageErrors(t *testing.T) {
 	if code, _, stderr := runCLI(t, "bench", "--model", "/nonexistent/m.gguf"); code != exitFailure || !strings.Contains(stderr, "/nonexistent/m.gguf") {
 		t.Errorf("missing model: exit %d %q", code, stderr)
 	}
+	// A --card folder bench could not record in is refused before anything starts.
+	notOurs := t.TempDir()
+	if code, _, stderr, _ := benchFake(t, fakellama.Behaviour{Accept: 1, FailStart: true}, "--card", notOurs); code != exitFailure || !strings.Contains(stderr, "not an mtpconv output folder") || strings.Contains(stderr, "bench: start") {
+		t.Errorf("--card of a folder mtpconv did not write: exit %d %q", code, stderr)
+	}
 	if code, _, stderr := runCLI(t, "bench", "--endpoint", "http://127.0.0.1:1", "--plain-endpoint", "http://127.0.0.1:2", "--runtime", "llama.cpp", "--draft-tokens", "1,2"); code != exitUsage || !strings.Contains(stderr, "fixed when it starts") {
 		t.Errorf("endpoint sweep: exit %d %q", code, stderr)
 	}
