@@ -123,6 +123,14 @@ func TestBenchJSONFields(t *testing.T) {
 	has(sm["speedup"], "median", "low", "high")
 	has(sm["same_output"], "identical", "prompts", "divergences")
 	has(sm["verdict"], "draft", "speed", "output")
+	// Each start records its discarded warm-up's own counts (8 tokens: 4 drafted, 2 accepted with MTP; none counted plain).
+	starts := rep["starts"].([]any)
+	if w := starts[1].(map[string]any)["warmup"].(map[string]any); w["counted"] != true || w["drafted"].(float64) != 4 || w["accepted"].(float64) != 2 {
+		t.Errorf("MTP warm-up %v", w)
+	}
+	if w := starts[0].(map[string]any)["warmup"].(map[string]any); w["counted"] != false || w["tokens"].(float64) != 8 {
+		t.Errorf("plain warm-up %v", w)
+	}
 	// 8 tokens at 1 drafted per step: 4 steps, 4 drafted, 2 accepted per prompt.
 	if sm["drafted"].(float64) != 8 || sm["accepted"].(float64) != 4 || sm["acceptance"].(float64) != 0.5 || sm["mean_accepted_per_step"].(float64) != 0.5 {
 		t.Errorf("summary %v", sm)

@@ -83,6 +83,14 @@ func (*runtime) Check(s runtimes.Setup) error {
 			}
 		}
 	}
+	for _, f := range []struct{ flag, path string }{{"--model", s.Model}, {"--head", s.Head}} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			return fmt.Errorf("%s %s: %w", f.flag, f.path, err)
+		}
+	}
 	return nil
 }
 
