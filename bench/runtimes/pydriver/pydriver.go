@@ -272,3 +272,66 @@ func (s *Session) Close() error {
 	}
 	return err
 }
+
+// Name is the runtime's name (Runtime.Name for a runtime that embeds its Driver).
+func (d Driver) Name() string { return d.Runtime }
+
+// Start is Runtime.Start for a runtime that embeds its Driver: a fresh driver process serving the arm.
+func (d Driver) Start(ctx context.Context, s runtimes.Setup, a runtimes.Arm) (runtimes.Session, error) {
+	st := Start{Model: s.Model, MTP: a.MTP, DraftTokens: a.DraftTokens, Args: s.RuntimeArgs}
+	if a.MTP {
+		st.Head = s.Head
+	}
+	sess, err := Run(ctx, Python(s), d, s.Dir, st)
+	if err != nil {
+		return nil, err
+	}
+	return sess, nil
+}
+
+// CheckInProcess refuses what does not apply to an in-process runtime: a server binary, endpoints (there is no
+// server to attach to), and requests at once (the driver serves one at a time).
+func (d Driver) CheckInProcess(s runtimes.Setup) error {
+	switch {
+	case s.Binary != "":
+		return fmt.Errorf("--llama-server does not apply to %s (it runs in-process in --python)", d.Runtime)
+	case s.Endpoint != "" || s.PlainEndpoint != "":
+		return fmt.Errorf("--endpoint and --plain-endpoint do not apply to %s: it has no server; bench runs it in-process with --python", d.Runtime)
+	case s.Concurrency > 1:
+		return fmt.Errorf("--concurrency %d does not apply to %s: its driver serves one request at a time", s.Concurrency, d.Runtime)
+	}
+	return nil
+}
+
+// Folder checks that path, given as flag, is a folder holding at least one of names (none given: any folder).
+func Folder(flag, path string, names ...string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", flag, path, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s %s: not a folder", flag, path)
+	}
+	for _, n := range names {
+		if _, err := os.Stat(filepath.Join(path, n)); err == nil {
+			return nil
+		}
+	}
+	if len(names) > 0 {
+		return fmt.Errorf("%s %s: no %s in it", flag, path, strings.Join(names, " or "))
+	}
+	return nil
+}
+
+// Config reads dir/config.json; a missing or unreadable one is nil.
+func Config(dir string) map[string]any {
+	b, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil {
+		return nil
+	}
+	return m
+}
