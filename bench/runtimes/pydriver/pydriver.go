@@ -92,6 +92,9 @@ type Session struct {
 	version string
 	ended   error // why the driver's output ended, once it has
 	mu      sync.Mutex
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 type line struct {
@@ -258,19 +261,22 @@ func (s *Session) Generate(ctx context.Context, req runtimes.Request) (runtimes.
 func (s *Session) PeakRSS() (int64, bool) { return s.p.PeakRSS() }
 
 // Close ends the driver: the end of its input stops it; it is stopped by its process group if it does not
-// exit within proc.StopGrace. Its folder (the driver files and its log) is removed.
+// exit within proc.StopGrace. Its folder (the driver files and its log) is removed. Calling it again returns
+// the first result.
 func (s *Session) Close() error {
-	s.in.Close()
-	select {
-	case <-s.p.Done():
-	case <-time.After(proc.StopGrace):
-	}
-	err := s.p.Stop(proc.StopGrace)
-	close(s.stop)
-	if rmErr := os.RemoveAll(s.work); err == nil && rmErr != nil {
-		err = fmt.Errorf("%s driver: %w", s.d.Runtime, rmErr)
-	}
-	return err
+	s.closeOnce.Do(func() {
+		s.in.Close()
+		select {
+		case <-s.p.Done():
+		case <-time.After(proc.StopGrace):
+		}
+		s.closeErr = s.p.Stop(proc.StopGrace)
+		close(s.stop)
+		if err := os.RemoveAll(s.work); s.closeErr == nil && err != nil {
+			s.closeErr = fmt.Errorf("%s driver: %w", s.d.Runtime, err)
+		}
+	})
+	return s.closeErr
 }
 
 // Name is the runtime's name (Runtime.Name for a runtime that embeds its Driver).
