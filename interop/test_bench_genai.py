@@ -29,7 +29,7 @@ RUNTIME_ARGS = ["--", *(f"{k}={v}" for k, v in F32.items())]
 def bench(mtpconv, tmp_path, model, *args):
     prompts = bench_cli.prompts_file(tmp_path, PROMPTS)
     return bench_cli.run(mtpconv, tmp_path / "bench.json", "--runtime", "openvino-genai", "--draft-tokens", DRAFT_TOKENS,
-                         "--repeats", 1, "--max-tokens", MAX_TOKENS, "--prompts", prompts, *args, model, *RUNTIME_ARGS)
+                         "--repeats", 1, "--max-tokens", MAX_TOKENS, "--prompts", prompts, *args, "--model", model, *RUNTIME_ARGS)
 
 
 def direct(folder):

@@ -86,7 +86,7 @@ def dirs(mtpconv, tmp_path_factory):
 
 def bench(mtpconv, dirs, tmp_path, model, *args):
     return bench_cli.run(mtpconv, tmp_path / "bench.json", "--runtime", "mlx-vlm", "--draft-tokens", DRAFT_TOKENS,
-                         "--repeats", 1, "--max-tokens", MAX_TOKENS, "--prompts", dirs["prompts"], *args, model,
+                         "--repeats", 1, "--max-tokens", MAX_TOKENS, "--prompts", dirs["prompts"], *args, "--model", model,
                          *RUNTIME_ARGS)
 
 
