@@ -15,6 +15,8 @@ and a head wired right drafts its next token.
 Outputs are compared, so inference is pinned to f32 (`-- INFERENCE_PRECISION_HINT=f32
 KV_CACHE_PRECISION=f32`): OpenVINO infers bf16 by default on CPUs with bf16
 support, where a multi-token verify pass and a one-token pass round apart."""
+import sys
+
 import openvino_genai as genai
 
 import bench_cli
@@ -29,7 +31,7 @@ RUNTIME_ARGS = ["--", *(f"{k}={v}" for k, v in F32.items())]
 def bench(mtpconv, tmp_path, model, *args):
     prompts = bench_cli.prompts_file(tmp_path, PROMPTS)
     return bench_cli.run(mtpconv, tmp_path / "bench.json", "--runtime", "openvino-genai", "--draft-tokens", DRAFT_TOKENS,
-                         "--repeats", 1, "--max-tokens", MAX_TOKENS, "--prompts", prompts, *args, "--model", model, *RUNTIME_ARGS)
+                         "--repeats", 1, "--python", sys.executable, "--max-tokens", MAX_TOKENS, "--prompts", prompts, *args, "--model", model, *RUNTIME_ARGS)
 
 
 def direct(folder):

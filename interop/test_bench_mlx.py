@@ -25,6 +25,7 @@ bench passes `-- dtype=float32` to the driver (cast after loading)."""
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import mlx.core as mx
@@ -86,7 +87,7 @@ def dirs(mtpconv, tmp_path_factory):
 
 def bench(mtpconv, dirs, tmp_path, model, *args):
     return bench_cli.run(mtpconv, tmp_path / "bench.json", "--runtime", "mlx-vlm", "--draft-tokens", DRAFT_TOKENS,
-                         "--repeats", 1, "--max-tokens", MAX_TOKENS, "--prompts", dirs["prompts"], *args, "--model", model,
+                         "--repeats", 1, "--python", sys.executable, "--max-tokens", MAX_TOKENS, "--prompts", dirs["prompts"], *args, "--model", model,
                          *RUNTIME_ARGS)
 
 
@@ -100,7 +101,7 @@ def direct(trunk, head):
     drafter.set_dtype(mx.float32)
     out = []
     for p in PROMPTS:
-        generate(model, processor, p, max_tokens=MAX_TOKENS, temperature=0.0, seed=0, draft_model=drafter,
+        generate(model, processor, p, max_tokens=MAX_TOKENS, temperature=0.0, seed=42, draft_model=drafter,
                  draft_kind=kind, draft_block_size=DRAFT_TOKENS + 1)
         out.append((sum(drafter.draft_lens), sum(drafter.accept_lens)))
     return out
@@ -111,7 +112,7 @@ def counts(report):
 
 
 def test_rigged_head(mtpconv, dirs, tmp_path):
-    res, rep = bench(mtpconv, dirs, tmp_path, "--head", dirs["rigged"])
+    res, rep = bench(mtpconv, dirs, tmp_path, dirs["trunk"], "--head", dirs["rigged"])
     assert res.returncode == 0, res.stderr[-4000:]
     s = rep["summary"]
     assert rep["runtime"] == "mlx-vlm" and rep["runtime_version"] == "0.7.10", rep
@@ -123,7 +124,7 @@ def test_rigged_head(mtpconv, dirs, tmp_path):
 
 
 def test_random_head_fails_the_gate(mtpconv, dirs, tmp_path):
-    res, rep = bench(mtpconv, dirs, tmp_path, "--head", dirs["random"], "--min-acceptance", 0.5)
+    res, rep = bench(mtpconv, dirs, tmp_path, dirs["trunk"], "--head", dirs["random"], "--min-acceptance", 0.5)
     s = rep["summary"]
     assert s["drafted"] > 0 and s["verdict"]["draft"] == "near-zero", s
     assert res.returncode == 1 and "acceptance" in res.stderr, (res.returncode, res.stderr[-2000:])
@@ -131,7 +132,7 @@ def test_random_head_fails_the_gate(mtpconv, dirs, tmp_path):
 
 
 def test_zeroed_projection_is_near_zero(mtpconv, dirs, tmp_path):
-    res, rep = bench(mtpconv, dirs, tmp_path, "--head", dirs["zeroed"])
+    res, rep = bench(mtpconv, dirs, tmp_path, dirs["trunk"], "--head", dirs["zeroed"])
     s = rep["summary"]
     assert s["drafted"] > 0 and s["verdict"]["draft"] == "near-zero", s
 
