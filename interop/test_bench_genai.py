@@ -15,12 +15,13 @@ and a head wired right drafts its next token.
 Outputs are compared, so inference is pinned to f32 (`-- INFERENCE_PRECISION_HINT=f32
 KV_CACHE_PRECISION=f32`): OpenVINO infers bf16 by default on CPUs with bf16
 support, where a multi-token verify pass and a one-token pass round apart."""
+import subprocess
 import sys
 
 import openvino_genai as genai
 
 import bench_cli
-from test_genai import F32, genai_sources, into  # noqa: F401 (genai_sources is a fixture)
+from test_genai import F32, GENAI, genai_sources, into  # noqa: F401 (genai_sources is a fixture)
 
 PROMPTS = ["the quick brown fox", "once upon a time"]
 MAX_TOKENS = 24
@@ -70,3 +71,14 @@ def test_random_head_fails_the_gate(mtpconv, genai_sources, tmp_path_factory, tm
     assert s["drafted"] > 0 and s["verdict"]["draft"] == "near-zero", s
     assert res.returncode == 1 and "acceptance" in res.stderr, (res.returncode, res.stderr[-2000:])
     assert counts(rep) == direct(folder)
+
+
+def test_unknown_argument_is_named(mtpconv, tmp_path):
+    """An argument after -- that is neither device, a property nor a scheduler field stops the first start, named."""
+    model = GENAI / "qwen3.6-moe-genai-rigged-optimum"
+    res = subprocess.run([str(mtpconv), "bench", "--runtime", "openvino-genai", "--python", sys.executable, "--model",
+                          str(model), "--prompts", str(bench_cli.prompts_file(tmp_path, PROMPTS)), "--", "cache_sise=1"],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 1, res.stderr
+    assert "openvino-genai argument cache_sise: neither device, an UPPER_CASE OpenVINO property nor a SchedulerConfig field" \
+        in res.stderr, res.stderr

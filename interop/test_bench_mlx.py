@@ -142,3 +142,12 @@ def test_combined_folder_drafts(mtpconv, dirs, tmp_path):
     assert res.returncode == 0, res.stderr[-4000:]
     s = rep["summary"]
     assert s["acceptance"] >= 0.95 and s["verdict"]["draft"] == "drafting" and s["verdict"]["output"] == "identical", s
+
+
+def test_unknown_argument_is_named(mtpconv, dirs, tmp_path):
+    """An argument after -- that mlx_vlm.generate does not take stops the first start, named."""
+    res = subprocess.run([str(mtpconv), "bench", "--runtime", "mlx-vlm", "--python", sys.executable, "--model", dirs["trunk"],
+                          "--head", dirs["rigged"], "--prompts", dirs["prompts"], "--", "dtype=float32", "kv_bitz=8"],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 1, res.stderr
+    assert "mlx-vlm argument kv_bitz: not a keyword of mlx_vlm.generate 0.7.10" in res.stderr, res.stderr
