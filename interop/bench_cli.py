@@ -23,3 +23,13 @@ def prompts_file(folder, prompts):
     path = folder / "prompts.txt"
     path.write_text("\n".join(prompts) + "\n")
     return path
+
+
+def blend(a, b, out, weight, select=lambda key: True, metadata=None):
+    """The safetensors file a with each selected tensor moved weight of the way towards b's (in float32, stored
+    back in a's dtype): a head part rigged (a), part random (b) accepts some drafts and rejects others."""
+    import mlx.core as mx
+    ta, tb = mx.load(str(a)), mx.load(str(b))
+    mixed = {k: (v.astype(mx.float32) * (1 - weight) + tb[k].astype(mx.float32) * weight).astype(v.dtype) if select(k) else v
+             for k, v in ta.items()}
+    mx.save_safetensors(str(out), mixed, metadata=metadata or {"format": "pt"})

@@ -8,25 +8,29 @@ and a head wired right drafts its next token.
 - the rigged head: acceptance >= 0.95, `drafting`, `identical`;
 - the random fixture's head on its own trunk: `near-zero`, and
   `--min-acceptance 0.5` exits 1 with the report written;
-- in both, bench's counts are GenAI's: the same requests made here through
-  GenAI's API give the same per-request draft and accepted token counts
-  (extended_perf_metrics).
+- a partly right head (the rigged source's mtp.* tensors moved 20 % of the
+  way to the random one's, then added by --into);
+- in all three, bench's counts are GenAI's: the same requests made here
+  through GenAI's API give the same per-request draft and accepted token
+  counts (extended_perf_metrics).
 
 Outputs are compared, so inference is pinned to f32 (`-- INFERENCE_PRECISION_HINT=f32
 KV_CACHE_PRECISION=f32`): OpenVINO infers bf16 by default on CPUs with bf16
 support, where a multi-token verify pass and a one-token pass round apart."""
+import shutil
 import subprocess
 import sys
 
 import openvino_genai as genai
 
 import bench_cli
-from test_genai import F32, GENAI, genai_sources, into  # noqa: F401 (genai_sources is a fixture)
+from test_genai import F32, GENAI, genai_sources, into, optimum_export  # noqa: F401 (genai_sources is a fixture)
 
 PROMPTS = ["the quick brown fox", "once upon a time"]
 MAX_TOKENS = 24
 DRAFT_TOKENS = 3
 RUNTIME_ARGS = ["--", *(f"{k}={v}" for k, v in F32.items())]
+PARTIAL = 0.2  # the partly right head: the rigged source's mtp.* tensors moved 20 % of the way to the random one's
 
 
 def bench(mtpconv, tmp_path, model, *args):
@@ -70,6 +74,36 @@ def test_random_head_fails_the_gate(mtpconv, genai_sources, tmp_path_factory, tm
     s = rep["summary"]
     assert s["drafted"] > 0 and s["verdict"]["draft"] == "near-zero", s
     assert res.returncode == 1 and "acceptance" in res.stderr, (res.returncode, res.stderr[-2000:])
+    assert counts(rep) == direct(folder)
+
+
+def partial_head(mtpconv, sources, folder):
+    """The rigged optimum export with the head of a source whose mtp.* tensors are part rigged, part random, added
+    by export --into (optimum's own MTP IR moved away first)."""
+    src = folder / "src"
+    src.mkdir()
+    rigged, random = sources["moe", "rigged"], sources["moe", "random"]
+    for f in rigged.iterdir():
+        if f.suffix == ".safetensors":
+            bench_cli.blend(f, random / f.name, src / f.name, PARTIAL, select=lambda k: k.startswith("mtp."))
+        else:
+            shutil.copy(f, src / f.name)
+    model = folder / "model"
+    shutil.copytree(optimum_export("moe", "rigged"), model)
+    for name in ("openvino_mtp_model.xml", "openvino_mtp_model.bin"):
+        (model / name).unlink()
+    subprocess.run([str(mtpconv), "export", "--src", str(src), "--target", "openvino", "--into", str(model), "--quiet"],
+                   check=True)
+    return model
+
+
+def test_partial_head_counts_are_genais(mtpconv, genai_sources, tmp_path):
+    """A head that accepts some drafts and rejects others: bench's counts are GenAI's for the same requests."""
+    folder = partial_head(mtpconv, genai_sources, tmp_path)
+    res, rep = bench(mtpconv, tmp_path, folder)
+    assert res.returncode == 0, res.stderr[-4000:]
+    s = rep["summary"]
+    assert 0 < s["accepted"] < s["drafted"] and s["verdict"]["draft"] == "drafting", s
     assert counts(rep) == direct(folder)
 
 

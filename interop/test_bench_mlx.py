@@ -11,6 +11,9 @@ map and a head wired right drafts its next token.
 - the random fixture's drafter next to the same trunk: `near-zero`, and
   `--min-acceptance 0.5` exits 1 with the report written (counts checked the
   same way);
+- a partly right head (the rigged drafter's weights moved 70 % of the way to
+  the random one's): bench's drafted, accepted and per-position counts are
+  mlx-vlm's for the same requests;
 - the rigged drafter with its projection (fc.weight) zeroed, the broken head
   of the kind users hit: `near-zero`;
 - a --target combined folder alone (trunk and head in one MLX model, of the
@@ -41,6 +44,7 @@ PROMPTS = ["the quick brown fox", "once upon a time"]
 MAX_TOKENS = 24
 DRAFT_TOKENS = 2
 RUNTIME_ARGS = ["--", "dtype=float32"]
+PARTIAL = 0.7  # the partly right head: the rigged drafter's weights moved 70 % of the way to the random one's
 
 
 def served(src, dst, tokenizer, mrope=True):
@@ -78,6 +82,10 @@ def dirs(mtpconv, tmp_path_factory):
     w["fc.weight"] = mx.zeros_like(w["fc.weight"])
     mx.save_safetensors(str(zeroed / "model.safetensors"), w, metadata={"format": "mlx"})
     out["zeroed"] = zeroed
+    out["partial"] = base / "drafter-partial"
+    shutil.copytree(out["rigged"], out["partial"])
+    bench_cli.blend(out["rigged"] / "model.safetensors", out["random"] / "model.safetensors",
+                    out["partial"] / "model.safetensors", PARTIAL, metadata={"format": "mlx"})
     vl = served(src["vl"], base / "vl-src", GENAI / "qwen3.6-moe-genai-rigged-optimum", mrope=False)
     out["combined"] = base / "combined"
     subprocess.run([str(mtpconv), "export", "--src", str(vl), "--target", "combined", "--out", str(out["combined"]),
@@ -92,7 +100,8 @@ def bench(mtpconv, dirs, tmp_path, model, *args):
 
 
 def direct(trunk, head):
-    """The same requests through mlx-vlm's own API: per prompt, (drafted, accepted) as its drafter recorded them."""
+    """The same requests through mlx-vlm's own API: per prompt, (drafted, accepted, accepted per round) as its
+    drafter recorded them."""
     from mlx_vlm import generate, load
     from mlx_vlm.speculative.drafters import load_drafter
     model, processor = load(str(trunk))
@@ -103,7 +112,7 @@ def direct(trunk, head):
     for p in PROMPTS:
         generate(model, processor, p, max_tokens=MAX_TOKENS, temperature=0.0, seed=42, draft_model=drafter,
                  draft_kind=kind, draft_block_size=DRAFT_TOKENS + 1)
-        out.append((sum(drafter.draft_lens), sum(drafter.accept_lens)))
+        out.append((sum(drafter.draft_lens), sum(drafter.accept_lens), list(drafter.accept_lens)))
     return out
 
 
@@ -120,7 +129,7 @@ def test_rigged_head(mtpconv, dirs, tmp_path):
     assert s["verdict"]["draft"] == "drafting" and s["verdict"]["output"] == "identical", s["verdict"]
     assert s["acceptance_per_position"] and s["mean_accepted_per_step"] > 1.5, s
     assert all(r["tokens"] == MAX_TOKENS for r in rep["arms"]), rep["arms"]
-    assert counts(rep) == direct(dirs["trunk"], dirs["rigged"])
+    assert counts(rep) == [c[:2] for c in direct(dirs["trunk"], dirs["rigged"])]
 
 
 def test_random_head_fails_the_gate(mtpconv, dirs, tmp_path):
@@ -128,7 +137,21 @@ def test_random_head_fails_the_gate(mtpconv, dirs, tmp_path):
     s = rep["summary"]
     assert s["drafted"] > 0 and s["verdict"]["draft"] == "near-zero", s
     assert res.returncode == 1 and "acceptance" in res.stderr, (res.returncode, res.stderr[-2000:])
-    assert counts(rep) == direct(dirs["trunk"], dirs["random"])
+    assert counts(rep) == [c[:2] for c in direct(dirs["trunk"], dirs["random"])]
+
+
+def test_partial_head_counts_are_mlx_vlms(mtpconv, dirs, tmp_path):
+    """A head that accepts some drafts and rejects others: bench's drafted, accepted and per-position counts are
+    the ones mlx-vlm recorded for the same requests (position j: the rounds that accepted more than j drafts)."""
+    res, rep = bench(mtpconv, dirs, tmp_path, dirs["trunk"], "--head", dirs["partial"])
+    assert res.returncode == 0, res.stderr[-4000:]
+    s = rep["summary"]
+    assert 0 < s["accepted"] < s["drafted"] and s["verdict"]["draft"] == "drafting", s
+    want = direct(dirs["trunk"], dirs["partial"])
+    assert counts(rep) == [c[:2] for c in want]
+    per_pos = [[sum(a > j for a in rounds) for j in range(DRAFT_TOKENS)] for _, _, rounds in want]
+    assert [r["accepted_per_position"] for r in bench_cli.mtp_runs(rep)] == per_pos
+    assert [r["verify_steps"] for r in bench_cli.mtp_runs(rep)] == [len(rounds) for _, _, rounds in want]
 
 
 def test_zeroed_projection_is_near_zero(mtpconv, dirs, tmp_path):
