@@ -13,6 +13,7 @@ import (
 	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -203,6 +204,9 @@ func (s *Session) await(ctx context.Context, bound time.Duration, what string) (
 			return reply{}, fmt.Errorf("%s driver: a reply that is not JSON: %q", s.d.Runtime, strings.TrimSpace(string(l.b)))
 		}
 		if r.Error != nil {
+			if strings.HasPrefix(*r.Error, s.d.Runtime+" ") { // "mlx-vlm is not installed …" names it already
+				return reply{}, errors.New(*r.Error)
+			}
 			return reply{}, fmt.Errorf("%s: %s", s.d.Runtime, *r.Error)
 		}
 		return r, nil

@@ -108,6 +108,8 @@ func TestFailures(t *testing.T) {
 	}{
 		{"missing package", `("mtpconv-no-such-package", "1.0", "pip install mtpconv-no-such-package==1.0")`, "m", "",
 			[]string{"fake: mtpconv-no-such-package is not installed for ", ": pip install mtpconv-no-such-package==1.0"}},
+		{"missing, named as the runtime", `("fake", "1.0", "pip install fake==1.0")`, "m", "",
+			[]string{"fake is not installed for ", ": pip install fake==1.0"}},
 		{"too old", `("pip", "999.1", "pip install pip==999.1")`, "m", "",
 			[]string{"fake: pip ", " is older than 999.1 (", "): pip install pip==999.1"}},
 		{"start fails", "", "missing-model", "", []string{"fake: FileNotFoundError: no config.json in missing-model"}},
@@ -129,6 +131,9 @@ func TestFailures(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q lacks %q", err, w)
 				}
+			}
+			if strings.HasPrefix(err.Error(), "fake: fake ") {
+				t.Errorf("the runtime named twice: %q", err)
 			}
 			if c.prompt == "" && strings.Contains(err.Error(), "\n") {
 				t.Errorf("a setup error is one line: %q", err)
