@@ -1,6 +1,8 @@
 package genai
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,11 +53,15 @@ func TestCheckClaimsHeadCount(t *testing.T) {
 		{"no head", runtimes.Setup{Model: bare}, "no openvino_mtp_model.xml in it: give the MTP model's folder as --head", true, 2},
 		{"head without IR", runtimes.Setup{Model: bare, Head: hf}, "--head " + hf + ": no openvino_mtp_model.xml", true, 2},
 		{"not OpenVINO", runtimes.Setup{Model: hf, Head: head}, "no openvino_language_model.xml or openvino_model.xml", false, 0},
+		{"missing", runtimes.Setup{Model: filepath.Join(root, "nope")}, "--model " + filepath.Join(root, "nope") + ": no such file or directory", false, 0},
 		{"endpoint", runtimes.Setup{Model: withMTP, PlainEndpoint: "http://127.0.0.1:1"}, "do not apply to openvino-genai", true, 1},
 		{"concurrency", runtimes.Setup{Model: withMTP, Concurrency: 4}, "--concurrency 4 does not apply", true, 1},
 	}
 	for _, c := range cases {
 		err := r.Check(c.s)
+		if c.name == "missing" && !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("a missing folder is not fs.ErrNotExist (bench's exit 1): %v", err)
+		}
 		if (err == nil) != (c.check == "") || err != nil && !strings.Contains(err.Error(), c.check) {
 			t.Errorf("%s: Check = %v, want %q", c.name, err, c.check)
 		}

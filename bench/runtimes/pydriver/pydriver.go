@@ -317,7 +317,7 @@ func (d Driver) CheckInProcess(s runtimes.Setup) error {
 func Folder(flag, path string, names ...string) error {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", flag, path, err)
+		return fmt.Errorf("%s %s: %w", flag, path, errors.Unwrap(err)) // the errno: the path is named once
 	}
 	if !fi.IsDir() {
 		return fmt.Errorf("%s %s: not a folder", flag, path)
