@@ -16,7 +16,9 @@ import (
 	"github.com/mtpconv/mtpconv/bench/runtimes"
 	"github.com/urfave/cli/v2"
 
+	_ "github.com/mtpconv/mtpconv/bench/runtimes/genai"    // registers openvino-genai
 	_ "github.com/mtpconv/mtpconv/bench/runtimes/llamacpp" // registers llama.cpp
+	_ "github.com/mtpconv/mtpconv/bench/runtimes/mlxvlm"   // registers mlx-vlm
 )
 
 // maxDefaultDraftTokens caps the default sweep (1..the head's layer count).

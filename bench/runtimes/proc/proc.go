@@ -43,6 +43,37 @@ type Process struct {
 // Start starts path with args (and env added to the environment) in a new process
 // group, its stdout and stderr appended to logPath ("" = kept in memory only).
 func Start(name, path string, args, env []string, logPath string) (*Process, error) {
+	return start(name, path, args, env, logPath, nil, nil)
+}
+
+// StartPiped is Start for a process that speaks on its stdin and stdout (a JSON-lines driver): its stderr
+// goes to the log and the last lines as in Start; in and out are the process's stdin and stdout. They are
+// os.Pipe ends, not exec's StdoutPipe, which Wait (called at once here) would close before the last line is read.
+func StartPiped(name, path string, args, env []string, logPath string) (p *Process, in io.WriteCloser, out io.ReadCloser, err error) {
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	stdoutR, stdoutW, err := os.Pipe()
+	if err != nil {
+		stdinR.Close()
+		stdinW.Close()
+		return nil, nil, nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p, err = start(name, path, args, env, logPath, stdinR, stdoutW)
+	stdinR.Close() // the child's ends: the child holds its own copies
+	stdoutW.Close()
+	if err != nil {
+		stdinW.Close()
+		stdoutR.Close()
+		return nil, nil, nil, err
+	}
+	return p, stdinW, stdoutR, nil
+}
+
+// start starts the process; stdin and stdout, when not nil, are given to it (else no input, and stdout goes
+// where stderr goes).
+func start(name, path string, args, env []string, logPath string, stdin, stdout *os.File) (*Process, error) {
 	p := &Process{Name: name, out: &tail{}, done: make(chan struct{})}
 	var w io.Writer = p.out
 	if logPath != "" {
@@ -57,6 +88,12 @@ func Start(name, path string, args, env []string, logPath string) (*Process, err
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = w, w
 	p.cmd.Stdin = nil
+	if stdin != nil {
+		p.cmd.Stdin = stdin
+	}
+	if stdout != nil {
+		p.cmd.Stdout = stdout
+	}
 	setGroup(p.cmd)
 	if err := p.cmd.Start(); err != nil {
 		p.closeLog()
