@@ -63,3 +63,29 @@ func TestParseMetricsRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestCountersSub(t *testing.T) {
+	t.Parallel()
+	before := counters{Spec: true, Drafts: 4, DraftTokens: 8, Accepted: 5, AcceptedPerPos: []float64{3, 2}, GenerationTokens: 10, Finished: 1}
+	after := counters{Spec: true, Drafts: 6, DraftTokens: 12, Accepted: 9, AcceptedPerPos: []float64{5, 4}, GenerationTokens: 16, Finished: 2}
+	d, err := after.sub(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := counters{Spec: true, Drafts: 2, DraftTokens: 4, Accepted: 4, AcceptedPerPos: []float64{2, 2}, GenerationTokens: 6, Finished: 1}
+	if !reflect.DeepEqual(d, want) {
+		t.Errorf("got %+v, want %+v", d, want)
+	}
+	for _, restarted := range []counters{
+		{Spec: true, Drafts: 1, DraftTokens: 8, Accepted: 5, AcceptedPerPos: []float64{3, 2}, GenerationTokens: 10, Finished: 1},
+		{Spec: true, Drafts: 4, DraftTokens: 8, Accepted: 5, AcceptedPerPos: []float64{3, 1}, GenerationTokens: 10, Finished: 1},
+		{Spec: true, Drafts: 4, DraftTokens: 8, Accepted: 5, AcceptedPerPos: []float64{3, 2}, GenerationTokens: 9, Finished: 1},
+	} {
+		if _, err := restarted.sub(before); err == nil || !strings.Contains(err.Error(), "restarted") {
+			t.Errorf("%+v: got %v", restarted, err)
+		}
+	}
+	if _, err := readCounters([]sample{{Name: metricAcceptedPerPos, Labels: map[string]string{"position": "x"}}}); err == nil {
+		t.Error("a position label that is not a number was read")
+	}
+}
