@@ -44,31 +44,37 @@ func init() { runtimes.Register(runtime{}) }
 
 func (runtime) Name() string { return Name }
 
+// Check takes each arm from its endpoint when the user gives one (a server
+// they run: --endpoint for the MTP arm, --plain-endpoint for the plain arm)
+// and starts the others from the model; what applies only to a started
+// server is refused when bench starts none.
 func (runtime) Check(s runtimes.Setup) error {
 	if s.Binary != "" {
 		return errors.New("--llama-server does not apply to vllm (give --python: the Python, or virtual environment, vLLM is installed in)")
 	}
-	if (s.Endpoint == "") != (s.PlainEndpoint == "") {
-		return errors.New("vllm: --endpoint (the server with the MTP head) and --plain-endpoint (the same model without it) go together")
-	}
-	if s.Endpoint != "" {
-		switch {
-		case s.Python != "":
-			return errors.New("--python does not apply with --endpoint: bench starts no vLLM server")
-		case len(s.RuntimeArgs) > 0:
-			return fmt.Errorf("the arguments after -- (%s) do not apply with --endpoint: bench starts no vLLM server", strings.Join(s.RuntimeArgs, " "))
-		case s.Head != "":
-			return errors.New("--head does not apply with --endpoint: the server's own --speculative-config names its draft model")
-		}
-		for _, u := range []string{s.Endpoint, s.PlainEndpoint} {
+	for _, u := range []string{s.Endpoint, s.PlainEndpoint} {
+		if u != "" {
 			if _, err := baseURL(u); err != nil {
 				return err
 			}
 		}
+	}
+	if s.Endpoint != "" && s.PlainEndpoint != "" {
+		switch {
+		case s.Python != "":
+			return errors.New("--python does not apply with --endpoint and --plain-endpoint: bench starts no vLLM server")
+		case len(s.RuntimeArgs) > 0:
+			return fmt.Errorf("the arguments after -- (%s) do not apply with --endpoint and --plain-endpoint: bench starts no vLLM server", strings.Join(s.RuntimeArgs, " "))
+		}
+	}
+	if s.Endpoint != "" && s.Head != "" {
+		return errors.New("--head does not apply with --endpoint: the server's own --speculative-config names its draft model")
+	}
+	if s.Endpoint != "" && s.PlainEndpoint != "" {
 		return nil
 	}
 	if s.Model == "" {
-		return errors.New("vllm: give the model (an HF repo folder, or a Hub id in your Hugging Face cache)")
+		return errors.New("vllm: give the model (an HF repo folder, or a Hub id in your Hugging Face cache), or --endpoint and --plain-endpoint")
 	}
 	if err := checkModelRef(s.Model, "model"); err != nil {
 		return err
@@ -144,11 +150,11 @@ func (runtime) HeadCount(s runtimes.Setup) int {
 }
 
 func (runtime) Start(ctx context.Context, s runtimes.Setup, a runtimes.Arm) (runtimes.Session, error) {
-	if s.Endpoint != "" {
-		u := s.PlainEndpoint
-		if a.MTP {
-			u = s.Endpoint
+	if u := s.PlainEndpoint; a.MTP {
+		if u = s.Endpoint; u != "" {
+			return attach(ctx, u, a)
 		}
+	} else if u != "" {
 		return attach(ctx, u, a)
 	}
 	python, err := pythonPath(s.Python)
