@@ -220,7 +220,9 @@ func (s *session) generate(ctx context.Context, r runtimes.Request) (runtimes.Re
 		if err != nil {
 			return runtimes.Result{}, err
 		}
-		if !s.overlapped(f) {
+		// A request bench did not send (another client of an endpoint) would be
+		// counted with this one: more finished requests or tokens than this one's.
+		if !s.overlapped(f) && d.Finished == 1 && d.GenerationTokens == float64(resp.Usage.CompletionTokens) {
 			delta = &d
 		}
 	}

@@ -22,6 +22,7 @@ type fakeVLLM struct {
 	spec       int  // draft length; 0 = a plain server (no spec-decode series)
 	perRequest bool // metrics in each answer (--enable-per-request-metrics, --per-request-spec-decode-metrics)
 	lie        bool // per-request counts that disagree with /metrics
+	other      bool // another client's request is counted with each of bench's
 	hold       chan struct{}
 	// per request: 10 tokens; 4 verify steps, drafts accepted per step [2,0,1,2] of spec=2 → 8 drafted, 5 accepted
 	mu                                       sync.Mutex
@@ -74,6 +75,12 @@ func (f *fakeVLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.lastBody, f.lastPath = body, r.URL.Path
 		f.gen += 10
 		f.done++
+		if f.other {
+			f.gen += 7
+			f.done++
+			f.drafts++
+			f.draftTokens += 2
+		}
 		f.ttft += 0.25
 		f.decode += 0.5
 		resp := map[string]any{"usage": map[string]any{"prompt_tokens": 5, "completion_tokens": 10}}
@@ -138,6 +145,9 @@ func TestGenerate(t *testing.T) {
 		{"/metrics alone", fakeVLLM{spec: 2}, runtimes.Arm{MTP: true, DraftTokens: 2}, drafting, 250 * time.Millisecond, 9 / 0.5, "", ""},
 		{"plain", fakeVLLM{perRequest: true}, runtimes.Arm{}, plain, 200 * time.Millisecond, 9 / 0.45, "", ""},
 		{"an MTP endpoint that does not draft", fakeVLLM{}, runtimes.Arm{MTP: true, DraftTokens: 1}, plain, 250 * time.Millisecond, 9 / 0.5, "", ""},
+		{"another client's requests, /metrics alone", fakeVLLM{spec: 2, other: true}, runtimes.Arm{MTP: true, DraftTokens: 2}, plain, 0, 0, "", ""},
+		{"another client's requests, per-request metrics", fakeVLLM{spec: 2, other: true, perRequest: true}, runtimes.Arm{MTP: true, DraftTokens: 2},
+			drafting, 200 * time.Millisecond, 9 / 0.45, "", ""},
 		{"per-request counts that disagree", fakeVLLM{spec: 2, perRequest: true, lie: true}, runtimes.Arm{MTP: true, DraftTokens: 2},
 			runtimes.Result{}, 0, 0, "", "disagree with its /metrics"},
 		{"a plain endpoint that drafts", fakeVLLM{spec: 1}, runtimes.Arm{}, runtimes.Result{}, 0, 0, "plain arm's server drafts", ""},
