@@ -66,7 +66,7 @@ type Session interface {
 	// Generate serves one request. It is safe for concurrent use where Check accepted Concurrency > 1.
 	Generate(ctx context.Context, r Request) (Result, error)
 	PeakRSS() (bytes int64, ok bool) // of the serving process, when the OS tells (false for an endpoint)
-	Close() error                    // stops and reaps the process (SIGTERM, then SIGKILL after a bound)
+	Close() error                    // stops and reaps the process (SIGTERM, then SIGKILL after a bound); safe to call twice
 }
 
 // Message is one chat message.

@@ -143,24 +143,7 @@ func refreshCard(c *cli.Context, dir string, r *manifests.Report) error {
 // writeFileReplacing writes a file through a temporary sibling renamed over
 // it, so a symbolic link at path is replaced, never written through.
 func writeFileReplacing(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(f.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
+	return manifests.WriteReplacing(path, data)
 }
 
 // errIntoFolder says why mtpconv writes nothing but its own files into a

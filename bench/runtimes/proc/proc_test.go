@@ -19,7 +19,18 @@ import (
 	"time"
 )
 
-func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+// alive says whether pid runs (a zombie waiting for its new parent to reap it does not).
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return runtime.GOOS != "linux"
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) == 0 || f[0] != "Z"
+}
 
 // The group is stopped, not just the leader: a grandchild the shell started dies too.
 func TestStopStopsTheGroup(t *testing.T) {
