@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	_ "github.com/mtpconv/mtpconv/bench/runtimes/llamacpp" // registers llama.cpp
+	_ "github.com/mtpconv/mtpconv/bench/runtimes/vllm"     // registers vllm
 )
 
 // maxDefaultDraftTokens caps the default sweep (1..the head's layer count).
