@@ -76,3 +76,15 @@ func WriteCard(dir string, reportJSON []byte, r *report.Report) ([]string, error
 	}
 	return wrote, nil
 }
+
+// CarryCardSection keeps the MTP performance section of an old card in the
+// card rendered anew from the manifest (`mtpconv card`): the measurement is
+// not the manifest's to know. Only while m still records the report the
+// section names: a section whose report is gone is dropped.
+func CarryCardSection(m *manifests.Manifest, old, fresh []byte) []byte {
+	sec := report.Section(old, report.CardHeading)
+	if sec == "" || !slices.ContainsFunc(m.Files, func(f manifests.File) bool { return f.Name == ReportFile }) {
+		return fresh
+	}
+	return report.ReplaceSection(fresh, sec, cardBefore)
+}

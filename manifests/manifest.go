@@ -22,7 +22,7 @@ import (
 	"slices"
 
 	"github.com/mtpconv/mtpconv/convert/health"
-	"github.com/mtpconv/mtpconv/convert/run/rows"
+	"github.com/mtpconv/mtpconv/convert/rows"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/quant/codec"
 )

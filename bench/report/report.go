@@ -310,11 +310,13 @@ func speedOf(in Input, through []float64, arm string, k int) Speed {
 }
 
 // speedup of draft length k: per repeat, the MTP start's throughput over the
-// mean of that repeat's plain starts; the band runs from the lowest to the
-// highest ratio, each taken against the repeat's fastest and slowest plain
-// start, so the plain arm's own spread widens it.
+// mean of that repeat's plain starts (the median of those ratios); the band
+// runs from the lowest to the highest ratio, each taken against the repeat's
+// fastest and slowest plain start, so the plain arm's own spread widens it.
+// With a single MTP start its own noise is unknown: the plain arm's relative
+// spread (fastest over slowest) stands for it, widening the band once more.
 func speedup(in Input, through []float64, k int) Band {
-	var mid []float64
+	var mid, allPlain []float64
 	b := Band{Low: math.Inf(1), High: math.Inf(-1)}
 	for _, i := range startsOf(in, "mtp", k) {
 		var plain []float64
@@ -326,12 +328,17 @@ func speedup(in Input, through []float64, k int) Band {
 		if len(plain) == 0 || through[i] == 0 {
 			continue
 		}
+		allPlain = append(allPlain, plain...)
 		mid = append(mid, through[i]/mean(plain))
 		b.Low = min(b.Low, through[i]/slices.Max(plain))
 		b.High = max(b.High, through[i]/slices.Min(plain))
 	}
 	if len(mid) == 0 {
 		return Band{}
+	}
+	if len(mid) == 1 {
+		spread := slices.Max(allPlain) / slices.Min(allPlain)
+		b.Low, b.High = b.Low/spread, b.High*spread
 	}
 	return Band{Median: round(median(mid), 3), Low: round(b.Low, 3), High: round(b.High, 3)}
 }

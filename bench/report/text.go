@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/mtpconv/mtpconv/manifests/words"
 )
 
 // VerdictLines are the three verdicts as people read them, one line each.
@@ -43,8 +45,7 @@ func (r *Report) VerdictLines() []string {
 // Table is the report for people.
 func (r *Report) Table() string {
 	var b bytes.Buffer
-	version := r.RuntimeVersion
-	fmt.Fprintf(&b, "mtpconv bench: %s %s, model %s", r.Runtime, version, r.Model)
+	fmt.Fprintf(&b, "mtpconv bench: %s (version %s), model %s", r.Runtime, r.RuntimeVersion, r.Model)
 	if r.Head != "" {
 		fmt.Fprintf(&b, ", head %s", r.Head)
 	}
@@ -57,8 +58,8 @@ func (r *Report) Table() string {
 	if !st.Greedy {
 		mode = "sampling"
 	}
-	fmt.Fprintf(&b, "\n%d prompts (%s, sha256 %.12s), up to %d tokens, %d repeats, concurrency %d, %s", st.Prompts, src, r.PromptsSHA256,
-		st.MaxTokens, st.Repeats, st.Concurrency, mode)
+	fmt.Fprintf(&b, "\n%s (%s, sha256 %.12s), up to %s, %s, concurrency %d, %s", words.Count(st.Prompts, "prompt"), src, r.PromptsSHA256,
+		words.Count(st.MaxTokens, "token"), words.Count(st.Repeats, "repeat"), st.Concurrency, mode)
 	if st.Context > 0 {
 		fmt.Fprintf(&b, ", padded to about %d tokens", st.Context)
 	}
@@ -120,8 +121,13 @@ const CardHeading = "## MTP performance"
 func (r *Report) CardSection(reportFile, reportSHA256 string) string {
 	var b strings.Builder
 	b.WriteString(CardHeading + "\n\n")
-	fmt.Fprintf(&b, "Measured by `mtpconv bench` with %s %s on %s (%d CPUs): %d prompts, up to %d tokens, %d repeats, concurrency %d, greedy=%v.\n",
-		r.Runtime, r.RuntimeVersion, hw(r.Hardware), r.Hardware.CPUs, r.Settings.Prompts, r.Settings.MaxTokens, r.Settings.Repeats, r.Settings.Concurrency, r.Settings.Greedy)
+	mode := "greedy"
+	if !r.Settings.Greedy {
+		mode = "sampling"
+	}
+	fmt.Fprintf(&b, "Measured by `mtpconv bench` with %s (version %s) on %s (%s): %s, up to %s, %s, concurrency %d, %s.\n",
+		r.Runtime, r.RuntimeVersion, hw(r.Hardware), words.Count(r.Hardware.CPUs, "CPU"), words.Count(r.Settings.Prompts, "prompt"),
+		words.Count(r.Settings.MaxTokens, "token"), words.Count(r.Settings.Repeats, "repeat"), r.Settings.Concurrency, mode)
 	if len(r.Settings.RuntimeArgs) > 0 {
 		fmt.Fprintf(&b, "Runtime arguments: `%s`.\n", strings.Join(r.Settings.RuntimeArgs, " "))
 	}
@@ -172,6 +178,19 @@ func ReplaceSection(card []byte, section, before string) []byte {
 		out = append(out, '\n')
 	}
 	return append(out, body...)
+}
+
+// Section is the section of card under heading (through the line before the next "## " heading), or "".
+func Section(card []byte, heading string) string {
+	i := headingAt(card, heading)
+	if i < 0 {
+		return ""
+	}
+	end := len(card)
+	if j := bytes.Index(card[i+len(heading):], []byte("\n## ")); j >= 0 {
+		end = i + len(heading) + j + 1
+	}
+	return string(card[i:end])
 }
 
 // headingAt is the offset of a line that is exactly heading, or -1.

@@ -10,16 +10,16 @@ import (
 	"time"
 
 	"github.com/mtpconv/mtpconv/convert/export"
+	"github.com/mtpconv/mtpconv/convert/ggufsplit"
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
 	convrun "github.com/mtpconv/mtpconv/convert/run"
 	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/convert/targets"
-	ggtarget "github.com/mtpconv/mtpconv/convert/targets/gguf"
 	"github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
-	"github.com/mtpconv/mtpconv/internal/words"
 	"github.com/mtpconv/mtpconv/manifests"
+	"github.com/mtpconv/mtpconv/manifests/words"
 	"github.com/urfave/cli/v2"
 )
 
@@ -287,7 +287,7 @@ func splitExport(c *cli.Context, req export.Request, start time.Time) error {
 	if req.Out == "" {
 		return usagef("--out is required")
 	}
-	oc, err := ggtarget.Split(c.Context, c.String("src"), req.Out, req.Force, version)
+	oc, err := ggufsplit.Split(c.Context, c.String("src"), req.Out, req.Force, version)
 	if err != nil {
 		return err
 	}

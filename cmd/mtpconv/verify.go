@@ -11,10 +11,11 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/mtpconv/mtpconv/bench"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
-	"github.com/mtpconv/mtpconv/internal/words"
 	"github.com/mtpconv/mtpconv/manifests"
+	"github.com/mtpconv/mtpconv/manifests/words"
 	"github.com/urfave/cli/v2"
 )
 
@@ -180,7 +181,9 @@ func cardCommand() *cli.Command {
 			case !errors.Is(err, fs.ErrNotExist):
 				return err
 			}
-			return writeFileReplacing(filepath.Join(dir, manifests.CardFile), manifests.Card(m, targets.CardOf(m), report))
+			path := filepath.Join(dir, manifests.CardFile)
+			old, _ := manifests.ReadRegularFile(path) // its bench section, if any, is carried over
+			return writeFileReplacing(path, bench.CarryCardSection(m, old, manifests.Card(m, targets.CardOf(m), report)))
 		},
 	}
 }

@@ -3,6 +3,8 @@ package export
 import (
 	"strings"
 	"testing"
+
+	"github.com/mtpconv/mtpconv/manifests"
 )
 
 // An output file may take no name another file of the export takes: not
@@ -25,7 +27,7 @@ func TestCheckNames(t *testing.T) {
 		{"a resume marker", out, []string{planMarker}, "the marker of an interrupted run"},
 		{"two outputs", out, []string{"x.gguf", "X.gguf"}, "x.gguf, another output file"},
 		{"--into staging", into, []string{intoStaging}, "the staging folder of --into"},
-		{"--into originals", into, []string{IntoOriginals}, "the folder of the originals"},
+		{"--into originals", into, []string{manifests.IntoOriginals}, "the folder of the originals"},
 		{"--into takes a README.md", into, []string{"README.md"}, ""},
 	} {
 		err := checkNames(c.d, c.files)

@@ -4,7 +4,7 @@ package export
 // OpenVINO export, an MLX folder), touching only the files the target places
 // there, the mtpconv manifest and, for the folder's files a target must
 // update to declare the head (MLX's config.json and index), the copies of
-// their originals under IntoOriginals.
+// their originals under manifests.IntoOriginals.
 
 import (
 	"context"
@@ -21,126 +21,8 @@ import (
 	"github.com/mtpconv/mtpconv/convert/run"
 	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/convert/targets"
-	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
 )
-
-// Intoer is a Target that can add its output to an existing folder of the
-// same model: CheckInto refuses a folder that is not one (saying what
-// differs) and names the files of the output that go into it, in the order
-// they go in: a file after the files it refers to (an OpenVINO .bin before
-// its .xml). These tensor files are the only ones planned; the generic code
-// records them in the manifest as the only files of the folder that are
-// ours. A file of one of these names that mtpconv did not write (optimum-intel
-// exports an MTP IR of its own) is never replaced, moved or deleted, even
-// with --force: the user moves it.
-type Intoer interface {
-	CheckInto(dir string, m *model.Model) ([]string, error)
-}
-
-// IntoPlanner is an Intoer whose output depends on the folder it goes into
-// (MLX: the head in a file of its own, the folder's config.json and index
-// updated to declare it). PlanInto plans the export for dir, reading the
-// folder's files it updates with IntoBase; the addition replaces them (listed
-// in Plan.IntoUpdates) each atomically, after keeping a copy of the bytes
-// the folder had under IntoOriginals, and records all of it in the manifest
-// (the record of an Intoer's replaced files: see recordInto).
-type IntoPlanner interface {
-	Intoer
-	PlanInto(dir string, m *model.Model, o targets.Options) (*plan.Plan, error)
-}
-
-// IntoOriginals is the folder, inside an --into folder, that keeps the prior
-// bytes of the folder's own files mtpconv replaced (move them back, and
-// remove the files mtpconv owns, to undo).
-const IntoOriginals = "mtpconv-original"
-
-// IntoBase reads what an update of the folder's file name starts from: the
-// bytes the folder had before mtpconv first replaced that file, that is the
-// copy an earlier --into kept (the file must then still be as mtpconv wrote
-// it: an edit made since is not silently dropped), or else the file itself.
-// Files are read only when regular and at most limit bytes. sum is the
-// sha256 of the file as it is now.
-func IntoBase(dir, name string, limit int64) (base []byte, sum string, err error) {
-	cur, err := st.ReadSmallFile(source.Dir(dir), name, limit)
-	if err != nil {
-		return nil, "", fmt.Errorf("--into %s: %w", dir, err)
-	}
-	sum = manifests.SHA256(cur)
-	prior, err := intoManifest(dir)
-	if err != nil {
-		return nil, "", err
-	}
-	u, ours, err := replacedByUs(dir, prior, name, sum)
-	if err != nil || !ours {
-		return cur, sum, err
-	}
-	orig, err := st.ReadSmallFile(source.Dir(dir), u.Original.Name, limit)
-	if err != nil {
-		return nil, "", fmt.Errorf("--into %s: the copy of the original %s: %w", dir, name, err)
-	}
-	if manifests.SHA256(orig) != u.Original.SHA256 {
-		return nil, "", fmt.Errorf("--into %s: %s is not the original %s mtpconv kept (its sha256 differs from the record)", dir, u.Original.Name, name)
-	}
-	return orig, sum, nil
-}
-
-// replacedByUs tells whether the folder's file name, whose sha256 is now
-// sum, was replaced by an earlier --into and still holds what mtpconv wrote
-// there (its original is then u.Original). A file never replaced, or that
-// holds its original bytes again (a run stopped before replacing it, or the
-// original put back), is the folder's own. Any other bytes are an edit
-// made since, refused rather than dropped: there is one original to keep.
-func replacedByUs(dir string, prior *manifests.Manifest, name, sum string) (u manifests.Updated, ours bool, err error) {
-	u, ok := priorInto(prior).UpdatedFile(name)
-	if !ok || sum == u.Original.SHA256 {
-		return u, false, nil
-	}
-	if wrote, _ := findFile(prior.Files, name); wrote.SHA256 != sum {
-		return u, false, fmt.Errorf("--into %s: %s changed since mtpconv updated it (sha256 %s, recorded %s); put back the version mtpconv wrote or the original in %s/ first", dir, name, sum, wrote.SHA256, IntoOriginals)
-	}
-	return u, true, nil
-}
-
-// IntoOwned reports whether an earlier --into recorded file name of dir as
-// written by mtpconv.
-func IntoOwned(dir, name string) (bool, error) {
-	prior, err := intoManifest(dir)
-	if err != nil || priorInto(prior) == nil {
-		return false, err
-	}
-	return slices.Contains(prior.Into.OwnedFiles, name), nil
-}
-
-// intoManifest is the manifest of an earlier export into dir, nil when there
-// is none (or it is not mtpconv's, which the addition refuses).
-func intoManifest(dir string) (*manifests.Manifest, error) {
-	if kind, _ := folderOwner(dir); kind != ownerInto {
-		return nil, nil
-	}
-	m, err := manifests.Load(dir)
-	if err != nil {
-		return nil, fmt.Errorf("--into %s: %w", dir, err)
-	}
-	return m, nil
-}
-
-// priorInto is the Into record of an earlier export's manifest, if any.
-func priorInto(m *manifests.Manifest) *manifests.Into {
-	if m == nil {
-		return nil
-	}
-	return m.Into
-}
-
-func findFile(files []manifests.File, name string) (manifests.File, bool) {
-	for _, f := range files {
-		if f.Name == name {
-			return f, true
-		}
-	}
-	return manifests.File{}, false
-}
 
 // The hidden names --into reserves in the destination: the staging folder
 // the files are written in before they are renamed into place (so every
@@ -160,7 +42,7 @@ type addition struct {
 	dir           string
 	force, noCard bool
 	dryRun        bool
-	intoer        Intoer
+	intoer        targets.Intoer
 	source        string // the local source folder, never added into
 	model         *model.Model
 	files         []string // the target's files, in the Intoer's order (a file after those it refers to)
@@ -181,7 +63,7 @@ func newAddition(r Request, t targets.Target) (*addition, error) {
 	if r.Resume {
 		return nil, targets.UsageError{Err: errors.New("--resume does not apply to --into")}
 	}
-	in, ok := t.(Intoer)
+	in, ok := t.(targets.Intoer)
 	if !ok {
 		return nil, targets.UsageError{Err: fmt.Errorf("--target %s does not take --into", t.Name())}
 	}
@@ -225,7 +107,7 @@ func (d *addition) check() error {
 // plan plans only the target's files for the folder: an IntoPlanner plans
 // for the folder itself, any other target's plan is narrowed to its files.
 func (d *addition) plan(t targets.Target, m *model.Model, o targets.Options) (*plan.Plan, error) {
-	if ip, ok := t.(IntoPlanner); ok {
+	if ip, ok := t.(targets.IntoPlanner); ok {
 		p, err := ip.PlanInto(d.dir, m, o)
 		if err != nil {
 			return nil, err
@@ -263,11 +145,11 @@ func (d *addition) checkLinks(p *plan.Plan) error {
 
 func (d *addition) reserved() map[string]string {
 	return map[string]string{
-		manifests.FileName: "the manifest",
-		intoStaging:        "the staging folder of --into",
-		intoLock:           "the lock of --into",
-		IntoOriginals:      "the folder of the originals mtpconv keeps",
-		planMarker:         "the marker of the staging folder",
+		manifests.FileName:      "the manifest",
+		intoStaging:             "the staging folder of --into",
+		intoLock:                "the lock of --into",
+		manifests.IntoOriginals: "the folder of the originals mtpconv keeps",
+		planMarker:              "the marker of the staging folder",
 	}
 }
 
@@ -367,7 +249,7 @@ func (d *addition) commit(ctx context.Context) error {
 		}
 	}
 	d.done = true
-	for _, dir := range []string{filepath.Join(d.dir, IntoOriginals), d.dir} {
+	for _, dir := range []string{filepath.Join(d.dir, manifests.IntoOriginals), d.dir} {
 		if err := syncDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
@@ -414,7 +296,7 @@ func CheckIntoFolder(dir string) error {
 // carries an MTP IR of its own, and a file the user made is never replaced,
 // moved or deleted, --force or not.
 func findPresent(dir string, files []string) ([]string, error) {
-	prior, err := intoManifest(dir)
+	prior, err := manifests.LoadInto(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -423,7 +305,7 @@ func findPresent(dir string, files []string) ([]string, error) {
 		if _, err := os.Lstat(filepath.Join(dir, f)); err != nil {
 			continue
 		}
-		if priorInto(prior) != nil && slices.Contains(prior.Into.OwnedFiles, f) {
+		if prior.IntoRecord() != nil && slices.Contains(prior.Into.OwnedFiles, f) {
 			present = append(present, f)
 		} else {
 			theirs = append(theirs, f)
@@ -442,11 +324,11 @@ func findPresent(dir string, files []string) ([]string, error) {
 // findPresent), nor a manifest mtpconv did not write, nor a file an earlier
 // --into owned that this one would not replace.
 func intoReplaces(dir string, files []string, force bool) ([]string, error) {
-	kind, rec := folderOwner(dir)
+	kind, rec := manifests.FolderOwner(dir)
 	switch kind {
-	case ownerForeign:
+	case manifests.OwnerForeign:
 		return nil, fmt.Errorf("%s has a %s that mtpconv did not write; refusing to replace it", dir, manifests.FileName)
-	case ownerExport:
+	case manifests.OwnerExport:
 		return nil, fmt.Errorf("%s is an mtpconv output of its own (not an export mtpconv added into); refusing to add into it", dir)
 	}
 	if rec != nil {
@@ -485,7 +367,7 @@ func (s intoStep) apply() error {
 type intoChanges struct {
 	files   []string // the target's files, in the Intoer's order (a file after those it refers to)
 	ours    []string // of files, those in the folder an earlier --into wrote: removed
-	copies  []string // staged copies of originals (IntoOriginals/NAME) of the updated files
+	copies  []string // staged copies of originals (manifests.IntoOriginals/NAME) of the updated files
 	updates []string // the folder's files replaced by their staged new version (IntoUpdates)
 }
 
@@ -493,7 +375,7 @@ type intoChanges struct {
 // two steps leaves no mixed output and loses nothing of the folder: the new
 // manifest first (it records the files as ours before any of them moves, so
 // an interrupted run can be completed with --force); then the copies of
-// originals (the whole IntoOriginals folder in one rename when the
+// originals (the whole manifests.IntoOriginals folder in one rename when the
 // destination has none yet); then the old files of ours removed, referring
 // files first (an old .xml never outlives its .bin); then the new files in
 // the Intoer's order (a new .xml never precedes its .bin); the updated files
@@ -503,8 +385,8 @@ type intoChanges struct {
 func intoSteps(dir, staging string, c intoChanges) []intoStep {
 	steps := []intoStep{{filepath.Join(staging, manifests.FileName), filepath.Join(dir, manifests.FileName)}}
 	if len(c.copies) > 0 {
-		if _, err := os.Lstat(filepath.Join(dir, IntoOriginals)); err != nil {
-			steps = append(steps, intoStep{filepath.Join(staging, IntoOriginals), filepath.Join(dir, IntoOriginals)})
+		if _, err := os.Lstat(filepath.Join(dir, manifests.IntoOriginals)); err != nil {
+			steps = append(steps, intoStep{filepath.Join(staging, manifests.IntoOriginals), filepath.Join(dir, manifests.IntoOriginals)})
 		} else {
 			for _, f := range c.copies {
 				steps = append(steps, intoStep{filepath.Join(staging, f), filepath.Join(dir, f)})
@@ -528,16 +410,16 @@ func intoSteps(dir, staging string, c intoChanges) []intoStep {
 // recordInto completes the manifest with the Into record. Each of
 // the folder's files the export updates (the plan's IntoUpdates, checked
 // unchanged since they were planned) has its original kept under
-// IntoOriginals and recorded, by a copy staged now (the file stays in place
+// manifests.IntoOriginals and recorded, by a copy staged now (the file stays in place
 // until its new version replaces it), or the original an earlier run kept.
 // The files the output builds on are hashed. It returns the staged copies.
 func recordInto(ctx context.Context, dir, staging string, man *manifests.Manifest, p *plan.Plan) ([]string, error) {
-	prior, err := intoManifest(dir)
+	prior, err := manifests.LoadInto(dir)
 	if err != nil {
 		return nil, err
 	}
-	if fi, err := os.Lstat(filepath.Join(dir, IntoOriginals)); err == nil && !fi.IsDir() {
-		return nil, fmt.Errorf("--into %s: %s is not a folder and mtpconv did not make it; refusing to replace it", dir, IntoOriginals)
+	if fi, err := os.Lstat(filepath.Join(dir, manifests.IntoOriginals)); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("--into %s: %s is not a folder and mtpconv did not make it; refusing to replace it", dir, manifests.IntoOriginals)
 	}
 	in := &manifests.Into{}
 	var staged []string
@@ -549,7 +431,7 @@ func recordInto(ctx context.Context, dir, staging string, man *manifests.Manifes
 		if sum != x.SHA256 {
 			return nil, fmt.Errorf("--into %s: %s changed during the export; nothing was replaced", dir, x.Name)
 		}
-		rec, ok := priorInto(prior).UpdatedFile(x.Name)
+		rec, ok := prior.IntoRecord().UpdatedFile(x.Name)
 		if ok && sum == rec.Original.SHA256 {
 			// An interrupted run recorded the original and may have stopped
 			// before its copy landed: a copy already there must be it.
@@ -562,8 +444,8 @@ func recordInto(ctx context.Context, dir, staging string, man *manifests.Manifes
 			}
 		}
 		if !ok {
-			rec = manifests.Updated{Name: x.Name, Original: manifests.File{Name: IntoOriginals + "/" + x.Name, Size: size, SHA256: sum}}
-			if _, err := os.Lstat(filepath.Join(dir, rec.Original.Name)); err == nil && !isOriginal(priorInto(prior), rec.Original.Name) {
+			rec = manifests.Updated{Name: x.Name, Original: manifests.File{Name: manifests.IntoOriginals + "/" + x.Name, Size: size, SHA256: sum}}
+			if _, err := os.Lstat(filepath.Join(dir, rec.Original.Name)); err == nil && !isOriginal(prior.IntoRecord(), rec.Original.Name) {
 				return nil, fmt.Errorf("--into %s: %s exists and mtpconv did not write it; refusing to replace it", dir, rec.Original.Name)
 			}
 			if err := copyRegular(filepath.Join(dir, x.Name), filepath.Join(staging, rec.Original.Name), sum); err != nil {
@@ -577,7 +459,7 @@ func recordInto(ctx context.Context, dir, staging string, man *manifests.Manifes
 	// An original an earlier run kept of a file this one does not take from
 	// the folder (it holds mtpconv's version, or the original again) stays
 	// kept and recorded.
-	if pi := priorInto(prior); pi != nil {
+	if pi := prior.IntoRecord(); pi != nil {
 		for _, u := range pi.Updated {
 			if _, planned := in.UpdatedFile(u.Name); !planned {
 				if _, err := os.Lstat(filepath.Join(dir, u.Original.Name)); err == nil {

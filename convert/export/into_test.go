@@ -31,7 +31,7 @@ func TestIntoStepsNeverMix(t *testing.T) {
 		setup := func() (dir, staging string) {
 			dir = t.TempDir()
 			staging = filepath.Join(dir, intoStaging)
-			os.MkdirAll(filepath.Join(staging, IntoOriginals), 0o755)
+			os.MkdirAll(filepath.Join(staging, manifests.IntoOriginals), 0o755)
 			write := func(d, name, body string) {
 				if err := os.WriteFile(filepath.Join(d, name), []byte(body), 0o644); err != nil {
 					t.Fatal(err)
@@ -68,9 +68,9 @@ func TestIntoStepsNeverMix(t *testing.T) {
 			if xml != "absent" && xml != bin {
 				t.Errorf("%s, stopped after %d of %d steps: the %s .xml is beside the %s .bin", c.name, k, n, xml, bin)
 			}
-			kind, rec := folderOwner(dir)
+			kind, rec := manifests.FolderOwner(dir)
 			recorded := func(f string) bool {
-				if kind != ownerInto {
+				if kind != manifests.OwnerInto {
 					return false
 				}
 				_, updated := rec.UpdatedFile(f)

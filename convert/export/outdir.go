@@ -18,8 +18,8 @@ import (
 	"github.com/mtpconv/mtpconv/convert/computed"
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
+	"github.com/mtpconv/mtpconv/convert/rows"
 	"github.com/mtpconv/mtpconv/convert/run"
-	"github.com/mtpconv/mtpconv/convert/run/rows"
 	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
@@ -138,14 +138,14 @@ func checkOutTarget(out string, force bool) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("--out %s is an existing file, not a folder; refusing to replace it", out)
 	}
-	kind, _ := folderOwner(out)
-	if kind == ownerInto {
+	kind, _ := manifests.FolderOwner(out)
+	if kind == manifests.OwnerInto {
 		return fmt.Errorf("--out %s is a folder mtpconv added its head into (export --into); the rest of it belongs to another export, which --out would delete. To replace the head, run the export with --into %s --force", out, out)
 	}
 	if !force {
 		return fmt.Errorf("%s already exists; pass --force to replace it", out)
 	}
-	if kind != ownerExport {
+	if kind != manifests.OwnerExport {
 		return fmt.Errorf("--out %s exists and is not an mtpconv output (it has no %s); --force only replaces an earlier export, remove the folder yourself if you mean it", out, manifests.FileName)
 	}
 	return nil
@@ -169,43 +169,6 @@ func checkDotDot(flag, p string) error {
 		}
 	}
 	return nil
-}
-
-// owner is whose a folder is, as its manifest says.
-type owner int
-
-const (
-	ownerNone    owner = iota // no manifest
-	ownerForeign              // a manifest mtpconv did not write (or cannot read)
-	ownerExport               // an mtpconv output: every file of it is ours
-	ownerInto                 // a folder mtpconv added into: only the recorded files are ours
-)
-
-// folderOwner reads dir's manifest, leniently (any schema version), and
-// returns, for a folder added into, what it records.
-func folderOwner(dir string) (owner, *manifests.Into) {
-	b, err := manifests.ReadRegularFile(filepath.Join(dir, manifests.FileName))
-	if errors.Is(err, fs.ErrNotExist) {
-		if _, lerr := os.Lstat(filepath.Join(dir, manifests.FileName)); errors.Is(lerr, fs.ErrNotExist) {
-			return ownerNone, nil
-		}
-	}
-	if err != nil {
-		return ownerForeign, nil
-	}
-	var m struct {
-		Tool struct {
-			Name string `json:"name"`
-		} `json:"tool"`
-		Into *manifests.Into `json:"into"`
-	}
-	switch {
-	case json.Unmarshal(b, &m) != nil || m.Tool.Name != "mtpconv":
-		return ownerForeign, nil
-	case m.Into != nil:
-		return ownerInto, m.Into
-	}
-	return ownerExport, nil
 }
 
 type relation int

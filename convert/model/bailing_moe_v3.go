@@ -119,6 +119,11 @@ func (bailingMoeV3) ParseConfig(raw []byte) (*Config, error) {
 	if err := c.CheckCommon(); err != nil {
 		return nil, err
 	}
+	// The converter pads the SwiGLU limits to the trunk's and the MTP layers' blocks.
+	if err := CheckLayerLists(c.AllLayers(), true, LayerList{"expert_swiglu_limit_list", len(k.ExpertSwigluLimits)},
+		LayerList{"share_expert_swiglu_limit_list", len(k.SharedSwigluLimits)}); err != nil {
+		return nil, err
+	}
 	switch {
 	// The reference converter refuses these (BailingMoeV3Model.set_gguf_parameters), llama.cpp runs no other.
 	case !k.NoKDALora:

@@ -69,6 +69,9 @@ type Config struct {
 		ModulesToNotConvert []string `json:"modules_to_not_convert"`
 	} `json:"quantization_config"`
 
+	// RopeScaling is the RoPE scaling the converters read (rope.go), nil without one.
+	RopeScaling *RopeScaling
+
 	// Raw is the whole config.json as read, for writers that copy it.
 	Raw []byte
 
@@ -199,6 +202,20 @@ func DecodeConfig(raw []byte, d ConfigDefaults) (*Config, error) {
 			}
 		}
 	}
+	// The RoPE scaling, from the root's keys with text_config's over them.
+	var keys, text map[string]json.RawMessage
+	_ = json.Unmarshal(raw, &keys) // raw decoded above
+	if cfg.Nested && json.Unmarshal(body, &text) == nil {
+		if keys == nil {
+			keys = map[string]json.RawMessage{}
+		}
+		for k, v := range text {
+			keys[k] = v
+		}
+	}
+	if cfg.RopeScaling, err = parseRopeScalings(keys); err != nil {
+		return nil, err
+	}
 	cfg.applyDefaults(body, d)
 	return cfg, nil
 }
@@ -235,6 +252,49 @@ func CheckPositive(keys ...PositiveKey) error {
 	for _, p := range keys {
 		if p.Value <= 0 || p.Value > 1<<24 {
 			return fmt.Errorf("%s is %d; it must be a positive integer below 2^24", p.Name, p.Value)
+		}
+	}
+	return nil
+}
+
+// Layers is a layer count, with the keys it is counted from for messages
+// ("num_hidden_layers 4", "num_hidden_layers 4 + num_nextn_predict_layers 3").
+type Layers struct {
+	N    int
+	From string
+}
+
+// TrunkLayers is num_hidden_layers: what most per-layer lists cover.
+func (c *Config) TrunkLayers() Layers {
+	return Layers{c.NumHiddenLayers, fmt.Sprintf("num_hidden_layers %d", c.NumHiddenLayers)}
+}
+
+// AllLayers is the trunk's and the declared MTP layers, for the per-layer
+// lists that include the MTP layers' entries.
+func (c *Config) AllLayers() Layers {
+	n, _ := c.ConfigMTPDepth()
+	return Layers{c.NumHiddenLayers + n, fmt.Sprintf("num_hidden_layers %d + %s %d", c.NumHiddenLayers, c.mtpDepthKey(), n)}
+}
+
+// LayerList is a per-layer list of config.json: its key and its length.
+type LayerList struct {
+	Key string
+	Len int
+}
+
+// CheckLayerLists refuses the first per-layer list of config.json that does
+// not hold one entry per layer of l: exactly l.N entries, or, for lists the
+// family pads as its reference converter does (padded), at most l.N. Every
+// family checks each per-layer list it reads with it, before indexing one
+// by layer.
+func CheckLayerLists(l Layers, padded bool, lists ...LayerList) error {
+	for _, x := range lists {
+		switch {
+		case x.Len == l.N, padded && x.Len < l.N:
+		case padded:
+			return fmt.Errorf("%s has %d entries for %d layers (%s): at most one per layer", x.Key, x.Len, l.N, l.From)
+		default:
+			return fmt.Errorf("%s has %d entries for %d layers (%s): one per layer", x.Key, x.Len, l.N, l.From)
 		}
 	}
 	return nil
@@ -349,6 +409,14 @@ func (c *Config) checkRotary() error {
 		return fmt.Errorf("%s %v of head_dim %d gives %d rotary dimensions; RoPE rotates pairs, so that must be even and at least 2", c.rotaryKey, c.PartialRotaryFactor, c.HeadDim, r)
 	}
 	return nil
+}
+
+// mtpDepthKey is the key the MTP depth is declared by, for messages.
+func (c *Config) mtpDepthKey() string {
+	if c.MTPNumHiddenLayers != nil {
+		return "mtp_num_hidden_layers"
+	}
+	return "num_nextn_predict_layers"
 }
 
 // ConfigMTPDepth is the MTP depth the config declares, and whether it declares one.

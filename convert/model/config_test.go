@@ -1,7 +1,9 @@
 package model
 
 import (
+	"encoding/json"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,6 +110,77 @@ func TestConfigDefaults(t *testing.T) {
 		m := load(t, f)
 		if m.Config.RopeTheta != 1e7 || m.Config.RotaryDim() != 16 || m.Config.RMSNormEps <= 0 {
 			t.Errorf("%s: %+v", f, m.Config)
+		}
+	}
+}
+
+// fixtureConfig is a fixture's config.json with the text configuration's
+// keys set (a nil value deletes the key), without writing the fixture.
+func fixtureConfig(t *testing.T, fixture string, kv ...any) []byte {
+	t.Helper()
+	spec, err := fixtures.Build(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := spec.ConfigJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(kv); i += 2 {
+		var v []byte
+		if kv[i+1] != nil {
+			if v, err = json.Marshal(kv[i+1]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		raw = withKey(raw, kv[i].(string), v)
+	}
+	return raw
+}
+
+// Every per-layer list a family reads is checked against the layer count
+// (CheckLayerLists), naming the key, before any is indexed by layer: the
+// Step-3.5 lists that hold the MTP layers' entries against a smaller
+// num_nextn_predict_layers panicked.
+func TestPerLayerListsAreChecked(t *testing.T) {
+	t.Parallel()
+	seven := func(v any) []any { return slices.Repeat([]any{v}, 7) }
+	cases := []struct {
+		name, fixture string
+		kv            []any
+		want          string
+	}{
+		{"step3.5 one MTP layer", fixtures.Step35, []any{"num_nextn_predict_layers", 1},
+			"layer_types has 7 entries for 5 layers (num_hidden_layers 4 + num_nextn_predict_layers 1): at most one per layer"},
+		{"step3.5 two MTP layers", fixtures.Step35, []any{"num_nextn_predict_layers", 2}, "layer_types has 7 entries for 6 layers"},
+		{"step3.7 one MTP layer", fixtures.Step37, []any{"num_nextn_predict_layers", 1}, "layer_types has 7 entries for 5 layers"},
+		{"step3.5 rope_theta too long", fixtures.Step35, []any{"rope_theta", append(seven(10000.0), 10000.0)}, "rope_theta has 8 entries for 7 layers"},
+		{"step3.5 partial_rotary_factors too long", fixtures.Step35, []any{"partial_rotary_factors", append(seven(0.5), 0.5)}, "partial_rotary_factors has 8 entries"},
+		{"step3.5 use_rope_layers too long", fixtures.Step35, []any{"use_rope_layers", append(seven(true), true)}, "use_rope_layers has 8 entries"},
+		{"qwen layer_types", fixtures.Qwen36, []any{"layer_types", []string{"full_attention"}}, "layer_types has 1 entries for 4 layers (num_hidden_layers 4): one per layer"},
+		{"qwen3-next layer_types", fixtures.Next, []any{"layer_types", []string{}}, "layer_types has 0 entries for 4 layers"},
+		{"glm-5.2 indexer_types", fixtures.GLM52, []any{"indexer_types", []string{"full"}}, "indexer_types has 1 entries"},
+		{"glm-5.3-flash mlp_layer_types", fixtures.GLM53Flash, []any{"mlp_layer_types", []string{"dense"}}, "mlp_layer_types has 1 entries"},
+		{"mimo hybrid_layer_pattern", fixtures.MiMoV25, []any{"hybrid_layer_pattern", []int{0}}, "hybrid_layer_pattern has 1 entries"},
+		{"mimo moe_layer_freq", fixtures.MiMoV25, []any{"moe_layer_freq", nil}, "moe_layer_freq has 0 entries"},
+		{"nemotron-h hybrid_override_pattern", fixtures.NemotronHMoE, []any{"hybrid_override_pattern", "ME"}, "hybrid_override_pattern has 2 entries"},
+		{"hy3 mlp_layer_types", fixtures.Hy3, []any{"mlp_layer_types", []string{"dense", "sparse", "sparse", "sparse", "sparse", "sparse", "sparse", "sparse", "sparse"}}, "mlp_layer_types has 9 entries"},
+		{"ling swiglu limits", fixtures.Ling3, []any{"expert_swiglu_limit_list", []any{nil, 7.0, 7.0, 7.0}}, "expert_swiglu_limit_list has 4 entries for 3 layers (num_hidden_layers 2 + num_nextn_predict_layers 1): at most one per layer"},
+		{"step3.5 MTP depth bounded", fixtures.Step35, []any{"num_nextn_predict_layers", 16000000}, "num_nextn_predict_layers is 16000000; this tool reads Step-3.5-Flash heads of at most 256 MTP layers"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := ParseConfig(fixtureConfig(t, c.fixture, c.kv...))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want %q", err, c.want)
+			}
+		})
+	}
+	// The fixtures' own lists pass.
+	for _, f := range []string{fixtures.Step35, fixtures.Step37, fixtures.Qwen36, fixtures.GLM52, fixtures.GLM53Flash, fixtures.MiMoV25, fixtures.NemotronHMoE, fixtures.Hy3, fixtures.Ling3} {
+		if _, err := ParseConfig(fixtureConfig(t, f)); err != nil {
+			t.Errorf("%s: %v", f, err)
 		}
 	}
 }

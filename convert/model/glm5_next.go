@@ -147,8 +147,8 @@ func (glm5Next) ParseConfig(raw []byte) (*Config, error) {
 		{"mlp_layer_types", g.MLPLayerTypes, []string{glm5Dense, glm5Sparse}},
 		{"indexer_types", g.IndexerTypes, []string{glm5FullIndex, glm5Shared}},
 	} {
-		if len(sched.values) != L {
-			return nil, fmt.Errorf("%s has %d entries for num_hidden_layers %d (%s)", sched.key, len(sched.values), L, name)
+		if err := CheckLayerLists(c.TrunkLayers(), false, LayerList{sched.key, len(sched.values)}); err != nil {
+			return nil, fmt.Errorf("%w (%s)", err, name)
 		}
 		for i, v := range sched.values {
 			if !slices.Contains(sched.ok, v) {

@@ -113,7 +113,7 @@ func TestGlm5NextFamily(t *testing.T) {
 		``:                               "linear_attn_config is missing: GLM-5.3-Flash's KDA layers",
 		kda + `,"num_key_value_heads":1`: "num_attention_heads 2 differs from num_key_value_heads 1",
 		kda + `,"index_topk":6`:          "index_topk 6 is not a multiple of index_kpool 4",
-		kda + `,"layer_types":["linear_attention"]`:           "layer_types has 1 entries for num_hidden_layers 2 (GLM-5.3-Flash)",
+		kda + `,"layer_types":["linear_attention"]`:           "layer_types has 1 entries for 2 layers (num_hidden_layers 2): one per layer (GLM-5.3-Flash)",
 		kda + `,"mlp_layer_types":["dense","moe"]`:            `mlp_layer_types[1] is "moe": GLM-5.3-Flash's layers are dense, sparse`,
 		kda + `,"q_lora_rank":null`:                           "q_lora_rank is 0",
 		kda + `,"scoring_func":"softmax"`:                     "GLM-5.3-Flash heads route experts by sigmoid",

@@ -52,7 +52,7 @@ func (glmMoeDsa) ParseConfig(raw []byte) (*Config, error) {
 		// dimensions (kv_a_proj_with_mqa's rope part is that wide).
 		return nil, fmt.Errorf("%s is %v: GLM-5.2 heads rotate all qk_rope_head_dim dimensions (1.0 only)", c.rotaryKey, c.PartialRotaryFactor)
 	}
-	types, err := glmIndexerTypes(c.NumHiddenLayers, ds)
+	types, err := glmIndexerTypes(c.TrunkLayers(), ds)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func (glmMoeDsa) ParseConfig(raw []byte) (*Config, error) {
 // from index_topk_pattern ("F"/"S" per layer, or a list), or else layer i
 // is full when max(i - offset + 1, 0) is a multiple of index_topk_freq
 // (defaults 1 and 2: every layer full).
-func glmIndexerTypes(layers int, ds *DeepSeekConfig) ([]string, error) {
+func glmIndexerTypes(layers Layers, ds *DeepSeekConfig) ([]string, error) {
 	types := ds.IndexerTypes
 	if types == nil && len(ds.IndexTopkPattern) > 0 && string(ds.IndexTopkPattern) != "null" {
 		var s string
@@ -79,12 +79,12 @@ func glmIndexerTypes(layers int, ds *DeepSeekConfig) ([]string, error) {
 	}
 	if types == nil {
 		freq, offset := max(derefOr(ds.IndexTopkFreq, 1), 1), derefOr(ds.IndexSkipTopkOffset, 2)
-		for i := range layers {
+		for i := range layers.N {
 			types = append(types, map[bool]string{true: "full", false: "shared"}[max(i-offset+1, 0)%freq == 0])
 		}
 	}
-	if len(types) != layers {
-		return nil, fmt.Errorf("indexer_types has %d entries for num_hidden_layers %d", len(types), layers)
+	if err := CheckLayerLists(layers, false, LayerList{"indexer_types", len(types)}); err != nil {
+		return nil, err
 	}
 	for i, t := range types {
 		switch {

@@ -66,7 +66,7 @@ func TestGLM52Family(t *testing.T) {
 		`,"q_lora_rank":16,"index_topk":0}`: "index_topk is 0",
 		`,"q_lora_rank":16,"scoring_func":"softmax"}`:                      "GLM-5.2 heads route experts by sigmoid",
 		`,"q_lora_rank":16,"partial_rotary_factor":0.5}`:                   "GLM-5.2 heads rotate all qk_rope_head_dim dimensions",
-		`,"q_lora_rank":16,"indexer_types":["full","shared"]}`:             "indexer_types has 2 entries for num_hidden_layers 3",
+		`,"q_lora_rank":16,"indexer_types":["full","shared"]}`:             "indexer_types has 2 entries for 3 layers (num_hidden_layers 3)",
 		`,"q_lora_rank":16,"indexer_types":["shared","full","full"]}`:      "indexer_types[0] is \"shared\" with no full layer before it",
 		`,"q_lora_rank":16,"indexer_types":["full","sparse","full"]}`:      "indexer_types[1] is \"sparse\"",
 		`,"q_lora_rank":16,"quantization_config":{"quant_method":"gptq"}}`: "GLM-5.2 checkpoints in bf16 or in the block-FP8 layout",

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/mtpconv/mtpconv/convert/health"
-	"github.com/mtpconv/mtpconv/convert/run/rows"
+	"github.com/mtpconv/mtpconv/convert/rows"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 

@@ -115,6 +115,11 @@ func (hyV3) ParseConfig(raw []byte) (*Config, error) {
 	if err := c.CheckCommon(); err != nil {
 		return nil, err
 	}
+	if k.MLPLayerTypes != nil {
+		if err := CheckLayerLists(c.TrunkLayers(), false, LayerList{"mlp_layer_types", len(k.MLPLayerTypes)}); err != nil {
+			return nil, err
+		}
+	}
 	dense := k.denseLayers()
 	switch {
 	case k.AttentionBias || k.MLPBias:

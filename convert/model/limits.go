@@ -19,6 +19,11 @@ import (
 // by the checkpoint.
 const maxConfigLayers = 1 << 16
 
+// maxMTPLayers bounds the MTP depth of a family whose per-layer lists are
+// padded to the MTP layers (Step-3.5; the releases have 1 to 3). Elsewhere
+// the declared depth sizes nothing: it is compared with the tensors'.
+const maxMTPLayers = 1 << 8
+
 // minLayerLimit is the number of layers always accepted: a source may hold
 // the head alone and still declare its trunk's layers.
 const minLayerLimit = 1024

@@ -121,11 +121,13 @@ func (mimoV2) ParseConfig(raw []byte) (*Config, error) {
 		return nil, err
 	}
 	L := c.NumHiddenLayers
+	if err := CheckLayerLists(c.TrunkLayers(), false, LayerList{"hybrid_layer_pattern", len(mc.HybridLayerPattern)}); err != nil {
+		return nil, fmt.Errorf("%w (0 full attention, 1 sliding window)", err)
+	}
+	if err := CheckLayerLists(c.TrunkLayers(), false, LayerList{"moe_layer_freq", len(mc.MoELayerFreq)}); err != nil {
+		return nil, fmt.Errorf("%w (0 dense MLP, 1 MoE)", err)
+	}
 	switch {
-	case len(mc.HybridLayerPattern) != L:
-		return nil, fmt.Errorf("hybrid_layer_pattern has %d entries for num_hidden_layers %d: MiMo-V2 configs give one per layer (0 full attention, 1 sliding window)", len(mc.HybridLayerPattern), L)
-	case len(mc.MoELayerFreq) != L:
-		return nil, fmt.Errorf("moe_layer_freq has %d entries for num_hidden_layers %d: MiMo-V2 configs give one per layer (0 dense MLP, 1 MoE)", len(mc.MoELayerFreq), L)
 	case slices.ContainsFunc(mc.HybridLayerPattern, func(v int) bool { return v != 0 && v != 1 }):
 		return nil, fmt.Errorf("hybrid_layer_pattern %v: MiMo-V2 layers are 0 (full attention) or 1 (sliding window)", mc.HybridLayerPattern)
 	case slices.ContainsFunc(mc.MoELayerFreq, func(v int) bool { return v != 0 && v != 1 }):

@@ -152,12 +152,17 @@ func (nemotronH) ParseConfig(raw []byte) (*Config, error) {
 	if err := c.CheckCommon(); err != nil {
 		return nil, err
 	}
+	patternKey := "hybrid_override_pattern"
+	if nh.HybridOverridePattern == "" && nh.LayersBlockType != nil {
+		patternKey = "layers_block_type"
+	}
+	if err := CheckLayerLists(c.TrunkLayers(), false, LayerList{patternKey, len(nh.Pattern)}); err != nil {
+		return nil, err
+	}
 	switch d, ok := c.ConfigMTPDepth(); {
 	case !ok || d != 1:
 		// NemotronHModel asserts it; the MTP graph runs one block.
 		return nil, fmt.Errorf("num_nextn_predict_layers is %d: Nemotron-H's head is one MTP layer (llama.cpp's converter and draft graph take exactly 1)", d)
-	case len(nh.Pattern) != c.NumHiddenLayers:
-		return nil, fmt.Errorf("hybrid_override_pattern %q has %d layers, num_hidden_layers is %d", nh.Pattern, len(nh.Pattern), c.NumHiddenLayers)
 	case nh.MTPPattern != "*E":
 		return nil, fmt.Errorf("mtp_hybrid_override_pattern is %q: llama.cpp folds a Nemotron-H head of an attention then a MoE sub-layer (\"*E\") into its block, no other", nh.MTPPattern)
 	case nh.NSharedExperts != 1:

@@ -70,7 +70,7 @@ func TestNemotronHFamily(t *testing.T) {
 		`,"num_experts_per_tok":2,"num_nextn_predict_layers":2}`:                                                   "num_nextn_predict_layers is 2",
 		`,"num_experts_per_tok":2,"num_nextn_predict_layers":1,"mtp_hybrid_override_pattern":"*"}`:                 `mtp_hybrid_override_pattern is "*"`,
 		`,"num_experts_per_tok":2,"num_nextn_predict_layers":1,"hybrid_override_pattern":"M-E"}`:                   `has a '-' layer`,
-		`,"num_experts_per_tok":2,"num_nextn_predict_layers":1,"hybrid_override_pattern":"M*EE"}`:                  "has 4 layers, num_hidden_layers is 3",
+		`,"num_experts_per_tok":2,"num_nextn_predict_layers":1,"hybrid_override_pattern":"M*EE"}`:                  "hybrid_override_pattern has 4 entries for 3 layers (num_hidden_layers 3)",
 		`,"num_experts_per_tok":2,"num_nextn_predict_layers":1,"quantization_config":{"quant_method":"modelopt"}}`: `"modelopt": Nemotron-H's quantized releases`,
 		`,"num_experts_per_tok":2,"num_nextn_predict_layers":1,"moe_latent_size":0}`:                               "moe_latent_size is 0",
 		`,"num_experts_per_tok":2,"num_nextn_predict_layers":1,"mlp_hidden_act":"silu"}`:                           "ReLU²",

@@ -31,7 +31,7 @@ func (hybridConfig) ParseConfig(raw []byte) (*Config, error) {
 	if err := validateHybrid(c); err != nil {
 		return nil, err
 	}
-	if len(c.LayerTypes) == 0 {
+	if c.LayerTypes == nil {
 		for i := 0; i < c.NumHiddenLayers; i++ {
 			if (i+1)%c.FullAttentionInterval == 0 {
 				c.LayerTypes = append(c.LayerTypes, FullAttention)
@@ -60,8 +60,10 @@ func validateHybrid(c *Config) error {
 	if c.LinearNumValueHeads%c.LinearNumKeyHeads != 0 {
 		return fmt.Errorf("linear_num_value_heads %d is not a multiple of linear_num_key_heads %d", c.LinearNumValueHeads, c.LinearNumKeyHeads)
 	}
-	if n := len(c.LayerTypes); n != 0 && n != c.NumHiddenLayers {
-		return fmt.Errorf("layer_types has %d entries for %d layers", n, c.NumHiddenLayers)
+	if c.LayerTypes != nil {
+		if err := CheckLayerLists(c.TrunkLayers(), false, LayerList{"layer_types", len(c.LayerTypes)}); err != nil {
+			return err
+		}
 	}
 	for i, t := range c.LayerTypes {
 		if t != FullAttention && t != LinearAttention {

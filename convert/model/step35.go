@@ -80,7 +80,6 @@ type Step35Config struct {
 		HeadDim            int    `json:"head_dim"`
 	} `json:"attention_other_setting"`
 	RopeTheta      json.RawMessage `json:"rope_theta"`
-	RopeScaling    json.RawMessage `json:"rope_scaling"`
 	RopeParameters json.RawMessage `json:"rope_parameters"`
 	YarnOnlyTypes  []string        `json:"yarn_only_types"`
 
@@ -183,6 +182,15 @@ func (step35) ParseConfig(raw []byte) (*Config, error) {
 	if err := c.CheckCommon(); err != nil {
 		return nil, err
 	}
+	if n > maxMTPLayers {
+		return nil, fmt.Errorf("num_nextn_predict_layers is %d; this tool reads %s heads of at most %d MTP layers", n, name, maxMTPLayers)
+	}
+	// The per-layer lists hold the MTP layers' entries too, or are padded to them.
+	if err := CheckLayerLists(c.AllLayers(), true, LayerList{"layer_types", len(c.LayerTypes)},
+		LayerList{"partial_rotary_factors", len(st.PartialRotaryFactors)}, LayerList{"use_rope_layers", len(st.UseRopeLayers)},
+		LayerList{"rope_theta", len(thetas)}); err != nil {
+		return nil, err
+	}
 	if st.AttImplType != "" && st.AttImplType != "GQA" {
 		return nil, fmt.Errorf("att_impl_type is %q: %s heads are GQA only", st.AttImplType, name)
 	}
@@ -215,45 +223,12 @@ func (st *Step35Config) ropeScaling(c *Config, top map[string]json.RawMessage, r
 	if p := bytes.TrimSpace(st.RopeParameters); len(p) > 0 && !bytes.Equal(p, []byte("null")) {
 		return fmt.Errorf("rope_parameters is set: %s's RoPE is read from rope_theta and rope_scaling only", name)
 	}
-	r := bytes.TrimSpace(st.RopeScaling)
-	if len(r) == 0 || bytes.Equal(r, []byte("null")) {
+	rs := c.RopeScaling // parsed and checked by DecodeConfig
+	if rs == nil {
 		return nil
 	}
-	var rs map[string]any
-	d := json.NewDecoder(bytes.NewReader(r))
-	d.UseNumber()
-	if err := d.Decode(&rs); err != nil {
-		return fmt.Errorf("rope_scaling: %w", err)
-	}
-	typ, _ := rs["rope_type"].(string)
-	if _, ok := rs["rope_type"]; !ok {
-		typ, _ = rs["type"].(string)
-	}
-	if !strings.EqualFold(typ, "llama3") {
-		return fmt.Errorf("rope_scaling.rope_type is %q: %s is converted with llama3 RoPE scaling or none (the reference converter's step35 writes no other)", typ, name)
-	}
-	num := func(key string, def float64) (float64, error) {
-		v, ok := rs[key]
-		if !ok || v == nil {
-			return def, nil
-		}
-		n, ok := v.(json.Number)
-		f, err := n.Float64()
-		if !ok || err != nil {
-			return 0, fmt.Errorf("rope_scaling.%s is %v, not a number", key, v)
-		}
-		return f, nil
-	}
-	var f computed.Llama3RopeFactors
-	var err error
-	if f.Factor, err = num("factor", 8); err != nil {
-		return err
-	}
-	if f.LowFreq, err = num("low_freq_factor", 1); err != nil {
-		return err
-	}
-	if f.HighFreq, err = num("high_freq_factor", 4); err != nil {
-		return err
+	if rs.Type != "llama3" {
+		return fmt.Errorf("rope_scaling.rope_type is %q: %s is converted with llama3 RoPE scaling or none (the reference converter's step35 writes no other)", rs.Type, name)
 	}
 	orig := 8192.0
 	if v, ok := top["original_max_position_embeddings"]; ok {
@@ -261,13 +236,11 @@ func (st *Step35Config) ropeScaling(c *Config, top map[string]json.RawMessage, r
 			return fmt.Errorf("original_max_position_embeddings: %w", err)
 		}
 	}
-	if orig, err = num("original_max_position_embeddings", orig); err != nil {
-		return err
+	if orig = rs.Number("original_max_position_embeddings", orig); orig != float64(int(orig)) {
+		return fmt.Errorf("original_max_position_embeddings %v is not a whole number", orig)
 	}
-	if orig != float64(int(orig)) {
-		return fmt.Errorf("rope_scaling.original_max_position_embeddings %v is not a whole number", orig)
-	}
-	f.OriginalMaxPositionEmbeddings = int(orig)
+	f := computed.Llama3RopeFactors{Factor: rs.Number("factor", 8), LowFreq: rs.Number("low_freq_factor", 1),
+		HighFreq: rs.Number("high_freq_factor", 4), OriginalMaxPositionEmbeddings: int(orig)}
 	// The converter takes the first full-attention layer's partial factor
 	// from the lists as stored (not padded).
 	first := slices.Index(rawTypes[:min(len(rawTypes), c.NumHiddenLayers)], FullAttention)

@@ -9,7 +9,7 @@ import (
 	"sort"
 
 	"github.com/mtpconv/mtpconv/convert/health"
-	"github.com/mtpconv/mtpconv/convert/run/rows"
+	"github.com/mtpconv/mtpconv/convert/rows"
 	"github.com/mtpconv/mtpconv/formats/gguf"
 	ov "github.com/mtpconv/mtpconv/formats/openvino"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
@@ -403,17 +403,6 @@ func EntryBytes(e st.Entry) int64 {
 	}
 	size, _ := e.DType.Size()
 	return n * size
-}
-
-// SourceBytes is how many source bytes executing the plan reads.
-func (p *Plan) SourceBytes(ck *st.Checkpoint) int64 {
-	var n int64
-	for _, rs := range p.SourceRanges(ck) {
-		for _, r := range rs {
-			n += r[1] - r[0]
-		}
-	}
-	return n
 }
 
 // layoutGGUF places a GGUF file: the header (the plan's GGUF metadata and one

@@ -8,7 +8,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
-	"github.com/mtpconv/mtpconv/convert/run/rows"
+	"github.com/mtpconv/mtpconv/convert/rows"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/quant"
 	"github.com/mtpconv/mtpconv/quant/codec"

@@ -39,6 +39,31 @@ type Finisher interface {
 	Finish(dir string, m *model.Model, p *plan.Plan, prov Provenance, res *run.Result) ([]manifests.File, error)
 }
 
+// Intoer is a Target that can add its output to an existing folder of the
+// same model (export --into): CheckInto refuses a folder that is not one
+// (saying what differs) and names the files of the output that go into it,
+// in the order they go in: a file after the files it refers to (an OpenVINO
+// .bin before its .xml). These tensor files are the only ones planned; the
+// export records them in the manifest as the only files of the folder that
+// are ours. A file of one of these names that mtpconv did not write
+// (optimum-intel exports an MTP IR of its own) is never replaced, moved or
+// deleted, even with --force: the user moves it.
+type Intoer interface {
+	CheckInto(dir string, m *model.Model) ([]string, error)
+}
+
+// IntoPlanner is an Intoer whose output depends on the folder it goes into
+// (MLX: the head in a file of its own, the folder's config.json and index
+// updated to declare it). PlanInto plans the export for dir, reading the
+// folder's files it updates with manifests.IntoBase; the export replaces
+// them (listed in Plan.IntoUpdates) each atomically, after keeping a copy of
+// the bytes the folder had under manifests.IntoOriginals, and records all
+// of it in the manifest's Into record.
+type IntoPlanner interface {
+	Intoer
+	PlanInto(dir string, m *model.Model, o Options) (*plan.Plan, error)
+}
+
 // Options are the user's export choices. Set records which were given, so a
 // target can refuse an option it does not take and apply its own defaults.
 type Options struct {

@@ -97,17 +97,6 @@ func (s *Set) Merged() *File {
 	return &f
 }
 
-// MemberOf maps each tensor name to the index of the member holding it.
-func (s *Set) MemberOf() map[string]int {
-	at := map[string]int{}
-	for i, m := range s.Members {
-		for _, t := range m.File.Tensors {
-			at[t.Name] = i
-		}
-	}
-	return at
-}
-
 // OpenSet reads every member of the split set path belongs to (any member
 // may be given) and checks that they make one set: each file is where its
 // split.no says, every split.count and split.tensors.count agree, no file

@@ -27,10 +27,6 @@ const (
 )
 
 var precisions = map[ElemType]string{F32: "FP32", F16: "FP16", I64: "I64", I32: "I32", U8: "U8", I8: "I8", U4: "U4", I4: "I4", Boolean: "BOOL"}
-var bitWidths = map[ElemType]int64{F32: 32, F16: 16, I64: 64, I32: 32, U8: 8, I8: 8, U4: 4, I4: 4, Boolean: 8}
-
-// Bits is the width of one element.
-func (e ElemType) Bits() int64 { return bitWidths[e] }
 
 // Dynamic marks a dynamic dimension.
 const Dynamic = int64(-1)
@@ -361,11 +357,6 @@ func (g *Graph) SDPA(name string, q, k, v, mask, scale Output, causal bool) Outp
 // Select (opset1) picks from a where cond holds, else from b.
 func (g *Graph) Select(name string, cond, a, b Output) Output {
 	return g.add(name, "Select", "opset1", []Attr{{"auto_broadcast", "numpy"}}, []Output{cond, a, b}, port{a.Type(), nil, nil}).Out(0)
-}
-
-// Equal compares elementwise.
-func (g *Graph) Equal(name string, a, b Output) Output {
-	return g.add(name, "Equal", "opset1", []Attr{{"auto_broadcast", "numpy"}}, []Output{a, b}, port{Boolean, broadcastShape(a.Shape(), b.Shape()), nil}).Out(0)
 }
 
 // Range (opset4) of i64 from start to stop by step.

@@ -24,10 +24,11 @@ type Behaviour struct {
 	Accept     float64 `json:"accept"`      // fraction of drafts accepted
 	NoDraft    bool    `json:"no_draft"`    // the MTP arm drafts nothing
 	PlainNoise bool    `json:"plain_noise"` // the plain arm's answer differs between starts
-	PlainTPS   float64 `json:"plain_tps"`
-	MTPTPS     float64 `json:"mtp_tps"`
+	PlainTPS   float64 `json:"plain_tps,omitempty"`
+	MTPTPS     float64 `json:"mtp_tps,omitempty"`
 	DieAfter   int     `json:"die_after"` // exit 3 on this many-th completion (0: never)
 	FailStart  bool    `json:"fail_start"`
+	ArgsFile   string  `json:"args_file"` // where each start appends its command line, one per line
 }
 
 // Main serves until killed. It never returns.
@@ -52,7 +53,7 @@ func Main(args []string) {
 			next()
 		}
 	}
-	var b Behaviour
+	b := Behaviour{PlainTPS: 10, MTPTPS: 10}
 	raw, err := os.ReadFile(model)
 	if err == nil {
 		err = json.Unmarshal(raw, &b)
@@ -60,6 +61,13 @@ func Main(args []string) {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "llama_model_load: error loading model:", err)
 		os.Exit(1)
+	}
+	if b.ArgsFile != "" {
+		f, err := os.OpenFile(b.ArgsFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err == nil {
+			fmt.Fprintln(f, strings.Join(args, " "))
+			f.Close()
+		}
 	}
 	mtp := spec == "draft-mtp"
 	if b.FailStart && mtp {

@@ -11,7 +11,10 @@ import (
 	"syscall"
 )
 
-func setGroup(c *exec.Cmd) { c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} }
+func setGroup(c *exec.Cmd) {
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	dieWithParent(c.SysProcAttr)
+}
 
 // signalGroup signals the process group the process leads (its pid is the group id).
 func signalGroup(c *exec.Cmd, kill bool) {

@@ -12,10 +12,10 @@ import (
 	"testing"
 
 	"github.com/mtpconv/mtpconv/convert/export"
+	"github.com/mtpconv/mtpconv/convert/ggufsplit"
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/convert/targets"
-	"github.com/mtpconv/mtpconv/convert/targets/gguf"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/internal/testfs"
@@ -122,7 +122,7 @@ func TestFamilyGraftAndSplitEqualReference(t *testing.T) {
 				t.Errorf("the grafted file's sha256 is %x, the reference bundled file's %s", sum, rec.FileSHA256)
 			}
 			side := filepath.Join(t.TempDir(), "side")
-			if _, err := gguf.Split(context.Background(), bundled, side, false, "test"); err != nil {
+			if _, err := ggufsplit.Split(context.Background(), bundled, side, false, "test"); err != nil {
 				t.Fatal(err)
 			}
 			files, _ := filepath.Glob(filepath.Join(side, "*.gguf"))

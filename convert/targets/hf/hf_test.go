@@ -102,9 +102,9 @@ func TestIntoEachMethod(t *testing.T) {
 						if after[f] == sum {
 							t.Errorf("%s was not updated", f)
 						}
-						orig, err := os.ReadFile(filepath.Join(dir, export.IntoOriginals, f))
+						orig, err := os.ReadFile(filepath.Join(dir, manifests.IntoOriginals, f))
 						if err != nil || manifests.SHA256(orig) != sum {
-							t.Errorf("%s: the original is not kept in %s (%v)", f, export.IntoOriginals, err)
+							t.Errorf("%s: the original is not kept in %s (%v)", f, manifests.IntoOriginals, err)
 						}
 					}
 					continue

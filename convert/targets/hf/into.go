@@ -21,17 +21,16 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mtpconv/mtpconv/convert/export"
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/convert/targets"
+	"github.com/mtpconv/mtpconv/formats/jsonobj"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
-	"github.com/mtpconv/mtpconv/internal/jsonobj"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
-var _ export.IntoPlanner = target{}
+var _ targets.IntoPlanner = target{}
 
 // configLimit bounds config.json and the index read from a repo.
 const configLimit = 64 << 20
@@ -54,22 +53,22 @@ type repo struct {
 func readRepo(dir string) (*repo, error) {
 	r := &repo{dir: dir}
 	var err error
-	if r.config, r.configSum, err = export.IntoBase(dir, model.ConfigFile, configLimit); err != nil {
+	if r.config, r.configSum, err = manifests.IntoBase(dir, model.ConfigFile, configLimit); err != nil {
 		return nil, err
 	}
 	cfg, err := parseRepoConfig(r.config)
 	if err != nil {
 		return nil, fmt.Errorf("--into %s: %s: %w", dir, model.ConfigFile, err)
 	}
-	if r.indexOurs, err = export.IntoOwned(dir, st.IndexFile); err != nil {
+	if r.indexOurs, err = manifests.IntoOwned(dir, st.IndexFile); err != nil {
 		return nil, err
 	}
 	if _, err := os.Lstat(filepath.Join(dir, st.IndexFile)); err == nil && !r.indexOurs {
-		if r.index, r.indexSum, err = export.IntoBase(dir, st.IndexFile, configLimit); err != nil {
+		if r.index, r.indexSum, err = manifests.IntoBase(dir, st.IndexFile, configLimit); err != nil {
 			return nil, err
 		}
 	}
-	if r.ownHead, err = export.IntoOwned(dir, HeadFile); err != nil {
+	if r.ownHead, err = manifests.IntoOwned(dir, HeadFile); err != nil {
 		return nil, err
 	}
 	ck, err := r.trunkCheckpoint()

@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/mtpconv/mtpconv/internal/jsonobj"
+	"github.com/mtpconv/mtpconv/formats/jsonobj"
 )
 
 // Method is a quantization method as vLLM names its config class (its

@@ -11,8 +11,8 @@ import (
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/convert/targets"
+	"github.com/mtpconv/mtpconv/formats/jsonobj"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
-	"github.com/mtpconv/mtpconv/internal/jsonobj"
 )
 
 // Report is what inspect says about serving a repo's MTP head with vLLM and

@@ -12,7 +12,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/convert/targets"
-	"github.com/mtpconv/mtpconv/internal/jsonobj"
+	"github.com/mtpconv/mtpconv/formats/jsonobj"
 )
 
 // FolderReport is what inspect says of an MLX model folder (one

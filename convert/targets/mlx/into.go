@@ -18,12 +18,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mtpconv/mtpconv/convert/export"
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/targets"
+	"github.com/mtpconv/mtpconv/formats/jsonobj"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
-	"github.com/mtpconv/mtpconv/internal/jsonobj"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -38,26 +37,26 @@ const weightGlob = "model*.safetensors"
 // 400B model is a few MB.
 const configLimit = 64 << 20
 
-var _ export.IntoPlanner = combined{}
+var _ targets.IntoPlanner = combined{}
 
 // folder is what --into reads of an MLX folder: config.json and the index
 // as they were before mtpconv first updated them, the names and headers of
 // its weight files, and the files that hold an MTP head.
 type folder struct {
-	dir                  string
-	config, index        []byte // index nil when the folder has none
-	configSum, indexSum  string // sha256 of the files as they are now
-	cfg                  *model.Config
-	root                 jsonobj.Object // config.json's members, in order
-	weights              []string
-	heads                []string // weight files holding mtp.* tensors (our HeadFile included)
-	hasHeadFile          bool     // HeadFile is there
-	ownHead              bool     // and an earlier --into wrote it
-	floatDType           st.DType // of the trunk's embedding, when stored float
-	quant                *folderQuant
-	vision               string // what makes it an mlx-vlm folder ("" for an mlx-lm one)
-	depthKey             string // the key the folder declares the MTP depth with ("" if none)
-	declaredDepth, depth int
+	dir                 string
+	config, index       []byte // index nil when the folder has none
+	configSum, indexSum string // sha256 of the files as they are now
+	cfg                 *model.Config
+	root                jsonobj.Object // config.json's members, in order
+	weights             []string
+	heads               []string // weight files holding mtp.* tensors (our HeadFile included)
+	hasHeadFile         bool     // HeadFile is there
+	ownHead             bool     // and an earlier --into wrote it
+	floatDType          st.DType // of the trunk's embedding, when stored float
+	quant               *folderQuant
+	vision              string // what makes it an mlx-vlm folder ("" for an mlx-lm one)
+	depthKey            string // the key the folder declares the MTP depth with ("" if none)
+	declaredDepth       int
 }
 
 // folderQuant is the folder's default quantization (config.json
@@ -72,7 +71,7 @@ type folderQuant struct {
 func readFolder(dir string) (*folder, error) {
 	f := &folder{dir: dir}
 	var err error
-	if f.config, f.configSum, err = export.IntoBase(dir, model.ConfigFile, configLimit); err != nil {
+	if f.config, f.configSum, err = manifests.IntoBase(dir, model.ConfigFile, configLimit); err != nil {
 		return nil, err
 	}
 	if f.cfg, err = model.ParseConfig(f.config); err != nil {
@@ -100,7 +99,7 @@ func readFolder(dir string) (*folder, error) {
 		}
 	}
 	if _, err := os.Lstat(filepath.Join(dir, st.IndexFile)); err == nil {
-		if f.index, f.indexSum, err = export.IntoBase(dir, st.IndexFile, configLimit); err != nil {
+		if f.index, f.indexSum, err = manifests.IntoBase(dir, st.IndexFile, configLimit); err != nil {
 			return nil, err
 		}
 	}
@@ -120,7 +119,7 @@ func readFolder(dir string) (*folder, error) {
 		}
 		if name == HeadFile {
 			f.hasHeadFile = true
-			if f.ownHead, err = export.IntoOwned(dir, name); err != nil {
+			if f.ownHead, err = manifests.IntoOwned(dir, name); err != nil {
 				return nil, err
 			}
 		}

@@ -14,8 +14,8 @@ import (
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/targets"
+	"github.com/mtpconv/mtpconv/formats/jsonobj"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
-	"github.com/mtpconv/mtpconv/internal/jsonobj"
 	"github.com/mtpconv/mtpconv/quant/codec"
 )
 

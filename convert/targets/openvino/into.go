@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/mtpconv/mtpconv/convert/export"
 	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/targets"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
@@ -18,7 +18,7 @@ import (
 // the MTP IR goes in.
 var optimumFiles = []string{"openvino_language_model.xml", "openvino_text_embeddings_model.xml", model.ConfigFile}
 
-var _ export.Intoer = target{}
+var _ targets.Intoer = target{}
 
 // CheckInto accepts an optimum-intel export of the same model: its
 // config.json agrees on every value the head depends on (Config.HeadValues)
