@@ -103,9 +103,11 @@ func executeStep(ctx context.Context, rt runtimes.Runtime, o Options, i int, s S
 		return st, nil, "", err
 	}
 	defer sess.Close()
-	if _, err := sess.Generate(ctx, o.Prompts[0].Request(min(WarmupTokens, o.MaxTokens), o.Seed, o.Greedy)); err != nil {
+	w, err := sess.Generate(ctx, o.Prompts[0].Request(min(WarmupTokens, o.MaxTokens), o.Seed, o.Greedy))
+	if err != nil {
 		return st, nil, "", fmt.Errorf("warm-up request: %w", err)
 	}
+	st.Warmup = report.Warmup{Tokens: w.DecodeTokens, Counted: w.Counted, Drafted: w.Drafted, Accepted: w.Accepted}
 	results := make([]runtimes.Result, len(o.Prompts))
 	errs := make([]error, len(o.Prompts))
 	next := make(chan int)

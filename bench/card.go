@@ -26,14 +26,8 @@ const cardBefore = "## Verification"
 // replaced in place. A folder the head was added into (--into) keeps its
 // README.md: that card is the export mtpconv added to. It returns the files it wrote.
 func WriteCard(dir string, reportJSON []byte, r *report.Report) ([]string, error) {
-	m, err := manifests.Load(dir)
+	m, recorded, err := cardFolder(dir)
 	if err != nil {
-		return nil, fmt.Errorf("--card %s: not an mtpconv output folder: %w", dir, err)
-	}
-	recorded := slices.IndexFunc(m.Files, func(f manifests.File) bool { return f.Name == ReportFile })
-	if _, err := os.Lstat(filepath.Join(dir, ReportFile)); err == nil && recorded < 0 {
-		return nil, fmt.Errorf("--card %s: %s is there and mtpconv's manifest does not record it: a file mtpconv did not write is never replaced", dir, ReportFile)
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
 	var card []byte
@@ -87,4 +81,26 @@ func CarryCardSection(m *manifests.Manifest, old, fresh []byte) []byte {
 		return fresh
 	}
 	return report.ReplaceSection(fresh, sec, cardBefore)
+}
+
+// CheckCard refuses, before anything is measured, a --card folder WriteCard would refuse.
+func CheckCard(dir string) error {
+	_, _, err := cardFolder(dir)
+	return err
+}
+
+// cardFolder loads the folder's manifest and finds ReportFile among its files (-1: not recorded),
+// refusing a folder mtpconv did not write and a ReportFile it did not write.
+func cardFolder(dir string) (*manifests.Manifest, int, error) {
+	m, err := manifests.Load(dir)
+	if err != nil {
+		return nil, 0, fmt.Errorf("--card %s: not an mtpconv output folder: %w", dir, err)
+	}
+	recorded := slices.IndexFunc(m.Files, func(f manifests.File) bool { return f.Name == ReportFile })
+	if _, err := os.Lstat(filepath.Join(dir, ReportFile)); err == nil && recorded < 0 {
+		return nil, 0, fmt.Errorf("--card %s: %s is there and mtpconv's manifest does not record it: a file mtpconv did not write is never replaced", dir, ReportFile)
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, err
+	}
+	return m, recorded, nil
 }

@@ -8,15 +8,22 @@ from the llama-cpp-python 0.3.36 sdist) on the GGUF fixtures:
   whose eh_proj has its embedding half zeroed are near-zero, and
   --min-acceptance 0.5 exits 1 with the JSON report written;
 - honesty: the counts bench reports for servers it measures through --endpoint
-  equal the server's own timings for the same requests, sent directly.
+  equal the server's own timings for the same requests, sent directly;
+- arithmetic: on a server told a synthetic acceptance per draft position
+  (--spec-synth-rates), bench's per-position acceptance, accepted per step and
+  acceptance are those rates.
 
 Few prompts, few tokens, one repeat, one thread per server (threads that spin at
 barriers crawl on a loaded CI machine): no timing is asserted.
 """
+import contextlib
 import json
+import os
 import shlex
 import shutil
+import socket
 import subprocess
+import time
 import urllib.request
 from pathlib import Path
 
@@ -131,51 +138,82 @@ def post(url, body):
         return json.load(r)
 
 
-def test_bench_counts_equal_server_timings(mtpconv, llama_bin, rigged_a, tmp_path):
-    """bench measures two servers the test runs (--endpoint); the same requests sent directly get the same counts."""
-    import socket
-    import time
-    src, trunk, head = rigged_a
+@contextlib.contextmanager
+def servers(llama_bin, trunk, *arms):
+    """llama-servers the test runs (one per argument list in arms), yielding their URLs once healthy."""
     procs, urls = [], []
     try:
-        for extra in (["-md", str(head), "--spec-type", "draft-mtp", "--spec-draft-n-max", "2"], []):
+        for extra in arms:
             with socket.socket() as s:
                 s.bind(("127.0.0.1", 0))
                 port = s.getsockname()[1]
-            env = dict(__import__("os").environ, LD_LIBRARY_PATH=str(llama_bin))
-            procs.append(subprocess.Popen([str(llama_bin / "llama-server"), "-m", str(trunk), "--host", "127.0.0.1", "--port", str(port),
-                                           "--metrics", "-c", "512", "-t", "1", *extra],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
+            procs.append(subprocess.Popen([str(llama_bin / "llama-server"), "-m", str(trunk), "--host", "127.0.0.1",
+                                           "--port", str(port), "--metrics", "-c", "512", "-t", "1", *extra],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                          env=dict(os.environ, LD_LIBRARY_PATH=str(llama_bin))))
             urls.append(f"http://127.0.0.1:{port}")
-        for url in urls:
-            for _ in range(600):
+        for p, url in zip(procs, urls):
+            for _ in range(1200):
+                assert p.poll() is None, f"llama-server {url} exited"
                 try:
                     if urllib.request.urlopen(url + "/health", timeout=2).status == 200:
                         break
                 except OSError:
                     time.sleep(0.1)
-        prompts = tmp_path / "prompts.txt"
-        prompts.write_text(PROMPTS)
-        out = tmp_path / "bench.json"
-        res = subprocess.run([str(mtpconv), "bench", "--endpoint", urls[0], "--plain-endpoint", urls[1], "--runtime", "llama.cpp",
-                              "--prompts", str(prompts), "--max-tokens", str(TOKENS), "--repeats", "1", "--draft-tokens", "2",
-                              "--json", str(out)], capture_output=True, text=True, timeout=600)
-        assert res.returncode == 0, res.stderr
-        rep = json.loads(out.read_text())
-        texts = PROMPTS.split("\n")
-        mtp_runs = [r for r in rep["arms"] if r["arm"] == "mtp"]
-        assert len(mtp_runs) == 2
-        for r in mtp_runs:
-            direct = post(urls[0] + "/completion", {"prompt": texts[int(r["prompt"]) - 1], "n_predict": TOKENS, "seed": 42,
-                                                   "cache_prompt": False, "return_tokens": True, "temperature": 0, "top_k": 1})
-            t = direct["timings"]
-            assert (r["drafted"], r["accepted"], r["tokens"]) == (t["draft_n"], t["draft_n_accepted"], t["predicted_n"]), (r, t)
-        for r in rep["arms"]:
-            if r["arm"] == "plain":  # a plain server's timings carry no draft counts: bench says not counted, never 0 drafted as a count
-                direct = post(urls[1] + "/completion", {"prompt": texts[int(r["prompt"]) - 1], "n_predict": TOKENS, "seed": 42,
-                                                       "cache_prompt": False, "temperature": 0, "top_k": 1})
-                assert "draft_n" not in direct["timings"] and not r["counted"]
+        yield urls
     finally:
         for p in procs:
             p.terminate()
             p.wait(timeout=30)
+
+
+def bench_endpoints(mtpconv, tmp_path, mtp_url, plain_url):
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text(PROMPTS)
+    out = tmp_path / "bench.json"
+    res = subprocess.run([str(mtpconv), "bench", "--endpoint", mtp_url, "--plain-endpoint", plain_url, "--runtime", "llama.cpp",
+                          "--prompts", str(prompts), "--max-tokens", str(TOKENS), "--repeats", "1", "--draft-tokens", "2",
+                          "--json", str(out)], capture_output=True, text=True, timeout=600)
+    print(res.stdout)
+    assert res.returncode == 0, res.stderr
+    return json.loads(out.read_text())
+
+
+def test_bench_counts_equal_server_timings(mtpconv, llama_bin, rigged_a, tmp_path):
+    """bench measures two servers the test runs (--endpoint); the same requests sent directly get the same counts."""
+    src, trunk, head = rigged_a
+    mtp = ["-md", str(head), "--spec-type", "draft-mtp", "--spec-draft-n-max", "2"]
+    with servers(llama_bin, trunk, mtp, []) as (mtp_url, plain_url):
+        rep = bench_endpoints(mtpconv, tmp_path, mtp_url, plain_url)
+        texts = PROMPTS.split("\n")
+        mtp_runs = [r for r in rep["arms"] if r["arm"] == "mtp"]
+        assert len(mtp_runs) == 2
+        for r in mtp_runs:
+            direct = post(mtp_url + "/completion", {"prompt": texts[int(r["prompt"]) - 1], "n_predict": TOKENS, "seed": 42,
+                                                    "cache_prompt": False, "return_tokens": True, "temperature": 0, "top_k": 1})
+            t = direct["timings"]
+            assert (r["drafted"], r["accepted"], r["tokens"]) == (t["draft_n"], t["draft_n_accepted"], t["predicted_n"]), (r, t)
+        for r in rep["arms"]:
+            if r["arm"] == "plain":  # a plain server's timings carry no draft counts: bench says not counted, never 0 drafted as a count
+                direct = post(plain_url + "/completion", {"prompt": texts[int(r["prompt"]) - 1], "n_predict": TOKENS, "seed": 42,
+                                                          "cache_prompt": False, "temperature": 0, "top_k": 1})
+                assert "draft_n" not in direct["timings"] and not r["counted"]
+
+
+@pytest.mark.parametrize("rates,per_position", [("1,0", [1.0, 0.0]), ("1,0.5", [1.0, 0.5])])
+def test_bench_arithmetic_on_synthetic_acceptance(mtpconv, llama_bin, rigged_a, tmp_path, rates, per_position):
+    """llama-server's --spec-synth-rates sets the acceptance at each draft position (the MTP server only: a plain
+    server refuses it): the figures bench derives are those rates."""
+    src, trunk, head = rigged_a
+    mtp = ["-md", str(head), "--spec-type", "draft-mtp", "--spec-draft-n-max", "2", "--spec-synth-rates", rates]
+    with servers(llama_bin, trunk, mtp, []) as (mtp_url, plain_url):
+        s = bench_endpoints(mtpconv, tmp_path, mtp_url, plain_url)["summary"]
+    assert s["drafted"] > 0 and s["verdict"]["draft"] == "drafting"
+    got = s["acceptance_per_position"]
+    assert len(got) == 2, got
+    # acceptance per position i = accepted at i over verify steps; accepted per step = their sum; acceptance = that over 2
+    assert abs(s["mean_accepted_per_step"] - sum(got)) < 1e-3 and abs(s["acceptance"] - sum(got) / 2) < 0.02, s
+    if rates == "1,0":  # deterministic: every first draft accepted, no second
+        assert got == per_position and s["mean_accepted_per_step"] == 1.0 and s["acceptance"] == 0.5, s
+    else:  # drawn per step: near the rates
+        assert got[0] == 1.0 and 0.1 < got[1] < 0.9, got

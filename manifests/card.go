@@ -11,8 +11,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/mtpconv/mtpconv/quant/codec"
 	"github.com/mtpconv/mtpconv/manifests/words"
+	"github.com/mtpconv/mtpconv/quant/codec"
 )
 
 // CardFile is the model card's file name.

@@ -62,6 +62,17 @@ type Start struct {
 	Tokens       int     `json:"tokens"`
 	Seconds      float64 `json:"seconds"` // wall time of the requests (what counts under concurrency)
 	PeakRSSBytes int64   `json:"peak_rss_bytes,omitempty"`
+	// Warmup is the discarded warm-up request's own counts: a runtime whose counters are server-wide
+	// (/metrics) counted it too, and a reader reconciling them needs it.
+	Warmup Warmup `json:"warmup"`
+}
+
+// Warmup is what the runtime reported for a start's warm-up request (not in any figure).
+type Warmup struct {
+	Tokens   int  `json:"tokens"`
+	Counted  bool `json:"counted"`
+	Drafted  int  `json:"drafted"`
+	Accepted int  `json:"accepted"`
 }
 
 // Input is what the executor measured, and what it measured it with.

@@ -46,7 +46,8 @@ type Runtime interface {
 	Name() string // "llama.cpp", "vllm", "mlx-vlm", "openvino-genai"
 	// Check refuses, before anything starts, a setup this runtime cannot serve: a flag that does not
 	// apply (--llama-server for vLLM, --endpoint for an in-process driver), Concurrency > 1 where requests
-	// cannot run at once, a Model of the wrong kind. bench reports its error as a usage error (exit 2).
+	// cannot run at once, a Model of the wrong kind. bench reports its error as a usage error (exit 2),
+	// except one that wraps fs.ErrNotExist (a --model or --head that is not there: exit 1).
 	Check(s Setup) error
 	// Claims says whether the files are obviously this runtime's (a .gguf Model is llama.cpp's), so that
 	// --runtime can be left out; bench requires the flag when no runtime, or more than one, claims them.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -98,14 +99,21 @@ func parseBench(c *cli.Context) (*benchPlan, error) {
 	if err != nil {
 		return nil, usageError{err}
 	}
-	if err := rt.Check(s); err != nil {
+	if err := rt.Check(s); errors.Is(err, fs.ErrNotExist) {
+		return nil, err // a file that is not there is bad input, not a bad command line
+	} else if err != nil {
 		return nil, usagef("--runtime %s: %v", rt.Name(), err)
 	}
-	for _, f := range []struct{ flag, path string }{{"--model", s.Model}, {"--head", s.Head}, {"--llama-server", s.Binary}, {"--python", s.Python}} {
-		if f.path != "" && s.Endpoint == "" {
+	for _, f := range []struct{ flag, path string }{{"--llama-server", s.Binary}, {"--python", s.Python}} {
+		if f.path != "" {
 			if _, err := os.Stat(f.path); err != nil {
-				return nil, fmt.Errorf("%s %s: %w", f.flag, f.path, errors.Unwrap(err))
+				return nil, fmt.Errorf("%s: %w", f.flag, err)
 			}
+		}
+	}
+	if dir := c.String("card"); dir != "" {
+		if err := bench.CheckCard(dir); err != nil {
+			return nil, err
 		}
 	}
 	ks, err := draftTokens(c, rt, s)

@@ -123,6 +123,14 @@ func TestBenchJSONFields(t *testing.T) {
 	has(sm["speedup"], "median", "low", "high")
 	has(sm["same_output"], "identical", "prompts", "divergences")
 	has(sm["verdict"], "draft", "speed", "output")
+	// Each start records its discarded warm-up's own counts (8 tokens: 4 drafted, 2 accepted with MTP; none counted plain).
+	starts := rep["starts"].([]any)
+	if w := starts[1].(map[string]any)["warmup"].(map[string]any); w["counted"] != true || w["drafted"].(float64) != 4 || w["accepted"].(float64) != 2 {
+		t.Errorf("MTP warm-up %v", w)
+	}
+	if w := starts[0].(map[string]any)["warmup"].(map[string]any); w["counted"] != false || w["tokens"].(float64) != 8 {
+		t.Errorf("plain warm-up %v", w)
+	}
 	// 8 tokens at 1 drafted per step: 4 steps, 4 drafted, 2 accepted per prompt.
 	if sm["drafted"].(float64) != 8 || sm["accepted"].(float64) != 4 || sm["acceptance"].(float64) != 0.5 || sm["mean_accepted_per_step"].(float64) != 0.5 {
 		t.Errorf("summary %v", sm)
@@ -154,6 +162,11 @@ func TestBenchUsageErrors(t *testing.T) {
 	}
 	if code, _, stderr := runCLI(t, "bench", "--model", "/nonexistent/m.gguf"); code != exitFailure || !strings.Contains(stderr, "/nonexistent/m.gguf") {
 		t.Errorf("missing model: exit %d %q", code, stderr)
+	}
+	// A --card folder bench could not record in is refused before anything starts.
+	notOurs := t.TempDir()
+	if code, _, stderr, _ := benchFake(t, fakellama.Behaviour{Accept: 1, FailStart: true}, "--card", notOurs); code != exitFailure || !strings.Contains(stderr, "not an mtpconv output folder") || strings.Contains(stderr, "bench: start") {
+		t.Errorf("--card of a folder mtpconv did not write: exit %d %q", code, stderr)
 	}
 	if code, _, stderr := runCLI(t, "bench", "--endpoint", "http://127.0.0.1:1", "--plain-endpoint", "http://127.0.0.1:2", "--runtime", "llama.cpp", "--draft-tokens", "1,2"); code != exitUsage || !strings.Contains(stderr, "fixed when it starts") {
 		t.Errorf("endpoint sweep: exit %d %q", code, stderr)
@@ -249,11 +262,11 @@ func TestBenchCard(t *testing.T) {
 	}
 
 	_, dir := intoFixture(t)
-	before := snapshot(t, dir)
+	before := readDir(t, dir)
 	if code, _, stderr, _ := benchFake(t, fakellama.Behaviour{Accept: 1, PlainTPS: 10, MTPTPS: 20}, "--card", dir); code != 0 {
 		t.Fatal(stderr)
 	}
-	after := snapshot(t, dir)
+	after := readDir(t, dir)
 	for name, b := range before {
 		if name != manifests.FileName && !bytes.Equal(after[name], b) {
 			t.Errorf("--card changed %s, a file of the folder the head was added into", name)
@@ -271,18 +284,4 @@ func TestBenchCard(t *testing.T) {
 	if !m.Owns("mtpconv-bench.json") {
 		t.Error("the manifest does not own the report it records")
 	}
-}
-
-func snapshot(t *testing.T, dir string) map[string][]byte {
-	t.Helper()
-	out := map[string][]byte{}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
-		out[e.Name()] = b
-	}
-	return out
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/health"
 	"github.com/mtpconv/mtpconv/convert/model"
+	convrun "github.com/mtpconv/mtpconv/convert/run"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	ggtarget "github.com/mtpconv/mtpconv/convert/targets/gguf"
 	"github.com/mtpconv/mtpconv/convert/targets/hf"
@@ -30,6 +31,7 @@ func inspectCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print a machine-readable report"},
 			&cli.BoolFlag{Name: "hash", Usage: "read every tensor and include the sha256 of its bytes"},
+			&cli.StringFlag{Name: targets.OptRuntime, Usage: "an HF repo: vllm | sglang: judge how that runtime alone serves the MTP head (default both)"},
 			&cli.BoolFlag{Name: "strict", Usage: "exit non-zero when the MTP head is incomplete, or vLLM or SGLang would build it so that it drafts at ~0 %"},
 		},
 		Action: func(c *cli.Context) error {
@@ -59,7 +61,11 @@ func inspectCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			serving, err := hf.Serving(m)
+			runtimes, err := hf.ParseRuntimes(c.String(targets.OptRuntime))
+			if err != nil {
+				return usagef("%v", err)
+			}
+			serving, err := convrun.Interruptible(c.Context, func() (*hf.Report, error) { return hf.ServingFor(m, runtimes) })
 			if err != nil {
 				return err
 			}
@@ -150,6 +156,9 @@ func inspectOutput(c *cli.Context, dir string) (bool, error) {
 		if !mlx.IsFolder(dir) {
 			return false, foreignMLXWarning(c, dir)
 		}
+		if c.IsSet(targets.OptRuntime) {
+			return true, usagef("--runtime applies to an HF repo (how vLLM or SGLang serves it); %s is an MLX folder", dir)
+		}
 		r, err := mlx.InspectFolder(dir)
 		if err != nil {
 			return true, err
@@ -183,6 +192,9 @@ func inspectOutput(c *cli.Context, dir string) (bool, error) {
 		// An HF repo (the head added into it, or alone): described as the
 		// runtimes read it, with how they would serve its head.
 		return false, nil
+	}
+	if c.IsSet(targets.OptRuntime) {
+		return true, usagef("--runtime applies to an HF repo (how vLLM or SGLang serves it); %s is a --target %s output", dir, m.Target)
 	}
 	s := manifests.Summarize(m, targets.CardOf(m))
 	var hr *health.Report
@@ -290,7 +302,7 @@ func inspectGGUF(c *cli.Context, path string) (bool, error) {
 		}
 	}
 	s.AddHead = ggtarget.AddHeadCommand(path, f, s)
-	if c.Bool("hash") {
+	if c.Bool("hash") || c.IsSet(targets.OptRuntime) {
 		return true, usagef("inspect of a GGUF file takes --json and --strict only")
 	}
 	var hr *health.Report

@@ -410,6 +410,14 @@ func TestInspectMLXFolder(t *testing.T) {
 	if _, stdout, _ := runCLI(t, "inspect", out); !strings.Contains(stdout, "MTP head:      yes, in model.safetensors") || strings.Contains(stdout, "add one with") {
 		t.Errorf("head present: %s", stdout)
 	}
+	// An mlx-vlm drafter without mtpconv's manifest (as mlx-vlm or another
+	// tool leaves it) is the head, not a trunk without one.
+	dr := filepath.Join(t.TempDir(), "d")
+	exportTo(t, fixtures.Qwen36, dr, "--target", "mlx", "--no-card")
+	os.Remove(filepath.Join(dr, manifests.FileName))
+	if code, stdout, _ := runCLI(t, "inspect", "--strict", dr); code != 0 || !strings.Contains(stdout, "MTP head:      an mlx-vlm drafter (model_type qwen3_5_mtp)") || strings.Contains(stdout, "add one with") {
+		t.Errorf("a drafter without a manifest: exit %d: %s", code, stdout)
+	}
 	// After --into: the output summary says what mtpconv owns and builds on.
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "combined", "--into", dir, "--quiet"); code != 0 {

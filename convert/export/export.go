@@ -103,9 +103,12 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	}
 	opts := r.Options
 	opts.Force = r.Force
-	p, err := d.plan(t, m, opts)
+	// Planning evaluates the repo's config against every head module (an
+	// --into HF repo with thousands of re: entries): an interruption returns
+	// at once.
+	p, err := run.Interruptible(ctx, func() (*plan.Plan, error) { return d.plan(t, m, opts) })
 	if err != nil {
-		return nil, err
+		return nil, interrupted(ctx, d, err)
 	}
 	if err := checkNames(d, plannedNames(p)); err != nil {
 		return nil, err

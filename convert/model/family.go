@@ -189,7 +189,8 @@ type HFSpec struct {
 	// torch nn.Linear: never quantized, whatever the repo's config says.
 	PlainVLLM, PlainSGLang []string
 	// LMHeads are the modules built as a ParallelLMHead (quantized only by
-	// a method that quantizes LM heads).
+	// a method that quantizes LM heads), which both runtimes replace by the
+	// trunk's lm_head when drafting: optional in a repo (hf.servedByTarget).
 	LMHeads []string
 	// SGLangName maps a head module to SGLang's name for it when SGLang's
 	// MTP class places it elsewhere (GLM's NextN layer is model.decoder);

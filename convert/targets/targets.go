@@ -52,6 +52,16 @@ type Intoer interface {
 	CheckInto(dir string, m *model.Model) ([]string, error)
 }
 
+// InPlaceIntoer is an Intoer whose files each describe only themselves (an
+// HF repo's safetensors file and index), so that a new one renamed over an
+// old one leaves no mixed output at any step: an earlier --into's files are
+// replaced by that rename, never removed first (an index listing a removed
+// head would serve the trunk without it while the config declares it).
+type InPlaceIntoer interface {
+	Intoer
+	ReplacesInPlace()
+}
+
 // IntoPlanner is an Intoer whose output depends on the folder it goes into
 // (MLX: the head in a file of its own, the folder's config.json and index
 // updated to declare it). PlanInto plans the export for dir, reading the
@@ -87,7 +97,10 @@ type Options struct {
 	// bundled file); Force lets it replace a head the trunk already holds.
 	Graft string
 	Force bool
-	Set   map[string]bool
+	// Runtime is the one runtime an HF repo is mended for (vllm or
+	// sglang), "" for both.
+	Runtime string
+	Set     map[string]bool
 }
 
 // Option names, as the CLI flags spell them.
@@ -106,6 +119,7 @@ const (
 	OptQMode           = "q-mode"
 	OptQuantPredicate  = "quant-predicate"
 	OptGGUFType        = "gguf-type"
+	OptRuntime         = "runtime"
 	OptGraft           = "graft"
 )
 

