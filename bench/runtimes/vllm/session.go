@@ -121,7 +121,7 @@ func (s *session) PeakRSS() (int64, bool) {
 // weights and the KV cache live there), keeping the largest sum seen; the
 // server's own reading (rusage) once it has exited. Called with s.mu held.
 func (s *session) readPeak() {
-	if b, ok := groupPeakRSS(s.p.PID()); ok {
+	if b, ok := s.p.GroupPeakRSS(); ok {
 		s.peak = max(s.peak, b)
 	} else if b, ok := s.p.PeakRSS(); ok {
 		s.peak = max(s.peak, b)

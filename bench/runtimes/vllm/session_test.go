@@ -19,11 +19,7 @@ import (
 // request's worth to its Prometheus counters and, when perRequest is set,
 // returns the same counts as per-request metrics.
 type fakeVLLM struct {
-	spec       int  // draft length; 0 = a plain server (no spec-decode series)
-	perRequest bool // metrics in each answer (--enable-per-request-metrics, --per-request-spec-decode-metrics)
-	lie        bool // per-request counts that disagree with /metrics
-	other      bool // another client's request is counted with each of bench's
-	hold       chan struct{}
+	fakeConfig
 	// per request: 10 tokens; 4 verify steps, drafts accepted per step [2,0,1,2] of spec=2 → 8 drafted, 5 accepted
 	mu                                       sync.Mutex
 	drafts, draftTokens, accepted, gen, done float64
@@ -31,6 +27,14 @@ type fakeVLLM struct {
 	ttft, decode                             float64
 	lastBody                                 map[string]any
 	lastPath                                 string
+}
+
+type fakeConfig struct {
+	spec       int  // draft length; 0 = a plain server (no spec-decode series)
+	perRequest bool // metrics in each answer (--enable-per-request-metrics, --per-request-spec-decode-metrics)
+	lie        bool // per-request counts that disagree with /metrics
+	other      bool // another client's request is counted with each of bench's
+	hold       chan struct{}
 }
 
 func (f *fakeVLLM) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -132,7 +136,7 @@ func TestGenerate(t *testing.T) {
 	plain.Counted, plain.Drafted, plain.Accepted, plain.AcceptedPerPos, plain.VerifySteps = false, 0, 0, nil, 0
 	for _, tc := range []struct {
 		name     string
-		f        fakeVLLM
+		f        fakeConfig
 		arm      runtimes.Arm
 		want     runtimes.Result
 		ttft     time.Duration
@@ -140,23 +144,23 @@ func TestGenerate(t *testing.T) {
 		startErr string
 		err      string
 	}{
-		{"per-request metrics agreeing with /metrics", fakeVLLM{spec: 2, perRequest: true}, runtimes.Arm{MTP: true, DraftTokens: 2},
+		{"per-request metrics agreeing with /metrics", fakeConfig{spec: 2, perRequest: true}, runtimes.Arm{MTP: true, DraftTokens: 2},
 			drafting, 200 * time.Millisecond, 9 / 0.45, "", ""},
-		{"/metrics alone", fakeVLLM{spec: 2}, runtimes.Arm{MTP: true, DraftTokens: 2}, drafting, 250 * time.Millisecond, 9 / 0.5, "", ""},
-		{"plain", fakeVLLM{perRequest: true}, runtimes.Arm{}, plain, 200 * time.Millisecond, 9 / 0.45, "", ""},
-		{"an MTP endpoint that does not draft", fakeVLLM{}, runtimes.Arm{MTP: true, DraftTokens: 1}, plain, 250 * time.Millisecond, 9 / 0.5, "", ""},
-		{"another client's requests, /metrics alone", fakeVLLM{spec: 2, other: true}, runtimes.Arm{MTP: true, DraftTokens: 2}, plain, 0, 0, "", ""},
-		{"another client's requests, per-request metrics", fakeVLLM{spec: 2, other: true, perRequest: true}, runtimes.Arm{MTP: true, DraftTokens: 2},
+		{"/metrics alone", fakeConfig{spec: 2}, runtimes.Arm{MTP: true, DraftTokens: 2}, drafting, 250 * time.Millisecond, 9 / 0.5, "", ""},
+		{"plain", fakeConfig{perRequest: true}, runtimes.Arm{}, plain, 200 * time.Millisecond, 9 / 0.45, "", ""},
+		{"an MTP endpoint that does not draft", fakeConfig{}, runtimes.Arm{MTP: true, DraftTokens: 1}, plain, 250 * time.Millisecond, 9 / 0.5, "", ""},
+		{"another client's requests, /metrics alone", fakeConfig{spec: 2, other: true}, runtimes.Arm{MTP: true, DraftTokens: 2}, plain, 0, 0, "", ""},
+		{"another client's requests, per-request metrics", fakeConfig{spec: 2, other: true, perRequest: true}, runtimes.Arm{MTP: true, DraftTokens: 2},
 			drafting, 200 * time.Millisecond, 9 / 0.45, "", ""},
-		{"per-request counts that disagree", fakeVLLM{spec: 2, perRequest: true, lie: true}, runtimes.Arm{MTP: true, DraftTokens: 2},
+		{"per-request counts that disagree", fakeConfig{spec: 2, perRequest: true, lie: true}, runtimes.Arm{MTP: true, DraftTokens: 2},
 			runtimes.Result{}, 0, 0, "", "disagree with its /metrics"},
-		{"a plain endpoint that drafts", fakeVLLM{spec: 1}, runtimes.Arm{}, runtimes.Result{}, 0, 0, "plain arm's server drafts", ""},
-		{"another draft length", fakeVLLM{spec: 3}, runtimes.Arm{MTP: true, DraftTokens: 2}, runtimes.Result{}, 0, 0, "give --draft-tokens 3", ""},
+		{"a plain endpoint that drafts", fakeConfig{spec: 1}, runtimes.Arm{}, runtimes.Result{}, 0, 0, "plain arm's server drafts", ""},
+		{"another draft length", fakeConfig{spec: 3}, runtimes.Arm{MTP: true, DraftTokens: 2}, runtimes.Result{}, 0, 0, "give --draft-tokens 3", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := tc.f
-			url := startFake(t, &f)
+			f := &fakeVLLM{fakeConfig: tc.f}
+			url := startFake(t, f)
 			s, err := attach(context.Background(), url+"/v1", tc.arm)
 			if tc.startErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.startErr) {
@@ -210,7 +214,7 @@ func equalResult(a, b runtimes.Result) bool {
 
 func TestGenerateChatAndSampling(t *testing.T) {
 	t.Parallel()
-	f := &fakeVLLM{perRequest: true}
+	f := &fakeVLLM{fakeConfig: fakeConfig{perRequest: true}}
 	s, err := attach(context.Background(), startFake(t, f), runtimes.Arm{})
 	if err != nil {
 		t.Fatal(err)
@@ -245,7 +249,7 @@ func TestGenerateChatAndSampling(t *testing.T) {
 func TestGenerateConcurrent(t *testing.T) {
 	t.Parallel()
 	for _, perRequest := range []bool{false, true} {
-		f := &fakeVLLM{spec: 2, perRequest: perRequest, hold: make(chan struct{})}
+		f := &fakeVLLM{fakeConfig: fakeConfig{spec: 2, perRequest: perRequest, hold: make(chan struct{})}}
 		s, err := attach(context.Background(), startFake(t, f), runtimes.Arm{MTP: true, DraftTokens: 2})
 		if err != nil {
 			t.Fatal(err)

@@ -84,6 +84,9 @@ func (runtime) Check(s runtimes.Setup) error {
 			return err
 		}
 	}
+	if _, err := pythonPath(s.Python); err != nil {
+		return err
+	}
 	return checkRuntimeArgs(s.RuntimeArgs)
 }
 

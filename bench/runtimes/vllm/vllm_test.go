@@ -1,6 +1,8 @@
 package vllm
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,7 +47,7 @@ func TestCheck(t *testing.T) {
 		{"a head without config.json", runtimes.Setup{Model: repo, Head: bare}, "--head"},
 		{"--llama-server", runtimes.Setup{Model: repo, Binary: "/usr/bin/llama-server"}, "--llama-server does not apply"},
 		{"an owned flag", runtimes.Setup{Model: repo, RuntimeArgs: []string{"--port", "1"}}, "bench's own"},
-		{"the MTP arm's endpoint, the plain arm started", runtimes.Setup{Endpoint: ep, Model: repo, Python: "/py", RuntimeArgs: []string{"-x"}}, ""},
+		{"the MTP arm's endpoint, the plain arm started", runtimes.Setup{Endpoint: ep, Model: repo, Python: file, RuntimeArgs: []string{"-x"}}, ""},
 		{"the plain arm's endpoint, the MTP arm started", runtimes.Setup{PlainEndpoint: ep, Model: repo, Head: repo}, ""},
 		{"one endpoint without a model", runtimes.Setup{Endpoint: ep}, "give the model"},
 		{"the plain endpoint, an owned flag", runtimes.Setup{PlainEndpoint: ep, Model: repo, RuntimeArgs: []string{"--host=x"}}, "bench's own"},
@@ -54,11 +56,16 @@ func TestCheck(t *testing.T) {
 		{"--head with endpoints", runtimes.Setup{Endpoint: ep, PlainEndpoint: ep, Head: repo}, "--head does not apply"},
 		{"--head with the MTP endpoint", runtimes.Setup{Endpoint: ep, Model: repo, Head: repo}, "--head does not apply"},
 		{"a bad endpoint", runtimes.Setup{Endpoint: "127.0.0.1:8000", PlainEndpoint: ep}, "want http://HOST:PORT"},
+		{"a missing --python", runtimes.Setup{Model: repo, Python: filepath.Join(dir, "venv")}, "no such file"},
 		{"a bad plain endpoint", runtimes.Setup{PlainEndpoint: "ftp://x", Model: repo}, "want http://HOST:PORT"},
 	} {
 		err := runtime{}.Check(tc.s)
 		if (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%s: got %v, want %q", tc.name, err, tc.err)
+		}
+		// bench exits 1 (bad input), not 2, for a path that is not there.
+		if missing := tc.err == "no such file"; errors.Is(err, fs.ErrNotExist) != missing {
+			t.Errorf("%s: %v wraps fs.ErrNotExist: %v", tc.name, err, !missing)
 		}
 	}
 }
