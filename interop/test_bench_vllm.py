@@ -117,8 +117,12 @@ def test_unexcluded_head_counts_are_vllms(mtpconv, repos, plain, tmp_path):
              for k in ("draft_tokens", "accepted_tokens")}
     mtp = [r for r in rep["arms"] if r["arm"] == "mtp"]
     warmups = [st["warmup"] for st in rep["starts"] if st["arm"] == "mtp"]
-    assert sum(r["drafted"] for r in mtp) + sum(w["drafted"] for w in warmups) == delta["draft_tokens"], (mtp, warmups, delta)
-    assert sum(r["accepted"] for r in mtp) + sum(w["accepted"] for w in warmups) == delta["accepted_tokens"], (mtp, warmups, delta)
+    assert len(mtp) == len(PROMPTS) and len(warmups) == 1 and all(r["counted"] for r in mtp) and warmups[0]["counted"], (mtp, warmups)
+    assert sum(r["drafted"] for r in mtp) + warmups[0]["drafted"] == delta["draft_tokens"], (mtp, warmups, delta)
+    assert sum(r["accepted"] for r in mtp) + warmups[0]["accepted"] == delta["accepted_tokens"], (mtp, warmups, delta)
+    assert sum(r["tokens"] for r in mtp) + warmups[0]["tokens"] == metric(after, "vllm:generation_tokens_total") - metric(before, "vllm:generation_tokens_total")
     assert (s["drafted"], s["accepted"]) == (sum(r["drafted"] for r in mtp), sum(r["accepted"] for r in mtp)), s
     assert s["verdict"]["draft"] == draft_verdict(s), s
-    print(f"vllm w8a8 without the exclusion: drafted {s['drafted']}, accepted {s['accepted']}: {s['verdict']['draft']}")
+    print(f"vllm w8a8 without the exclusion: drafted {s['drafted']}, accepted {s['accepted']}: {s['verdict']['draft']}; "
+          f"the server counted {delta['draft_tokens']:.0f} drafted, {delta['accepted_tokens']:.0f} accepted with the warm-up's "
+          f"{warmups[0]['drafted']}, {warmups[0]['accepted']}")
