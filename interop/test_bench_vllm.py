@@ -14,8 +14,9 @@ token map and a head wired right drafts its next token; dense because vLLM
 - the repo whose exclusion list lost the head (vLLM builds the bf16 head as
   int8 with uninitialised scales: usually ~0 %, not always on a rigged head):
   the verdict agrees with the counts, whatever they are, and bench's counts
-  are vLLM's: the server's /metrics deltas over the bench run equal what
-  bench reports (runs and warm-ups).
+  are vLLM's: bench takes each request's from its answer (the server runs
+  with per-request metrics), and the server's /metrics deltas over the bench
+  run equal what bench reports (runs and warm-up).
 
 Server starts are the cost here (about a minute each on 2 cores), so there
 are four: the plain server all three share (bench measures it through
@@ -106,7 +107,10 @@ def test_headless_repo_fails_the_gate(mtpconv, repos, plain, tmp_path):
 def test_unexcluded_head_counts_are_vllms(mtpconv, repos, plain, tmp_path):
     port = vllm_server.free_port()
     spec = json.dumps({"method": "mtp", "num_speculative_tokens": 1})
-    argv = vllm_server.api_server(repos["unexcluded"], port, "--speculative-config", spec)
+    # With per-request metrics, bench takes each request's counts from its answer: the server's /metrics is the
+    # independent account they must add up to.
+    argv = vllm_server.api_server(repos["unexcluded"], port, "--speculative-config", spec,
+                                  "--per-request-spec-decode-metrics", "summary", "--enable-per-request-metrics")
     with vllm_server.serve(argv, port, tmp_path / "vllm.log", vllm_server.CPU_ENV) as url:
         before = vllm_server.metrics(url)
         res, rep = bench(mtpconv, repos, tmp_path, "--endpoint", url, "--plain-endpoint", plain)
