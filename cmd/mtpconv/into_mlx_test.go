@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -338,8 +339,9 @@ func TestIntoMLXRefusals(t *testing.T) {
 			os.Truncate(filepath.Join(dir, "config.json"), 65<<20)
 		}, nil, 1, "config.json is 68157440 bytes"},
 		{"index oversized", func(t *testing.T, dir string) {
-			os.Truncate(filepath.Join(dir, st.IndexFile), 65<<20)
-		}, nil, 1, "model.safetensors.index.json is 68157440 bytes"},
+			// The index limit is the safetensors header's, as inspect reads it.
+			os.Truncate(filepath.Join(dir, st.IndexFile), st.MaxHeaderSize+1)
+		}, nil, 1, fmt.Sprintf("model.safetensors.index.json is %d bytes", st.MaxHeaderSize+1)},
 		{"duplicate key", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, "config.json"), bytes.Replace(cfg, []byte("{"), []byte(`{"model_type": "qwen3_5_moe",`), 1), 0o644)
 		}, nil, 1, `config.json: key "model_type" appears twice`},

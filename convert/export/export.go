@@ -73,7 +73,7 @@ type Outcome struct {
 	SourceTotal  int64
 	Reused       []string
 	Notes        []string
-	Warnings     []string // what the card leaves out and why
+	Warnings     []string // what the card leaves out and why, head weights whose source is all zero
 	PeakMemory   int64    // dry run: the estimate for Jobs
 }
 
@@ -142,7 +142,9 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	if err != nil {
 		return nil, interrupted(ctx, d, err)
 	}
-	oc.Notes = append(oc.Notes, hc.ordered(p.TensorFiles)...)
+	notes, warnings := hc.ordered(p.TensorFiles)
+	oc.Notes = append(oc.Notes, notes...)
+	oc.Warnings = append(oc.Warnings, warnings...)
 	if err := checkNames(d, fileNames(res.Files)); err != nil {
 		return nil, err
 	}

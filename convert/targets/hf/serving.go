@@ -121,7 +121,12 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 				if rt == SGLang {
 					b = mr.SGLang
 				}
-				if msg := verdict(rt, mr.Stored, b); msg != "" {
+				switch msg := verdict(rt, mr.Stored, b); {
+				case b.NotJudged != "": // once, naming the pattern
+					if !slices.Contains(r.Problems, Problem{key, b.NotJudged}) {
+						r.Problems = append(r.Problems, Problem{key, b.NotJudged})
+					}
+				case msg != "":
 					r.Problems = append(r.Problems, Problem{mod.Name, msg})
 				}
 			}
@@ -143,7 +148,8 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 	case r.DeclaresMTP && r.DeclaredDepth != r.TensorDepth:
 		r.Problems = append(r.Problems, Problem{cmpKey(r.DepthKey), fmt.Sprintf("%s says %d MTP layers, the tensors hold %d", cmpKey(r.DepthKey), r.DeclaredDepth, r.TensorDepth)})
 	}
-	if len(r.Problems) > 0 && refused.Method == "" {
+	notJudged := slices.ContainsFunc(r.Modules, func(mr ModuleReport) bool { return mr.VLLM.NotJudged != "" || mr.SGLang.NotJudged != "" })
+	if len(r.Problems) > 0 && refused.Method == "" && !notJudged { // what the runtimes build is not known: nothing to mend
 		r.mend(m, q, mods, repo)
 	}
 	return r, nil
@@ -171,7 +177,7 @@ func (r *Report) mend(m *model.Model, q *Quant, mods []Module, repo Repo) {
 	}
 	onlyQuantized := r.Missing == nil && (!r.DeclaresMTP || r.DeclaredDepth == r.TensorDepth)
 	for _, mod := range r.Modules {
-		onlyQuantized = onlyQuantized && isFloatName(mod.Stored) && mod.VLLM.Error == "" && mod.SGLang.Error == ""
+		onlyQuantized = onlyQuantized && isFloatName(mod.Stored) && mod.VLLM.Error == "" && mod.SGLang.Error == "" && mod.VLLM.NotJudged == "" && mod.SGLang.NotJudged == ""
 	}
 	if onlyQuantized && q != nil && q.Method != MethodNone {
 		if _, added, err := q.withExclusions(mods, hfNames{m}, repo.floatModules()); err == nil && len(added) > 0 {
@@ -207,6 +213,8 @@ func verdict(rt Runtime, stored string, b Build) string {
 	switch {
 	case stored == storedMissing:
 		return ""
+	case b.NotJudged != "":
+		return b.NotJudged
 	case b.Error != "":
 		return fmt.Sprintf("%s refuses to build it: %s (%s)", Versions[rt], b.Error, b.Rule)
 	case b.Quantized && isFloatName(stored):
@@ -419,6 +427,8 @@ func buildWord(b Build) string {
 	switch {
 	case b.Error != "":
 		return "error"
+	case b.NotJudged != "":
+		return "not judged"
 	case b.Method == "":
 		return "-"
 	case b.Quantized:
