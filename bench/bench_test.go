@@ -253,3 +253,14 @@ func TestStartFailureStopsTheRun(t *testing.T) {
 		t.Errorf("%d starts after the failure, want none", f.starts.Load())
 	}
 }
+
+func TestHardware(t *testing.T) {
+	t.Parallel()
+	h := Hardware()
+	if h.CPUs < 1 || h.OS == "" || h.Arch == "" {
+		t.Errorf("%+v", h)
+	}
+	if h.OS == "linux" && (h.MemoryBytes < 1<<20 || h.CPU == "" && h.Arch == "amd64") {
+		t.Errorf("/proc read as %+v", h)
+	}
+}

@@ -31,6 +31,7 @@ import gguf
 import pytest
 
 from conftest import ROOT
+from test_gguf_graft import graft
 from test_readme import README, blocks, section
 from test_gguf import ggtrunk, llama_bin, rigged, sidecar, with_tokenizer  # noqa: F401 (fixtures)
 
@@ -38,13 +39,13 @@ PROMPTS = "the quick brown fox\nonce upon a time\n"
 TOKENS = 32
 
 
-def bench(mtpconv, llama_bin, tmp_path, trunk, head, *args, runtime_args=()):
+def bench(mtpconv, llama_bin, tmp_path, trunk, head, *args, runtime_args=(), draft_tokens=("--draft-tokens", "2")):
     prompts = tmp_path / "prompts.txt"
     prompts.write_text(PROMPTS)
     out = tmp_path / "bench.json"
-    res = subprocess.run([str(mtpconv), "bench", "--model", str(trunk), "--head", str(head),
+    res = subprocess.run([str(mtpconv), "bench", "--model", str(trunk), *(["--head", str(head)] if head else []),
                           "--llama-server", str(llama_bin / "llama-server"), "--prompts", str(prompts),
-                          "--max-tokens", str(TOKENS), "--repeats", "1", "--draft-tokens", "2", "--json", str(out),
+                          "--max-tokens", str(TOKENS), "--repeats", "1", *draft_tokens, "--json", str(out),
                           *map(str, args), "--", *runtime_args, "-c", "512", "-t", "1"],
                          capture_output=True, text=True, timeout=600)
     print(res.stdout)
@@ -99,6 +100,18 @@ def test_bench_rigged_head(mtpconv, llama_bin, rigged_a, tmp_path):
     assert json.loads((card / "mtpconv-bench.json").read_text()) == rep
     assert (card / "README.md").read_text().count("## MTP performance") == 1
     subprocess.run([str(mtpconv), "verify", str(card)], check=True, capture_output=True)
+
+
+def test_bench_grafted_file_alone(mtpconv, llama_bin, rigged, tmp_path):
+    """A grafted file drafts alone (no -md); the runtime is inferred from the .gguf, the sweep from its one MTP layer."""
+    src, trunk = rigged("a")
+    grafted = graft(mtpconv, src, trunk, tmp_path / "out")
+    res, rep = bench(mtpconv, llama_bin, tmp_path, grafted, None, "--card", grafted.parent, draft_tokens=())
+    assert res.returncode == 0, res.stderr
+    s = rep["summary"]
+    assert rep["settings"]["draft_tokens"] == [1] and "head" not in rep, rep["settings"]
+    assert s["verdict"]["draft"] == "drafting" and s["acceptance"] >= 0.95 and s["verdict"]["output"] == "identical", s
+    subprocess.run([str(mtpconv), "verify", str(grafted.parent)], check=True, capture_output=True)
 
 
 def zero_embedding_half(path):
