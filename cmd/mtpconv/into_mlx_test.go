@@ -93,6 +93,19 @@ func headlessMLXFolderOf(t *testing.T, fixture string, args ...string) string {
 // safetensorsEntries reads a safetensors file's tensors' bytes by name.
 func safetensorsEntries(t *testing.T, path string, keep func(string) bool) map[string][]byte {
 	t.Helper()
+	raw, h := readSafetensors(t, path)
+	out := map[string][]byte{}
+	for _, ti := range h.Tensors {
+		if keep(ti.Name) {
+			out[ti.Name] = append([]byte(string(ti.DType)+"|"), raw[ti.Begin:ti.End]...)
+		}
+	}
+	return out
+}
+
+// readSafetensors reads a safetensors file whole, with its parsed header.
+func readSafetensors(t *testing.T, path string) ([]byte, *st.Header) {
+	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -101,13 +114,7 @@ func safetensorsEntries(t *testing.T, path string, keep func(string) bool) map[s
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string][]byte{}
-	for _, ti := range h.Tensors {
-		if keep(ti.Name) {
-			out[ti.Name] = append([]byte(string(ti.DType)+"|"), raw[ti.Begin:ti.End]...)
-		}
-	}
-	return out
+	return raw, h
 }
 
 func isHead(n string) bool { return strings.HasPrefix(n, "mtp.") }

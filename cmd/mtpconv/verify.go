@@ -183,7 +183,16 @@ func cardCommand() *cli.Command {
 			}
 			path := filepath.Join(dir, manifests.CardFile)
 			old, _ := manifests.ReadRegularFile(path) // its bench section, if any, is carried over
-			return writeFileReplacing(path, bench.CarryCardSection(m, old, manifests.Card(m, targets.CardOf(m), report)))
+			card := bench.CarryCardSection(m, old, manifests.Card(m, targets.CardOf(m), report))
+			if err := writeFileReplacing(path, card); err != nil {
+				return err
+			}
+			from := "the manifest"
+			if report != nil {
+				from += " and the saved verify report (" + manifests.ReportFile + ")"
+			}
+			fmt.Fprintf(c.App.Writer, "wrote %s (%d bytes) from %s\n", path, len(card), from)
+			return nil
 		},
 	}
 }

@@ -285,6 +285,11 @@ type OpenVINOSpec struct {
 type MLXSpec struct {
 	// DrafterModelType is mlx-vlm's model_type for the head alone.
 	DrafterModelType string
+	// DrafterUnrunnable, when set, says why no released mlx-vlm runs the
+	// drafter yet (its splitter writes the folder, load_drafter cannot build
+	// it): the card says it in place of a snippet, the export prints it, the
+	// README's row quotes it.
+	DrafterUnrunnable string
 	// DrafterTextConfig fills keys the drafter's TextConfig needs that the
 	// family's config.json may lack (given the text config object).
 	DrafterTextConfig func(m *Model, text map[string]any)

@@ -128,6 +128,11 @@ func (r *repo) close() {
 // value the head depends on, naming it; text-only *ForCausalLM configs and
 // vision-language wrappers of the same model are the same model.
 func (r *repo) sameModel(m *model.Model) error {
+	// The model type first: another model's repo differs in most values,
+	// and its type says which model it is.
+	if a, b := textType(r.m.Config), textType(m.Config); a != b || r.m.Family != m.Family {
+		return fmt.Errorf("--into %s holds another model: its %s says model_type %s, the source %s", r.dir, model.ConfigFile, a, b)
+	}
 	ours, theirs := m.Config.HeadValues(), r.m.Config.HeadValues()
 	for i := range ours {
 		k := ours[i].Key
@@ -137,9 +142,6 @@ func (r *repo) sameModel(m *model.Model) error {
 		if ours[i] != theirs[i] {
 			return fmt.Errorf("--into %s holds another model: its %s says %s %v, the source %v", r.dir, model.ConfigFile, k, theirs[i].Value, ours[i].Value)
 		}
-	}
-	if a, b := textType(r.m.Config), textType(m.Config); a != b || r.m.Family != m.Family {
-		return fmt.Errorf("--into %s holds another model: its %s says model_type %s, the source %s", r.dir, model.ConfigFile, a, b)
 	}
 	if d, ok := r.m.Config.ConfigMTPDepth(); ok && d != 0 && d != m.MTPDepth {
 		return fmt.Errorf("--into %s holds another model: its %s declares %d MTP layers, the source's head has %d", r.dir, model.ConfigFile, d, m.MTPDepth)

@@ -70,7 +70,7 @@ func headPrecision(o targets.Options, def string) (string, error) {
 		p = def
 	}
 	if !slices.Contains(precisions, p) {
-		return "", targets.UsageError{Err: fmt.Errorf("--target hf: --head-precision %q: must be %v (bf16, which the runtimes build unquantized; fp8, an FP8 release's block-FP8 head as stored)", p, precisions)}
+		return "", targets.UsageError{Err: fmt.Errorf("--target hf: --head-precision %q: must be %s (bf16, which the runtimes build unquantized; fp8, an FP8 release's block-FP8 head as stored)", p, strings.Join(precisions, " or "))}
 	}
 	return p, nil
 }
