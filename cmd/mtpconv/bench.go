@@ -19,6 +19,7 @@ import (
 	_ "github.com/mtpconv/mtpconv/bench/runtimes/genai"    // registers openvino-genai
 	_ "github.com/mtpconv/mtpconv/bench/runtimes/llamacpp" // registers llama.cpp
 	_ "github.com/mtpconv/mtpconv/bench/runtimes/mlxvlm"   // registers mlx-vlm
+	_ "github.com/mtpconv/mtpconv/bench/runtimes/vllm"     // registers vllm
 )
 
 // maxDefaultDraftTokens caps the default sweep (1..the head's layer count).
