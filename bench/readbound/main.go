@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	_ "github.com/mtpconv/mtpconv/convert/families" // registers the families
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/convert/targets"

@@ -15,6 +15,7 @@ import (
 	"os"
 	"strconv"
 
+	_ "github.com/mtpconv/mtpconv/convert/families" // registers the families
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"

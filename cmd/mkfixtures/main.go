@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"text/tabwriter"
 
+	_ "github.com/mtpconv/mtpconv/convert/families" // registers the families
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/internal/fixtures"

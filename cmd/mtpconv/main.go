@@ -33,6 +33,7 @@ import (
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/urfave/cli/v2"
 
+	_ "github.com/mtpconv/mtpconv/convert/families"         // registers the families
 	_ "github.com/mtpconv/mtpconv/convert/targets/gguf"     // registers gguf
 	_ "github.com/mtpconv/mtpconv/convert/targets/hf"       // registers hf
 	_ "github.com/mtpconv/mtpconv/convert/targets/mlx"      // registers mlx and combined

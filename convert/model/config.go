@@ -113,8 +113,8 @@ type Identity struct {
 	Architectures []string // top-level
 }
 
-// readIdentity reads model_type (top level and text_config's) and architectures.
-func readIdentity(raw []byte) (Identity, error) {
+// ReadIdentity reads model_type (top level and text_config's) and architectures.
+func ReadIdentity(raw []byte) (Identity, error) {
 	var top struct {
 		ModelType     string          `json:"model_type"`
 		Architectures []string        `json:"architectures"`
@@ -136,17 +136,23 @@ func readIdentity(raw []byte) (Identity, error) {
 // ParseConfig detects the family from config.json's architectures and
 // model_type, then has the family decode and validate the rest.
 func ParseConfig(raw []byte) (*Config, error) {
-	id, err := readIdentity(raw)
+	id, err := ReadIdentity(raw)
 	if err != nil {
 		return nil, err
 	}
-	fam, err := detectFamily(id)
+	fam, err := DetectFamily(id)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := fam.ParseConfig(raw)
+	return fam.Parse(raw)
+}
+
+// Parse has the family decode and validate config.json, whatever its
+// identity says, and records the family in the Config.
+func (f *Family) Parse(raw []byte) (*Config, error) {
+	cfg, err := f.ParseConfig(raw)
 	if err == nil {
-		cfg.family = fam
+		cfg.family = f
 	}
 	return cfg, err
 }
@@ -166,7 +172,7 @@ type ConfigDefaults struct {
 // top level), filling absent keys from d. It validates nothing: the
 // family does, with CheckPositive and the Config's checks.
 func DecodeConfig(raw []byte, d ConfigDefaults) (*Config, error) {
-	id, err := readIdentity(raw)
+	id, err := ReadIdentity(raw)
 	if err != nil {
 		return nil, err
 	}
@@ -418,10 +424,10 @@ func (c *Config) validateFloats() error {
 	return nil
 }
 
-// checkRotary refuses a partial_rotary_factor that gives head_dim an odd
+// CheckRotary refuses a partial_rotary_factor that gives head_dim an odd
 // or zero number of rotary dimensions (describing a model of a supported
 // family checks it).
-func (c *Config) checkRotary() error {
+func (c *Config) CheckRotary() error {
 	if r := c.RotaryDim(); r < 2 || r%2 != 0 {
 		return fmt.Errorf("%s %v of head_dim %d gives %d rotary dimensions; RoPE rotates pairs, so that must be even and at least 2", c.rotaryKey, c.PartialRotaryFactor, c.HeadDim, r)
 	}
@@ -500,7 +506,7 @@ func (c *Config) HeadValues() []ConfigValue {
 		{"model_type", c.ModelType}, {"text model_type", c.TextModelType},
 		{"hidden_size", c.HiddenSize}, {"vocab_size", c.VocabSize},
 		{"num_attention_heads", c.NumAttentionHeads}, {"num_key_value_heads", c.NumKeyValueHeads},
-		{"head_dim", c.HeadDim}, {"attn_output_gate", c.outputGate()},
+		{"head_dim", c.HeadDim}, {"attn_output_gate", c.OutputGate()},
 		{c.rotaryKey, c.PartialRotaryFactor}, {c.ropeThetaKey, c.RopeTheta}, {"rms_norm_eps", c.RMSNormEps},
 		{"num_experts", c.NumExperts}, {"num_experts_per_tok", c.NumExpertsPerTok},
 		{"norm_topk_prob", c.NormTopkProb == nil || *c.NormTopkProb},
@@ -509,8 +515,11 @@ func (c *Config) HeadValues() []ConfigValue {
 	}
 }
 
-// outputGate reports whether q_proj carries a sigmoid output gate per head (the default).
-func (c *Config) outputGate() bool { return c.AttnOutputGate == nil || *c.AttnOutputGate }
+// RotaryKey is the key partial_rotary_factor was read from, for messages.
+func (c *Config) RotaryKey() string { return c.rotaryKey }
+
+// OutputGate reports whether q_proj carries a sigmoid output gate per head (the default).
+func (c *Config) OutputGate() bool { return c.AttnOutputGate == nil || *c.AttnOutputGate }
 
 // RotaryDim is the number of head dimensions RoPE rotates.
 func (c *Config) RotaryDim() int { return int(float64(c.HeadDim) * c.PartialRotaryFactor) }

@@ -457,8 +457,8 @@ func MatchesIdentity(id Identity, modelTypes []string, arch string) bool {
 	return false
 }
 
-// detectFamily finds the family of a config.json identity.
-func detectFamily(id Identity) (*Family, error) {
+// DetectFamily finds the family of a config.json identity.
+func DetectFamily(id Identity) (*Family, error) {
 	for _, f := range families {
 		if f.Matches(id) {
 			return f, nil
@@ -487,7 +487,7 @@ func (c *Config) Family() (*Family, error) {
 	if c.family != nil {
 		return c.family, nil
 	}
-	return detectFamily(Identity{ModelType: c.ModelType, TextModelType: c.TextModelType, Architectures: c.Architectures})
+	return DetectFamily(Identity{ModelType: c.ModelType, TextModelType: c.TextModelType, Architectures: c.Architectures})
 }
 
 // SpecFor is the Spec of the family a config belongs to.

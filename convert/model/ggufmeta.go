@@ -50,10 +50,10 @@ func (m *Model) GGUFMetadata(h Hparams) (base, own []gg.KV, err error) {
 	gs := m.Family.GGUF
 	h = maps.Clone(h)
 	if _, ok := h["rms_norm_eps"]; !ok {
-		h["rms_norm_eps"] = number(m.Config.RMSNormEps)
+		h["rms_norm_eps"] = JSONNumber(m.Config.RMSNormEps)
 	}
-	if _, ok := ropeParameters(h)["rope_theta"]; !ok {
-		h["rope_theta"] = number(m.Config.RopeTheta)
+	if _, ok := RopeParameters(h)["rope_theta"]; !ok {
+		h["rope_theta"] = JSONNumber(m.Config.RopeTheta)
 	}
 	if gs.Hparams != nil {
 		gs.Hparams(m, h)
@@ -71,8 +71,8 @@ func (m *Model) GGUFMetadata(h Hparams) (base, own []gg.KV, err error) {
 	return g.kvs[:n:n], g.kvs[n:], nil
 }
 
-// Expert gating functions (gguf-py's ExpertGatingFuncType).
-var expertGating = map[string]int{"softmax": 1, "sigmoid": 2, "sqrtsoftplus": 4}
+// GGUFExpertGating is llama.cpp's expert_gating_func by name (gguf-py's ExpertGatingFuncType).
+var GGUFExpertGating = map[string]int{"softmax": 1, "sigmoid": 2, "sqrtsoftplus": 4}
 
 // ggufBase is TextModel.set_gguf_parameters of the llama.cpp vendored by
 // llama-cpp-python 0.3.36, key for key: the block count (trunk and MTP
@@ -94,14 +94,14 @@ func ggufBase(m *Model, h Hparams, g *GGUFKeys) error {
 		{"attention.head_count_kv", []string{"num_key_value_heads", "n_kv_heads"}},
 	}
 	for _, k := range ints {
-		if err := g.intOf(h, k.key, k.names...); err != nil {
+		if err := g.U32FromHparams(h, k.key, k.names...); err != nil {
 			return err
 		}
 	}
 	if b, ok := h["is_causal"].(bool); ok && !b {
 		g.Bool("attention.causal", false)
 	}
-	rope := ropeParameters(h)
+	rope := RopeParameters(h)
 	rp := rope
 	if fa, ok := rope["full_attention"].(map[string]any); ok {
 		rp = fa
@@ -111,10 +111,10 @@ func ggufBase(m *Model, h Hparams, g *GGUFKeys) error {
 		switch {
 		case typ == "linear" && hasFactor:
 			g.Set("rope.scaling.type", gg.Str("linear"))
-			g.floatOf("rope.scaling.factor", factor)
+			g.F32FromNumber("rope.scaling.factor", factor)
 		case typ == "yarn" && hasFactor:
 			g.Set("rope.scaling.type", gg.Str("yarn"))
-			g.floatOf("rope.scaling.factor", factor)
+			g.F32FromNumber("rope.scaling.factor", factor)
 			orig, ok := rp["original_max_position_embeddings"].(json.Number)
 			if !ok {
 				return fmt.Errorf("yarn RoPE scaling without original_max_position_embeddings")
@@ -128,7 +128,7 @@ func ggufBase(m *Model, h Hparams, g *GGUFKeys) error {
 					v, ok = rp["attn_factor"].(json.Number)
 				}
 				if ok {
-					g.floatOf("rope.scaling."+k[0], v)
+					g.F32FromNumber("rope.scaling."+k[0], v)
 				}
 			}
 		case typ == "su" || typ == "longrope":
@@ -151,18 +151,18 @@ func ggufBase(m *Model, h Hparams, g *GGUFKeys) error {
 		g.Set("rope.dimension_sections", gg.Int32s(sec[:4]))
 	}
 	if v, ok := rp["rope_theta"].(json.Number); ok {
-		g.floatOf("rope.freq_base", v)
+		g.F32FromNumber("rope.freq_base", v)
 	}
 	if swa, ok := rope["sliding_attention"].(map[string]any); ok {
 		if v, ok := swa["rope_theta"].(json.Number); ok {
-			g.floatOf("rope.freq_base_swa", v)
+			g.F32FromNumber("rope.freq_base_swa", v)
 		}
 	}
 	if v, ok := h.first("rms_norm_eps", "norm_eps").(json.Number); ok {
-		g.floatOf("attention.layer_norm_rms_epsilon", v)
+		g.F32FromNumber("attention.layer_norm_rms_epsilon", v)
 	}
 	if v, ok := h.first("layer_norm_eps", "layer_norm_epsilon", "norm_epsilon").(json.Number); ok {
-		g.floatOf("attention.layer_norm_epsilon", v)
+		g.F32FromNumber("attention.layer_norm_epsilon", v)
 	}
 	for _, k := range []struct {
 		key   string
@@ -173,31 +173,31 @@ func ggufBase(m *Model, h Hparams, g *GGUFKeys) error {
 		{"expert_group_count", []string{"n_group"}},
 		{"expert_group_used_count", []string{"topk_group"}},
 	} {
-		if err := g.intOf(h, k.key, k.names...); err != nil {
+		if err := g.U32FromHparams(h, k.key, k.names...); err != nil {
 			return err
 		}
 	}
 	if f := h.first("score_function", "scoring_func", "score_func", "moe_router_activation", "moe_router_activation_func", "expert_selection_fn"); f != nil {
 		s, _ := f.(string)
-		gating, ok := expertGating[s]
+		gating, ok := GGUFExpertGating[s]
 		if !ok {
 			return fmt.Errorf("the experts' scoring function %v is none llama.cpp knows (softmax, sigmoid, sqrtsoftplus)", f)
 		}
 		g.U32("expert_gating_func", gating)
 	}
 	if _, ok := h["head_dim"]; ok {
-		if err := g.intOf(h, "attention.key_length", "head_dim"); err != nil {
+		if err := g.U32FromHparams(h, "attention.key_length", "head_dim"); err != nil {
 			return err
 		}
-		_ = g.intOf(h, "attention.value_length", "head_dim")
+		_ = g.U32FromHparams(h, "attention.value_length", "head_dim")
 	}
 	return nil
 }
 
-// ropeParameters is TextModel's rope_parameters: rope_parameters (or
+// RopeParameters is TextModel's rope_parameters: rope_parameters (or
 // rope_scaling) with the global values mirrored into it when it has no
 // per-attention-kind entries.
-func ropeParameters(h Hparams) map[string]any {
+func RopeParameters(h Hparams) map[string]any {
 	v, ok := h["rope_parameters"]
 	if !ok {
 		v = h["rope_scaling"]
@@ -237,8 +237,8 @@ func ropeParameters(h Hparams) map[string]any {
 	return rope
 }
 
-// number is a float as config.json would spell it.
-func number(v float64) json.Number { return json.Number(strconv.FormatFloat(v, 'g', -1, 64)) }
+// JSONNumber is a float as config.json would spell it.
+func JSONNumber(v float64) json.Number { return json.Number(strconv.FormatFloat(v, 'g', -1, 64)) }
 
 // first is find_hparam: the value of the first key present (nil: none).
 func (h Hparams) first(keys ...string) any {
@@ -250,8 +250,8 @@ func (h Hparams) first(keys ...string) any {
 	return nil
 }
 
-// intOf sets k to the first of names present, as an integer.
-func (g *GGUFKeys) intOf(h Hparams, k string, names ...string) error {
+// U32FromHparams sets k to the first of names present, as an integer.
+func (g *GGUFKeys) U32FromHparams(h Hparams, k string, names ...string) error {
 	for _, n := range names {
 		if v, ok := h[n]; ok {
 			if v == nil {
@@ -273,7 +273,7 @@ func (g *GGUFKeys) intValue(k, name string, v json.Number) error {
 	return nil
 }
 
-func (g *GGUFKeys) floatOf(k string, v json.Number) {
+func (g *GGUFKeys) F32FromNumber(k string, v json.Number) {
 	f, _ := v.Float64() // json.Number is a number
 	g.F32(k, f)
 }

@@ -140,15 +140,16 @@ func (f *Family) HeadOwn(j int) []string {
 	// for a zero config lists them (TestFamilyStaticFacts holds them equal
 	// to every fixture's), for files that carry no config of the family's
 	// (a GGUF file, an MLX drafter).
-	return headOwn(f, f.Spec(&Config{}), j)
+	return f.HeadOwnIn(f.Spec(&Config{}), j)
 }
 
-func headOwn(f *Family, s *Spec, j int) []string {
+// HeadOwnIn is HeadOwn for the Spec s of one of the family's configs.
+func (f *Family) HeadOwnIn(s *Spec, j int) []string {
 	m := &Model{Config: &Config{}, Spec: s, Family: f}
 	named := map[string]bool{}
 	if s.Forward != nil {
-		f := s.Forward(m)
-		for _, n := range []string{f.EmbedNorm, f.HiddenNorm, f.FC, f.FinalNorm} {
+		fw := s.Forward(m)
+		for _, n := range []string{fw.EmbedNorm, fw.HiddenNorm, fw.FC, fw.FinalNorm} {
 			named[n] = n != ""
 		}
 	}

@@ -20,10 +20,10 @@ import (
 // by the checkpoint.
 const maxConfigLayers = 1 << 16
 
-// maxMTPLayers bounds the MTP depth of a family whose per-layer lists are
+// MaxMTPLayers bounds the MTP depth of a family whose per-layer lists are
 // padded to the MTP layers (Step-3.5; the releases have 1 to 3). Elsewhere
 // the declared depth sizes nothing: it is compared with the tensors'.
-const maxMTPLayers = 1 << 8
+const MaxMTPLayers = 1 << 8
 
 // minLayerLimit is the number of layers always accepted: a source may hold
 // the head alone and still declare its trunk's layers.
@@ -34,7 +34,7 @@ const minLayerLimit = 1024
 // configuration whose RoPE cannot work (checked here, for supported
 // families only).
 func checkLimits(cfg *Config, ck *st.Checkpoint, spec *Spec) error {
-	if err := cfg.checkRotary(); err != nil {
+	if err := cfg.CheckRotary(); err != nil {
 		return fmt.Errorf("%s: %w", ConfigFile, err)
 	}
 	n := len(ck.Names)

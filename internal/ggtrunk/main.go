@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 
+	_ "github.com/mtpconv/mtpconv/convert/families" // registers the families
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/internal/gguftrunk"

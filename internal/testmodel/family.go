@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/mtpconv/mtpconv/convert/families"
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
@@ -75,7 +76,7 @@ var glmFamily = &model.Family{
 		},
 		Metadata: func(m *model.Model, h model.Hparams, g *model.GGUFKeys) error {
 			g.U32("nextn_predict_layers", m.MTPDepth)
-			g.U32("leading_dense_block_count", model.KeysOf[model.DeepSeekConfig](m.Config).FirstKDenseReplace)
+			g.U32("leading_dense_block_count", model.KeysOf[families.DeepSeekConfig](m.Config).FirstKDenseReplace)
 			return nil
 		},
 	},
@@ -87,10 +88,10 @@ func parseGLM(raw []byte) (*model.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := model.DecodeDeepSeekConfig(c); err != nil {
+	if err := families.DecodeDeepSeekConfig(c); err != nil {
 		return nil, err
 	}
-	ds := model.KeysOf[model.DeepSeekConfig](c)
+	ds := model.KeysOf[families.DeepSeekConfig](c)
 	c.NumExperts = ds.NRoutedExperts // its own name for the routed experts
 	c.SharedExpertIntermed = ds.NSharedExperts * c.MoeIntermediateSize
 	keys := append(c.CommonKeys(), model.PositiveKey{Name: "intermediate_size", Value: c.IntermediateSize},
@@ -108,13 +109,13 @@ func parseGLM(raw []byte) (*model.Config, error) {
 }
 
 func mla(c *model.Config) bool {
-	return model.KeysOf[model.DeepSeekConfig](c) != nil && model.KeysOf[model.DeepSeekConfig](c).KVLoraRank > 0
+	return model.KeysOf[families.DeepSeekConfig](c) != nil && model.KeysOf[families.DeepSeekConfig](c).KVLoraRank > 0
 }
 
 func specGLM(c *model.Config) *model.Spec {
-	ds := model.KeysOf[model.DeepSeekConfig](c)
+	ds := model.KeysOf[families.DeepSeekConfig](c)
 	if ds == nil {
-		ds = &model.DeepSeekConfig{} // FamiliesWhere's empty config
+		ds = &families.DeepSeekConfig{} // FamiliesWhere's empty config
 	}
 	h, v := int64(c.HiddenSize), int64(c.VocabSize)
 	q, kv := int64(c.NumAttentionHeads*c.HeadDim), int64(c.NumKeyValueHeads*c.HeadDim)
@@ -188,7 +189,7 @@ func specGLM(c *model.Config) *model.Spec {
 // forward is the family's MTP forward: per MTP layer its own shared head;
 // GQA with biases (or MLA) and sigmoid group routing.
 func forward(m *model.Model) model.Forward {
-	c, ds := m.Config, model.KeysOf[model.DeepSeekConfig](m.Config)
+	c, ds := m.Config, model.KeysOf[families.DeepSeekConfig](m.Config)
 	p := m.HeadLayerPrefix(0)
 	f := model.Forward{EmbedNorm: p + "enorm.weight", HiddenNorm: p + "hnorm.weight", EmbeddingFirst: true,
 		FC: p + "eh_proj.weight", FinalNorm: p + "shared_head.norm.weight", Eps: c.RMSNormEps}
