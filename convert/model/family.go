@@ -457,6 +457,37 @@ func MatchesIdentity(id Identity, modelTypes []string, arch string) bool {
 	return false
 }
 
+// Unsupported is a family with an MTP head that mtpconv knows and does not
+// convert yet: a config of one is refused naming the family as its users
+// know it and what it lacks, not as an unknown model_type.
+type Unsupported struct {
+	// Architectures are its Hugging Face architectures (prefixes, as
+	// MatchesIdentity takes them).
+	Architectures []string
+	// Name is the family as its users know it; Why, what it lacks.
+	Name, Why string
+}
+
+// unsupported are the registered Unsupported families.
+var unsupported []Unsupported
+
+// RegisterUnsupported adds a family refused by name (from init).
+func RegisterUnsupported(u Unsupported) { unsupported = append(unsupported, u) }
+
+// unsupportedFamily is the refusal of a known family mtpconv does not convert.
+func unsupportedFamily(id Identity) error {
+	for _, f := range unsupported {
+		for _, a := range id.Architectures {
+			for _, want := range f.Architectures {
+				if strings.HasPrefix(a, want) {
+					return fmt.Errorf("%s (architectures %v) is not supported yet: %s; mtpconv converts %s", f.Name, id.Architectures, f.Why, strings.Join(Families(), ", "))
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // DetectFamily finds the family of a config.json identity.
 func DetectFamily(id Identity) (*Family, error) {
 	for _, f := range families {

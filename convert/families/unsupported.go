@@ -1,0 +1,25 @@
+package families
+
+import "github.com/mtpconv/mtpconv/convert/model"
+
+// unsupportedFamilies are the families with an MTP head that mtpconv knows
+// and does not convert yet, by their Hugging Face architectures (prefixes,
+// as MatchesIdentity takes them): a config
+// of one is refused naming the family as its users know it and what it
+// lacks, not as an unknown model_type. (The llama.cpp vendored by
+// llama-cpp-python 0.3.36 has a draft graph for most; see issue 30.)
+var unsupportedFamilies = []model.Unsupported{
+	{Architectures: []string{"DeepseekV2ForCausalLM"}, Name: "DeepSeek-V2", Why: "its routing (softmax, greedy groups) has no MTP head in any release"},
+	{Architectures: []string{"KimiK25ForConditionalGeneration"}, Name: "Kimi-K2.5", Why: "its head is not written yet (llama.cpp's reference converter drops it)"},
+	{Architectures: []string{"DeepseekV4ForCausalLM"}, Name: "DeepSeek-V4", Why: "its head (llama.cpp's deepseek4: hyper-connections, hash routing) is not written yet"},
+	{Architectures: []string{"Cohere2MoeForCausalLM"}, Name: "Cohere2-MoE", Why: "no public checkpoint ships its MTP layer"},
+	{Architectures: []string{"Dots3Note"}, Name: "dots3", Why: "llama.cpp keeps its MTP tensors but has no draft graph for them"},
+	{Architectures: []string{"Gemma4AssistantForCausalLM"}, Name: "the Gemma-4 assistant", Why: "it is a separate drafter model, not a head inside the checkpoint"},
+	{Architectures: []string{"Qwen4ExpForCausalLM", "Qwen4ExpForConditionalGeneration"}, Name: "Qwen4Exp", Why: "llama.cpp's converter does not export its head and has no draft graph for it"},
+}
+
+func init() {
+	for _, u := range unsupportedFamilies {
+		model.RegisterUnsupported(u)
+	}
+}
