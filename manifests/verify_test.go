@@ -24,6 +24,7 @@ import (
 	"github.com/mtpconv/mtpconv/manifests"
 	"github.com/mtpconv/mtpconv/quant"
 
+	_ "github.com/mtpconv/mtpconv/convert/families" // the fixtures' families
 	_ "github.com/mtpconv/mtpconv/convert/targets/mlx"
 )
 

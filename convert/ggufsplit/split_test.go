@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mtpconv/mtpconv/convert/export"
+	_ "github.com/mtpconv/mtpconv/convert/families" // the fixtures' families
 	"github.com/mtpconv/mtpconv/convert/ggufsplit"
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
