@@ -10,6 +10,8 @@ import (
 
 	"github.com/mtpconv/mtpconv/bench/runtimes"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
+
+	_ "github.com/mtpconv/mtpconv/convert/families" // HeadCount parses the fixtures' configs
 )
 
 func TestRegistered(t *testing.T) {
