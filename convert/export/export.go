@@ -223,6 +223,9 @@ func runTarget(ctx context.Context, r Request, t targets.Target, p *plan.Plan, d
 func newManifest(r Request, p *plan.Plan, fingerprint manifests.Source, res *run.Result) *manifests.Manifest {
 	m := r.Model
 	model, _ := describeModel(r)
+	if model.NormConvention == NormConvention && !slices.ContainsFunc(p.Tensors, func(t plan.OutTensor) bool { return t.Has(plan.TNormPlusOne) }) {
+		model.NormConvention = StoredNormConvention // the target's runtime applies 1+w itself
+	}
 	man := &manifests.Manifest{
 		Schema: manifests.SchemaVersion, Tool: manifests.Tool{Name: "mtpconv", Version: r.Version},
 		Source: fingerprint, Target: p.Target, Options: p.Options, Model: model,
@@ -344,6 +347,9 @@ func fileRecord(dir, name string) (manifests.File, error) {
 const (
 	NormConvention      = "zero-centred RMSNorm weights stored shifted: 1+w (the +1 is applied by mtpconv; loaders must not add it again)"
 	PlainNormConvention = "plain RMSNorm weights, stored as the source stores them (nothing added)"
+	// StoredNormConvention is what a card says of zero-centred norms the
+	// plan writes unshifted (a runtime that applies 1+w: qwen4_exp_mtp).
+	StoredNormConvention = "zero-centred RMSNorm weights stored as the source stores them: w (the runtime applies 1+w; nothing added)"
 )
 
 // describeModel fills the manifest's model section; notes say what the

@@ -62,6 +62,11 @@ const (
 	KindNextNHnorm
 	KindNextNSharedHeadNorm
 	KindNextNSharedHeadHead
+	// The head's hyper-connection mixer in llama.cpp#28243's qwen4exp
+	// dialect (Qwen3.8-Flash-Next; no pinned llama.cpp knows them yet).
+	KindNextNHCHeadNorm
+	KindNextNHCHeadDown
+	KindNextNHCHeadUp
 	KindRopeFreqs // rope_freqs (llama3 RoPE scaling's per-frequency factors, one tensor every layer reads)
 )
 
@@ -131,6 +136,9 @@ var kinds = map[Kind]KindInfo{
 	KindNextNHnorm:          {Name: "nextn.hnorm", Block: true},
 	KindNextNSharedHeadNorm: {Name: "nextn.shared_head_norm", Block: true},
 	KindNextNSharedHeadHead: {Name: "nextn.shared_head_head", Block: true},
+	KindNextNHCHeadNorm:     {Name: "nextn.hc_head_norm", Block: true},
+	KindNextNHCHeadDown:     {Name: "nextn.hc_head_down", Block: true},
+	KindNextNHCHeadUp:       {Name: "nextn.hc_head_up", Block: true},
 	KindRopeFreqs:           {Name: "rope_freqs"},
 }
 

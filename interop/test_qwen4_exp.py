@@ -1,0 +1,146 @@
+"""Qwen3.8-Flash-Next (qwen4_exp): our --target mlx drafter against mlx-vlm
+0.7.10 itself.
+
+- Our drafter folder equals what mlx-vlm's own qwen4_exp_mtp splitter writes
+  from the fixture: every tensor byte for byte (mtp.* renamed, the fused
+  experts split into switch_mlp, the zero-centred norms as stored), every
+  config.json key, the tokenizer files; at bf16 and at every quantization the
+  splitter offers.
+- mlx-vlm's own speculative loop (generate_step with draft_kind "mtp") drafts
+  with our drafter next to mlx-vlm's qwen4_exp trunk (hyper-connection
+  streams handed over before the trunk's mixer): on the rigged fixture its
+  drafts are accepted, and the greedy text equals the text generated without
+  drafting; on the plain fixture the same drafter's drafts are rejected.
+"""
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import mlx.core as mx
+import pytest
+
+from conftest import ROOT, export
+from test_glm import QUANTIZED, assert_same_drafter
+
+FIXTURES = {"plain": "qwen3.8-flash-next-tiny", "rigged": "qwen3.8-flash-next-tiny-rigged"}
+PROMPT = [3, 17, 200, 33, 4, 99, 250, 11]
+NEW_TOKENS = 48
+
+
+@pytest.fixture(scope="module")
+def dirs():
+    res = subprocess.run(["go", "run", "./cmd/mkfixtures", *FIXTURES.values()], cwd=ROOT, check=True,
+                         capture_output=True, text=True)
+    return dict(zip(FIXTURES, [Path(p) for p in res.stdout.split()]))
+
+
+def test_drafter_equals_mlx_vlm_splitter(mtpconv, dirs, tmp_path):
+    """bf16 (the fixture's storage): our drafter is the splitter's, tensor for
+    tensor and byte for byte in config.json, and load_drafter takes both."""
+    from mlx_vlm.speculative.drafters import load_drafter
+    from mlx_vlm.speculative.drafters.qwen4_exp_mtp.split import split_qwen4_exp_mtp
+    src = tmp_path / "src"
+    shutil.copytree(dirs["plain"], src)
+    # config.json as transformers writes it (Python's float literals: 1e-06),
+    # so that the drafter's config.json compares byte for byte too.
+    cfg = json.loads((src / "config.json").read_text())
+    (src / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    ref = split_qwen4_exp_mtp(str(src), str(tmp_path / "ref"))
+    ours = export(mtpconv, src, tmp_path / "ours", "--target", "mlx")
+    got = assert_same_drafter(ours, ref)
+    assert (ours / "config.json").read_bytes() == (ref / "config.json").read_bytes()
+    cfg = json.loads((ours / "config.json").read_text())
+    assert cfg["model_type"] == "qwen4_exp_mtp" and cfg["block_size"] == 2
+    # The splitter's layout, seen in its output: experts split, the
+    # hyper-connection tensors under their own names, norms not shifted.
+    assert got["layers.0.mlp.switch_mlp.gate_proj.weight"].shape == (8, 64, 128)
+    assert got["pre_fc_norm_hidden.weight"].shape == (4 * 128,)
+    assert got["hyper_connection_mixer.input_mix_weight_up.weight"].shape == (4 * 128, 32)
+    assert abs(got["pre_fc_norm_embedding.weight"].astype(mx.float32)).max().item() < 0.5
+    # What the manifest and card say of the norms is true of these bytes.
+    man = json.loads((ours / "mtpconv-manifest.json").read_text())
+    assert man["model"]["norm_convention"].startswith("zero-centred RMSNorm weights stored as the source stores them: w")
+    assert man["model"]["norm_convention"] in (ours / "README.md").read_text()
+    for folder in (ours, ref):
+        drafter, kind = load_drafter(str(folder))
+        assert kind == "mtp" and type(drafter).__name__ == "Qwen4ExpMTPDraftModel"
+
+
+@pytest.mark.parametrize("prec,group,opts", QUANTIZED, ids=[f"{p}-g{g or 'default'}" for p, g, _ in QUANTIZED])
+def test_quantized_drafter_equals_mlx_vlm_splitter(mtpconv, dirs, tmp_path, prec, group, opts):
+    """Quantized, our drafter is what the splitter writes when asked to
+    quantize (mx.quantize on the CPU stream: --mlx-rounding cpu), its
+    quantization block included: mlp.gate stays float, shared_expert_gate is
+    quantized, the mixers' up-projections (rows of 32) only at groups of 32."""
+    from mlx_vlm.speculative.drafters.qwen4_exp_mtp.split import Qwen4ExpMTPSplitter
+    src = dirs["plain"]
+    with mx.stream(mx.cpu):
+        ref = Qwen4ExpMTPSplitter().split(str(src), str(tmp_path / "ref"), **opts)
+    args = ["--target", "mlx", "--head-precision", prec, "--mlx-rounding", "cpu"]
+    if group:
+        args += ["--group-size", group]
+    ours = export(mtpconv, src, tmp_path / "ours", *args)
+    got = assert_same_drafter(ours, ref)
+    assert got["layers.0.mlp.gate.weight"].dtype == mx.bfloat16
+    assert "layers.0.mlp.shared_expert_gate.scales" in got
+    gs = json.loads((ours / "config.json").read_text())["quantization"]["group_size"]
+    assert ("hyper_connection_mixer.input_mix_weight_up.scales" in got) == (32 % gs == 0), gs
+
+
+def load_trunk(folder):
+    """mlx-vlm's qwen4_exp model of the fixture, loaded strictly (every
+    language-model parameter from the checkpoint; mlx-vlm drops the vision
+    tower a checkpoint has no weights for), in float32 (MLX's CPU backend has
+    no bf16 gather-matmul for the experts)."""
+    from mlx_vlm.utils import load_model
+    model = load_model(folder, strict=True)
+    assert model.vision_tower is None and len(model.language_model.model.layers) == 4
+    model.set_dtype(mx.float32)
+    return model
+
+
+def run(model, drafter=None):
+    from mlx_vlm.generate.ar import generate_step
+    kw = dict(draft_model=drafter, draft_kind="mtp") if drafter is not None else {}
+    out = []
+    for tok, _ in generate_step(mx.array([PROMPT]), model, None, None, max_tokens=NEW_TOKENS, temperature=0.0, **kw):
+        out.append(int(tok.item()) if hasattr(tok, "item") else int(tok))
+    return out
+
+
+@pytest.fixture(scope="module")
+def rigged_trunk(dirs):
+    model = load_trunk(dirs["rigged"])
+    return model, run(model)
+
+
+@pytest.mark.parametrize("prec", ["bf16", "int8", "int4"])
+def test_mlx_vlm_drafts_with_rigged_head(mtpconv, dirs, rigged_trunk, tmp_path, prec):
+    """mlx-vlm's own MTP loop drafts with our drafter next to its trunk: the
+    greedy tokens equal the no-draft ones and nearly every draft is accepted."""
+    from mlx_vlm.speculative.drafters import load_drafter
+    model, want = rigged_trunk
+    ours = export(mtpconv, dirs["rigged"], tmp_path / "ours", "--target", "mlx", "--head-precision", prec)
+    drafter, kind = load_drafter(str(ours))
+    assert kind == "mtp"
+    drafter.set_dtype(mx.float32)
+    got = run(model, drafter)
+    drafted, accepted = sum(drafter.draft_lens), sum(drafter.accept_lens)
+    print(f"qwen4_exp rigged {prec}: drafted {drafted}, accepted {accepted}, acceptance {accepted / max(drafted, 1):.3f}")
+    assert got == want
+    assert drafted >= NEW_TOKENS // 2 and accepted >= 0.95 * drafted, (drafted, accepted)
+
+
+def test_unrigged_head_is_rejected(mtpconv, dirs, tmp_path):
+    """The rigged acceptance above can fail: on the plain fixture (random
+    weights) mlx-vlm accepts few of the same drafter's drafts."""
+    from mlx_vlm.speculative.drafters import load_drafter
+    model = load_trunk(dirs["plain"])
+    ours = export(mtpconv, dirs["plain"], tmp_path / "ours", "--target", "mlx")
+    drafter, _ = load_drafter(str(ours))
+    drafter.set_dtype(mx.float32)
+    assert run(model, drafter) == run(model)
+    drafted, accepted = sum(drafter.draft_lens), sum(drafter.accept_lens)
+    print(f"qwen4_exp plain bf16: drafted {drafted}, accepted {accepted}")
+    assert drafted >= NEW_TOKENS // 2 and accepted < 0.5 * drafted, (drafter.accept_lens, drafter.draft_lens)
