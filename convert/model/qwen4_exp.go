@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
@@ -56,7 +57,7 @@ var qwen4ExpFamily = &Family{
 		// ik_llama's mtp.fc_embd / fc_hidden / pre_norm_*) are not written.
 		PreTokenizer: "qwen35",
 		HeadTop:      qwen4ExpGGUFHead,
-		Layer:        hybridGGUFLayer,
+		Layer:        qwen4ExpGGUFLayer,
 	},
 	OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only (no hyper-connection streams)."},
 	HF: HFSpec{
@@ -69,16 +70,43 @@ func init() { RegisterFamily(qwen4ExpFamily) }
 
 const qwen4ExpName = "Qwen3.8-Flash-Next"
 
-// qwen4ExpGGUFHead is the head's tensors outside its layer in llama.cpp#28243's names.
+// qwen4ExpGGUFHead is the head's tensors outside its layer in
+// llama.cpp#28243's names (block n_layer; the norms, as every norm of this
+// architecture, written 1+w by the reference converter). nextn.eh_proj is
+// [fc_embedding | fc_hidden] side by side along the input (embedding
+// first): one kind from two tensors, which the gguf target will plan as a
+// concatenation when the pin bump lifts the refusal.
 var qwen4ExpGGUFHead = map[string]gg.TensorName{
-	"fc_embedding.weight":                                 gg.Weight(gg.KindNextNEHProj), // rows [0, h) of eh_proj's input
-	"fc_hidden.weight":                                    gg.Weight(gg.KindNextNEHProj), // rows [h, 2h)
+	"fc_embedding.weight":                                 gg.Weight(gg.KindNextNEHProj),
+	"fc_hidden.weight":                                    gg.Weight(gg.KindNextNEHProj),
 	"pre_fc_norm_embedding.weight":                        gg.Weight(gg.KindNextNEnorm),
 	"pre_fc_norm_hidden.weight":                           gg.Weight(gg.KindNextNHnorm),
 	"hyper_connection_mixer.hc_norm.weight":               gg.Weight(gg.KindNextNHCHeadNorm),
 	"hyper_connection_mixer.input_mix_weight_down.weight": gg.Weight(gg.KindNextNHCHeadDown),
 	"hyper_connection_mixer.input_mix_weight_up.weight":   gg.Weight(gg.KindNextNHCHeadUp),
 }
+
+// qwen4ExpGGUFLayer is a decoder layer (the trunk's and the head's block
+// n_layer) in #28243's names: Qwen3.5's table plus the hyper-connections
+// and the QSA indexer. Its self_attn.indexer.index_qk_proj is stored split
+// by rows as indexer.q_proj (the first indexer_n_heads × indexer_head_dim)
+// and indexer.k_proj (the rest), a split the target plans at the pin bump.
+var qwen4ExpGGUFLayer = func() map[string]gg.TensorName {
+	t := maps.Clone(hybridGGUFLayer)
+	maps.Copy(t, map[string]gg.TensorName{
+		"attn_hyper_connection.hc_norm.weight":               gg.Weight(gg.KindHCAttnNorm),
+		"attn_hyper_connection.input_mix_weight_down.weight": gg.Weight(gg.KindHCAttnDown),
+		"attn_hyper_connection.input_mix_weight_up.weight":   gg.Weight(gg.KindHCAttnUp),
+		"attn_hyper_connection.block_inject_weight.weight":   gg.Weight(gg.KindHCAttnInject),
+		"mlp_hyper_connection.hc_norm.weight":                gg.Weight(gg.KindHCFFNNorm),
+		"mlp_hyper_connection.input_mix_weight_down.weight":  gg.Weight(gg.KindHCFFNDown),
+		"mlp_hyper_connection.input_mix_weight_up.weight":    gg.Weight(gg.KindHCFFNUp),
+		"mlp_hyper_connection.block_inject_weight.weight":    gg.Weight(gg.KindHCFFNInject),
+		"self_attn.indexer.q_layernorm.weight":               gg.Weight(gg.KindIndexerQNorm),
+		"self_attn.indexer.k_layernorm.weight":               gg.Weight(gg.KindIndexerKNorm),
+	})
+	return t
+}()
 
 // Qwen4ExpConfig is the family's own text-config keys (KeysOf[Qwen4ExpConfig]):
 // the hyper-connection streams, the QSA indexer and the per-layer embeddings.

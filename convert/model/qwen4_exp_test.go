@@ -77,6 +77,21 @@ func TestQwen4ExpFamily(t *testing.T) {
 			t.Errorf("--target %s: %v", c.target, err)
 		}
 	}
+	// The GGUF table (llama.cpp#28243's dialect, kept for the pin bump) names
+	// every tensor of the head but the routed experts (the MoE kinds) and
+	// index_qk_proj (split into indexer.q_proj and k_proj).
+	g := m.Family.GGUF
+	for _, n := range m.HeadTensors() {
+		rel := m.HeadRelative(n)
+		_, top := g.HeadTop[rel]
+		_, layer := g.Layer[strings.TrimPrefix(rel, "layers.0.")]
+		if !top && !layer && !strings.HasSuffix(rel, "indexer.index_qk_proj.weight") {
+			t.Errorf("the GGUF table does not name %s", n)
+		}
+	}
+	if g.HeadTop["fc_embedding.weight"].In(48) != "blk.48.nextn.eh_proj.weight" || g.HeadTop["hyper_connection_mixer.input_mix_weight_up.weight"].In(48) != "blk.48.nextn.hc_head_up.weight" {
+		t.Errorf("head names: %s, %s", g.HeadTop["fc_embedding.weight"].In(48), g.HeadTop["hyper_connection_mixer.input_mix_weight_up.weight"].In(48))
+	}
 	text := `"model_type":"qwen4_exp_text","hidden_size":64,"num_hidden_layers":4,"num_attention_heads":2,"num_key_value_heads":1,
 "head_dim":32,"vocab_size":32,"linear_num_key_heads":1,"linear_num_value_heads":2,"linear_key_head_dim":16,"linear_value_head_dim":16,
 "linear_conv_kernel_dim":4,"num_experts":4,"num_experts_per_tok":2,"moe_intermediate_size":16,"shared_expert_intermediate_size":16,

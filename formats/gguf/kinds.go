@@ -67,6 +67,16 @@ const (
 	KindNextNHCHeadNorm
 	KindNextNHCHeadDown
 	KindNextNHCHeadUp
+	// A qwen4exp layer's hyper-connections and QSA indexer (#28243).
+	KindHCAttnNorm
+	KindHCAttnDown
+	KindHCAttnUp
+	KindHCAttnInject
+	KindHCFFNNorm
+	KindHCFFNDown
+	KindHCFFNUp
+	KindHCFFNInject
+	KindIndexerQNorm
 	KindRopeFreqs // rope_freqs (llama3 RoPE scaling's per-frequency factors, one tensor every layer reads)
 )
 
@@ -139,6 +149,15 @@ var kinds = map[Kind]KindInfo{
 	KindNextNHCHeadNorm:     {Name: "nextn.hc_head_norm", Block: true},
 	KindNextNHCHeadDown:     {Name: "nextn.hc_head_down", Block: true},
 	KindNextNHCHeadUp:       {Name: "nextn.hc_head_up", Block: true},
+	KindHCAttnNorm:          {Name: "hc_attn_norm", Block: true},
+	KindHCAttnDown:          {Name: "hc_attn_down", Block: true},
+	KindHCAttnUp:            {Name: "hc_attn_up", Block: true},
+	KindHCAttnInject:        {Name: "hc_attn_inject", Block: true},
+	KindHCFFNNorm:           {Name: "hc_ffn_norm", Block: true},
+	KindHCFFNDown:           {Name: "hc_ffn_down", Block: true},
+	KindHCFFNUp:             {Name: "hc_ffn_up", Block: true},
+	KindHCFFNInject:         {Name: "hc_ffn_inject", Block: true},
+	KindIndexerQNorm:        {Name: "indexer.q_norm", Block: true},
 	KindRopeFreqs:           {Name: "rope_freqs"},
 }
 
