@@ -218,7 +218,7 @@ func specLing(c *Config) *Spec {
 		TrunkLayer: layer,
 		HeadLayer:  head,
 		MoE:        SwitchGLUExperts(),
-		Experts:    func(layout ExpertLayout) []Want { return deepseekExperts(c, layout) },
+		Experts:    func(layout ExpertLayout) []Want { return NextNExperts(c, layout) },
 		MoELayer:   isMoE,
 		Forward:    lingForward,
 		Report:     lingReport(c, k),
@@ -260,9 +260,7 @@ func lingReport(c *Config, k lingConfig) ReportSpec {
 // lingGGUFLayer is gguf-py's bailingmoe3 tensor map of the full-attention
 // MoE layer (the MTP layer's kind; kv_b_proj becomes attn_k_b and attn_v_b,
 // split by the target; final_layernorm is layer_output_norm).
-var lingGGUFLayer = map[string]gg.TensorName{
-	"input_layernorm.weight":              gg.Weight(gg.KindAttnNorm),
-	"post_attention_layernorm.weight":     gg.Weight(gg.KindFFNNorm),
+var lingGGUFLayer = NextNGGUFLayer(map[string]gg.TensorName{
 	"attention.q_proj.weight":             gg.Weight(gg.KindAttnQ),
 	"attention.q_a_proj.weight":           gg.Weight(gg.KindAttnQA),
 	"attention.q_a_layernorm.weight":      gg.Weight(gg.KindAttnQANorm),
@@ -271,19 +269,9 @@ var lingGGUFLayer = map[string]gg.TensorName{
 	"attention.kv_a_layernorm.weight":     gg.Weight(gg.KindAttnKVANorm),
 	"attention.g_proj.weight":             gg.Weight(gg.KindAttnGate),
 	"attention.dense.weight":              gg.Weight(gg.KindAttnOut),
-	"mlp.gate.weight":                     gg.Weight(gg.KindFFNGateInp),
 	"mlp.gate.expert_bias":                gg.Bias(gg.KindFFNExpProbsB),
-	"mlp.shared_experts.gate_proj.weight": gg.Weight(gg.KindFFNGateShexp),
-	"mlp.shared_experts.up_proj.weight":   gg.Weight(gg.KindFFNUpShexp),
-	"mlp.shared_experts.down_proj.weight": gg.Weight(gg.KindFFNDownShexp),
-	"mlp.gate_proj.weight":                gg.Weight(gg.KindFFNGate),
-	"mlp.up_proj.weight":                  gg.Weight(gg.KindFFNUp),
-	"mlp.down_proj.weight":                gg.Weight(gg.KindFFNDown),
-	"eh_proj.weight":                      gg.Weight(gg.KindNextNEHProj),
-	"enorm.weight":                        gg.Weight(gg.KindNextNEnorm),
-	"hnorm.weight":                        gg.Weight(gg.KindNextNHnorm),
 	"final_layernorm.weight":              gg.Weight(gg.KindLayerOutNorm),
-}
+})
 
 // lingGGUFMetadata is the keys BailingMoeV3Model.set_gguf_parameters adds
 // after TextModel's (run with one key-value head): the per-layer key-value

@@ -123,7 +123,7 @@ func parseDeepSeekConfig(raw []byte, f deepseekFamily) (*Config, error) {
 		return nil, fmt.Errorf("n_routed_experts %d, n_group %d, topk_group %d: the experts do not split into the groups", ds.NRoutedExperts, ds.NGroup, ds.TopkGroup)
 	case ds.QKRopeHeadDim%2 != 0:
 		return nil, fmt.Errorf("qk_rope_head_dim %d is odd", ds.QKRopeHeadDim)
-	case ds.RoutedScalingFactor < 0 || ds.RoutedScalingFactor == 0 && hasKey(raw, "routed_scaling_factor"):
+	case ds.RoutedScalingFactor < 0 || ds.RoutedScalingFactor == 0 && HasKey(raw, "routed_scaling_factor"):
 		// It scales every routed expert's output: zero or negative turns the
 		// experts off or around (absent, the modelling code's default is 1).
 		return nil, fmt.Errorf("routed_scaling_factor is %v: it must be positive", ds.RoutedScalingFactor)
@@ -134,16 +134,6 @@ func parseDeepSeekConfig(raw []byte, f deepseekFamily) (*Config, error) {
 	}
 	c.LayerTypes = slices.Repeat([]string{FullAttention}, c.NumHiddenLayers) // every layer full attention (reports)
 	return c, nil
-}
-
-// hasKey reports whether a flat config.json sets key (to any value, null included).
-func hasKey(raw []byte, key string) bool {
-	var top map[string]json.RawMessage
-	if json.Unmarshal(raw, &top) != nil {
-		return false
-	}
-	_, ok := top[key]
-	return ok
 }
 
 // deepseekMLA reports multi-head latent attention.
@@ -212,7 +202,7 @@ func deepseekSpec(c *Config, f deepseekFamily) *Spec {
 		TrunkLayer: layer,
 		HeadLayer:  head,
 		MoE:        SwitchGLUExperts(),
-		Experts:    func(layout ExpertLayout) []Want { return deepseekExperts(c, layout) },
+		Experts:    func(layout ExpertLayout) []Want { return NextNExperts(c, layout) },
 		MoELayer:   isMoE,
 		Forward:    deepseekForward,
 		Report:     deepseekReport(c, f.mla),
@@ -264,54 +254,15 @@ func deepseekReport(c *Config, mla bool) ReportSpec {
 	return r
 }
 
-// deepseekExperts lists the routed experts of one block: per expert in the
-// releases (transformers 5's fused layout when a checkpoint was saved by it).
-func deepseekExperts(c *Config, layout ExpertLayout) []Want {
-	h, i, e := int64(c.HiddenSize), int64(c.MoeIntermediateSize), int64(c.NumExperts)
-	if layout == Fused {
-		return []Want{{"mlp.experts.gate_up_proj", []int64{e, 2 * i, h}, 0}, {"mlp.experts.down_proj", []int64{e, h, i}, 0}}
-	}
-	out := make([]Want, 0, 3*c.NumExperts)
-	for x := range c.NumExperts {
-		p := "mlp.experts." + strconv.Itoa(x) + "."
-		out = append(out, Want{p + "gate_proj.weight", []int64{i, h}, 0}, Want{p + "up_proj.weight", []int64{i, h}, 0},
-			Want{p + "down_proj.weight", []int64{h, i}, 0})
-	}
-	return out
-}
-
-// deepseekGGUFTop is gguf-py's tensor map of the tensors outside the layers.
-var deepseekGGUFTop = map[string]gg.TensorName{"embed_tokens.weight": gg.Weight(gg.KindTokenEmbd), "norm.weight": gg.Weight(gg.KindOutputNorm), "lm_head.weight": gg.Weight(gg.KindOutput)}
-
 // deepseekGGUFLayer is gguf-py's tensor map of the lineage's GQA layers
-// (glm4moe), MoE and NextN tensors, from the suffixes under a decoder layer.
-var deepseekGGUFLayer = map[string]gg.TensorName{
-	"input_layernorm.weight":              gg.Weight(gg.KindAttnNorm),
-	"post_attention_layernorm.weight":     gg.Weight(gg.KindAttnPostNorm),
-	"self_attn.q_proj.weight":             gg.Weight(gg.KindAttnQ),
-	"self_attn.q_proj.bias":               gg.Bias(gg.KindAttnQ),
-	"self_attn.k_proj.weight":             gg.Weight(gg.KindAttnK),
-	"self_attn.k_proj.bias":               gg.Bias(gg.KindAttnK),
-	"self_attn.v_proj.weight":             gg.Weight(gg.KindAttnV),
-	"self_attn.v_proj.bias":               gg.Bias(gg.KindAttnV),
-	"self_attn.o_proj.weight":             gg.Weight(gg.KindAttnOut),
-	"self_attn.q_norm.weight":             gg.Weight(gg.KindAttnQNorm),
-	"self_attn.k_norm.weight":             gg.Weight(gg.KindAttnKNorm),
-	"mlp.gate.weight":                     gg.Weight(gg.KindFFNGateInp),
-	"mlp.gate.e_score_correction_bias":    gg.Bias(gg.KindFFNExpProbsB),
-	"mlp.shared_experts.gate_proj.weight": gg.Weight(gg.KindFFNGateShexp),
-	"mlp.shared_experts.up_proj.weight":   gg.Weight(gg.KindFFNUpShexp),
-	"mlp.shared_experts.down_proj.weight": gg.Weight(gg.KindFFNDownShexp),
-	"mlp.gate_proj.weight":                gg.Weight(gg.KindFFNGate),
-	"mlp.up_proj.weight":                  gg.Weight(gg.KindFFNUp),
-	"mlp.down_proj.weight":                gg.Weight(gg.KindFFNDown),
-	"eh_proj.weight":                      gg.Weight(gg.KindNextNEHProj),
-	"enorm.weight":                        gg.Weight(gg.KindNextNEnorm),
-	"hnorm.weight":                        gg.Weight(gg.KindNextNHnorm),
-	"embed_tokens.weight":                 gg.Weight(gg.KindNextNEmbedTokens),
-	"shared_head.norm.weight":             gg.Weight(gg.KindNextNSharedHeadNorm),
-	"shared_head.head.weight":             gg.Weight(gg.KindNextNSharedHeadHead),
-}
+// (glm4moe) over the NextN base: their biases, and post_attention_layernorm
+// as attn_post_norm.
+var deepseekGGUFLayer = NextNGGUFLayer(map[string]gg.TensorName{
+	"post_attention_layernorm.weight": gg.Weight(gg.KindAttnPostNorm),
+	"self_attn.q_proj.bias":           gg.Bias(gg.KindAttnQ),
+	"self_attn.k_proj.bias":           gg.Bias(gg.KindAttnK),
+	"self_attn.v_proj.bias":           gg.Bias(gg.KindAttnV),
+})
 
 // dsaIndexer is the DSA indexer's tensors in a layer that runs it
 // (DeepSeek-V3.2, GLM-5.2): wq_b over the query latent, wk, the LayerNorm

@@ -21,7 +21,7 @@ var deepseekV3Family = &Family{
 	MLX: MLXSpec{CombinedRefusal: deepseekCombinedRefusal(dsv3.name)},
 	GGUF: GGUFSpec{
 		Arch: "deepseek2", PreTokenizer: "deepseek-v3",
-		Top:      deepseekGGUFTop,
+		Top:      NextNGGUFTop,
 		Layer:    deepseek2GGUFLayer,
 		Hparams:  dsv3GGUFHparams,
 		Metadata: deepseek2GGUFMetadata,

@@ -21,7 +21,7 @@ var deepseekV32Family = &Family{
 	MLX: MLXSpec{CombinedRefusal: deepseekCombinedRefusal(dsv32.name)},
 	GGUF: GGUFSpec{
 		Arch: "deepseek32", PreTokenizer: "deepseek-v3",
-		Top:     deepseekGGUFTop,
+		Top:     NextNGGUFTop,
 		Layer:   dsaGGUFLayer,
 		Hparams: dsv3GGUFHparams, // DeepseekV32Config's head_dim as V3's
 		Metadata: func(m *Model, h Hparams, g *GGUFKeys) error {

@@ -13,7 +13,7 @@ var glm4MoeFamily = &Family{
 	MLX: MLXSpec{CombinedRefusal: deepseekCombinedRefusal(glm45.name)},
 	GGUF: GGUFSpec{
 		Arch: "glm4moe", PreTokenizer: "glm4",
-		Top:           deepseekGGUFTop,
+		Top:           NextNGGUFTop,
 		Layer:         deepseekGGUFLayer,
 		Metadata:      glmGGUFMetadata,
 		SpecialTokens: glmSpecialTokens,

@@ -28,7 +28,7 @@ var glm4MoeLiteFamily = &Family{
 	},
 	GGUF: GGUFSpec{
 		Arch: "deepseek2", PreTokenizer: "glm4",
-		Top:           deepseekGGUFTop,
+		Top:           NextNGGUFTop,
 		Layer:         deepseek2GGUFLayer,
 		Hparams:       deepseek2GGUFHparams,
 		Metadata:      deepseek2GGUFMetadata,

@@ -41,7 +41,7 @@ var glmMoeDsaFamily = &Family{
 	},
 	GGUF: GGUFSpec{
 		Arch: "glm-dsa", PreTokenizer: "glm4",
-		Top:           deepseekGGUFTop,
+		Top:           NextNGGUFTop,
 		Layer:         dsaGGUFLayer,
 		Hparams:       dsv3GGUFHparams, // GlmMoeDsaConfig's head_dim as V3's
 		Metadata:      glmDsaGGUFMetadata,

@@ -35,7 +35,7 @@ var hyV3Family = &Family{
 		// The pinned converter knows no Hy3 tokenizer hash; Hy4-preview's,
 		// the Hy line's newest it knows, is assumed (inferred; docs/hy.md).
 		Arch: "hy_v3", PreTokenizer: "hy_v4",
-		Top:          deepseekGGUFTop,
+		Top:          NextNGGUFTop,
 		Layer:        hyV3GGUFLayer,
 		Hparams:      hyV3GGUFHparams,
 		Metadata:     hyV3GGUFMetadata,
@@ -105,7 +105,7 @@ func parseHyV3(raw []byte) (*Config, error) {
 	if q := c.QuantizationConfig; q != nil && q.QuantMethod != "fp8" {
 		return nil, fmt.Errorf("quantization_config.quant_method is %q: %s is read in bf16 or block FP8 (weight_scale_inv, weight_block_size) only", q.QuantMethod, hyV3Name)
 	}
-	if !hasKey(raw, "head_dim") {
+	if !HasKey(raw, "head_dim") {
 		c.HeadDim = 128 // HYV3Config's default, not hidden_size / heads
 	}
 	var k hyV3Config
@@ -197,7 +197,7 @@ func specHyV3(c *Config) *Spec {
 		TrunkLayer: layer,
 		HeadLayer:  head,
 		MoE:        SwitchGLUExperts(),
-		Experts:    func(layout ExpertLayout) []Want { return deepseekExperts(c, layout) },
+		Experts:    func(layout ExpertLayout) []Want { return NextNExperts(c, layout) },
 		MoELayer:   isMoE,
 		Forward:    hyV3Forward,
 		Report:     hyV3Report(c, k),
@@ -227,30 +227,14 @@ func hyV3Report(c *Config, k hyV3Config) ReportSpec {
 // hyV3GGUFLayer is gguf-py's hy_v3 tensor map, from the suffixes under a
 // decoder layer (final_layernorm is the converter's nextn.shared_head_norm;
 // mlp.expert_bias is named whole, blk.N.exp_probs_b, as hy_v3's loader reads it).
-var hyV3GGUFLayer = map[string]gg.TensorName{
-	"input_layernorm.weight":          gg.Weight(gg.KindAttnNorm),
-	"post_attention_layernorm.weight": gg.Weight(gg.KindFFNNorm),
-	"self_attn.q_proj.weight":         gg.Weight(gg.KindAttnQ),
-	"self_attn.k_proj.weight":         gg.Weight(gg.KindAttnK),
-	"self_attn.v_proj.weight":         gg.Weight(gg.KindAttnV),
-	"self_attn.o_proj.weight":         gg.Weight(gg.KindAttnOut),
-	"self_attn.q_norm.weight":         gg.Weight(gg.KindAttnQNorm),
-	"self_attn.k_norm.weight":         gg.Weight(gg.KindAttnKNorm),
-	"mlp.gate_proj.weight":            gg.Weight(gg.KindFFNGate),
-	"mlp.up_proj.weight":              gg.Weight(gg.KindFFNUp),
-	"mlp.down_proj.weight":            gg.Weight(gg.KindFFNDown),
+var hyV3GGUFLayer = NextNGGUFLayer(map[string]gg.TensorName{
 	"mlp.router.gate.weight":          gg.Weight(gg.KindFFNGateInp),
 	"mlp.expert_bias":                 gg.BareName(gg.KindFFNExpProbsB),
 	"mlp.shared_mlp.gate_proj.weight": gg.Weight(gg.KindFFNGateShexp),
 	"mlp.shared_mlp.up_proj.weight":   gg.Weight(gg.KindFFNUpShexp),
 	"mlp.shared_mlp.down_proj.weight": gg.Weight(gg.KindFFNDownShexp),
-	"eh_proj.weight":                  gg.Weight(gg.KindNextNEHProj),
-	"enorm.weight":                    gg.Weight(gg.KindNextNEnorm),
-	"hnorm.weight":                    gg.Weight(gg.KindNextNHnorm),
 	"final_layernorm.weight":          gg.Weight(gg.KindNextNSharedHeadNorm),
-	"embed_tokens.weight":             gg.Weight(gg.KindNextNEmbedTokens),
-	"shared_head.head.weight":         gg.Weight(gg.KindNextNSharedHeadHead),
-}
+})
 
 // hyV3GGUFHparams fills what HYV3Config always has and config.json may
 // leave out, among the keys TextModel reads (the converter reads the

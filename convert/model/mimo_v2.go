@@ -40,7 +40,7 @@ var mimoV2Family = &Family{
 	MLX: MLXSpec{CombinedRefusal: "stock mlx-lm drops MiMo-V2's MTP layers (its mimo_v2_flash sanitize removes model.mtp.*), and mlx-vlm has no MiMo-V2 drafter, so a combined file would carry a head nothing runs."},
 	GGUF: GGUFSpec{
 		Arch: "mimo2", PreTokenizer: "qwen2",
-		Top: deepseekGGUFTop, Layer: mimoGGUFLayer,
+		Top: NextNGGUFTop, Layer: mimoGGUFLayer,
 		Hparams: mimoGGUFHparams, Metadata: mimoGGUFMetadata,
 		ChainedHeads: true,
 	},
@@ -206,7 +206,7 @@ func specMiMoV2(c *Config) *Spec {
 		TrunkLayer:     trunk,
 		HeadLayer:      head,
 		MoE:            SwitchGLUExperts(),
-		Experts:        func(layout ExpertLayout) []Want { return deepseekExperts(c, layout) },
+		Experts:        func(layout ExpertLayout) []Want { return NextNExperts(c, layout) },
 		MoELayer:       isMoE,
 		Forward:        mimoForward,
 		FP8Shards:      mimoQKVShards,
@@ -281,32 +281,18 @@ func mimoQKVShards(m *Model, weight string) (*RowShards, error) {
 // norms (post_attention_layernorm, the MTP layers' pre_mlp_layernorm) are
 // ffn_norm, the sinks' attention_sink_bias is read as attn_sinks.weight,
 // final_layernorm is layer_output_norm.
-var mimoGGUFLayer = map[string]gg.TensorName{
-	"input_layernorm.weight":           gg.Weight(gg.KindAttnNorm),
-	"post_attention_layernorm.weight":  gg.Weight(gg.KindFFNNorm),
-	"pre_mlp_layernorm.weight":         gg.Weight(gg.KindFFNNorm),
-	"self_attn.qkv_proj.weight":        gg.Weight(gg.KindAttnQKV),
-	"self_attn.q_proj.weight":          gg.Weight(gg.KindAttnQ),
-	"self_attn.k_proj.weight":          gg.Weight(gg.KindAttnK),
-	"self_attn.v_proj.weight":          gg.Weight(gg.KindAttnV),
-	"self_attn.o_proj.weight":          gg.Weight(gg.KindAttnOut),
-	"self_attn.attention_sink_bias":    gg.Weight(gg.KindAttnSinks),
-	"mlp.gate_proj.weight":             gg.Weight(gg.KindFFNGate),
-	"mlp.up_proj.weight":               gg.Weight(gg.KindFFNUp),
-	"mlp.down_proj.weight":             gg.Weight(gg.KindFFNDown),
-	"mlp.gate.weight":                  gg.Weight(gg.KindFFNGateInp),
-	"mlp.gate.e_score_correction_bias": gg.Bias(gg.KindFFNExpProbsB),
-	"eh_proj.weight":                   gg.Weight(gg.KindNextNEHProj),
-	"enorm.weight":                     gg.Weight(gg.KindNextNEnorm),
-	"hnorm.weight":                     gg.Weight(gg.KindNextNHnorm),
-	"final_layernorm.weight":           gg.Weight(gg.KindLayerOutNorm),
-}
+var mimoGGUFLayer = NextNGGUFLayer(map[string]gg.TensorName{
+	"pre_mlp_layernorm.weight":      gg.Weight(gg.KindFFNNorm),
+	"self_attn.qkv_proj.weight":     gg.Weight(gg.KindAttnQKV),
+	"self_attn.attention_sink_bias": gg.Weight(gg.KindAttnSinks),
+	"final_layernorm.weight":        gg.Weight(gg.KindLayerOutNorm),
+})
 
 // mimoGGUFHparams: the reference converter reads config.json itself
 // (transformers has no mimo_v2 configuration class), which has no
 // rms_norm_eps: TextModel writes no epsilon, MimoV2Model's layernorm_epsilon comes later.
 func mimoGGUFHparams(m *Model, h Hparams) {
-	if !hasKey(m.Config.Raw, "rms_norm_eps") {
+	if !HasKey(m.Config.Raw, "rms_norm_eps") {
 		delete(h, "rms_norm_eps")
 	}
 }

@@ -111,10 +111,10 @@ func nemotronHPattern(s string, list []string, key, listKey string) (string, err
 }
 
 func parseNemotronH(raw []byte) (*Config, error) {
-	if hasKey(raw, "llm_config") || hasKey(raw, "text_config") {
+	if HasKey(raw, "llm_config") || HasKey(raw, "text_config") {
 		return nil, fmt.Errorf("a nested Nemotron-H configuration (llm_config or text_config: the Nano Omni releases) is not read; only NemotronHForCausalLM's flat config.json is")
 	}
-	if !hasKey(raw, "num_experts_per_tok") {
+	if !HasKey(raw, "num_experts_per_tok") {
 		return nil, fmt.Errorf("Nemotron-H without routed experts (no num_experts_per_tok: the dense nemotron_h models) has no MTP draft graph in llama.cpp or mlx-vlm; only the MoE variants (Nemotron 3 Nano, Super) are converted")
 	}
 	c, err := DecodeConfig(raw, ConfigDefaults{PartialRotaryFactor: 1, RopeTheta: 10000, RMSNormEps: 1e-5})
@@ -125,10 +125,10 @@ func parseNemotronH(raw []byte) (*Config, error) {
 	if err := c.DecodeText(&nh); err != nil {
 		return nil, err
 	}
-	if !hasKey(raw, "num_key_value_heads") {
+	if !HasKey(raw, "num_key_value_heads") {
 		c.NumKeyValueHeads = c.NumAttentionHeads
 	}
-	if !hasKey(raw, "head_dim") {
+	if !HasKey(raw, "head_dim") {
 		c.HeadDim = 128
 	}
 	if q := c.QuantizationConfig; q != nil && (q.QuantMethod != "fp8" || len(q.WeightBlockSize) != 2) {
@@ -142,7 +142,7 @@ func parseNemotronH(raw []byte) (*Config, error) {
 	} else if nh.MTPPattern, err = nemotronHPattern(nh.MTPHybridOverridePattern, nh.MTPLayersBlockType, "mtp_hybrid_override_pattern", "mtp_layers_block_type"); err != nil {
 		return nil, err
 	}
-	if hasKey(raw, "layers_block_type") || !hasKey(raw, "num_hidden_layers") {
+	if HasKey(raw, "layers_block_type") || !HasKey(raw, "num_hidden_layers") {
 		c.NumHiddenLayers = len(nh.Pattern) // the converter's count
 	}
 	c.NumExperts, c.SharedExpertIntermed, c.RMSNormEps = nh.NRoutedExperts, nh.SharedExpertIntermediate, nh.LayerNormEpsilon
@@ -330,7 +330,7 @@ var nemotronHGGUFLayer = map[string]gg.TensorName{
 func nemotronHGGUFHparams(m *Model, h Hparams) {
 	raw := m.Config.Raw
 	for _, k := range []string{"rope_theta", "rms_norm_eps"} {
-		if !hasKey(raw, k) {
+		if !HasKey(raw, k) {
 			delete(h, k)
 		}
 	}

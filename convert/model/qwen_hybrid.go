@@ -200,25 +200,13 @@ func hybridDrafterText(m *Model, text map[string]any) {
 
 // hybridGGUFLayer is gguf-py's tensor map for qwen35moe, qwen3next and the
 // dense qwen35, from the suffixes under a decoder layer.
-var hybridGGUFLayer = map[string]gg.TensorName{
-	"input_layernorm.weight":             gg.Weight(gg.KindAttnNorm),
+var hybridGGUFLayer = NextNGGUFLayer(map[string]gg.TensorName{
 	"post_attention_layernorm.weight":    gg.Weight(gg.KindAttnPostNorm),
-	"self_attn.q_proj.weight":            gg.Weight(gg.KindAttnQ),
-	"self_attn.k_proj.weight":            gg.Weight(gg.KindAttnK),
-	"self_attn.v_proj.weight":            gg.Weight(gg.KindAttnV),
-	"self_attn.o_proj.weight":            gg.Weight(gg.KindAttnOut),
-	"self_attn.q_norm.weight":            gg.Weight(gg.KindAttnQNorm),
-	"self_attn.k_norm.weight":            gg.Weight(gg.KindAttnKNorm),
-	"mlp.gate.weight":                    gg.Weight(gg.KindFFNGateInp),
 	"mlp.shared_expert.gate_proj.weight": gg.Weight(gg.KindFFNGateShexp),
 	"mlp.shared_expert.up_proj.weight":   gg.Weight(gg.KindFFNUpShexp),
 	"mlp.shared_expert.down_proj.weight": gg.Weight(gg.KindFFNDownShexp),
 	"mlp.shared_expert_gate.weight":      gg.Weight(gg.KindFFNGateInpShexp),
-	// qwen35's dense SwiGLU MLP.
-	"mlp.gate_proj.weight": gg.Weight(gg.KindFFNGate),
-	"mlp.up_proj.weight":   gg.Weight(gg.KindFFNUp),
-	"mlp.down_proj.weight": gg.Weight(gg.KindFFNDown),
-}
+})
 
 // hybridGGUFHead is the head's tensors outside its layers (mtp.fc, ...) as
 // the reference converter remaps them: fc -> eh_proj, pre_fc_norm_embedding

@@ -44,7 +44,7 @@ var step35Family = &Family{
 	MLX: MLXSpec{CombinedRefusal: "stock mlx-lm's step3p5 model drops the MTP layers (layers past num_hidden_layers), so a combined file would carry heads nothing runs."},
 	GGUF: GGUFSpec{
 		Arch: "step35", PreTokenizer: "deepseek-v3", // the releases' tokenizer (llama.cpp#23845)
-		Top: deepseekGGUFTop, Layer: step35GGUFLayer,
+		Top: NextNGGUFTop, Layer: step35GGUFLayer,
 		Hparams: step35GGUFHparams, Metadata: step35GGUFMetadata, ChainedHeads: true, Computed: step35Computed,
 	},
 	OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
@@ -475,19 +475,8 @@ func cmpOr(s, d string) string {
 // step35GGUFLayer is gguf-py's tensor map of Step-3.5's layers (the router
 // bias renamed moe.router_bias.bias by the converter, the shared head's
 // transformer. infix dropped and output renamed head).
-var step35GGUFLayer = map[string]gg.TensorName{
-	"input_layernorm.weight":                gg.Weight(gg.KindAttnNorm),
-	"post_attention_layernorm.weight":       gg.Weight(gg.KindFFNNorm),
-	"self_attn.q_proj.weight":               gg.Weight(gg.KindAttnQ),
-	"self_attn.k_proj.weight":               gg.Weight(gg.KindAttnK),
-	"self_attn.v_proj.weight":               gg.Weight(gg.KindAttnV),
-	"self_attn.o_proj.weight":               gg.Weight(gg.KindAttnOut),
-	"self_attn.q_norm.weight":               gg.Weight(gg.KindAttnQNorm),
-	"self_attn.k_norm.weight":               gg.Weight(gg.KindAttnKNorm),
+var step35GGUFLayer = NextNGGUFLayer(map[string]gg.TensorName{
 	"self_attn.g_proj.weight":               gg.Weight(gg.KindAttnGate),
-	"mlp.gate_proj.weight":                  gg.Weight(gg.KindFFNGate),
-	"mlp.up_proj.weight":                    gg.Weight(gg.KindFFNUp),
-	"mlp.down_proj.weight":                  gg.Weight(gg.KindFFNDown),
 	"moe.gate.weight":                       gg.Weight(gg.KindFFNGateInp),
 	"moe.router_bias":                       gg.Bias(gg.KindFFNExpProbsB),
 	"moe.gate_proj.weight":                  gg.Weight(gg.KindFFNGateExps),
@@ -496,12 +485,9 @@ var step35GGUFLayer = map[string]gg.TensorName{
 	"share_expert.gate_proj.weight":         gg.Weight(gg.KindFFNGateShexp),
 	"share_expert.up_proj.weight":           gg.Weight(gg.KindFFNUpShexp),
 	"share_expert.down_proj.weight":         gg.Weight(gg.KindFFNDownShexp),
-	"eh_proj.weight":                        gg.Weight(gg.KindNextNEHProj),
-	"enorm.weight":                          gg.Weight(gg.KindNextNEnorm),
-	"hnorm.weight":                          gg.Weight(gg.KindNextNHnorm),
 	"transformer.shared_head.norm.weight":   gg.Weight(gg.KindNextNSharedHeadNorm),
 	"transformer.shared_head.output.weight": gg.Weight(gg.KindNextNSharedHeadHead),
-}
+})
 
 // step35GGUFHparams is Step35Model.set_gguf_parameters's change before
 // TextModel's keys: a per-layer rope_theta list becomes the full-attention
