@@ -11,6 +11,11 @@
   streams handed over before the trunk's mixer): on the rigged fixture its
   drafts are accepted, and the greedy text equals the text generated without
   drafting; on the plain fixture the same drafter's drafts are rejected.
+- A block-FP8 source with per-expert experts (the layout mlx-vlm's
+  convert_qwen4_exp_fp8_weights reads): our bf16 drafter of it equals the one
+  of its dequantized float32 twin byte for byte, and at --head-precision fp8
+  it is what mlx-vlm's splitter writes from the FP8 source itself (mxfp8 of
+  the exact weights, the experts stacked).
 """
 import json
 import shutil
@@ -23,7 +28,8 @@ import pytest
 from conftest import ROOT, export
 from test_glm import QUANTIZED, assert_same_drafter
 
-FIXTURES = {"plain": "qwen3.8-flash-next-tiny", "rigged": "qwen3.8-flash-next-tiny-rigged"}
+FIXTURES = {"plain": "qwen3.8-flash-next-tiny", "rigged": "qwen3.8-flash-next-tiny-rigged",
+            "fp8": "qwen3.8-flash-next-fp8-tiny", "fp8-dequant": "qwen3.8-flash-next-fp8-dequant-tiny"}
 PROMPT = [3, 17, 200, 33, 4, 99, 250, 11]
 NEW_TOKENS = 48
 
@@ -144,3 +150,20 @@ def test_unrigged_head_is_rejected(mtpconv, dirs, tmp_path):
     drafted, accepted = sum(drafter.draft_lens), sum(drafter.accept_lens)
     print(f"qwen4_exp plain bf16: drafted {drafted}, accepted {accepted}")
     assert drafted >= NEW_TOKENS // 2 and accepted < 0.5 * drafted, (drafter.accept_lens, drafter.draft_lens)
+
+
+def test_fp8_source(mtpconv, dirs, tmp_path):
+    from mlx_vlm.speculative.drafters import load_drafter
+    from mlx_vlm.speculative.drafters.qwen4_exp_mtp.split import split_qwen4_exp_mtp
+    a = export(mtpconv, dirs["fp8"], tmp_path / "fp8", "--target", "mlx")
+    b = export(mtpconv, dirs["fp8-dequant"], tmp_path / "dequant", "--target", "mlx")
+    assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
+    assert (a / "config.json").read_bytes() == (b / "config.json").read_bytes()
+    with mx.stream(mx.cpu):
+        ref = split_qwen4_exp_mtp(str(dirs["fp8"]), str(tmp_path / "ref"))
+    ours = export(mtpconv, dirs["fp8"], tmp_path / "ours", "--target", "mlx", "--head-precision", "fp8", "--mlx-rounding", "cpu")
+    got = assert_same_drafter(ours, ref)
+    assert json.loads((ours / "config.json").read_text())["quantization"]["mode"] == "mxfp8"
+    assert got["layers.0.mlp.switch_mlp.gate_proj.weight"].dtype == mx.uint32
+    for folder in (a, ours):
+        assert load_drafter(str(folder))[1] == "mtp"

@@ -62,6 +62,9 @@ func TestQwen4ExpFamily(t *testing.T) {
 	if m.Family.Name != "qwen4_exp" || m.MTPDepth != 1 || m.HeadError() != nil || m.TrunkError() != nil || m.TextPrefix != "model.language_model." {
 		t.Fatalf("family %s depth %d prefix %s: %v %v", m.Family, m.MTPDepth, m.TextPrefix, m.HeadError(), m.TrunkError())
 	}
+	if f := testmodel.Load(t, fixtures.Qwen38FlashNextFP8); !f.FP8 || f.HeadError() != nil || f.TrunkError() != nil || len(f.MTPExperts) != 1 || f.MTPExperts[0].Layout == model.Fused {
+		t.Errorf("the block-FP8 fixture (per-expert experts): fp8 %v: %v %v", f.FP8, f.HeadError(), f.TrunkError())
+	}
 	for _, c := range []struct {
 		target string
 		o      targets.Options
