@@ -123,7 +123,10 @@ func replacedByUs(dir string, prior *Manifest, name, sum string) (u Updated, our
 	if !ok || sum == u.Original.SHA256 {
 		return u, false, nil
 	}
-	if wrote, _ := findFile(prior.Files, name); wrote.SHA256 != sum {
+	if u.Interim != "" && sum == u.Interim {
+		return u, true, nil // a run stopped between its first and last step
+	}
+	if wrote, _ := FindFile(prior.Files, name); wrote.SHA256 != sum {
 		return u, false, fmt.Errorf("--into %s: %s changed since mtpconv updated it (sha256 %s, recorded %s); put back the version mtpconv wrote or the original in %s/ first", dir, name, sum, wrote.SHA256, IntoOriginals)
 	}
 	return u, true, nil
@@ -139,7 +142,8 @@ func IntoOwned(dir, name string) (bool, error) {
 	return slices.Contains(prior.Into.OwnedFiles, name), nil
 }
 
-func findFile(files []File, name string) (File, bool) {
+// FindFile is the record of file name among files.
+func FindFile(files []File, name string) (File, bool) {
 	for _, f := range files {
 		if f.Name == name {
 			return f, true

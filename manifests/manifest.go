@@ -69,6 +69,10 @@ type Into struct {
 	OwnedFiles []string  `json:"owned_files"`
 	Updated    []Updated `json:"updated,omitempty"` // the folder's files mtpconv replaced
 	Kept       []File    `json:"kept,omitempty"`    // the folder's files the output builds on (the trunk's weights), unchanged
+	// Superseded are the files of an earlier addition this one replaces,
+	// as that one wrote them: a run stopped before replacing them leaves
+	// them in place, still mtpconv's.
+	Superseded []File `json:"superseded,omitempty"`
 }
 
 // Owns reports whether the folder's file name is one mtpconv wrote. In an
@@ -83,6 +87,11 @@ func (m *Manifest) Owns(name string) bool {
 type Updated struct {
 	Name     string `json:"name"`
 	Original File   `json:"original"`
+	// Interim is the sha256 of what the file held between the first and
+	// the last step of the addition (plan.IntoUpdate.Interim), when that
+	// differs from both: a run stopped there left it, and one run again
+	// starts from the original.
+	Interim string `json:"interim_sha256,omitempty"`
 }
 
 // UpdatedFile returns the record of a replaced file, if name is one.

@@ -1,5 +1,7 @@
 package manifests
 
+import "github.com/mtpconv/mtpconv/convert/health"
+
 // Summary is what `mtpconv inspect` says about one of this tool's outputs.
 type Summary struct {
 	Kind       string            `json:"kind"` // "mtpconv_output"
@@ -13,6 +15,10 @@ type Summary struct {
 	Files      []File            `json:"files"`
 	Into       *Into             `json:"into,omitempty"` // added into a folder another tool wrote
 	Warnings   []string          `json:"warnings"`
+	// LostHalves: the concat projection's halves the manifest records lost
+	// (quant_error.parts; a head written with --allow-lossy-head): the
+	// head cannot draft, and inspect --strict fails it.
+	LostHalves []string `json:"lost_halves,omitempty"`
 }
 
 // PrecisionCount is how many tensors of a component have one precision.
@@ -34,5 +40,22 @@ func Summarize(m *Manifest, tc TargetCard) *Summary {
 	}
 	s.Warnings = append(s.Warnings, tc.Warnings...)
 	s.Warnings = append(s.Warnings, nonFiniteWarnings(m)...)
+	lost, degraded := m.RecordedHealth()
+	s.LostHalves = lost
+	s.Warnings = append(s.Warnings, degraded...)
 	return s
+}
+
+// RecordedHealth is what the recorded errors of the concat projection's
+// halves (quant_error.parts) say, without a source: the halves lost, the
+// halves degraded (health.JudgeErrors, as the export judged them).
+func (m *Manifest) RecordedHealth() (lost, degraded []string) {
+	for _, t := range m.Tensors {
+		if q := t.QuantError; q != nil && len(q.Parts) > 0 {
+			v := health.JudgeErrors(t.Name, q.Parts)
+			lost = append(lost, v.Lost...)
+			degraded = append(degraded, v.Degraded...)
+		}
+	}
+	return lost, degraded
 }

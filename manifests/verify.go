@@ -138,6 +138,17 @@ func Verify(ctx context.Context, dir string, src *st.Checkpoint) (*Report, error
 		checkExperts(r, m, t)
 	}
 	v.checkExtra()
+	if src == nil {
+		// Without a source, the export's own record of the halves' errors:
+		// a head written lossy (--allow-lossy-head) still cannot draft.
+		lost, degraded := m.RecordedHealth()
+		for _, l := range lost {
+			r.add("head_half_lost", "", "", "%s (as the manifest records the export): the head would load and draft at about 0 %%", l)
+		}
+		for _, d := range degraded {
+			r.Warnings = append(r.Warnings, Problem{"head_half_degraded", "", "", d + " (as the manifest records the export)"})
+		}
+	}
 	if src != nil {
 		r.Source = src.Source.Name()
 		cfg, err := st.ReadSmallFile(src.Source, "config.json", 16<<20)

@@ -50,6 +50,7 @@ func exportCommand() *cli.Command {
 			&cli.StringFlag{Name: targets.OptMaxShardSize, Usage: "combined: split the file into shards of at most this size (e.g. 5GB, 500MiB)"},
 			&cli.IntFlag{Name: targets.OptGroupSize, Value: 64, Usage: "quantization group size: mlx, combined affine 32 | 64 | 128 (default 64), mxfp4/mxfp8 32 only, nvfp4 16 only (the default for those); openvino int4 64 | 128"},
 			&cli.StringFlag{Name: targets.OptMLXRounding, Usage: "mlx, combined: gpu (what mlx_lm.convert gives on Apple silicon, the default) | cpu (MLX's CPU kernel)"},
+			&cli.StringFlag{Name: targets.OptRuntime, Usage: "hf --into: vllm | sglang: mend the repo for that runtime alone, where no quantization config serves both (GPTQ with routed experts in the head, AWQ without modules_to_not_convert) (default both)"},
 			&cli.StringFlag{Name: targets.OptGGUFType, Usage: "gguf: a llama-quantize file type, F16 | BF16 | Q8_0 | Q4_0 | Q4_K_M | Q4_K_S | Q5_K_M | Q6_K: what llama-quantize makes of the bf16 sidecar (instead of --head-precision)"},
 			&cli.StringFlag{Name: targets.OptGraft, Usage: "gguf: write the head into this trunk GGUF of the same model: one bundled GGUF in --out named as it (a file of a split set: the whole set, its files named as the trunk's), the trunk's tensors copied unchanged (--force replaces a head it already holds)"},
 			&cli.IntFlag{Name: targets.OptRouterBits, Value: 8, Usage: "mlx, combined: bits of the MoE router and shared_expert_gate when quantized, at group size 64, as mlx-lm does (0: same as their component)"},
@@ -108,12 +109,12 @@ func exportOptions(c *cli.Context) (targets.Options, error) {
 		MLXRounding: c.String(targets.OptMLXRounding), RouterBits: c.Int(targets.OptRouterBits), Set: map[string]bool{},
 		TrunkRecipe: c.String(targets.OptTrunkRecipe), QBits: c.Int(targets.OptQBits), QGroupSize: c.Int(targets.OptQGroupSize),
 		QMode: c.String(targets.OptQMode), QuantPredicate: c.String(targets.OptQuantPredicate), GGUFType: c.String(targets.OptGGUFType),
-		Graft: c.String(targets.OptGraft),
+		Graft: c.String(targets.OptGraft), Runtime: c.String(targets.OptRuntime),
 	}
 	for _, n := range []string{targets.OptHeadPrecision, targets.OptTrunkPrecision, targets.OptLMHeadPrecision, targets.OptGroupSize,
 		targets.OptSym, targets.OptMLXRounding, targets.OptRouterBits, targets.OptMaxShardSize,
 		targets.OptTrunkRecipe, targets.OptQBits, targets.OptQGroupSize, targets.OptQMode, targets.OptQuantPredicate, targets.OptGGUFType,
-		targets.OptGraft} {
+		targets.OptGraft, targets.OptRuntime} {
 		o.Set[n] = c.IsSet(n)
 	}
 	if v := c.String(targets.OptMaxShardSize); v != "" {
@@ -248,6 +249,14 @@ func printExport(c *cli.Context, req export.Request, oc *export.Outcome, dest st
 		}
 		fmt.Fprintf(c.App.Writer, "exported %s: %s, %s, %d bytes in %.1fs (%d source bytes read, peak RSS %d MiB)\n",
 			dest, words.Count(sum.Tensors, "tensor"), words.Count(len(sum.Files), "file"), sum.BytesOut, sum.Seconds, sum.BytesRead, sum.PeakRSS>>20)
+		if req.Resume {
+			if len(sum.ReusedFiles) == 0 {
+				fmt.Fprintln(c.App.Writer, "resumed: no file of the interrupted run could be reused; every file was written again")
+			} else {
+				fmt.Fprintf(c.App.Writer, "resumed: reused %s of the interrupted run, every input byte proven unchanged: %s\n",
+					words.Count(len(sum.ReusedFiles), "file"), strings.Join(sum.ReusedFiles, ", "))
+			}
+		}
 		if remote != nil {
 			fmt.Fprintf(c.App.Writer, "fetched %d of the checkpoint's %d bytes from %s (%.2f%%)\n",
 				sum.BytesFetched, sum.SourceTotal, remote.Name(), 100*float64(sum.BytesFetched)/float64(max(1, sum.SourceTotal)))

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/urfave/cli/v2"
@@ -34,11 +35,17 @@ func flagReference(app *cli.App) string {
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
 	p("Global flags: %s.", strings.Join(flagNames(app.Flags), ", "))
 	p("")
+	p("%s", exitCodes)
+	p("")
 	for _, c := range app.Commands {
 		p("### `mtpconv %s`", strings.TrimSpace(c.Name+" "+c.ArgsUsage))
 		p("")
 		p("%s.", strings.TrimSuffix(c.Usage, "."))
 		p("")
+		if c.Name == "inspect" {
+			p("Families it reads (`family` in its report): %s.", "`"+strings.Join(model.Families(), "`, `")+"`")
+			p("")
+		}
 		if c.Name == "export" {
 			p("| `--target` | writes | takes |")
 			p("|---|---|---|")

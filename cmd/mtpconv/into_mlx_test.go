@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -92,6 +93,19 @@ func headlessMLXFolderOf(t *testing.T, fixture string, args ...string) string {
 // safetensorsEntries reads a safetensors file's tensors' bytes by name.
 func safetensorsEntries(t *testing.T, path string, keep func(string) bool) map[string][]byte {
 	t.Helper()
+	raw, h := readSafetensors(t, path)
+	out := map[string][]byte{}
+	for _, ti := range h.Tensors {
+		if keep(ti.Name) {
+			out[ti.Name] = append([]byte(string(ti.DType)+"|"), raw[ti.Begin:ti.End]...)
+		}
+	}
+	return out
+}
+
+// readSafetensors reads a safetensors file whole, with its parsed header.
+func readSafetensors(t *testing.T, path string) ([]byte, *st.Header) {
+	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -100,13 +114,7 @@ func safetensorsEntries(t *testing.T, path string, keep func(string) bool) map[s
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string][]byte{}
-	for _, ti := range h.Tensors {
-		if keep(ti.Name) {
-			out[ti.Name] = append([]byte(string(ti.DType)+"|"), raw[ti.Begin:ti.End]...)
-		}
-	}
-	return out
+	return raw, h
 }
 
 func isHead(n string) bool { return strings.HasPrefix(n, "mtp.") }
@@ -340,8 +348,9 @@ func TestIntoMLXRefusals(t *testing.T) {
 			os.Truncate(filepath.Join(dir, "config.json"), 65<<20)
 		}, nil, 1, "config.json is 68157440 bytes"},
 		{"index oversized", func(t *testing.T, dir string) {
-			os.Truncate(filepath.Join(dir, st.IndexFile), 65<<20)
-		}, nil, 1, "model.safetensors.index.json is 68157440 bytes"},
+			// The index limit is the safetensors header's, as inspect reads it.
+			os.Truncate(filepath.Join(dir, st.IndexFile), st.MaxHeaderSize+1)
+		}, nil, 1, fmt.Sprintf("model.safetensors.index.json is %d bytes", st.MaxHeaderSize+1)},
 		{"duplicate key", func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, "config.json"), bytes.Replace(cfg, []byte("{"), []byte(`{"model_type": "qwen3_5_moe",`), 1), 0o644)
 		}, nil, 1, `config.json: key "model_type" appears twice`},
@@ -412,6 +421,14 @@ func TestInspectMLXFolder(t *testing.T) {
 	os.Remove(filepath.Join(out, manifests.FileName))
 	if _, stdout, _ := runCLI(t, "inspect", out); !strings.Contains(stdout, "MTP head:      yes, in model.safetensors") || strings.Contains(stdout, "add one with") {
 		t.Errorf("head present: %s", stdout)
+	}
+	// An mlx-vlm drafter without mtpconv's manifest (as mlx-vlm or another
+	// tool leaves it) is the head, not a trunk without one.
+	dr := filepath.Join(t.TempDir(), "d")
+	exportTo(t, fixtures.Qwen36, dr, "--target", "mlx", "--no-card")
+	os.Remove(filepath.Join(dr, manifests.FileName))
+	if code, stdout, _ := runCLI(t, "inspect", "--strict", dr); code != 0 || !strings.Contains(stdout, "MTP head:      an mlx-vlm drafter (model_type qwen3_5_mtp)") || strings.Contains(stdout, "add one with") {
+		t.Errorf("a drafter without a manifest: exit %d: %s", code, stdout)
 	}
 	// After --into: the output summary says what mtpconv owns and builds on.
 	src := fixtures.Ensure(t, fixtures.Qwen36)

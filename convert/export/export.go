@@ -73,7 +73,7 @@ type Outcome struct {
 	SourceTotal  int64
 	Reused       []string
 	Notes        []string
-	Warnings     []string // what the card leaves out and why
+	Warnings     []string // what the card leaves out and why, head weights whose source is all zero
 	PeakMemory   int64    // dry run: the estimate for Jobs
 }
 
@@ -103,9 +103,12 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	}
 	opts := r.Options
 	opts.Force = r.Force
-	p, err := d.plan(t, m, opts)
+	// Planning evaluates the repo's config against every head module (an
+	// --into HF repo with thousands of re: entries): an interruption returns
+	// at once.
+	p, err := run.Interruptible(ctx, func() (*plan.Plan, error) { return d.plan(t, m, opts) })
 	if err != nil {
-		return nil, err
+		return nil, interrupted(ctx, d, err)
 	}
 	if err := checkNames(d, plannedNames(p)); err != nil {
 		return nil, err
@@ -139,7 +142,9 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	if err != nil {
 		return nil, interrupted(ctx, d, err)
 	}
-	oc.Notes = append(oc.Notes, hc.ordered(p.TensorFiles)...)
+	notes, warnings := hc.ordered(p.TensorFiles)
+	oc.Notes = append(oc.Notes, notes...)
+	oc.Warnings = append(oc.Warnings, warnings...)
 	if err := checkNames(d, fileNames(res.Files)); err != nil {
 		return nil, err
 	}
@@ -223,9 +228,7 @@ func runTarget(ctx context.Context, r Request, t targets.Target, p *plan.Plan, d
 func newManifest(r Request, p *plan.Plan, fingerprint manifests.Source, res *run.Result) *manifests.Manifest {
 	m := r.Model
 	model, _ := describeModel(r)
-	if model.NormConvention == NormConvention && !slices.ContainsFunc(p.Tensors, func(t plan.OutTensor) bool { return t.Has(plan.TNormPlusOne) }) {
-		model.NormConvention = StoredNormConvention // the target's runtime applies 1+w itself
-	}
+	model.NormConvention = p.NormConvention(m)
 	man := &manifests.Manifest{
 		Schema: manifests.SchemaVersion, Tool: manifests.Tool{Name: "mtpconv", Version: r.Version},
 		Source: fingerprint, Target: p.Target, Options: p.Options, Model: model,
@@ -341,17 +344,6 @@ func fileRecord(dir, name string) (manifests.File, error) {
 	return manifests.File{Name: name, Size: size, SHA256: sum}, err
 }
 
-// NormConvention is how every output stores zero-centred norms;
-// PlainNormConvention is what a card says of a head whose norms are plain
-// (GLM, DeepSeek, Step, ...), which are copied as applied.
-const (
-	NormConvention      = "zero-centred RMSNorm weights stored shifted: 1+w (the +1 is applied by mtpconv; loaders must not add it again)"
-	PlainNormConvention = "plain RMSNorm weights, stored as the source stores them (nothing added)"
-	// StoredNormConvention is what a card says of zero-centred norms the
-	// plan writes unshifted (a runtime that applies 1+w: qwen4_exp_mtp).
-	StoredNormConvention = "zero-centred RMSNorm weights stored as the source stores them: w (the runtime applies 1+w; nothing added)"
-)
-
 // describeModel fills the manifest's model section; notes say what the
 // card leaves out and why.
 func describeModel(r Request) (manifests.Model, []string) {
@@ -379,14 +371,7 @@ func describeModel(r Request) (manifests.Model, []string) {
 	return manifests.Model{Name: origin.Name(), Family: m.Family.Name, ModelType: m.Config.ModelType, BaseModel: base, License: lic,
 		LicenseName: licName, LicenseLink: licLink, RepoID: r.RepoID,
 		HiddenSize: m.Config.HiddenSize, NumExperts: m.Config.NumExperts, ExpertsPerTok: m.Config.NumExpertsPerTok,
-		MTPDepth: m.MTPDepth, NormConvention: normConvention(m)}, notes
-}
-
-func normConvention(m *model.Model) string {
-	if m.HeadHasZeroCentredNorms() {
-		return NormConvention
-	}
-	return PlainNormConvention
+		MTPDepth: m.MTPDepth}, notes
 }
 
 // planHash identifies a plan over a source, so a resumed run only reuses

@@ -30,6 +30,9 @@ import (
 // is touched until the last rename.
 const (
 	intoStaging = ".mtpconv-into"
+	// intoInterim, inside the staging folder, holds the interim versions of
+	// updated files (plan.IntoUpdate.Interim).
+	intoInterim = "interim"
 	intoLock    = ".mtpconv-into.lock"
 )
 
@@ -50,9 +53,13 @@ type addition struct {
 	lock    *outputLock
 	staging string   // ours once claimed: release removes it
 	present []string // of files, those an earlier --into wrote, as claimed
-	copies  []string // staged copies of originals (record)
-	updates []string // the folder's files replaced by their staged new version (the plan's IntoUpdates)
-	done    bool
+	// superseded are the present files as they are (each as mtpconv wrote it).
+	superseded []manifests.File
+	copies     []string // staged copies of originals (record)
+	updates    []string // the folder's files replaced by their staged new version (the plan's IntoUpdates)
+	early      []string // of updates, those replaced before the output's files (their interim is their new version)
+	interim    []string // of updates, those given a staged interim version first
+	done       bool
 }
 
 func newAddition(r Request, t targets.Target) (*addition, error) {
@@ -65,7 +72,11 @@ func newAddition(r Request, t targets.Target) (*addition, error) {
 	}
 	in, ok := t.(targets.Intoer)
 	if !ok {
-		return nil, targets.UsageError{Err: fmt.Errorf("--target %s does not take --into", t.Name())}
+		err := fmt.Errorf("--target %s does not take --into", t.Name())
+		if e, ok := t.(targets.IntoElsewhere); ok {
+			err = fmt.Errorf("%w: %s", err, e.Instead())
+		}
+		return nil, targets.UsageError{Err: err}
 	}
 	d := &addition{dir: r.Into, force: r.Force, noCard: r.NoCard, dryRun: r.DryRun, intoer: in, model: r.Model}
 	if dir, ok := r.Model.Checkpoint.Source.(source.Dir); ok {
@@ -100,7 +111,7 @@ func (d *addition) check() error {
 	if !d.dryRun {
 		return nil // the files of the folder are checked under the lock (claim), which may be another run's
 	}
-	_, err = intoReplaces(d.dir, files, d.force)
+	_, _, err = intoReplaces(context.Background(), d.dir, files, d.force)
 	return err
 }
 
@@ -187,7 +198,7 @@ func (d *addition) claim(ctx context.Context, p *plan.Plan, planHash string) (st
 	}
 	d.lock = lock
 	// Checked again under the lock: another run may have changed the folder.
-	if d.present, err = intoReplaces(d.dir, d.files, d.force); err != nil {
+	if d.present, d.superseded, err = intoReplaces(ctx, d.dir, d.files, d.force); err != nil {
 		return "", err
 	}
 	if err := d.checkStaging(); err != nil {
@@ -214,11 +225,53 @@ func (d *addition) finished(run.FileRecord)             {}
 // record completes the manifest with the Into record (see recordInto).
 func (d *addition) record(ctx context.Context, man *manifests.Manifest, p *plan.Plan) error {
 	copies, err := recordInto(ctx, d.dir, d.staging, man, p)
+	if err != nil {
+		return err
+	}
+	// The earlier version of a file this run writes anew (a run stopped
+	// before its rename leaves it); one of the same bytes needs no record.
+	for _, f := range d.superseded {
+		if now, _ := manifests.FindFile(man.Files, f.Name); now.SHA256 != f.SHA256 {
+			man.Into.Superseded = append(man.Into.Superseded, f)
+		}
+	}
 	d.copies = copies
 	for _, u := range p.IntoUpdates {
 		d.updates = append(d.updates, u.Name)
+		if u.Interim == nil {
+			continue
+		}
+		final := manifests.SHA256(plannedContents(p, u.Name))
+		switch sum := manifests.SHA256(u.Interim); sum {
+		case final:
+			d.early = append(d.early, u.Name)
+		default:
+			path := filepath.Join(d.staging, intoInterim, u.Name)
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(path, u.Interim, 0o644); err != nil {
+				return err
+			}
+			d.interim = append(d.interim, u.Name)
+			for i := range man.Into.Updated {
+				if man.Into.Updated[i].Name == u.Name {
+					man.Into.Updated[i].Interim = sum
+				}
+			}
+		}
 	}
-	return err
+	return nil
+}
+
+// plannedContents is the contents the plan gives a file of its own.
+func plannedContents(p *plan.Plan, name string) []byte {
+	for _, f := range p.Files {
+		if f.Name == name {
+			return f.Contents
+		}
+	}
+	return nil
 }
 
 // commit moves the staged files into the folder (intoSteps), unless the
@@ -230,8 +283,10 @@ func (d *addition) commit(ctx context.Context) error {
 	} else if !slices.Equal(now, d.present) {
 		return fmt.Errorf("--into %s: %s changed during the export; nothing was replaced", d.dir, strings.Join(d.files, " or "))
 	}
-	changes := intoChanges{files: d.files, ours: d.present, copies: d.copies}
-	changes.updates = d.updates
+	changes := intoChanges{files: d.files, ours: d.present, copies: d.copies, updates: d.updates, early: d.early, interim: d.interim}
+	if _, ok := d.intoer.(targets.InPlaceIntoer); ok {
+		changes.ours = nil // replaced by the renames, not removed first
+	}
 	steps := intoSteps(d.dir, d.staging, changes)
 	if err := ctx.Err(); err != nil {
 		return interrupted(ctx, d, err)
@@ -319,17 +374,20 @@ func findPresent(dir string, files []string) ([]string, error) {
 }
 
 // intoReplaces returns the files of the output an earlier --into wrote in
-// dir, refusing them unless force. --force replaces exactly these files,
-// never another file of the folder: neither one mtpconv did not write (see
-// findPresent), nor a manifest mtpconv did not write, nor a file an earlier
-// --into owned that this one would not replace.
-func intoReplaces(dir string, files []string, force bool) ([]string, error) {
+// dir, each as it is now, refusing them unless force. --force replaces
+// exactly these files, never another file of the folder: neither one
+// mtpconv did not write (see findPresent), nor a manifest mtpconv did not
+// write, nor a file an earlier --into owned that this one would not replace,
+// nor one of its files edited since (its bytes are not what the manifest
+// records: an edit is refused, not dropped, as for the folder's own files
+// mtpconv updated, manifests.IntoBase).
+func intoReplaces(ctx context.Context, dir string, files []string, force bool) ([]string, []manifests.File, error) {
 	kind, rec := manifests.FolderOwner(dir)
 	switch kind {
 	case manifests.OwnerForeign:
-		return nil, fmt.Errorf("%s has a %s that mtpconv did not write; refusing to replace it", dir, manifests.FileName)
+		return nil, nil, fmt.Errorf("%s has a %s that mtpconv did not write; refusing to replace it", dir, manifests.FileName)
 	case manifests.OwnerExport:
-		return nil, fmt.Errorf("%s is an mtpconv output of its own (not an export mtpconv added into); refusing to add into it", dir)
+		return nil, nil, fmt.Errorf("%s is an mtpconv output of its own (not an export mtpconv added into); refusing to add into it", dir)
 	}
 	if rec != nil {
 		for _, f := range rec.OwnedFiles {
@@ -337,19 +395,50 @@ func intoReplaces(dir string, files []string, force bool) ([]string, error) {
 				continue
 			}
 			if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
-				return nil, fmt.Errorf("%s holds %s from an earlier --into that this export would not replace; remove it (and %s) yourself to add this one", dir, f, manifests.FileName)
+				return nil, nil, fmt.Errorf("%s holds %s from an earlier --into that this export would not replace; remove it (and %s) yourself to add this one", dir, f, manifests.FileName)
 			}
 		}
 	}
 	present, err := findPresent(dir, files)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(present) > 0 && !force {
-		return nil, fmt.Errorf("%s already has %s (an earlier mtpconv --into wrote %s); pass --force to replace %s with mtpconv's (nothing else of the folder is touched)",
+		return nil, nil, fmt.Errorf("%s already has %s (an earlier mtpconv --into wrote %s); pass --force to replace %s with mtpconv's (nothing else of the folder is touched)",
 			dir, strings.Join(present, " and "), plural(len(present), "it", "them"), plural(len(present), "it", "them"))
 	}
-	return present, nil
+	sums, err := ownedAsWritten(ctx, dir, present)
+	if err != nil {
+		return nil, nil, err
+	}
+	return present, sums, nil
+}
+
+// ownedAsWritten hashes the files an earlier --into wrote, refusing one
+// whose bytes are neither what the manifest records nor the earlier
+// version a stopped run left (Into.Superseded).
+func ownedAsWritten(ctx context.Context, dir string, present []string) ([]manifests.File, error) {
+	if len(present) == 0 {
+		return nil, nil
+	}
+	prior, err := manifests.LoadInto(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []manifests.File
+	for _, f := range present {
+		size, sum, err := manifests.HashFileContext(ctx, filepath.Join(dir, f))
+		if err != nil {
+			return nil, fmt.Errorf("--into %s: %w", dir, err)
+		}
+		wrote, _ := manifests.FindFile(prior.Files, f)
+		old, _ := manifests.FindFile(prior.Into.Superseded, f)
+		if sum != wrote.SHA256 && sum != old.SHA256 {
+			return nil, fmt.Errorf("--into %s: %s changed since mtpconv wrote it (sha256 %s, recorded %s); mtpconv never replaces an edited file, --force or not: put back the version mtpconv wrote, or move %s out of the folder", dir, f, sum, wrote.SHA256, f)
+		}
+		out = append(out, manifests.File{Name: f, Size: size, SHA256: sum})
+	}
+	return out, nil
 }
 
 // intoStep is one change of the final phase of --into: a rename, or (no
@@ -369,6 +458,8 @@ type intoChanges struct {
 	ours    []string // of files, those in the folder an earlier --into wrote: removed
 	copies  []string // staged copies of originals (manifests.IntoOriginals/NAME) of the updated files
 	updates []string // the folder's files replaced by their staged new version (IntoUpdates)
+	early   []string // of updates, those whose new version goes in before the files
+	interim []string // of updates, those given their staged interim version before the files
 }
 
 // intoSteps orders the final phase so that a kill or failure between any
@@ -376,10 +467,13 @@ type intoChanges struct {
 // manifest first (it records the files as ours before any of them moves, so
 // an interrupted run can be completed with --force); then the copies of
 // originals (the whole manifests.IntoOriginals folder in one rename when the
-// destination has none yet); then the old files of ours removed, referring
-// files first (an old .xml never outlives its .bin); then the new files in
-// the Intoer's order (a new .xml never precedes its .bin); the updated files
-// last, each replaced by one rename.
+// destination has none yet); then the updated files whose new (or interim)
+// version must be in place before the output's files are (an HF repo's
+// config.json, excluding the head from the quantization before the index
+// lists it); then the old files of ours removed, referring files first (an
+// old .xml never outlives its .bin); then the new files in the Intoer's
+// order (a new .xml never precedes its .bin); the other updated files last,
+// each replaced by one rename, the interim ones by their new version.
 // A reader finds the old output, part of it with every descriptor's data
 // its own, or the new one.
 func intoSteps(dir, staging string, c intoChanges) []intoStep {
@@ -393,6 +487,14 @@ func intoSteps(dir, staging string, c intoChanges) []intoStep {
 			}
 		}
 	}
+	for _, f := range c.updates {
+		switch {
+		case slices.Contains(c.early, f):
+			steps = append(steps, intoStep{filepath.Join(staging, f), filepath.Join(dir, f)})
+		case slices.Contains(c.interim, f):
+			steps = append(steps, intoStep{filepath.Join(staging, intoInterim, f), filepath.Join(dir, f)})
+		}
+	}
 	for i := len(c.files) - 1; i >= 0; i-- {
 		if f := c.files[i]; slices.Contains(c.ours, f) {
 			steps = append(steps, intoStep{to: filepath.Join(dir, f)})
@@ -402,7 +504,9 @@ func intoSteps(dir, staging string, c intoChanges) []intoStep {
 		steps = append(steps, intoStep{filepath.Join(staging, f), filepath.Join(dir, f)})
 	}
 	for _, f := range c.updates {
-		steps = append(steps, intoStep{filepath.Join(staging, f), filepath.Join(dir, f)})
+		if !slices.Contains(c.early, f) {
+			steps = append(steps, intoStep{filepath.Join(staging, f), filepath.Join(dir, f)})
+		}
 	}
 	return steps
 }

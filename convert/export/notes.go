@@ -2,10 +2,12 @@ package export
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/mtpconv/mtpconv/convert/health"
+	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/run"
 	"github.com/mtpconv/mtpconv/manifests"
 )
@@ -72,12 +74,34 @@ func headHealth(tensors []manifests.Tensor, allow bool) (notes []string, err err
 	return notes, nil
 }
 
+// zeroHead warns of the head's weights written from a source whose values
+// are all zero (an FP8 weight whose block scales are 0): inspect --strict
+// fails such an output ("every value is zero"), and the export says it
+// first. Norms and vectors are not judged so (zero is a zero-centred norm's
+// and a bias's legitimate value).
+func zeroHead(rec run.FileRecord) []string {
+	var out []string
+	for _, t := range rec.Tensors {
+		if t.Component == plan.ComponentHead && slices.Contains(rec.ZeroSources, t.Name) && health.KindOf(t.Name, len(t.Shape)) == health.KindWeight {
+			var srcs []string
+			for _, seg := range t.Segments {
+				if !slices.Contains(srcs, seg.Source) {
+					srcs = append(srcs, seg.Source)
+				}
+			}
+			out = append(out, fmt.Sprintf("%s: every value of its source (%s) is zero: the head cannot draft with it, and inspect --strict fails the output", t.Name, strings.Join(srcs, ", ")))
+		}
+	}
+	return out
+}
+
 // headCheck applies headHealth to each tensor file as the run finishes it,
 // before the file is reported: a refused head stops the run there.
 type headCheck struct {
-	allow bool
-	mu    sync.Mutex
-	notes map[string][]string // by file
+	allow    bool
+	mu       sync.Mutex
+	notes    map[string][]string // by file
+	warnings map[string][]string // by file
 }
 
 func (h *headCheck) accept(rec run.FileRecord) error {
@@ -88,17 +112,19 @@ func (h *headCheck) accept(rec run.FileRecord) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.notes == nil {
-		h.notes = map[string][]string{}
+		h.notes, h.warnings = map[string][]string{}, map[string][]string{}
 	}
 	h.notes[rec.File.Name] = notes
+	h.warnings[rec.File.Name] = zeroHead(rec)
 	return nil
 }
 
-// ordered is the notes in the plan's file order (files finish in any order).
-func (h *headCheck) ordered(files []string) []string {
-	var out []string
+// ordered is the notes and warnings in the plan's file order (files finish
+// in any order).
+func (h *headCheck) ordered(files []string) (notes, warnings []string) {
 	for _, f := range files {
-		out = append(out, h.notes[f]...)
+		notes = append(notes, h.notes[f]...)
+		warnings = append(warnings, h.warnings[f]...)
 	}
-	return out
+	return notes, warnings
 }

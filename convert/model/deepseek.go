@@ -55,6 +55,9 @@ type DeepSeekConfig struct {
 	IndexTopkPattern    json.RawMessage `json:"index_topk_pattern"`
 	IndexTopkFreq       *int            `json:"index_topk_freq"`
 	IndexSkipTopkOffset *int            `json:"index_skip_topk_offset"`
+	// IndexerTypesGiven: config.json itself lists indexer_types (GLM-5.2's
+	// does; GLM-5's and GLM-5.1's do not, every layer full).
+	IndexerTypesGiven bool `json:"-"`
 }
 
 // DecodeDeepSeekConfig decodes the lineage's keys of a config DecodeConfig

@@ -212,7 +212,8 @@ type HFSpec struct {
 	// torch nn.Linear: never quantized, whatever the repo's config says.
 	PlainVLLM, PlainSGLang []string
 	// LMHeads are the modules built as a ParallelLMHead (quantized only by
-	// a method that quantizes LM heads).
+	// a method that quantizes LM heads), which both runtimes replace by the
+	// trunk's lm_head when drafting: optional in a repo (hf.servedByTarget).
 	LMHeads []string
 	// SGLangName maps a head module to SGLang's name for it when SGLang's
 	// MTP class places it elsewhere (GLM's NextN layer is model.decoder);
@@ -307,6 +308,11 @@ type OpenVINOSpec struct {
 type MLXSpec struct {
 	// DrafterModelType is mlx-vlm's model_type for the head alone.
 	DrafterModelType string
+	// DrafterUnrunnable, when set, says why no released mlx-vlm runs the
+	// drafter yet (its splitter writes the folder, load_drafter cannot build
+	// it): the card says it in place of a snippet, the export prints it, the
+	// README's row quotes it.
+	DrafterUnrunnable string
 	// DrafterTextConfig fills keys the drafter's TextConfig needs that the
 	// family's config.json may lack (given the text config object).
 	DrafterTextConfig func(m *Model, text map[string]any)

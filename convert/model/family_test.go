@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,6 +109,9 @@ func TestFamilyStaticFacts(t *testing.T) {
 		spec := fam.Spec(c)
 		if got := spec.HeadZeroCentred(); got != fam.ZeroCentredHead {
 			t.Errorf("%s (%s): the Spec's head norms zero-centred %v, the descriptor says %v", fam.Name, fx.Name, got, fam.ZeroCentredHead)
+		}
+		if got, want := fam.HeadOwn(0), headOwn(fam, spec, 0); !slices.Equal(got, want) {
+			t.Errorf("%s (%s): the head's own tensors read without a config %v, for the fixture's %v", fam.Name, fx.Name, got, want)
 		}
 		if spec.Forward != nil {
 			m := &Model{Family: fam, Spec: spec, Config: c, TextPrefix: spec.TextPrefixes[0], MTPDepth: 1}

@@ -17,6 +17,7 @@ var glm4MoeLiteFamily = &Family{
 		// tensors at the top, the decoder layer as model.mtp_block, the
 		// shared head as lm_head, kv_b_proj absorbed (embed_q, unembed_out).
 		DrafterModelType:  "glm4_moe_lite_mtp",
+		DrafterUnrunnable: "mlx-vlm 0.7.10's `load_drafter` has no `glm4_moe_lite_mtp` model (the package holds the splitter and config only)",
 		DrafterName:       glmLiteDrafterName,
 		DrafterBlockExtra: 1,
 		DrafterKVB:        [2]string{"self_attn.embed_q.weight", "self_attn.unembed_out.weight"},

@@ -195,9 +195,24 @@ func derefBool(p *bool) any {
 	return *p
 }
 
+// glm5Keys is the family's own keys; for the zero config Family.HeadOwn
+// reads the head's names from, no sizes (the Spec then names every tensor
+// with zero shapes).
+func glm5Keys(c *Config) *Glm5NextConfig {
+	g := KeysOf[Glm5NextConfig](c)
+	if g.LinearAttn == nil {
+		return &Glm5NextConfig{LinearAttn: &struct {
+			NumHeads            int `json:"num_heads"`
+			HeadDim             int `json:"head_dim"`
+			ShortConvKernelSize int `json:"short_conv_kernel_size"`
+		}{}, IndexKPool: ptr(0), HCMult: ptr(0)}
+	}
+	return g
+}
+
 func specGLM5Next(c *Config) *Spec {
 	s := deepseekSpec(c, glm53Flash)
-	ds, g := KeysOf[DeepSeekConfig](c), KeysOf[Glm5NextConfig](c)
+	ds, g := KeysOf[DeepSeekConfig](c), glm5Keys(c)
 	h, L := int64(c.HiddenSize), c.NumHiddenLayers
 	w := func(suffix string, role Role, shape ...int64) Want {
 		return Want{Suffix: suffix, Shape: shape, Role: role}

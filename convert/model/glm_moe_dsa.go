@@ -76,6 +76,7 @@ func parseGLMMoeDsa(raw []byte) (*Config, error) {
 		// dimensions (kv_a_proj_with_mqa's rope part is that wide).
 		return nil, fmt.Errorf("%s is %v: GLM-5.2 heads rotate all qk_rope_head_dim dimensions (1.0 only)", c.rotaryKey, c.PartialRotaryFactor)
 	}
+	ds.IndexerTypesGiven = ds.IndexerTypes != nil
 	types, err := glmIndexerTypes(c.TrunkLayers(), ds)
 	if err != nil {
 		return nil, err
@@ -149,7 +150,11 @@ func specGLMMoeDsa(c *Config) *Spec {
 // glmDsaGGUFMetadata is the keys GlmMoeDsaModel.set_gguf_parameters adds
 // after DeepseekV2Model's: the rotary width again (qk_rope_head_dim ×
 // partial_rotary_factor, in place), the NextN layer count, the DSA
-// indexer's and its per-layer modes (true for full).
+// indexer's and, when config.json lists indexer_types, its per-layer modes
+// (true for full). The converter reads config.json as stored under its
+// pinned transformers (4.57.6 has no glm_moe_dsa configuration class), so
+// a GLM-5 config without the list gets no key; llama.cpp then takes every
+// layer of a model under 1M context as full, which GLM-5's are.
 func glmDsaGGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
 	if err := deepseek2GGUFMetadata(m, h, g); err != nil {
 		return err
@@ -159,6 +164,9 @@ func glmDsaGGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
 	g.U32("attention.indexer.head_count", ds.IndexNHeads)
 	g.U32("attention.indexer.key_length", ds.IndexHeadDim)
 	g.U32("attention.indexer.top_k", ds.IndexTopk)
+	if !ds.IndexerTypesGiven {
+		return nil
+	}
 	full := make([]bool, len(ds.IndexerTypes))
 	for i, t := range ds.IndexerTypes {
 		full[i] = t == "full"

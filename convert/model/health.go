@@ -3,10 +3,12 @@ package model
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/mtpconv/mtpconv/convert/health"
 	"github.com/mtpconv/mtpconv/convert/rows"
+	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
@@ -68,25 +70,118 @@ func (m *Model) HeadHealth(ctx context.Context) (*health.Report, error) {
 }
 
 // Concat reports whether a source tensor is a concat projection of the head
-// (the Forward's FC, or the same tensor of a later MTP layer of a head whose
-// layers each have one) and whether its input is the embedding first.
+// (Spec.ConcatProjection of any MTP layer) and whether its input is the
+// embedding first.
 func (m *Model) Concat(name string) (embeddingFirst, ok bool) {
-	if m.Spec == nil || m.Spec.Forward == nil {
+	if m.Spec == nil {
 		return false, false
 	}
-	f := m.Spec.Forward(m)
-	if f.FC == "" {
+	rel, ok := m.ConcatProjection()
+	if !ok {
 		return false, false
 	}
-	if name == f.FC {
-		return f.EmbeddingFirst, true
+	if name == m.HeadName(rel) {
+		return m.concatEmbeddingFirst(), true
 	}
-	if rel, ok := strings.CutPrefix(f.FC, m.HeadLayerPrefix(0)); ok {
+	if suffix, ok := strings.CutPrefix(rel, "layers.0."); ok && !m.Spec.HeadOneLayer {
 		for j := 1; j < m.MTPDepth; j++ {
-			if name == m.HeadLayerPrefix(j)+rel {
-				return f.EmbeddingFirst, true
+			if name == m.HeadLayerPrefix(j)+suffix {
+				return m.concatEmbeddingFirst(), true
 			}
 		}
 	}
 	return false, false
+}
+
+// ConcatProjection is the head's concat projection, fc(concat(embedding,
+// hidden)), as a HeadRelative name of MTP layer 0: the Forward's FC, or,
+// for a family that lowers no Forward (Nemotron-H), the head tensor its
+// GGUF table names nextn.eh_proj. A head whose two halves are tensors of
+// their own (ConcatSplit) has none.
+func (m *Model) ConcatProjection() (string, bool) {
+	s := m.Spec
+	if m.ConcatSplit() {
+		return "", false
+	}
+	fc := ""
+	if s.Forward != nil {
+		fc = s.Forward(m).FC
+	}
+	for _, w := range s.HeadTop {
+		if n := m.Family.GGUF.HeadTop[w.Suffix]; s.HeadPrefix+w.Suffix == fc || fc == "" && n.Kind == gg.KindNextNEHProj && !n.Bias {
+			return w.Suffix, true
+		}
+	}
+	for _, w := range s.HeadLayer {
+		if n := m.Family.GGUF.Layer[w.Suffix]; m.HeadLayerPrefix(0)+w.Suffix == fc || fc == "" && n.Kind == gg.KindNextNEHProj && !n.Bias {
+			return "layers.0." + w.Suffix, true
+		}
+	}
+	return "", false
+}
+
+// ConcatSplit says whether the head projects the embedding and the hidden
+// state with a tensor each, which llama.cpp joins into one nextn.eh_proj
+// (Qwen3.8-Flash-Next's fc_embedding and fc_hidden): each half is a whole
+// tensor, its quantization error recorded as any tensor's.
+func (m *Model) ConcatSplit() bool {
+	n := 0
+	for _, w := range m.Spec.HeadTop {
+		if k := m.Family.GGUF.HeadTop[w.Suffix]; k.Kind == gg.KindNextNEHProj && !k.Bias {
+			n++
+		}
+	}
+	return n > 1
+}
+
+// concatEmbeddingFirst says whether the concat projection takes the
+// embedding first (its Forward's order; true when the family lowers no
+// Forward: every family's modelling code mtpconv knows concatenates
+// [embedding, hidden]).
+func (m *Model) concatEmbeddingFirst() bool {
+	if m.Spec.Forward == nil {
+		return true
+	}
+	return m.Spec.Forward(m).EmbeddingFirst
+}
+
+// HeadOwn lists the head's own tensors of MTP layer j as HeadRelative names
+// (the head's top tensors with layer 0's): the concat projection, the norms
+// before it and the shared head's norm, which no trunk layer has and every
+// runtime's MTP graph reads by name. They are the head wants the family
+// requires (not RoleOptional) that its Forward names (EmbedNorm,
+// HiddenNorm, FC, FinalNorm) or its GGUF table gives a NextN kind. inspect
+// asks for them under each target's names in files that carry no source
+// (a GGUF file, an MLX folder): a head without one cannot draft.
+func (f *Family) HeadOwn(j int) []string {
+	// The names do not depend on the config's dimensions: the family's Spec
+	// for a zero config lists them (TestFamilyStaticFacts holds them equal
+	// to every fixture's), for files that carry no config of the family's
+	// (a GGUF file, an MLX drafter).
+	return headOwn(f, f.Spec(&Config{}), j)
+}
+
+func headOwn(f *Family, s *Spec, j int) []string {
+	m := &Model{Config: &Config{}, Spec: s, Family: f}
+	named := map[string]bool{}
+	if s.Forward != nil {
+		f := s.Forward(m)
+		for _, n := range []string{f.EmbedNorm, f.HiddenNorm, f.FC, f.FinalNorm} {
+			named[n] = n != ""
+		}
+	}
+	var out []string
+	if j == 0 {
+		for _, w := range s.HeadTop {
+			if w.Role&RoleOptional == 0 && (named[s.HeadPrefix+w.Suffix] || f.GGUF.HeadTop[w.Suffix].Kind.NextN()) {
+				out = append(out, w.Suffix)
+			}
+		}
+	}
+	for _, w := range s.HeadLayer {
+		if w.Role&RoleOptional == 0 && (named[m.HeadLayerPrefix(0)+w.Suffix] || f.GGUF.Layer[w.Suffix].Kind.NextN()) {
+			out = append(out, "layers."+strconv.Itoa(j)+"."+w.Suffix)
+		}
+	}
+	return out
 }

@@ -1,8 +1,11 @@
 package model_test
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/mtpconv/mtpconv/convert/model"
+	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/internal/testmodel"
 )
@@ -27,5 +30,36 @@ func TestConcat(t *testing.T) {
 	}
 	if _, ok := qwen.Concat("mtp.layers.0.self_attn.q_proj.weight"); ok {
 		t.Error("q_proj taken for the concat projection")
+	}
+}
+
+// Every family's own head tensors, read from its tables, hold its concat
+// projection and the norms before it, and no tensor a checkpoint may lack.
+func TestHeadOwn(t *testing.T) {
+	t.Parallel()
+	for _, name := range model.Families() {
+		f, _ := model.LookupFamily(name)
+		s := f.Spec(&model.Config{})
+		own := f.HeadOwn(0)
+		concat, norms := 0, 0
+		for _, rel := range own {
+			_, suffix, _ := strings.Cut(strings.TrimPrefix(rel, "layers."), ".")
+			switch {
+			case strings.HasSuffix(rel, "eh_proj.weight") || rel == "fc.weight" ||
+				f.GGUF.HeadTop[rel].Kind == gg.KindNextNEHProj || f.GGUF.Layer[suffix].Kind == gg.KindNextNEHProj:
+				concat++
+			case strings.Contains(rel, "norm"):
+				norms++
+			}
+			for _, w := range append(append([]model.Want{}, s.HeadTop...), s.HeadLayer...) {
+				if w.Role&model.RoleOptional != 0 && strings.HasSuffix(rel, w.Suffix) {
+					t.Errorf("%s: %s is optional", name, rel)
+				}
+			}
+		}
+		m := &model.Model{Family: f, Spec: s, Config: &model.Config{}}
+		if split := m.ConcatSplit(); concat != map[bool]int{false: 1, true: 2}[split] || norms < 3 {
+			t.Errorf("%s: the head's own tensors %v: want the concat projection and its norms", name, own)
+		}
 	}
 }

@@ -142,16 +142,7 @@ func parseQwen4Exp(raw []byte) (*Config, error) {
 	if err := c.DecodeText(&q); err != nil {
 		return nil, err
 	}
-	// Qwen4ExpTextConfig's defaults.
-	for _, d := range []struct {
-		p *(*int)
-		v int
-	}{{&q.HCCount, 4}, {&q.HCLowRank, 320}, {&q.IndexerNHeads, 4}, {&q.IndexerKVHeads, 1}, {&q.IndexerHeadDim, 128},
-		{&q.IndexerBudget, 2048}, {&q.IndexerCompressRatio, 4}} {
-		if *d.p == nil {
-			*d.p = ptr(d.v)
-		}
-	}
+	q.applyDefaults()
 	SetKeys(c, &q)
 	if c.Dense() {
 		return nil, fmt.Errorf("intermediate_size without num_experts: %s's layers are all sparse MoE", qwen4ExpName)
@@ -187,8 +178,23 @@ func parseQwen4Exp(raw []byte) (*Config, error) {
 	return c, nil
 }
 
+// applyDefaults fills the keys config.json leaves out with
+// Qwen4ExpTextConfig's defaults.
+func (q *Qwen4ExpConfig) applyDefaults() {
+	for _, d := range []struct {
+		p **int
+		v int
+	}{{&q.HCCount, 4}, {&q.HCLowRank, 320}, {&q.IndexerNHeads, 4}, {&q.IndexerKVHeads, 1}, {&q.IndexerHeadDim, 128},
+		{&q.IndexerBudget, 2048}, {&q.IndexerCompressRatio, 4}} {
+		if *d.p == nil {
+			*d.p = ptr(d.v)
+		}
+	}
+}
+
 func specQwen4Exp(c *Config) *Spec {
-	q := KeysOf[Qwen4ExpConfig](c)
+	q := *KeysOf[Qwen4ExpConfig](c) // a copy: a config built in code has none, and gets the defaults
+	q.applyDefaults()
 	h, v := int64(c.HiddenSize), int64(c.VocabSize)
 	hc, low := int64(*q.HCCount), int64(*q.HCLowRank)
 	kd := int64(c.LinearNumKeyHeads * c.LinearKeyHeadDim)

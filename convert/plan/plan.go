@@ -214,6 +214,13 @@ type Plan struct {
 type IntoUpdate struct {
 	Name   string `json:"name"`
 	SHA256 string `json:"sha256"`
+	// Interim, when set, is what the file holds while the output's files
+	// move in: it replaces the folder's file before any of them, and the
+	// planned version replaces it after all of them (once, first, when the
+	// two are equal). An HF repo's config.json excludes the head from the
+	// quantization before the index lists it, so that a run stopped at any
+	// step leaves a repo that builds whatever head it lists unquantized.
+	Interim []byte `json:"-"`
 }
 
 // FileEntries returns the entries of a tensor file, sorted by name, and the

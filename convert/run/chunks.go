@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"slices"
 	"sync"
 
 	"github.com/mtpconv/mtpconv/convert/health"
@@ -52,8 +53,9 @@ type tensorState struct {
 	f16Overflows int64
 	nonfinite    int64
 	negScales    int64
-	srcNext      int // next chunk for the source stage
-	outNext      int // next chunk for the output stage
+	nonzero      bool // a source value read for it is not zero
+	srcNext      int  // next chunk for the source stage
+	outNext      int  // next chunk for the output stage
 }
 
 // chunk is rows [row, row+rows) of one segment's source tensor, landing at
@@ -243,6 +245,7 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 	var qe quant.ErrStats
 	var overflows int
 	sc.refSq, sc.parts, sc.partsErr = 0, nil, nil
+	nonzero := seg.Scale != "" || nonZeroBytes(src.DType, raw) // a scaled segment: judged on its values below
 	switch {
 	case s.copyThrough:
 		pieces = []codec.Piece{{Name: t.Name, Data: raw, Num: s.storedRow * s.outSize, Den: 1}}
@@ -252,6 +255,7 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 		if err := sc.rd.Decode(seg, t.RowLen, c.row, c.rows, raw, sc.vals); err != nil {
 			return err
 		}
+		nonzero = slices.ContainsFunc(sc.vals[:elems], func(v float32) bool { return v != 0 })
 		s.transpose(sc, sc.vals, c.rows)
 		if pieces, overflows, err = s.transformValues(sc, sc.vals, elems, &qe); err != nil {
 			return fmt.Errorf("%s: %w", seg.Source, err)
@@ -293,6 +297,7 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 		s.f16Overflows += int64(overflows)
 		s.nonfinite += nonfinite
 		s.negScales += negScales
+		s.nonzero = s.nonzero || nonzero
 		s.qe.Max = max(s.qe.Max, qe.Max)
 		s.qe.SumSq += qe.SumSq
 		s.qe.N += qe.N
@@ -495,6 +500,7 @@ func (s *tensorState) finish() {
 	rec.F16Overflows = s.f16Overflows
 	rec.NonFinite = s.nonfinite
 	rec.NegativeScales = s.negScales
+	s.res.zeroSource = !s.nonzero && len(s.chunks) > 0
 	if t.Quant != nil {
 		rec.QuantError = &manifests.QuantError{MaxAbs: s.qe.Max, RMS: s.qe.RMS(), RelRMS: health.RelError(s.qe.SumSq, s.refSq)}
 		if s.parts != nil {
@@ -509,4 +515,24 @@ func (s *tensorState) finish() {
 			e.Size = plan.EntryBytes(st.Entry{Name: e.Name, DType: st.DType(e.DType), Shape: e.Shape})
 		}
 	}
+}
+
+// nonZeroBytes reports whether raw values of a float dtype hold a value
+// other than ±0 (every bit but the sign clear); any other dtype counts as
+// non-zero (not judged).
+func nonZeroBytes(dtype st.DType, raw []byte) bool {
+	size, err := dtype.Size()
+	switch {
+	case err != nil, dtype != st.BF16 && dtype != st.F16 && dtype != st.F32 && dtype != st.F8E4M3:
+		return true
+	}
+	for i, b := range raw {
+		if i%int(size) == int(size)-1 {
+			b &= 0x7f // little-endian: the sign is the last byte's top bit
+		}
+		if b != 0 {
+			return true
+		}
+	}
+	return false
 }

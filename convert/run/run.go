@@ -59,8 +59,12 @@ type FileRecord struct {
 	Read    int64
 	// Copied is the CRC-32C of the file's bytes copied from another file
 	// (a grafted trunk), in file order; empty when none are.
-	Copied string    `json:",omitempty"`
-	hash   hash.Hash // the file's sha256 state at its end (not for reused files)
+	Copied string `json:",omitempty"`
+	// ZeroSources are the tensors written whose source values are all
+	// zero (an FP8 weight whose block scales are 0, a rigged fixture's):
+	// said by the export, not recorded (a reused file has none).
+	ZeroSources []string  `json:"-"`
+	hash        hash.Hash // the file's sha256 state at its end (not for reused files)
 }
 
 // Result summarises a run.
@@ -422,6 +426,9 @@ func (fr *fileRun) finalize() {
 	for _, s := range fr.states {
 		r := s.res
 		rec.Tensors = append(rec.Tensors, r.record)
+		if r.zeroSource {
+			rec.ZeroSources = append(rec.ZeroSources, r.record.Name)
+		}
 		rec.Sources = append(rec.Sources, r.sources...)
 		rec.Read += r.read
 	}
@@ -439,9 +446,10 @@ func (fr *fileRun) abandon() {
 }
 
 type tensorResult struct {
-	record  manifests.Tensor
-	sources []manifests.SourceTensor
-	read    int64
+	record     manifests.Tensor
+	sources    []manifests.SourceTensor
+	read       int64
+	zeroSource bool // every source value read for it is zero
 }
 
 // record describes an output tensor for the manifest, before execution fills in hashes and errors.

@@ -5,6 +5,7 @@ package targets
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -52,6 +53,16 @@ type Intoer interface {
 	CheckInto(dir string, m *model.Model) ([]string, error)
 }
 
+// InPlaceIntoer is an Intoer whose files each describe only themselves (an
+// HF repo's safetensors file and index), so that a new one renamed over an
+// old one leaves no mixed output at any step: an earlier --into's files are
+// replaced by that rename, never removed first (an index listing a removed
+// head would serve the trunk without it while the config declares it).
+type InPlaceIntoer interface {
+	Intoer
+	ReplacesInPlace()
+}
+
 // IntoPlanner is an Intoer whose output depends on the folder it goes into
 // (MLX: the head in a file of its own, the folder's config.json and index
 // updated to declare it). PlanInto plans the export for dir, reading the
@@ -87,7 +98,10 @@ type Options struct {
 	// bundled file); Force lets it replace a head the trunk already holds.
 	Graft string
 	Force bool
-	Set   map[string]bool
+	// Runtime is the one runtime an HF repo is mended for (vllm or
+	// sglang), "" for both.
+	Runtime string
+	Set     map[string]bool
 }
 
 // Option names, as the CLI flags spell them.
@@ -106,6 +120,7 @@ const (
 	OptQMode           = "q-mode"
 	OptQuantPredicate  = "quant-predicate"
 	OptGGUFType        = "gguf-type"
+	OptRuntime         = "runtime"
 	OptGraft           = "graft"
 )
 
@@ -139,9 +154,18 @@ func TargetNames() []string {
 func LookupTarget(name string) (Target, error) {
 	t, ok := targets[name]
 	if !ok {
+		if _, lower := targets[strings.ToLower(name)]; lower {
+			return nil, fmt.Errorf("--target %q: target names are lower case: --target %s", name, strings.ToLower(name))
+		}
 		return nil, fmt.Errorf("--target %q: must be %s", name, strings.Join(TargetNames(), ", "))
 	}
 	return t, nil
+}
+
+// IntoElsewhere is a target that takes no --into but knows what does the
+// same for its consumer: Instead names it, for the error.
+type IntoElsewhere interface {
+	Instead() string
 }
 
 // CheckOptions refuses options the target does not take.
@@ -201,6 +225,18 @@ func TokenizerCopies(m *model.Model) []plan.OutFile {
 	}
 	return out
 }
+
+// HasTokenizer reports whether an output's files (by name) hold a
+// tokenizer its consumer can load by itself (tokenizer.json, or a BPE's
+// vocab.json and merges.txt): a card offers to generate with the folder
+// only then.
+func HasTokenizer(names []string) bool {
+	return slices.Contains(names, "tokenizer.json") || slices.Contains(names, "vocab.json") && slices.Contains(names, "merges.txt")
+}
+
+// NoTokenizer is what an export and its card say of a whole model written
+// without a tokenizer.
+const NoTokenizer = "the source has no tokenizer (tokenizer.json, or vocab.json and merges.txt), so neither has this folder: copy the base model's tokenizer files into it before generating with it"
 
 // ShellQuote quotes a path for a shell when it needs it, for the commands
 // that messages print.

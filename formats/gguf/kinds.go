@@ -171,6 +171,10 @@ func (k Kind) String() string {
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
 
+// NextN reports whether the kind is one of llama.cpp's MTP (nextn.*)
+// tensors: the head's own, which no trunk block has.
+func (k Kind) NextN() bool { return strings.HasPrefix(kinds[k].Name, "nextn.") }
+
 // TensorName is a tensor of a kind: its weight, its bias, or the kind's
 // name bare (no suffix: the reference converter writes a checkpoint tensor
 // that gguf-py's tensor map names whole, such as afmoe's and hy_v3's

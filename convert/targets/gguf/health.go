@@ -3,6 +3,7 @@ package gguf
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -37,12 +38,54 @@ func HeadHealth(path string, f *gg.File, s *gg.Summary) (*health.Report, error) 
 			return nil, err
 		}
 	}
+	present := map[string]bool{}
+	for _, m := range files.members {
+		for _, t := range m.File.Tensors {
+			present[t.Name] = true
+		}
+	}
+	r.Problems = append(r.Problems, missingHead(s.Architecture, s.MTPBlocks, present)...)
 	for _, m := range files.members {
 		if err := checkMember(r, m, blocks, e); err != nil {
 			return nil, err
 		}
 	}
 	return r, nil
+}
+
+// missingHead names the head's own tensors (model.Spec.HeadOwn) the MTP
+// blocks lack under llama.cpp's names: those every family llama.cpp names
+// arch holds. MTP layer j is block blocks[0]+j, the head's top tensors are
+// in block blocks[0].
+func missingHead(arch string, blocks []int64, present map[string]bool) []string {
+	specs := familiesOf(arch)
+	if len(specs) == 0 || len(blocks) == 0 {
+		return nil
+	}
+	var out []string
+	for _, b := range blocks {
+		j := int(b - blocks[0])
+		var want []string
+		for i, s := range specs {
+			var names []string
+			for _, rel := range s.HeadOwn(j) {
+				if n, err := headName(s.GGUF, rel, int(blocks[0])); err == nil {
+					names = append(names, n)
+				}
+			}
+			if i == 0 {
+				want = names
+			} else {
+				want = slices.DeleteFunc(want, func(n string) bool { return !slices.Contains(names, n) })
+			}
+		}
+		for _, n := range want {
+			if !present[n] {
+				out = append(out, fmt.Sprintf("%s is missing: the MTP head is incomplete (llama.cpp's %s MTP graph needs it; the head cannot draft)", n, arch))
+			}
+		}
+	}
+	return out
 }
 
 // checkMember adds the MTP block tensors of one file to the report.

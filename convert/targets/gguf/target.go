@@ -33,6 +33,11 @@ type target struct{}
 var _ targets.Target = target{}
 
 func (target) Name() string { return "gguf" }
+
+// Instead: the head goes into a trunk GGUF by grafting.
+func (target) Instead() string {
+	return "to add the head into a trunk GGUF, use --graft TRUNK.gguf --out DIR (one bundled file; the trunk is not changed); --out DIR alone writes a sidecar"
+}
 func (target) Usage() string {
 	return "the MTP head as an MTP-only GGUF sidecar for llama.cpp (--spec-type draft-mtp)"
 }

@@ -1,9 +1,13 @@
 package hf
 
 import (
+	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mtpconv/mtpconv/convert/export"
+	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/internal/testmodel"
@@ -47,5 +51,55 @@ func TestFamiliesWithoutRules(t *testing.T) {
 				t.Errorf("serving report: %+v (%v)", r, r.Err())
 			}
 		})
+	}
+}
+
+// Every family whose rules are ported drafts as written: its official
+// checkpoint, a repo of the head alone (--out, bf16 and, for an FP8 release,
+// fp8) and a headless repo of it mended by --into are each clean in
+// inspect's serving report (exit 0 for --strict). GLM-5.x releases ship no
+// shared_head.head (both runtimes draft with the trunk's lm_head in its
+// place); DeepSeek-V3's FP8 release stores eh_proj FP8, which both runtimes
+// build as a plain nn.Linear (written dequantized at every precision). Every
+// such family of the registry has a row.
+func TestEveryPortedFamilyServes(t *testing.T) {
+	fixturesOf := map[string][]string{}
+	for _, fx := range []string{fixtures.Qwen36, fixtures.Qwen35, fixtures.Qwen36Dense, fixtures.Qwen36FP8, fixtures.Next,
+		fixtures.GLM45, fixtures.GLM47Flash, fixtures.GLM52, fixtures.DeepSeekV3, fixtures.DeepSeekV3FP8, fixtures.DeepSeekV32} {
+		t.Run(fx, func(t *testing.T) {
+			src := testmodel.Load(t, fx)
+			fixturesOf[src.Family.Name] = append(fixturesOf[src.Family.Name], fx)
+			if r, err := Serving(src); err != nil || r.Err() != nil {
+				t.Fatalf("the checkpoint itself: %v %v", err, r.Err())
+			}
+			precs := []string{precBF16}
+			if src.FP8Info != nil {
+				precs = append(precs, precFP8)
+			}
+			for _, prec := range precs {
+				out := filepath.Join(t.TempDir(), "out")
+				o := targets.Options{HeadPrecision: prec, Set: map[string]bool{targets.OptHeadPrecision: true}}
+				if _, err := export.Export(context.Background(), export.Request{Model: src, Target: "hf", Out: out, Version: "test", Options: o}); err != nil {
+					t.Fatalf("--out at %s: %v", prec, err)
+				}
+				if r, err := Serving(loadRepo(t, out)); err != nil || r.Err() != nil {
+					t.Errorf("--out at %s: %v %v", prec, err, r.Err())
+				}
+			}
+			dir := makeRepo(t, repoSpec{Fixture: fx})
+			if _, err := exportInto(t, src, dir, targets.Options{}); err != nil {
+				t.Fatalf("--into: %v", err)
+			}
+			if r, err := Serving(loadRepo(t, dir)); err != nil || r.Err() != nil {
+				t.Errorf("--into: %v %v", err, r.Err())
+			}
+		})
+	}
+	for _, fam := range model.FamiliesWhere(func(f *model.Family) bool {
+		return f.HF.MTPClass != "" && f.HF.Unported == "" && f.HF.Refusal == ""
+	}) {
+		if len(fixturesOf[fam]) == 0 {
+			t.Errorf("family %s has ported rules and no row", fam)
+		}
 	}
 }

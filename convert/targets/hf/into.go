@@ -30,10 +30,14 @@ import (
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
-var _ targets.IntoPlanner = target{}
+var (
+	_ targets.IntoPlanner   = target{}
+	_ targets.InPlaceIntoer = target{}
+)
 
-// configLimit bounds config.json and the index read from a repo.
-const configLimit = 64 << 20
+// ReplacesInPlace: the head file and the index each describe only
+// themselves; an earlier --into's are replaced by one rename each.
+func (target) ReplacesInPlace() {}
 
 // repo is what --into reads of an HF repo: config.json and the index as they
 // were before mtpconv first replaced them, and the repo described from its
@@ -47,13 +51,14 @@ type repo struct {
 	ck                  *st.Checkpoint // the weight files as opened (closed by close)
 	weights             []string       // the trunk's weight files
 	ownHead             bool           // HeadFile is there and an earlier --into wrote it
+	runtimes            []Runtime      // the runtimes the repo is mended for (--runtime)
 }
 
 // readRepo reads an HF repo for --into, refusing what is not one.
 func readRepo(dir string) (*repo, error) {
 	r := &repo{dir: dir}
 	var err error
-	if r.config, r.configSum, err = manifests.IntoBase(dir, model.ConfigFile, configLimit); err != nil {
+	if r.config, r.configSum, err = manifests.IntoBase(dir, model.ConfigFile, model.MaxConfigSize); err != nil {
 		return nil, err
 	}
 	cfg, err := parseRepoConfig(r.config)
@@ -64,7 +69,7 @@ func readRepo(dir string) (*repo, error) {
 		return nil, err
 	}
 	if _, err := os.Lstat(filepath.Join(dir, st.IndexFile)); err == nil && !r.indexOurs {
-		if r.index, r.indexSum, err = manifests.IntoBase(dir, st.IndexFile, configLimit); err != nil {
+		if r.index, r.indexSum, err = manifests.IntoBase(dir, st.IndexFile, st.MaxHeaderSize); err != nil {
 			return nil, err
 		}
 	}
@@ -123,6 +128,11 @@ func (r *repo) close() {
 // value the head depends on, naming it; text-only *ForCausalLM configs and
 // vision-language wrappers of the same model are the same model.
 func (r *repo) sameModel(m *model.Model) error {
+	// The model type first: another model's repo differs in most values,
+	// and its type says which model it is.
+	if a, b := textType(r.m.Config), textType(m.Config); a != b || r.m.Family != m.Family {
+		return fmt.Errorf("--into %s holds another model: its %s says model_type %s, the source %s", r.dir, model.ConfigFile, a, b)
+	}
 	ours, theirs := m.Config.HeadValues(), r.m.Config.HeadValues()
 	for i := range ours {
 		k := ours[i].Key
@@ -132,9 +142,6 @@ func (r *repo) sameModel(m *model.Model) error {
 		if ours[i] != theirs[i] {
 			return fmt.Errorf("--into %s holds another model: its %s says %s %v, the source %v", r.dir, model.ConfigFile, k, theirs[i].Value, ours[i].Value)
 		}
-	}
-	if a, b := textType(r.m.Config), textType(m.Config); a != b || r.m.Family != m.Family {
-		return fmt.Errorf("--into %s holds another model: its %s says model_type %s, the source %s", r.dir, model.ConfigFile, a, b)
 	}
 	if d, ok := r.m.Config.ConfigMTPDepth(); ok && d != 0 && d != m.MTPDepth {
 		return fmt.Errorf("--into %s holds another model: its %s declares %d MTP layers, the source's head has %d", r.dir, model.ConfigFile, d, m.MTPDepth)
@@ -196,11 +203,16 @@ func (t target) PlanInto(dir string, m *model.Model, o targets.Options) (*plan.P
 	if err := m.HeadError(); err != nil {
 		return nil, err
 	}
+	runtimes, err := ParseRuntimes(o.Runtime)
+	if err != nil {
+		return nil, err
+	}
 	r, err := readRepo(dir)
 	if err != nil {
 		return nil, err
 	}
 	defer r.close()
+	r.runtimes = runtimes
 	if err := r.check(m); err != nil {
 		return nil, err
 	}
@@ -225,7 +237,7 @@ func (t target) PlanInto(dir string, m *model.Model, o targets.Options) (*plan.P
 	if err != nil {
 		return nil, err
 	}
-	cfg, notes, err := r.updatedConfig(m, head, q, key)
+	cfg, interim, notes, err := r.updatedConfig(m, head, q, key)
 	if err != nil {
 		return nil, err
 	}
@@ -236,6 +248,10 @@ func (t target) PlanInto(dir string, m *model.Model, o targets.Options) (*plan.P
 		Notes:    notes,
 		IntoKept: r.weights,
 	}
+	if o.Runtime != "" {
+		p.Options["runtime"] = o.Runtime
+		p.Notes = append(p.Notes, fmt.Sprintf("%s is mended for %s alone (--runtime %s): inspect --runtime %s judges it; the other runtime may build the head or the trunk otherwise", model.ConfigFile, Versions[Runtime(o.Runtime)], o.Runtime, o.Runtime))
+	}
 	idx, err := r.updatedIndex(head)
 	if err != nil {
 		return nil, err
@@ -244,10 +260,16 @@ func (t target) PlanInto(dir string, m *model.Model, o targets.Options) (*plan.P
 	if r.index != nil {
 		p.IntoUpdates = append(p.IntoUpdates, plan.IntoUpdate{Name: st.IndexFile, SHA256: r.indexSum})
 	}
-	// config.json last: it is what declares the head.
+	// config.json excludes the head from the quantization before the
+	// index lists it (a listed head not excluded is built quantized and
+	// drafts at ~0 %), and declares the depth last, after the head is in.
 	if !bytes.Equal(cfg, r.config) || manifests.SHA256(r.config) != r.configSum {
 		p.Files = append(p.Files, plan.OutFile{Name: model.ConfigFile, Contents: cfg})
-		p.IntoUpdates = append(p.IntoUpdates, plan.IntoUpdate{Name: model.ConfigFile, SHA256: r.configSum})
+		u := plan.IntoUpdate{Name: model.ConfigFile, SHA256: r.configSum}
+		if interim != nil && !bytes.Equal(interim, r.config) {
+			u.Interim = interim
+		}
+		p.IntoUpdates = append(p.IntoUpdates, u)
 	}
 	return p, nil
 }
@@ -274,11 +296,16 @@ func (r *repo) quant() (*Quant, string, error) {
 // it declares none, or 0) and the head's float modules excluded from its
 // quantization; the result is checked against both runtimes' rules with the
 // head stored as planned, and refused when either would build a module
-// otherwise than it is stored.
-func (r *repo) updatedConfig(m *model.Model, head []plan.OutTensor, q *Quant, key string) ([]byte, []string, error) {
+// otherwise than it is stored. interim, for a quantized repo, is the config
+// with the exclusion only (the depth as the repo declares it), in place while
+// the head goes in.
+func (r *repo) updatedConfig(m *model.Model, head []plan.OutTensor, q *Quant, key string) (cfg, interim []byte, notes []string, err error) {
+	fail := func(err error) ([]byte, []byte, []string, error) {
+		return nil, nil, nil, fmt.Errorf("--into %s: %s: %w", r.dir, model.ConfigFile, err)
+	}
 	root, err := jsonobj.Decode(r.config)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--into %s: %s: %w", r.dir, model.ConfigFile, err)
+		return fail(err)
 	}
 	mods := HeadModules(r.m, m.MTPDepth)
 	planned := plannedRepo(r.m, head)
@@ -288,40 +315,60 @@ func (r *repo) updatedConfig(m *model.Model, head []plan.OutTensor, q *Quant, ke
 			float = append(float, mod)
 		}
 	}
-	var notes []string
 	if q.Method != MethodNone {
-		qc, added, err := q.withExclusions(float, hfNames{r.m}, Repo{Tensors: r.m.Checkpoint.Tensors}.floatModules())
+		// AWQ without a list: vLLM derives one from the headers and SGLang
+		// none, so the derived list (vLLM's trunk as before) is written for
+		// vLLM alone; for SGLang only the head's entry (its trunk as before).
+		var derived []string
+		if !slices.Contains(r.runtimes, SGLang) {
+			derived = Repo{Tensors: r.m.Checkpoint.Tensors}.floatModules()
+		}
+		qc, added, err := q.withExclusions(float, hfNames{r.m}, derived)
 		if err != nil {
-			return nil, nil, fmt.Errorf("--into %s: %s: %w", r.dir, model.ConfigFile, err)
+			return fail(err)
 		}
 		if err := setNested(&root, key, qc); err != nil {
-			return nil, nil, fmt.Errorf("--into %s: %s: %w", r.dir, model.ConfigFile, err)
+			return fail(err)
 		}
 		if len(added) > 0 {
 			notes = append(notes, fmt.Sprintf("%s: %s %s gains %s, so vLLM and SGLang build the head as it is stored", model.ConfigFile, key, q.IgnoreKeyOf(), strings.Join(added, ", ")))
 		}
 		after, err := ParseQuant(mustRaw(qc))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if err := r.checkBuilds(after, mods, planned); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
+		}
+		if err := r.checkTrunk(q, after); err != nil {
+			return nil, nil, nil, err
+		}
+		if interim, err = r.encodeConfig(root); err != nil {
+			return nil, nil, nil, err
 		}
 	}
 	if d, ok := r.m.Config.ConfigMTPDepth(); !ok || d == 0 {
 		if err := setDepth(&root, m, r.m.Config.Nested); err != nil {
-			return nil, nil, fmt.Errorf("--into %s: %w", r.dir, err)
+			return nil, nil, nil, fmt.Errorf("--into %s: %w", r.dir, err)
 		}
 		notes = append(notes, fmt.Sprintf("%s: declares %d MTP layer(s)", model.ConfigFile, m.MTPDepth))
 	}
+	if cfg, err = r.encodeConfig(root); err != nil {
+		return nil, nil, nil, err
+	}
+	return cfg, interim, notes, nil
+}
+
+// encodeConfig writes config.json in the repo's own indentation and final newline.
+func (r *repo) encodeConfig(root jsonobj.Object) ([]byte, error) {
 	out, err := jsonobj.Indent(root, indentOf(r.config))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if !bytes.HasSuffix(r.config, []byte("\n")) {
 		out = bytes.TrimSuffix(out, []byte("\n"))
 	}
-	return out, notes, nil
+	return out, nil
 }
 
 // plannedRepo is the repo's tensors with the planned head's added, as the
@@ -337,20 +384,98 @@ func plannedRepo(m *model.Model, head []plan.OutTensor) Repo {
 	return Repo{Tensors: tensors}
 }
 
-// checkBuilds applies both runtimes' rules to the planned head in the
-// updated config: every module must be built as it is stored.
+// checkBuilds applies the runtimes' rules to the planned head in the
+// updated config: every module must be built as it is stored. When one
+// runtime would and the other would not, the refusal names --runtime.
 func (r *repo) checkBuilds(q *Quant, mods []Module, planned Repo) error {
-	for _, mod := range mods {
-		st := stored(planned, mod, map[string]bool{})
-		for _, rt := range Runtimes {
+	fails := map[Runtime]string{}
+	for _, rt := range r.runtimes {
+		for _, mod := range mods {
 			b := Decide(rt, q, r.m, mod, planned)
-			if why := verdict(rt, st, b); why != "" {
-				return fmt.Errorf("--into %s: no %s entry makes both runtimes build the head as mtpconv writes it: %s: %s; mtpconv does not add a head that would draft at ~0 %% (write it to a folder of its own with --out)",
-					r.dir, q.Method, mod.Name, why)
+			if why := verdict(rt, stored(planned, mod, map[string]bool{}), b); why != "" {
+				fails[rt] = mod.Name + ": " + why
+				break
 			}
 		}
 	}
+	for _, rt := range r.runtimes {
+		why, failed := fails[rt]
+		if !failed {
+			continue
+		}
+		if ok := r.passing(fails); len(ok) > 0 {
+			return fmt.Errorf("--into %s: no %s entry makes %s build the head as mtpconv writes it: %s; pass --runtime %s to mend the repo for %s alone", r.dir, q.Method, Versions[rt], why, ok[0], Versions[ok[0]])
+		}
+		return fmt.Errorf("--into %s: no %s entry makes %s build the head as mtpconv writes it: %s; mtpconv does not add a head that would draft at ~0 %% (write it to a folder of its own with --out)",
+			r.dir, q.Method, runtimeWords(r.runtimes), why)
+	}
 	return nil
+}
+
+// passing are the runtimes of r.runtimes without a failure.
+func (r *repo) passing(fails map[Runtime]string) []Runtime {
+	var ok []Runtime
+	for _, rt := range r.runtimes {
+		if _, failed := fails[rt]; !failed {
+			ok = append(ok, rt)
+		}
+	}
+	return ok
+}
+
+// runtimeWords names the runtimes: "both runtimes", or the one.
+func runtimeWords(rts []Runtime) string {
+	if len(rts) == 1 {
+		return Versions[rts[0]]
+	}
+	return "both runtimes"
+}
+
+// checkTrunk refuses an updated quantization config that changes how a
+// runtime builds any of the trunk's modules: only what concerns the head
+// is written (an AWQ list written where there was none turns off vLLM's
+// list derived from the headers, auto_awq.py:370-388).
+func (r *repo) checkTrunk(before, after *Quant) error {
+	repo := Repo{Tensors: r.m.Checkpoint.Tensors}
+	for _, mod := range trunkModules(r.m) {
+		for _, rt := range r.runtimes {
+			a, b := DecideTrunk(rt, before, mod, repo), DecideTrunk(rt, after, mod, repo)
+			if a.Quantized == b.Quantized && a.Error == b.Error {
+				continue
+			}
+			fix := ""
+			if len(r.runtimes) > 1 {
+				fix = "; pass --runtime vllm or --runtime sglang to mend the repo for one runtime alone"
+			}
+			return fmt.Errorf("--into %s: the %s entries the head needs would change how %s builds the trunk's %s (%s, then %s)%s",
+				r.dir, before.Method, Versions[rt], mod.Name, buildWord(a), buildWord(b), fix)
+		}
+	}
+	return nil
+}
+
+// trunkModules are the repo's own weight-bearing modules outside the head
+// that a quantization config could quantize: every module with a 2-D
+// weight or a quantized tensor, but the embeddings, the LM head and the
+// routers (built unquantized by both runtimes whatever the config says).
+func trunkModules(m *model.Model) []Module {
+	seen := map[string]bool{}
+	var out []Module
+	for _, n := range m.Checkpoint.Names {
+		t := m.Checkpoint.Tensors[n]
+		i := strings.LastIndexByte(n, '.')
+		if i < 0 || m.IsHead(n) || m.Is(n, model.RoleRouter) {
+			continue
+		}
+		mod, leaf := n[:i], n[i+1:]
+		if seen[mod] || strings.HasSuffix(mod, "embed_tokens") || strings.HasSuffix(mod, "lm_head") ||
+			(leaf == "weight" && len(t.Shape) != 2) || (leaf != "weight" && isFloat(t.DType)) {
+			continue
+		}
+		seen[mod] = true
+		out = append(out, Module{Name: mod, Rel: mod, Kind: KindLinear, Layer: -1})
+	}
+	return out
 }
 
 // IgnoreKeyOf names the config entry the method's exclusions go in.

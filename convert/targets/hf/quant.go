@@ -262,11 +262,20 @@ func (q *Quant) withExclusions(mods []Module, hfs hfNames, derived []string) (js
 			return nil, nil, fmt.Errorf("quantization_config.dynamic: %w", derr)
 		}
 		// First: the runtimes take the first key that matches
-		// (gptq_utils.py:91-103), and a positive one before ours would win.
+		// (gptq_utils.py:91-103), and a positive one before ours would win;
+		// the repo's own key of that spelling is moved there, its value kept.
 		var first jsonobj.Object
 		for _, p := range prefixes {
 			k := "-:^" + regexQuote(p) + ".*"
-			if !dyn.Has(k) {
+			i := slices.IndexFunc(dyn, func(kv jsonobj.KV) bool { return kv.Key == k })
+			switch {
+			case i == 0 && len(first) == 0:
+				first, dyn = append(first, dyn[0]), dyn[1:]
+			case i >= 0:
+				first = append(first, dyn[i])
+				dyn = slices.Delete(slices.Clone(dyn), i, i+1)
+				added = append(added, k+" (moved first)")
+			default:
 				first = append(first, jsonobj.KV{Key: k, Value: jsonobj.Object{}})
 				added = append(added, k)
 			}

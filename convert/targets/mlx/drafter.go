@@ -31,6 +31,12 @@ type drafter struct{}
 var _ targets.Target = drafter{}
 
 func (drafter) Name() string { return "mlx" }
+
+// Instead: the head goes into an MLX model folder as the combined target's
+// addition; the drafter is a folder of its own.
+func (drafter) Instead() string {
+	return "to add the head into an mlx_lm.convert / mlx-community folder, use --target combined --into DIR; the drafter is a folder of its own (--out DIR)"
+}
 func (drafter) Usage() string {
 	return "the MTP head as an mlx-vlm drafter folder (model.safetensors + config.json)"
 }
@@ -95,6 +101,9 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 		Metadata: map[string]string{"format": "mlx"},
 		Options:  map[string]string{"head_precision": o.Head.Name, "group_size": strconv.Itoa(o.GroupSize), "mlx_rounding": o.Rounding, "router_bits": routerBits},
 		Notes:    o.Notes,
+	}
+	if ms.DrafterUnrunnable != "" {
+		p.Notes = append(p.Notes, "nothing runs this drafter yet: "+ms.DrafterUnrunnable)
 	}
 	cfg, err := drafterConfig(m, p, o)
 	if err != nil {
@@ -189,33 +198,41 @@ func textConfigObject(m *model.Model) (map[string]any, error) {
 	return text, nil
 }
 
-// Card: the drafter pairs with an MLX conversion of the same trunk.
+// Card: the drafter pairs with an MLX conversion of the same trunk; the
+// snippet runs it with mlx-vlm, unless the family's MLX table says no
+// released mlx-vlm can yet.
 func (drafter) Card(man *manifests.Manifest) manifests.TargetCard {
+	ms := familyMLX(man)
+	how := []string{
+		"With mlx-vlm (0.7.10 tested): the trunk generates, this head drafts the next tokens (`{base}` is the trunk, or any MLX conversion of it):",
+		"", "```python",
+		"from mlx_vlm import generate, load",
+		"from mlx_vlm.speculative.drafters import load_drafter",
+		"",
+		"model, processor = load(\"{base}\")",
+		"drafter, kind = load_drafter(\"{repo}\")  # kind == \"mtp\"",
+		"result = generate(model, processor, \"The capital of France is\", max_tokens=40, draft_model=drafter, draft_kind=kind)",
+		"print(result.text)",
+		"```",
+	}
+	if ms.DrafterUnrunnable != "" {
+		how = []string{"Nothing runs this drafter yet: " + ms.DrafterUnrunnable + ". The folder is what mlx-vlm's own `" +
+			ms.DrafterModelType + "` splitter writes, for the mlx-vlm release that adds the model."}
+	}
 	return manifests.TargetCard{
 		Library: "mlx", Consumer: "MLX", TitlePrecision: man.Options["head_precision"],
-		What:      "the multi-token-prediction (MTP) head as an MLX speculative drafter (mlx-vlm's `" + drafterModelType(man) + "` format)",
+		What:      "the multi-token-prediction (MTP) head as an MLX speculative drafter (mlx-vlm's `" + cmp.Or(ms.DrafterModelType, "*_mtp") + "` format)",
 		Pairing:   "It pairs with an MLX conversion of the same trunk (`{base}`): the drafter shares the trunk's embedding and lm_head.",
 		Experts:   "stacked as mlx-lm's `switch_mlp` `[E, out, in]`",
 		Precision: precisionLines(man),
-		HowToRun: []string{
-			"With mlx-vlm (0.7.10 tested): the trunk generates, this head drafts the next tokens (`{base}` is the trunk, or any MLX conversion of it):",
-			"", "```python",
-			"from mlx_vlm import generate, load",
-			"from mlx_vlm.speculative.drafters import load_drafter",
-			"",
-			"model, processor = load(\"{base}\")",
-			"drafter, kind = load_drafter(\"{repo}\")  # kind == \"mtp\"",
-			"result = generate(model, processor, \"The capital of France is\", max_tokens=40, draft_model=drafter, draft_kind=kind)",
-			"print(result.text)",
-			"```",
-		},
+		HowToRun:  how,
 	}
 }
 
-// drafterModelType is mlx-vlm's model_type of the manifest's family.
-func drafterModelType(man *manifests.Manifest) string {
+// familyMLX is the MLX table of the manifest's family (empty when unknown).
+func familyMLX(man *manifests.Manifest) model.MLXSpec {
 	if f, ok := model.LookupFamily(man.Model.Family); ok {
-		return f.MLX.DrafterModelType
+		return f.MLX
 	}
-	return "*_mtp"
+	return model.MLXSpec{}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -69,7 +70,7 @@ func HeadHealth(dir string) (*health.Report, error) {
 			}
 		}
 	}
-	if len(heads) == 0 {
+	if len(heads) == 0 && !drafter {
 		return nil, nil
 	}
 	sort.Strings(heads)
@@ -79,7 +80,7 @@ func HeadHealth(dir string) (*health.Report, error) {
 	if drafter && fam != nil && fam.MLX.DrafterNormsStored {
 		e.Centre = 0 // the drafter's zero-centred norms are stored raw
 	}
-	r := &health.Report{Problems: []string{}}
+	r := &health.Report{Problems: missingHead(raw, cfg.ModelType, drafter, tensors)}
 	for _, name := range heads {
 		if strings.HasSuffix(name, ".scales") || strings.HasSuffix(name, ".biases") {
 			continue
@@ -107,6 +108,63 @@ func familyOf(raw []byte, modelType string) *model.Family {
 		return false
 	})
 	return fam
+}
+
+// missingHead names the head's own tensors (model.Spec.HeadOwn, MTP
+// layer 0) the folder lacks: in a drafter under the drafter's names (those
+// every family of its model_type holds), in a model holding a head apart
+// under the checkpoint's names (as the combined target writes them, not
+// renamed by another converter). A head in the layer list is not looked
+// for in a model: no MLX model keeps one (every such family refuses
+// --target combined).
+func missingHead(raw []byte, modelType string, drafter bool, present map[string]storedTensor) []string {
+	var want []string
+	if drafter {
+		first := true
+		model.FamiliesWhere(func(f *model.Family) bool {
+			if f.MLX.DrafterModelType != modelType {
+				return false
+			}
+			var names []string
+			for _, rel := range f.HeadOwn(0) {
+				if f.MLX.DrafterName != nil {
+					rel = f.MLX.DrafterName(rel)
+				}
+				names = append(names, rel)
+			}
+			if first {
+				want, first = names, false
+			} else {
+				want = slices.DeleteFunc(want, func(n string) bool { return !slices.Contains(names, n) })
+			}
+			return false
+		})
+	} else if c, err := model.ParseConfig(raw); err == nil {
+		if f, err := c.Family(); err == nil && !f.Spec(c).HeadInLayers && holdsPrefix(present, f.Spec(c).HeadPrefix) {
+			m := &model.Model{Config: c, Spec: f.Spec(c), Family: f}
+			for _, rel := range f.HeadOwn(0) {
+				want = append(want, m.HeadName(rel))
+			}
+		}
+	}
+	out := []string{}
+	for _, n := range want {
+		if _, ok := present[n]; !ok {
+			out = append(out, fmt.Sprintf("%s is missing: the MTP head is incomplete (the MTP forward reads it; the head cannot draft)", n))
+		}
+	}
+	return out
+}
+
+// holdsPrefix reports whether a tensor's name starts with prefix (a head
+// apart under the checkpoint's names, not one a converter renamed).
+func holdsPrefix(tensors map[string]storedTensor, prefix string) bool {
+	for n := range tensors {
+		if strings.HasPrefix(n, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // isConcat: the concat projection's MLX names (Qwen's mtp.fc, GLM's eh_proj).

@@ -26,9 +26,12 @@ type FolderReport struct {
 	WeightFiles  []string `json:"weight_files"`
 	MTPHead      bool     `json:"mtp_head"`
 	HeadFiles    []string `json:"head_files,omitempty"` // the weight files holding mtp.* tensors
-	BaseModel    string   `json:"base_model,omitempty"` // from the folder's model card
-	AddHead      string   `json:"add_head_command,omitempty"`
-	Why          string   `json:"why_no_command,omitempty"` // when no command can add one
+	// Drafter: the folder is an mlx-vlm drafter (its model_type a family's
+	// drafter model_type): every tensor is the head, none has an mtp. name.
+	Drafter   bool   `json:"drafter,omitempty"`
+	BaseModel string `json:"base_model,omitempty"` // from the folder's model card
+	AddHead   string `json:"add_head_command,omitempty"`
+	Why       string `json:"why_no_command,omitempty"` // when no command can add one
 }
 
 // IsFolder reports whether dir looks like an MLX model folder: a
@@ -60,6 +63,12 @@ func InspectFolder(dir string) (*FolderReport, error) {
 		}
 	}
 	if r.MTPHead {
+		return r, nil
+	}
+	// An mlx-vlm drafter (written by mtpconv or by mlx-vlm itself, with or
+	// without a manifest) is the head: not a trunk that lacks one.
+	if d := familyOf(f.config, f.cfg.ModelType); d != nil && d.MLX.DrafterModelType == f.cfg.ModelType {
+		r.Drafter, r.MTPHead, r.HeadFiles = true, true, f.weights
 		return r, nil
 	}
 	fam, err := f.cfg.Family()
@@ -116,6 +125,10 @@ func (r *FolderReport) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "weight files:  %s\n", strings.Join(r.WeightFiles, ", "))
 	if r.BaseModel != "" {
 		fmt.Fprintf(w, "base model:    %s (from its model card)\n", r.BaseModel)
+	}
+	if r.Drafter {
+		fmt.Fprintf(w, "MTP head:      an mlx-vlm drafter (model_type %s): every tensor of %s is the head\n", r.ModelType, strings.Join(r.HeadFiles, ", "))
+		return
 	}
 	if r.MTPHead {
 		fmt.Fprintf(w, "MTP head:      yes, in %s\n", strings.Join(r.HeadFiles, ", "))

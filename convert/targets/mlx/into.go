@@ -33,9 +33,9 @@ const HeadFile = "model-mtp.safetensors"
 // weightGlob is how mlx-lm's load_model finds a folder's weight files.
 const weightGlob = "model*.safetensors"
 
-// configLimit bounds the folder's config.json and index: a real index of a
-// 400B model is a few MB.
-const configLimit = 64 << 20
+// configLimit bounds the folder's config.json as every reader of a
+// config.json does (inspect's included).
+const configLimit = model.MaxConfigSize
 
 var _ targets.IntoPlanner = combined{}
 
@@ -99,7 +99,7 @@ func readFolder(dir string) (*folder, error) {
 		}
 	}
 	if _, err := os.Lstat(filepath.Join(dir, st.IndexFile)); err == nil {
-		if f.index, f.indexSum, err = manifests.IntoBase(dir, st.IndexFile, configLimit); err != nil {
+		if f.index, f.indexSum, err = manifests.IntoBase(dir, st.IndexFile, st.MaxHeaderSize); err != nil {
 			return nil, err
 		}
 	}

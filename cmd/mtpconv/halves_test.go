@@ -1,0 +1,73 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mtpconv/mtpconv/convert/health"
+	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/source"
+	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/manifests"
+)
+
+// Every family's concat projection, quantized, records the error of its
+// embedding and hidden halves on their own (quant_error.parts), and verify
+// --src recomputes both: Nemotron-H's recorded none, so an nvfp4 head whose
+// embedding half rounds to zero was written and verified clean.
+func TestConcatHalvesEveryFamily(t *testing.T) {
+	t.Parallel()
+	for family, fixture := range familyFixtures(t) {
+		t.Run(family, func(t *testing.T) {
+			t.Parallel()
+			src := fixtures.Ensure(t, fixture)
+			sm, err := model.Load(source.Dir(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sm.Checkpoint.Close()
+			_, ok := sm.ConcatProjection()
+			if !ok && !sm.ConcatSplit() {
+				t.Fatal("no concat projection in the family's tables")
+			}
+			args := []string{"--target", "mlx", "--head-precision", "int8"}
+			if sm.Family.MLX.DrafterModelType == "" {
+				args = []string{"--target", "gguf", "--gguf-type", "Q8_0"}
+			}
+			out := filepath.Join(t.TempDir(), "out")
+			if code, _, stderr := runCLI(t, append([]string{"export", "--src", src, "--out", out, "--quiet"}, args...)...); code != 0 {
+				t.Fatalf("export %v: %s", args, stderr)
+			}
+			m, err := manifests.Load(out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			halves := 0
+			for _, tr := range m.Tensors {
+				if q := tr.QuantError; q != nil && len(q.Parts) == 2 {
+					names := q.Parts[0].Name + "," + q.Parts[1].Name
+					if names != health.PartEmbedding+","+health.PartHidden || q.Parts[0].Rows == 0 || q.Parts[0].RelRMS <= 0 {
+						t.Errorf("%s: parts %+v", tr.Name, q.Parts)
+					}
+					halves++
+				}
+			}
+			if !ok { // the halves are tensors of their own (fc_embedding, fc_hidden): each records its error whole
+				for _, tr := range m.Tensors {
+					if q := tr.QuantError; q != nil && len(q.Parts) != 0 {
+						t.Errorf("%s records parts %+v: the family's halves are tensors of their own", tr.Name, q.Parts)
+					}
+				}
+				return
+			}
+			if halves == 0 {
+				t.Fatalf("%v: no tensor records its halves' errors", args)
+			}
+			code, stdout, _ := runCLI(t, "verify", out, "--src", src)
+			if code != 0 || !strings.Contains(stdout, "quantization error (relative RMS) embedding half") {
+				t.Errorf("verify --src: exit %d\n%s", code, stdout)
+			}
+		})
+	}
+}
