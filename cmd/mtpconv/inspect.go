@@ -110,8 +110,14 @@ func inspectCommand() *cli.Command {
 				if err := serving.Err(); err != nil {
 					return err
 				}
-				if err := m.HeadError(); err != nil {
-					return err
+				// A head the serving report judged is judged as the runtimes
+				// load it: its quantized storage, its layers against the
+				// declared depth (per runtime), what it lacks. HeadError's
+				// float dtypes and exact depth are an export source's needs.
+				if !serving.JudgedHead() {
+					if err := m.HeadError(); err != nil {
+						return err
+					}
 				}
 				return strictHealth(c, hr)
 			}

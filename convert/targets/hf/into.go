@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -434,8 +435,14 @@ func runtimeWords(rts []Runtime) string {
 // checkTrunk refuses an updated quantization config that changes how a
 // runtime builds any of the trunk's modules: only what concerns the head
 // is written (an AWQ list written where there was none turns off vLLM's
-// list derived from the headers, auto_awq.py:370-388).
+// list derived from the headers, auto_awq.py:370-388). The other methods'
+// entries are anchored on the head's own names (re:^mtp\..*, mtp.*, exact
+// module names), which no trunk module matches: not evaluated against a
+// trunk of thousands of modules.
 func (r *repo) checkTrunk(before, after *Quant) error {
+	if before.Method != MethodAWQ && before.Method != MethodGPTQ {
+		return nil
+	}
 	repo := Repo{Tensors: r.m.Checkpoint.Tensors}
 	for _, mod := range trunkModules(r.m) {
 		for _, rt := range r.runtimes {
@@ -457,7 +464,11 @@ func (r *repo) checkTrunk(before, after *Quant) error {
 // trunkModules are the repo's own weight-bearing modules outside the head
 // that a quantization config could quantize: every module with a 2-D
 // weight or a quantized tensor, but the embeddings, the LM head and the
-// routers (built unquantized by both runtimes whatever the config says).
+// routers (built unquantized by both runtimes whatever the config says),
+// and of per-expert modules those of expert 0 (the runtimes decide a MoE
+// block by expert 0's projections).
+var otherExpert = regexp.MustCompile(`\.experts\.([1-9]\d*)\.`)
+
 func trunkModules(m *model.Model) []Module {
 	seen := map[string]bool{}
 	var out []Module
@@ -468,6 +479,9 @@ func trunkModules(m *model.Model) []Module {
 			continue
 		}
 		mod, leaf := n[:i], n[i+1:]
+		if otherExpert.MatchString(mod) {
+			continue
+		}
 		if seen[mod] || strings.HasSuffix(mod, "embed_tokens") || strings.HasSuffix(mod, "lm_head") ||
 			(leaf == "weight" && len(t.Shape) != 2) || (leaf != "weight" && isFloat(t.DType)) {
 			continue
