@@ -19,26 +19,21 @@
 """
 import json
 import shutil
-import subprocess
-from pathlib import Path
 
 import mlx.core as mx
 import pytest
 
-from conftest import ROOT, export
+from conftest import export
+from mlx_vlm_loop import NEW_TOKENS, acceptance, greedy, load_drafter as load_ours, load_trunk as load_mlx_vlm_trunk, make_fixtures
 from test_glm import QUANTIZED, assert_same_drafter
 
 FIXTURES = {"plain": "qwen3.8-flash-next-tiny", "rigged": "qwen3.8-flash-next-tiny-rigged",
             "fp8": "qwen3.8-flash-next-fp8-tiny", "fp8-dequant": "qwen3.8-flash-next-fp8-dequant-tiny"}
-PROMPT = [3, 17, 200, 33, 4, 99, 250, 11]
-NEW_TOKENS = 48
 
 
 @pytest.fixture(scope="module")
 def dirs():
-    res = subprocess.run(["go", "run", "./cmd/mkfixtures", *FIXTURES.values()], cwd=ROOT, check=True,
-                         capture_output=True, text=True)
-    return dict(zip(FIXTURES, [Path(p) for p in res.stdout.split()]))
+    return make_fixtures(FIXTURES)
 
 
 def test_drafter_equals_mlx_vlm_splitter(mtpconv, dirs, tmp_path):
@@ -95,44 +90,26 @@ def test_quantized_drafter_equals_mlx_vlm_splitter(mtpconv, dirs, tmp_path, prec
 
 
 def load_trunk(folder):
-    """mlx-vlm's qwen4_exp model of the fixture, loaded strictly (every
-    language-model parameter from the checkpoint; mlx-vlm drops the vision
-    tower a checkpoint has no weights for), in float32 (MLX's CPU backend has
-    no bf16 gather-matmul for the experts)."""
-    from mlx_vlm.utils import load_model
-    model = load_model(folder, strict=True)
-    assert model.vision_tower is None and len(model.language_model.model.layers) == 4
-    model.set_dtype(mx.float32)
+    """mlx-vlm's qwen4_exp model of the fixture (mlx_vlm_loop.load_trunk)."""
+    model = load_mlx_vlm_trunk(folder)
+    assert len(model.language_model.model.layers) == 4
     return model
-
-
-def run(model, drafter=None):
-    from mlx_vlm.generate.ar import generate_step
-    kw = dict(draft_model=drafter, draft_kind="mtp") if drafter is not None else {}
-    out = []
-    for tok, _ in generate_step(mx.array([PROMPT]), model, None, None, max_tokens=NEW_TOKENS, temperature=0.0, **kw):
-        out.append(int(tok.item()) if hasattr(tok, "item") else int(tok))
-    return out
 
 
 @pytest.fixture(scope="module")
 def rigged_trunk(dirs):
     model = load_trunk(dirs["rigged"])
-    return model, run(model)
+    return model, greedy(model)
 
 
 @pytest.mark.parametrize("prec", ["bf16", "int8", "int4"])
 def test_mlx_vlm_drafts_with_rigged_head(mtpconv, dirs, rigged_trunk, tmp_path, prec):
     """mlx-vlm's own MTP loop drafts with our drafter next to its trunk: the
     greedy tokens equal the no-draft ones and nearly every draft is accepted."""
-    from mlx_vlm.speculative.drafters import load_drafter
     model, want = rigged_trunk
-    ours = export(mtpconv, dirs["rigged"], tmp_path / "ours", "--target", "mlx", "--head-precision", prec)
-    drafter, kind = load_drafter(str(ours))
-    assert kind == "mtp"
-    drafter.set_dtype(mx.float32)
-    got = run(model, drafter)
-    drafted, accepted = sum(drafter.draft_lens), sum(drafter.accept_lens)
+    drafter = load_ours(export(mtpconv, dirs["rigged"], tmp_path / "ours", "--target", "mlx", "--head-precision", prec))
+    got = greedy(model, drafter)
+    drafted, accepted = acceptance(drafter)
     print(f"qwen4_exp rigged {prec}: drafted {drafted}, accepted {accepted}, acceptance {accepted / max(drafted, 1):.3f}")
     assert got == want
     assert drafted >= NEW_TOKENS // 2 and accepted >= 0.95 * drafted, (drafted, accepted)
@@ -141,13 +118,10 @@ def test_mlx_vlm_drafts_with_rigged_head(mtpconv, dirs, rigged_trunk, tmp_path, 
 def test_unrigged_head_is_rejected(mtpconv, dirs, tmp_path):
     """The rigged acceptance above can fail: on the plain fixture (random
     weights) mlx-vlm accepts few of the same drafter's drafts."""
-    from mlx_vlm.speculative.drafters import load_drafter
     model = load_trunk(dirs["plain"])
-    ours = export(mtpconv, dirs["plain"], tmp_path / "ours", "--target", "mlx")
-    drafter, _ = load_drafter(str(ours))
-    drafter.set_dtype(mx.float32)
-    assert run(model, drafter) == run(model)
-    drafted, accepted = sum(drafter.draft_lens), sum(drafter.accept_lens)
+    drafter = load_ours(export(mtpconv, dirs["plain"], tmp_path / "ours", "--target", "mlx"))
+    assert greedy(model, drafter) == greedy(model)
+    drafted, accepted = acceptance(drafter)
     print(f"qwen4_exp plain bf16: drafted {drafted}, accepted {accepted}")
     assert drafted >= NEW_TOKENS // 2 and accepted < 0.5 * drafted, (drafter.accept_lens, drafter.draft_lens)
 
