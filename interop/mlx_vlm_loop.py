@@ -54,3 +54,41 @@ def greedy(model, drafter=None):
 def acceptance(drafter):
     """The drafts mlx-vlm's loop made and accepted with drafter."""
     return sum(drafter.draft_lens), sum(drafter.accept_lens)
+
+
+def bf16_drafters(mtpconv, src, tmp_path, split):
+    """Our bf16 drafter of src and the splitter's, on a copy of src whose
+    config.json is written as transformers writes it (Python's float
+    literals: 1e-05), so that the drafters' config.json compare byte for
+    byte too: (ours, ref)."""
+    import json
+    import shutil
+    from conftest import export
+    copy = tmp_path / "src"
+    shutil.copytree(src, copy)
+    cfg = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    ref = split(str(copy), str(tmp_path / "ref"))
+    return export(mtpconv, copy, tmp_path / "ours", "--target", "mlx"), ref
+
+
+def fp8_drafters(mtpconv, fp8, dequant, tmp_path, split):
+    """A block-FP8 source: our bf16 drafter of it equals the one of its
+    dequantized float32 twin byte for byte (the dequantization runs before
+    any cast), and at --head-precision fp8 ours is what the splitter writes
+    from the FP8 source itself (mxfp8): the two fp8 folders (ours, ref),
+    both loaded by load_drafter."""
+    import json
+    from conftest import export
+    from mlx_vlm.speculative.drafters import load_drafter as load
+    a = export(mtpconv, fp8, tmp_path / "fp8", "--target", "mlx")
+    b = export(mtpconv, dequant, tmp_path / "dequant", "--target", "mlx")
+    assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
+    assert (a / "config.json").read_bytes() == (b / "config.json").read_bytes()
+    with mx.stream(mx.cpu):
+        ref = split(str(fp8), str(tmp_path / "ref"))
+    ours = export(mtpconv, fp8, tmp_path / "ours", "--target", "mlx", "--head-precision", "fp8", "--mlx-rounding", "cpu")
+    assert json.loads((ours / "config.json").read_text())["quantization"]["mode"] == "mxfp8"
+    for folder in (a, ours):
+        assert load(str(folder))[1] == "mtp"
+    return ours, ref

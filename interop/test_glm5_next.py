@@ -21,7 +21,7 @@ import mlx.core as mx
 import pytest
 
 from conftest import export
-from mlx_vlm_loop import NEW_TOKENS, PROMPT, acceptance, greedy as run, load_drafter as load_ours, load_trunk as load_mlx_vlm_trunk, make_fixtures
+from mlx_vlm_loop import NEW_TOKENS, PROMPT, acceptance, bf16_drafters, fp8_drafters, greedy as run, load_drafter as load_ours, load_trunk as load_mlx_vlm_trunk, make_fixtures
 from test_glm import QUANTIZED, assert_same_drafter
 
 FIXTURES = {"plain": "glm5.3-flash-tiny", "rigged": "glm5.3-flash-tiny-rigged",
@@ -38,15 +38,7 @@ def test_drafter_equals_mlx_vlm_splitter(mtpconv, dirs, tmp_path):
     tensor and key for key, and mlx-vlm's load_drafter takes both."""
     from mlx_vlm.speculative.drafters import load_drafter
     from mlx_vlm.speculative.drafters.glm5_next_mtp.split import split_glm5_next_mtp
-    import shutil
-    src = tmp_path / "src"
-    shutil.copytree(dirs["plain"], src)
-    # config.json as transformers writes it (Python's float literals: 1e-05),
-    # so that the drafter's config.json compares byte for byte too.
-    cfg = json.loads((src / "config.json").read_text())
-    (src / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
-    ref = split_glm5_next_mtp(str(src), str(tmp_path / "ref"))
-    ours = export(mtpconv, src, tmp_path / "ours", "--target", "mlx")
+    ours, ref = bf16_drafters(mtpconv, dirs["plain"], tmp_path, split_glm5_next_mtp)
     got = assert_same_drafter(ours, ref)
     assert (ours / "config.json").read_bytes() == (ref / "config.json").read_bytes()
     cfg = json.loads((ours / "config.json").read_text())
@@ -123,20 +115,9 @@ def test_unrigged_head_is_rejected(mtpconv, dirs, tmp_path):
 
 
 def test_fp8_source(mtpconv, dirs, tmp_path):
-    from mlx_vlm.speculative.drafters import load_drafter
     from mlx_vlm.speculative.drafters.glm5_next_mtp.split import split_glm5_next_mtp
-    a = export(mtpconv, dirs["fp8"], tmp_path / "fp8", "--target", "mlx")
-    b = export(mtpconv, dirs["fp8-dequant"], tmp_path / "dequant", "--target", "mlx")
-    assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
-    assert (a / "config.json").read_bytes() == (b / "config.json").read_bytes()
-    with mx.stream(mx.cpu):
-        ref = split_glm5_next_mtp(str(dirs["fp8"]), str(tmp_path / "ref"))
-    ours = export(mtpconv, dirs["fp8"], tmp_path / "ours", "--target", "mlx", "--head-precision", "fp8", "--mlx-rounding", "cpu")
-    got = assert_same_drafter(ours, ref)
-    assert json.loads((ours / "config.json").read_text())["quantization"]["mode"] == "mxfp8"
+    got = assert_same_drafter(*fp8_drafters(mtpconv, dirs["fp8"], dirs["fp8-dequant"], tmp_path, split_glm5_next_mtp))
     assert got["mtp_block.self_attn.qkv_a_proj.weight"].dtype == mx.uint32
-    for folder in (a, ours):
-        assert load_drafter(str(folder))[1] == "mtp"
 
 
 @pytest.mark.parametrize("prec", ["bf16", "int8"])
