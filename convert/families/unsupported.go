@@ -15,7 +15,6 @@ var unsupportedFamilies = []model.Unsupported{
 	{Architectures: []string{"Cohere2MoeForCausalLM"}, Name: "Cohere2-MoE", Why: "no public checkpoint ships its MTP layer"},
 	{Architectures: []string{"Dots3Note"}, Name: "dots3", Why: "llama.cpp keeps its MTP tensors but has no draft graph for them"},
 	{Architectures: []string{"Gemma4AssistantForCausalLM"}, Name: "the Gemma-4 assistant", Why: "it is a separate drafter model, not a head inside the checkpoint"},
-	{Architectures: []string{"Qwen4ExpForCausalLM", "Qwen4ExpForConditionalGeneration"}, Name: "Qwen4Exp", Why: "llama.cpp's converter does not export its head and has no draft graph for it"},
 }
 
 func init() {
