@@ -68,6 +68,18 @@ func (deepseekV32) Spec(c *Config) *Spec {
 	}
 	s.MLX.CombinedRefusal = deepseekCombinedRefusal(dsv32.name)
 	s.OpenVINO = OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."}
-	s.HF = deepseekHF(c, "deepseek_mtp") // vLLM's deepseek_mtp.py: eh_proj an nn.Linear, shared_head.head a ParallelLMHead
+	s.HF = dsaHF(c)
 	return s
+}
+
+// dsaHF is how vLLM and SGLang build a DSA head (deepseek_mtp.py: eh_proj an
+// nn.Linear, shared_head.head a ParallelLMHead): the indexer's weights_proj
+// is built unquantized whatever the repo declares (vLLM deepseek_v2.py:712-718
+// fuses it with wk into wk_weights_proj, quant_config None; SGLang's
+// nsa_indexer.py builds it without quant_config), as the FP8 releases store it.
+func dsaHF(c *Config) HFSpec {
+	h := deepseekHF(c, "deepseek_mtp")
+	h.PlainVLLM = append(h.PlainVLLM, "self_attn.indexer.weights_proj")
+	h.PlainSGLang = append(h.PlainSGLang, "self_attn.indexer.weights_proj")
+	return h
 }

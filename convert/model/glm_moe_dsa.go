@@ -142,7 +142,7 @@ func (glmMoeDsa) Spec(c *Config) *Spec {
 			"and drops the NextN layer of the others (its sanitize keeps layers below num_hidden_layers only): a combined file would carry a head nothing runs.",
 	}
 	s.OpenVINO = OpenVINOSpec{Refusal: glmOpenVINORefusal}
-	s.HF = deepseekHF(c, "deepseek_mtp") // vLLM maps glm_moe_dsa to its DeepSeek-V3.2 MTP (config/speculative.py hf_config_override)
+	s.HF = dsaHF(c) // vLLM maps glm_moe_dsa to its DeepSeek-V3.2 MTP (config/speculative.py hf_config_override)
 	return s
 }
 
