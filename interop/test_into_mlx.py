@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from mlx_lm.utils import load_model
 
-from conftest import export
-from test_combined import logits, run_mlx_lm_convert
+from conftest import ROOT, export
+from test_combined import load_dir, logits, run_mlx_lm_convert
 
 
 def sha256(p):
@@ -112,3 +112,25 @@ def test_inspect_says_how_to_add_the_head(mtpconv, fixture_dirs, tmp_path):
     assert into(mtpconv, src, ref).returncode == 0
     out = subprocess.run([str(mtpconv), "inspect", str(ref)], check=True, capture_output=True, text=True).stdout
     assert "added into:" in out and "model-mtp.safetensors" in out
+
+
+def test_mkfixtures_mlx_folder_is_mlx_lm_convert(tmp_path):
+    """mkfixtures' qwen3.6-moe-tiny-bpe-mlx-4bit (written in Go, internal/fixtures/mlx.go,
+    for the README's combined --into lines) is what stock `mlx_lm.convert -q --q-bits 4`
+    writes of qwen3.6-moe-tiny-bpe on this machine's CPU: every tensor, byte for byte,
+    and config.json; and mlx-lm loads it."""
+    res = subprocess.run(["go", "run", "./cmd/mkfixtures", "qwen3.6-moe-tiny-bpe", "qwen3.6-moe-tiny-bpe-mlx-4bit"],
+                         cwd=ROOT, check=True, capture_output=True, text=True)
+    src, ours = map(Path, res.stdout.split())
+    ref = run_mlx_lm_convert(src, tmp_path / "ref", "--q-bits", 4)
+    a, b = load_dir(ref), load_dir(ours)
+    assert sorted(a) == sorted(b)
+
+    def raw(x):
+        return np.array(x.view(mx.uint16) if x.dtype == mx.bfloat16 else x)
+
+    for k in a:
+        assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, k
+        assert np.array_equal(raw(a[k]), raw(b[k])), k
+    assert json.loads((ours / "config.json").read_text()) == json.loads((ref / "config.json").read_text())
+    load_model(ours, strict=True)

@@ -106,6 +106,17 @@ def test_try_each_target(each_target):
     for folder, f in want.items():
         assert (each_target / folder / f).is_file(), folder
         assert (each_target / folder / "README.md").is_file(), folder
+    # --target hf --into a copy of the shipped W8A8 repo: the head added, excluded from its quantization.
+    w8a8 = each_target / "w8a8"
+    assert (w8a8 / "model-mtp.safetensors").is_file() and (w8a8 / "mtpconv-manifest.json").is_file()
+    assert "re:^mtp\\..*" in json.loads((w8a8 / "config.json").read_text())["quantization_config"]["ignore"]
+    # combined --into a copy of the shipped mlx_lm.convert-style folder, and openvino --into a copy of the optimum-intel export.
+    assert (each_target / "mlx-4bit" / "model-mtp.safetensors").is_file()
+    assert (each_target / "ov" / "openvino_mtp_model.xml").is_file() and (each_target / "ov-own-mtp" / "openvino_mtp_model.xml").is_file()
+    for shipped, added in [(ROOT / "testdata" / "fixtures" / "qwen3.6-moe-tiny-bpe-w8a8", "model-mtp.safetensors"),
+                           (ROOT / "testdata" / "fixtures" / "qwen3.6-moe-tiny-bpe-mlx-4bit", "model-mtp.safetensors"),
+                           (ROOT / "testdata" / "genai" / "qwen3.6-moe-genai-optimum", "mtpconv-manifest.json")]:
+        assert not (shipped / added).exists(), f"the shipped {shipped} was written into"
 
 
 def publish(folder, repo, cache):
@@ -164,28 +175,6 @@ def test_openvino_card_snippet(each_target, mtpconv, tmp_path):
     assert 0 <= token < 512
 
 
-def headless_hf_repo(fixture, out):
-    """The fixture as a Hugging Face repo without its MTP head, as a quantizer
-    that drops the head writes it (bf16 here: --target hf takes such a repo)."""
-    import json
-
-    import mlx.core as mx
-
-    out.mkdir()
-    index = json.loads((fixture / "model.safetensors.index.json").read_text())
-    weight_map = {}
-    for shard in sorted(set(index["weight_map"].values())):
-        kept = {k: v for k, v in mx.load(str(fixture / shard)).items() if not k.startswith("mtp.")}
-        mx.save_safetensors(str(out / shard), kept, metadata={"format": "pt"})
-        weight_map.update(dict.fromkeys(kept, shard))
-    index["weight_map"] = weight_map
-    (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
-    for f in fixture.glob("*.json"):
-        if f.name != "model.safetensors.index.json":
-            shutil.copy(f, out / f.name)
-    return out
-
-
 def hub_cache(tmp_path, folder, repo="Qwen/Qwen3.6-35B-A3B"):
     """A private Hugging Face cache holding folder as repo."""
     cache = tmp_path / "hub"
@@ -211,19 +200,19 @@ def test_readme_example_commands(lines, mtpconv, fixture_dirs, tmp_path):
     the fixture is published as Qwen/Qwen3.6-35B-A3B in a private HF cache
     (and hf:// reads it from there: the only change to a line), the GGUF to
     graft into is the fixture's trunk GGUF under the README's name, the MLX
-    folder is stock mlx_lm.convert's 4-bit conversion of the fixture, the
+    folder mkfixtures' mlx_lm.convert-style 4-bit conversion of the fixture, the
     OpenVINO folder an optimum-intel export of the GenAI fixture (published
     as Qwen/Qwen3.6-35B-A3B for that line) with its own MTP IR moved aside as
-    the README says, the HF repo the fixture without its head (bf16: a
-    quantizer's repo as it drops the head; cmd/mtpconv's TestHFIntoAndStrict
-    covers each quantization method). llama-server lines are run by
+    the README says, the HF repo mkfixtures' compressed-tensors W8A8 repo of
+    the fixture without its head (cmd/mtpconv's TestHFIntoAndStrict covers
+    each quantization method). llama-server lines are run by
     test_readme_llama_server_drafts."""
-    from test_combined import run_mlx_lm_convert
     from test_genai import GENAI, FIXTURES as GENAI_FIXTURES
 
     fixtures = subprocess.run(["go", "run", "./cmd/mkfixtures", "qwen3.6-moe-tiny-bpe", "qwen3.6-moe-tiny-bpe-BF16.gguf",
-                               GENAI_FIXTURES["moe", "random"]], cwd=ROOT, check=True, capture_output=True, text=True)
-    bpe, trunk, genai = map(Path, fixtures.stdout.split())
+                               "qwen3.6-moe-tiny-bpe-w8a8", "qwen3.6-moe-tiny-bpe-mlx-4bit", GENAI_FIXTURES["moe", "random"]],
+                              cwd=ROOT, check=True, capture_output=True, text=True)
+    bpe, trunk, w8a8, mlx4, genai = map(Path, fixtures.stdout.split())
     caches = {bpe: hub_cache(tmp_path / "bpe", bpe), genai: hub_cache(tmp_path / "genai", genai)}
     work = tmp_path / "work"
     work.mkdir()
@@ -232,7 +221,7 @@ def test_readme_example_commands(lines, mtpconv, fixture_dirs, tmp_path):
         if m := re.search(r"--graft (\S+)", line):
             shutil.copy(trunk, work / m.group(1))
         if "--into ./Qwen3.6-35B-A3B-4bit" in line:
-            run_mlx_lm_convert(bpe, work / "Qwen3.6-35B-A3B-4bit", "--q-bits", 4)
+            shutil.copytree(mlx4, work / "Qwen3.6-35B-A3B-4bit")
         if "--into ./Qwen3.6-35B-A3B-ov" in line:
             source = genai
             dst = work / "Qwen3.6-35B-A3B-ov"
@@ -242,7 +231,7 @@ def test_readme_example_commands(lines, mtpconv, fixture_dirs, tmp_path):
             for f in dst.glob("openvino_mtp_model.*"):
                 f.rename(aside / f.name)
         if m := re.search(r"--target hf --into (\S+)", line):
-            headless_hf_repo(bpe, work / m.group(1))
+            shutil.copytree(w8a8, work / m.group(1))
         cmd = line.replace("hf://Qwen/", "Qwen/")
         r = subprocess.run(["bash", "-euo", "pipefail", "-c", cmd], cwd=work,
                            env=env_with(mtpconv, HF_HUB_CACHE=str(caches[source]), HF_HUB_OFFLINE="1"),
@@ -452,3 +441,32 @@ def test_readme_llama_server_drafts(mtpconv, rigged, llama_server, tmp_path):
     run_mtpconv_line(graft, mtpconv, work, cache)
     lines = run_card_lines(work / re.search(r" --out (\S+)", graft).group(1), trunk, llama_server, alone, "graft card")
     assert f"llama-server -m {model} --spec-type draft-mtp" in lines  # alone: no -md
+
+
+def test_disk_sum():
+    """The README's one sum of the test command's disk is the sum of its cost
+    table's disk column (and, for macOS, that without qemu and the vLLM venv)."""
+    text = section(README, "## The two commands a newcomer needs")
+    rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| `scripts/")]
+    assert len(rows) == 2, rows
+    sizes = [(float(v) / (1000 if unit == "MB" else 1), what) for row in rows
+             for v, unit, what in re.findall(r"([\d.]+) (GB|MB) ([^+]*)", row[2])]
+    assert len(sizes) == 6, sizes
+    total = sum(v for v, _ in sizes)
+    stated = float(re.search(r"about ([\d.]+) GB of disk", text).group(1))
+    assert abs(total - stated) < 0.05, (sizes, total, stated)
+    linux_only = sum(v for v, what in sizes if "qemu" in what or "vLLM" in what)
+    mac = float(re.search(r"\(([\d.]+) GB on macOS", text).group(1))
+    assert abs(total - linux_only - mac) < 0.05, (sizes, mac)
+
+
+def test_scripts_hash_portably():
+    """Every script hashes through scripts/lib.sh's sha256 (sha256sum, or
+    shasum on macOS, which has no sha256sum)."""
+    for script in list((ROOT / "scripts").glob("*.sh")) + list((ROOT / "bench").glob("*.sh")) + [ROOT / ".ci" / "run"]:
+        if script.name == "lib.sh" or not script.is_file():
+            continue
+        text = script.read_text()
+        assert not re.search(r"\bsha256sum\b|\bshasum\b", text), script
+        if re.search(r"\bsha256\b", text):
+            assert ". scripts/lib.sh" in text, script

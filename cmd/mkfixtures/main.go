@@ -30,8 +30,18 @@ var trunks = []trunk{
 		"the trunk of " + fixtures.Qwen36BPE + " as a bf16 GGUF without its MTP head (convert_hf_to_gguf.py's layout): for --target gguf --graft"},
 }
 
-// defaults are what mkfixtures writes when no name is given.
-var defaults = append(append([]string{}, fixtures.All...), fixtures.Qwen36BPE, trunks[0].File)
+// defaults are what mkfixtures writes when no name is given: what the
+// README and the tests start from, and a quant of each kind to try --into on.
+var defaults = append(append([]string{}, fixtures.All...), fixtures.Qwen36BPE, trunks[0].File,
+	fixtures.Qwen36BPEW8A8, fixtures.Qwen36BPEMLX4bit, fixtures.Qwen36GenAI)
+
+// optimum are the optimum-intel exports committed in testdata/genai (made
+// outside CI by scripts/optimum-fixture/make.py, not by mkfixtures), named
+// by -list for --target openvino --into.
+var optimum = []string{fixtures.Qwen36GenAI, fixtures.Qwen36GenAIRigged, fixtures.Qwen36DenseGenAI, fixtures.Qwen36DenseGenAIRigged}
+
+// optimumDir is the committed optimum-intel export of a GenAI fixture.
+func optimumDir(name string) string { return filepath.Join("testdata", "genai", name+"-optimum") }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
@@ -81,6 +91,10 @@ func printList(w io.Writer) {
 	}
 	for _, t := range trunks {
 		fmt.Fprintf(tw, "%s%s\t%s\n", t.File, isDefault[t.File], t.About)
+	}
+	for _, n := range optimum {
+		fmt.Fprintf(tw, "%s\t%s\n", optimumDir(n), "committed, not written: an optimum-intel export of "+n+
+			" with its own MTP IR (move openvino_mtp_model.* aside, then --target openvino --into a copy)")
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "(* written when no name is given)")

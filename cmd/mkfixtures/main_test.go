@@ -37,6 +37,14 @@ func TestList(t *testing.T) {
 			t.Errorf("%s is not listed", tr.File)
 		}
 	}
+	for _, n := range optimum {
+		if l := listed(optimumDir(n)); !strings.Contains(l, "optimum-intel export of "+n) {
+			t.Errorf("%s is not listed", optimumDir(n))
+		}
+		if _, err := os.Stat(filepath.Join(fixtures.Root(), optimumDir(n), "openvino_language_model.xml")); err != nil {
+			t.Errorf("the listed folder is not there: %v", err)
+		}
+	}
 	for _, n := range defaults {
 		if l := listed(n); !strings.HasPrefix(l, n+"*") {
 			t.Errorf("the default %s is not marked: %q", n, l)
