@@ -13,7 +13,13 @@ mtp_num_hidden_layers. Four forms:
   (vLLM's CPU backend has no WNA16 MoE kernel);
 - gptq: GPTQ v1 4-bit, symmetric, groups of 128, desc_act false, experts
   included (qweight packed along the input, qzeros storing zero - 1, f16
-  scales, g_idx).
+  scales, g_idx);
+- w8a8-bf16-experts: w8a8 with the routed experts left bf16 and ignored (the
+  CPU int8 MoE kernel needs AMX, vllm fused_moe/experts/cpu_moe.py);
+- gptq-moe: gptq on the MoE fixture with the routed experts left bf16 and a
+  `dynamic` key saying so (vLLM's CPU backend has no GPTQ MoE kernel): the
+  repo a vLLM user with a GPTQ MoE model has, which SGLang cannot serve a
+  bf16 head in (it builds every FusedMoE GPTQ).
 
 Quantized: the full-attention projections, the dense MLPs, the shared experts
 and (w8a8, gptq) the routed experts, every layer vLLM builds with the quant config except the
@@ -30,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-FORMS = ("bf16", "w8a8", "w4a16", "gptq")
+FORMS = ("bf16", "w8a8", "w4a16", "gptq", "gptq-moe", "w8a8-bf16-experts")
 GROUP = 128
 QUANTIZED = re.compile(r"^model\.layers\.\d+\.mlp\.((experts\.\d+|shared_expert)\.)?(gate|up|down)_proj$"
                        r"|^model\.layers\.\d+\.self_attn\.[qkvo]_proj$")
@@ -38,18 +44,26 @@ EXPERT = re.compile(r"\.mlp\.experts\.\d+\.")
 # The layers the recipes keep bf16 (llm-compressor's ignore for Qwen3-Next-like models).
 CT_IGNORE = ["lm_head", "re:.*mlp.gate$", "re:.*mlp.shared_expert_gate$", "re:.*linear_attn.*"]
 GPTQ_SKIP = {"-:.*linear_attn.*": {}}
+GPTQ_SKIP_EXPERTS = {"-:.*mlp\\.experts.*": {}}  # vLLM asks for the FusedMoE by its prefix, ending at "experts"
 
 
 def read_shards(src):
     """{name: (dtype, shape, bytes)} of every tensor of a safetensors folder."""
     out = {}
     for f in sorted(Path(src).glob("*.safetensors")):
-        raw = f.read_bytes()
-        n = struct.unpack("<Q", raw[:8])[0]
-        for k, v in json.loads(raw[8:8 + n]).items():
-            if k != "__metadata__":
-                b, e = v["data_offsets"]
-                out[k] = (v["dtype"], v["shape"], raw[8 + n + b:8 + n + e])
+        out.update(read_shards_file(f))
+    return out
+
+
+def read_shards_file(f):
+    """{name: (dtype, shape, bytes)} of one safetensors file."""
+    out = {}
+    raw = Path(f).read_bytes()
+    n = struct.unpack("<Q", raw[:8])[0]
+    for k, v in json.loads(raw[8:8 + n]).items():
+        if k != "__metadata__":
+            b, e = v["data_offsets"]
+            out[k] = (v["dtype"], v["shape"], raw[8 + n + b:8 + n + e])
     return out
 
 
@@ -99,7 +113,7 @@ def pack_rows(u4):
 def quantize(name, w, form):
     """The tensors that replace layer `name`'s bf16 weight w [out, in] in the given form."""
     out, inp = w.shape
-    if form == "w8a8":
+    if form in ("w8a8", "w8a8-bf16-experts"):
         q, s = symmetric(w, 8, None)
         return {name + ".weight": ("I8", w.shape, q.astype(np.int8).tobytes()),
                 name + ".weight_scale": ("BF16", [out, 1], f32_to_bf16(s).tobytes())}
@@ -108,7 +122,7 @@ def quantize(name, w, form):
         return {name + ".weight_packed": ("I32", [out, inp // 8], pack_rows(q + 8).tobytes()),
                 name + ".weight_scale": ("BF16", [out, inp // GROUP], f32_to_bf16(s).tobytes()),
                 name + ".weight_shape": ("I64", [2], np.array([out, inp], dtype="<i8").tobytes())}
-    if form == "gptq":
+    if form in ("gptq", "gptq-moe"):
         q, s = symmetric(w, 4, GROUP)
         qweight = gptq_qweight(q + 8)
         zeros = np.full((inp // GROUP, out), 8 - 1, dtype=np.uint32)  # v1 stores zero - 1
@@ -126,20 +140,22 @@ def gptq_qweight(u4):
 
 
 def quant_config(form):
-    if form == "gptq":
+    if form in ("gptq", "gptq-moe"):
+        dynamic = dict(GPTQ_SKIP, **(GPTQ_SKIP_EXPERTS if form == "gptq-moe" else {}))
         return {"bits": 4, "group_size": GROUP, "desc_act": False, "sym": True, "lm_head": False,
                 "quant_method": "gptq", "checkpoint_format": "gptq", "damp_percent": 0.01,
-                "true_sequential": True, "static_groups": False, "dynamic": dict(GPTQ_SKIP)}
-    bits = 8 if form == "w8a8" else 4
+                "true_sequential": True, "static_groups": False, "dynamic": dynamic}
+    int8 = form in ("w8a8", "w8a8-bf16-experts")
+    bits = 8 if int8 else 4
     weights = {"num_bits": bits, "type": "int", "symmetric": True, "dynamic": False, "observer": "minmax",
-               "strategy": "channel" if form == "w8a8" else "group", "group_size": None if form == "w8a8" else GROUP,
+               "strategy": "channel" if int8 else "group", "group_size": None if int8 else GROUP,
                "actorder": None, "block_structure": None}
     group = {"targets": ["Linear"], "weights": weights, "output_activations": None,
              "input_activations": None if form == "w4a16" else
              {"num_bits": 8, "type": "int", "symmetric": True, "dynamic": True, "strategy": "token",
               "group_size": None, "observer": None, "actorder": None, "block_structure": None},
-             "format": "int-quantized" if form == "w8a8" else "pack-quantized"}
-    ignore = CT_IGNORE + (["re:.*mlp.experts.*"] if form == "w4a16" else [])
+             "format": "int-quantized" if int8 else "pack-quantized"}
+    ignore = CT_IGNORE + (["re:.*mlp.experts.*"] if form in ("w4a16", "w8a8-bf16-experts") else [])
     return {"quant_method": "compressed-tensors", "format": group["format"], "config_groups": {"group_0": group},
             "ignore": ignore, "kv_cache_scheme": None, "quantization_status": "compressed",
             "global_compression_ratio": None, "sparsity_config": {}, "version": "0.17.0"}
@@ -154,7 +170,7 @@ def write_repo(src, dst, form, tokenizer):
     if form != "bf16":
         for k in [k for k in tensors if k.endswith(".weight") and QUANTIZED.match(k[:-len(".weight")])]:
             name = k[:-len(".weight")]
-            if form == "w4a16" and EXPERT.search(k):
+            if form in ("w4a16", "gptq-moe", "w8a8-bf16-experts") and EXPERT.search(k):
                 continue
             dt, shape, data = tensors.pop(k)
             assert dt == "BF16", (k, dt)

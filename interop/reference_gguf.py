@@ -12,7 +12,7 @@ torch, which lives only in a separate, pinned environment:
         mimo-v2.5-tiny mimo-v2.5-fp8-tiny
     "$VENV/bin/python" interop/reference_gguf.py LLAMA_CPP_DIR [FIXTURE...]
 
-(deepseek-v3-tiny's, deepseek-v3.2-tiny's, glm5.2-tiny's, glm5.3-tiny's (2026-12-03, its block-FP8 weights dequantized by the converter), step3.5-flash-tiny's, step3.7-flash-tiny's, hy3-tiny's, ling3-tiny's and nemotron-h-moe-tiny's
+(deepseek-v3-tiny's, deepseek-v3.2-tiny's, glm5.2-tiny's, glm5-tiny's (a VARIANTS entry: glm5.2-tiny's config edited; 2026-12-03), glm5.3-tiny's (2026-12-03, its block-FP8 weights dequantized by the converter), step3.5-flash-tiny's, step3.7-flash-tiny's, hy3-tiny's, ling3-tiny's and nemotron-h-moe-tiny's
 (+ -rigged) records and the mimo-v2.5 ones were made with torch 2.13.0 and transformers 5.19.0, the vLLM CPU venv of scripts/setup-vllm.sh: the
 converter reads the same config keys either way. The Nemotron-H fixtures carry the test tokenizer themselves; their
 pre-tokenizer is answered as pixtral, and their --no-mtp trunks, committed, are the Mamba-2 trunks
@@ -73,6 +73,13 @@ FIXTURES = {"qwen3.6-moe-tiny": "qwen35", "qwen3.5-moe-tiny": "qwen35", "qwen3-n
             "step3.7-flash-tiny": "deepseek-v3", "hy3-tiny": "hy_v4", "ling3-tiny": "bailingmoe2", "ling3-tiny-rigged": "bailingmoe2",
             "nemotron-h-moe-tiny": "pixtral", "nemotron-h-moe-tiny-rigged": "pixtral",
             "mimo-v2.5-tiny": "qwen2", "mimo-v2.5-fp8-tiny": "qwen2"}
+# Variants: a fixture with its config.json edited, recorded as their own
+# (--mtp sidecars only). glm5-tiny is glm5.2-tiny as GLM-5 / GLM-5.1 configure
+# it: no indexer_types (its modes from index_topk_freq 2, index_skip_topk_offset 1,
+# ["full", "shared"] as the fixture's tensors are).
+VARIANTS = {"glm5-tiny": ("glm5.2-tiny", lambda c: {**{k: v for k, v in c.items() if k != "indexer_types"},
+                                                     "index_topk_freq": 2, "index_skip_topk_offset": 1})}
+FIXTURES["glm5-tiny"] = "glm4"
 # Fixtures with their own tokenizer, also converted without --mtp (bundled).
 OWN_TOKENIZER = {"glm4.5-moe-tiny", "glm4.7-flash-tiny", "glm4.5-moe-tiny-rigged", "glm4.7-flash-tiny-rigged", "deepseek-v3-tiny",
                  "deepseek-v3.2-tiny", "glm5.2-tiny", "glm5.3-tiny", "step3.5-flash-tiny", "step3.7-flash-tiny", "hy3-tiny", "ling3-tiny", "ling3-tiny-rigged",
@@ -113,7 +120,15 @@ deepseek.DeepseekV32Model.set_vocab = lambda self: self._set_vocab_gpt2()
 # moe_num_experts, attention_other_setting, the per-layer lists with their MTP
 # entries). A newer transformers (5.19, 5.24) has one, whose to_dict renames and
 # trims those keys: the converter is made to read config.json, as with its pin.
-# Likewise Step-3.7's step3p7 (its text_config a step3p5 one).
+# Likewise Step-3.7's step3p7 (its text_config a step3p5 one). GLM-5.x's
+# glm_moe_dsa has no configuration class in the pin either, so the converter
+# reads config.json as stored: for a GLM-5 / GLM-5.1 config, without
+# indexer_types, it writes no attention.indexer.types, where a newer
+# transformers' GlmMoeDsaConfig fills the list in (and the key is written).
+# That is the one difference of content (checked on glm5-tiny: every other key
+# and tensor alike); reading config.json as stored would also move
+# attention.key_length / value_length (no head_dim) without changing a value,
+# so only indexer_types is dropped, and the records keep their key order.
 import json, pathlib
 _AutoConfig = base.AutoConfig
 class _PinnedAutoConfig:
@@ -123,6 +138,14 @@ class _PinnedAutoConfig:
             raise ValueError("transformers 4.57.6, the converter's pin, has no step3p5 or step3p7 configuration class")
         return _AutoConfig.from_pretrained(d, **kw)
 base.AutoConfig = _PinnedAutoConfig
+_load_hparams = base.ModelBase.load_hparams
+def _pinned_hparams(dir_model, *args, **kw):
+    hparams = _load_hparams(dir_model, *args, **kw)
+    raw = json.loads((pathlib.Path(dir_model) / "config.json").read_text())
+    if raw.get("model_type") == "glm_moe_dsa" and "indexer_types" not in raw:
+        hparams.pop("indexer_types", None)
+    return hparams
+base.ModelBase.load_hparams = staticmethod(_pinned_hparams)
 sys.argv = [sys.argv[1] + "/convert_hf_to_gguf.py"] + sys.argv[3:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 '''
@@ -185,12 +208,17 @@ def main():
     chosen = sys.argv[2:] or list(FIXTURES) + list(TRUNKS) + list(TRUNK_ONLY)
     for fx in chosen:
         pre = FIXTURES.get(fx) or TRUNKS.get(fx) or TRUNK_ONLY[fx]
-        src = ROOT / "testdata" / "fixtures" / fx
+        base, edit = VARIANTS.get(fx, (fx, None))
+        src = ROOT / "testdata" / "fixtures" / base
         with tempfile.TemporaryDirectory() as tmp:
             d = Path(tmp) / fx
             d.mkdir()
             for f in src.iterdir():
                 os.symlink(f, d / f.name)
+            if edit:
+                cfg = edit(json.loads((src / "config.json").read_text()))
+                (d / "config.json").unlink()
+                (d / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
             if fx not in OWN_TOKENIZER and not (src / "tokenizer.json").exists():
                 for f in (ROOT / "testdata" / "tokenizer-tiny").iterdir():
                     os.symlink(f, d / f.name)

@@ -1,6 +1,7 @@
 """--target openvino: the MTP layer and lm_head IRs, checked with the real
 OpenVINO runtime (read, compile, stateful numerics against the independent
 numpy reference, runtime fusion) and real NNCF (bit-identical compression)."""
+import json
 import subprocess
 import sys
 from collections import Counter
@@ -43,7 +44,10 @@ def test_reads_and_compiles(key, config, mtpconv, fixture_dirs, tmp_path_factory
     assert [i.get_any_name() for i in layer.inputs] == ["inputs_embeds", "hidden_states", "attention_mask", "position_ids", "beam_idx"]
     assert [o.get_any_name() for o in layer.outputs] == ["last_hidden_state"]
     assert [o.get_any_name() for o in head.outputs] == ["logits"]
-    assert layer.get_rt_info("mtpconv_norm_convention").astype(str).startswith("zero-centred")
+    # The IR says of its norms what the manifest (and so the card) says: Qwen's shifted to 1+w.
+    norms = json.loads((out / "mtpconv-manifest.json").read_text())["model"]["norm_convention"]
+    assert layer.get_rt_info("mtpconv_norm_convention").astype(str) == norms
+    assert norms.startswith("zero-centred RMSNorm weights stored shifted: 1+w")
     assert layer.get_rt_info("mtp_mode").astype(str) == "true"  # what marks an MTP head for OpenVINO GenAI
     CORE.compile_model(layer, "CPU")
     CORE.compile_model(head, "CPU")

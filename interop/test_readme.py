@@ -152,21 +152,13 @@ def test_combined_card_snippet(each_target, mtpconv, tmp_path):
 def test_openvino_card_snippet(each_target, mtpconv, tmp_path):
     """The OpenVINO card's snippet, as written, in a fresh interpreter (the Hub
     client reads HF_HUB_CACHE when imported): it downloads the repo by its id,
-    compiles both IRs and drafts a token from inputs the trunk would give,
-    which the lines before it define."""
+    compiles both IRs and drafts a token from stand-ins of the trunk's outputs
+    that it defines itself (nothing is added before it)."""
     [snippet] = card_snippets(each_target / "openvino", "python")
     [repo] = repo_ids(snippet)
     publish(each_target / "openvino", repo, tmp_path / "hub")
-    inputs = (
-        "import numpy as np\n"
-        "rng = np.random.default_rng(0)\n"
-        "t, hidden = 3, 128\n"
-        "e = rng.standard_normal((1, t, hidden)).astype(np.float32)\n"
-        "h_trunk = rng.standard_normal((1, t, hidden)).astype(np.float32)\n"
-        "mask, pos, beam = np.ones((1, t), np.int64), np.arange(t, dtype=np.int64)[None], np.zeros(1, np.int32)\n"
-    )
     check = "\nprint('draft', int(np.asarray(draft_token).reshape(-1)[0]))\n"
-    (tmp_path / "snippet.py").write_text(inputs + snippet + check)
+    (tmp_path / "snippet.py").write_text(snippet + check)
     r = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), str(tmp_path / "snippet.py")],
                        env=env_with(mtpconv, HF_HUB_CACHE=str(tmp_path / "hub"), HF_HUB_OFFLINE="1"),
                        capture_output=True, text=True)
@@ -205,7 +197,8 @@ def test_readme_example_commands(lines, mtpconv, fixture_dirs, tmp_path):
     as Qwen/Qwen3.6-35B-A3B for that line) with its own MTP IR moved aside as
     the README says, the HF repo mkfixtures' compressed-tensors W8A8 repo of
     the fixture without its head (cmd/mtpconv's TestHFIntoAndStrict covers
-    each quantization method). llama-server lines are run by
+    each quantization method); after the OpenVINO line, the README's GenAI
+    snippet runs as written on that folder. llama-server lines are run by
     test_readme_llama_server_drafts."""
     from test_genai import GENAI, FIXTURES as GENAI_FIXTURES
 
@@ -242,6 +235,14 @@ def test_readme_example_commands(lines, mtpconv, fixture_dirs, tmp_path):
             assert (work / "qwen36-mtp" / "mtp-Qwen3.6-35B-A3B-Q8_0.gguf").is_file()
         if m := re.search(r"--graft (\S+)", line):
             assert (work / "with-mtp" / m.group(1)).is_file()
+        if "--into ./Qwen3.6-35B-A3B-ov" in line:
+            # The README's GenAI snippet, as written, on the folder the line wrote into.
+            [snippet] = blocks(section(README, "#### Generate with MTP drafts"), "python")
+            (work / "genai_snippet.py").write_text(snippet)
+            r = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "genai_snippet.py"], cwd=work,
+                               env=env_with(mtpconv), capture_output=True, text=True)
+            assert r.returncode == 0, r.stderr
+            assert "acceptance" in r.stdout, r.stdout
 
 
 # The vision-tower parameters mlx-vlm's Qwen3.5 model has beyond the few the

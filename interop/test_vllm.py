@@ -7,8 +7,10 @@ The repos are interop/hf_repos.py's, from the rigged text-only fixtures
 of the embedding: the trunk is a fixed token map and a head wired correctly
 predicts its next token): bf16, compressed-tensors W8A8 int8 and W4A16 (dense
 layers; vLLM's CPU backend has no WNA16 MoE kernel) on the MoE fixture, GPTQ
-4-bit on the dense one (mtpconv refuses a GPTQ MoE head: SGLang quantizes
-every GPTQ FusedMoE whatever `dynamic` says). For each:
+4-bit on the dense one, and GPTQ on the MoE one with its routed experts bf16
+(gptq-moe: SGLang builds every GPTQ FusedMoE quantized whatever `dynamic`
+says, so `--into` refuses it in one line naming `--runtime vllm`, which mends
+it for vLLM alone, and inspect judges it with the same flag). For each:
 
 - after `export --target hf --into`: vLLM's `method: "mtp"` accepts >= 99 %
   of the drafts, its greedy text is the no-draft text, every drafter layer is
@@ -46,13 +48,19 @@ VLLM_VERSION = "0.32.0"
 TOKENIZER = ROOT / "testdata" / "tokenizer-tiny"
 # form -> the rigged fixture its repo is made from.
 FORMS = {"bf16": "qwen3.5-moe-text-tiny-rigged", "w8a8": "qwen3.5-moe-text-tiny-rigged",
-         "w4a16": "qwen3.5-moe-text-tiny-rigged", "gptq": "qwen3.5-dense-text-tiny-rigged"}
-QUANTIZED = [f for f in FORMS if f != "bf16"]
+         "w4a16": "qwen3.5-moe-text-tiny-rigged", "gptq": "qwen3.5-dense-text-tiny-rigged",
+         "gptq-moe": "qwen3.5-moe-text-tiny-rigged"}
+# The runtime a form's repo is mended and judged for (--runtime): SGLang builds
+# every GPTQ FusedMoE quantized, so a GPTQ MoE repo is mended for vLLM alone.
+RUNTIME = {"gptq-moe": "vllm"}
+# The quantized forms whose head is also run without its exclusion entry (not
+# one mended for one runtime: the other is the one the entry is for).
+QUANTIZED = [f for f in FORMS if f != "bf16" and f not in RUNTIME]
 # The quant method vLLM 0.32.0 builds a quantized trunk layer with, per form:
 # a full-attention projection, and a routed-expert block.
 TRUNK_METHOD = {"w8a8": ("CompressedTensorsLinearMethod/CompressedTensorsW8A8Int8", "CompressedTensorsW8A8Int8MoEMethod"),
                 "w4a16": ("CompressedTensorsLinearMethod/CompressedTensorsWNA16", "UnquantizedFusedMoEMethod"),
-                "gptq": ("AutoGPTQLinearMethod", None)}
+                "gptq": ("AutoGPTQLinearMethod", None), "gptq-moe": ("AutoGPTQLinearMethod", "UnquantizedFusedMoEMethod")}
 # Trunk layers whose output vLLM computes from our quantized weights (probes),
 # each the fused layer of these source tensors, and the relative error allowed
 # (bf16 rounding of the output; int8 per channel with int8 activations; int4 in
@@ -62,10 +70,15 @@ ATTN = {"model.layers.3.self_attn.qkv_proj": ["model.layers.3.self_attn.q_proj",
 PROBES = {"bf16": ATTN, "w8a8": ATTN,
           "w4a16": {**ATTN, "model.layers.0.mlp.shared_expert.gate_up_proj": ["model.layers.0.mlp.shared_expert.gate_proj",
                                                                              "model.layers.0.mlp.shared_expert.up_proj"]},
-          "gptq": {**ATTN, "model.layers.0.mlp.gate_up_proj": ["model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"]}}
-PROBE_ERROR = {"bf16": 0.01, "w8a8": 0.03, "w4a16": 0.15, "gptq": 0.15}
+          "gptq": {**ATTN, "model.layers.0.mlp.gate_up_proj": ["model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"]},
+          "gptq-moe": ATTN}
+PROBE_ERROR = {"bf16": 0.01, "w8a8": 0.03, "w4a16": 0.15, "gptq": 0.15, "gptq-moe": 0.15}
+# The head's layers a W8A8 recipe quantizes when it keeps the head (mtp.fc
+# included; the routed experts bf16, as the repo's ignore list says).
+HEAD_QUANTIZED = re.compile(r"^mtp\.layers\.\d+\.mlp\.(shared_expert\.)?(gate|up|down)_proj$"
+                            r"|^mtp\.layers\.\d+\.self_attn\.[qkvo]_proj$|^mtp\.fc$")
 # What vLLM does with the head when the exclusion entry is removed, per form.
-UNEXCLUDED = {"w8a8": "silent", "w4a16": "load error", "gptq": "builds it right"}
+UNEXCLUDED = {"w8a8": "silent", "w4a16": "load error", "gptq": "builds it right", "gptq-moe": "builds it right"}
 PROMPTS = ["hello world the", "the quick brown fox jumps over"]
 MAX_TOKENS = 48
 
@@ -120,6 +133,32 @@ def drop_exclusion(repo):
     (repo / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
 
 
+def int8_head(repo, scales=True):
+    """The mended W8A8 repo with its head int8 as a W8A8 recipe that keeps the
+    head writes it (the exclusion entry gone, every head projection and
+    mtp.fc int8 with its per-channel weight_scale), or, scales False, with
+    those weight_scale tensors dropped (imp#1428)."""
+    drop_exclusion(repo)
+    head = repo / "model-mtp.safetensors"
+    tensors = hf_repos.read_shards_file(head)
+    for k in [k for k in tensors if k.endswith(".weight") and HEAD_QUANTIZED.match(k[:-len(".weight")])]:
+        dt, shape, data = tensors.pop(k)
+        q = hf_repos.quantize(k[:-len(".weight")], hf_repos.bf16_to_f32(data, shape), "w8a8")
+        tensors.update({n: v for n, v in q.items() if scales or not n.endswith(".weight_scale")})
+    hf_repos.write_safetensors(head, tensors)
+    index = json.loads((repo / "model.safetensors.index.json").read_text())
+    wm = {k: v for k, v in index["weight_map"].items() if v != head.name}
+    wm.update({k: head.name for k in tensors})
+    index["weight_map"] = dict(sorted(wm.items()))
+    (repo / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n")
+
+
+def declare_depth(repo, depth):
+    cfg = json.loads((repo / "config.json").read_text())
+    cfg["mtp_num_hidden_layers"] = depth
+    (repo / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+
+
 @pytest.fixture(scope="module")
 def repos(mtpconv, tmp_path_factory):
     """form -> {"bare": the head-less repo, "mended": it after export --into, "unexcluded": mended minus the exclusion}, and the sources."""
@@ -132,14 +171,31 @@ def repos(mtpconv, tmp_path_factory):
         bare = hf_repos.write_repo(sources[fx], base / f"{form}-bare", form, TOKENIZER)
         mended = base / f"{form}-mended"
         shutil.copytree(bare, mended)
-        subprocess.run([str(mtpconv), "export", "--src", str(sources[fx]), "--target", "hf", "--into", str(mended), "--quiet"],
-                       check=True)
+        into = [str(mtpconv), "export", "--src", str(sources[fx]), "--target", "hf", "--into", str(mended), "--quiet"]
+        if form in RUNTIME:
+            # Without the flag: one line naming it, the repo untouched.
+            res = subprocess.run(into, capture_output=True, text=True)
+            assert res.returncode == 1 and f"pass --runtime {RUNTIME[form]}" in res.stderr, res.stderr
+            assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+            into += ["--runtime", RUNTIME[form]]
+        subprocess.run(into, check=True)
         out[form] = {"src": sources[fx], "bare": bare, "mended": mended}
         if form in QUANTIZED:
             unexcluded = base / f"{form}-unexcluded"
             shutil.copytree(mended, unexcluded)
             drop_exclusion(unexcluded)
             out[form]["unexcluded"] = unexcluded
+    # Declared against present (issue 38): from a W8A8 repo whose routed
+    # experts stay bf16 (vLLM's CPU int8 MoE kernel needs AMX), 3 runs.
+    fx = FORMS["w8a8"]
+    mended = hf_repos.write_repo(sources[fx], base / "w8a8e-mended", "w8a8-bf16-experts", TOKENIZER)
+    subprocess.run([str(mtpconv), "export", "--src", str(sources[fx]), "--target", "hf", "--into", str(mended), "--quiet"], check=True)
+    out["w8a8e"] = {"src": sources[fx], "mended": mended}
+    for kind, edit in {"int8head": int8_head, "noscales": lambda r: int8_head(r, scales=False),
+                       "depth2": lambda r: declare_depth(r, 2)}.items():
+        out["w8a8e"][kind] = base / f"w8a8e-{kind}"
+        shutil.copytree(mended, out["w8a8e"][kind])
+        edit(out["w8a8e"][kind])
     return out
 
 
@@ -148,8 +204,9 @@ def vllm_runs(repos, tmp_path_factory):
     """(form, repo kind, mtp) -> what vllm_run.py saw, all runs in one process."""
     jobs = []
     for form, r in repos.items():
-        jobs.append({"id": f"{form}/mended/plain", "model": str(r["mended"]), "mtp": False, "probe": list(PROBES[form])})
-        for kind in ("mended", "bare", "unexcluded"):
+        if form in PROBES:
+            jobs.append({"id": f"{form}/mended/plain", "model": str(r["mended"]), "mtp": False, "probe": list(PROBES[form])})
+        for kind in ("mended", "bare", "unexcluded") if form in FORMS else ("int8head", "noscales", "depth2"):
             if kind in r:
                 jobs.append({"id": f"{form}/{kind}/mtp", "model": str(r[kind]), "mtp": True})
     d = tmp_path_factory.mktemp("vllm-run")
@@ -170,13 +227,19 @@ def acceptance(run):
     return run["accepted"] / run["drafted"]
 
 
+def judged_for(repo):
+    """inspect's --runtime for a repo of the module (its form's RUNTIME)."""
+    form = next((f for f in RUNTIME if Path(repo).name.startswith(f + "-")), None)
+    return ["--runtime", RUNTIME[form]] if form else []
+
+
 def inspect_json(mtpconv, repo):
-    res = subprocess.run([str(mtpconv), "inspect", str(repo), "--json"], capture_output=True, text=True)
+    res = subprocess.run([str(mtpconv), "inspect", str(repo), "--json", *judged_for(repo)], capture_output=True, text=True)
     return json.loads(res.stdout)
 
 
 def inspect_strict(mtpconv, repo):
-    return subprocess.run([str(mtpconv), "inspect", str(repo), "--strict"], capture_output=True, text=True)
+    return subprocess.run([str(mtpconv), "inspect", str(repo), "--strict", *judged_for(repo)], capture_output=True, text=True)
 
 
 def assert_serves_right(mtpconv, repo):
@@ -322,6 +385,8 @@ def test_bytes(form, repos):
 def test_repos_are_deterministic(repos, tmp_path):
     """hf_repos writes the same bytes from the same fixture."""
     for form, r in repos.items():
+        if form not in FORMS:
+            continue
         again = hf_repos.write_repo(r["src"], tmp_path / form, form, TOKENIZER)
         for f in r["bare"].iterdir():
             assert (again / f.name).read_bytes() == f.read_bytes(), (form, f.name)
@@ -410,3 +475,26 @@ def test_head_only_card_serves(repos, vllm_runs, mtpconv, tmp_path):
     assert "error" not in plain, plain.get("traceback")
     assert texts == plain["texts"]
     assert drafted >= MAX_TOKENS // 2 * len(PROMPTS) * 0.9 and accepted / drafted >= 0.99, (drafted, accepted)
+
+
+def test_declared_against_present(repos, vllm_runs, mtpconv):
+    """inspect --strict judges a repo's head as vLLM builds it, per runtime,
+    and vLLM agrees (issue 38): a complete int8 head with its scales and a
+    repo declaring 2 MTP layers but holding 1 (vLLM runs layer 0 for every
+    draft step) pass for vLLM and draft at >= 0.99; the int8 head without its
+    weight_scale fails naming it, and vLLM, which loads it without a word on
+    uninitialised scales, drafts at < 0.05."""
+    r = repos["w8a8e"]
+    for kind, want in {"int8head": 0, "depth2": 0, "noscales": 1}.items():
+        res = subprocess.run([str(mtpconv), "inspect", str(r[kind]), "--strict", "--runtime", "vllm"], capture_output=True, text=True)
+        problems = subprocess.run([str(mtpconv), "inspect", str(r[kind]), "--json", "--runtime", "vllm"], capture_output=True, text=True)
+        serving = json.loads(problems.stdout)["serving"]["problems"]
+        assert bool(serving) == bool(want), (kind, serving)
+        if want:
+            assert res.returncode == 1 and "without its weight_scale" in res.stderr, res.stderr
+        run = vllm_runs[f"w8a8e/{kind}/mtp"]
+        rate = acceptance(run)
+        print(f"vllm w8a8 (bf16 experts) {kind}: drafted {run['drafted']}, accepted {run['accepted']} ({rate:.3f}); inspect --strict --runtime vllm exit {res.returncode}")
+        if kind != "depth2":
+            assert any(not v.startswith("Unquantized") for v in run["drafter"].values()), run["drafter"]  # built int8
+        assert rate < 0.05 if want else rate >= 0.99

@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/targets"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/internal/testfs"
 	"github.com/mtpconv/mtpconv/manifests"
 )
 
@@ -15,6 +18,7 @@ import (
 // is then what `mtpconv card` writes from the saved report, a user's edit
 // elsewhere in the card is kept, and an output without a card gets none.
 func TestVerifySaveRefreshesCard(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	out := filepath.Join(t.TempDir(), "o")
 	exportTo(t, fixtures.Qwen36, out, "--target", "mlx", "--head-precision", "int4")
@@ -31,8 +35,12 @@ func TestVerifySaveRefreshesCard(t *testing.T) {
 		!bytes.Contains(after, []byte("recomputed from the source")) {
 		t.Fatalf("verify --save left the card's verification section:\n%s", after)
 	}
-	if code, _, stderr := runCLI(t, "card", out); code != 0 {
+	code, stdout, stderr := runCLI(t, "card", out)
+	if code != 0 {
 		t.Fatal(stderr)
+	}
+	if want := "wrote " + cardPath + " ("; !strings.HasPrefix(stdout, want) || !strings.Contains(stdout, "from the manifest and the saved verify report") {
+		t.Errorf("card says %q, want %q... from the manifest and the saved verify report", stdout, want)
 	}
 	if whole, _ := os.ReadFile(cardPath); !bytes.Equal(whole, after) {
 		t.Errorf("the refreshed card differs from mtpconv card's:\n%s\n---\n%s", after, whole)
@@ -54,7 +62,7 @@ func TestVerifySaveRefreshesCard(t *testing.T) {
 
 	// A README.md without mtpconv's section is left alone (with a warning).
 	os.WriteFile(cardPath, []byte("# ours\n"), 0o644)
-	code, _, stderr := runCLI(t, "verify", "--save", out)
+	code, _, stderr = runCLI(t, "verify", "--save", out)
 	if b, _ := os.ReadFile(cardPath); code != 0 || string(b) != "# ours\n" || !strings.Contains(stderr, "left as it is") {
 		t.Errorf("exit %d, stderr %q, card %q", code, stderr, b)
 	}
@@ -67,5 +75,88 @@ func TestVerifySaveRefreshesCard(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(bare, manifests.CardFile)); err == nil {
 		t.Error("verify --save wrote a card into a --no-card output")
+	}
+}
+
+// A drafter no released mlx-vlm runs says so, from the family's MLX table
+// alone: the card names no load_drafter snippet, the export prints the
+// note, and the README's row quotes the same sentence; a drafter mlx-vlm
+// runs keeps its snippet.
+func TestUnrunnableDrafterSaysSo(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join(fixtures.Root(), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range model.FamiliesWhere(func(f *model.Family) bool { return f.MLX.DrafterUnrunnable != "" }) {
+		f, _ := model.LookupFamily(name)
+		if why := f.MLX.DrafterUnrunnable; !strings.Contains(string(readme), why) {
+			t.Errorf("%s: README.md does not say %q", name, why)
+		}
+	}
+	for _, c := range []struct {
+		fixture string
+		why     string // the family's DrafterUnrunnable, "" when mlx-vlm runs it
+	}{
+		{fixtures.GLM47Flash, "mlx-vlm 0.7.10's `load_drafter` has no `glm4_moe_lite_mtp` model"},
+		{fixtures.Qwen36, ""},
+	} {
+		t.Run(c.fixture, func(t *testing.T) {
+			t.Parallel()
+			out := filepath.Join(t.TempDir(), "o")
+			code, stdout, stderr := runCLI(t, "export", "--src", fixtures.Ensure(t, c.fixture), "--target", "mlx", "--out", out)
+			if code != 0 {
+				t.Fatal(stderr)
+			}
+			card, err := os.ReadFile(filepath.Join(out, manifests.CardFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			printed := stdout + stderr
+			if c.why == "" {
+				if !strings.Contains(string(card), "load_drafter(") || strings.Contains(string(card), "Nothing runs") || strings.Contains(printed, "nothing runs") {
+					t.Errorf("a drafter mlx-vlm runs: card\n%s\nprinted %q", card, printed)
+				}
+				return
+			}
+			if !strings.Contains(string(card), "Nothing runs this drafter yet: "+c.why) || strings.Contains(string(card), "load_drafter(") || strings.Contains(string(card), "tested") {
+				t.Errorf("the card does not say nothing runs it (%q):\n%s", c.why, card)
+			}
+			if !strings.Contains(printed, "nothing runs this drafter yet: "+c.why) {
+				t.Errorf("the export does not print %q: %q", c.why, printed)
+			}
+		})
+	}
+}
+
+// A combined export offers mlx_lm.generate only when the folder holds a
+// tokenizer; of a source without one it says what to add, on the card and
+// when it runs.
+func TestCombinedCardWithoutTokenizer(t *testing.T) {
+	t.Parallel()
+	withTok := filepath.Join(t.TempDir(), "src")
+	if err := os.Mkdir(withTok, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testfs.LinkDir(t, fixtures.Ensure(t, fixtures.Qwen36), withTok)
+	testfs.LinkDir(t, filepath.Join(fixtures.Root(), "testdata", "tokenizer-tiny"), withTok)
+	for _, c := range []struct {
+		src       string
+		tokenizer bool
+	}{{fixtures.Ensure(t, fixtures.Qwen36), false}, {withTok, true}} {
+		out := filepath.Join(t.TempDir(), "o")
+		code, stdout, stderr := runCLI(t, "export", "--src", c.src, "--target", "combined", "--out", out)
+		if code != 0 {
+			t.Fatal(stderr)
+		}
+		card, err := os.ReadFile(filepath.Join(out, manifests.CardFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		offers := strings.Contains(string(card), "mlx_lm.generate")
+		says := strings.Contains(string(card), targets.NoTokenizer) && strings.Contains(stdout+stderr, targets.NoTokenizer)
+		if offers != c.tokenizer || says == c.tokenizer {
+			t.Errorf("tokenizer %v: the card offers mlx_lm.generate %v, says none is there %v:\n%s", c.tokenizer, offers, says, card)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 // What a user expects from help, version, typos and bad flags: the right
 // stream, one error line with a hint, and the usage exit code.
 func TestCLIHygiene(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	out := filepath.Join(t.TempDir(), "o")
 	cases := []struct {
@@ -64,6 +65,7 @@ func TestCLIHygiene(t *testing.T) {
 // The per-file log lines, the --json summary, the dry run and the folder on
 // disk give the same files and sizes.
 func TestNumbersAgree(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	for _, target := range [][]string{{"--target", "openvino", "--head-precision", "int4"}, {"--target", "mlx"}, {"--target", "combined", "--trunk-precision", "int4"}} {
 		t.Run(target[1], func(t *testing.T) {
@@ -122,6 +124,7 @@ func TestNumbersAgree(t *testing.T) {
 // inspect's text shows no Go maps or stray dots, --hash shows the hashes, and
 // a file given for a folder or a folder that is not an output gets a plain sentence.
 func TestInspectAndVerifyText(t *testing.T) {
+	t.Parallel()
 	for _, fx := range []string{fixtures.Qwen36, fixtures.Qwen35, fixtures.Next} {
 		src := fixtures.Ensure(t, fx)
 		code, out, stderr := runCLI(t, "inspect", src, "--hash")
@@ -157,6 +160,7 @@ func TestInspectAndVerifyText(t *testing.T) {
 // The card names a base model only when one is known, says quantized only
 // when something is, and speaks each target's terms.
 func TestCardWords(t *testing.T) {
+	t.Parallel()
 	src, glm := fixtures.Ensure(t, fixtures.Qwen36), fixtures.Ensure(t, fixtures.GLM45)
 	cases := []struct {
 		args    []string

@@ -32,7 +32,7 @@ func familyFixtures(t *testing.T) map[string]string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		of[m.Family] = fixture
+		of[m.Family.Name] = fixture
 		m.Checkpoint.Close()
 	}
 	for _, f := range model.Families() {
@@ -70,10 +70,9 @@ func headFiles(t *testing.T, fixture string) []headFile {
 		t.Fatal(err)
 	}
 	defer m.Checkpoint.Close()
-	s := m.Spec
 	// The head's own tensors of MTP layer 0, under the checkpoint's names.
 	var own []string
-	for _, rel := range s.HeadOwn(0) {
+	for _, rel := range m.Family.HeadOwn(0) {
 		own = append(own, m.HeadName(rel))
 	}
 	export := func(args ...string) string {
@@ -84,17 +83,17 @@ func headFiles(t *testing.T, fixture string) []headFile {
 		return out
 	}
 	var files []headFile
-	if s.GGUF.Refusal == "" {
+	if m.Family.GGUF.Refusal == "" {
 		ggufNames := func(block int) []string {
 			var names []string
-			for _, rel := range s.HeadOwn(0) {
-				for suffix, n := range s.GGUF.HeadTop {
+			for _, rel := range m.Family.HeadOwn(0) {
+				for suffix, n := range m.Family.GGUF.HeadTop {
 					if rel == suffix {
 						names = append(names, n.In(block))
 					}
 				}
 				if _, suffix, ok := strings.Cut(strings.TrimPrefix(rel, "layers."), "."); ok {
-					if n, ok := s.GGUF.Layer[suffix]; ok {
+					if n, ok := m.Family.GGUF.Layer[suffix]; ok {
 						names = append(names, n.In(block))
 					}
 				}
@@ -113,18 +112,18 @@ func headFiles(t *testing.T, fixture string) []headFile {
 			files = append(files, headFile{"gguf graft", out, filepath.Join(out, filepath.Base(trunk)), ggufNames(m.Config.NumHiddenLayers)})
 		}
 	}
-	if d := s.MLX.DrafterModelType; d != "" {
+	if d := m.Family.MLX.DrafterModelType; d != "" {
 		var names []string
-		for _, rel := range s.HeadOwn(0) {
-			if s.MLX.DrafterName != nil {
-				rel = s.MLX.DrafterName(rel)
+		for _, rel := range m.Family.HeadOwn(0) {
+			if m.Family.MLX.DrafterName != nil {
+				rel = m.Family.MLX.DrafterName(rel)
 			}
 			names = append(names, rel)
 		}
 		out := export("--target", "mlx")
 		files = append(files, headFile{"mlx drafter", out, out, names})
 	}
-	if s.MLX.CombinedRefusal == "" {
+	if m.Family.MLX.CombinedRefusal == "" {
 		out := export("--target", "combined")
 		files = append(files, headFile{"combined", out, out, own})
 	}

@@ -249,6 +249,14 @@ func printExport(c *cli.Context, req export.Request, oc *export.Outcome, dest st
 		}
 		fmt.Fprintf(c.App.Writer, "exported %s: %s, %s, %d bytes in %.1fs (%d source bytes read, peak RSS %d MiB)\n",
 			dest, words.Count(sum.Tensors, "tensor"), words.Count(len(sum.Files), "file"), sum.BytesOut, sum.Seconds, sum.BytesRead, sum.PeakRSS>>20)
+		if req.Resume {
+			if len(sum.ReusedFiles) == 0 {
+				fmt.Fprintln(c.App.Writer, "resumed: no file of the interrupted run could be reused; every file was written again")
+			} else {
+				fmt.Fprintf(c.App.Writer, "resumed: reused %s of the interrupted run, every input byte proven unchanged: %s\n",
+					words.Count(len(sum.ReusedFiles), "file"), strings.Join(sum.ReusedFiles, ", "))
+			}
+		}
 		if remote != nil {
 			fmt.Fprintf(c.App.Writer, "fetched %d of the checkpoint's %d bytes from %s (%.2f%%)\n",
 				sum.BytesFetched, sum.SourceTotal, remote.Name(), 100*float64(sum.BytesFetched)/float64(max(1, sum.SourceTotal)))

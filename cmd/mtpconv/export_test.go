@@ -34,6 +34,7 @@ func readDir(t *testing.T, dir string) map[string][]byte {
 }
 
 func TestExportDeterministicAcrossJobs(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		fixture string
 		args    []string
@@ -119,6 +120,7 @@ func withoutTensors(t *testing.T, fixture string, drop func(string) bool) string
 }
 
 func TestExportRefusesBadInputAndLeavesNothing(t *testing.T) {
+	t.Parallel()
 	missing := withoutTensors(t, fixtures.Qwen35, func(n string) bool {
 		return strings.HasPrefix(n, "mtp.layers.0.mlp.experts.25") && strings.HasSuffix(n, "down_proj.weight")
 	})
@@ -164,6 +166,7 @@ func TestExportRefusesBadInputAndLeavesNothing(t *testing.T) {
 }
 
 func TestExportOverwriteAndCancel(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	parent := t.TempDir()
 	out := filepath.Join(parent, "out")
@@ -208,6 +211,7 @@ func TestExportOverwriteAndCancel(t *testing.T) {
 }
 
 func TestTokenizerAndGenerationFilesCopied(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	dir := t.TempDir()
 	testfs.LinkDir(t, src, dir)
@@ -235,6 +239,7 @@ func TestTokenizerAndGenerationFilesCopied(t *testing.T) {
 
 // A bf16 value beyond the f16 range is counted and reported, never silent.
 func TestF16OverflowIsReported(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	dir := t.TempDir()
 	ck, err := st.Open(source.Dir(src))

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/urfave/cli/v2"
@@ -34,11 +35,17 @@ func flagReference(app *cli.App) string {
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
 	p("Global flags: %s.", strings.Join(flagNames(app.Flags), ", "))
 	p("")
+	p("%s", exitCodes)
+	p("")
 	for _, c := range app.Commands {
 		p("### `mtpconv %s`", strings.TrimSpace(c.Name+" "+c.ArgsUsage))
 		p("")
 		p("%s.", strings.TrimSuffix(c.Usage, "."))
 		p("")
+		if c.Name == "inspect" {
+			p("Families it reads (`family` in its report): %s.", "`"+strings.Join(model.Families(), "`, `")+"`")
+			p("")
+		}
 		if c.Name == "export" {
 			p("| `--target` | writes | takes |")
 			p("|---|---|---|")
@@ -106,6 +113,7 @@ func flagLine(f cli.Flag) string {
 }
 
 func TestFlagReference(t *testing.T) {
+	t.Parallel()
 	app := newApp(io.Discard, io.Discard)
 	app.Setup() // adds --version, as running it does
 	ref := flagReference(app)
@@ -141,6 +149,7 @@ func TestFlagReference(t *testing.T) {
 // flag's usage, in the part for that target: the reference cannot omit one
 // (as it once omitted fp8). Accepted: the export does not exit 2 on it.
 func TestHeadPrecisionsDocumented(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	var usage string
 	for _, f := range exportCommand().Flags {

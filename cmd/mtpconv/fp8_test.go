@@ -21,6 +21,7 @@ import (
 // dequantized value and its bf16 rounding may differ; those exports must
 // verify against their own source. verify --src recomputes through the scales.
 func TestFP8SourceExports(t *testing.T) {
+	t.Parallel()
 	fp8 := fixtures.Ensure(t, fixtures.Qwen36FP8)
 	deq := fixtures.Ensure(t, fixtures.Qwen36FP8Dequant)
 	cases := []struct {
@@ -86,6 +87,7 @@ func TestFP8SourceExports(t *testing.T) {
 // A broken FP8 release is refused naming the tensor: a weight without its
 // scale, a scale of the wrong shape, a block size other than the config's.
 func TestFP8SourceRefusals(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36FP8)
 	const w = "mtp.layers.0.self_attn.q_proj.weight"
 	cases := []struct {
@@ -154,6 +156,7 @@ func editConfig(t *testing.T, src, dir string, edit func(map[string]any)) {
 // those made from its dequantized twin (both folders named alike, since the
 // sidecar records the source's name), and verify --src recomputes them.
 func TestFP8SourceToGGUF(t *testing.T) {
+	t.Parallel()
 	tok := filepath.Join(fixtures.Root(), "testdata", "tokenizer-tiny")
 	for _, args := range [][]string{{"--head-precision", "bf16"}, {"--head-precision", "int8"}} {
 		files := map[string]map[string][]byte{}
@@ -182,6 +185,7 @@ func TestFP8SourceToGGUF(t *testing.T) {
 // Negative FP8 block scales are counted per tensor, recorded in the
 // manifest, noted by export and warned on the card, as non-finite values are.
 func TestFP8NegativeScalesReported(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36FP8)
 	const w = "mtp.layers.0.self_attn.q_proj.weight"
 	dir := t.TempDir()

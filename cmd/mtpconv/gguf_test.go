@@ -40,6 +40,7 @@ func q8Sidecar(t *testing.T, src string) string {
 // inspect reads GGUF files: our sidecar is an MTP-only file with its head in
 // block 4; a trunk without head has none.
 func TestInspectGGUF(t *testing.T) {
+	t.Parallel()
 	src := ggufSource(t)
 	side := q8Sidecar(t, src)
 	code, stdout, stderr := runCLI(t, "inspect", "--json", side)
@@ -130,6 +131,7 @@ func TestGGUFFromHub(t *testing.T) {
 
 // --gguf-type belongs to the gguf target; the card names ggml types.
 func TestGGUFFlags(t *testing.T) {
+	t.Parallel()
 	src := ggufSource(t)
 	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "mlx", "--gguf-type", "Q8_0", "--out", filepath.Join(t.TempDir(), "o")); code != 2 || !strings.Contains(stderr, "does not take --gguf-type") {
 		t.Errorf("mlx --gguf-type: exit %d: %s", code, stderr)
@@ -155,6 +157,7 @@ func TestGGUFFlags(t *testing.T) {
 // The dense family writes llama.cpp's qwen35 sidecar (dense ffn_{gate,up,down}
 // in the MTP block, no expert tensors) and, for the interop tests, its trunk.
 func TestGGUFDense(t *testing.T) {
+	t.Parallel()
 	src := filepath.Join(t.TempDir(), "src")
 	if err := os.Mkdir(src, 0o755); err != nil {
 		t.Fatal(err)
@@ -214,6 +217,7 @@ func trunkSummary(t *testing.T, src string) gg.Summary {
 // inspect of a GGUF caps its list of problems as every list is capped (the
 // first 20, then how many more); --json gives the whole count.
 func TestInspectGGUFCapsProblems(t *testing.T) {
+	t.Parallel()
 	const n = 100
 	kvs := []gg.KV{gg.Pair("general.architecture", gg.Str("qwen35moe")), gg.Pair("qwen35moe.block_count", gg.U32(1)),
 		gg.Pair("qwen35moe.nextn_predict_layers", gg.U32(1))}

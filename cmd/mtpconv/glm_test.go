@@ -21,6 +21,7 @@ import (
 // naming why, --router-bits for the Flash drafter (whose routers stay float)
 // is a usage error, and nothing is left behind.
 func TestGLMCLI(t *testing.T) {
+	t.Parallel()
 	for _, fx := range []string{fixtures.GLM45, fixtures.GLM47Flash} {
 		src := fixtures.Ensure(t, fx)
 		for _, typ := range []string{"BF16", "Q4_K_M"} {

@@ -68,6 +68,7 @@ func writeGGUF(t *testing.T, path string, kvs []gg.KV, infos []gg.TensorInfo, da
 // when the bundled file is that sidecar plus trunk blocks; the source is
 // untouched; what does not apply is refused.
 func TestGGUFSplitBundled(t *testing.T) {
+	t.Parallel()
 	src := ggufSource(t)
 	side := q8Sidecar(t, src)
 	f, data := ggufTensors(t, side)
@@ -219,6 +220,7 @@ func graft(t *testing.T, src, trunk string, extra ...string) (string, string) {
 // catches a trunk tensor changed; --force replaces the head (the same
 // bytes again); the trunk file is never written.
 func TestGGUFGraft(t *testing.T) {
+	t.Parallel()
 	src := ggufSource(t)
 	trunk := graftTrunk(t, src)
 	before, _ := os.ReadFile(trunk)
@@ -312,6 +314,7 @@ func TestGGUFGraft(t *testing.T) {
 // A trunk of another model is refused naming the key that differs; the
 // flag belongs to --target gguf; --out may not hold the trunk.
 func TestGGUFGraftRefusals(t *testing.T) {
+	t.Parallel()
 	src := ggufSource(t)
 	trunk := graftTrunk(t, src)
 	f, data := ggufTensors(t, trunk)
@@ -375,6 +378,7 @@ func TestGGUFGraftRefusals(t *testing.T) {
 // gives it in a file of that type, Q8_0 for a type mtpconv does not write;
 // the summary says which; --gguf-type chooses.
 func TestGGUFGraftHeadPrecision(t *testing.T) {
+	t.Parallel()
 	src := ggufSource(t)
 	trunk := graftTrunk(t, src)
 	f, data := ggufTensors(t, trunk)
@@ -439,6 +443,7 @@ func TestGGUFGraftHeadPrecision(t *testing.T) {
 // (from the Hub repository the file names when it names one), and that
 // command works; a file with a head gets none.
 func TestInspectGGUFAddHead(t *testing.T) {
+	t.Parallel()
 	src := ggufSource(t)
 	trunk := graftTrunk(t, src)
 	code, text, _ := runCLI(t, "inspect", trunk)
@@ -479,6 +484,7 @@ func TestInspectGGUFAddHead(t *testing.T) {
 // passes against the source, and the sidecar split back is byte for byte
 // the sidecar the export writes directly.
 func TestGLMGraftSplit(t *testing.T) {
+	t.Parallel()
 	for _, fx := range []string{fixtures.GLM45, fixtures.GLM47Flash} {
 		src := fixtures.Ensure(t, fx)
 		trunk := graftTrunk(t, src)
@@ -554,6 +560,7 @@ func TestGLMGraftSplit(t *testing.T) {
 // visits before model.norm (output_norm), unlike Qwen's mtp.* after
 // every trunk name.
 func TestGLMGraftOrderLikeReference(t *testing.T) {
+	t.Parallel()
 	for _, fx := range []string{fixtures.GLM45, fixtures.GLM47Flash} {
 		src := fixtures.Ensure(t, fx)
 		tf, tdata := ggufTensors(t, graftTrunk(t, src))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/health"
 	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/manifests"
 )
@@ -20,14 +21,17 @@ func TestConcatHalvesEveryFamily(t *testing.T) {
 	for family, fixture := range familyFixtures(t) {
 		t.Run(family, func(t *testing.T) {
 			t.Parallel()
-			f, _ := model.LookupFamily(family)
-			s := f.Spec(&model.Config{})
-			if _, ok := s.ConcatProjection(); !ok {
+			src := fixtures.Ensure(t, fixture)
+			sm, err := model.Load(source.Dir(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sm.Checkpoint.Close()
+			if _, ok := sm.ConcatProjection(); !ok {
 				t.Fatal("no concat projection in the family's tables")
 			}
-			src := fixtures.Ensure(t, fixture)
 			args := []string{"--target", "mlx", "--head-precision", "int8"}
-			if s.MLX.DrafterModelType == "" {
+			if sm.Family.MLX.DrafterModelType == "" {
 				args = []string{"--target", "gguf", "--gguf-type", "Q8_0"}
 			}
 			out := filepath.Join(t.TempDir(), "out")

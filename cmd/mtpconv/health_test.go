@@ -88,6 +88,7 @@ func scaledFC(t *testing.T, ratio float32) string {
 // halves' errors, and verify --src fails on it. The default group keeps both
 // halves, and OpenVINO's per-channel int8 is noted as degraded.
 func TestHeadHealthExport(t *testing.T) {
+	t.Parallel()
 	src := scaledFC(t, 25)
 	out := filepath.Join(t.TempDir(), "o")
 	lossy := []string{"export", "--src", src, "--target", "mlx", "--head-precision", "int4", "--group-size", "128", "--out", out}
@@ -176,6 +177,7 @@ func withTokenizer(t *testing.T, dir string) string {
 // found by inspect from the stored values alone and failed by --strict;
 // our own exports of the fixture at every precision pass.
 func TestHeadHealthInspect(t *testing.T) {
+	t.Parallel()
 	type edit struct {
 		tensor string
 		fn     func(r, c int64, v float32) float32
@@ -264,6 +266,7 @@ func TestHeadHealthInspect(t *testing.T) {
 // lost or degraded half, verify --src finds nothing, and inspect --strict of
 // the GGUF and MLX outputs exits 0.
 func TestHeadHealthOwnExports(t *testing.T) {
+	t.Parallel()
 	src := withTokenizer(t, withTensorValues(t, fixtures.Qwen36GenAI, "mtp.fc.weight", func(r, c int64, v float32) float32 { return v }))
 	var exports [][]string
 	for _, p := range []string{"bf16", "f16", "int2", "int3", "int4", "int5", "int6", "int8", "mxfp4", "mxfp8", "nvfp4"} {
@@ -303,6 +306,7 @@ func TestHeadHealthOwnExports(t *testing.T) {
 // a bf16 head): inspect judges the head from its stored values, and
 // --strict fails a head whose embedding half is zero.
 func TestHeadHealthHFRepo(t *testing.T) {
+	t.Parallel()
 	ct := `{"quant_method": "compressed-tensors", "format": "int-quantized",
 		"config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "int", "symmetric": true, "strategy": "channel"}}},
 		"ignore": ["lm_head", "re:.*mlp.gate$", "re:.*shared_expert_gate$", "re:.*linear_attn.*", "re:.*visual.*"]}`

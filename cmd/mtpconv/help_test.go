@@ -11,6 +11,7 @@ import (
 // stdout and exit 0, naming every family line and consumer, and every
 // registered target with its one-line usage.
 func TestAppHelp(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			code, stdout, stderr := runCLI(t, args...)
@@ -51,6 +52,7 @@ func TestAppHelp(t *testing.T) {
 // stderr ending in where to read the usage, with nothing on stdout, flags
 // spelled as --help spells them, and exit 2.
 func TestUsageErrorsAreOneLine(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cases := []struct {
 		args []string

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -42,10 +43,13 @@ func inspectCommand() *cli.Command {
 			if done, err := inspectGGUF(c, dir); done || err != nil {
 				return err
 			}
+			var out *hfOutput
 			if !strings.HasPrefix(dir, "hf://") {
-				if done, err := inspectOutput(c, dir); done || err != nil {
+				done, hfOut, err := inspectOutput(c, dir)
+				if done || err != nil {
 					return err
 				}
+				out = hfOut
 			}
 			s, remote, err := openSource(c, "", dir)
 			if err != nil {
@@ -57,6 +61,11 @@ func inspectCommand() *cli.Command {
 				return err
 			}
 			defer m.Checkpoint.Close()
+			if out != nil && out.HeadOnly {
+				// --target hf --out: the head alone, for a runtime that takes
+				// the trunk from the base model; no trunk tensor is missing.
+				m.TrunkProblems = nil
+			}
 			r, err := m.Inspect()
 			if err != nil {
 				return err
@@ -83,10 +92,11 @@ func inspectCommand() *cli.Command {
 				}
 			}
 			if c.Bool("json") {
-				if err := printJSON(c, sourceReport{r, serving, hr}); err != nil {
+				if err := printJSON(c, sourceReport{r, out, serving, hr}); err != nil {
 					return err
 				}
 			} else {
+				out.writeText(c.App.Writer)
 				r.WriteText(c.App.Writer)
 				serving.WriteText(c.App.Writer)
 				if c.Bool("hash") {
@@ -100,8 +110,14 @@ func inspectCommand() *cli.Command {
 				if err := serving.Err(); err != nil {
 					return err
 				}
-				if err := m.HeadError(); err != nil {
-					return err
+				// A head the serving report judged is judged as the runtimes
+				// load it: its quantized storage, its layers against the
+				// declared depth (per runtime), what it lacks. HeadError's
+				// float dtypes and exact depth are an export source's needs.
+				if !serving.JudgedHead() {
+					if err := m.HeadError(); err != nil {
+						return err
+					}
 				}
 				return strictHealth(c, hr)
 			}
@@ -110,11 +126,31 @@ func inspectCommand() *cli.Command {
 	}
 }
 
+// hfOutput is what inspect says of an HF repo mtpconv wrote (--target hf):
+// the head added into a repo, or alone (a head-only repo, whose trunk the
+// runtimes take from the base model).
+type hfOutput struct {
+	Version  string `json:"mtpconv_version"`
+	HeadOnly bool   `json:"head_only"`
+}
+
+func (o *hfOutput) writeText(w io.Writer) {
+	if o == nil {
+		return
+	}
+	what := "the MTP head added into an HF repo"
+	if o.HeadOnly {
+		what = "the MTP head alone, for --speculative-draft-model-path; its trunk is the base model's"
+	}
+	fmt.Fprintf(w, "output:        mtpconv %s, target hf: %s\n", o.Version, what)
+}
+
 // sourceReport is inspect's report of a source checkpoint or HF repo: the
 // checkpoint, how vLLM and SGLang would serve its MTP head, and the head's
 // health from its stored values.
 type sourceReport struct {
 	*model.Report
+	Output     *hfOutput      `json:"mtpconv_output,omitempty"`
 	Serving    *hf.Report     `json:"serving"`
 	HeadHealth *health.Report `json:"head_health,omitempty"`
 }
@@ -149,58 +185,59 @@ func hashTensors(c *cli.Context, ck *st.Checkpoint, r *model.Report) error {
 
 // inspectOutput describes a folder written by mtpconv (it has a manifest), or
 // warns about an MLX file from elsewhere that carries mtp.* tensors. It
-// reports done when the folder was such an output.
-func inspectOutput(c *cli.Context, dir string) (bool, error) {
+// reports done when the folder was such an output; an HF repo mtpconv
+// wrote is described as a source, and returned.
+func inspectOutput(c *cli.Context, dir string) (bool, *hfOutput, error) {
 	m, err := manifests.Load(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		if !mlx.IsFolder(dir) {
-			return false, foreignMLXWarning(c, dir)
+			return false, nil, foreignMLXWarning(c, dir)
 		}
 		if c.IsSet(targets.OptRuntime) {
-			return true, usagef("--runtime applies to an HF repo (how vLLM or SGLang serves it); %s is an MLX folder", dir)
+			return true, nil, usagef("--runtime applies to an HF repo (how vLLM or SGLang serves it); %s is an MLX folder", dir)
 		}
 		r, err := mlx.InspectFolder(dir)
 		if err != nil {
-			return true, err
+			return true, nil, err
 		}
 		hr, err := mlx.HeadHealth(dir)
 		if err != nil {
-			return true, err
+			return true, nil, err
 		}
 		if c.Bool("json") {
 			if err := printJSON(c, struct {
 				*mlx.FolderReport
 				HeadHealth *health.Report `json:"head_health,omitempty"`
 			}{r, hr}); err != nil {
-				return true, err
+				return true, nil, err
 			}
-			return true, strictHealth(c, hr)
+			return true, nil, strictHealth(c, hr)
 		}
 		r.WriteText(c.App.Writer)
 		if hr != nil {
 			hr.WriteText(c.App.Writer)
 		}
 		if err := foreignMLXWarning(c, dir); err != nil {
-			return true, err
+			return true, nil, err
 		}
-		return true, strictHealth(c, hr)
+		return true, nil, strictHealth(c, hr)
 	}
 	if err != nil {
-		return true, fmt.Errorf("%s: %w", dir, err)
+		return true, nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	if m.Target == "hf" {
 		// An HF repo (the head added into it, or alone): described as the
 		// runtimes read it, with how they would serve its head.
-		return false, nil
+		return false, &hfOutput{Version: m.Tool.Version, HeadOnly: m.Into == nil}, nil
 	}
 	if c.IsSet(targets.OptRuntime) {
-		return true, usagef("--runtime applies to an HF repo (how vLLM or SGLang serves it); %s is a --target %s output", dir, m.Target)
+		return true, nil, usagef("--runtime applies to an HF repo (how vLLM or SGLang serves it); %s is a --target %s output", dir, m.Target)
 	}
 	s := manifests.Summarize(m, targets.CardOf(m))
 	var hr *health.Report
 	if m.Target == "mlx" || m.Target == "combined" {
 		if hr, err = mlx.HeadHealth(dir); err != nil {
-			return true, err
+			return true, nil, err
 		}
 	}
 	if c.Bool("json") {
@@ -208,12 +245,12 @@ func inspectOutput(c *cli.Context, dir string) (bool, error) {
 			*manifests.Summary
 			HeadHealth *health.Report `json:"head_health,omitempty"`
 		}{s, hr}); err != nil {
-			return true, err
+			return true, nil, err
 		}
 		if err := strictLost(c, s.LostHalves); err != nil {
-			return true, err
+			return true, nil, err
 		}
-		return true, strictHealth(c, hr)
+		return true, nil, strictHealth(c, hr)
 	}
 	w := c.App.Writer
 	fmt.Fprintf(w, "output:        %s (mtpconv %s, target %s)\n", dir, s.Tool.Version, s.Target)
@@ -250,9 +287,9 @@ func inspectOutput(c *cli.Context, dir string) (bool, error) {
 		fmt.Fprintf(c.App.ErrWriter, "warning: %s\n", x)
 	}
 	if err := strictLost(c, s.LostHalves); err != nil {
-		return true, err
+		return true, nil, err
 	}
-	return true, strictHealth(c, hr)
+	return true, nil, strictHealth(c, hr)
 }
 
 // strictLost is --strict's verdict on the halves the manifest records lost.

@@ -93,6 +93,19 @@ func headlessMLXFolderOf(t *testing.T, fixture string, args ...string) string {
 // safetensorsEntries reads a safetensors file's tensors' bytes by name.
 func safetensorsEntries(t *testing.T, path string, keep func(string) bool) map[string][]byte {
 	t.Helper()
+	raw, h := readSafetensors(t, path)
+	out := map[string][]byte{}
+	for _, ti := range h.Tensors {
+		if keep(ti.Name) {
+			out[ti.Name] = append([]byte(string(ti.DType)+"|"), raw[ti.Begin:ti.End]...)
+		}
+	}
+	return out
+}
+
+// readSafetensors reads a safetensors file whole, with its parsed header.
+func readSafetensors(t *testing.T, path string) ([]byte, *st.Header) {
+	t.Helper()
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -101,13 +114,7 @@ func safetensorsEntries(t *testing.T, path string, keep func(string) bool) map[s
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string][]byte{}
-	for _, ti := range h.Tensors {
-		if keep(ti.Name) {
-			out[ti.Name] = append([]byte(string(ti.DType)+"|"), raw[ti.Begin:ti.End]...)
-		}
-	}
-	return out
+	return raw, h
 }
 
 func isHead(n string) bool { return strings.HasPrefix(n, "mtp.") }
@@ -147,6 +154,7 @@ func refusedUnchanged(t *testing.T, dir string, code int, want string, args ...s
 }
 
 func TestIntoMLXAddsTheHead(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	dir := headlessMLXFolder(t, "--trunk-precision", "int4")
 	before := tree(t, dir)
@@ -295,6 +303,7 @@ func compactJSON(b []byte) []byte {
 }
 
 func TestIntoMLXRefusals(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	base := headlessMLXFolder(t, "--trunk-precision", "int4")
 	clone := func(t *testing.T) string {
@@ -387,6 +396,7 @@ func otherValue(cfg []byte, pair string) func(t *testing.T, dir string) {
 }
 
 func TestInspectMLXFolder(t *testing.T) {
+	t.Parallel()
 	dir := headlessMLXFolder(t, "--trunk-precision", "int4")
 	code, stdout, stderr := runCLI(t, "inspect", dir)
 	if code != 0 || !strings.Contains(stdout, "MTP head:      none") || !strings.Contains(stdout, "mtpconv export --src SRC --target combined --into "+dir) {
@@ -434,6 +444,7 @@ func TestInspectMLXFolder(t *testing.T) {
 // running it again: the folder ends as a graft run through, whichever of the
 // later steps were done.
 func TestIntoMLXCompletesAnInterruptedGraft(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	dir := headlessMLXFolder(t, "--trunk-precision", "int4")
 	into := func(extra ...string) {
@@ -479,6 +490,7 @@ func TestIntoMLXCompletesAnInterruptedGraft(t *testing.T) {
 
 // The dense heads (Qwen3.5/3.6-27B) graft as the MoE ones do.
 func TestIntoMLXDense(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36Dense)
 	dir := headlessMLXFolderOf(t, fixtures.Qwen36Dense, "--trunk-precision", "int8", "--group-size", "32")
 	if code, _, stderr := runCLI(t, "export", "--src", src, "--target", "combined", "--into", dir, "--quiet"); code != 0 {
@@ -493,6 +505,7 @@ func TestIntoMLXDense(t *testing.T) {
 // A float folder takes a float head and keeps its config.json (nothing in it
 // changes); an int4 head there adds mlx-lm's quantization blocks.
 func TestIntoMLXFloatFolder(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	dir := headlessMLXFolder(t)
 	cfg, _ := os.ReadFile(filepath.Join(dir, "config.json"))
@@ -550,6 +563,7 @@ func TestIntoMLXFloatFolder(t *testing.T) {
 // A folder whose config.json does not declare the MTP depth gets it, in
 // text_config where the source has it, in key order.
 func TestIntoMLXDeclaresTheDepth(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	dir := headlessMLXFolder(t, "--trunk-precision", "int4")
 	path := filepath.Join(dir, "config.json")

@@ -17,6 +17,7 @@ import (
 // A FIFO in place of config.json or the index is refused at once, not read
 // (a read would block forever), and nothing changes.
 func TestIntoMLXRefusesFIFOs(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	for _, name := range []string{"config.json", st.IndexFile} {
 		dir := headlessMLXFolder(t, "--trunk-precision", "int4")
@@ -54,6 +55,7 @@ func names(t *testing.T, dir string) string {
 // did not write: --into --force refuses it before any work, naming it (and
 // never opens it), and nothing changes.
 func TestIntoForceRefusesAFIFOIR(t *testing.T) {
+	t.Parallel()
 	src, dir := optimumExportOfFixture(t)
 	os.WriteFile(filepath.Join(dir, "openvino_mtp_model.bin"), []byte("optimum's"), 0o644)
 	if err := syscall.Mkfifo(filepath.Join(dir, "openvino_mtp_model.xml"), 0o644); err != nil {

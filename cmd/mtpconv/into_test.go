@@ -51,6 +51,7 @@ func optimumExportOfFixture(t *testing.T) (src, dir string) {
 }
 
 func TestIntoAddsOnlyTheMTPIR(t *testing.T) {
+	t.Parallel()
 	src, dir := optimumExportOfFixture(t)
 	before := tree(t, dir)
 	into := func(extra ...string) (int, string) {
@@ -128,6 +129,7 @@ func TestIntoAddsOnlyTheMTPIR(t *testing.T) {
 }
 
 func TestIntoRefusesAnotherModelOrFolder(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	cfg, _ := os.ReadFile(filepath.Join(src, "config.json"))
 	run := func(dir string, extra ...string) (int, string) {
@@ -219,6 +221,7 @@ func intoFixture(t *testing.T) (string, string) {
 // --resume, any target) refuses such a folder, naming --into, and nothing
 // of it changes.
 func TestIntoFolderIsNeverReplacedByOut(t *testing.T) {
+	t.Parallel()
 	src, dir := intoFixture(t)
 	var m struct {
 		Into *struct {
@@ -247,6 +250,7 @@ func TestIntoFolderIsNeverReplacedByOut(t *testing.T) {
 // card and verify --save write nothing into a folder the head was added
 // into: its README.md is the export's own.
 func TestIntoFolderGetsNoCard(t *testing.T) {
+	t.Parallel()
 	_, dir := intoFixture(t)
 	snap := tree(t, dir)
 	code, _, stderr := runCLI(t, "card", dir)
@@ -338,6 +342,7 @@ func TestIntoWording(t *testing.T) {
 // file mtpconv did not write is never replaced, moved or deleted; --force
 // used to delete optimum's IR). Moved away by the user, mtpconv's goes in.
 func TestIntoNeverTouchesOptimumsMTPIR(t *testing.T) {
+	t.Parallel()
 	src, dir := optimumExportOfFixture(t)
 	own := map[string]string{"openvino_mtp_model.xml": `<net name="optimum's own MTP"/>`, "openvino_mtp_model.bin": "optimum's MTP weights"}
 	for f, b := range own {

@@ -14,6 +14,7 @@ import (
 // the folder: the lock is taken before any change, and a usage error is
 // found before the lock.
 func TestIntoSecondRunTouchesNothing(t *testing.T) {
+	t.Parallel()
 	src, dir := intoFixture(t)
 	// A first run, still writing: its lock held, its staging folder in use.
 	lock, err := os.OpenFile(filepath.Join(dir, ".mtpconv-into.lock"), os.O_RDWR|os.O_CREATE, 0o644)

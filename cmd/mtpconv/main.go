@@ -6,7 +6,7 @@
 // verify (re-hash an output, and recompute it from --src) and card. The
 // source may be a folder, a Hugging Face cache entry or a Hub repo read by
 // range (convert/source). This package wires flags, progress and JSON
-// output, Ctrl-C and exit codes (0 success, 1 failure, 2 bad command line);
+// output, Ctrl-C and exit codes (exitCodes);
 // the work is the library's (convert, manifests) and it knows nothing of tensors.
 package main
 
@@ -22,6 +22,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,6 +49,12 @@ const (
 	exitUsage       = 2   // the command line is wrong
 	exitInterrupted = 130 // SIGINT or SIGTERM stopped the command (128 + SIGINT, as shells report it)
 )
+
+// exitCodes says what each exit code means, in --help and in the generated
+// reference of docs/commands.md.
+var exitCodes = fmt.Sprintf("Exit codes: %d success; %d bad input, failed work or failed verification (the message names the file and tensor); "+
+	"%d bad command line (a flag the target does not take included); %d interrupted (SIGINT or SIGTERM; nothing partial is left).",
+	exitOK, exitFailure, exitUsage, exitInterrupted)
 
 type usageError struct{ error }
 
@@ -147,7 +154,7 @@ func appDescription() string {
 	}
 	return "Targets:\n" + strings.Join(lines, "\n") + "\n\n" +
 		"Start with `mtpconv inspect SRC`, then `mtpconv export --src SRC --target T --out DIR`.\n" +
-		"`mtpconv COMMAND --help` shows a command's flags; docs/commands.md lists them all."
+		"`mtpconv COMMAND --help` shows a command's flags; docs/commands.md lists them all.\n\n" + exitCodes
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
@@ -239,6 +246,10 @@ func checkRequiredOurselves(c *cli.Command) {
 			}
 		}
 		if len(missing) > 0 {
+			if first := ctx.Args().First(); slices.Contains(missing, "--src") && first != "" && !strings.HasPrefix(first, "-") {
+				// urfave/cli reads no flag after a positional argument.
+				return usagef("%s needs %s: did you mean --src %s? (the source is a flag; nothing after a bare argument is read)", name, andList(missing), targets.ShellQuote(first))
+			}
 			return usagef("%s needs %s", name, andList(missing))
 		}
 		if before != nil {

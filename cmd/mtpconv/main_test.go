@@ -36,6 +36,7 @@ type inspectJSON struct {
 }
 
 func TestInspectJSON(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		fixture string
 		family  string
@@ -68,6 +69,7 @@ func TestInspectJSON(t *testing.T) {
 }
 
 func TestInspectHash(t *testing.T) {
+	t.Parallel()
 	code, out, stderr := runCLI(t, "inspect", "--json", "--hash", fixtures.Ensure(t, fixtures.Qwen36))
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
@@ -87,6 +89,7 @@ func TestInspectHash(t *testing.T) {
 }
 
 func TestExitCodes(t *testing.T) {
+	t.Parallel()
 	empty := t.TempDir()
 	noConfig := t.TempDir()
 	os.WriteFile(filepath.Join(noConfig, "config.json"), []byte("{\"model_type\": "), 0o644)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/internal/testfs"
 )
 
 // onePlural is "1" followed by a plural count word: "1 files", "1 weight files".
@@ -18,6 +20,7 @@ var onePlural = regexp.MustCompile(`\b1 (files|tensors|weight files|stored entri
 // --src for inspect's argument, a file is not called a folder), count in
 // English, never show an empty field, a Go operation word, or --jobs 0.
 func TestMessagesReadRight(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	tmp := t.TempDir()
 	missing := filepath.Join(tmp, "missing")
@@ -97,5 +100,45 @@ func TestMessagesReadRight(t *testing.T) {
 	}
 	if !strings.Contains(stderr, "the trunk's weight file (") || onePlural.MatchString(stdout+stderr) {
 		t.Errorf("combined --into a one-file folder:\n%s%s", stdout, stderr)
+	}
+}
+
+// Each mistake's message names the command that does what was meant: the
+// target that takes --into, --graft, the lower-case target, the precisions
+// as words, --src for a positional source, another model's repo by its
+// model type first.
+func TestErrorsPointToTheRightCommand(t *testing.T) {
+	t.Parallel()
+	src := fixtures.Ensure(t, fixtures.Qwen36)
+	tmp := t.TempDir()
+	glmRepo := filepath.Join(tmp, "glm")
+	if err := os.Mkdir(glmRepo, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	testfs.LinkDir(t, fixtures.Ensure(t, fixtures.GLM45), glmRepo)
+	out := filepath.Join(tmp, "o")
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"mlx --into", []string{"export", "--src", src, "--target", "mlx", "--into", tmp}, exitUsage, "use --target combined --into DIR"},
+		{"gguf --into", []string{"export", "--src", src, "--target", "gguf", "--into", tmp}, exitUsage, "use --graft TRUNK.gguf --out DIR"},
+		{"upper-case target", []string{"export", "--src", src, "--target", "MLX", "--out", out}, exitUsage, `--target "MLX": target names are lower case: --target mlx`},
+		{"hf precision", []string{"export", "--src", src, "--target", "hf", "--head-precision", "int4", "--out", out}, exitUsage, `must be bf16 or fp8 (`},
+		{"positional source", []string{"export", src, "--target", "mlx", "--out", out}, exitUsage, "export needs --src: did you mean --src " + src + "?"},
+		{"another model's repo", []string{"export", "--src", src, "--target", "hf", "--into", glmRepo}, exitFailure, "holds another model: its config.json says model_type glm4_moe, the source qwen3_5_moe_text"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, c.args...)
+			if code != c.code || !strings.Contains(stderr, c.want) || strings.Contains(stderr, "[bf16") {
+				t.Errorf("exit %d (want %d), %q; want %q", code, c.code, stdout+stderr, c.want)
+			}
+			if _, err := os.Stat(out); err == nil {
+				t.Errorf("%s written", out)
+			}
+		})
 	}
 }

@@ -76,6 +76,7 @@ func patched(t *testing.T, fixture string, pokes ...poke) string {
 // the export with the shard, tensor, first element and count, and leaves
 // nothing behind.
 func TestNonFiniteQuantizedSourceIsRefused(t *testing.T) {
+	t.Parallel()
 	// Element 3*256*128 + 200*128 + 7 of gate_up_proj [256, 256, 128]: expert 3, row 200 (the up half).
 	const upElem = 3*256*128 + 200*128 + 7
 	cases := []struct {
@@ -143,6 +144,7 @@ func TestNonFiniteQuantizedSourceIsRefused(t *testing.T) {
 // NaN and infinities in float outputs are kept, counted per tensor in the
 // manifest, noted in the summary and reported (not failed) by verify.
 func TestNonFiniteFloatOutputsAreCounted(t *testing.T) {
+	t.Parallel()
 	// mtp.layers.0.mlp.experts.gate_up_proj: expert 2, row 5 (the gate half) and row 130 (the up half).
 	const gate, up = 2*256*128 + 5*128, 2*256*128 + 130*128 + 1
 	cases := []struct {

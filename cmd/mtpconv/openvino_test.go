@@ -37,6 +37,7 @@ type irNet struct {
 }
 
 func TestOpenVINOIRStructure(t *testing.T) {
+	t.Parallel()
 	out := filepath.Join(t.TempDir(), "o")
 	exportTo(t, fixtures.Qwen36, out, "--target", "openvino", "--head-precision", "int4")
 	raw, err := os.ReadFile(filepath.Join(out, "openvino_mtp_model.xml"))

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -358,13 +357,24 @@ func TestResumeRechecksSourceBytes(t *testing.T) {
 			if code, _, stderr := runCLI(t, append([]string{"export", "--out", want, "--quiet"}, args...)...); code != 0 {
 				t.Fatalf("fresh export: exit %d: %s", code, stderr)
 			}
-			code, stdout, stderr := runCLI(t, append([]string{"export", "--out", out, "--resume", "--json"}, args...)...)
+			// What a user reads: the "resumed:" line names the files reused.
+			code, stdout, stderr := runCLI(t, append([]string{"export", "--out", out, "--resume"}, args...)...)
 			if code != 0 {
 				t.Fatalf("resume: exit %d: %s", code, stderr)
 			}
 			var sum exportSummary
-			if err := json.Unmarshal([]byte(stdout), &sum); err != nil {
-				t.Fatal(err)
+			for _, l := range strings.Split(stdout, "\n") {
+				if _, files, ok := strings.Cut(l, "every input byte proven unchanged: "); ok && strings.HasPrefix(l, "resumed: reused ") {
+					sum.ReusedFiles = strings.Split(files, ", ")
+				}
+			}
+			if len(sum.ReusedFiles) == 0 && !strings.Contains(stdout, "resumed: no file of the interrupted run could be reused") {
+				t.Errorf("the resume does not say what it reused:\n%s", stdout)
+			}
+			for _, l := range strings.Split(stderr, "\n") {
+				if n, ok := strings.CutPrefix(l, "note: "); ok {
+					sum.Notes = append(sum.Notes, n)
+				}
 			}
 			for _, f := range c.reused {
 				if !slices.Contains(sum.ReusedFiles, f) {

@@ -81,6 +81,7 @@ func modelFile(name string) bool {
 // file's sha256 with testdata/golden/outputs.sha256 (go test -run
 // TestOutputsUnchanged -update-outputs rewrites it).
 func TestOutputsUnchanged(t *testing.T) {
+	t.Parallel()
 	golden := filepath.Join(fixtures.Root(), "testdata", "golden", "outputs.sha256")
 	want := map[string]string{}
 	if f, err := os.Open(golden); err == nil {

@@ -311,19 +311,37 @@ func TestCardFrontMatter(t *testing.T) {
 }
 
 // A source card's license, with its license_link, is carried over; a
-// license other keeps the source's license_name and license_link.
+// license other keeps the source's license_name and license_link. A link
+// relative to the source repo (a file our output does not hold) names the
+// file in the source repo (here known by --base-model), or is dropped when
+// the repo is not known; a license other without a link links the source's
+// LICENSE file.
 func TestCardLicenseFromSource(t *testing.T) {
-	for _, c := range []struct{ readme, license, name, link string }{
-		{"---\nlicense: apache-2.0\nlicense_link: https://huggingface.co/Qwen/Qwen3.6-35B-A3B/blob/main/LICENSE\n---\n", "apache-2.0", "", "https://huggingface.co/Qwen/Qwen3.6-35B-A3B/blob/main/LICENSE"},
-		{"---\nlicense: other\nlicense_name: tongyi-qianwen\nlicense_link: LICENSE\n---\n", "other", "tongyi-qianwen", "LICENSE"},
+	const inRepo = "https://huggingface.co/Qwen/Qwen3.6-35B-A3B/blob/main/LICENSE"
+	for _, c := range []struct {
+		readme, base, license, name, link string
+		licenseFile                       bool
+	}{
+		{"---\nlicense: apache-2.0\nlicense_link: " + inRepo + "\n---\n", "", "apache-2.0", "", inRepo, false},
+		{"---\nlicense: other\nlicense_name: tongyi-qianwen\nlicense_link: LICENSE\n---\n", "Qwen/Qwen3.6-35B-A3B", "other", "tongyi-qianwen", inRepo, false},
+		{"---\nlicense: other\nlicense_name: tongyi-qianwen\nlicense_link: LICENSE\n---\n", "", "other", "tongyi-qianwen", "", false},
+		{"---\nlicense: other\nlicense_name: tongyi-qianwen\n---\n", "Qwen/Qwen3.6-35B-A3B", "other", "tongyi-qianwen", inRepo, true},
 	} {
-		dir := sourceFolder(t, t.TempDir(), "Qwen3.6-35B-A3B", map[string]string{"README.md": c.readme})
-		files := exportRun(t, dir, "--target", "mlx")
-		fm := frontMatter(t, files[manifests.CardFile])
+		files := map[string]string{"README.md": c.readme}
+		if c.licenseFile {
+			files["LICENSE"] = "the license\n"
+		}
+		dir := sourceFolder(t, t.TempDir(), "Qwen3.6-35B-A3B", files)
+		args := []string{"--target", "mlx"}
+		if c.base != "" {
+			args = append(args, "--base-model", c.base)
+		}
+		out := exportRun(t, dir, args...)
+		fm := frontMatter(t, out[manifests.CardFile])
 		name, _ := fm["license_name"].(string)
 		link, _ := fm["license_link"].(string)
 		if fm["license"] != c.license || name != c.name || link != c.link {
-			t.Errorf("%q: license %v, name %q, link %q", c.readme, fm["license"], name, link)
+			t.Errorf("%q, base %q: license %v, name %q, link %q; want %s %q %q", c.readme, c.base, fm["license"], name, link, c.license, c.name, c.link)
 		}
 	}
 }

@@ -77,6 +77,7 @@ func TestGraftResumeProvesTrunkBytes(t *testing.T) {
 // manifest, the resume markers) is refused before anything is written,
 // naming both; with --no-card the card's name is free.
 func TestOutputNameClashRefused(t *testing.T) {
+	t.Parallel()
 	src := ggufSource(t)
 	base := graftTrunk(t, src)
 	raw, err := os.ReadFile(base)
@@ -161,6 +162,7 @@ func hfCacheSnapshot(t *testing.T, dir string) (snapshot, blobs string) {
 // snapshot) and verify passes; a folder whose file links anywhere else is
 // refused by --into, naming the file, and left as it was.
 func TestIntoFollowsVerifysLinkRule(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	snapshot, blobs := hfCacheSnapshot(t, headlessMLXFolder(t, "--trunk-precision", "int4"))
 	before := tree(t, blobs)
@@ -207,6 +209,7 @@ func TestIntoFollowsVerifysLinkRule(t *testing.T) {
 // a feed-forward width, a rope parameter, the norm epsilon or the layer
 // pattern is refused naming the key, and nothing is written.
 func TestGraftComparesEveryHyperparameter(t *testing.T) {
+	t.Parallel()
 	src := ggufSource(t)
 	trunk := graftTrunk(t, src)
 	f, data := ggufTensors(t, trunk)
@@ -262,6 +265,7 @@ func TestGraftComparesEveryHyperparameter(t *testing.T) {
 // layer, never called an MTP-only sidecar); a --src that is a FIFO is
 // named as one.
 func TestSplitRefusesWrongHeadCounts(t *testing.T) {
+	t.Parallel()
 	src := ggufSource(t)
 	bundled, _ := graft(t, src, graftTrunk(t, src))
 	f, data := ggufTensors(t, bundled)
@@ -306,6 +310,7 @@ func TestSplitRefusesWrongHeadCounts(t *testing.T) {
 // folder (vision_config, vision_tower.* weights) is refused by combined
 // --into, which adds into mlx-lm folders only.
 func TestIntoRefusesWhatIsNotItsOwn(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	into := func(dir string) []string {
 		return []string{"export", "--src", src, "--target", "combined", "--into", dir, "--force"}
@@ -344,6 +349,7 @@ func TestIntoRefusesWhatIsNotItsOwn(t *testing.T) {
 // 0.0, not 0; the file ends as json.dump ends it, without a newline.
 // (interop/test_glm.py compares it with the splitter's byte for byte.)
 func TestDrafterConfigKeepsSourceLiterals(t *testing.T) {
+	t.Parallel()
 	src := filepath.Join(t.TempDir(), "src")
 	linkFixture(t, fixtures.GLM47Flash, src, "config.json")
 	cfg, _ := os.ReadFile(filepath.Join(src, "config.json"))

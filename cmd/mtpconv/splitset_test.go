@@ -90,6 +90,7 @@ func describeTensors(f *gg.File, data map[string][]byte) []string {
 // it, split.* agree in every file; verify passes; a split set as --src
 // gives the sidecar the bundled file gives; the trunk's files are only read.
 func TestGGUFGraftSplitSet(t *testing.T) {
+	t.Parallel()
 	for _, src := range []string{ggufSource(t), fixtures.Ensure(t, fixtures.GLM45)} {
 		graftSplitSet(t, src)
 	}
@@ -199,6 +200,7 @@ func graftSplitSet(t *testing.T, src string) {
 // split.tensors.count that disagrees, a member not named as llama.cpp finds
 // it; as --graft and as --src.
 func TestGGUFSplitSetRefusals(t *testing.T) {
+	t.Parallel()
 	src := ggufSource(t)
 	trunk := graftTrunk(t, src)
 	set := func(edit func(dir string, members []string)) []string {

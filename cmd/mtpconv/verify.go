@@ -197,7 +197,17 @@ func cardCommand() *cli.Command {
 			case !errors.Is(err, fs.ErrNotExist):
 				return err
 			}
-			return writeFileReplacing(filepath.Join(dir, manifests.CardFile), manifests.Card(m, targets.CardOf(m), report))
+			card := manifests.Card(m, targets.CardOf(m), report)
+			path := filepath.Join(dir, manifests.CardFile)
+			if err := writeFileReplacing(path, card); err != nil {
+				return err
+			}
+			from := "the manifest"
+			if report != nil {
+				from += " and the saved verify report (" + manifests.ReportFile + ")"
+			}
+			fmt.Fprintf(c.App.Writer, "wrote %s (%d bytes) from %s\n", path, len(card), from)
+			return nil
 		},
 	}
 }

@@ -228,6 +228,7 @@ func runTarget(ctx context.Context, r Request, t targets.Target, p *plan.Plan, d
 func newManifest(r Request, p *plan.Plan, fingerprint manifests.Source, res *run.Result) *manifests.Manifest {
 	m := r.Model
 	model, _ := describeModel(r)
+	model.NormConvention = p.NormConvention(m)
 	man := &manifests.Manifest{
 		Schema: manifests.SchemaVersion, Tool: manifests.Tool{Name: "mtpconv", Version: r.Version},
 		Source: fingerprint, Target: p.Target, Options: p.Options, Model: model,
@@ -343,14 +344,6 @@ func fileRecord(dir, name string) (manifests.File, error) {
 	return manifests.File{Name: name, Size: size, SHA256: sum}, err
 }
 
-// NormConvention is how every output stores zero-centred norms;
-// PlainNormConvention is what a card says of a head whose norms are plain
-// (GLM, DeepSeek, Step, ...), which are copied as applied.
-const (
-	NormConvention      = "zero-centred RMSNorm weights stored shifted: 1+w (the +1 is applied by mtpconv; loaders must not add it again)"
-	PlainNormConvention = "plain RMSNorm weights, stored as the source stores them (nothing added)"
-)
-
 // describeModel fills the manifest's model section; notes say what the
 // card leaves out and why.
 func describeModel(r Request) (manifests.Model, []string) {
@@ -375,17 +368,10 @@ func describeModel(r Request) (manifests.Model, []string) {
 	if lic == m.License() { // the source's license: its card's name and link with it
 		licName, licLink = m.LicenseDetails()
 	}
-	return manifests.Model{Name: origin.Name(), Family: m.Family, ModelType: m.Config.ModelType, BaseModel: base, License: lic,
+	return manifests.Model{Name: origin.Name(), Family: m.Family.Name, ModelType: m.Config.ModelType, BaseModel: base, License: lic,
 		LicenseName: licName, LicenseLink: licLink, RepoID: r.RepoID,
 		HiddenSize: m.Config.HiddenSize, NumExperts: m.Config.NumExperts, ExpertsPerTok: m.Config.NumExpertsPerTok,
-		MTPDepth: m.MTPDepth, NormConvention: normConvention(m)}, notes
-}
-
-func normConvention(m *model.Model) string {
-	if m.HeadHasZeroCentredNorms() {
-		return NormConvention
-	}
-	return PlainNormConvention
+		MTPDepth: m.MTPDepth}, notes
 }
 
 // planHash identifies a plan over a source, so a resumed run only reuses

@@ -72,7 +72,11 @@ func newAddition(r Request, t targets.Target) (*addition, error) {
 	}
 	in, ok := t.(targets.Intoer)
 	if !ok {
-		return nil, targets.UsageError{Err: fmt.Errorf("--target %s does not take --into", t.Name())}
+		err := fmt.Errorf("--target %s does not take --into", t.Name())
+		if e, ok := t.(targets.IntoElsewhere); ok {
+			err = fmt.Errorf("%w: %s", err, e.Instead())
+		}
+		return nil, targets.UsageError{Err: err}
 	}
 	d := &addition{dir: r.Into, force: r.Force, noCard: r.NoCard, dryRun: r.DryRun, intoer: in, model: r.Model}
 	if dir, ok := r.Model.Checkpoint.Source.(source.Dir); ok {

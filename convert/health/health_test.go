@@ -253,3 +253,18 @@ func TestKindOf(t *testing.T) {
 		t.Error("a matrix is not a weight")
 	}
 }
+
+// One problem is "1 problem", in the text report and the error.
+func TestReportCountsInEnglish(t *testing.T) {
+	for _, c := range []struct {
+		problems []string
+		want     string
+	}{{[]string{"a"}, "1 problem"}, {[]string{"a", "b"}, "2 problems"}} {
+		r := &Report{Checked: 3, Problems: c.problems}
+		var b strings.Builder
+		r.WriteText(&b)
+		if !strings.Contains(b.String(), ": "+c.want+"\n") || !strings.Contains(r.Err().Error(), "show "+c.want+":") {
+			t.Errorf("%d problems: %q, %v", len(c.problems), b.String(), r.Err())
+		}
+	}
+}

@@ -102,7 +102,7 @@ func KindOf(name string, dims int) Kind {
 func (r *Report) WriteText(w io.Writer) {
 	status := "OK"
 	if len(r.Problems) > 0 {
-		status = fmt.Sprintf("%d problems", len(r.Problems))
+		status = r.problemCount()
 	}
 	fmt.Fprintf(w, "head health:   %d tensors checked from their stored values: %s\n", r.Checked, status)
 	for _, c := range r.Concat {
@@ -129,5 +129,14 @@ func (r *Report) Err() error {
 	if len(r.Problems) == 0 {
 		return nil
 	}
-	return fmt.Errorf("the MTP head's stored values show %d problems: %s", len(r.Problems), strings.Join(r.Problems, "; "))
+	return fmt.Errorf("the MTP head's stored values show %s: %s", r.problemCount(), strings.Join(r.Problems, "; "))
+}
+
+// problemCount is "1 problem" or "N problems" (this package is a leaf
+// beside manifests/words, so it spells its one count itself).
+func (r *Report) problemCount() string {
+	if len(r.Problems) == 1 {
+		return "1 problem"
+	}
+	return fmt.Sprintf("%d problems", len(r.Problems))
 }

@@ -27,15 +27,28 @@ import (
 // it (src/models/bailingmoe3.cpp graph_mtp, one layer asserted); the
 // reference converter is conversion/bailingmoe3.py. See docs/ling.md.
 
-func init() { RegisterFamily(bailingMoeV3{}) }
-
-type bailingMoeV3 struct{}
-
-func (bailingMoeV3) Name() string { return "bailing_moe_v3" }
-
-func (bailingMoeV3) Matches(id Identity) bool {
-	return MatchesIdentity(id, []string{"bailing_moe_v3"}, "BailingMoeV3ForCausalLM")
+// lingFamily is the family's descriptor.
+var lingFamily = &Family{
+	Name: "bailing_moe_v3", Title: lingName,
+	ModelTypes: []string{"bailing_moe_v3"}, Arch: "BailingMoeV3ForCausalLM",
+	ParseConfig: parseLing, Spec: specLing,
+	MLX: MLXSpec{CombinedRefusal: "stock mlx-lm's bailing_moe_v3 drops the MTP layer of " + lingName +
+		" checkpoints (its sanitize keeps layers below num_hidden_layers only), so a combined file would carry a head nothing runs."},
+	GGUF: GGUFSpec{
+		// The pinned converter knows no Ling-3.0 tokenizer hash; Ling-2.0's
+		// (bailingmoe2), the line's newest it knows, is assumed (inferred; docs/ling.md).
+		Arch: "bailingmoe3", PreTokenizer: "bailingmoe2",
+		Top:      map[string]gg.TensorName{"word_embeddings.weight": gg.Weight(gg.KindTokenEmbd), "norm.weight": gg.Weight(gg.KindOutputNorm), "lm_head.weight": gg.Weight(gg.KindOutput)},
+		Layer:    lingGGUFLayer,
+		Hparams:  func(m *Model, h Hparams) { h["num_key_value_heads"] = json.Number("1") }, // MLA as MQA
+		Metadata: lingGGUFMetadata,
+	},
+	OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
+	HF: HFSpec{Unported: "mtpconv does not know yet how vLLM's bailing_moe_v3_mtp and SGLang build " + lingName +
+		"'s head under a repo's quantization, so it writes no repo it cannot check."},
 }
+
+func init() { RegisterFamily(lingFamily) }
 
 // lingName is the family as its users know it.
 const lingName = "Ling-3.0"
@@ -67,15 +80,6 @@ type lingConfig struct {
 	MRopeSection        any        `json:"mrope_section"`
 }
 
-// lingKeys decodes the family's keys (none for a config built in code).
-func lingKeys(c *Config) lingConfig {
-	var k lingConfig
-	if len(c.Raw) > 0 {
-		_ = c.DecodeText(&k) // ParseConfig decoded it once already
-	}
-	return k
-}
-
 func (k lingConfig) sharedExperts() int {
 	if k.NumSharedExperts == nil {
 		return 1
@@ -90,7 +94,7 @@ func (k lingConfig) fullAttention(i, layers int) bool {
 	return i >= layers || (i+1)%g == 0 || i >= layers/g*g
 }
 
-func (bailingMoeV3) ParseConfig(raw []byte) (*Config, error) {
+func parseLing(raw []byte) (*Config, error) {
 	c, err := DecodeConfig(raw, ConfigDefaults{PartialRotaryFactor: 1, RMSNormEps: 1e-6, RopeTheta: 6000000})
 	if err != nil {
 		return nil, err
@@ -102,6 +106,7 @@ func (bailingMoeV3) ParseConfig(raw []byte) (*Config, error) {
 	if err := c.DecodeText(&k); err != nil {
 		return nil, err
 	}
+	SetKeys(c, &k)
 	c.NumKeyValueHeads = c.NumAttentionHeads // MLA and KDA: every head its own (the GQA check holds)
 	c.SharedExpertIntermed = k.SharedIntermediate * k.sharedExperts()
 	keys := append(c.CommonKeys(), PositiveKey{"intermediate_size", c.IntermediateSize}, PositiveKey{"num_experts", c.NumExperts},
@@ -157,8 +162,8 @@ func (bailingMoeV3) ParseConfig(raw []byte) (*Config, error) {
 	return c, nil
 }
 
-func (bailingMoeV3) Spec(c *Config) *Spec {
-	k := lingKeys(c)
+func specLing(c *Config) *Spec {
+	k := *KeysOf[lingConfig](c)
 	h, v := int64(c.HiddenSize), int64(c.VocabSize)
 	e, si, di := int64(c.NumExperts), int64(c.SharedExpertIntermed), int64(c.IntermediateSize)
 	heads, hd := int64(c.NumAttentionHeads), int64(c.HeadDim)
@@ -213,24 +218,10 @@ func (bailingMoeV3) Spec(c *Config) *Spec {
 		TrunkLayer: layer,
 		HeadLayer:  head,
 		MoE:        SwitchGLUExperts(),
-		Experts:    func(layout ExpertLayout) []Want { return deepseekExperts(c, layout) },
+		Experts:    func(layout ExpertLayout) []Want { return NextNExperts(c, layout) },
 		MoELayer:   isMoE,
 		Forward:    lingForward,
 		Report:     lingReport(c, k),
-		MLX: MLXSpec{CombinedRefusal: "stock mlx-lm's bailing_moe_v3 drops the MTP layer of " + lingName +
-			" checkpoints (its sanitize keeps layers below num_hidden_layers only), so a combined file would carry a head nothing runs."},
-		GGUF: GGUFSpec{
-			// The pinned converter knows no Ling-3.0 tokenizer hash; Ling-2.0's
-			// (bailingmoe2), the line's newest it knows, is assumed (inferred; docs/ling.md).
-			Arch: "bailingmoe3", PreTokenizer: "bailingmoe2",
-			Top:      map[string]gg.TensorName{"word_embeddings.weight": gg.Weight(gg.KindTokenEmbd), "norm.weight": gg.Weight(gg.KindOutputNorm), "lm_head.weight": gg.Weight(gg.KindOutput)},
-			Layer:    lingGGUFLayer,
-			Hparams:  func(m *Model, h Hparams) { h["num_key_value_heads"] = json.Number("1") }, // MLA as MQA
-			Metadata: lingGGUFMetadata,
-		},
-		OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
-		HF: HFSpec{Unported: "mtpconv does not know yet how vLLM's bailing_moe_v3_mtp and SGLang build " + lingName +
-			"'s head under a repo's quantization, so it writes no repo it cannot check."},
 	}
 	if !c.TieWordEmbeddings {
 		s.LMHead = &Want{Suffix: "lm_head.weight", Shape: []int64{v, h}}
@@ -269,9 +260,7 @@ func lingReport(c *Config, k lingConfig) ReportSpec {
 // lingGGUFLayer is gguf-py's bailingmoe3 tensor map of the full-attention
 // MoE layer (the MTP layer's kind; kv_b_proj becomes attn_k_b and attn_v_b,
 // split by the target; final_layernorm is layer_output_norm).
-var lingGGUFLayer = map[string]gg.TensorName{
-	"input_layernorm.weight":              gg.Weight(gg.KindAttnNorm),
-	"post_attention_layernorm.weight":     gg.Weight(gg.KindFFNNorm),
+var lingGGUFLayer = NextNGGUFLayer(map[string]gg.TensorName{
 	"attention.q_proj.weight":             gg.Weight(gg.KindAttnQ),
 	"attention.q_a_proj.weight":           gg.Weight(gg.KindAttnQA),
 	"attention.q_a_layernorm.weight":      gg.Weight(gg.KindAttnQANorm),
@@ -280,19 +269,9 @@ var lingGGUFLayer = map[string]gg.TensorName{
 	"attention.kv_a_layernorm.weight":     gg.Weight(gg.KindAttnKVANorm),
 	"attention.g_proj.weight":             gg.Weight(gg.KindAttnGate),
 	"attention.dense.weight":              gg.Weight(gg.KindAttnOut),
-	"mlp.gate.weight":                     gg.Weight(gg.KindFFNGateInp),
 	"mlp.gate.expert_bias":                gg.Bias(gg.KindFFNExpProbsB),
-	"mlp.shared_experts.gate_proj.weight": gg.Weight(gg.KindFFNGateShexp),
-	"mlp.shared_experts.up_proj.weight":   gg.Weight(gg.KindFFNUpShexp),
-	"mlp.shared_experts.down_proj.weight": gg.Weight(gg.KindFFNDownShexp),
-	"mlp.gate_proj.weight":                gg.Weight(gg.KindFFNGate),
-	"mlp.up_proj.weight":                  gg.Weight(gg.KindFFNUp),
-	"mlp.down_proj.weight":                gg.Weight(gg.KindFFNDown),
-	"eh_proj.weight":                      gg.Weight(gg.KindNextNEHProj),
-	"enorm.weight":                        gg.Weight(gg.KindNextNEnorm),
-	"hnorm.weight":                        gg.Weight(gg.KindNextNHnorm),
 	"final_layernorm.weight":              gg.Weight(gg.KindLayerOutNorm),
-}
+})
 
 // lingGGUFMetadata is the keys BailingMoeV3Model.set_gguf_parameters adds
 // after TextModel's (run with one key-value head): the per-layer key-value
@@ -300,7 +279,7 @@ var lingGGUFLayer = map[string]gg.TensorName{
 // experts', the per-layer SwiGLU clamps (padded with 0 to every block), then
 // the MTP layer count.
 func lingGGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
-	c, k := m.Config, lingKeys(m.Config)
+	c, k := m.Config, *KeysOf[lingConfig](m.Config)
 	blocks := c.NumHiddenLayers + m.MTPDepth
 	kv := make([]int32, blocks)
 	for i := range kv {
@@ -351,7 +330,7 @@ func lingGGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
 // routing with the expert bias, shared experts, final_layernorm before the
 // shared LM head.
 func lingForward(m *Model) Forward {
-	c, k := m.Config, lingKeys(m.Config)
+	c, k := m.Config, *KeysOf[lingConfig](m.Config)
 	p := m.HeadLayerPrefix(0)
 	a, mp := p+"attention.", p+"mlp."
 	at := Attention{Kind: AttnMLA, Prefix: a, Q: a + "q_proj.weight", O: a + "dense.weight",

@@ -34,7 +34,7 @@ func TestLing3GGUFNames(t *testing.T) {
 // family or the key (the reference converter's own refusals among them).
 func TestLing3Family(t *testing.T) {
 	m := testmodel.Load(t, fixtures.Ling3)
-	if m.Family != "bailing_moe_v3" || m.MTPDepth != 1 || m.HeadError() != nil || m.TrunkError() != nil {
+	if m.Family.Name != "bailing_moe_v3" || m.MTPDepth != 1 || m.HeadError() != nil || m.TrunkError() != nil {
 		t.Fatalf("family %s depth %d: %v %v", m.Family, m.MTPDepth, m.HeadError(), m.TrunkError())
 	}
 	if r := m.Spec.Report; !strings.Contains(r.Layers, "2 (1 full attention, 1 KDA; 1 dense MLP, 1 MoE)") ||

@@ -75,19 +75,12 @@ type Config struct {
 	// Raw is the whole config.json as read, for writers that copy it.
 	Raw []byte
 
-	// DeepSeek is the DeepSeek-V3 lineage's own keys (deepseek.go), decoded
-	// by the lineage's families; nil for the others.
-	DeepSeek *DeepSeekConfig
-	// MiMo is MiMo-V2's own keys (mimo_v2.go); nil for the other families.
-	MiMo *MiMoV2Config
-	// NemotronH is Nemotron-H's own keys (nemotron_h.go); nil for the others.
-	NemotronH *NemotronHConfig
-	// Glm5Next is GLM-5.3-Flash's own keys (glm5_next.go); nil for the others.
-	Glm5Next *Glm5NextConfig
-	// Step35 is Step-3.5's own keys (step35.go); nil for the others.
-	Step35 *Step35Config
+	// keys are the family's own config keys, decoded once by its parser
+	// (SetKeys) and read with KeysOf: one typed struct per kind (a lineage's
+	// and the family's own).
+	keys []any
 
-	family Family // the family that parsed it
+	family *Family // the family that parsed it
 
 	// The keys rope_theta and partial_rotary_factor were read from, for messages.
 	ropeThetaKey, rotaryKey string
@@ -218,6 +211,30 @@ func DecodeConfig(raw []byte, d ConfigDefaults) (*Config, error) {
 	}
 	cfg.applyDefaults(body, d)
 	return cfg, nil
+}
+
+// SetKeys records k, config keys of the family's its parser decoded (a
+// typed struct of the family's or its lineage's), for KeysOf; it replaces
+// keys of the same type.
+func SetKeys[T any](c *Config, k *T) {
+	for i, x := range c.keys {
+		if _, ok := x.(*T); ok {
+			c.keys[i] = k
+			return
+		}
+	}
+	c.keys = append(c.keys, k)
+}
+
+// KeysOf is the config keys of type T the family's parser decoded once
+// (SetKeys); a zero T for a config built in code, which has none.
+func KeysOf[T any](c *Config) *T {
+	for _, x := range c.keys {
+		if k, ok := x.(*T); ok {
+			return k
+		}
+	}
+	return new(T)
 }
 
 // DecodeText decodes the text configuration (text_config when the

@@ -25,7 +25,7 @@ import (
 // they share, their config keys (DeepSeekConfig) included.
 
 // DeepSeekConfig is the lineage's own config.json keys, decoded by its
-// families (Config.DeepSeek): routed and shared expert counts, sigmoid
+// families (KeysOf[DeepSeekConfig]): routed and shared expert counts, sigmoid
 // routing over expert groups, leading dense layers, attention biases and
 // q/k norms, multi-head latent attention.
 type DeepSeekConfig struct {
@@ -55,16 +55,19 @@ type DeepSeekConfig struct {
 	IndexTopkPattern    json.RawMessage `json:"index_topk_pattern"`
 	IndexTopkFreq       *int            `json:"index_topk_freq"`
 	IndexSkipTopkOffset *int            `json:"index_skip_topk_offset"`
+	// IndexerTypesGiven: config.json itself lists indexer_types (GLM-5.2's
+	// does; GLM-5's and GLM-5.1's do not, every layer full).
+	IndexerTypesGiven bool `json:"-"`
 }
 
 // DecodeDeepSeekConfig decodes the lineage's keys of a config DecodeConfig
-// read into c.DeepSeek (for test families of the lineage too).
+// read into KeysOf[DeepSeekConfig](c) (for test families of the lineage too).
 func DecodeDeepSeekConfig(c *Config) error {
 	var ds DeepSeekConfig
 	if err := c.DecodeText(&ds); err != nil {
 		return err
 	}
-	c.DeepSeek = &ds
+	SetKeys(c, &ds)
 	return nil
 }
 
@@ -92,7 +95,7 @@ func parseDeepSeekConfig(raw []byte, f deepseekFamily) (*Config, error) {
 	if err := DecodeDeepSeekConfig(c); err != nil {
 		return nil, err
 	}
-	ds := c.DeepSeek
+	ds := KeysOf[DeepSeekConfig](c)
 	if q := c.QuantizationConfig; q != nil && q.QuantMethod != "fp8" {
 		return nil, fmt.Errorf("quantization_config.quant_method is %q: %s", q.QuantMethod, f.quantRefusal(q.QuantMethod))
 	}
@@ -123,7 +126,7 @@ func parseDeepSeekConfig(raw []byte, f deepseekFamily) (*Config, error) {
 		return nil, fmt.Errorf("n_routed_experts %d, n_group %d, topk_group %d: the experts do not split into the groups", ds.NRoutedExperts, ds.NGroup, ds.TopkGroup)
 	case ds.QKRopeHeadDim%2 != 0:
 		return nil, fmt.Errorf("qk_rope_head_dim %d is odd", ds.QKRopeHeadDim)
-	case ds.RoutedScalingFactor < 0 || ds.RoutedScalingFactor == 0 && hasKey(raw, "routed_scaling_factor"):
+	case ds.RoutedScalingFactor < 0 || ds.RoutedScalingFactor == 0 && HasKey(raw, "routed_scaling_factor"):
 		// It scales every routed expert's output: zero or negative turns the
 		// experts off or around (absent, the modelling code's default is 1).
 		return nil, fmt.Errorf("routed_scaling_factor is %v: it must be positive", ds.RoutedScalingFactor)
@@ -136,27 +139,8 @@ func parseDeepSeekConfig(raw []byte, f deepseekFamily) (*Config, error) {
 	return c, nil
 }
 
-// hasKey reports whether a flat config.json sets key (to any value, null included).
-func hasKey(raw []byte, key string) bool {
-	var top map[string]json.RawMessage
-	if json.Unmarshal(raw, &top) != nil {
-		return false
-	}
-	_, ok := top[key]
-	return ok
-}
-
 // deepseekMLA reports multi-head latent attention.
-func deepseekMLA(c *Config) bool { return c.deepseek().KVLoraRank > 0 }
-
-// deepseek is the lineage's keys, none for a config built in code
-// (FamiliesWhere's empty one).
-func (c *Config) deepseek() *DeepSeekConfig {
-	if c.DeepSeek == nil {
-		return &DeepSeekConfig{}
-	}
-	return c.DeepSeek
-}
+func deepseekMLA(c *Config) bool { return KeysOf[DeepSeekConfig](c).KVLoraRank > 0 }
 
 // deepseekCombinedRefusal is why no combined MLX file is written for a family of the lineage.
 func deepseekCombinedRefusal(name string) string {
@@ -166,7 +150,7 @@ func deepseekCombinedRefusal(name string) string {
 // deepseekSpec is the lineage's layout, with f's attention; the GGUF,
 // MLX and OpenVINO tables are the family's to fill.
 func deepseekSpec(c *Config, f deepseekFamily) *Spec {
-	ds := c.deepseek()
+	ds := KeysOf[DeepSeekConfig](c)
 	h, v := int64(c.HiddenSize), int64(c.VocabSize)
 	e, si, di := int64(c.NumExperts), int64(c.SharedExpertIntermed), int64(c.IntermediateSize)
 	w := func(s string, role Role, shape ...int64) Want { return Want{Suffix: s, Shape: shape, Role: role} }
@@ -221,11 +205,10 @@ func deepseekSpec(c *Config, f deepseekFamily) *Spec {
 		TrunkLayer: layer,
 		HeadLayer:  head,
 		MoE:        SwitchGLUExperts(),
-		Experts:    func(layout ExpertLayout) []Want { return deepseekExperts(c, layout) },
+		Experts:    func(layout ExpertLayout) []Want { return NextNExperts(c, layout) },
 		MoELayer:   isMoE,
 		Forward:    deepseekForward,
 		Report:     deepseekReport(c, f.mla),
-		MLX:        MLXSpec{CombinedRefusal: deepseekCombinedRefusal(f.name)},
 	}
 	if !c.TieWordEmbeddings {
 		s.LMHead = &Want{Suffix: "lm_head.weight", Shape: []int64{v, h}}
@@ -236,7 +219,7 @@ func deepseekSpec(c *Config, f deepseekFamily) *Spec {
 // deepseekReport is what inspect says of a config of the lineage: its
 // attention (GQA, or MLA), its leading dense layers and its routing.
 func deepseekReport(c *Config, mla bool) ReportSpec {
-	ds := c.deepseek()
+	ds := KeysOf[DeepSeekConfig](c)
 	norm, normTopk := "weights as chosen", c.NormTopkProb == nil || *c.NormTopkProb
 	if normTopk {
 		norm = "weights renormalised"
@@ -274,60 +257,21 @@ func deepseekReport(c *Config, mla bool) ReportSpec {
 	return r
 }
 
-// deepseekExperts lists the routed experts of one block: per expert in the
-// releases (transformers 5's fused layout when a checkpoint was saved by it).
-func deepseekExperts(c *Config, layout ExpertLayout) []Want {
-	h, i, e := int64(c.HiddenSize), int64(c.MoeIntermediateSize), int64(c.NumExperts)
-	if layout == Fused {
-		return []Want{{"mlp.experts.gate_up_proj", []int64{e, 2 * i, h}, 0}, {"mlp.experts.down_proj", []int64{e, h, i}, 0}}
-	}
-	out := make([]Want, 0, 3*c.NumExperts)
-	for x := range c.NumExperts {
-		p := "mlp.experts." + strconv.Itoa(x) + "."
-		out = append(out, Want{p + "gate_proj.weight", []int64{i, h}, 0}, Want{p + "up_proj.weight", []int64{i, h}, 0},
-			Want{p + "down_proj.weight", []int64{h, i}, 0})
-	}
-	return out
-}
-
-// deepseekGGUFTop is gguf-py's tensor map of the tensors outside the layers.
-var deepseekGGUFTop = map[string]gg.TensorName{"embed_tokens.weight": gg.Weight(gg.KindTokenEmbd), "norm.weight": gg.Weight(gg.KindOutputNorm), "lm_head.weight": gg.Weight(gg.KindOutput)}
-
 // deepseekGGUFLayer is gguf-py's tensor map of the lineage's GQA layers
-// (glm4moe), MoE and NextN tensors, from the suffixes under a decoder layer.
-var deepseekGGUFLayer = map[string]gg.TensorName{
-	"input_layernorm.weight":              gg.Weight(gg.KindAttnNorm),
-	"post_attention_layernorm.weight":     gg.Weight(gg.KindAttnPostNorm),
-	"self_attn.q_proj.weight":             gg.Weight(gg.KindAttnQ),
-	"self_attn.q_proj.bias":               gg.Bias(gg.KindAttnQ),
-	"self_attn.k_proj.weight":             gg.Weight(gg.KindAttnK),
-	"self_attn.k_proj.bias":               gg.Bias(gg.KindAttnK),
-	"self_attn.v_proj.weight":             gg.Weight(gg.KindAttnV),
-	"self_attn.v_proj.bias":               gg.Bias(gg.KindAttnV),
-	"self_attn.o_proj.weight":             gg.Weight(gg.KindAttnOut),
-	"self_attn.q_norm.weight":             gg.Weight(gg.KindAttnQNorm),
-	"self_attn.k_norm.weight":             gg.Weight(gg.KindAttnKNorm),
-	"mlp.gate.weight":                     gg.Weight(gg.KindFFNGateInp),
-	"mlp.gate.e_score_correction_bias":    gg.Bias(gg.KindFFNExpProbsB),
-	"mlp.shared_experts.gate_proj.weight": gg.Weight(gg.KindFFNGateShexp),
-	"mlp.shared_experts.up_proj.weight":   gg.Weight(gg.KindFFNUpShexp),
-	"mlp.shared_experts.down_proj.weight": gg.Weight(gg.KindFFNDownShexp),
-	"mlp.gate_proj.weight":                gg.Weight(gg.KindFFNGate),
-	"mlp.up_proj.weight":                  gg.Weight(gg.KindFFNUp),
-	"mlp.down_proj.weight":                gg.Weight(gg.KindFFNDown),
-	"eh_proj.weight":                      gg.Weight(gg.KindNextNEHProj),
-	"enorm.weight":                        gg.Weight(gg.KindNextNEnorm),
-	"hnorm.weight":                        gg.Weight(gg.KindNextNHnorm),
-	"embed_tokens.weight":                 gg.Weight(gg.KindNextNEmbedTokens),
-	"shared_head.norm.weight":             gg.Weight(gg.KindNextNSharedHeadNorm),
-	"shared_head.head.weight":             gg.Weight(gg.KindNextNSharedHeadHead),
-}
+// (glm4moe) over the NextN base: their biases, and post_attention_layernorm
+// as attn_post_norm.
+var deepseekGGUFLayer = NextNGGUFLayer(map[string]gg.TensorName{
+	"post_attention_layernorm.weight": gg.Weight(gg.KindAttnPostNorm),
+	"self_attn.q_proj.bias":           gg.Bias(gg.KindAttnQ),
+	"self_attn.k_proj.bias":           gg.Bias(gg.KindAttnK),
+	"self_attn.v_proj.bias":           gg.Bias(gg.KindAttnV),
+})
 
 // dsaIndexer is the DSA indexer's tensors in a layer that runs it
 // (DeepSeek-V3.2, GLM-5.2): wq_b over the query latent, wk, the LayerNorm
 // k_norm with its bias, weights_proj.
 func dsaIndexer(c *Config) []Want {
-	ds := c.deepseek()
+	ds := KeysOf[DeepSeekConfig](c)
 	h, nh, hd, ql := int64(c.HiddenSize), int64(ds.IndexNHeads), int64(ds.IndexHeadDim), int64(derefOr(ds.QLoraRank, 0))
 	return []Want{
 		{Suffix: "self_attn.indexer.wq_b.weight", Shape: []int64{nh * hd, ql}},
@@ -408,7 +352,7 @@ func deepseek2GGUFHparams(m *Model, h Hparams) { h["num_key_value_heads"] = json
 // after TextModel's (MLA as MQA: one key-value head of kv_lora_rank +
 // qk_rope_head_dim), then the NextN layer count.
 func deepseek2GGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
-	c, ds := m.Config, m.Config.DeepSeek
+	c, ds := m.Config, KeysOf[DeepSeekConfig](m.Config)
 	dense := 0 // first_k_dense_replace's default: none with routed experts, all without
 	if _, ok := h["n_routed_experts"]; !ok {
 		dense = c.NumHiddenLayers
@@ -447,7 +391,7 @@ func deepseek2GGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
 // its own eh_proj, norms and shared head; GQA with biases (or MLA) and
 // sigmoid group routing.
 func deepseekForward(m *Model) Forward {
-	c, ds := m.Config, m.Config.DeepSeek
+	c, ds := m.Config, KeysOf[DeepSeekConfig](m.Config)
 	p := m.HeadLayerPrefix(0)
 	f := Forward{EmbedNorm: p + "enorm.weight", HiddenNorm: p + "hnorm.weight", EmbeddingFirst: true,
 		FC: p + "eh_proj.weight", FinalNorm: p + "shared_head.norm.weight", Eps: c.RMSNormEps}
@@ -490,12 +434,11 @@ func deepseekForward(m *Model) Forward {
 // eh_proj an nn.Linear in both, shared_head.head a ParallelLMHead; SGLang
 // names the layer model.decoder and its LM head model.shared_head.head
 // (sglang glm4_moe_nextn.py:70-78, :137-145).
-func deepseekHF(c *Config, class string) HFSpec {
-	layer := "model.layers." + strconv.Itoa(c.NumHiddenLayers) + "."
+func deepseekHF(class string) HFSpec {
 	return HFSpec{
 		MTPClass: class, PlainVLLM: []string{"eh_proj"}, PlainSGLang: []string{"eh_proj"}, LMHeads: []string{"shared_head.head"},
-		SGLangName: func(module string) string {
-			rest, ok := strings.CutPrefix(module, layer)
+		SGLangName: func(c *Config, module string) string {
+			rest, ok := strings.CutPrefix(module, "model.layers."+strconv.Itoa(c.NumHiddenLayers)+".")
 			switch {
 			case !ok:
 				return module

@@ -19,8 +19,8 @@ func TestDeepSeekLineageNamesTheFamily(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.DeepSeek.NRoutedExperts != 8 || c.NumExperts != 8 || *c.DeepSeek.QLoraRank != 16 || !deepseekMLA(c) {
-		t.Errorf("config %+v %+v", c, c.DeepSeek)
+	if KeysOf[DeepSeekConfig](c).NRoutedExperts != 8 || c.NumExperts != 8 || *KeysOf[DeepSeekConfig](c).QLoraRank != 16 || !deepseekMLA(c) {
+		t.Errorf("config %+v %+v", c, KeysOf[DeepSeekConfig](c))
 	}
 	for _, tc := range []struct{ extra, want string }{
 		{`,"scoring_func":"softmax"}`, `scoring_func is "softmax": DeepSeek-V3 heads route experts by sigmoid scores only`},
@@ -33,13 +33,7 @@ func TestDeepSeekLineageNamesTheFamily(t *testing.T) {
 			t.Errorf("%s: %v", tc.extra, err)
 		}
 	}
-	s := deepseekSpec(c, dsv3)
-	if r := s.MLX.CombinedRefusal; !strings.Contains(r, "DeepSeek-V3 checkpoints") || strings.Contains(r, "GLM") {
+	if r := deepseekCombinedRefusal(dsv3.name); !strings.Contains(r, "DeepSeek-V3 checkpoints") || strings.Contains(r, "GLM") {
 		t.Errorf("combined refusal %q", r)
-	}
-	// A config built in code (FamiliesWhere's) has no lineage keys: the
-	// Spec is still the layout's.
-	if s := deepseekSpec(&Config{}, dsv3); !s.HeadInLayers || s.MoE == nil {
-		t.Errorf("empty config: %+v", s)
 	}
 }

@@ -13,15 +13,25 @@ import (
 // for GLM-4.7-Flash) is generic MLA + MoE with q_lora, group routing and
 // YaRN, and drafts with the head this file describes; see docs/glm.md.
 
-func init() { RegisterFamily(deepseekV3{}) }
-
-type deepseekV3 struct{}
-
-func (deepseekV3) Name() string { return "deepseek_v3" }
-
-func (deepseekV3) Matches(id Identity) bool {
-	return MatchesIdentity(id, []string{"deepseek_v3"}, "DeepseekV3ForCausalLM")
+// deepseekV3Family is the family's descriptor.
+var deepseekV3Family = &Family{
+	Name: "deepseek_v3", Title: dsv3.name,
+	ModelTypes: []string{"deepseek_v3"}, Arch: "DeepseekV3ForCausalLM",
+	ParseConfig: parseDeepSeekV3, Spec: specDeepSeekV3,
+	MLX: MLXSpec{CombinedRefusal: deepseekCombinedRefusal(dsv3.name)},
+	GGUF: GGUFSpec{
+		Arch: "deepseek2", PreTokenizer: "deepseek-v3",
+		Top:      NextNGGUFTop,
+		Layer:    deepseek2GGUFLayer,
+		Hparams:  dsv3GGUFHparams,
+		Metadata: deepseek2GGUFMetadata,
+	},
+	OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
+	// vLLM's deepseek_mtp.py: eh_proj an nn.Linear, shared_head.head a ParallelLMHead
+	HF: deepseekHF("deepseek_mtp"),
 }
+
+func init() { RegisterFamily(deepseekV3Family) }
 
 // dsv3 is the family as the lineage's files know it; its defaults are
 // DeepseekV3Config's (head_dim is qk_rope_head_dim, all rotary).
@@ -30,27 +40,17 @@ var dsv3 = deepseekFamily{name: "DeepSeek-V3/V3.1/R1", defaults: ConfigDefaults{
 		return "DeepSeek-V3's releases store block FP8 (weight_scale_inv, weight_block_size 128 × 128), the only quantized layout this tool reads"
 	}}
 
-func (deepseekV3) ParseConfig(raw []byte) (*Config, error) {
+func parseDeepSeekV3(raw []byte) (*Config, error) {
 	c, err := parseDeepSeekConfig(raw, dsv3)
 	if err != nil {
 		return nil, err
 	}
-	c.HeadDim = c.DeepSeek.QKRopeHeadDim // the configuration class's attribute map
+	c.HeadDim = KeysOf[DeepSeekConfig](c).QKRopeHeadDim // the configuration class's attribute map
 	return c, nil
 }
 
-func (deepseekV3) Spec(c *Config) *Spec {
-	s := deepseekSpec(c, dsv3)
-	s.GGUF = GGUFSpec{
-		Arch: "deepseek2", PreTokenizer: "deepseek-v3",
-		Top:      deepseekGGUFTop,
-		Layer:    deepseek2GGUFLayer,
-		Hparams:  dsv3GGUFHparams,
-		Metadata: deepseek2GGUFMetadata,
-	}
-	s.OpenVINO = OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."}
-	s.HF = deepseekHF(c, "deepseek_mtp") // vLLM's deepseek_mtp.py: eh_proj an nn.Linear, shared_head.head a ParallelLMHead
-	return s
+func specDeepSeekV3(c *Config) *Spec {
+	return deepseekSpec(c, dsv3)
 }
 
 // dsv3GGUFHparams is deepseek2's change to the values (one key-value head)
@@ -60,6 +60,6 @@ func (deepseekV3) Spec(c *Config) *Spec {
 func dsv3GGUFHparams(m *Model, h Hparams) {
 	deepseek2GGUFHparams(m, h)
 	if _, ok := h["head_dim"]; !ok {
-		h["head_dim"] = json.Number(strconv.Itoa(m.Config.DeepSeek.QKRopeHeadDim))
+		h["head_dim"] = json.Number(strconv.Itoa(KeysOf[DeepSeekConfig](m.Config).QKRopeHeadDim))
 	}
 }

@@ -13,14 +13,44 @@ import (
 // and leaves the indexer unused (src/models/deepseek32.cpp graph_mtp). The
 // reference converter writes the NextN layer (--mtp); see docs/deepseek.md.
 
-func init() { RegisterFamily(deepseekV32{}) }
+// deepseekV32Family is the family's descriptor.
+var deepseekV32Family = &Family{
+	Name: "deepseek_v32", Title: dsv32.name,
+	ModelTypes: []string{"deepseek_v32"}, Arch: "DeepseekV32ForCausalLM",
+	ParseConfig: parseDeepSeekV32, Spec: specDeepSeekV32,
+	MLX: MLXSpec{CombinedRefusal: deepseekCombinedRefusal(dsv32.name)},
+	GGUF: GGUFSpec{
+		Arch: "deepseek32", PreTokenizer: "deepseek-v3",
+		Top:     NextNGGUFTop,
+		Layer:   dsaGGUFLayer,
+		Hparams: dsv3GGUFHparams, // DeepseekV32Config's head_dim as V3's
+		Metadata: func(m *Model, h Hparams, g *GGUFKeys) error {
+			if err := deepseek2GGUFMetadata(m, h, g); err != nil {
+				return err
+			}
+			ds := KeysOf[DeepSeekConfig](m.Config)
+			g.U32("attention.indexer.head_count", ds.IndexNHeads)
+			g.U32("attention.indexer.key_length", ds.IndexHeadDim)
+			g.U32("attention.indexer.top_k", ds.IndexTopk)
+			return nil
+		},
+	},
+	OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
+	HF:       dsaHF(),
+}
 
-type deepseekV32 struct{}
+func init() { RegisterFamily(deepseekV32Family) }
 
-func (deepseekV32) Name() string { return "deepseek_v32" }
-
-func (deepseekV32) Matches(id Identity) bool {
-	return MatchesIdentity(id, []string{"deepseek_v32"}, "DeepseekV32ForCausalLM")
+// dsaHF is how vLLM and SGLang build a DSA head (deepseek_mtp.py: eh_proj an
+// nn.Linear, shared_head.head a ParallelLMHead): the indexer's weights_proj
+// is built unquantized whatever the repo declares (vLLM deepseek_v2.py:712-718
+// fuses it with wk into wk_weights_proj, quant_config None; SGLang's
+// nsa_indexer.py builds it without quant_config), as the FP8 releases store it.
+func dsaHF() HFSpec {
+	h := deepseekHF("deepseek_mtp")
+	h.PlainVLLM = append(h.PlainVLLM, "self_attn.indexer.weights_proj")
+	h.PlainSGLang = append(h.PlainSGLang, "self_attn.indexer.weights_proj")
+	return h
 }
 
 // dsv32 is the family as the lineage's files know it (DeepseekV32Config's defaults are V3's).
@@ -28,12 +58,12 @@ var dsv32 = deepseekFamily{name: "DeepSeek-V3.2", defaults: dsv3.defaults, mla: 
 	return "DeepSeek-V3.2's releases store block FP8 (weight_scale_inv, weight_block_size 128 × 128), the only quantized layout this tool reads"
 }}
 
-func (deepseekV32) ParseConfig(raw []byte) (*Config, error) {
+func parseDeepSeekV32(raw []byte) (*Config, error) {
 	c, err := parseDeepSeekConfig(raw, dsv32)
 	if err != nil {
 		return nil, err
 	}
-	ds := c.DeepSeek
+	ds := KeysOf[DeepSeekConfig](c)
 	if err := checkDSAIndexer(ds); err != nil {
 		return nil, err
 	}
@@ -41,45 +71,14 @@ func (deepseekV32) ParseConfig(raw []byte) (*Config, error) {
 	return c, nil
 }
 
-func (deepseekV32) Spec(c *Config) *Spec {
+func specDeepSeekV32(c *Config) *Spec {
 	s := deepseekSpec(c, dsv32)
-	ds := c.deepseek()
+	ds := KeysOf[DeepSeekConfig](c)
 	indexer := dsaIndexer(c)
 	layer := s.TrunkLayer
 	s.TrunkLayer = func(i int) []Want { return append(layer(i), indexer...) }
 	s.HeadLayer = append(slices.Clone(s.HeadLayer), indexer...)
 	s.Report.Dims["index_n_heads"], s.Report.Dims["index_head_dim"], s.Report.Dims["index_topk"] = ds.IndexNHeads, ds.IndexHeadDim, ds.IndexTopk
 	s.Report.Attention += fmt.Sprintf(", with the DSA indexer (%d heads of %d, top %d; unused by llama.cpp's MTP graph)", ds.IndexNHeads, ds.IndexHeadDim, ds.IndexTopk)
-	s.GGUF = GGUFSpec{
-		Arch: "deepseek32", PreTokenizer: "deepseek-v3",
-		Top:     deepseekGGUFTop,
-		Layer:   dsaGGUFLayer,
-		Hparams: dsv3GGUFHparams, // DeepseekV32Config's head_dim as V3's
-		Metadata: func(m *Model, h Hparams, g *GGUFKeys) error {
-			if err := deepseek2GGUFMetadata(m, h, g); err != nil {
-				return err
-			}
-			ds := m.Config.DeepSeek
-			g.U32("attention.indexer.head_count", ds.IndexNHeads)
-			g.U32("attention.indexer.key_length", ds.IndexHeadDim)
-			g.U32("attention.indexer.top_k", ds.IndexTopk)
-			return nil
-		},
-	}
-	s.MLX.CombinedRefusal = deepseekCombinedRefusal(dsv32.name)
-	s.OpenVINO = OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."}
-	s.HF = dsaHF(c)
 	return s
-}
-
-// dsaHF is how vLLM and SGLang build a DSA head (deepseek_mtp.py: eh_proj an
-// nn.Linear, shared_head.head a ParallelLMHead): the indexer's weights_proj
-// is built unquantized whatever the repo declares (vLLM deepseek_v2.py:712-718
-// fuses it with wk into wk_weights_proj, quant_config None; SGLang's
-// nsa_indexer.py builds it without quant_config), as the FP8 releases store it.
-func dsaHF(c *Config) HFSpec {
-	h := deepseekHF(c, "deepseek_mtp")
-	h.PlainVLLM = append(h.PlainVLLM, "self_attn.indexer.weights_proj")
-	h.PlainSGLang = append(h.PlainSGLang, "self_attn.indexer.weights_proj")
-	return h
 }

@@ -35,7 +35,7 @@ func TestDeepSeekV32GGUFNames(t *testing.T) {
 // reads is refused naming the key.
 func TestDeepSeekV32Family(t *testing.T) {
 	m := testmodel.Load(t, fixtures.DeepSeekV32)
-	if m.Family != "deepseek_v32" || m.MTPDepth != 1 || m.HeadError() != nil || m.TrunkError() != nil {
+	if m.Family.Name != "deepseek_v32" || m.MTPDepth != 1 || m.HeadError() != nil || m.TrunkError() != nil {
 		t.Fatalf("family %s depth %d: %v %v", m.Family, m.MTPDepth, m.HeadError(), m.TrunkError())
 	}
 	if _, ok := m.Checkpoint.Tensors["model.layers.2.self_attn.indexer.weights_proj.weight"]; !ok || !strings.Contains(m.Spec.Report.Attention, "DSA indexer (4 heads of 64, top 2048") {

@@ -37,10 +37,10 @@ func TestDeepSeekV3GGUFNames(t *testing.T) {
 // refused in DeepSeek's words, never GLM's.
 func TestDeepSeekV3Family(t *testing.T) {
 	m := testmodel.Load(t, fixtures.DeepSeekV3)
-	if m.Family != "deepseek_v3" || m.MTPDepth != 1 || m.HeadError() != nil || m.TrunkError() != nil {
+	if m.Family.Name != "deepseek_v3" || m.MTPDepth != 1 || m.HeadError() != nil || m.TrunkError() != nil {
 		t.Fatalf("family %s depth %d: %v %v", m.Family, m.MTPDepth, m.HeadError(), m.TrunkError())
 	}
-	if hf := m.Spec.HF; hf.MTPClass != "deepseek_mtp" || hf.SGLangName("model.layers.2.shared_head.head") != "model.shared_head.head" {
+	if hf := m.Family.HF; hf.MTPClass != "deepseek_mtp" || hf.SGLangName(m.Config, "model.layers.2.shared_head.head") != "model.shared_head.head" {
 		t.Errorf("hf table %+v", hf)
 	}
 	f := m.Spec.Forward(m)

@@ -8,35 +8,64 @@ import (
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 )
 
-// Family is the knowledge about one model family's checkpoint, one file per
-// family (qwen3_5_moe.go, qwen3_next.go). Nothing outside a family's files
-// names one of its tensors or config keys: describing, planning, lowering
-// and every target read the Spec and its per-target tables.
-type Family interface {
+// Family is one model family: a descriptor value its file registers once
+// (RegisterFamily from init). Nothing outside a family's files names one of
+// its tensors or config keys: describing, planning, lowering and every
+// target read its Spec and its per-target tables. What does not depend on a
+// checkpoint's config (identity, the per-target tables with their refusal
+// sentences) is a field here, read without a config; Spec holds what does.
+type Family struct {
 	// Name is the family's name in reports and manifests.
-	Name() string
-	// Matches recognises the family from config.json's identity alone,
-	// before any other key is read.
-	Matches(id Identity) bool
+	Name string
+	// Title is the family as its users know it, in messages.
+	Title string
+	// ModelTypes and Arch recognise the family from config.json's identity
+	// alone, before any other key is read (MatchesIdentity); Match, when
+	// set, decides instead.
+	ModelTypes []string
+	Arch       string
+	Match      func(id Identity) bool
 	// ParseConfig decodes and validates config.json (DecodeConfig and the
 	// Config's checks are the shared helpers).
-	ParseConfig(raw []byte) (*Config, error)
+	ParseConfig func(raw []byte) (*Config, error)
 	// Spec is everything the family's checkpoints hold, for one config.
-	Spec(c *Config) *Spec
+	Spec func(c *Config) *Spec
+	// ZeroCentredHead: the head's RMSNorms are stored w and applied as 1+w
+	// (its Spec's head norms have RoleZeroCentredNorm; read without a
+	// config where only the family is known, a drafter folder or a GGUF file).
+	ZeroCentredHead bool
+
+	// How each target's consumers name, describe and run the family; a
+	// target the family cannot go to says why in its table's refusal.
+	MLX      MLXSpec
+	GGUF     GGUFSpec
+	OpenVINO OpenVINOSpec
+	HF       HFSpec
+}
+
+// String is the family's name, as messages print it.
+func (f *Family) String() string { return f.Name }
+
+// Matches recognises the family from config.json's identity.
+func (f *Family) Matches(id Identity) bool {
+	if f.Match != nil {
+		return f.Match(id)
+	}
+	return MatchesIdentity(id, f.ModelTypes, f.Arch)
 }
 
 // families are the supported families, each registered from its own file.
 // Their Matches never overlap, so the order does not matter; it is kept
 // sorted by name for messages.
-var families []Family
+var families []*Family
 
 // RegisterFamily adds a family; each family file calls it from init (a
 // test family from its test, removing it again with the returned func).
-func RegisterFamily(f Family) (unregister func()) {
-	i, _ := slices.BinarySearchFunc(families, f.Name(), func(a Family, n string) int { return strings.Compare(a.Name(), n) })
+func RegisterFamily(f *Family) (unregister func()) {
+	i, _ := slices.BinarySearchFunc(families, f.Name, func(a *Family, n string) int { return strings.Compare(a.Name, n) })
 	families = slices.Insert(families, i, f)
 	return func() {
-		families = slices.DeleteFunc(families, func(g Family) bool { return g == f })
+		families = slices.DeleteFunc(families, func(g *Family) bool { return g == f })
 	}
 }
 
@@ -158,12 +187,6 @@ type Spec struct {
 
 	// What inspect says of the family's own config.
 	Report ReportSpec
-
-	// How each target's consumers name, describe and run the family.
-	MLX      MLXSpec
-	GGUF     GGUFSpec
-	OpenVINO OpenVINOSpec
-	HF       HFSpec
 }
 
 // HFSpec is how vLLM and SGLang build the family's head from a Hugging Face
@@ -195,7 +218,7 @@ type HFSpec struct {
 	// SGLangName maps a head module to SGLang's name for it when SGLang's
 	// MTP class places it elsewhere (GLM's NextN layer is model.decoder);
 	// nil: the checkpoint's name.
-	SGLangName func(module string) string
+	SGLangName func(c *Config, module string) string
 }
 
 // ReportSpec is what inspect says of a family's own config, beyond the keys
@@ -285,6 +308,11 @@ type OpenVINOSpec struct {
 type MLXSpec struct {
 	// DrafterModelType is mlx-vlm's model_type for the head alone.
 	DrafterModelType string
+	// DrafterUnrunnable, when set, says why no released mlx-vlm runs the
+	// drafter yet (its splitter writes the folder, load_drafter cannot build
+	// it): the card says it in place of a snippet, the export prints it, the
+	// README's row quotes it.
+	DrafterUnrunnable string
 	// DrafterTextConfig fills keys the drafter's TextConfig needs that the
 	// family's config.json may lack (given the text config object).
 	DrafterTextConfig func(m *Model, text map[string]any)
@@ -430,7 +458,7 @@ func MatchesIdentity(id Identity, modelTypes []string, arch string) bool {
 }
 
 // detectFamily finds the family of a config.json identity.
-func detectFamily(id Identity) (Family, error) {
+func detectFamily(id Identity) (*Family, error) {
 	for _, f := range families {
 		if f.Matches(id) {
 			return f, nil
@@ -444,9 +472,9 @@ func detectFamily(id Identity) (Family, error) {
 }
 
 // LookupFamily finds a supported family by name.
-func LookupFamily(name string) (Family, bool) {
+func LookupFamily(name string) (*Family, bool) {
 	for _, f := range families {
-		if f.Name() == name {
+		if f.Name == name {
 			return f, true
 		}
 	}
@@ -455,7 +483,7 @@ func LookupFamily(name string) (Family, bool) {
 
 // Family is the family that parsed the config (detected again from its
 // identity for a Config built in code).
-func (c *Config) Family() (Family, error) {
+func (c *Config) Family() (*Family, error) {
 	if c.family != nil {
 		return c.family, nil
 	}
@@ -475,32 +503,21 @@ func SpecFor(cfg *Config) (*Spec, error) {
 func Families() []string {
 	var out []string
 	for _, f := range families {
-		out = append(out, f.Name())
+		out = append(out, f.Name)
 	}
 	return out
 }
 
-// FamiliesWhere lists the families whose Spec satisfies ok (static facts
-// only: the Spec is taken for an empty config).
-func FamiliesWhere(ok func(*Spec) bool) []string {
+// FamiliesWhere lists the families whose descriptor satisfies ok (its
+// static facts: identity and per-target tables).
+func FamiliesWhere(ok func(*Family) bool) []string {
 	var out []string
 	for _, f := range families {
-		if ok(f.Spec(&Config{})) {
-			out = append(out, f.Name())
+		if ok(f) {
+			out = append(out, f.Name)
 		}
 	}
 	return out
-}
-
-// ConcatEmbeddingFirst says whether the family's concat projection takes
-// the embedding first (its Forward's order, read without a checkpoint;
-// true when the family lowers no Forward: every family's modelling code
-// mtpconv knows concatenates [embedding, hidden]).
-func (s *Spec) ConcatEmbeddingFirst() bool {
-	if s.Forward == nil {
-		return true
-	}
-	return s.Forward(&Model{Config: &Config{}, Spec: s}).EmbeddingFirst
 }
 
 // HeadZeroCentred says whether the family applies its head's RMSNorms as 1+w.

@@ -2,8 +2,11 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/mtpconv/mtpconv/internal/fixtures"
 )
 
 // glm45Config is a GLM-4.5-shaped config.json of a test-only model type
@@ -15,15 +18,15 @@ const glm45Config = `{"architectures":["TestGlm4MoeForCausalLM"],"model_type":"t
 "routed_scaling_factor":2.5,"first_k_dense_replace":1,"num_nextn_predict_layers":1,"attention_bias":true,"rms_norm_eps":1e-5}`
 
 // testFamily is a family the tests register for a while: it recognises
-// GLM-4.5's identity and validates its config with its own rule.
-type testFamily struct{ parsed *int }
-
-func (testFamily) Name() string { return "test_glm" }
-func (testFamily) Matches(id Identity) bool {
-	return MatchesIdentity(id, []string{"test_glm4_moe"}, "TestGlm4Moe")
+// GLM-4.5's identity and validates its config with its own rule, counting
+// its calls in parsed.
+func testFamily(parsed *int) *Family {
+	return &Family{Name: "test_glm", ModelTypes: []string{"test_glm4_moe"}, Arch: "TestGlm4Moe",
+		ParseConfig: func(raw []byte) (*Config, error) { *parsed++; return parseTestGLM(raw) },
+		Spec:        func(c *Config) *Spec { return &Spec{} }}
 }
-func (f testFamily) ParseConfig(raw []byte) (*Config, error) {
-	*f.parsed++
+
+func parseTestGLM(raw []byte) (*Config, error) {
 	c, err := DecodeConfig(raw, ConfigDefaults{PartialRotaryFactor: 0.5, RMSNormEps: 1e-5, RopeTheta: 10000})
 	if err != nil {
 		return nil, err
@@ -31,19 +34,18 @@ func (f testFamily) ParseConfig(raw []byte) (*Config, error) {
 	if err := DecodeDeepSeekConfig(c); err != nil {
 		return nil, err
 	}
-	c.NumExperts = c.DeepSeek.NRoutedExperts // GLM names the routed experts its own way
+	c.NumExperts = KeysOf[DeepSeekConfig](c).NRoutedExperts // GLM names the routed experts its own way
 	if err := CheckPositive(c.CommonKeys()...); err != nil {
 		return nil, err
 	}
-	if c.DeepSeek.NGroup <= 0 {
-		return nil, fmt.Errorf("n_group is %d; test_glm routes over expert groups", c.DeepSeek.NGroup)
+	if KeysOf[DeepSeekConfig](c).NGroup <= 0 {
+		return nil, fmt.Errorf("n_group is %d; test_glm routes over expert groups", KeysOf[DeepSeekConfig](c).NGroup)
 	}
 	return c, c.CheckCommon()
 }
-func (testFamily) Spec(c *Config) *Spec { return &Spec{} }
 
 // withFamily registers f for the duration of a test.
-func withFamily(t *testing.T, f Family) { t.Cleanup(RegisterFamily(f)) }
+func withFamily(t *testing.T, f *Family) { t.Cleanup(RegisterFamily(f)) }
 
 // The family is detected from architectures and model_type before any
 // key is validated, and the family validates its own config: a GLM-4.5
@@ -55,15 +57,15 @@ func TestFamilyDetectedBeforeValidation(t *testing.T) {
 		t.Fatalf("without its family: %v", err)
 	}
 	parsed := 0
-	withFamily(t, testFamily{&parsed})
+	withFamily(t, testFamily(&parsed))
 	cfg, err := ParseConfig([]byte(glm45Config))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if parsed != 1 || cfg.PartialRotaryFactor != 0.5 || cfg.DeepSeek.NGroup != 2 {
+	if parsed != 1 || cfg.PartialRotaryFactor != 0.5 || KeysOf[DeepSeekConfig](cfg).NGroup != 2 {
 		t.Errorf("parsed %d times, config %+v", parsed, cfg)
 	}
-	if f, err := cfg.Family(); err != nil || f.Name() != "test_glm" {
+	if f, err := cfg.Family(); err != nil || f.Name != "test_glm" {
 		t.Errorf("family %v, %v", f, err)
 	}
 	// The family's own rule, not a shared one, refuses its config.
@@ -84,6 +86,49 @@ func TestUnsupportedFamiliesRefusedByName(t *testing.T) {
 		_, err := ParseConfig([]byte(`{"architectures":["` + c.arch + `"],"model_type":"x","hidden_size":64}`))
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "; mtpconv converts ") || !strings.Contains(err.Error(), "glm4_moe") {
 			t.Errorf("%s: %v", c.arch, err)
+		}
+	}
+}
+
+// What a family's descriptor says without a config agrees with its Spec for
+// a config of each of its fixtures: the head's norms zero-centred or not,
+// the concat projection taking the embedding first (the MLX health check
+// assumes it), and the per-target tables the targets read: a GGUF
+// architecture or the refusal, an OpenVINO refusal where no lowering runs.
+func TestFamilyStaticFacts(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for _, fx := range fixtures.Catalog {
+		raw := fixtureConfig(t, fx.Name)
+		c, err := ParseConfig(raw)
+		if err != nil {
+			continue // a fixture of a config the families refuse
+		}
+		fam, _ := c.Family()
+		seen[fam.Name] = true
+		spec := fam.Spec(c)
+		if got := spec.HeadZeroCentred(); got != fam.ZeroCentredHead {
+			t.Errorf("%s (%s): the Spec's head norms zero-centred %v, the descriptor says %v", fam.Name, fx.Name, got, fam.ZeroCentredHead)
+		}
+		if got, want := fam.HeadOwn(0), headOwn(fam, spec, 0); !slices.Equal(got, want) {
+			t.Errorf("%s (%s): the head's own tensors read without a config %v, for the fixture's %v", fam.Name, fx.Name, got, want)
+		}
+		if spec.Forward != nil {
+			m := &Model{Family: fam, Spec: spec, Config: c, TextPrefix: spec.TextPrefixes[0], MTPDepth: 1}
+			if !spec.Forward(m).EmbeddingFirst {
+				t.Errorf("%s: the concat projection takes the hidden state first; give the descriptor that fact before the MLX health check reads it", fam.Name)
+			}
+		}
+		if (fam.GGUF.Arch == "") == (fam.GGUF.Refusal == "") {
+			t.Errorf("%s: the GGUF table has architecture %q and refusal %q: exactly one", fam.Name, fam.GGUF.Arch, fam.GGUF.Refusal)
+		}
+		if fam.Title == "" || fam.ParseConfig == nil || fam.Spec == nil {
+			t.Errorf("%s: descriptor without a title, parser or Spec", fam.Name)
+		}
+	}
+	for _, fam := range families {
+		if !seen[fam.Name] {
+			t.Errorf("family %s: no fixture parsed", fam.Name)
 		}
 	}
 }

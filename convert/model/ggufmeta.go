@@ -47,7 +47,7 @@ func (g *GGUFKeys) Bool(k string, v bool)   { g.Set(k, gg.Bool(v)) }
 // and rms_norm_eps, are filled from the family's decoded config (its
 // ConfigDefaults are the class's); a family fills its own in Hparams.
 func (m *Model) GGUFMetadata(h Hparams) (base, own []gg.KV, err error) {
-	gs := m.Spec.GGUF
+	gs := m.Family.GGUF
 	h = maps.Clone(h)
 	if _, ok := h["rms_norm_eps"]; !ok {
 		h["rms_norm_eps"] = number(m.Config.RMSNormEps)

@@ -47,7 +47,7 @@ func TestGGUFBaseKeys(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := &Model{Config: &Config{NumHiddenLayers: 2, RopeTheta: 1e6, RMSNormEps: 1e-5, Raw: []byte(c.json)}, MTPDepth: 1,
-				Spec: &Spec{GGUF: GGUFSpec{Arch: "a", Metadata: c.own}}}
+				Spec: &Spec{}, Family: &Family{GGUF: GGUFSpec{Arch: "a", Metadata: c.own}}}
 			h, err := m.Config.Hparams()
 			if err != nil {
 				t.Fatal(err)

@@ -5,34 +5,33 @@ package model
 // biases (attention_bias), partial rotary and, in the 355B models, q/k
 // norms (use_qk_norm); llama.cpp's glm4moe architecture. See docs/glm.md.
 
-func init() { RegisterFamily(glm4Moe{}) }
-
-type glm4Moe struct{}
-
-func (glm4Moe) Name() string { return "glm4_moe" }
-
-func (glm4Moe) Matches(id Identity) bool {
-	return MatchesIdentity(id, []string{"glm4_moe"}, "Glm4MoeForCausalLM")
+// glm4MoeFamily is the family's descriptor.
+var glm4MoeFamily = &Family{
+	Name: "glm4_moe", Title: glm45.name,
+	ModelTypes: []string{"glm4_moe"}, Arch: "Glm4MoeForCausalLM",
+	ParseConfig: parseGLM4Moe, Spec: specGLM4Moe,
+	MLX: MLXSpec{CombinedRefusal: deepseekCombinedRefusal(glm45.name)},
+	GGUF: GGUFSpec{
+		Arch: "glm4moe", PreTokenizer: "glm4",
+		Top:           NextNGGUFTop,
+		Layer:         deepseekGGUFLayer,
+		Metadata:      glmGGUFMetadata,
+		SpecialTokens: glmSpecialTokens,
+	},
+	OpenVINO: OpenVINOSpec{Refusal: glmOpenVINORefusal},
+	HF:       deepseekHF("glm4_moe_mtp"),
 }
+
+func init() { RegisterFamily(glm4MoeFamily) }
 
 // glm45 is the family as the lineage's files know it; its defaults are Glm4MoeConfig's.
 var glm45 = deepseekFamily{name: "GLM-4.5/4.6/4.7", defaults: ConfigDefaults{PartialRotaryFactor: 0.5, RMSNormEps: 1e-5, RopeTheta: 10000},
 	quantRefusal: glmQuantRefusal}
 
-func (glm4Moe) ParseConfig(raw []byte) (*Config, error) { return parseDeepSeekConfig(raw, glm45) }
+func parseGLM4Moe(raw []byte) (*Config, error) { return parseDeepSeekConfig(raw, glm45) }
 
-func (glm4Moe) Spec(c *Config) *Spec {
-	s := deepseekSpec(c, glm45)
-	s.GGUF = GGUFSpec{
-		Arch: "glm4moe", PreTokenizer: "glm4",
-		Top:           deepseekGGUFTop,
-		Layer:         deepseekGGUFLayer,
-		Metadata:      glmGGUFMetadata,
-		SpecialTokens: glmSpecialTokens,
-	}
-	s.OpenVINO = OpenVINOSpec{Refusal: glmOpenVINORefusal}
-	s.HF = deepseekHF(c, "glm4_moe_mtp")
-	return s
+func specGLM4Moe(c *Config) *Spec {
+	return deepseekSpec(c, glm45)
 }
 
 // glmOpenVINORefusal names the consumer that does not run these heads.

@@ -7,38 +7,17 @@ import "strings"
 // q_a_layernorm, q_b_proj; kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj),
 // which llama.cpp runs as its deepseek2 architecture. See docs/glm.md.
 
-func init() { RegisterFamily(glm4MoeLite{}) }
-
-type glm4MoeLite struct{}
-
-func (glm4MoeLite) Name() string { return "glm4_moe_lite" }
-
-func (glm4MoeLite) Matches(id Identity) bool {
-	return MatchesIdentity(id, []string{"glm4_moe_lite"}, "Glm4MoeLiteForCausalLM")
-}
-
-// glm47Flash is the family as the lineage's files know it; its defaults
-// are Glm4MoeLiteConfig's (head_dim is qk_rope_head_dim, all rotary).
-var glm47Flash = deepseekFamily{name: "GLM-4.7-Flash", defaults: ConfigDefaults{PartialRotaryFactor: 1, RMSNormEps: 1e-5, RopeTheta: 10000},
-	mla: true, quantRefusal: glmQuantRefusal}
-
-func (glm4MoeLite) ParseConfig(raw []byte) (*Config, error) {
-	c, err := parseDeepSeekConfig(raw, glm47Flash)
-	if err != nil {
-		return nil, err
-	}
-	c.HeadDim = c.DeepSeek.QKRopeHeadDim // the configuration class's attribute map
-	return c, nil
-}
-
-func (glm4MoeLite) Spec(c *Config) *Spec {
-	s := deepseekSpec(c, glm47Flash)
-	s.HF = deepseekHF(c, "glm4_moe_lite_mtp")
-	s.MLX = MLXSpec{
+// glm4MoeLiteFamily is the family's descriptor.
+var glm4MoeLiteFamily = &Family{
+	Name: "glm4_moe_lite", Title: glm47Flash.name,
+	ModelTypes: []string{"glm4_moe_lite"}, Arch: "Glm4MoeLiteForCausalLM",
+	ParseConfig: parseGLM4MoeLite, Spec: specGLM4MoeLite,
+	MLX: MLXSpec{
 		// mlx-vlm's glm4_moe_lite_mtp splitter: the NextN layer's own
 		// tensors at the top, the decoder layer as model.mtp_block, the
 		// shared head as lm_head, kv_b_proj absorbed (embed_q, unembed_out).
 		DrafterModelType:  "glm4_moe_lite_mtp",
+		DrafterUnrunnable: "mlx-vlm 0.7.10's `load_drafter` has no `glm4_moe_lite_mtp` model (the package holds the splitter and config only)",
 		DrafterName:       glmLiteDrafterName,
 		DrafterBlockExtra: 1,
 		DrafterKVB:        [2]string{"self_attn.embed_q.weight", "self_attn.unembed_out.weight"},
@@ -46,18 +25,38 @@ func (glm4MoeLite) Spec(c *Config) *Spec {
 		// every other matrix (embedding and lm_head included) by its
 		// last dimension, the absorbed halves as stored.
 		DrafterRoutersFloat: true,
-		CombinedRefusal:     s.MLX.CombinedRefusal,
-	}
-	s.GGUF = GGUFSpec{
+		CombinedRefusal:     deepseekCombinedRefusal(glm47Flash.name),
+	},
+	GGUF: GGUFSpec{
 		Arch: "deepseek2", PreTokenizer: "glm4",
-		Top:           deepseekGGUFTop,
+		Top:           NextNGGUFTop,
 		Layer:         deepseek2GGUFLayer,
 		Hparams:       deepseek2GGUFHparams,
 		Metadata:      deepseek2GGUFMetadata,
 		SpecialTokens: glmSpecialTokens,
+	},
+	OpenVINO: OpenVINOSpec{Refusal: glmOpenVINORefusal},
+	HF:       deepseekHF("glm4_moe_lite_mtp"),
+}
+
+func init() { RegisterFamily(glm4MoeLiteFamily) }
+
+// glm47Flash is the family as the lineage's files know it; its defaults
+// are Glm4MoeLiteConfig's (head_dim is qk_rope_head_dim, all rotary).
+var glm47Flash = deepseekFamily{name: "GLM-4.7-Flash", defaults: ConfigDefaults{PartialRotaryFactor: 1, RMSNormEps: 1e-5, RopeTheta: 10000},
+	mla: true, quantRefusal: glmQuantRefusal}
+
+func parseGLM4MoeLite(raw []byte) (*Config, error) {
+	c, err := parseDeepSeekConfig(raw, glm47Flash)
+	if err != nil {
+		return nil, err
 	}
-	s.OpenVINO = OpenVINOSpec{Refusal: glmOpenVINORefusal}
-	return s
+	c.HeadDim = KeysOf[DeepSeekConfig](c).QKRopeHeadDim // the configuration class's attribute map
+	return c, nil
+}
+
+func specGLM4MoeLite(c *Config) *Spec {
+	return deepseekSpec(c, glm47Flash)
 }
 
 // glmLiteDrafterName is mlx-vlm's flat drafter name of a NextN tensor

@@ -32,7 +32,7 @@ func TestGLM47FlashFamily(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Checkpoint.Close()
-	if m.Family != "glm4_moe_lite" || m.MTPDepth != 1 || m.HeadError() != nil || m.TrunkError() != nil {
+	if m.Family.Name != "glm4_moe_lite" || m.MTPDepth != 1 || m.HeadError() != nil || m.TrunkError() != nil {
 		t.Fatalf("family %s depth %d: %v %v", m.Family, m.MTPDepth, m.HeadError(), m.TrunkError())
 	}
 	f := m.Spec.Forward(m)
@@ -42,7 +42,7 @@ func TestGLM47FlashFamily(t *testing.T) {
 	if mlp := f.Layers[0].MLP; mlp.Routing != model.RouteSigmoidGroupTopK || mlp.ScalingFactor != 1.8 {
 		t.Errorf("mlp %+v", mlp)
 	}
-	if m.Spec.GGUF.Arch != "deepseek2" || m.Spec.GGUF.Layer["post_attention_layernorm.weight"] != gg.Weight(gg.KindFFNNorm) {
-		t.Errorf("gguf table %+v", m.Spec.GGUF)
+	if m.Family.GGUF.Arch != "deepseek2" || m.Family.GGUF.Layer["post_attention_layernorm.weight"] != gg.Weight(gg.KindFFNNorm) {
+		t.Errorf("gguf table %+v", m.Family.GGUF)
 	}
 }

@@ -30,7 +30,7 @@ func TestGLMFamiliesDescribeFixtures(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer m.Checkpoint.Close()
-		if m.Family != tc.family || m.MTPDepth != 1 {
+		if m.Family.Name != tc.family || m.MTPDepth != 1 {
 			t.Fatalf("%s: family %s depth %d", tc.fixture, m.Family, m.MTPDepth)
 		}
 		if err := m.HeadError(); err != nil {
@@ -49,7 +49,7 @@ func TestGLMFamiliesDescribeFixtures(t *testing.T) {
 				t.Errorf("%s: head tensor %s outside model.layers.%d", tc.fixture, h, n)
 			}
 		}
-		if len(m.TrunkExperts) != n-m.Config.DeepSeek.FirstKDenseReplace || len(m.MTPExperts) != 1 {
+		if len(m.TrunkExperts) != n-model.KeysOf[model.DeepSeekConfig](m.Config).FirstKDenseReplace || len(m.MTPExperts) != 1 {
 			t.Errorf("%s: %d trunk expert blocks, %d MTP", tc.fixture, len(m.TrunkExperts), len(m.MTPExperts))
 		}
 	}
@@ -119,7 +119,7 @@ func TestGLMGGUFMetadataEqualsReference(t *testing.T) {
 		}
 		want := map[string]string{}
 		for k, v := range rec.Metadata {
-			if strings.HasPrefix(k, m.Spec.GGUF.Arch+".") {
+			if strings.HasPrefix(k, m.Family.GGUF.Arch+".") {
 				if f, ok := v.Value.(float64); ok && v.Type == "FLOAT32" {
 					want[k] = fmt.Sprint(float32(f))
 				} else {

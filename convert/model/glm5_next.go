@@ -22,22 +22,43 @@ import (
 // mlx-vlm 0.7.10 drafts with it (glm5_next_mtp); the pinned llama.cpp and
 // vLLM do not run it. See docs/glm.md.
 
-func init() { RegisterFamily(glm5Next{}) }
-
-type glm5Next struct{}
-
-func (glm5Next) Name() string { return "glm5_next" }
-
-func (glm5Next) Matches(id Identity) bool {
-	return MatchesIdentity(id, []string{"glm5_next", "glm5_next_text"}, "Glm5NextForConditionalGeneration")
+// glm5NextFamily is the family's descriptor.
+var glm5NextFamily = &Family{
+	Name: "glm5_next", Title: glm53Flash.name,
+	ModelTypes: []string{"glm5_next", "glm5_next_text"}, Arch: "Glm5NextForConditionalGeneration",
+	ParseConfig: parseGLM5Next, Spec: specGLM5Next,
+	MLX: MLXSpec{
+		// mlx-vlm's glm5_next_mtp splitter: the NextN layer's own tensors at
+		// the top, the decoder layer as mtp_block, q_a_proj and
+		// kv_a_proj_with_mqa as one qkv_a_proj, the shared expert's gate and
+		// up as one gate_up_proj, kv_b_proj absorbed (embed_q, unembed_out),
+		// experts stacked; the embedding and lm_head are the target's.
+		DrafterModelType:  "glm5_next_mtp",
+		DrafterName:       glm5DrafterName,
+		DrafterBlockExtra: 1,
+		DrafterKVB:        [2]string{"self_attn.embed_q.weight", "self_attn.unembed_out.weight"},
+		// Quantized, the splitter keeps mlp.gate float and quantizes every
+		// other .weight matrix by its last dimension.
+		DrafterRoutersFloat: true,
+		DrafterConcat: []DrafterConcat{
+			{"self_attn.qkv_a_proj.weight", []string{"self_attn.q_a_proj.weight", "self_attn.kv_a_proj_with_mqa.weight"}},
+			{"mlp.shared_experts.gate_up_proj.weight", []string{"mlp.shared_experts.gate_proj.weight", "mlp.shared_experts.up_proj.weight"}},
+		},
+		CombinedRefusal: "mlx-lm 0.32.2 has no GLM-5.3-Flash model (glm5_next): a combined file would have no consumer; use --target mlx with mlx-vlm's glm5_next trunk.",
+	},
+	GGUF:     GGUFSpec{Refusal: "llama.cpp 0.3.36 has no draft graph for GLM-5.3-Flash (its glm5-next model throws \"GLM5-Next NextN graph not implemented yet\" for the MTP context), so a sidecar would never draft; use --target mlx (mlx-vlm's glm5_next_mtp drafter)."},
+	OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
+	HF:       HFSpec{Refusal: "neither vLLM 0.32.0 nor SGLang 0.5.23 has a GLM-5.3-Flash MTP model (no glm5_next MTP class), so a head in an HF repo would not be served."},
 }
+
+func init() { RegisterFamily(glm5NextFamily) }
 
 // glm53Flash is the family as the lineage's files know it; its defaults are
 // Glm5NextTextConfig's (rms_norm_eps 1e-5; no rotary part at all).
 var glm53Flash = deepseekFamily{name: "GLM-5.3-Flash", defaults: ConfigDefaults{PartialRotaryFactor: 1, RMSNormEps: 1e-5, RopeTheta: 10000},
 	mla: true, quantRefusal: glmQuantRefusal}
 
-// Glm5NextConfig is GLM-5.3-Flash's own text-config keys (Config.Glm5Next):
+// Glm5NextConfig is GLM-5.3-Flash's own text-config keys (KeysOf[Glm5NextConfig]):
 // the feed-forward and indexer schedules, the KDA layers' dimensions, the
 // k-pool size and the mHC stream count.
 type Glm5NextConfig struct {
@@ -59,7 +80,7 @@ const (
 	glm5FullIndex, glm5Shared = "full", "shared"
 )
 
-func (glm5Next) ParseConfig(raw []byte) (*Config, error) {
+func parseGLM5Next(raw []byte) (*Config, error) {
 	c, err := DecodeConfig(raw, glm53Flash.defaults)
 	if err != nil {
 		return nil, err
@@ -71,8 +92,8 @@ func (glm5Next) ParseConfig(raw []byte) (*Config, error) {
 	if err := c.DecodeText(&g); err != nil {
 		return nil, err
 	}
-	c.Glm5Next = &g
-	ds, name := c.DeepSeek, glm53Flash.name
+	SetKeys(c, &g)
+	ds, name := KeysOf[DeepSeekConfig](c), glm53Flash.name
 	if q := c.QuantizationConfig; q != nil && q.QuantMethod != "fp8" {
 		return nil, fmt.Errorf("quantization_config.quant_method is %q: %s", q.QuantMethod, glmQuantRefusal(q.QuantMethod))
 	}
@@ -174,21 +195,24 @@ func derefBool(p *bool) any {
 	return *p
 }
 
-// glm5 is the family's own keys, none for a config built in code.
-func (c *Config) glm5() *Glm5NextConfig {
-	if c.Glm5Next == nil {
+// glm5Keys is the family's own keys; for the zero config Family.HeadOwn
+// reads the head's names from, no sizes (the Spec then names every tensor
+// with zero shapes).
+func glm5Keys(c *Config) *Glm5NextConfig {
+	g := KeysOf[Glm5NextConfig](c)
+	if g.LinearAttn == nil {
 		return &Glm5NextConfig{LinearAttn: &struct {
 			NumHeads            int `json:"num_heads"`
 			HeadDim             int `json:"head_dim"`
 			ShortConvKernelSize int `json:"short_conv_kernel_size"`
 		}{}, IndexKPool: ptr(0), HCMult: ptr(0)}
 	}
-	return c.Glm5Next
+	return g
 }
 
-func (glm5Next) Spec(c *Config) *Spec {
+func specGLM5Next(c *Config) *Spec {
 	s := deepseekSpec(c, glm53Flash)
-	ds, g := c.deepseek(), c.glm5()
+	ds, g := KeysOf[DeepSeekConfig](c), glm5Keys(c)
 	h, L := int64(c.HiddenSize), c.NumHiddenLayers
 	w := func(suffix string, role Role, shape ...int64) Want {
 		return Want{Suffix: suffix, Shape: shape, Role: role}
@@ -261,28 +285,6 @@ func (glm5Next) Spec(c *Config) *Spec {
 	s.Report.Layers = fmt.Sprintf("%d (%d KDA, %d latent attention; %d dense MLP), the NextN layer latent attention with a full indexer", L, linear, L-linear, L-countMoE(L, isMoE))
 	s.Report.Dims["index_kpool"], s.Report.Dims["hc_mult"] = kp, hc
 
-	s.MLX = MLXSpec{
-		// mlx-vlm's glm5_next_mtp splitter: the NextN layer's own tensors at
-		// the top, the decoder layer as mtp_block, q_a_proj and
-		// kv_a_proj_with_mqa as one qkv_a_proj, the shared expert's gate and
-		// up as one gate_up_proj, kv_b_proj absorbed (embed_q, unembed_out),
-		// experts stacked; the embedding and lm_head are the target's.
-		DrafterModelType:  "glm5_next_mtp",
-		DrafterName:       glm5DrafterName,
-		DrafterBlockExtra: 1,
-		DrafterKVB:        [2]string{"self_attn.embed_q.weight", "self_attn.unembed_out.weight"},
-		// Quantized, the splitter keeps mlp.gate float and quantizes every
-		// other .weight matrix by its last dimension.
-		DrafterRoutersFloat: true,
-		DrafterConcat: []DrafterConcat{
-			{"self_attn.qkv_a_proj.weight", []string{"self_attn.q_a_proj.weight", "self_attn.kv_a_proj_with_mqa.weight"}},
-			{"mlp.shared_experts.gate_up_proj.weight", []string{"mlp.shared_experts.gate_proj.weight", "mlp.shared_experts.up_proj.weight"}},
-		},
-		CombinedRefusal: "mlx-lm 0.32.2 has no GLM-5.3-Flash model (glm5_next): a combined file would have no consumer; use --target mlx with mlx-vlm's glm5_next trunk.",
-	}
-	s.GGUF = GGUFSpec{Refusal: "llama.cpp 0.3.36 has no draft graph for GLM-5.3-Flash (its glm5-next model throws \"GLM5-Next NextN graph not implemented yet\" for the MTP context), so a sidecar would never draft; use --target mlx (mlx-vlm's glm5_next_mtp drafter)."}
-	s.OpenVINO = OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."}
-	s.HF = HFSpec{Refusal: "neither vLLM 0.32.0 nor SGLang 0.5.23 has a GLM-5.3-Flash MTP model (no glm5_next MTP class), so a head in an HF repo would not be served."}
 	return s
 }
 

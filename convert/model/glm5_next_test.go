@@ -66,7 +66,7 @@ func TestGlm5NextMLXNames(t *testing.T) {
 // refused naming the family and the key.
 func TestGlm5NextFamily(t *testing.T) {
 	m := testmodel.Load(t, fixtures.GLM53Flash)
-	if m.Family != "glm5_next" || m.MTPDepth != 1 || m.HeadError() != nil || m.TrunkError() != nil || m.TextPrefix != "model.language_model." {
+	if m.Family.Name != "glm5_next" || m.MTPDepth != 1 || m.HeadError() != nil || m.TrunkError() != nil || m.TextPrefix != "model.language_model." {
 		t.Fatalf("family %s depth %d prefix %s: %v %v", m.Family, m.MTPDepth, m.TextPrefix, m.HeadError(), m.TrunkError())
 	}
 	if f := testmodel.Load(t, fixtures.GLM53FlashFP8); !f.FP8 || f.HeadError() != nil || f.TrunkError() != nil {
@@ -105,8 +105,8 @@ func TestGlm5NextFamily(t *testing.T) {
 	}
 	if c, err := model.ParseConfig([]byte(`{` + text + kda + `}`)); err != nil { // a flat text-only config
 		t.Errorf("flat glm5_next_text: %v", err)
-	} else if f, _ := c.Family(); f.Name() != "glm5_next" {
-		t.Errorf("flat glm5_next_text: %s", f.Name())
+	} else if f, _ := c.Family(); f.Name != "glm5_next" {
+		t.Errorf("flat glm5_next_text: %s", f.Name)
 	}
 	for extra, want := range map[string]string{
 		kda + `,"qk_rope_head_dim":64`:   "qk_rope_head_dim is 64 (mla_use_nope unset): GLM-5.3-Flash's latent attention has no rotary part",

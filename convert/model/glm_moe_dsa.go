@@ -20,15 +20,39 @@ import (
 // indexer unused (src/models/glm-dsa.cpp); mlx-vlm as its glm_moe_dsa_mtp
 // drafter. See docs/glm.md.
 
-func init() { RegisterFamily(glmMoeDsa{}) }
-
-type glmMoeDsa struct{}
-
-func (glmMoeDsa) Name() string { return "glm_moe_dsa" }
-
-func (glmMoeDsa) Matches(id Identity) bool {
-	return MatchesIdentity(id, []string{"glm_moe_dsa"}, "GlmMoeDsaForCausalLM")
+// glmMoeDsaFamily is the family's descriptor.
+var glmMoeDsaFamily = &Family{
+	Name: "glm_moe_dsa", Title: glm52.name,
+	ModelTypes: []string{"glm_moe_dsa"}, Arch: "GlmMoeDsaForCausalLM",
+	ParseConfig: parseGLMMoeDsa, Spec: specGLMMoeDsa,
+	MLX: MLXSpec{
+		// mlx-vlm's glm_moe_dsa_mtp splitter: the NextN layer's tensors
+		// under mtp. with their own names (shared_head.norm as
+		// shared_head_norm), kv_b_proj absorbed (embed_q, unembed_out),
+		// experts stacked; quantized, every matrix but mlp.gate by its last
+		// dimension.
+		DrafterModelType:    "glm_moe_dsa_mtp",
+		DrafterName:         glmDsaDrafterName,
+		DrafterBlockExtra:   1,
+		DrafterKVB:          [2]string{"self_attn.embed_q.weight", "self_attn.unembed_out.weight"},
+		DrafterRoutersFloat: true,
+		CombinedRefusal: "stock mlx-lm's glm_moe_dsa builds a DSA indexer in every layer, so it loads no GLM-5.2 checkpoint with shared indexer layers, " +
+			"and drops the NextN layer of the others (its sanitize keeps layers below num_hidden_layers only): a combined file would carry a head nothing runs.",
+	},
+	GGUF: GGUFSpec{
+		Arch: "glm-dsa", PreTokenizer: "glm4",
+		Top:           NextNGGUFTop,
+		Layer:         dsaGGUFLayer,
+		Hparams:       dsv3GGUFHparams, // GlmMoeDsaConfig's head_dim as V3's
+		Metadata:      glmDsaGGUFMetadata,
+		SpecialTokens: glmSpecialTokens,
+	},
+	OpenVINO: OpenVINOSpec{Refusal: glmOpenVINORefusal},
+	// vLLM maps glm_moe_dsa to its DeepSeek-V3.2 MTP (config/speculative.py hf_config_override)
+	HF: dsaHF(),
 }
+
+func init() { RegisterFamily(glmMoeDsaFamily) }
 
 // glm52 is the family as the lineage's files know it; its defaults are
 // GlmMoeDsaConfig's (head_dim is qk_rope_head_dim, all rotary).
@@ -37,12 +61,12 @@ var glm52 = deepseekFamily{name: "GLM-5.2", defaults: ConfigDefaults{PartialRota
 		return "this tool reads GLM-5.2 checkpoints in bf16 or in the block-FP8 layout (weight_scale_inv, weight_block_size) only"
 	}}
 
-func (glmMoeDsa) ParseConfig(raw []byte) (*Config, error) {
+func parseGLMMoeDsa(raw []byte) (*Config, error) {
 	c, err := parseDeepSeekConfig(raw, glm52)
 	if err != nil {
 		return nil, err
 	}
-	ds := c.DeepSeek
+	ds := KeysOf[DeepSeekConfig](c)
 	if err := checkDSAIndexer(ds); err != nil {
 		return nil, err
 	}
@@ -52,6 +76,7 @@ func (glmMoeDsa) ParseConfig(raw []byte) (*Config, error) {
 		// dimensions (kv_a_proj_with_mqa's rope part is that wide).
 		return nil, fmt.Errorf("%s is %v: GLM-5.2 heads rotate all qk_rope_head_dim dimensions (1.0 only)", c.rotaryKey, c.PartialRotaryFactor)
 	}
+	ds.IndexerTypesGiven = ds.IndexerTypes != nil
 	types, err := glmIndexerTypes(c.TrunkLayers(), ds)
 	if err != nil {
 		return nil, err
@@ -97,9 +122,9 @@ func glmIndexerTypes(layers Layers, ds *DeepSeekConfig) ([]string, error) {
 	return types, nil
 }
 
-func (glmMoeDsa) Spec(c *Config) *Spec {
+func specGLMMoeDsa(c *Config) *Spec {
 	s := deepseekSpec(c, glm52)
-	ds := c.deepseek()
+	ds := KeysOf[DeepSeekConfig](c)
 	indexer := dsaIndexer(c)
 	layer := s.TrunkLayer
 	s.TrunkLayer = func(i int) []Want {
@@ -119,46 +144,29 @@ func (glmMoeDsa) Spec(c *Config) *Spec {
 	s.Report.Dims["indexer_full_layers"] = full
 	s.Report.Attention += fmt.Sprintf(", with the DSA indexer (%d heads of %d, top %d; in %d of %d trunk layers, the others sharing; unused by llama.cpp's MTP graph)",
 		ds.IndexNHeads, ds.IndexHeadDim, ds.IndexTopk, full, len(ds.IndexerTypes))
-	s.GGUF = GGUFSpec{
-		Arch: "glm-dsa", PreTokenizer: "glm4",
-		Top:           deepseekGGUFTop,
-		Layer:         dsaGGUFLayer,
-		Hparams:       dsv3GGUFHparams, // GlmMoeDsaConfig's head_dim as V3's
-		Metadata:      glmDsaGGUFMetadata,
-		SpecialTokens: glmSpecialTokens,
-	}
-	s.MLX = MLXSpec{
-		// mlx-vlm's glm_moe_dsa_mtp splitter: the NextN layer's tensors
-		// under mtp. with their own names (shared_head.norm as
-		// shared_head_norm), kv_b_proj absorbed (embed_q, unembed_out),
-		// experts stacked; quantized, every matrix but mlp.gate by its last
-		// dimension.
-		DrafterModelType:    "glm_moe_dsa_mtp",
-		DrafterName:         glmDsaDrafterName,
-		DrafterBlockExtra:   1,
-		DrafterKVB:          [2]string{"self_attn.embed_q.weight", "self_attn.unembed_out.weight"},
-		DrafterRoutersFloat: true,
-		CombinedRefusal: "stock mlx-lm's glm_moe_dsa builds a DSA indexer in every layer, so it loads no GLM-5.2 checkpoint with shared indexer layers, " +
-			"and drops the NextN layer of the others (its sanitize keeps layers below num_hidden_layers only): a combined file would carry a head nothing runs.",
-	}
-	s.OpenVINO = OpenVINOSpec{Refusal: glmOpenVINORefusal}
-	s.HF = dsaHF(c) // vLLM maps glm_moe_dsa to its DeepSeek-V3.2 MTP (config/speculative.py hf_config_override)
 	return s
 }
 
 // glmDsaGGUFMetadata is the keys GlmMoeDsaModel.set_gguf_parameters adds
 // after DeepseekV2Model's: the rotary width again (qk_rope_head_dim ×
 // partial_rotary_factor, in place), the NextN layer count, the DSA
-// indexer's and its per-layer modes (true for full).
+// indexer's and, when config.json lists indexer_types, its per-layer modes
+// (true for full). The converter reads config.json as stored under its
+// pinned transformers (4.57.6 has no glm_moe_dsa configuration class), so
+// a GLM-5 config without the list gets no key; llama.cpp then takes every
+// layer of a model under 1M context as full, which GLM-5's are.
 func glmDsaGGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
 	if err := deepseek2GGUFMetadata(m, h, g); err != nil {
 		return err
 	}
-	ds := m.Config.DeepSeek
+	ds := KeysOf[DeepSeekConfig](m.Config)
 	g.U32("rope.dimension_count", int(float64(ds.QKRopeHeadDim)*m.Config.PartialRotaryFactor))
 	g.U32("attention.indexer.head_count", ds.IndexNHeads)
 	g.U32("attention.indexer.key_length", ds.IndexHeadDim)
 	g.U32("attention.indexer.top_k", ds.IndexTopk)
+	if !ds.IndexerTypesGiven {
+		return nil
+	}
 	full := make([]bool, len(ds.IndexerTypes))
 	for i, t := range ds.IndexerTypes {
 		full[i] = t == "full"

@@ -46,7 +46,7 @@ func TestGLM52Family(t *testing.T) {
 		if f := m.FP8Info; f == nil || f.ScaleDType != "F32" || f.Weights == 0 || !slices.Contains(f.KeptBF16, "model.layers.2.self_attn.indexers_proj") {
 			t.Errorf("block FP8 with float32 scales, weights_proj kept under the release's name: %+v", f)
 		}
-		if m.Config.HeadDim != m.Config.DeepSeek.QKRopeHeadDim || m.Config.RopeTheta != 8e6 {
+		if m.Config.HeadDim != model.KeysOf[model.DeepSeekConfig](m.Config).QKRopeHeadDim || m.Config.RopeTheta != 8e6 {
 			t.Errorf("head_dim %d (GlmMoeDsaConfig's is qk_rope_head_dim, not the config's key), theta %v", m.Config.HeadDim, m.Config.RopeTheta)
 		}
 		for _, n := range []string{"model.layers.2.embed_tokens.weight", "model.layers.2.shared_head.head.weight"} {
@@ -54,7 +54,7 @@ func TestGLM52Family(t *testing.T) {
 				t.Errorf("%s: the release has none", n)
 			}
 		}
-		if !slices.Contains(m.Spec.HF.PlainVLLM, "self_attn.indexer.weights_proj") || !slices.Contains(m.Spec.HF.PlainSGLang, "self_attn.indexer.weights_proj") {
+		if !slices.Contains(m.Family.HF.PlainVLLM, "self_attn.indexer.weights_proj") || !slices.Contains(m.Family.HF.PlainSGLang, "self_attn.indexer.weights_proj") {
 			t.Error("both runtimes build the indexer's weights_proj unquantized")
 		}
 	})
@@ -89,7 +89,7 @@ func TestGLM52Family(t *testing.T) {
 		`,"head_dim":99,"qk_head_dim":16,"index_share_for_mtp_iteration":true,"indexer_rope_interleave":true,"rope_interleave":true,"moe_router_dtype":"float32","index_topk_pattern":null,"mlp_layer_types":["dense","sparse","sparse"]}`: {"full", "full", "full"},
 	} {
 		c, err := model.ParseConfig([]byte(base + `,"q_lora_rank":16` + extra))
-		if err != nil || !slices.Equal(c.DeepSeek.IndexerTypes, want) {
+		if err != nil || !slices.Equal(model.KeysOf[model.DeepSeekConfig](c).IndexerTypes, want) {
 			t.Errorf("%s: %v %v, want %v", extra, err, c, want)
 		}
 	}
@@ -99,7 +99,7 @@ func TestGLM52Family(t *testing.T) {
 // head's layer and in the full trunk layer only (layer 1 shares, and has
 // none); combined and OpenVINO are refused naming the missing consumer.
 func glmDsaFamily(t *testing.T, m *model.Model) {
-	if m.Family != "glm_moe_dsa" || m.MTPDepth != 1 || m.HeadError() != nil || m.TrunkError() != nil {
+	if m.Family.Name != "glm_moe_dsa" || m.MTPDepth != 1 || m.HeadError() != nil || m.TrunkError() != nil {
 		t.Fatalf("family %s depth %d: %v %v", m.Family, m.MTPDepth, m.HeadError(), m.TrunkError())
 	}
 	has := func(ws []model.Want, s string) bool {
@@ -112,8 +112,8 @@ func glmDsaFamily(t *testing.T, m *model.Model) {
 	if !strings.Contains(m.Spec.Report.Attention, "DSA indexer (4 heads of 64, top 2048; in 1 of 2 trunk layers") {
 		t.Errorf("report: %s", m.Spec.Report.Attention)
 	}
-	if m.Spec.GGUF.Arch != "glm-dsa" || m.Spec.MLX.DrafterModelType != "glm_moe_dsa_mtp" || m.Spec.HF.MTPClass == "" {
-		t.Errorf("tables: %s %s %s", m.Spec.GGUF.Arch, m.Spec.MLX.DrafterModelType, m.Spec.HF.MTPClass)
+	if m.Family.GGUF.Arch != "glm-dsa" || m.Family.MLX.DrafterModelType != "glm_moe_dsa_mtp" || m.Family.HF.MTPClass == "" {
+		t.Errorf("tables: %s %s %s", m.Family.GGUF.Arch, m.Family.MLX.DrafterModelType, m.Family.HF.MTPClass)
 	}
 	for target, want := range map[string]string{"combined": "loads no GLM-5.2 checkpoint with shared indexer layers", "openvino": "runs Qwen3.5 heads only"} {
 		if _, err := testmodel.Plan(t, m, target, targets.Options{}); err == nil || !strings.Contains(err.Error(), want) {

@@ -76,17 +76,17 @@ func (m *Model) Concat(name string) (embeddingFirst, ok bool) {
 	if m.Spec == nil {
 		return false, false
 	}
-	rel, ok := m.Spec.ConcatProjection()
+	rel, ok := m.ConcatProjection()
 	if !ok {
 		return false, false
 	}
 	if name == m.HeadName(rel) {
-		return m.Spec.ConcatEmbeddingFirst(), true
+		return m.concatEmbeddingFirst(), true
 	}
 	if suffix, ok := strings.CutPrefix(rel, "layers.0."); ok && !m.Spec.HeadOneLayer {
 		for j := 1; j < m.MTPDepth; j++ {
 			if name == m.HeadLayerPrefix(j)+suffix {
-				return m.Spec.ConcatEmbeddingFirst(), true
+				return m.concatEmbeddingFirst(), true
 			}
 		}
 	}
@@ -97,23 +97,34 @@ func (m *Model) Concat(name string) (embeddingFirst, ok bool) {
 // hidden)), as a HeadRelative name of MTP layer 0: the Forward's FC, or,
 // for a family that lowers no Forward (Nemotron-H), the head tensor its
 // GGUF table names nextn.eh_proj.
-func (s *Spec) ConcatProjection() (string, bool) {
-	m := &Model{Config: &Config{}, Spec: s}
+func (m *Model) ConcatProjection() (string, bool) {
+	s := m.Spec
 	fc := ""
 	if s.Forward != nil {
 		fc = s.Forward(m).FC
 	}
 	for _, w := range s.HeadTop {
-		if n := s.GGUF.HeadTop[w.Suffix]; s.HeadPrefix+w.Suffix == fc || fc == "" && n.Kind == gg.KindNextNEHProj && !n.Bias {
+		if n := m.Family.GGUF.HeadTop[w.Suffix]; s.HeadPrefix+w.Suffix == fc || fc == "" && n.Kind == gg.KindNextNEHProj && !n.Bias {
 			return w.Suffix, true
 		}
 	}
 	for _, w := range s.HeadLayer {
-		if n := s.GGUF.Layer[w.Suffix]; m.HeadLayerPrefix(0)+w.Suffix == fc || fc == "" && n.Kind == gg.KindNextNEHProj && !n.Bias {
+		if n := m.Family.GGUF.Layer[w.Suffix]; m.HeadLayerPrefix(0)+w.Suffix == fc || fc == "" && n.Kind == gg.KindNextNEHProj && !n.Bias {
 			return "layers.0." + w.Suffix, true
 		}
 	}
 	return "", false
+}
+
+// concatEmbeddingFirst says whether the concat projection takes the
+// embedding first (its Forward's order; true when the family lowers no
+// Forward: every family's modelling code mtpconv knows concatenates
+// [embedding, hidden]).
+func (m *Model) concatEmbeddingFirst() bool {
+	if m.Spec.Forward == nil {
+		return true
+	}
+	return m.Spec.Forward(m).EmbeddingFirst
 }
 
 // HeadOwn lists the head's own tensors of MTP layer j as HeadRelative names
@@ -124,8 +135,16 @@ func (s *Spec) ConcatProjection() (string, bool) {
 // HiddenNorm, FC, FinalNorm) or its GGUF table gives a NextN kind. inspect
 // asks for them under each target's names in files that carry no source
 // (a GGUF file, an MLX folder): a head without one cannot draft.
-func (s *Spec) HeadOwn(j int) []string {
-	m := &Model{Config: &Config{}, Spec: s}
+func (f *Family) HeadOwn(j int) []string {
+	// The names do not depend on the config's dimensions: the family's Spec
+	// for a zero config lists them (TestFamilyStaticFacts holds them equal
+	// to every fixture's), for files that carry no config of the family's
+	// (a GGUF file, an MLX drafter).
+	return headOwn(f, f.Spec(&Config{}), j)
+}
+
+func headOwn(f *Family, s *Spec, j int) []string {
+	m := &Model{Config: &Config{}, Spec: s, Family: f}
 	named := map[string]bool{}
 	if s.Forward != nil {
 		f := s.Forward(m)
@@ -136,13 +155,13 @@ func (s *Spec) HeadOwn(j int) []string {
 	var out []string
 	if j == 0 {
 		for _, w := range s.HeadTop {
-			if w.Role&RoleOptional == 0 && (named[s.HeadPrefix+w.Suffix] || s.GGUF.HeadTop[w.Suffix].Kind.NextN()) {
+			if w.Role&RoleOptional == 0 && (named[s.HeadPrefix+w.Suffix] || f.GGUF.HeadTop[w.Suffix].Kind.NextN()) {
 				out = append(out, w.Suffix)
 			}
 		}
 	}
 	for _, w := range s.HeadLayer {
-		if w.Role&RoleOptional == 0 && (named[m.HeadLayerPrefix(0)+w.Suffix] || s.GGUF.Layer[w.Suffix].Kind.NextN()) {
+		if w.Role&RoleOptional == 0 && (named[m.HeadLayerPrefix(0)+w.Suffix] || f.GGUF.Layer[w.Suffix].Kind.NextN()) {
 			out = append(out, "layers."+strconv.Itoa(j)+"."+w.Suffix)
 		}
 	}

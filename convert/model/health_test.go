@@ -39,7 +39,7 @@ func TestHeadOwn(t *testing.T) {
 	for _, name := range model.Families() {
 		f, _ := model.LookupFamily(name)
 		s := f.Spec(&model.Config{})
-		own := s.HeadOwn(0)
+		own := f.HeadOwn(0)
 		concat, norms := 0, 0
 		for _, rel := range own {
 			switch {

@@ -24,15 +24,31 @@ import (
 // its final_layernorm); the reference converter writes final_layernorm as
 // nextn.shared_head_norm (conversion/hunyuan.py HYV3Model). See docs/hy.md.
 
-func init() { RegisterFamily(hyV3{}) }
-
-type hyV3 struct{}
-
-func (hyV3) Name() string { return "hy_v3" }
-
-func (hyV3) Matches(id Identity) bool {
-	return MatchesIdentity(id, []string{"hy_v3"}, "HYV3ForCausalLM")
+// hyV3Family is the family's descriptor.
+var hyV3Family = &Family{
+	Name: "hy_v3", Title: hyV3Name,
+	ModelTypes: []string{"hy_v3"}, Arch: "HYV3ForCausalLM",
+	ParseConfig: parseHyV3, Spec: specHyV3,
+	MLX: MLXSpec{CombinedRefusal: "stock mlx-lm has no hy_v3 model (nor a loader keeping its MTP layers), so a combined " +
+		hyV3Name + " file would carry a head nothing runs."},
+	GGUF: GGUFSpec{
+		// The pinned converter knows no Hy3 tokenizer hash; Hy4-preview's,
+		// the Hy line's newest it knows, is assumed (inferred; docs/hy.md).
+		Arch: "hy_v3", PreTokenizer: "hy_v4",
+		Top:          NextNGGUFTop,
+		Layer:        hyV3GGUFLayer,
+		Hparams:      hyV3GGUFHparams,
+		Metadata:     hyV3GGUFMetadata,
+		ChainedHeads: true,
+	},
+	OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
+	// vLLM 0.32.0 has hy_v3_mtp.py, but how it and SGLang build the
+	// head under a repo's quantization is not ported to the rules yet.
+	HF: HFSpec{Unported: "mtpconv does not know yet how vLLM's hy_v3_mtp and SGLang build " + hyV3Name +
+		"'s head under a repo's quantization, so it writes no repo it cannot check."},
 }
+
+func init() { RegisterFamily(hyV3Family) }
 
 // hyV3Name is the family as its users know it.
 const hyV3Name = "Hy3"
@@ -51,15 +67,6 @@ type hyV3Config struct {
 
 // hyV3Defaults are HYV3Config's.
 var hyV3Defaults = ConfigDefaults{PartialRotaryFactor: 1, RMSNormEps: 1e-5, RopeTheta: 11158840}
-
-// hyV3Keys decodes the family's keys (none for a config built in code).
-func hyV3Keys(c *Config) hyV3Config {
-	var k hyV3Config
-	if len(c.Raw) > 0 {
-		_ = c.DecodeText(&k) // ParseConfig decoded it once already
-	}
-	return k
-}
 
 func (k hyV3Config) sharedExperts() int {
 	if k.NumSharedExperts == nil {
@@ -90,7 +97,7 @@ func (k hyV3Config) denseLayers() int {
 	return 1
 }
 
-func (hyV3) ParseConfig(raw []byte) (*Config, error) {
+func parseHyV3(raw []byte) (*Config, error) {
 	c, err := DecodeConfig(raw, hyV3Defaults)
 	if err != nil {
 		return nil, err
@@ -98,13 +105,14 @@ func (hyV3) ParseConfig(raw []byte) (*Config, error) {
 	if q := c.QuantizationConfig; q != nil && q.QuantMethod != "fp8" {
 		return nil, fmt.Errorf("quantization_config.quant_method is %q: %s is read in bf16 or block FP8 (weight_scale_inv, weight_block_size) only", q.QuantMethod, hyV3Name)
 	}
-	if !hasKey(raw, "head_dim") {
+	if !HasKey(raw, "head_dim") {
 		c.HeadDim = 128 // HYV3Config's default, not hidden_size / heads
 	}
 	var k hyV3Config
 	if err := c.DecodeText(&k); err != nil {
 		return nil, err
 	}
+	SetKeys(c, &k)
 	c.SharedExpertIntermed = k.sharedExperts() * c.MoeIntermediateSize
 	keys := append(c.CommonKeys(), PositiveKey{"intermediate_size", c.IntermediateSize}, PositiveKey{"num_experts", c.NumExperts},
 		PositiveKey{"num_experts_per_tok", c.NumExpertsPerTok}, PositiveKey{"moe_intermediate_size", c.MoeIntermediateSize},
@@ -152,8 +160,8 @@ func hyV3LayerTypes(dense, n int) []string {
 	return out
 }
 
-func (hyV3) Spec(c *Config) *Spec {
-	k := hyV3Keys(c)
+func specHyV3(c *Config) *Spec {
+	k := *KeysOf[hyV3Config](c)
 	h, v := int64(c.HiddenSize), int64(c.VocabSize)
 	e, si, di := int64(c.NumExperts), int64(c.SharedExpertIntermed), int64(c.IntermediateSize)
 	q, kv, hd := int64(c.NumAttentionHeads*c.HeadDim), int64(c.NumKeyValueHeads*c.HeadDim), int64(c.HeadDim)
@@ -189,27 +197,10 @@ func (hyV3) Spec(c *Config) *Spec {
 		TrunkLayer: layer,
 		HeadLayer:  head,
 		MoE:        SwitchGLUExperts(),
-		Experts:    func(layout ExpertLayout) []Want { return deepseekExperts(c, layout) },
+		Experts:    func(layout ExpertLayout) []Want { return NextNExperts(c, layout) },
 		MoELayer:   isMoE,
 		Forward:    hyV3Forward,
 		Report:     hyV3Report(c, k),
-		MLX: MLXSpec{CombinedRefusal: "stock mlx-lm has no hy_v3 model (nor a loader keeping its MTP layers), so a combined " +
-			hyV3Name + " file would carry a head nothing runs."},
-		GGUF: GGUFSpec{
-			// The pinned converter knows no Hy3 tokenizer hash; Hy4-preview's,
-			// the Hy line's newest it knows, is assumed (inferred; docs/hy.md).
-			Arch: "hy_v3", PreTokenizer: "hy_v4",
-			Top:          deepseekGGUFTop,
-			Layer:        hyV3GGUFLayer,
-			Hparams:      hyV3GGUFHparams,
-			Metadata:     hyV3GGUFMetadata,
-			ChainedHeads: true,
-		},
-		OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
-		// vLLM 0.32.0 has hy_v3_mtp.py, but how it and SGLang build the
-		// head under a repo's quantization is not ported to the rules yet.
-		HF: HFSpec{Unported: "mtpconv does not know yet how vLLM's hy_v3_mtp and SGLang build " + hyV3Name +
-			"'s head under a repo's quantization, so it writes no repo it cannot check."},
 	}
 	if !c.TieWordEmbeddings {
 		s.LMHead = &Want{Suffix: "lm_head.weight", Shape: []int64{v, h}}
@@ -236,30 +227,14 @@ func hyV3Report(c *Config, k hyV3Config) ReportSpec {
 // hyV3GGUFLayer is gguf-py's hy_v3 tensor map, from the suffixes under a
 // decoder layer (final_layernorm is the converter's nextn.shared_head_norm;
 // mlp.expert_bias is named whole, blk.N.exp_probs_b, as hy_v3's loader reads it).
-var hyV3GGUFLayer = map[string]gg.TensorName{
-	"input_layernorm.weight":          gg.Weight(gg.KindAttnNorm),
-	"post_attention_layernorm.weight": gg.Weight(gg.KindFFNNorm),
-	"self_attn.q_proj.weight":         gg.Weight(gg.KindAttnQ),
-	"self_attn.k_proj.weight":         gg.Weight(gg.KindAttnK),
-	"self_attn.v_proj.weight":         gg.Weight(gg.KindAttnV),
-	"self_attn.o_proj.weight":         gg.Weight(gg.KindAttnOut),
-	"self_attn.q_norm.weight":         gg.Weight(gg.KindAttnQNorm),
-	"self_attn.k_norm.weight":         gg.Weight(gg.KindAttnKNorm),
-	"mlp.gate_proj.weight":            gg.Weight(gg.KindFFNGate),
-	"mlp.up_proj.weight":              gg.Weight(gg.KindFFNUp),
-	"mlp.down_proj.weight":            gg.Weight(gg.KindFFNDown),
+var hyV3GGUFLayer = NextNGGUFLayer(map[string]gg.TensorName{
 	"mlp.router.gate.weight":          gg.Weight(gg.KindFFNGateInp),
 	"mlp.expert_bias":                 gg.BareName(gg.KindFFNExpProbsB),
 	"mlp.shared_mlp.gate_proj.weight": gg.Weight(gg.KindFFNGateShexp),
 	"mlp.shared_mlp.up_proj.weight":   gg.Weight(gg.KindFFNUpShexp),
 	"mlp.shared_mlp.down_proj.weight": gg.Weight(gg.KindFFNDownShexp),
-	"eh_proj.weight":                  gg.Weight(gg.KindNextNEHProj),
-	"enorm.weight":                    gg.Weight(gg.KindNextNEnorm),
-	"hnorm.weight":                    gg.Weight(gg.KindNextNHnorm),
 	"final_layernorm.weight":          gg.Weight(gg.KindNextNSharedHeadNorm),
-	"embed_tokens.weight":             gg.Weight(gg.KindNextNEmbedTokens),
-	"shared_head.head.weight":         gg.Weight(gg.KindNextNSharedHeadHead),
-}
+})
 
 // hyV3GGUFHparams fills what HYV3Config always has and config.json may
 // leave out, among the keys TextModel reads (the converter reads the
@@ -274,7 +249,7 @@ func hyV3GGUFHparams(m *Model, h Hparams) {
 // TextModel's: the expert widths, the routing's renormalisation, scale and
 // sigmoid gating, then the MTP layer count.
 func hyV3GGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
-	c, k := m.Config, hyV3Keys(m.Config)
+	c, k := m.Config, *KeysOf[hyV3Config](m.Config)
 	g.U32("expert_feed_forward_length", c.MoeIntermediateSize)
 	g.U32("expert_shared_feed_forward_length", c.MoeIntermediateSize*k.sharedExperts())
 	g.Bool("expert_weights_norm", k.routeNorm())
@@ -289,7 +264,7 @@ func hyV3GGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
 // norms, sigmoid top-k routing with the expert bias (one group), the
 // layer's final_layernorm before the shared LM head.
 func hyV3Forward(m *Model) Forward {
-	c, k := m.Config, hyV3Keys(m.Config)
+	c, k := m.Config, *KeysOf[hyV3Config](m.Config)
 	p := m.HeadLayerPrefix(0)
 	f := Forward{EmbedNorm: p + "enorm.weight", HiddenNorm: p + "hnorm.weight", EmbeddingFirst: true,
 		FC: p + "eh_proj.weight", FinalNorm: p + "final_layernorm.weight", Eps: c.RMSNormEps}

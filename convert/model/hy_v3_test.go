@@ -36,7 +36,7 @@ func TestHy3GGUFNames(t *testing.T) {
 // consumer, and bad configs are refused naming the family or the key.
 func TestHy3Family(t *testing.T) {
 	m := testmodel.Load(t, fixtures.Hy3)
-	if m.Family != "hy_v3" || m.MTPDepth != 3 || m.HeadError() != nil || m.TrunkError() != nil {
+	if m.Family.Name != "hy_v3" || m.MTPDepth != 3 || m.HeadError() != nil || m.TrunkError() != nil {
 		t.Fatalf("family %s depth %d: %v %v", m.Family, m.MTPDepth, m.HeadError(), m.TrunkError())
 	}
 	if r := m.Spec.Report; !strings.Contains(r.Routing, "expert_bias for the choice, weights renormalised, scaled by 2.826") ||

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/manifests/words"
 )
 
 // Describing a checkpoint does work in proportion to the counts config.json
@@ -108,5 +109,5 @@ func CapList(items []string, what string) []string {
 		return items
 	}
 	out := append([]string{}, items[:MaxListed]...)
-	return append(out, fmt.Sprintf("and %d more %s", len(items)-MaxListed, what))
+	return append(out, "and "+words.Count(len(items)-MaxListed, "more "+strings.TrimSuffix(what, "s"), "more "+what))
 }

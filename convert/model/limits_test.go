@@ -198,3 +198,13 @@ func TestProblemListsAreCapped(t *testing.T) {
 		t.Errorf("report: %d problems listed of %d", len(r.Problems), r.ProblemCount)
 	}
 }
+
+// The cap counts what it leaves out in English: "and 1 more problem".
+func TestCapListCountsInEnglish(t *testing.T) {
+	for n, want := range map[int]string{1: "and 1 more problem", 2: "and 2 more problems"} {
+		items := make([]string, MaxListed+n)
+		if got := CapList(items, "problems"); len(got) != MaxListed+1 || got[MaxListed] != want {
+			t.Errorf("%d over: %q, want %q", n, got[len(got)-1], want)
+		}
+	}
+}

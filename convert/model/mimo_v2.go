@@ -32,21 +32,29 @@ import (
 // their own (the reference's _tp_aware_qkv_dequant). MiMo-V2-Flash stores
 // q_proj, k_proj and v_proj apart, which llama.cpp's MTP graph does not take.
 
-func init() { RegisterFamily(mimoV2{}) }
-
-type mimoV2 struct{}
-
-func (mimoV2) Name() string { return "mimo_v2" }
-
-func (mimoV2) Matches(id Identity) bool {
-	return MatchesIdentity(id, []string{"mimo_v2", "mimo_v2_flash"}, "MiMoV2")
+// mimoV2Family is the family's descriptor.
+var mimoV2Family = &Family{
+	Name: "mimo_v2", Title: "MiMo-V2",
+	ModelTypes: []string{"mimo_v2", "mimo_v2_flash"}, Arch: "MiMoV2",
+	ParseConfig: parseMiMoV2, Spec: specMiMoV2,
+	MLX: MLXSpec{CombinedRefusal: "stock mlx-lm drops MiMo-V2's MTP layers (its mimo_v2_flash sanitize removes model.mtp.*), and mlx-vlm has no MiMo-V2 drafter, so a combined file would carry a head nothing runs."},
+	GGUF: GGUFSpec{
+		Arch: "mimo2", PreTokenizer: "qwen2",
+		Top: NextNGGUFTop, Layer: mimoGGUFLayer,
+		Hparams: mimoGGUFHparams, Metadata: mimoGGUFMetadata,
+		ChainedHeads: true,
+	},
+	OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only; no OpenVINO pipeline runs MiMo-V2's chained sliding-window heads."},
+	HF:       HFSpec{Unported: "vLLM 0.32.0's MiMoV2MTP runs the first of MiMo-V2's 3 MTP layers only, and how it and SGLang build the head's modules (qkv_proj sharded per rank) is not ported, so no HF repo is written for them yet."},
 }
+
+func init() { RegisterFamily(mimoV2Family) }
 
 // mimoMTPLayers is the MTP depth of every MiMo-V2 release (and what the
 // reference converter and llama.cpp's mimo2 file assume: config.json has no key for it).
 const mimoMTPLayers = 3
 
-// MiMoV2Config is MiMo-V2's own config.json keys (Config.MiMo).
+// MiMoV2Config is MiMo-V2's own config.json keys (KeysOf[MiMoV2Config]).
 type MiMoV2Config struct {
 	VHeadDim             int      `json:"v_head_dim"`
 	SWANumAttentionHeads int      `json:"swa_num_attention_heads"`
@@ -73,21 +81,13 @@ type MiMoV2Config struct {
 	} `json:"quantization_config"`
 }
 
-// mimo is the family's keys, none for a config built in code.
-func (c *Config) mimo() *MiMoV2Config {
-	if c.MiMo == nil {
-		return &MiMoV2Config{}
-	}
-	return c.MiMo
-}
-
 // swa reports whether layer i (MTP layer j is num_hidden_layers + j, all
 // sliding-window) attends over a sliding window.
 func (mc *MiMoV2Config) swa(i int) bool {
 	return i >= len(mc.HybridLayerPattern) || mc.HybridLayerPattern[i] == 1
 }
 
-func (mimoV2) ParseConfig(raw []byte) (*Config, error) {
+func parseMiMoV2(raw []byte) (*Config, error) {
 	// MiMoV2FlashConfig's defaults (the releases set every key).
 	c, err := DecodeConfig(raw, ConfigDefaults{PartialRotaryFactor: 1, RMSNormEps: 1e-5, RopeTheta: 10000})
 	if err != nil {
@@ -97,7 +97,7 @@ func (mimoV2) ParseConfig(raw []byte) (*Config, error) {
 	if err := c.DecodeText(&mc); err != nil {
 		return nil, err
 	}
-	c.MiMo = &mc
+	SetKeys(c, &mc)
 	if q := c.QuantizationConfig; q != nil && q.QuantMethod != "fp8" {
 		return nil, fmt.Errorf("quantization_config.quant_method is %q: MiMo-V2's releases store block FP8 (weight_scale_inv, 128 × 128 blocks), the only quantized layout this tool reads", q.QuantMethod)
 	}
@@ -164,8 +164,8 @@ func (mimoV2) ParseConfig(raw []byte) (*Config, error) {
 	return c, nil
 }
 
-func (mimoV2) Spec(c *Config) *Spec {
-	mc := c.mimo()
+func specMiMoV2(c *Config) *Spec {
+	mc := KeysOf[MiMoV2Config](c)
 	h, v, di := int64(c.HiddenSize), int64(c.VocabSize), int64(c.IntermediateSize)
 	heads, hd, vhd := int64(c.NumAttentionHeads), int64(c.HeadDim), int64(mc.VHeadDim)
 	w := func(s string, role Role, shape ...int64) Want { return Want{Suffix: s, Shape: shape, Role: role} }
@@ -206,20 +206,11 @@ func (mimoV2) Spec(c *Config) *Spec {
 		TrunkLayer:     trunk,
 		HeadLayer:      head,
 		MoE:            SwitchGLUExperts(),
-		Experts:        func(layout ExpertLayout) []Want { return deepseekExperts(c, layout) },
+		Experts:        func(layout ExpertLayout) []Want { return NextNExperts(c, layout) },
 		MoELayer:       isMoE,
 		Forward:        mimoForward,
 		FP8Shards:      mimoQKVShards,
 		Report:         mimoReport(c),
-		GGUF: GGUFSpec{
-			Arch: "mimo2", PreTokenizer: "qwen2",
-			Top: deepseekGGUFTop, Layer: mimoGGUFLayer,
-			Hparams: mimoGGUFHparams, Metadata: mimoGGUFMetadata,
-			ChainedHeads: true,
-		},
-		MLX:      MLXSpec{CombinedRefusal: "stock mlx-lm drops MiMo-V2's MTP layers (its mimo_v2_flash sanitize removes model.mtp.*), and mlx-vlm has no MiMo-V2 drafter, so a combined file would carry a head nothing runs."},
-		OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only; no OpenVINO pipeline runs MiMo-V2's chained sliding-window heads."},
-		HF:       HFSpec{Unported: "vLLM 0.32.0's MiMoV2MTP runs the first of MiMo-V2's 3 MTP layers only, and how it and SGLang build the head's modules (qkv_proj sharded per rank) is not ported, so no HF repo is written for them yet."},
 	}
 	if !c.TieWordEmbeddings {
 		s.LMHead = &Want{Suffix: "lm_head.weight", Shape: []int64{v, h}}
@@ -247,7 +238,7 @@ func mimoQKVShards(m *Model, weight string) (*RowShards, error) {
 	if !strings.HasSuffix(weight, ".self_attn.qkv_proj.weight") {
 		return nil, nil
 	}
-	c, mc := m.Config, m.Config.mimo()
+	c, mc := m.Config, KeysOf[MiMoV2Config](m.Config)
 	i := c.NumHiddenLayers // an MTP layer
 	if !m.IsHead(weight) {
 		l, ok := strings.CutPrefix(weight, m.TextPrefix+"layers.")
@@ -290,32 +281,18 @@ func mimoQKVShards(m *Model, weight string) (*RowShards, error) {
 // norms (post_attention_layernorm, the MTP layers' pre_mlp_layernorm) are
 // ffn_norm, the sinks' attention_sink_bias is read as attn_sinks.weight,
 // final_layernorm is layer_output_norm.
-var mimoGGUFLayer = map[string]gg.TensorName{
-	"input_layernorm.weight":           gg.Weight(gg.KindAttnNorm),
-	"post_attention_layernorm.weight":  gg.Weight(gg.KindFFNNorm),
-	"pre_mlp_layernorm.weight":         gg.Weight(gg.KindFFNNorm),
-	"self_attn.qkv_proj.weight":        gg.Weight(gg.KindAttnQKV),
-	"self_attn.q_proj.weight":          gg.Weight(gg.KindAttnQ),
-	"self_attn.k_proj.weight":          gg.Weight(gg.KindAttnK),
-	"self_attn.v_proj.weight":          gg.Weight(gg.KindAttnV),
-	"self_attn.o_proj.weight":          gg.Weight(gg.KindAttnOut),
-	"self_attn.attention_sink_bias":    gg.Weight(gg.KindAttnSinks),
-	"mlp.gate_proj.weight":             gg.Weight(gg.KindFFNGate),
-	"mlp.up_proj.weight":               gg.Weight(gg.KindFFNUp),
-	"mlp.down_proj.weight":             gg.Weight(gg.KindFFNDown),
-	"mlp.gate.weight":                  gg.Weight(gg.KindFFNGateInp),
-	"mlp.gate.e_score_correction_bias": gg.Bias(gg.KindFFNExpProbsB),
-	"eh_proj.weight":                   gg.Weight(gg.KindNextNEHProj),
-	"enorm.weight":                     gg.Weight(gg.KindNextNEnorm),
-	"hnorm.weight":                     gg.Weight(gg.KindNextNHnorm),
-	"final_layernorm.weight":           gg.Weight(gg.KindLayerOutNorm),
-}
+var mimoGGUFLayer = NextNGGUFLayer(map[string]gg.TensorName{
+	"pre_mlp_layernorm.weight":      gg.Weight(gg.KindFFNNorm),
+	"self_attn.qkv_proj.weight":     gg.Weight(gg.KindAttnQKV),
+	"self_attn.attention_sink_bias": gg.Weight(gg.KindAttnSinks),
+	"final_layernorm.weight":        gg.Weight(gg.KindLayerOutNorm),
+})
 
 // mimoGGUFHparams: the reference converter reads config.json itself
 // (transformers has no mimo_v2 configuration class), which has no
 // rms_norm_eps: TextModel writes no epsilon, MimoV2Model's layernorm_epsilon comes later.
 func mimoGGUFHparams(m *Model, h Hparams) {
-	if !hasKey(m.Config.Raw, "rms_norm_eps") {
+	if !HasKey(m.Config.Raw, "rms_norm_eps") {
 		delete(h, "rms_norm_eps")
 	}
 }
@@ -328,7 +305,7 @@ func mimoGGUFHparams(m *Model, h Hparams) {
 // refuses what llama.cpp's mimo2 draft graph cannot run: a depth other than
 // 3, q/k/v apart (MiMo-V2-Flash).
 func mimoGGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
-	c, mc := m.Config, m.Config.mimo()
+	c, mc := m.Config, KeysOf[MiMoV2Config](m.Config)
 	if m.MTPDepth != mimoMTPLayers {
 		return fmt.Errorf("the head has %d MTP layers; MiMo-V2's releases have %d, the count llama.cpp's mimo2 files assume (config.json does not give it)", m.MTPDepth, mimoMTPLayers)
 	}
@@ -364,7 +341,7 @@ func mimoGGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
 
 // mimoReport is what inspect says of a MiMo-V2 config.
 func mimoReport(c *Config) ReportSpec {
-	mc := c.mimo()
+	mc := KeysOf[MiMoV2Config](c)
 	swa, moe := 0, 0
 	for i := range c.NumHiddenLayers {
 		if mc.swa(i) {

@@ -15,7 +15,7 @@ import (
 // (116, which 8 ranks of 1856 rows, 15 each, would make 120); 8 ranks are
 // tried first. A full-attention layer has 4 key-value heads.
 func TestMiMoV2QKVShardDetection(t *testing.T) {
-	c, err := mimoV2{}.ParseConfig([]byte(`{"architectures":["MiMoV2ForCausalLM"],"model_type":"mimo_v2","hidden_size":4096,
+	c, err := parseMiMoV2([]byte(`{"architectures":["MiMoV2ForCausalLM"],"model_type":"mimo_v2","hidden_size":4096,
 "num_hidden_layers":2,"num_attention_heads":64,"num_key_value_heads":4,"head_dim":192,"v_head_dim":128,
 "swa_num_attention_heads":64,"swa_num_key_value_heads":8,"swa_head_dim":192,"swa_v_head_dim":128,"sliding_window":128,
 "vocab_size":152576,"intermediate_size":16384,"moe_intermediate_size":2048,"n_routed_experts":256,"num_experts_per_tok":8,
@@ -41,7 +41,7 @@ func TestMiMoV2QKVShardDetection(t *testing.T) {
 			k.weight:                {TensorInfo: st.TensorInfo{Name: k.weight, DType: st.F8E4M3, Shape: []int64{k.rows, 4096}}},
 			k.weight + "_scale_inv": {TensorInfo: st.TensorInfo{Name: k.weight + "_scale_inv", DType: st.F32, Shape: []int64{k.srow, 32}}},
 		}}
-		m := &Model{Config: c, Spec: mimoV2{}.Spec(c), Checkpoint: ck, TextPrefix: "model."}
+		m := &Model{Config: c, Spec: specMiMoV2(c), Checkpoint: ck, TextPrefix: "model."}
 		got, err := mimoQKVShards(m, k.weight)
 		switch {
 		case k.err != "" && (err == nil || !strings.Contains(err.Error(), k.err)):

@@ -38,7 +38,7 @@ func TestMiMoV2GGUFNames(t *testing.T) {
 // apart are refused naming the layout, and bad configs naming the key.
 func TestMiMoV2Family(t *testing.T) {
 	m := testmodel.Load(t, fixtures.MiMoV25)
-	if m.Family != "mimo_v2" || m.MTPDepth != 3 || m.HeadError() != nil || m.TrunkError() != nil {
+	if m.Family.Name != "mimo_v2" || m.MTPDepth != 3 || m.HeadError() != nil || m.TrunkError() != nil {
 		t.Fatalf("family %s depth %d: %v %v", m.Family, m.MTPDepth, m.HeadError(), m.TrunkError())
 	}
 	if !m.IsHead("model.mtp.layers.2.self_attn.attention_sink_bias") || m.IsHead("model.layers.1.self_attn.attention_sink_bias") {
@@ -54,7 +54,7 @@ func TestMiMoV2Family(t *testing.T) {
 		}
 	}
 	flash := testmodel.Load(t, fixtures.MiMoV2Flash)
-	if flash.Family != "mimo_v2" || flash.HeadError() != nil {
+	if flash.Family.Name != "mimo_v2" || flash.HeadError() != nil {
 		t.Fatalf("MiMo-V2-Flash: %s %v", flash.Family, flash.HeadError())
 	}
 	if _, err := testmodel.Plan(t, flash, "gguf", targets.Options{}); err == nil || !strings.Contains(err.Error(), "q_proj, k_proj and v_proj apart (MiMo-V2-Flash's layout)") {

@@ -25,8 +25,8 @@ type GroupStats struct {
 // Model is what a checkpoint is: family, dimensions, layer types, MTP head
 // and expert layouts, with every problem found. It holds no tensor data.
 type Model struct {
-	Family     string // the family's name
-	Spec       *Spec  // what the family's checkpoints hold, for this config
+	Family     *Family // the family (its Name in reports and manifests; its per-target tables)
+	Spec       *Spec   // what the family's checkpoints hold, for this config
 	Config     *Config
 	Checkpoint *st.Checkpoint
 	TextPrefix string // e.g. "model.language_model."
@@ -135,7 +135,7 @@ func Describe(cfg *Config, ck *st.Checkpoint) (*Model, error) {
 	if err := checkLimits(cfg, ck, spec); err != nil {
 		return nil, err
 	}
-	m := &Model{Family: fam.Name(), Spec: spec, Config: cfg, Checkpoint: ck, LayerTypes: cfg.LayerTypes,
+	m := &Model{Family: fam, Spec: spec, Config: cfg, Checkpoint: ck, LayerTypes: cfg.LayerTypes,
 		Groups: map[string]*GroupStats{GroupTrunk: {}, GroupVision: {}, GroupMTP: {}}, DTypes: map[string]int{}}
 	m.TextPrefix = spec.TextPrefixes[0]
 	for _, p := range spec.TextPrefixes {
@@ -175,7 +175,7 @@ func Describe(cfg *Config, ck *st.Checkpoint) (*Model, error) {
 		if m.IsBlockScale(n) {
 			continue // checked with its weight (fp8.go)
 		}
-		msg := fmt.Sprintf("%s: tensor %s is not part of the %s layout", ck.Tensors[n].Shard.Name, n, m.Family)
+		msg := fmt.Sprintf("%s: tensor %s is not part of the %s layout", ck.Tensors[n].Shard.Name, n, m.Family.Name)
 		if w, ok := strings.CutSuffix(n, ScaleSuffix); ok {
 			msg = fmt.Sprintf("%s: tensor %s is an FP8 block scale, but %s is not an F8_E4M3 weight of this checkpoint", ck.Tensors[n].Shard.Name, n, w)
 		}

@@ -43,8 +43,8 @@ func TestDescribeFixtures(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.fixture, func(t *testing.T) {
 			m := load(t, c.fixture)
-			if m.Family != c.family || m.Config.Nested != c.nested {
-				t.Errorf("family %s nested %v", m.Family, m.Config.Nested)
+			if m.Family.Name != c.family || m.Config.Nested != c.nested {
+				t.Errorf("family %s nested %v", m.Family.Name, m.Config.Nested)
 			}
 			if len(m.MTPProblems)+len(m.TrunkProblems) != 0 {
 				t.Fatalf("problems on a faithful fixture: %v %v", m.MTPProblems, m.TrunkProblems)

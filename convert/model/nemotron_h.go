@@ -26,17 +26,29 @@ import (
 // (nemotron_h, no routed experts) has no MTP graph and is refused. See
 // docs/nemotron.md.
 
-func init() { RegisterFamily(nemotronH{}) }
-
-type nemotronH struct{}
-
-func (nemotronH) Name() string { return "nemotron_h" }
-
-func (nemotronH) Matches(id Identity) bool {
-	return MatchesIdentity(id, []string{"nemotron_h"}, "NemotronHForCausalLM")
+// nemotronHFamily is the family's descriptor.
+var nemotronHFamily = &Family{
+	Name: "nemotron_h", Title: "Nemotron-H",
+	ModelTypes: []string{"nemotron_h"}, Arch: "NemotronHForCausalLM",
+	ParseConfig: parseNemotronH, Spec: specNemotronH,
+	// mlx-vlm's nemotron_h_mtp splitter: the head's names without mtp.,
+	// experts stacked as switch_mlp.fc1 / fc2, block_size depth + 1, the
+	// router (mixer.gate) never quantized.
+	MLX: MLXSpec{DrafterModelType: "nemotron_h_mtp", DrafterBlockExtra: 1, DrafterRoutersFloat: true,
+		DrafterName:     func(rel string) string { return strings.TrimPrefix(rel, "layers.0.") },
+		CombinedRefusal: "stock mlx-lm drops the MTP head of Nemotron-H checkpoints (its sanitize removes mtp.*), so a combined file would carry a head nothing runs."},
+	GGUF: GGUFSpec{Arch: "nemotron_h_moe", PreTokenizer: "pixtral", Top: nemotronHGGUFTop, Layer: nemotronHGGUFLayer,
+		HeadBlockFromSubLayer: true, PermuteQK: true, Hparams: nemotronHGGUFHparams, Metadata: nemotronHGGUFMetadata},
+	OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
+	// vLLM 0.32.0 has nemotron_h_mtp.py, but how it and SGLang build the
+	// head under a repo's quantization is not ported to the rules yet.
+	HF: HFSpec{Unported: "mtpconv does not know yet how vLLM's nemotron_h_mtp and SGLang build Nemotron-H's" +
+		" head under a repo's quantization, so it writes no repo it cannot check."},
 }
 
-// NemotronHConfig is Nemotron-H's own config.json keys (Config.NemotronH),
+func init() { RegisterFamily(nemotronHFamily) }
+
+// NemotronHConfig is Nemotron-H's own config.json keys (KeysOf[NemotronHConfig]),
 // with NemotronHConfig's defaults (transformers 5) where it has them.
 type NemotronHConfig struct {
 	HybridOverridePattern    string   `json:"hybrid_override_pattern"`
@@ -98,11 +110,11 @@ func nemotronHPattern(s string, list []string, key, listKey string) (string, err
 	return s, nil
 }
 
-func (nemotronH) ParseConfig(raw []byte) (*Config, error) {
-	if hasKey(raw, "llm_config") || hasKey(raw, "text_config") {
+func parseNemotronH(raw []byte) (*Config, error) {
+	if HasKey(raw, "llm_config") || HasKey(raw, "text_config") {
 		return nil, fmt.Errorf("a nested Nemotron-H configuration (llm_config or text_config: the Nano Omni releases) is not read; only NemotronHForCausalLM's flat config.json is")
 	}
-	if !hasKey(raw, "num_experts_per_tok") {
+	if !HasKey(raw, "num_experts_per_tok") {
 		return nil, fmt.Errorf("Nemotron-H without routed experts (no num_experts_per_tok: the dense nemotron_h models) has no MTP draft graph in llama.cpp or mlx-vlm; only the MoE variants (Nemotron 3 Nano, Super) are converted")
 	}
 	c, err := DecodeConfig(raw, ConfigDefaults{PartialRotaryFactor: 1, RopeTheta: 10000, RMSNormEps: 1e-5})
@@ -113,10 +125,10 @@ func (nemotronH) ParseConfig(raw []byte) (*Config, error) {
 	if err := c.DecodeText(&nh); err != nil {
 		return nil, err
 	}
-	if !hasKey(raw, "num_key_value_heads") {
+	if !HasKey(raw, "num_key_value_heads") {
 		c.NumKeyValueHeads = c.NumAttentionHeads
 	}
-	if !hasKey(raw, "head_dim") {
+	if !HasKey(raw, "head_dim") {
 		c.HeadDim = 128
 	}
 	if q := c.QuantizationConfig; q != nil && (q.QuantMethod != "fp8" || len(q.WeightBlockSize) != 2) {
@@ -130,7 +142,7 @@ func (nemotronH) ParseConfig(raw []byte) (*Config, error) {
 	} else if nh.MTPPattern, err = nemotronHPattern(nh.MTPHybridOverridePattern, nh.MTPLayersBlockType, "mtp_hybrid_override_pattern", "mtp_layers_block_type"); err != nil {
 		return nil, err
 	}
-	if hasKey(raw, "layers_block_type") || !hasKey(raw, "num_hidden_layers") {
+	if HasKey(raw, "layers_block_type") || !HasKey(raw, "num_hidden_layers") {
 		c.NumHiddenLayers = len(nh.Pattern) // the converter's count
 	}
 	c.NumExperts, c.SharedExpertIntermed, c.RMSNormEps = nh.NRoutedExperts, nh.SharedExpertIntermediate, nh.LayerNormEpsilon
@@ -138,7 +150,7 @@ func (nemotronH) ParseConfig(raw []byte) (*Config, error) {
 	for _, k := range nh.Pattern {
 		c.LayerTypes = append(c.LayerTypes, map[rune]string{'M': "mamba", '*': FullAttention, 'E': "moe"}[k])
 	}
-	c.NemotronH = &nh
+	SetKeys(c, &nh)
 	keys := append(c.CommonKeys(), PositiveKey{"n_routed_experts", nh.NRoutedExperts}, PositiveKey{"num_experts_per_tok", c.NumExpertsPerTok},
 		PositiveKey{"moe_intermediate_size", c.MoeIntermediateSize}, PositiveKey{"moe_shared_expert_intermediate_size", nh.SharedExpertIntermediate},
 		PositiveKey{"mamba_num_heads", nh.MambaNumHeads}, PositiveKey{"mamba_head_dim", nh.MambaHeadDim}, PositiveKey{"n_groups", nh.NGroups},
@@ -181,25 +193,16 @@ func (nemotronH) ParseConfig(raw []byte) (*Config, error) {
 	return c, nil
 }
 
-// nemotronH is the family's keys, the defaults for a config built in code.
-func (c *Config) nemotronH() *NemotronHConfig {
-	if c.NemotronH == nil {
-		d := nemotronHDefaults()
-		return &d
-	}
-	return c.NemotronH
-}
-
 // nemotronHLatent is the experts' width: moe_latent_size, or 0 for hidden_size.
 func nemotronHLatent(c *Config) int {
-	if p := c.nemotronH().MoELatentSize; p != nil {
+	if p := KeysOf[NemotronHConfig](c).MoELatentSize; p != nil {
 		return *p
 	}
 	return 0
 }
 
-func (nemotronH) Spec(c *Config) *Spec {
-	nh := c.nemotronH()
+func specNemotronH(c *Config) *Spec {
+	nh := KeysOf[NemotronHConfig](c)
 	h, v := int64(c.HiddenSize), int64(c.VocabSize)
 	w := func(s string, role Role, shape ...int64) Want { return Want{Suffix: s, Shape: shape, Role: role} }
 	q, kv := int64(c.NumAttentionHeads*c.HeadDim), int64(c.NumKeyValueHeads*c.HeadDim)
@@ -266,19 +269,6 @@ func (nemotronH) Spec(c *Config) *Spec {
 		Experts:  func(ExpertLayout) []Want { return experts("layers.1.") },
 		MoELayer: func(i int) bool { return i >= c.NumHiddenLayers }, // the trunk's experts are listed in its layers
 		Report:   nemotronHReport(c),
-		GGUF: GGUFSpec{Arch: "nemotron_h_moe", PreTokenizer: "pixtral", Top: nemotronHGGUFTop, Layer: nemotronHGGUFLayer,
-			HeadBlockFromSubLayer: true, PermuteQK: true, Hparams: nemotronHGGUFHparams, Metadata: nemotronHGGUFMetadata},
-		// mlx-vlm's nemotron_h_mtp splitter: the head's names without mtp.,
-		// experts stacked as switch_mlp.fc1 / fc2, block_size depth + 1, the
-		// router (mixer.gate) never quantized.
-		MLX: MLXSpec{DrafterModelType: "nemotron_h_mtp", DrafterBlockExtra: 1, DrafterRoutersFloat: true,
-			DrafterName:     func(rel string) string { return strings.TrimPrefix(rel, "layers.0.") },
-			CombinedRefusal: "stock mlx-lm drops the MTP head of Nemotron-H checkpoints (its sanitize removes mtp.*), so a combined file would carry a head nothing runs."},
-		OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
-		// vLLM 0.32.0 has nemotron_h_mtp.py, but how it and SGLang build the
-		// head under a repo's quantization is not ported to the rules yet.
-		HF: HFSpec{Unported: "mtpconv does not know yet how vLLM's nemotron_h_mtp and SGLang build Nemotron-H's" +
-			" head under a repo's quantization, so it writes no repo it cannot check."},
 	}
 	if !c.TieWordEmbeddings {
 		s.LMHead = &Want{Suffix: "lm_head.weight", Shape: []int64{v, h}}
@@ -288,7 +278,7 @@ func (nemotronH) Spec(c *Config) *Spec {
 
 // nemotronHReport is what inspect says of a Nemotron-H MoE config.
 func nemotronHReport(c *Config) ReportSpec {
-	nh := c.nemotronH()
+	nh := KeysOf[NemotronHConfig](c)
 	r := ReportSpec{
 		Dims: map[string]any{"hybrid_override_pattern": nh.Pattern, "mtp_hybrid_override_pattern": nh.MTPPattern,
 			"mamba_num_heads": nh.MambaNumHeads, "mamba_head_dim": nh.MambaHeadDim, "n_groups": nh.NGroups, "ssm_state_size": nh.SSMStateSize,
@@ -340,12 +330,12 @@ var nemotronHGGUFLayer = map[string]gg.TensorName{
 func nemotronHGGUFHparams(m *Model, h Hparams) {
 	raw := m.Config.Raw
 	for _, k := range []string{"rope_theta", "rms_norm_eps"} {
-		if !hasKey(raw, k) {
+		if !HasKey(raw, k) {
 			delete(h, k)
 		}
 	}
 	delete(h, "head_dim")
-	nh := m.Config.nemotronH()
+	nh := KeysOf[NemotronHConfig](m.Config)
 	for k, v := range map[string]any{"max_position_embeddings": 4096, "intermediate_size": 21504, "num_key_value_heads": m.Config.NumKeyValueHeads,
 		"layer_norm_epsilon": nh.LayerNormEpsilon, "n_routed_experts": nh.NRoutedExperts, "n_group": nh.NGroup, "topk_group": nh.TopkGroup} {
 		if _, ok := h[k]; !ok {
@@ -361,7 +351,7 @@ func nemotronHGGUFHparams(m *Model, h Hparams) {
 // size, per-layer FFN widths and expert keys, the latent size and the MTP
 // block count), keys set again keeping their place.
 func nemotronHGGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
-	c, nh := m.Config, m.Config.nemotronH()
+	c, nh := m.Config, KeysOf[NemotronHConfig](m.Config)
 	n := c.NumHiddenLayers + m.MTPDepth
 	g.U32("vocab_size", (c.VocabSize+7)/8*8) // Nemotron's set_vocab pads it to a multiple of 8
 	g.U32("rope.dimension_count", c.HiddenSize/c.NumAttentionHeads)

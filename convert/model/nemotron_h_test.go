@@ -32,7 +32,7 @@ func TestNemotronHGGUFNames(t *testing.T) {
 // bad configs are refused naming the family and the key.
 func TestNemotronHFamily(t *testing.T) {
 	m := testmodel.Load(t, fixtures.NemotronHMoE)
-	if m.Family != "nemotron_h" || m.MTPDepth != 1 || m.HeadError() != nil || m.TrunkError() != nil || len(m.MTPExperts) != 1 {
+	if m.Family.Name != "nemotron_h" || m.MTPDepth != 1 || m.HeadError() != nil || m.TrunkError() != nil || len(m.MTPExperts) != 1 {
 		t.Fatalf("family %s depth %d experts %d: %v %v", m.Family, m.MTPDepth, len(m.MTPExperts), m.HeadError(), m.TrunkError())
 	}
 	if got := m.HeadRelative("mtp.layers.1.mixer.gate.weight"); got != "layers.0.layers.1.mixer.gate.weight" || m.HeadName(got) != "mtp.layers.1.mixer.gate.weight" {

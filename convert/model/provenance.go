@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -116,13 +117,33 @@ func (m *Model) License() string {
 
 // LicenseDetails reads license_name and license_link from the front matter
 // of the source's README.md (the Hub's keys for a license "other" and its
-// text); "" for each when absent.
+// text); "" for each when absent. A link the card gives relative to its
+// repo (license_link: LICENSE) names a file our output does not hold: it
+// becomes the source repo's URL of that file, when the repo is known, or
+// is dropped. A license "other" without a link, whose source holds a
+// LICENSE file, links that file in the source repo.
 func (m *Model) LicenseDetails() (name, link string) {
 	b, err := ReadCard(m.Checkpoint.Source)
-	if err != nil {
-		return "", ""
+	if err == nil {
+		name, link = FrontMatter(b, "license_name"), FrontMatter(b, "license_link")
 	}
-	return FrontMatter(b, "license_name"), FrontMatter(b, "license_link")
+	if link == "" && m.License() == "other" {
+		for _, f := range []string{"LICENSE", "LICENSE.md", "LICENSE.txt"} {
+			if r, err := m.Checkpoint.Source.Open(f); err == nil {
+				r.Close()
+				link = f
+				break
+			}
+		}
+	}
+	if link == "" || strings.HasPrefix(link, "https://") || strings.HasPrefix(link, "http://") {
+		return name, link
+	}
+	o := m.Origin()
+	if o.Repo == "" {
+		return name, ""
+	}
+	return name, "https://huggingface.co/" + o.Repo + "/blob/" + cmp.Or(o.Revision, "main") + "/" + strings.TrimPrefix(link, "./")
 }
 
 // ReadCard reads a folder's model card (README.md, at most 4 MiB), for

@@ -18,12 +18,10 @@ import (
 // hybridDefaults are the Qwen3.5 and Qwen3-Next configuration classes' defaults.
 var hybridDefaults = ConfigDefaults{PartialRotaryFactor: 0.25, RMSNormEps: 1e-6, RopeTheta: 10000, FullAttentionInterval: 4}
 
-// hybridConfig is the config parsing the hybrid families share (their Family.ParseConfig).
-type hybridConfig struct{}
-
-// ParseConfig decodes and validates a hybrid config and derives the
-// layer types from full_attention_interval when layer_types is absent.
-func (hybridConfig) ParseConfig(raw []byte) (*Config, error) {
+// parseHybrid decodes and validates a hybrid config and derives the
+// layer types from full_attention_interval when layer_types is absent (the
+// hybrid families' ParseConfig).
+func parseHybrid(raw []byte) (*Config, error) {
 	c, err := DecodeConfig(raw, hybridDefaults)
 	if err != nil {
 		return nil, err
@@ -79,9 +77,6 @@ func validateHybrid(c *Config) error {
 type hybridLayout struct {
 	text, vision []string
 	linear       []Want
-	ggufArch     string
-	preTokenizer string
-	mrope        bool
 }
 
 // hybridReport is what inspect says of a hybrid config: its two attentions
@@ -141,27 +136,6 @@ func hybridSpec(c *Config, l hybridLayout) *Spec {
 		Experts:   func(layout ExpertLayout) []Want { return expertTensors(c, layout) },
 		Forward:   hybridForward,
 		Report:    hybridReport(c),
-		// vLLM builds mtp.fc as a ColumnParallelLinear, SGLang as an nn.Linear
-		// (sglang qwen3_5_mtp.py:129, qwen3_next_mtp.py:60).
-		HF: HFSpec{MTPClass: "qwen3_5_mtp", PlainSGLang: []string{"fc"}},
-		MLX: MLXSpec{
-			DrafterModelType:  "qwen3_5_mtp",
-			DrafterTextConfig: hybridDrafterText,
-			TrunkName: func(m *Model, n string) string {
-				// mlx-lm's sanitize: model.language_model.X -> language_model.model.X, lm_head -> language_model.lm_head.
-				if rest, ok := cutPrefix(n, m.TextPrefix); ok {
-					return "language_model.model." + rest
-				}
-				return "language_model." + n
-			},
-		},
-	}
-	s.GGUF = GGUFSpec{
-		Arch: l.ggufArch, PreTokenizer: l.preTokenizer,
-		Top:      map[string]gg.TensorName{"embed_tokens.weight": gg.Weight(gg.KindTokenEmbd), "norm.weight": gg.Weight(gg.KindOutputNorm), "lm_head.weight": gg.Weight(gg.KindOutput)},
-		HeadTop:  hybridGGUFHead,
-		Layer:    hybridGGUFLayer,
-		Metadata: func(m *Model, h Hparams, g *GGUFKeys) error { return hybridGGUFMetadata(m, h, g, l.mrope) },
 	}
 	if !c.TieWordEmbeddings {
 		s.LMHead = &Want{"lm_head.weight", []int64{v, h}, 0}
@@ -170,6 +144,35 @@ func hybridSpec(c *Config, l hybridLayout) *Spec {
 		s.MoE, s.Experts = nil, nil
 	}
 	return s
+}
+
+// hybridFamily is a hybrid family's descriptor: the tables the hybrid
+// families share, for llama.cpp's architecture arch and pre-tokenizer pre
+// (mrope: M-RoPE sections in its keys) and vLLM's MTP class mtpClass.
+func hybridFamily(f Family, arch, pre string, mrope bool, mtpClass string) *Family {
+	f.ParseConfig, f.ZeroCentredHead = parseHybrid, true
+	// vLLM builds mtp.fc as a ColumnParallelLinear, SGLang as an nn.Linear
+	// (sglang qwen3_5_mtp.py:129, qwen3_next_mtp.py:60).
+	f.HF = HFSpec{MTPClass: mtpClass, PlainSGLang: []string{"fc"}}
+	f.MLX = MLXSpec{
+		DrafterModelType:  "qwen3_5_mtp",
+		DrafterTextConfig: hybridDrafterText,
+		TrunkName: func(m *Model, n string) string {
+			// mlx-lm's sanitize: model.language_model.X -> language_model.model.X, lm_head -> language_model.lm_head.
+			if rest, ok := cutPrefix(n, m.TextPrefix); ok {
+				return "language_model.model." + rest
+			}
+			return "language_model." + n
+		},
+	}
+	f.GGUF = GGUFSpec{
+		Arch: arch, PreTokenizer: pre,
+		Top:      map[string]gg.TensorName{"embed_tokens.weight": gg.Weight(gg.KindTokenEmbd), "norm.weight": gg.Weight(gg.KindOutputNorm), "lm_head.weight": gg.Weight(gg.KindOutput)},
+		HeadTop:  hybridGGUFHead,
+		Layer:    hybridGGUFLayer,
+		Metadata: func(m *Model, h Hparams, g *GGUFKeys) error { return hybridGGUFMetadata(m, h, g, mrope) },
+	}
+	return &f
 }
 
 // hybridDrafterText fills what mlx-vlm's qwen3_5_mtp TextConfig needs and
@@ -197,25 +200,13 @@ func hybridDrafterText(m *Model, text map[string]any) {
 
 // hybridGGUFLayer is gguf-py's tensor map for qwen35moe, qwen3next and the
 // dense qwen35, from the suffixes under a decoder layer.
-var hybridGGUFLayer = map[string]gg.TensorName{
-	"input_layernorm.weight":             gg.Weight(gg.KindAttnNorm),
+var hybridGGUFLayer = NextNGGUFLayer(map[string]gg.TensorName{
 	"post_attention_layernorm.weight":    gg.Weight(gg.KindAttnPostNorm),
-	"self_attn.q_proj.weight":            gg.Weight(gg.KindAttnQ),
-	"self_attn.k_proj.weight":            gg.Weight(gg.KindAttnK),
-	"self_attn.v_proj.weight":            gg.Weight(gg.KindAttnV),
-	"self_attn.o_proj.weight":            gg.Weight(gg.KindAttnOut),
-	"self_attn.q_norm.weight":            gg.Weight(gg.KindAttnQNorm),
-	"self_attn.k_norm.weight":            gg.Weight(gg.KindAttnKNorm),
-	"mlp.gate.weight":                    gg.Weight(gg.KindFFNGateInp),
 	"mlp.shared_expert.gate_proj.weight": gg.Weight(gg.KindFFNGateShexp),
 	"mlp.shared_expert.up_proj.weight":   gg.Weight(gg.KindFFNUpShexp),
 	"mlp.shared_expert.down_proj.weight": gg.Weight(gg.KindFFNDownShexp),
 	"mlp.shared_expert_gate.weight":      gg.Weight(gg.KindFFNGateInpShexp),
-	// qwen35's dense SwiGLU MLP.
-	"mlp.gate_proj.weight": gg.Weight(gg.KindFFNGate),
-	"mlp.up_proj.weight":   gg.Weight(gg.KindFFNUp),
-	"mlp.down_proj.weight": gg.Weight(gg.KindFFNDown),
-}
+})
 
 // hybridGGUFHead is the head's tensors outside its layers (mtp.fc, ...) as
 // the reference converter remaps them: fc -> eh_proj, pre_fc_norm_embedding

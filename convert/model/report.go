@@ -71,7 +71,7 @@ type TensorReport struct {
 func (m *Model) Inspect() (*Report, error) {
 	c := m.Config
 	r := &Report{
-		Kind: "source_checkpoint", Source: m.Checkpoint.Source.Name(), Family: m.Family,
+		Kind: "source_checkpoint", Source: m.Checkpoint.Source.Name(), Family: m.Family.Name,
 		ModelType: c.ModelType, Architectures: c.Architectures, NestedConfig: c.Nested,
 		LayerTypes: m.LayerTypes, TrunkExperts: m.TrunkExperts, Groups: m.Groups, DTypes: m.DTypes, FP8: m.FP8, FP8Storage: m.FP8Info, Dense: c.Dense(),
 		Attention: m.Spec.Report.Attention, Layers: m.Spec.Report.Layers, Routing: m.Spec.Report.Routing,

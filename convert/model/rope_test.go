@@ -16,13 +16,13 @@ func familyFixtures(t *testing.T) map[string]string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fam, err := detectFamily(id); err == nil && out[fam.Name()] == "" {
-			out[fam.Name()] = fx.Name
+		if fam, err := detectFamily(id); err == nil && out[fam.Name] == "" {
+			out[fam.Name] = fx.Name
 		}
 	}
 	for _, fam := range families {
-		if out[fam.Name()] == "" {
-			t.Errorf("family %s has no fixture", fam.Name())
+		if out[fam.Name] == "" {
+			t.Errorf("family %s has no fixture", fam.Name)
 		}
 	}
 	return out

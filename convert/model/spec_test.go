@@ -24,7 +24,7 @@ func TestSpecHeadInLayerList(t *testing.T) {
 	if p := problems(m); p != "" {
 		t.Fatalf("problems:\n%s", p)
 	}
-	if m.Family != testmodel.GLMName || m.MTPDepth != 1 {
+	if m.Family.Name != testmodel.GLMName || m.MTPDepth != 1 {
 		t.Fatalf("family %s depth %d", m.Family, m.MTPDepth)
 	}
 	var trunk []string

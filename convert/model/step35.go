@@ -36,14 +36,28 @@ import (
 // and llama3 RoPE scaling in its full-attention layers (yarn_only_types),
 // for which the converter writes rope_freqs, computed from the config.
 
-func init() { RegisterFamily(step35{}) }
+// step35Family is the family's descriptor.
+var step35Family = &Family{
+	Name: "step3p5", Title: "Step-3.5/3.7-Flash",
+	Match: matchStep35, ZeroCentredHead: true,
+	ParseConfig: parseStep35, Spec: specStep35,
+	MLX: MLXSpec{CombinedRefusal: "stock mlx-lm's step3p5 model drops the MTP layers (layers past num_hidden_layers), so a combined file would carry heads nothing runs."},
+	GGUF: GGUFSpec{
+		Arch: "step35", PreTokenizer: "deepseek-v3", // the releases' tokenizer (llama.cpp#23845)
+		Top: NextNGGUFTop, Layer: step35GGUFLayer,
+		Hparams: step35GGUFHparams, Metadata: step35GGUFMetadata, ChainedHeads: true, Computed: step35Computed,
+	},
+	OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
+	// vLLM 0.32.0 has step3p5_mtp.py, but how it and SGLang build the
+	// heads under a repo's quantization is not ported to the rules yet.
+	HF: HFSpec{Unported: "mtpconv does not know yet how vLLM's step3p5_mtp and SGLang build Step-3.5/3.7-Flash's heads" +
+		" under a repo's quantization, so it writes no repo it cannot check."},
+}
 
-type step35 struct{}
+func init() { RegisterFamily(step35Family) }
 
-func (step35) Name() string { return "step3p5" }
-
-// Matches Step-3.5 and Step-3.7 (whose wrapper nests a step3p5 text config).
-func (step35) Matches(id Identity) bool {
+// matchStep35 recognises Step-3.5 and Step-3.7 (whose wrapper nests a step3p5 text config).
+func matchStep35(id Identity) bool {
 	return id.ModelType == "step3p5" || id.ModelType == "step3p7" ||
 		slices.Contains(id.Architectures, "Step3p5ForCausalLM") || slices.Contains(id.Architectures, "Step3p7ForConditionalGeneration")
 }
@@ -55,7 +69,7 @@ const (
 	step37Name = "Step-3.7-Flash"
 )
 
-// Step35Config is Step-3.5's own config.json keys (Config.Step35), with the
+// Step35Config is Step-3.5's own config.json keys (KeysOf[Step35Config]), with the
 // per-layer lists padded to the trunk's and the MTP layers' count as the
 // reference converter pads them.
 type Step35Config struct {
@@ -110,7 +124,7 @@ func (s *Step35Config) moe(i int) bool { return slices.Contains(s.MoELayers, i) 
 
 const slidingAttention = "sliding_attention"
 
-func (step35) ParseConfig(raw []byte) (*Config, error) {
+func parseStep35(raw []byte) (*Config, error) {
 	// rope_theta is one base per layer in the release (a list), which the
 	// shared keys cannot hold: decoded here, as the converter reads it.
 	var top map[string]json.RawMessage
@@ -159,7 +173,7 @@ func (step35) ParseConfig(raw []byte) (*Config, error) {
 	if err := json.Unmarshal(body, st); err != nil {
 		return nil, fmt.Errorf("invalid text configuration: %w", err)
 	}
-	c.Step35 = st
+	SetKeys(c, st)
 	if q := c.QuantizationConfig; q != nil {
 		return nil, fmt.Errorf("quantization_config.quant_method is %q: %s releases are read in bf16 only (the FP8 and Int4 releases' layouts are not read yet)", q.QuantMethod, name)
 	}
@@ -261,7 +275,7 @@ func (st *Step35Config) ropeScaling(c *Config, top map[string]json.RawMessage, r
 // step35Computed is the converter's generate_extra_tensors: rope_freqs
 // with llama3 scaling.
 func step35Computed(m *Model) []ComputedTensor {
-	if f := m.Config.step35().RopeFactors; f != nil {
+	if f := KeysOf[Step35Config](m.Config).RopeFactors; f != nil {
 		return []ComputedTensor{{Name: gg.Weight(gg.KindRopeFreqs), Source: f.Name()}}
 	}
 	return nil
@@ -358,16 +372,8 @@ func padTo[T any](xs []T, n int, fill T) []T {
 	return out[:n]
 }
 
-// step35 is the family's keys, none for a config built in code (FamiliesWhere's empty one).
-func (c *Config) step35() *Step35Config {
-	if c.Step35 == nil {
-		return &Step35Config{}
-	}
-	return c.Step35
-}
-
-func (step35) Spec(c *Config) *Spec {
-	st := c.step35()
+func specStep35(c *Config) *Spec {
+	st := KeysOf[Step35Config](c)
 	h, v, hd := int64(c.HiddenSize), int64(c.VocabSize), int64(c.HeadDim)
 	e, mi, si, di := int64(c.NumExperts), int64(c.MoeIntermediateSize), int64(c.SharedExpertIntermed), int64(c.IntermediateSize)
 	w := func(s string, role Role, shape ...int64) Want { return Want{Suffix: s, Shape: shape, Role: role} }
@@ -402,17 +408,6 @@ func (step35) Spec(c *Config) *Spec {
 		HeadLayer:      head,
 		Forward:        step35Forward,
 		Report:         step35Report(c),
-		GGUF: GGUFSpec{
-			Arch: "step35", PreTokenizer: "deepseek-v3", // the releases' tokenizer (llama.cpp#23845)
-			Top: deepseekGGUFTop, Layer: step35GGUFLayer,
-			Hparams: step35GGUFHparams, Metadata: step35GGUFMetadata, ChainedHeads: true, Computed: step35Computed,
-		},
-		MLX:      MLXSpec{CombinedRefusal: "stock mlx-lm's step3p5 model drops the MTP layers (layers past num_hidden_layers), so a combined file would carry heads nothing runs."},
-		OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
-		// vLLM 0.32.0 has step3p5_mtp.py, but how it and SGLang build the
-		// heads under a repo's quantization is not ported to the rules yet.
-		HF: HFSpec{Unported: "mtpconv does not know yet how vLLM's step3p5_mtp and SGLang build " + cmpOr(st.Name, step35Name) +
-			"'s heads under a repo's quantization, so it writes no repo it cannot check."},
 	}
 	return s
 }
@@ -429,7 +424,7 @@ func step35Forward(m *Model) Forward {
 
 // step35Report is what inspect says of a Step-3.5 config.
 func step35Report(c *Config) ReportSpec {
-	st := c.step35()
+	st := KeysOf[Step35Config](c)
 	sliding := 0
 	for _, t := range st.Types[:min(len(st.Types), c.NumHiddenLayers)] {
 		if t == slidingAttention {
@@ -480,19 +475,8 @@ func cmpOr(s, d string) string {
 // step35GGUFLayer is gguf-py's tensor map of Step-3.5's layers (the router
 // bias renamed moe.router_bias.bias by the converter, the shared head's
 // transformer. infix dropped and output renamed head).
-var step35GGUFLayer = map[string]gg.TensorName{
-	"input_layernorm.weight":                gg.Weight(gg.KindAttnNorm),
-	"post_attention_layernorm.weight":       gg.Weight(gg.KindFFNNorm),
-	"self_attn.q_proj.weight":               gg.Weight(gg.KindAttnQ),
-	"self_attn.k_proj.weight":               gg.Weight(gg.KindAttnK),
-	"self_attn.v_proj.weight":               gg.Weight(gg.KindAttnV),
-	"self_attn.o_proj.weight":               gg.Weight(gg.KindAttnOut),
-	"self_attn.q_norm.weight":               gg.Weight(gg.KindAttnQNorm),
-	"self_attn.k_norm.weight":               gg.Weight(gg.KindAttnKNorm),
+var step35GGUFLayer = NextNGGUFLayer(map[string]gg.TensorName{
 	"self_attn.g_proj.weight":               gg.Weight(gg.KindAttnGate),
-	"mlp.gate_proj.weight":                  gg.Weight(gg.KindFFNGate),
-	"mlp.up_proj.weight":                    gg.Weight(gg.KindFFNUp),
-	"mlp.down_proj.weight":                  gg.Weight(gg.KindFFNDown),
 	"moe.gate.weight":                       gg.Weight(gg.KindFFNGateInp),
 	"moe.router_bias":                       gg.Bias(gg.KindFFNExpProbsB),
 	"moe.gate_proj.weight":                  gg.Weight(gg.KindFFNGateExps),
@@ -501,19 +485,16 @@ var step35GGUFLayer = map[string]gg.TensorName{
 	"share_expert.gate_proj.weight":         gg.Weight(gg.KindFFNGateShexp),
 	"share_expert.up_proj.weight":           gg.Weight(gg.KindFFNUpShexp),
 	"share_expert.down_proj.weight":         gg.Weight(gg.KindFFNDownShexp),
-	"eh_proj.weight":                        gg.Weight(gg.KindNextNEHProj),
-	"enorm.weight":                          gg.Weight(gg.KindNextNEnorm),
-	"hnorm.weight":                          gg.Weight(gg.KindNextNHnorm),
 	"transformer.shared_head.norm.weight":   gg.Weight(gg.KindNextNSharedHeadNorm),
 	"transformer.shared_head.output.weight": gg.Weight(gg.KindNextNSharedHeadHead),
-}
+})
 
 // step35GGUFHparams is Step35Model.set_gguf_parameters's change before
 // TextModel's keys: a per-layer rope_theta list becomes the full-attention
 // base and the sliding one (rope_theta[0], [1]).
 func step35GGUFHparams(m *Model, h Hparams) {
 	if _, ok := h["rope_theta"].([]any); ok {
-		st := m.Config.Step35
+		st := KeysOf[Step35Config](m.Config)
 		h["rope_theta"], h["local_rope_theta"] = number(st.RopeBase), number(st.RopeBaseSWA)
 	}
 }
@@ -524,7 +505,7 @@ func step35GGUFHparams(m *Model, h Hparams) {
 // scale and renormalisation, the leading dense layers, the SwiGLU clamps
 // (padded with 0 for the MTP layers), the MTP layer count.
 func step35GGUFMetadata(m *Model, h Hparams, g *GGUFKeys) error {
-	c, st := m.Config, m.Config.Step35
+	c, st := m.Config, KeysOf[Step35Config](m.Config)
 	total := c.NumHiddenLayers + m.MTPDepth
 	heads, kv, swa := make([]int32, total), make([]int32, total), make([]bool, total)
 	for i := range total {

@@ -34,10 +34,10 @@ func TestStep35GGUFNames(t *testing.T) {
 // represent are refused naming the family or the key.
 func TestStep35Family(t *testing.T) {
 	m := testmodel.Load(t, fixtures.Step35)
-	if m.Family != "step3p5" || m.MTPDepth != 3 || m.HeadError() != nil || m.TrunkError() != nil {
+	if m.Family.Name != "step3p5" || m.MTPDepth != 3 || m.HeadError() != nil || m.TrunkError() != nil {
 		t.Fatalf("family %s depth %d: %v %v", m.Family, m.MTPDepth, m.HeadError(), m.TrunkError())
 	}
-	st := m.Config.Step35
+	st := model.KeysOf[model.Step35Config](m.Config)
 	if len(st.Types) != 7 || !st.Sliding(4) || st.Sliding(0) || st.SWAHeads != 8 || st.RopeBase != 5e6 || st.RopeBaseSWA != 1e4 {
 		t.Errorf("config: %+v", st)
 	}
@@ -45,7 +45,7 @@ func TestStep35Family(t *testing.T) {
 		t.Errorf("attention: %s", m.Spec.Report.Attention)
 	}
 	for target, want := range map[string]string{"mlx": "no drafter model for step3p5", "combined": "drops the MTP layers",
-		"openvino": "runs Qwen3.5 heads only", "hf": "how vLLM's step3p5_mtp and SGLang build Step-3.5-Flash's heads"} {
+		"openvino": "runs Qwen3.5 heads only", "hf": "how vLLM's step3p5_mtp and SGLang build Step-3.5/3.7-Flash's heads"} {
 		if _, err := testmodel.Plan(t, m, target, targets.Options{}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("--target %s: %v", target, err)
 		}
@@ -65,7 +65,7 @@ func TestStep35Family(t *testing.T) {
 		t.Fatalf("llama3 scaling: %v", err)
 	}
 	want := computed.Llama3RopeFactors{Base: 5e6, HeadDim: 16, RotaryDim: 8, Factor: 8, LowFreq: 1, HighFreq: 4, OriginalMaxPositionEmbeddings: 4096}
-	if f := c.Step35.RopeFactors; f == nil || *f != want {
+	if f := model.KeysOf[model.Step35Config](c).RopeFactors; f == nil || *f != want {
 		t.Errorf("rope factors %+v, want %+v", f, want)
 	}
 	for extra, want := range map[string]string{
@@ -106,8 +106,8 @@ func TestStep37Family(t *testing.T) {
 	wantGGUFNames(t, fixtures.Step37, append(want, "output.weight BF16", "output_norm.weight F32", "rope_freqs.weight F32", "token_embd.weight BF16")...)
 
 	m := testmodel.Load(t, fixtures.Step37)
-	st := m.Config.Step35
-	if m.Family != "step3p5" || m.MTPDepth != 3 || m.HeadError() != nil || m.TrunkError() != nil || st.Name != "Step-3.7-Flash" || !m.Config.Nested {
+	st := model.KeysOf[model.Step35Config](m.Config)
+	if m.Family.Name != "step3p5" || m.MTPDepth != 3 || m.HeadError() != nil || m.TrunkError() != nil || st.Name != "Step-3.7-Flash" || !m.Config.Nested {
 		t.Fatalf("family %s depth %d name %s: %v %v", m.Family, m.MTPDepth, st.Name, m.HeadError(), m.TrunkError())
 	}
 	wantF := computed.Llama3RopeFactors{Base: 5e6, HeadDim: 64, RotaryDim: 32, Factor: 8, LowFreq: 1, HighFreq: 32, OriginalMaxPositionEmbeddings: 256}

@@ -33,7 +33,7 @@ func wantNames(t *testing.T, planned map[string]string, names ...string) {
 // tensor names and metadata keys all come from the family's table.
 func TestGGUFReadsFamilyTable(t *testing.T) {
 	m := testmodel.LoadDir(t, testmodel.WithTokenizer(t, fixtures.Qwen36))
-	g := &m.Spec.GGUF
+	g := &testmodel.OwnFamily(m).GGUF
 	g.Arch, g.PreTokenizer = "test_arch", "test_pre"
 	g.Layer = maps.Clone(g.Layer)
 	// The table gives kinds: their names, and their types (a router kind is float32).
@@ -101,8 +101,9 @@ func TestGGUFSidecarOfLayerListHead(t *testing.T) {
 // family's MLX table; combined's refusal is the family's sentence.
 func TestMLXReadsFamilyTable(t *testing.T) {
 	m := testmodel.Load(t, fixtures.Next)
-	m.Spec.MLX.DrafterModelType = "test_mtp"
-	m.Spec.MLX.DrafterTextConfig = func(m *model.Model, text map[string]any) { text["test_key"] = 7 }
+	fam := testmodel.OwnFamily(m)
+	fam.MLX.DrafterModelType = "test_mtp"
+	fam.MLX.DrafterTextConfig = func(m *model.Model, text map[string]any) { text["test_key"] = 7 }
 	p, err := testmodel.Target(t, "mlx").Plan(m, targets.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +123,7 @@ func TestMLXReadsFamilyTable(t *testing.T) {
 	if cfg.ModelType != "test_mtp" || cfg.Text["test_key"] != 7.0 || rope {
 		t.Errorf("config %+v", cfg)
 	}
-	m.Spec.MLX.CombinedRefusal = "the test family's combined file has no loader"
+	fam.MLX.CombinedRefusal = "the test family's combined file has no loader"
 	if _, err := testmodel.Target(t, "combined").Plan(m, targets.Options{}); err == nil || !strings.Contains(err.Error(), "the test family's combined file has no loader") {
 		t.Errorf("combined: %v", err)
 	}
@@ -137,7 +138,7 @@ func TestMLXDrafterOfLayerListHead(t *testing.T) {
 	if _, err := testmodel.Target(t, "mlx").Plan(m, targets.Options{}); err == nil || err.Error() != "--target mlx: mlx-vlm has no drafter model for test_glm heads" {
 		t.Fatalf("err = %v", err)
 	}
-	m.Spec.MLX.DrafterModelType = "test_glm_mtp"
+	testmodel.OwnFamily(m).MLX.DrafterModelType = "test_glm_mtp"
 	wantNames(t, testmodel.PlanNames(t, "mlx", m), "layers.0.eh_proj.weight", "layers.0.self_attn.q_proj.bias", "layers.0.mlp.switch_mlp.down_proj.weight", "layers.0.shared_head.head.weight")
 }
 
@@ -153,7 +154,7 @@ func TestOpenVINORefusals(t *testing.T) {
 		if _, err := tg.Plan(m, targets.Options{}); err == nil || err.Error() != "--target openvino: "+testmodel.GLMRefusal {
 			t.Fatalf("refusal: %v", err)
 		}
-		m.Spec.OpenVINO.Refusal = ""
+		testmodel.OwnFamily(m).OpenVINO.Refusal = ""
 		want := `attention "gqa" (output gate false) has no lowering`
 		if mla {
 			want = `attention "mla" (output gate false) has no lowering`
@@ -200,7 +201,7 @@ func TestGGUFChainedHeads(t *testing.T) {
 	if _, err := testmodel.Target(t, "gguf").Plan(m, targets.Options{}); err == nil || !strings.Contains(err.Error(), "3 MTP layers; llama.cpp's test_glm4moe MTP graph supports exactly one") {
 		t.Fatalf("one-layer architecture: %v", err)
 	}
-	m.Spec.GGUF.ChainedHeads = true
+	testmodel.OwnFamily(m).GGUF.ChainedHeads = true
 	types := testmodel.PlanNames(t, "gguf", m)
 	for _, b := range []string{"3", "4", "5"} {
 		for name, dt := range map[string]string{"nextn.eh_proj.weight": "BF16", "nextn.enorm.weight": "F32", "nextn.hnorm.weight": "F32",

@@ -5,6 +5,7 @@ package targets
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -153,9 +154,18 @@ func TargetNames() []string {
 func LookupTarget(name string) (Target, error) {
 	t, ok := targets[name]
 	if !ok {
+		if _, lower := targets[strings.ToLower(name)]; lower {
+			return nil, fmt.Errorf("--target %q: target names are lower case: --target %s", name, strings.ToLower(name))
+		}
 		return nil, fmt.Errorf("--target %q: must be %s", name, strings.Join(TargetNames(), ", "))
 	}
 	return t, nil
+}
+
+// IntoElsewhere is a target that takes no --into but knows what does the
+// same for its consumer: Instead names it, for the error.
+type IntoElsewhere interface {
+	Instead() string
 }
 
 // CheckOptions refuses options the target does not take.
@@ -215,6 +225,18 @@ func TokenizerCopies(m *model.Model) []plan.OutFile {
 	}
 	return out
 }
+
+// HasTokenizer reports whether an output's files (by name) hold a
+// tokenizer its consumer can load by itself (tokenizer.json, or a BPE's
+// vocab.json and merges.txt): a card offers to generate with the folder
+// only then.
+func HasTokenizer(names []string) bool {
+	return slices.Contains(names, "tokenizer.json") || slices.Contains(names, "vocab.json") && slices.Contains(names, "merges.txt")
+}
+
+// NoTokenizer is what an export and its card say of a whole model written
+// without a tokenizer.
+const NoTokenizer = "the source has no tokenizer (tokenizer.json, or vocab.json and merges.txt), so neither has this folder: copy the base model's tokenizer files into it before generating with it"
 
 // ShellQuote quotes a path for a shell when it needs it, for the commands
 // that messages print.

@@ -29,11 +29,11 @@ import (
 // the interop tests that pair it with a sidecar. It holds every tensor in memory: it is meant for the tiny
 // fixtures, not for real checkpoints.
 func WriteTrunk(m *model.Model, path string) error {
-	if m.Spec.GGUF.Arch == "" {
+	if m.Family.GGUF.Arch == "" {
 		return fmt.Errorf("WriteTrunk: family %s is not supported", m.Family)
 	}
-	next := m.Family == "qwen3_next"
-	layerNames := m.Spec.GGUF.Layer
+	next := m.Family.Name == "qwen3_next"
+	layerNames := m.Family.GGUF.Layer
 	if err := m.TrunkError(); err != nil {
 		return err
 	}
@@ -95,7 +95,7 @@ func WriteTrunk(m *model.Model, path string) error {
 		return nil
 	}
 	// The tensors the converter computes from the config (rope_freqs) first, as it writes them.
-	if cs := m.Spec.GGUF.Computed; cs != nil {
+	if cs := m.Family.GGUF.Computed; cs != nil {
 		for _, ct := range cs(m) {
 			if err := computed.Attach(m.Checkpoint, []string{ct.Source}); err != nil {
 				return err
@@ -407,7 +407,7 @@ func hparamsAndVocab(m *model.Model) (model.Hparams, []gg.KV, error) {
 // no nextn layers (what the reference converter writes with --no-mtp).
 func trunkMetadata(m *model.Model, h model.Hparams, name string, vocab []gg.KV) ([]gg.KV, error) {
 	var kvs []gg.KV
-	a := m.Spec.GGUF.Arch
+	a := m.Family.GGUF.Arch
 	n := m.Config.NumHiddenLayers
 	all, err := gguf.Metadata(m, h, gg.FileBF16, name, vocab)
 	if err != nil {
@@ -432,7 +432,7 @@ func trunkMetadata(m *model.Model, h model.Hparams, name string, vocab []gg.KV) 
 // TrunkMetadata is the metadata of a trunk GGUF of m without its head, for
 // tools that write one (the benchmark's real-size synthetic trunk).
 func TrunkMetadata(m *model.Model, name string) ([]gg.KV, error) {
-	if m.Spec.GGUF.Arch == "" {
+	if m.Family.GGUF.Arch == "" {
 		return nil, fmt.Errorf("family %s is not supported", m.Family)
 	}
 	h, vocab, err := hparamsAndVocab(m)

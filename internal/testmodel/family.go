@@ -53,14 +53,36 @@ func GLMConfig(depth int, mla bool) []byte {
 	return b
 }
 
-type glmFamily struct{}
-
-func (glmFamily) Name() string { return GLMName }
-func (glmFamily) Matches(id model.Identity) bool {
-	return model.MatchesIdentity(id, []string{GLMModelType}, "TestGlm4Moe")
+// glmFamily is the family's descriptor.
+var glmFamily = &model.Family{
+	Name: GLMName, Title: "test GLM", ModelTypes: []string{GLMModelType}, Arch: "TestGlm4Moe",
+	ParseConfig: parseGLM, Spec: specGLM,
+	GGUF: model.GGUFSpec{
+		Arch: "test_glm4moe", PreTokenizer: "test_glm4",
+		Top: map[string]gg.TensorName{"embed_tokens.weight": gg.Weight(gg.KindTokenEmbd), "norm.weight": gg.Weight(gg.KindOutputNorm), "lm_head.weight": gg.Weight(gg.KindOutput)},
+		Layer: map[string]gg.TensorName{
+			"input_layernorm.weight": gg.Weight(gg.KindAttnNorm), "post_attention_layernorm.weight": gg.Weight(gg.KindAttnPostNorm),
+			"self_attn.q_proj.weight": gg.Weight(gg.KindAttnQ), "self_attn.q_proj.bias": gg.Bias(gg.KindAttnQ),
+			"self_attn.k_proj.weight": gg.Weight(gg.KindAttnK), "self_attn.k_proj.bias": gg.Bias(gg.KindAttnK),
+			"self_attn.v_proj.weight": gg.Weight(gg.KindAttnV), "self_attn.v_proj.bias": gg.Bias(gg.KindAttnV),
+			"self_attn.o_proj.weight": gg.Weight(gg.KindAttnOut),
+			"mlp.gate.weight":         gg.Weight(gg.KindFFNGateInp), "mlp.gate.e_score_correction_bias": gg.Bias(gg.KindFFNExpProbsB),
+			"mlp.shared_experts.gate_proj.weight": gg.Weight(gg.KindFFNGateShexp), "mlp.shared_experts.up_proj.weight": gg.Weight(gg.KindFFNUpShexp),
+			"mlp.shared_experts.down_proj.weight": gg.Weight(gg.KindFFNDownShexp),
+			"eh_proj.weight":                      gg.Weight(gg.KindNextNEHProj), "enorm.weight": gg.Weight(gg.KindNextNEnorm), "hnorm.weight": gg.Weight(gg.KindNextNHnorm),
+			"shared_head.norm.weight": gg.Weight(gg.KindNextNSharedHeadNorm), "embed_tokens.weight": gg.Weight(gg.KindNextNEmbedTokens),
+			"shared_head.head.weight": gg.Weight(gg.KindNextNSharedHeadHead),
+		},
+		Metadata: func(m *model.Model, h model.Hparams, g *model.GGUFKeys) error {
+			g.U32("nextn_predict_layers", m.MTPDepth)
+			g.U32("leading_dense_block_count", model.KeysOf[model.DeepSeekConfig](m.Config).FirstKDenseReplace)
+			return nil
+		},
+	},
+	OpenVINO: model.OpenVINOSpec{Refusal: GLMRefusal},
 }
 
-func (glmFamily) ParseConfig(raw []byte) (*model.Config, error) {
+func parseGLM(raw []byte) (*model.Config, error) {
 	c, err := model.DecodeConfig(raw, model.ConfigDefaults{PartialRotaryFactor: 0.5, RMSNormEps: 1e-5, RopeTheta: 10000})
 	if err != nil {
 		return nil, err
@@ -68,7 +90,7 @@ func (glmFamily) ParseConfig(raw []byte) (*model.Config, error) {
 	if err := model.DecodeDeepSeekConfig(c); err != nil {
 		return nil, err
 	}
-	ds := c.DeepSeek
+	ds := model.KeysOf[model.DeepSeekConfig](c)
 	c.NumExperts = ds.NRoutedExperts // its own name for the routed experts
 	c.SharedExpertIntermed = ds.NSharedExperts * c.MoeIntermediateSize
 	keys := append(c.CommonKeys(), model.PositiveKey{Name: "intermediate_size", Value: c.IntermediateSize},
@@ -85,10 +107,12 @@ func (glmFamily) ParseConfig(raw []byte) (*model.Config, error) {
 	return c, nil
 }
 
-func mla(c *model.Config) bool { return c.DeepSeek != nil && c.DeepSeek.KVLoraRank > 0 }
+func mla(c *model.Config) bool {
+	return model.KeysOf[model.DeepSeekConfig](c) != nil && model.KeysOf[model.DeepSeekConfig](c).KVLoraRank > 0
+}
 
-func (glmFamily) Spec(c *model.Config) *model.Spec {
-	ds := c.DeepSeek
+func specGLM(c *model.Config) *model.Spec {
+	ds := model.KeysOf[model.DeepSeekConfig](c)
 	if ds == nil {
 		ds = &model.DeepSeekConfig{} // FamiliesWhere's empty config
 	}
@@ -154,29 +178,6 @@ func (glmFamily) Spec(c *model.Config) *model.Spec {
 		},
 		MoELayer: isMoE,
 		Forward:  forward,
-		GGUF: model.GGUFSpec{
-			Arch: "test_glm4moe", PreTokenizer: "test_glm4",
-			Top: map[string]gg.TensorName{"embed_tokens.weight": gg.Weight(gg.KindTokenEmbd), "norm.weight": gg.Weight(gg.KindOutputNorm), "lm_head.weight": gg.Weight(gg.KindOutput)},
-			Layer: map[string]gg.TensorName{
-				"input_layernorm.weight": gg.Weight(gg.KindAttnNorm), "post_attention_layernorm.weight": gg.Weight(gg.KindAttnPostNorm),
-				"self_attn.q_proj.weight": gg.Weight(gg.KindAttnQ), "self_attn.q_proj.bias": gg.Bias(gg.KindAttnQ),
-				"self_attn.k_proj.weight": gg.Weight(gg.KindAttnK), "self_attn.k_proj.bias": gg.Bias(gg.KindAttnK),
-				"self_attn.v_proj.weight": gg.Weight(gg.KindAttnV), "self_attn.v_proj.bias": gg.Bias(gg.KindAttnV),
-				"self_attn.o_proj.weight": gg.Weight(gg.KindAttnOut),
-				"mlp.gate.weight":         gg.Weight(gg.KindFFNGateInp), "mlp.gate.e_score_correction_bias": gg.Bias(gg.KindFFNExpProbsB),
-				"mlp.shared_experts.gate_proj.weight": gg.Weight(gg.KindFFNGateShexp), "mlp.shared_experts.up_proj.weight": gg.Weight(gg.KindFFNUpShexp),
-				"mlp.shared_experts.down_proj.weight": gg.Weight(gg.KindFFNDownShexp),
-				"eh_proj.weight":                      gg.Weight(gg.KindNextNEHProj), "enorm.weight": gg.Weight(gg.KindNextNEnorm), "hnorm.weight": gg.Weight(gg.KindNextNHnorm),
-				"shared_head.norm.weight": gg.Weight(gg.KindNextNSharedHeadNorm), "embed_tokens.weight": gg.Weight(gg.KindNextNEmbedTokens),
-				"shared_head.head.weight": gg.Weight(gg.KindNextNSharedHeadHead),
-			},
-			Metadata: func(m *model.Model, h model.Hparams, g *model.GGUFKeys) error {
-				g.U32("nextn_predict_layers", m.MTPDepth)
-				g.U32("leading_dense_block_count", m.Config.DeepSeek.FirstKDenseReplace)
-				return nil
-			},
-		},
-		OpenVINO: model.OpenVINOSpec{Refusal: GLMRefusal},
 	}
 	if !c.TieWordEmbeddings {
 		s.LMHead = &model.Want{Suffix: "lm_head.weight", Shape: []int64{v, h}}
@@ -187,7 +188,7 @@ func (glmFamily) Spec(c *model.Config) *model.Spec {
 // forward is the family's MTP forward: per MTP layer its own shared head;
 // GQA with biases (or MLA) and sigmoid group routing.
 func forward(m *model.Model) model.Forward {
-	c, ds := m.Config, m.Config.DeepSeek
+	c, ds := m.Config, model.KeysOf[model.DeepSeekConfig](m.Config)
 	p := m.HeadLayerPrefix(0)
 	f := model.Forward{EmbedNorm: p + "enorm.weight", HiddenNorm: p + "hnorm.weight", EmbeddingFirst: true,
 		FC: p + "eh_proj.weight", FinalNorm: p + "shared_head.norm.weight", Eps: c.RMSNormEps}
@@ -219,7 +220,7 @@ func forward(m *model.Model) model.Forward {
 }
 
 // RegisterGLM registers the family for the rest of the test.
-func RegisterGLM(t testing.TB) { t.Cleanup(model.RegisterFamily(glmFamily{})) }
+func RegisterGLM(t testing.TB) { t.Cleanup(model.RegisterFamily(glmFamily)) }
 
 // GLM describes a synthesised checkpoint of the family (inventory only,
 // no tensor data) in a folder holding config.json and whatever files
@@ -250,7 +251,7 @@ func GLM(t testing.TB, config []byte, keep func(name string) bool, extra map[str
 // GLMInventory lists every tensor the family's Spec wants for cfg (optional
 // ones included), kept by keep, as one shard's BF16 tensors.
 func GLMInventory(cfg *model.Config, src st.Opener, keep func(string) bool) *st.Checkpoint {
-	s := glmFamily{}.Spec(cfg)
+	s := specGLM(cfg)
 	ck := &st.Checkpoint{Source: src, Tensors: map[string]*st.Tensor{}}
 	shard := &st.Shard{Name: "model.safetensors", Header: &st.Header{}}
 	add := func(prefix string, ws []model.Want) {
@@ -287,4 +288,13 @@ func GLMInventory(cfg *model.Config, src st.Opener, keep func(string) bool) *st.
 
 func writeFile(dir, name string, b []byte) error {
 	return os.WriteFile(filepath.Join(dir, name), b, 0o644)
+}
+
+// OwnFamily gives m a copy of its family's descriptor and returns it, so a
+// test changes the tables m's targets read without changing the
+// registered family every other test reads.
+func OwnFamily(m *model.Model) *model.Family {
+	f := *m.Family
+	m.Family = &f
+	return &f
 }

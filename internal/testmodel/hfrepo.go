@@ -35,6 +35,14 @@ type HFRepo struct {
 	Single  bool                   // one model.safetensors and no index
 	NoDepth bool                   // config.json without its MTP depth key
 	Keep    func(name string) bool // head tensors kept in the repo's own files
+	// HeadStorage stores the kept head's 2-D projections (mtp.fc included)
+	// as Storage stores the trunk's; NoHeadScales then drops their
+	// companions (weight_scale; qzeros and scales), as a broken quantizer
+	// does (imp#1428).
+	HeadStorage  TrunkStorage
+	NoHeadScales bool
+	// Depth, when not 0, is the MTP depth config.json declares.
+	Depth int
 	// TextOnly writes a vision-language fixture as the text-only causal LM
 	// quantizers release (Qwen3_5MoeForCausalLM, model_type
 	// qwen3_5_moe_text): text_config at the root, model.language_model.* as
@@ -87,17 +95,26 @@ func (rs HFRepo) Write(t testing.TB) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		linear := len(src.Shape) == 2 && strings.HasSuffix(n, "proj.weight") && !m.IsHead(n)
+		storage, scales := rs.Storage, true
+		linear := len(src.Shape) == 2 && strings.HasSuffix(n, "proj.weight")
+		if m.IsHead(name) {
+			storage, scales = rs.HeadStorage, !rs.NoHeadScales
+			linear = len(src.Shape) == 2 && (strings.HasSuffix(n, "proj.weight") || strings.HasSuffix(n, "fc.weight"))
+		}
 		switch {
-		case linear && rs.Storage == TrunkInt8:
-			ts = append(ts, tensor{st.Entry{Name: n, DType: "I8", Shape: src.Shape}, make([]byte, src.Elements())},
-				tensor{st.Entry{Name: strings.TrimSuffix(n, "weight") + "weight_scale", DType: st.F32, Shape: []int64{src.Shape[0], 1}}, make([]byte, 4*src.Shape[0])})
-		case linear && rs.Storage == TrunkPacked:
+		case linear && storage == TrunkInt8:
+			ts = append(ts, tensor{st.Entry{Name: n, DType: "I8", Shape: src.Shape}, make([]byte, src.Elements())})
+			if scales {
+				ts = append(ts, tensor{st.Entry{Name: strings.TrimSuffix(n, "weight") + "weight_scale", DType: st.F32, Shape: []int64{src.Shape[0], 1}}, make([]byte, 4*src.Shape[0])})
+			}
+		case linear && storage == TrunkPacked:
 			mod := strings.TrimSuffix(n, ".weight")
 			out, in := src.Shape[0], src.Shape[1]
-			ts = append(ts, tensor{st.Entry{Name: mod + ".qweight", DType: "I32", Shape: []int64{in / 8, out}}, make([]byte, in/8*out*4)},
-				tensor{st.Entry{Name: mod + ".qzeros", DType: "I32", Shape: []int64{in / 32, out / 8}}, make([]byte, in/32*out/8*4)},
-				tensor{st.Entry{Name: mod + ".scales", DType: st.F16, Shape: []int64{in / 32, out}}, make([]byte, in/32*out*2)})
+			ts = append(ts, tensor{st.Entry{Name: mod + ".qweight", DType: "I32", Shape: []int64{in / 8, out}}, make([]byte, in/8*out*4)})
+			if scales {
+				ts = append(ts, tensor{st.Entry{Name: mod + ".qzeros", DType: "I32", Shape: []int64{in / 32, out / 8}}, make([]byte, in/32*out/8*4)},
+					tensor{st.Entry{Name: mod + ".scales", DType: st.F16, Shape: []int64{in / 32, out}}, make([]byte, in/32*out*2)})
+			}
 		default:
 			ts = append(ts, tensor{st.Entry{Name: n, DType: src.DType, Shape: src.Shape}, data})
 		}
@@ -159,6 +176,15 @@ func (rs HFRepo) Write(t testing.TB) string {
 		}
 		root["quantization_config"] = q
 	}
+	if rs.Depth != 0 {
+		for _, obj := range []map[string]any{root, asObject(root["text_config"])} {
+			for _, k := range []string{"mtp_num_hidden_layers", "num_nextn_predict_layers"} {
+				if _, ok := obj[k]; ok {
+					obj[k] = rs.Depth
+				}
+			}
+		}
+	}
 	if rs.NoDepth {
 		delete(root, "mtp_num_hidden_layers")
 		delete(root, "num_nextn_predict_layers")
@@ -171,4 +197,10 @@ func (rs HFRepo) Write(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// asObject is v as a JSON object (nil when it is not one).
+func asObject(v any) map[string]any {
+	o, _ := v.(map[string]any)
+	return o
 }

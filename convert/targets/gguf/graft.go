@@ -159,7 +159,7 @@ func (t target) planGraft(m *model.Model, o targets.Options) (*plan.Plan, error)
 	if err := sameModel(trunk, m, h, ours, path); err != nil {
 		return nil, err
 	}
-	a := m.Spec.GGUF.Arch
+	a := m.Family.GGUF.Arch
 	nLayer := m.Config.NumHiddenLayers
 	// A head already there: refused, or with --force dropped and replaced.
 	// The trunk's other tensors are kept, and counted for the size label.
@@ -185,7 +185,7 @@ func (t target) planGraft(m *model.Model, o targets.Options) (*plan.Plan, error)
 	// every layer reads, the head's too: the trunk's is kept, never a second
 	// one added, and a trunk without it would run the head otherwise than
 	// trained.
-	if cs := m.Spec.GGUF.Computed; cs != nil {
+	if cs := m.Family.GGUF.Computed; cs != nil {
 		for _, ct := range cs(m) {
 			if n := ct.Name.In(-1); !slices.Contains(trunkNames, n) {
 				return nil, fmt.Errorf("--graft %s has no %s, which the reference converter writes for this config (%s) and the head's layers read; convert the trunk again with convert_hf_to_gguf.py", path, n, ct.Source)
@@ -282,7 +282,7 @@ func layerArrays(ours, theirs gg.Value) (xs, ys reflect.Value, ok bool) {
 // the source.
 func sameModel(f *gg.File, m *model.Model, h model.Hparams, ours []gg.KV, path string) error {
 	c := m.Config
-	gs := m.Spec.GGUF
+	gs := m.Family.GGUF
 	a := gs.Arch
 	if got := f.String("general.architecture"); got != a {
 		return fmt.Errorf("--graft %s: general.architecture is %q, the source %s is %q", path, got, m.Family, a)
@@ -484,12 +484,12 @@ func bundledOrder(m *model.Model, trunk []string, head []plan.OutTensor) []strin
 	// The tensors outside the layers, by the family's names for them.
 	fixed := map[string]string{}
 	for _, w := range m.Spec.TrunkTop {
-		if g, ok := m.Spec.GGUF.Top[w.Suffix]; ok {
+		if g, ok := m.Family.GGUF.Top[w.Suffix]; ok {
 			fixed[g.In(-1)] = tp + w.Suffix
 		}
 	}
 	if s := m.Spec.LMHead; s != nil {
-		if g, ok := m.Spec.GGUF.Top[s.Suffix]; ok {
+		if g, ok := m.Family.GGUF.Top[s.Suffix]; ok {
 			fixed[g.In(-1)] = s.Suffix
 		}
 	}
@@ -541,15 +541,14 @@ func AddHeadCommand(path string, f *gg.File, s *gg.Summary) string {
 	return fmt.Sprintf("mtpconv export --src %s --target gguf --graft %s --out %s", src, targets.ShellQuote(path), targets.ShellQuote(stem+"-mtp"))
 }
 
-// familiesOf lists the families llama.cpp names arch (static facts: each
-// family's GGUF table for an empty config).
-func familiesOf(arch string) []*model.Spec {
-	var specs []*model.Spec
-	model.FamiliesWhere(func(s *model.Spec) bool {
-		if arch != "" && s.GGUF.Arch == arch {
-			specs = append(specs, s)
+// familiesOf lists the families llama.cpp names arch (their GGUF tables).
+func familiesOf(arch string) []*model.Family {
+	var fams []*model.Family
+	model.FamiliesWhere(func(f *model.Family) bool {
+		if arch != "" && f.GGUF.Arch == arch {
+			fams = append(fams, f)
 		}
 		return false
 	})
-	return specs
+	return fams
 }

@@ -150,8 +150,8 @@ func checkTensor(r *health.Report, file *os.File, f *gg.File, t gg.TensorInfo, e
 // zeroCentred says whether the families llama.cpp names arch apply their
 // head's RMSNorms as 1+w.
 func zeroCentred(arch string) bool {
-	for _, s := range familiesOf(arch) {
-		if s.HeadZeroCentred() {
+	for _, f := range familiesOf(arch) {
+		if f.ZeroCentredHead {
 			return true
 		}
 	}

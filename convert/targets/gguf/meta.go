@@ -15,7 +15,7 @@ import (
 // with general.file_type after its base ones, the vocabulary.
 func Metadata(m *model.Model, h model.Hparams, ftype gg.FileType, name string, vocab []gg.KV) ([]gg.KV, error) {
 	kvs := []gg.KV{
-		gg.Pair("general.architecture", gg.Str(m.Spec.GGUF.Arch)),
+		gg.Pair("general.architecture", gg.Str(m.Family.GGUF.Arch)),
 		gg.Pair("general.type", gg.Str("model")),
 		gg.Pair("general.name", gg.Str(name)),
 	}
@@ -106,7 +106,7 @@ func VocabMetadata(m *model.Model, h model.Hparams) ([]gg.KV, error) {
 	}
 	kvs := []gg.KV{
 		gg.Pair("tokenizer.ggml.model", gg.Str("gpt2")),
-		gg.Pair("tokenizer.ggml.pre", gg.Str(m.Spec.GGUF.PreTokenizer)),
+		gg.Pair("tokenizer.ggml.pre", gg.Str(m.Family.GGUF.PreTokenizer)),
 		gg.Pair("tokenizer.ggml.tokens", gg.Strings(tokens)),
 		gg.Pair("tokenizer.ggml.token_type", gg.Int32s(types)),
 		gg.Pair("tokenizer.ggml.merges", gg.Strings(merges)),
@@ -115,7 +115,7 @@ func VocabMetadata(m *model.Model, h model.Hparams) ([]gg.KV, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := sv.familyTokens(m.Spec.GGUF.SpecialTokens); err != nil {
+	if err := sv.familyTokens(m.Family.GGUF.SpecialTokens); err != nil {
 		return nil, err
 	}
 	return append(kvs, sv.kvs()...), nil

@@ -21,8 +21,8 @@ func sidecarKeeps(arch string) map[string]bool {
 	// rope_freqs (llama3 RoPE scaling) is read by every layer, the MTP
 	// blocks too: the reference's sidecar holds it.
 	keep := map[string]bool{gg.Weight(gg.KindRopeFreqs).In(-1): true}
-	for _, s := range familiesOf(arch) {
-		for _, n := range s.GGUF.Top {
+	for _, f := range familiesOf(arch) {
+		for _, n := range f.GGUF.Top {
 			keep[n.In(-1)] = true
 		}
 	}

@@ -33,6 +33,11 @@ type target struct{}
 var _ targets.Target = target{}
 
 func (target) Name() string { return "gguf" }
+
+// Instead: the head goes into a trunk GGUF by grafting.
+func (target) Instead() string {
+	return "to add the head into a trunk GGUF, use --graft TRUNK.gguf --out DIR (one bundled file; the trunk is not changed); --out DIR alone writes a sidecar"
+}
 func (target) Usage() string {
 	return "the MTP head as an MTP-only GGUF sidecar for llama.cpp (--spec-type draft-mtp)"
 }
@@ -100,10 +105,10 @@ func choosePrecision(o targets.Options) (precision, error) {
 }
 
 func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
-	if r := m.Spec.GGUF.Refusal; r != "" {
+	if r := m.Family.GGUF.Refusal; r != "" {
 		return nil, fmt.Errorf("--target gguf: %s", r)
 	}
-	if m.Spec.GGUF.Arch == "" {
+	if m.Family.GGUF.Arch == "" {
 		return nil, fmt.Errorf("--target gguf does not know llama.cpp's architecture for family %s", m.Family)
 	}
 	prec, err := choosePrecision(o)
@@ -113,8 +118,8 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if err := m.HeadError(); err != nil {
 		return nil, err
 	}
-	if m.MTPDepth != 1 && !m.Spec.GGUF.ChainedHeads {
-		return nil, fmt.Errorf("the head has %d MTP layers; llama.cpp's %s MTP graph supports exactly one", m.MTPDepth, m.Spec.GGUF.Arch)
+	if m.MTPDepth != 1 && !m.Family.GGUF.ChainedHeads {
+		return nil, fmt.Errorf("the head has %d MTP layers; llama.cpp's %s MTP graph supports exactly one", m.MTPDepth, m.Family.GGUF.Arch)
 	}
 	if o.Graft != "" {
 		return t.planGraft(m, o)
@@ -230,7 +235,7 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 	// llama-quantize layout its choice. A name of no kind is kept in kindErr.
 	var kindErr error
 	typeOf := func(name string, shape []int64) (st.DType, *plan.Quant) {
-		byKind := !m.Spec.GGUF.HeadBlockFromSubLayer || blockOf(name) < c.NumHiddenLayers
+		byKind := !m.Family.GGUF.HeadBlockFromSubLayer || blockOf(name) < c.NumHiddenLayers
 		ct, err := gg.ConverterType(name, len(shape), string(prec.float), byKind)
 		if err != nil && kindErr == nil {
 			kindErr = err
@@ -267,7 +272,7 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 	// The tensors the converter computes from the config come first, as it
 	// writes them; then the trunk's tensors outside the layers the family
 	// names for llama.cpp (embedding, final norm), then the untied lm_head.
-	gs := m.Spec.GGUF
+	gs := m.Family.GGUF
 	pl.Component = plan.ComponentTrunk
 	if gs.Computed != nil {
 		for _, ct := range gs.Computed(m) {

@@ -64,7 +64,7 @@ func checkTypes(man *manifests.Manifest, open func(string) (io.ReaderAt, int64, 
 // headBlockFromSubLayer is the family's GGUFSpec.HeadBlockFromSubLayer (false for a family not known).
 func headBlockFromSubLayer(family string) bool {
 	fam, ok := model.LookupFamily(family)
-	return ok && fam.Spec(&model.Config{}).GGUF.HeadBlockFromSubLayer
+	return ok && fam.GGUF.HeadBlockFromSubLayer
 }
 
 // fileTypeProblems compares each written tensor's stored type with the

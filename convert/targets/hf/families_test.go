@@ -28,7 +28,7 @@ func TestFamiliesWithoutRules(t *testing.T) {
 		{fixtures.MiMoV25FP8, "MiMoV2MTP runs the first of MiMo-V2's 3 MTP layers only", true, 3},
 		{fixtures.Hy3, "how vLLM's hy_v3_mtp and SGLang build Hy3's head", true, 3},
 		{fixtures.Ling3, "how vLLM's bailing_moe_v3_mtp and SGLang build Ling-3.0's head", true, 1},
-		{fixtures.Step35, "how vLLM's step3p5_mtp and SGLang build Step-3.5-Flash's heads", true, 3},
+		{fixtures.Step35, "how vLLM's step3p5_mtp and SGLang build Step-3.5/3.7-Flash's heads", true, 3},
 		{fixtures.NemotronHMoE, "how vLLM's nemotron_h_mtp and SGLang build Nemotron-H's head", true, 1},
 		{fixtures.GLM53Flash, "neither vLLM 0.32.0 nor SGLang 0.5.23 has a GLM-5.3-Flash MTP model", false, 1},
 	} {
@@ -68,7 +68,7 @@ func TestEveryPortedFamilyServes(t *testing.T) {
 		fixtures.GLM45, fixtures.GLM47Flash, fixtures.GLM52, fixtures.GLM53, fixtures.DeepSeekV3, fixtures.DeepSeekV3FP8, fixtures.DeepSeekV32} {
 		t.Run(fx, func(t *testing.T) {
 			src := testmodel.Load(t, fx)
-			fixturesOf[src.Family] = append(fixturesOf[src.Family], fx)
+			fixturesOf[src.Family.Name] = append(fixturesOf[src.Family.Name], fx)
 			if r, err := Serving(src); err != nil || r.Err() != nil {
 				t.Fatalf("the checkpoint itself: %v %v", err, r.Err())
 			}
@@ -95,8 +95,8 @@ func TestEveryPortedFamilyServes(t *testing.T) {
 			}
 		})
 	}
-	for _, fam := range model.FamiliesWhere(func(s *model.Spec) bool {
-		return s.HF.MTPClass != "" && s.HF.Unported == "" && s.HF.Refusal == ""
+	for _, fam := range model.FamiliesWhere(func(f *model.Family) bool {
+		return f.HF.MTPClass != "" && f.HF.Unported == "" && f.HF.Refusal == ""
 	}) {
 		if len(fixturesOf[fam]) == 0 {
 			t.Errorf("family %s has ported rules and no row", fam)

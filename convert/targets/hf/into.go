@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -128,6 +129,11 @@ func (r *repo) close() {
 // value the head depends on, naming it; text-only *ForCausalLM configs and
 // vision-language wrappers of the same model are the same model.
 func (r *repo) sameModel(m *model.Model) error {
+	// The model type first: another model's repo differs in most values,
+	// and its type says which model it is.
+	if a, b := textType(r.m.Config), textType(m.Config); a != b || r.m.Family != m.Family {
+		return fmt.Errorf("--into %s holds another model: its %s says model_type %s, the source %s", r.dir, model.ConfigFile, a, b)
+	}
 	ours, theirs := m.Config.HeadValues(), r.m.Config.HeadValues()
 	for i := range ours {
 		k := ours[i].Key
@@ -137,9 +143,6 @@ func (r *repo) sameModel(m *model.Model) error {
 		if ours[i] != theirs[i] {
 			return fmt.Errorf("--into %s holds another model: its %s says %s %v, the source %v", r.dir, model.ConfigFile, k, theirs[i].Value, ours[i].Value)
 		}
-	}
-	if a, b := textType(r.m.Config), textType(m.Config); a != b || r.m.Family != m.Family {
-		return fmt.Errorf("--into %s holds another model: its %s says model_type %s, the source %s", r.dir, model.ConfigFile, a, b)
 	}
 	if d, ok := r.m.Config.ConfigMTPDepth(); ok && d != 0 && d != m.MTPDepth {
 		return fmt.Errorf("--into %s holds another model: its %s declares %d MTP layers, the source's head has %d", r.dir, model.ConfigFile, d, m.MTPDepth)
@@ -192,10 +195,10 @@ func (r *repo) check(m *model.Model) error {
 // PlanInto plans the head for the repo: HeadFile, the index, and config.json
 // with the depth and the exclusion declared.
 func (t target) PlanInto(dir string, m *model.Model, o targets.Options) (*plan.Plan, error) {
-	if r := m.Spec.HF.Refusal; r != "" {
+	if r := m.Family.HF.Refusal; r != "" {
 		return nil, fmt.Errorf("--target hf: %s", r)
 	}
-	if r := m.Spec.HF.Unported; r != "" {
+	if r := m.Family.HF.Unported; r != "" {
 		return nil, fmt.Errorf("--target hf: %s", r)
 	}
 	if err := m.HeadError(); err != nil {
@@ -432,8 +435,14 @@ func runtimeWords(rts []Runtime) string {
 // checkTrunk refuses an updated quantization config that changes how a
 // runtime builds any of the trunk's modules: only what concerns the head
 // is written (an AWQ list written where there was none turns off vLLM's
-// list derived from the headers, auto_awq.py:370-388).
+// list derived from the headers, auto_awq.py:370-388). The other methods'
+// entries are anchored on the head's own names (re:^mtp\..*, mtp.*, exact
+// module names), which no trunk module matches: not evaluated against a
+// trunk of thousands of modules.
 func (r *repo) checkTrunk(before, after *Quant) error {
+	if before.Method != MethodAWQ && before.Method != MethodGPTQ {
+		return nil
+	}
 	repo := Repo{Tensors: r.m.Checkpoint.Tensors}
 	for _, mod := range trunkModules(r.m) {
 		for _, rt := range r.runtimes {
@@ -455,7 +464,11 @@ func (r *repo) checkTrunk(before, after *Quant) error {
 // trunkModules are the repo's own weight-bearing modules outside the head
 // that a quantization config could quantize: every module with a 2-D
 // weight or a quantized tensor, but the embeddings, the LM head and the
-// routers (built unquantized by both runtimes whatever the config says).
+// routers (built unquantized by both runtimes whatever the config says),
+// and of per-expert modules those of expert 0 (the runtimes decide a MoE
+// block by expert 0's projections).
+var otherExpert = regexp.MustCompile(`\.experts\.([1-9]\d*)\.`)
+
 func trunkModules(m *model.Model) []Module {
 	seen := map[string]bool{}
 	var out []Module
@@ -466,6 +479,9 @@ func trunkModules(m *model.Model) []Module {
 			continue
 		}
 		mod, leaf := n[:i], n[i+1:]
+		if otherExpert.MatchString(mod) {
+			continue
+		}
 		if seen[mod] || strings.HasSuffix(mod, "embed_tokens") || strings.HasSuffix(mod, "lm_head") ||
 			(leaf == "weight" && len(t.Shape) != 2) || (leaf != "weight" && isFloat(t.DType)) {
 			continue

@@ -71,7 +71,7 @@ func HeadModules(m *model.Model, depth int) []Module {
 			for _, sh := range rel.shards {
 				mod.Shards = append(mod.Shards, prefix+sh)
 			}
-			if slices.Contains(s.HF.LMHeads, rel.name) {
+			if slices.Contains(m.Family.HF.LMHeads, rel.name) {
 				mod.Kind = KindLMHead
 			}
 			out = append(out, mod)

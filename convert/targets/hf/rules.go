@@ -55,8 +55,8 @@ func quantized(q *Quant, rule string) Build {
 type hfNames struct{ m *model.Model }
 
 func (h hfNames) name(rt Runtime, module string) string {
-	if f := h.m.Spec.HF.SGLangName; rt == SGLang && f != nil {
-		return f(module)
+	if f := h.m.Family.HF.SGLangName; rt == SGLang && f != nil {
+		return f(h.m.Config, module)
 	}
 	return module
 }
@@ -136,7 +136,7 @@ func isFloat(d st.DType) bool { return d == st.BF16 || d == st.F16 || d == st.F3
 
 // Decide is how runtime rt builds mod under q.
 func Decide(rt Runtime, q *Quant, m *model.Model, mod Module, repo Repo) Build {
-	hf := m.Spec.HF
+	hf := m.Family.HF
 	plain := hf.PlainVLLM
 	if rt == SGLang {
 		plain = hf.PlainSGLang

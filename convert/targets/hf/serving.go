@@ -77,8 +77,8 @@ func Serving(m *model.Model) (*Report, error) { return ServingFor(m, Runtimes) }
 // ServingFor is Serving judged for the given runtimes only (inspect
 // --runtime): both columns are reported, the problems are those runtimes'.
 func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
-	r := &Report{Repo: m.Checkpoint.Source.Name(), Family: m.Family, Quantization: "none", Versions: Versions, JudgedFor: runtimes}
-	if why := m.Spec.HF.Unported; why != "" {
+	r := &Report{Repo: m.Checkpoint.Source.Name(), Family: m.Family.Name, Quantization: "none", Versions: Versions, JudgedFor: runtimes}
+	if why := m.Family.HF.Unported; why != "" {
 		r.NotJudged = why
 		r.TensorDepth, r.HeadTensors = m.MTPDepth, m.Groups[model.GroupMTP].Tensors
 		return r, nil
@@ -88,7 +88,7 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 		return nil, err
 	}
 	r.QuantizationKey = key
-	if why := m.Spec.HF.Refusal; why != "" { // no runtime builds the family's head: the rules below do not apply
+	if why := m.Family.HF.Refusal; why != "" { // no runtime builds the family's head: the rules below do not apply
 		r.Problems = append(r.Problems, Problem{"architectures", why})
 	}
 	q, qerr := ParseQuant(raw)
@@ -131,6 +131,9 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 				}
 			}
 		}
+		if lack := missingCompanions(repo, mod); len(lack) > 0 {
+			r.Problems = append(r.Problems, Problem{mod.Name, fmt.Sprintf("stored quantized without its %s: vLLM and SGLang load it with no error on uninitialised scales and draft at ~0 %%", strings.Join(lack, ", "))})
+		}
 		if mr.Stored == storedMissing && !servedByTarget(mod) {
 			r.Problems = append(r.Problems, Problem{mod.Name, fmt.Sprintf("the repo has no weights for %s: vLLM loads the head without it (its missing-weight check skips linear and MoE layers) and drafts at ~0 %%", mod.Name)})
 		}
@@ -146,7 +149,11 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 		r.Problems = slices.DeleteFunc(r.Problems, func(p Problem) bool { return p.Subject != key })
 		r.Problems = append([]Problem{{headPattern(m), "the repo holds no MTP head: vLLM and SGLang draft at ~0 % (a quantized repo) or refuse to start (a bf16 one)"}}, r.Problems...)
 	case r.DeclaresMTP && r.DeclaredDepth != r.TensorDepth:
-		r.Problems = append(r.Problems, Problem{cmpKey(r.DepthKey), fmt.Sprintf("%s says %d MTP layers, the tensors hold %d", cmpKey(r.DepthKey), r.DeclaredDepth, r.TensorDepth)})
+		for _, rt := range runtimes {
+			if why := depthVerdict(rt, m, q, r.DeclaredDepth, r.TensorDepth); why != "" {
+				r.Problems = append(r.Problems, Problem{cmpKey(r.DepthKey), fmt.Sprintf("%s says %d MTP layers, the tensors hold %d: %s", cmpKey(r.DepthKey), r.DeclaredDepth, r.TensorDepth, why)})
+			}
+		}
 	}
 	notJudged := slices.ContainsFunc(r.Modules, func(mr ModuleReport) bool { return mr.VLLM.NotJudged != "" || mr.SGLang.NotJudged != "" })
 	if len(r.Problems) > 0 && refused.Method == "" && !notJudged { // what the runtimes build is not known: nothing to mend
@@ -193,6 +200,61 @@ func cmpKey(k string) string {
 		return model.ConfigFile
 	}
 	return model.ConfigFile + " " + k
+}
+
+// depthVerdict is what runtime rt does with a repo of m declaring declared
+// MTP layers whose tensors hold held (at least one): "" when it drafts.
+// Neither runs a layer but the first for Qwen, GLM and DeepSeek: vLLM's
+// proposer passes no spec_step_idx (v1/spec_decode/llm_base_proposer.py;
+// qwen3_5_mtp.py:170, glm4_moe_mtp.py:186, deepseek_mtp.py:231 take layer
+// spec_step_idx % n; only Step-3.5's proposer passes it, step3p5.py:388),
+// and SGLang builds one layer whatever is declared (qwen3_5_mtp.py:136;
+// deepseek_nextn.py and glm4_moe_nextn.py: one decoder). What can fail is
+// vLLM's load.
+func depthVerdict(rt Runtime, m *model.Model, q *Quant, declared, held int) string {
+	switch {
+	case rt == SGLang:
+		return ""
+	case declared < held:
+		return fmt.Sprintf("%s builds %d layers and has no parameter for the others' weights: it fails to load", Versions[rt], declared)
+	case m.Family.HF.MTPClass == "deepseek_mtp":
+		return fmt.Sprintf("%s refuses to start, MTP layer %d weights missing (deepseek_mtp.py:515-533; vLLM 0.34 deleted that check and drafts with layer 0)", Versions[rt], m.Config.NumHiddenLayers+held)
+	case q == nil || q.Method == MethodNone:
+		return fmt.Sprintf("%s refuses to start, the missing layers' weights not initialized from the checkpoint (model_loader/default_loader.py:562-567, its check of an unquantized model)", Versions[rt])
+	}
+	return "" // a quantized repo: vLLM drafts with layer 0, the others never run
+}
+
+// missingCompanions are the tensors a module stored quantized lacks that
+// its storage needs (imp#1428: an int8 head without its weight_scale loads
+// with no warning on uninitialised scales): compressed-tensors', Quark's and
+// ModelOpt's int8/FP8 weight_scale (FP8 block: weight_scale_inv), a packed
+// weight's weight_scale and weight_shape, GPTQ's and AWQ's qzeros and
+// scales, NVFP4's weight_scale and weight_scale_2.
+func missingCompanions(repo Repo, mod Module) []string {
+	var lack []string
+	for _, p := range mod.parts() {
+		has := func(leaf string) bool { _, ok := repo.Tensors[p+"."+leaf]; return ok }
+		need := func(leaves ...string) {
+			for _, l := range leaves {
+				if !has(l) && !slices.Contains(lack, l) {
+					lack = append(lack, l)
+				}
+			}
+		}
+		w, ok := repo.Tensors[p+".weight"]
+		switch {
+		case has("qweight"):
+			need("qzeros", "scales")
+		case has("weight_packed"):
+			need("weight_scale", "weight_shape")
+		case ok && w.DType == st.U8:
+			need("weight_scale", "weight_scale_2")
+		case ok && (w.DType == st.I8 || w.DType == st.F8E4M3) && !has("weight_scale") && !has("weight_scale_inv"):
+			need("weight_scale")
+		}
+	}
+	return lack
 }
 
 // servedByTarget reports whether the runtimes draft with the trunk's own
@@ -343,6 +405,13 @@ func depthKey(cfg []byte) string {
 		}
 	}
 	return ""
+}
+
+// JudgedHead reports whether the report judged a head the repo holds (a
+// family whose rules are ported): its problems are then the whole verdict
+// on the head as vLLM and SGLang load it, quantized storage included.
+func (r *Report) JudgedHead() bool {
+	return r.NotJudged == "" && r.HeadTensors > 0 && len(r.Modules) > 0
 }
 
 // runtimeFlag is the --runtime of a judgement for one runtime.

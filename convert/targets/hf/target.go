@@ -70,7 +70,7 @@ func headPrecision(o targets.Options, def string) (string, error) {
 		p = def
 	}
 	if !slices.Contains(precisions, p) {
-		return "", targets.UsageError{Err: fmt.Errorf("--target hf: --head-precision %q: must be %v (bf16, which the runtimes build unquantized; fp8, an FP8 release's block-FP8 head as stored)", p, precisions)}
+		return "", targets.UsageError{Err: fmt.Errorf("--target hf: --head-precision %q: must be %s (bf16, which the runtimes build unquantized; fp8, an FP8 release's block-FP8 head as stored)", p, strings.Join(precisions, " or "))}
 	}
 	return p, nil
 }
@@ -130,7 +130,7 @@ func builtPlain(m *model.Model, n string) bool {
 			rel = after
 		}
 	}
-	return slices.Contains(m.Spec.HF.PlainVLLM, rel) || slices.Contains(m.Spec.HF.PlainSGLang, rel)
+	return slices.Contains(m.Family.HF.PlainVLLM, rel) || slices.Contains(m.Family.HF.PlainSGLang, rel)
 }
 
 // Plan is --out: a repo of the head alone, of the kind SGLang takes as
@@ -138,10 +138,10 @@ func builtPlain(m *model.Model, n string) bool {
 // model.safetensors, the source's config.json without its quantization
 // (the head is bf16) and with the MTP depth declared, and its tokenizer.
 func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
-	if r := m.Spec.HF.Refusal; r != "" {
+	if r := m.Family.HF.Refusal; r != "" {
 		return nil, fmt.Errorf("--target hf: %s", r)
 	}
-	if r := m.Spec.HF.Unported; r != "" {
+	if r := m.Family.HF.Unported; r != "" {
 		return nil, fmt.Errorf("--target hf: %s", r)
 	}
 	prec, err := headPrecision(o, precBF16)

@@ -49,7 +49,7 @@ func (cb combined) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) 
 		return nil, err
 	}
 	pl := &plan.Planner{M: m, File: "model.safetensors"}
-	trunkName := func(n string) string { return m.Spec.MLX.TrunkName(m, n) }
+	trunkName := func(n string) string { return m.Family.MLX.TrunkName(m, n) }
 	trunkRule := o.rule(m, o.Trunk, o.TrunkGroup)
 	if o.Recipe != "" {
 		var names []string
@@ -103,6 +103,13 @@ func (cb combined) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) 
 		p.Options["max_shard_size"] = strconv.FormatInt(o.MaxShard, 10)
 	}
 	p.Files = append(p.Files, targets.TokenizerCopies(m)...)
+	var names []string
+	for _, f := range p.Files {
+		names = append(names, f.Name)
+	}
+	if !targets.HasTokenizer(names) {
+		p.Notes = append(p.Notes, targets.NoTokenizer)
+	}
 	hp := m.Spec.HeadPrefix
 	p.Notes = append(p.Notes, fmt.Sprintf("stock mlx-lm >= 0.32.0 loads this file (it drops %s* and shifts no norm on converted files); mlx-lm 0.30.7 to 0.31.3 shift every norm a second time when %s* keys are present", hp, hp))
 	return p, nil
@@ -201,6 +208,19 @@ func (combined) Card(man *manifests.Manifest) manifests.TargetCard {
 	if r := man.Options["trunk_recipe"]; r != "" {
 		precision = r + ", head " + man.Options["head_precision"]
 	}
+	how := []string{
+		"The trunk loads with stock mlx-lm (0.32.2 tested; versions 0.30.7 to 0.31.3 shift the norms a second time when `mtp.*` keys are present, do not use them):",
+		"", "```sh", "mlx_lm.generate --model {repo} --prompt \"The capital of France is\"", "```", "",
+		"One-file engines such as lemon-mlx-engine read the `mtp.*` head from the same file.",
+	}
+	var names []string
+	for _, f := range man.Files {
+		names = append(names, f.Name)
+	}
+	if !targets.HasTokenizer(names) {
+		how = []string{"Nothing generates with this folder as it is: " + targets.NoTokenizer + ". Stock mlx-lm (0.32.2 tested) then loads the trunk; " +
+			"one-file engines such as lemon-mlx-engine read the `mtp.*` head from the same file."}
+	}
 	return manifests.TargetCard{
 		Library: "mlx", Consumer: "MLX", Whole: true, TitlePrecision: precision,
 		What:      "the whole model in one MLX file: the trunk in stock mlx-lm's layout plus its multi-token-prediction (MTP) head inline (`mtp.*`)",
@@ -208,11 +228,7 @@ func (combined) Card(man *manifests.Manifest) manifests.TargetCard {
 		Experts:   "stacked as mlx-lm's `switch_mlp` `[E, out, in]`",
 		Warnings:  []string{OldMLXLMWarning},
 		Precision: precisionLines(man),
-		HowToRun: []string{
-			"The trunk loads with stock mlx-lm (0.32.2 tested; versions 0.30.7 to 0.31.3 shift the norms a second time when `mtp.*` keys are present, do not use them):",
-			"", "```sh", "mlx_lm.generate --model {repo} --prompt \"The capital of France is\"", "```", "",
-			"One-file engines such as lemon-mlx-engine read the `mtp.*` head from the same file.",
-		},
+		HowToRun:  how,
 	}
 }
 
@@ -222,10 +238,10 @@ const OldMLXLMWarning = manifests.OldMLXLMWarning
 // combinedRefusal is the error for a family whose combined file stock
 // mlx-lm cannot load, naming the families it can.
 func combinedRefusal(m *model.Model) error {
-	r := m.Spec.MLX.CombinedRefusal
+	r := m.Family.MLX.CombinedRefusal
 	if r == "" {
 		return nil
 	}
-	ok := model.FamiliesWhere(func(s *model.Spec) bool { return s.MLX.CombinedRefusal == "" })
+	ok := model.FamiliesWhere(func(f *model.Family) bool { return f.MLX.CombinedRefusal == "" })
 	return fmt.Errorf("--target combined supports %s checkpoints; %s", strings.Join(ok, ", "), r)
 }

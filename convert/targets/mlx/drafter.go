@@ -31,6 +31,12 @@ type drafter struct{}
 var _ targets.Target = drafter{}
 
 func (drafter) Name() string { return "mlx" }
+
+// Instead: the head goes into an MLX model folder as the combined target's
+// addition; the drafter is a folder of its own.
+func (drafter) Instead() string {
+	return "to add the head into an mlx_lm.convert / mlx-community folder, use --target combined --into DIR; the drafter is a folder of its own (--out DIR)"
+}
 func (drafter) Usage() string {
 	return "the MTP head as an mlx-vlm drafter folder (model.safetensors + config.json)"
 }
@@ -43,13 +49,13 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 	if err != nil {
 		return nil, targets.UsageError{Err: err}
 	}
-	if m.Spec.MLX.DrafterModelType == "" {
+	if m.Family.MLX.DrafterModelType == "" {
 		return nil, fmt.Errorf("--target mlx: mlx-vlm has no drafter model for %s heads", m.Family)
 	}
 	if err := m.HeadError(); err != nil {
 		return nil, err
 	}
-	ms := m.Spec.MLX
+	ms := m.Family.MLX
 	routerBits := strconv.Itoa(o.RouterBits)
 	if ms.DrafterRoutersFloat {
 		if uo.Set[targets.OptRouterBits] {
@@ -96,6 +102,9 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 		Options:  map[string]string{"head_precision": o.Head.Name, "group_size": strconv.Itoa(o.GroupSize), "mlx_rounding": o.Rounding, "router_bits": routerBits},
 		Notes:    o.Notes,
 	}
+	if ms.DrafterUnrunnable != "" {
+		p.Notes = append(p.Notes, "nothing runs this drafter yet: "+ms.DrafterUnrunnable)
+	}
 	cfg, err := drafterConfig(m, p, o)
 	if err != nil {
 		return nil, err
@@ -114,7 +123,7 @@ func planConcat(pl *plan.Planner, m *model.Model, rename func(string) string, dt
 	pl.Component = plan.ComponentHead
 	for j := range m.MTPDepth {
 		lp, rel := m.HeadLayerPrefix(j), "layers."+strconv.Itoa(j)+"."
-		for _, c := range m.Spec.MLX.DrafterConcat {
+		for _, c := range m.Family.MLX.DrafterConcat {
 			var segs []plan.Segment
 			var rows, rowLen int64
 			for _, part := range c.Parts {
@@ -152,8 +161,8 @@ func drafterConfig(m *model.Model, p *plan.Plan, o Options) ([]byte, error) {
 		return nil, err
 	}
 	cfg := map[string]any{
-		"model_type":          m.Spec.MLX.DrafterModelType,
-		"block_size":          m.MTPDepth + cmp.Or(m.Spec.MLX.DrafterBlockExtra, 2),
+		"model_type":          m.Family.MLX.DrafterModelType,
+		"block_size":          m.MTPDepth + cmp.Or(m.Family.MLX.DrafterBlockExtra, 2),
 		"text_config":         text,
 		"tie_word_embeddings": m.Config.TieWordEmbeddings,
 	}
@@ -183,39 +192,47 @@ func textConfigObject(m *model.Model) (map[string]any, error) {
 		text = tc
 	}
 	delete(text, "quantization_config") // a flat config's own storage (an FP8 release's) is not the drafter's
-	if f := m.Spec.MLX.DrafterTextConfig; f != nil {
+	if f := m.Family.MLX.DrafterTextConfig; f != nil {
 		f(m, text)
 	}
 	return text, nil
 }
 
-// Card: the drafter pairs with an MLX conversion of the same trunk.
+// Card: the drafter pairs with an MLX conversion of the same trunk; the
+// snippet runs it with mlx-vlm, unless the family's MLX table says no
+// released mlx-vlm can yet.
 func (drafter) Card(man *manifests.Manifest) manifests.TargetCard {
+	ms := familyMLX(man)
+	how := []string{
+		"With mlx-vlm (0.7.10 tested): the trunk generates, this head drafts the next tokens (`{base}` is the trunk, or any MLX conversion of it):",
+		"", "```python",
+		"from mlx_vlm import generate, load",
+		"from mlx_vlm.speculative.drafters import load_drafter",
+		"",
+		"model, processor = load(\"{base}\")",
+		"drafter, kind = load_drafter(\"{repo}\")  # kind == \"mtp\"",
+		"result = generate(model, processor, \"The capital of France is\", max_tokens=40, draft_model=drafter, draft_kind=kind)",
+		"print(result.text)",
+		"```",
+	}
+	if ms.DrafterUnrunnable != "" {
+		how = []string{"Nothing runs this drafter yet: " + ms.DrafterUnrunnable + ". The folder is what mlx-vlm's own `" +
+			ms.DrafterModelType + "` splitter writes, for the mlx-vlm release that adds the model."}
+	}
 	return manifests.TargetCard{
 		Library: "mlx", Consumer: "MLX", TitlePrecision: man.Options["head_precision"],
-		What:      "the multi-token-prediction (MTP) head as an MLX speculative drafter (mlx-vlm's `" + drafterModelType(man) + "` format)",
+		What:      "the multi-token-prediction (MTP) head as an MLX speculative drafter (mlx-vlm's `" + cmp.Or(ms.DrafterModelType, "*_mtp") + "` format)",
 		Pairing:   "It pairs with an MLX conversion of the same trunk (`{base}`): the drafter shares the trunk's embedding and lm_head.",
 		Experts:   "stacked as mlx-lm's `switch_mlp` `[E, out, in]`",
 		Precision: precisionLines(man),
-		HowToRun: []string{
-			"With mlx-vlm (0.7.10 tested): the trunk generates, this head drafts the next tokens (`{base}` is the trunk, or any MLX conversion of it):",
-			"", "```python",
-			"from mlx_vlm import generate, load",
-			"from mlx_vlm.speculative.drafters import load_drafter",
-			"",
-			"model, processor = load(\"{base}\")",
-			"drafter, kind = load_drafter(\"{repo}\")  # kind == \"mtp\"",
-			"result = generate(model, processor, \"The capital of France is\", max_tokens=40, draft_model=drafter, draft_kind=kind)",
-			"print(result.text)",
-			"```",
-		},
+		HowToRun:  how,
 	}
 }
 
-// drafterModelType is mlx-vlm's model_type of the manifest's family.
-func drafterModelType(man *manifests.Manifest) string {
+// familyMLX is the MLX table of the manifest's family (empty when unknown).
+func familyMLX(man *manifests.Manifest) model.MLXSpec {
 	if f, ok := model.LookupFamily(man.Model.Family); ok {
-		return f.Spec(&model.Config{}).MLX.DrafterModelType
+		return f.MLX
 	}
-	return "*_mtp"
+	return model.MLXSpec{}
 }

@@ -44,8 +44,8 @@ func HeadHealth(dir string) (*health.Report, error) {
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		return nil, fmt.Errorf("%s: %w", model.ConfigFile, err)
 	}
-	spec := specOf(raw, cfg.ModelType)
-	drafter := spec != nil && spec.MLX.DrafterModelType == cfg.ModelType
+	fam := familyOf(raw, cfg.ModelType)
+	drafter := fam != nil && fam.MLX.DrafterModelType == cfg.ModelType
 	tensors := map[string]storedTensor{}
 	names, err := filepath.Glob(filepath.Join(dir, weightGlob))
 	if err != nil {
@@ -73,11 +73,9 @@ func HeadHealth(dir string) (*health.Report, error) {
 		return nil, nil
 	}
 	sort.Strings(heads)
-	e := health.Expect{Centre: 1}
-	embeddingFirst := true
-	if spec != nil {
-		e.ZeroCentred, embeddingFirst = spec.HeadZeroCentred(), spec.ConcatEmbeddingFirst()
-	}
+	// Every family's concat projection takes the embedding first
+	// (Forward.EmbeddingFirst; TestFamilyStaticFacts holds it).
+	e, embeddingFirst := health.Expect{Centre: 1, ZeroCentred: fam != nil && fam.ZeroCentredHead}, true
 	r := &health.Report{Problems: missingHead(raw, cfg.ModelType, drafter, tensors)}
 	for _, name := range heads {
 		if strings.HasSuffix(name, ".scales") || strings.HasSuffix(name, ".biases") {
@@ -90,21 +88,22 @@ func HeadHealth(dir string) (*health.Report, error) {
 	return r, nil
 }
 
-// specOf is the family of a folder's config.json, or of its drafter model_type.
-func specOf(raw []byte, modelType string) *model.Spec {
+// familyOf is the family of a folder's config.json, or of its drafter
+// model_type; nil for none.
+func familyOf(raw []byte, modelType string) *model.Family {
 	if c, err := model.ParseConfig(raw); err == nil {
-		if s, err := model.SpecFor(c); err == nil {
-			return s
+		if f, err := c.Family(); err == nil {
+			return f
 		}
 	}
-	var spec *model.Spec
-	model.FamiliesWhere(func(s *model.Spec) bool {
-		if modelType != "" && s.MLX.DrafterModelType == modelType && spec == nil {
-			spec = s
+	var fam *model.Family
+	model.FamiliesWhere(func(f *model.Family) bool {
+		if modelType != "" && f.MLX.DrafterModelType == modelType && fam == nil {
+			fam = f
 		}
 		return false
 	})
-	return spec
+	return fam
 }
 
 // missingHead names the head's own tensors (model.Spec.HeadOwn, MTP
@@ -118,14 +117,14 @@ func missingHead(raw []byte, modelType string, drafter bool, present map[string]
 	var want []string
 	if drafter {
 		first := true
-		model.FamiliesWhere(func(s *model.Spec) bool {
-			if s.MLX.DrafterModelType != modelType {
+		model.FamiliesWhere(func(f *model.Family) bool {
+			if f.MLX.DrafterModelType != modelType {
 				return false
 			}
 			var names []string
-			for _, rel := range s.HeadOwn(0) {
-				if s.MLX.DrafterName != nil {
-					rel = s.MLX.DrafterName(rel)
+			for _, rel := range f.HeadOwn(0) {
+				if f.MLX.DrafterName != nil {
+					rel = f.MLX.DrafterName(rel)
 				}
 				names = append(names, rel)
 			}
@@ -137,9 +136,9 @@ func missingHead(raw []byte, modelType string, drafter bool, present map[string]
 			return false
 		})
 	} else if c, err := model.ParseConfig(raw); err == nil {
-		if s, err := model.SpecFor(c); err == nil && !s.HeadInLayers && holdsPrefix(present, s.HeadPrefix) {
-			m := &model.Model{Config: c, Spec: s}
-			for _, rel := range s.HeadOwn(0) {
+		if f, err := c.Family(); err == nil && !f.Spec(c).HeadInLayers && holdsPrefix(present, f.Spec(c).HeadPrefix) {
+			m := &model.Model{Config: c, Spec: f.Spec(c), Family: f}
+			for _, rel := range f.HeadOwn(0) {
 				want = append(want, m.HeadName(rel))
 			}
 		}

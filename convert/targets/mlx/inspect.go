@@ -67,16 +67,16 @@ func InspectFolder(dir string) (*FolderReport, error) {
 	}
 	// An mlx-vlm drafter (written by mtpconv or by mlx-vlm itself, with or
 	// without a manifest) is the head: not a trunk that lacks one.
-	if s := specOf(f.config, f.cfg.ModelType); s != nil && s.MLX.DrafterModelType == f.cfg.ModelType {
+	if d := familyOf(f.config, f.cfg.ModelType); d != nil && d.MLX.DrafterModelType == f.cfg.ModelType {
 		r.Drafter, r.MTPHead, r.HeadFiles = true, true, f.weights
 		return r, nil
 	}
-	spec, err := model.SpecFor(f.cfg)
+	fam, err := f.cfg.Family()
 	switch {
 	case err != nil:
 		r.Why = err.Error()
-	case spec.MLX.CombinedRefusal != "":
-		r.Why = spec.MLX.CombinedRefusal
+	case fam.MLX.CombinedRefusal != "":
+		r.Why = fam.MLX.CombinedRefusal
 	default:
 		src := "SRC"
 		if r.BaseModel != "" {

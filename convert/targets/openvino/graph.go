@@ -13,14 +13,13 @@ import (
 
 // The IR contract: names of the MTP layer's inputs and output.
 const (
-	InputsEmbeds   = "inputs_embeds"
-	HiddenStates   = "hidden_states"
-	AttentionMask  = "attention_mask"
-	PositionIDs    = "position_ids"
-	BeamIdx        = "beam_idx"
-	LastHidden     = "last_hidden_state"
-	Logits         = "logits"
-	NormConvention = "zero-centred RMSNorm weights baked as 1+w into f32 constants"
+	InputsEmbeds  = "inputs_embeds"
+	HiddenStates  = "hidden_states"
+	AttentionMask = "attention_mask"
+	PositionIDs   = "position_ids"
+	BeamIdx       = "beam_idx"
+	LastHidden    = "last_hidden_state"
+	Logits        = "logits"
 	// MTPMode is the model rt_info key that marks an MTP head (value "true").
 	MTPMode = "mtp_mode"
 )

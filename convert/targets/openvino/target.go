@@ -117,7 +117,7 @@ func (t target) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 	if err != nil {
 		return nil, targets.UsageError{Err: fmt.Errorf("--lm-head-precision: %w", err)}
 	}
-	if r := m.Spec.OpenVINO.Refusal; r != "" {
+	if r := m.Family.OpenVINO.Refusal; r != "" {
 		return nil, fmt.Errorf("--target openvino: %s", r)
 	}
 	if err := m.HeadError(); err != nil {
@@ -251,13 +251,23 @@ func (target) Card(man *manifests.Manifest) manifests.TargetCard {
 		What:           "the MTP layer and an lm_head as OpenVINO IR",
 		Experts:        "as `[E, out, in]` constants the CPU plugin runs as gather-matmuls (only the top-k experts per token)",
 		HowToRun: []string{
-			"With the OpenVINO runtime (2026.4.1 tested), next to the trunk that produces `hidden_states` (after its final norm) and the embeddings of the next tokens:",
-			"", "```python", "import openvino as ov", "from huggingface_hub import snapshot_download", "",
+			"With the OpenVINO runtime (2026.4.1 tested), next to the trunk that produces `hidden_states` (after its final norm) and the embeddings of the next tokens. " +
+				"This runs as written: stand-ins of the trunk's shapes take the place of its outputs.",
+			"", "```python", "import numpy as np", "import openvino as ov", "from huggingface_hub import snapshot_download", "",
 			"folder = snapshot_download(\"{repo}\")  # or the folder's path",
 			"core = ov.Core()",
 			"layer = core.compile_model(f\"{folder}/" + LayerXML + "\", \"CPU\")",
 			"lm_head = core.compile_model(f\"{folder}/" + LMHeadXML + "\", \"CPU\")",
 			"req = layer.create_infer_request()  # holds the MTP layer's own KV cache; req.reset_state() starts over",
+			"",
+			"# One step over t new tokens: the trunk gives their embeddings (e) and its last hidden states (h_trunk).",
+			fmt.Sprintf("t, hidden = 3, %d", man.Model.HiddenSize),
+			"rng = np.random.default_rng(0)",
+			"e = rng.standard_normal((1, t, hidden)).astype(np.float32)  # stand-in: the embeddings of the next tokens",
+			"h_trunk = rng.standard_normal((1, t, hidden)).astype(np.float32)  # stand-in: the trunk's hidden states",
+			"mask = np.ones((1, t), np.int64)  # every position so far (cached and new)",
+			"pos = np.arange(t, dtype=np.int64)[None]  # the new tokens' positions",
+			"beam = np.zeros(1, np.int32)  # which cache row each sequence continues",
 			"h = req.infer({\"inputs_embeds\": e, \"hidden_states\": h_trunk, \"attention_mask\": mask,",
 			"               \"position_ids\": pos, \"beam_idx\": beam})[\"last_hidden_state\"]",
 			"draft_token = lm_head(h[:, -1:])[\"logits\"].argmax(-1)", "```",
@@ -284,12 +294,12 @@ func rtInfo(p *plan.Plan, m *model.Model, prov targets.Provenance, f model.Forwa
 	return []ov.Attr{
 		{Key: "mtpconv_version", Value: prov.Version},
 		{Key: "mtpconv_source", Value: prov.Source},
-		{Key: "mtpconv_family", Value: m.Family},
+		{Key: "mtpconv_family", Value: m.Family.Name},
 		{Key: "mtpconv_head_precision", Value: p.Options["head_precision"]},
 		{Key: "mtpconv_lm_head_precision", Value: p.Options["lm_head_precision"]},
 		{Key: "mtpconv_group_size", Value: p.Options["group_size"]},
 		{Key: "mtpconv_sym", Value: p.Options["sym"]},
-		{Key: "mtpconv_norm_convention", Value: NormConvention},
+		{Key: "mtpconv_norm_convention", Value: p.NormConvention(m)},
 		{Key: "mtpconv_kv_variables", Value: strings.Join(kv, ",")},
 	}
 }

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/fixtures"
+)
+
+// inspect's plain report and --strict agree on an HF repo: a head-only repo
+// written by --target hf --out is recognised as an mtpconv output whose
+// trunk is the base model's (no problem listed, strict passes), and one
+// whose head lacks a tensor lists it and fails --strict.
+func TestInspectVerdictsAgree(t *testing.T) {
+	t.Parallel()
+	headOnly := filepath.Join(t.TempDir(), "o")
+	exportTo(t, fixtures.Qwen36, headOnly, "--target", "hf")
+	broken := filepath.Join(t.TempDir(), "o")
+	exportTo(t, fixtures.Qwen36, broken, "--target", "hf")
+	dropTensor(t, filepath.Join(broken, "model.safetensors"), "mtp.norm.weight")
+	for _, c := range []struct {
+		name, dir string
+		problems  int
+		output    string // the recognised output's line, "" for a source
+	}{
+		{"head-only hf repo", headOnly, 0, "target hf: the MTP head alone"},
+		{"head-only hf repo without mtp.norm", broken, 1, "target hf: the MTP head alone"},
+		{"the fixture", fixtures.Ensure(t, fixtures.Qwen36), 0, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(t, "inspect", "--json", c.dir)
+			var r struct {
+				ProblemCount int `json:"problem_count"`
+				Output       *struct {
+					HeadOnly bool `json:"head_only"`
+				} `json:"mtpconv_output"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &r); code != 0 || err != nil {
+				t.Fatalf("inspect --json: exit %d, %v: %s", code, err, stderr)
+			}
+			if r.ProblemCount != c.problems || (r.Output != nil && r.Output.HeadOnly) != (c.output != "") {
+				t.Errorf("%d problems, output %+v; want %d problems, recognised %v", r.ProblemCount, r.Output, c.problems, c.output != "")
+			}
+			_, text, _ := runCLI(t, "inspect", c.dir)
+			if !strings.Contains(text, c.output) || (c.output == "") == strings.Contains(text, "output:") {
+				t.Errorf("the text report does not say %q:\n%s", c.output, text)
+			}
+			code, _, stderr = runCLI(t, "inspect", "--strict", c.dir)
+			if want := map[bool]int{true: exitFailure, false: 0}[c.problems > 0]; code != want {
+				t.Errorf("--strict: exit %d, want %d (the plain report lists %d problems): %s", code, want, c.problems, stderr)
+			}
+		})
+	}
+}
+
+// dropTensor rewrites a safetensors file without one of its tensors.
+func dropTensor(t *testing.T, path, name string) {
+	t.Helper()
+	raw, h := readSafetensors(t, path)
+	var entries []st.Entry
+	var data bytes.Buffer
+	for _, ti := range h.Tensors {
+		if ti.Name != name {
+			entries = append(entries, st.Entry{Name: ti.Name, DType: ti.DType, Shape: ti.Shape})
+			data.Write(raw[ti.Begin:ti.End])
+		}
+	}
+	if len(entries) == len(h.Tensors) {
+		t.Fatalf("%s has no %s", path, name)
+	}
+	var out bytes.Buffer
+	w, err := st.NewWriter(&out, entries, h.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
