@@ -65,7 +65,7 @@ func TestFamiliesWithoutRules(t *testing.T) {
 func TestEveryPortedFamilyServes(t *testing.T) {
 	fixturesOf := map[string][]string{}
 	for _, fx := range []string{fixtures.Qwen36, fixtures.Qwen35, fixtures.Qwen36Dense, fixtures.Qwen36FP8, fixtures.Next,
-		fixtures.GLM45, fixtures.GLM47Flash, fixtures.GLM52, fixtures.DeepSeekV3, fixtures.DeepSeekV3FP8, fixtures.DeepSeekV32} {
+		fixtures.GLM45, fixtures.GLM47Flash, fixtures.GLM52, fixtures.GLM53, fixtures.DeepSeekV3, fixtures.DeepSeekV3FP8, fixtures.DeepSeekV32} {
 		t.Run(fx, func(t *testing.T) {
 			src := testmodel.Load(t, fx)
 			fixturesOf[src.Family.Name] = append(fixturesOf[src.Family.Name], fx)
