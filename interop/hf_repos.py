@@ -38,7 +38,7 @@ import numpy as np
 
 FORMS = ("bf16", "w8a8", "w4a16", "gptq", "gptq-moe", "w8a8-bf16-experts")
 GROUP = 128
-QUANTIZED = re.compile(r"^model\.layers\.\d+\.mlp\.((experts\.\d+|shared_expert)\.)?(gate|up|down)_proj$"
+QUANTIZED = re.compile(r"^model\.layers\.\d+\.mlp\.((experts\.\d+|shared_experts?)\.)?(gate|up|down)_proj$"
                        r"|^model\.layers\.\d+\.self_attn\.[qkvo]_proj$")
 EXPERT = re.compile(r"\.mlp\.experts\.\d+\.")
 # The layers the recipes keep bf16 (llm-compressor's ignore for Qwen3-Next-like models).
@@ -161,12 +161,19 @@ def quant_config(form):
             "global_compression_ratio": None, "sparsity_config": {}, "version": "0.17.0"}
 
 
+def head_prefix(cfg):
+    """Where the fixture's MTP head lives: Qwen's mtp.*, or the DeepSeek-style
+    NextN layer at model.layers.{num_hidden_layers} (GLM-4.x, DeepSeek-V3)."""
+    return f"model.layers.{cfg['num_hidden_layers']}." if "num_nextn_predict_layers" in cfg else "mtp."
+
+
 def write_repo(src, dst, form, tokenizer):
     """The head-less repo of the fixture src in the given form, with the tokenizer's files."""
     dst = Path(dst)
     dst.mkdir(parents=True)
     cfg = json.loads((Path(src) / "config.json").read_text())
-    tensors = {k: v for k, v in read_shards(src).items() if not k.startswith("mtp.")}
+    head = head_prefix(cfg)
+    tensors = {k: v for k, v in read_shards(src).items() if not k.startswith(head)}
     if form != "bf16":
         for k in [k for k in tensors if k.endswith(".weight") and QUANTIZED.match(k[:-len(".weight")])]:
             name = k[:-len(".weight")]

