@@ -29,7 +29,7 @@ func TestFamiliesWithoutRules(t *testing.T) {
 		{fixtures.Ling3, "how vLLM's bailing_moe_v3_mtp and SGLang build Ling-3.0's head", true, 1},
 		{fixtures.Step35, "how vLLM's step3p5_mtp and SGLang build Step-3.5/3.7-Flash's heads", true, 3},
 		{fixtures.NemotronHMoE, "how vLLM's nemotron_h_mtp and SGLang build Nemotron-H's head", true, 1},
-		{fixtures.GLM53Flash, "neither vLLM 0.32.0 nor SGLang 0.5.23 has a GLM-5.3-Flash MTP model", false, 1},
+		{fixtures.GLM53Flash, "how SGLang 0.5.23's glm5_next_nextn builds the head", true, 1},
 	} {
 		t.Run(c.fixture, func(t *testing.T) {
 			m := testmodel.Load(t, c.fixture)
