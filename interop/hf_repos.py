@@ -1,8 +1,9 @@
 """Writes the HF repos a user serves with vLLM, from a text-only Qwen3.5
 fixture (internal/fixtures: Qwen3_5MoeForCausalLM, or the dense
-Qwen3_5ForCausalLM), the way quantizers leave
-them: the trunk alone, no mtp.* tensor, the config still declaring
-mtp_num_hidden_layers. Four forms:
+Qwen3_5ForCausalLM) or a GLM-4.x one (its NextN layer at
+model.layers.{num_hidden_layers}, shared_experts), the way quantizers leave
+them: the trunk alone, no head tensor, the config still declaring
+mtp_num_hidden_layers (num_nextn_predict_layers). The forms:
 
 - bf16: the trunk's tensors as they are;
 - w8a8: compressed-tensors int-quantized, int8 weights with one bf16 scale per
