@@ -162,10 +162,14 @@ def quant_config(form):
             "global_compression_ratio": None, "sparsity_config": {}, "version": "0.17.0"}
 
 
-def head_prefix(cfg):
-    """Where the fixture's MTP head lives: Qwen's mtp.*, or the DeepSeek-style
-    NextN layer at model.layers.{num_hidden_layers} (GLM-4.x, DeepSeek-V3)."""
-    return f"model.layers.{cfg['num_hidden_layers']}." if "num_nextn_predict_layers" in cfg else "mtp."
+def head_prefix(cfg, names):
+    """Where the fixture's MTP head lives: under mtp.* (Qwen, Nemotron-H), or
+    the DeepSeek-style NextN layers from model.layers.{num_hidden_layers}
+    (GLM-4.x, DeepSeek-V3, Hy3)."""
+    if any(n.startswith("mtp.") for n in names):
+        return "mtp."
+    n = cfg["num_hidden_layers"]
+    return tuple(f"model.layers.{n + j}." for j in range(cfg.get("num_nextn_predict_layers", 1)))
 
 
 def write_repo(src, dst, form, tokenizer):
@@ -173,8 +177,9 @@ def write_repo(src, dst, form, tokenizer):
     dst = Path(dst)
     dst.mkdir(parents=True)
     cfg = json.loads((Path(src) / "config.json").read_text())
-    head = head_prefix(cfg)
-    tensors = {k: v for k, v in read_shards(src).items() if not k.startswith(head)}
+    tensors = read_shards(src)
+    head = head_prefix(cfg, tensors)
+    tensors = {k: v for k, v in tensors.items() if not k.startswith(head)}
     if form != "bf16":
         for k in [k for k in tensors if k.endswith(".weight") and QUANTIZED.match(k[:-len(".weight")])]:
             name = k[:-len(".weight")]
