@@ -16,6 +16,8 @@ import (
 // deepseekV32Family is the family's descriptor.
 var deepseekV32Family = &Family{
 	Name: "deepseek_v32", Title: dsv32.name,
+	Docs:       "docs/deepseek.md",
+	Layout:     "DeepSeek-V3.2: the DSA indexer (its tables in `deepseek.go`)",
 	ModelTypes: []string{"deepseek_v32"}, Arch: "DeepseekV32ForCausalLM",
 	ParseConfig: parseDeepSeekV32, Spec: specDeepSeekV32,
 	MLX: MLXSpec{CombinedRefusal: deepseekCombinedRefusal(dsv32.name)},

@@ -24,6 +24,20 @@ var unsupportedFamilies = []struct {
 	{[]string{"Qwen4ExpForCausalLM", "Qwen4ExpForConditionalGeneration"}, "Qwen4Exp", "llama.cpp's converter does not export its head and has no draft graph for it"},
 }
 
+// Unsupported is a family mtpconv knows and refuses by name: the name its
+// users know and what it lacks.
+type Unsupported struct{ Name, Why string }
+
+// UnsupportedFamilies lists the families refused by name, in the order of
+// the table (the docs render it).
+func UnsupportedFamilies() []Unsupported {
+	var out []Unsupported
+	for _, f := range unsupportedFamilies {
+		out = append(out, Unsupported{f.name, f.why})
+	}
+	return out
+}
+
 // unsupportedFamily is the refusal of a known family mtpconv does not convert.
 func unsupportedFamily(id Identity) error {
 	for _, f := range unsupportedFamilies {
