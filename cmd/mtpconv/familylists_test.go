@@ -143,14 +143,3 @@ func TestFamilyLists(t *testing.T) {
 		}
 	}
 }
-
-// The CLI's description names every family from the registry.
-func TestHelpNamesEveryFamily(t *testing.T) {
-	t.Parallel()
-	d := appDescription()
-	for _, f := range model.Registered() {
-		if !strings.Contains(d, f.Title+" ("+f.Name+")") {
-			t.Errorf("--help's description does not name %s", f.Name)
-		}
-	}
-}
