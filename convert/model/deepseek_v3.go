@@ -17,7 +17,7 @@ import (
 var deepseekV3Family = &Family{
 	Name: "deepseek_v3", Title: dsv3.name,
 	Docs:       "docs/deepseek.md",
-	Layout:     "DeepSeek-V3/V3.1/R1, a `deepseekFamily` of the lineage in `deepseek.go`: MLA, deepseek2's GGUF keys",
+	Layout:     "a `deepseekFamily` of the lineage in `deepseek.go`: MLA, deepseek2's GGUF keys",
 	ModelTypes: []string{"deepseek_v3"}, Arch: "DeepseekV3ForCausalLM",
 	ParseConfig: parseDeepSeekV3, Spec: specDeepSeekV3,
 	MLX: MLXSpec{CombinedRefusal: deepseekCombinedRefusal(dsv3.name)},

@@ -17,7 +17,7 @@ import (
 var deepseekV32Family = &Family{
 	Name: "deepseek_v32", Title: dsv32.name,
 	Docs:       "docs/deepseek.md",
-	Layout:     "DeepSeek-V3.2: the DSA indexer (its tables in `deepseek.go`)",
+	Layout:     "a `deepseekFamily` with the DSA indexer (its tables in `deepseek.go`)",
 	ModelTypes: []string{"deepseek_v32"}, Arch: "DeepseekV32ForCausalLM",
 	ParseConfig: parseDeepSeekV32, Spec: specDeepSeekV32,
 	MLX: MLXSpec{CombinedRefusal: deepseekCombinedRefusal(dsv32.name)},

@@ -9,7 +9,7 @@ package model
 var glm4MoeFamily = &Family{
 	Name: "glm4_moe", Title: glm45.name,
 	Docs:       "docs/glm.md",
-	Layout:     "GLM-4.5/4.6/4.7, a `deepseekFamily` (GQA, the NextN layer in the layer list)",
+	Layout:     "a `deepseekFamily` (GQA, the NextN layer in the layer list)",
 	ModelTypes: []string{"glm4_moe"}, Arch: "Glm4MoeForCausalLM",
 	ParseConfig: parseGLM4Moe, Spec: specGLM4Moe,
 	MLX: MLXSpec{CombinedRefusal: deepseekCombinedRefusal(glm45.name)},

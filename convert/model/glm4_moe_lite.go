@@ -11,7 +11,7 @@ import "strings"
 var glm4MoeLiteFamily = &Family{
 	Name: "glm4_moe_lite", Title: glm47Flash.name,
 	Docs:       "docs/glm.md",
-	Layout:     "GLM-4.7-Flash, a `deepseekFamily` with MLA (deepseek2's GGUF layout), mlx-vlm's `glm4_moe_lite_mtp` drafter",
+	Layout:     "a `deepseekFamily` with MLA (deepseek2's GGUF layout), mlx-vlm's `glm4_moe_lite_mtp` drafter",
 	ModelTypes: []string{"glm4_moe_lite"}, Arch: "Glm4MoeLiteForCausalLM",
 	ParseConfig: parseGLM4MoeLite, Spec: specGLM4MoeLite,
 	MLX: MLXSpec{

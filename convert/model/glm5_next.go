@@ -26,7 +26,7 @@ import (
 var glm5NextFamily = &Family{
 	Name: "glm5_next", Title: glm53Flash.name,
 	Docs:       "docs/glm5-next.md",
-	Layout:     "GLM-5.3-Flash: its KDA/MLA trunk with mHC streams, mlx-vlm's `glm5_next_mtp` drafter only",
+	Layout:     "its KDA/MLA trunk with mHC streams, mlx-vlm's `glm5_next_mtp` drafter only",
 	ModelTypes: []string{"glm5_next", "glm5_next_text"}, Arch: "Glm5NextForConditionalGeneration",
 	ParseConfig: parseGLM5Next, Spec: specGLM5Next,
 	MLX: MLXSpec{

@@ -24,7 +24,7 @@ import (
 var glmMoeDsaFamily = &Family{
 	Name: "glm_moe_dsa", Title: glm52.name,
 	Docs:       "docs/glm5.2.md",
-	Layout:     "GLM-5.2: MLA with the DSA indexer per `indexer_types`",
+	Layout:     "MLA with the DSA indexer per `indexer_types`",
 	ModelTypes: []string{"glm_moe_dsa"}, Arch: "GlmMoeDsaForCausalLM",
 	ParseConfig: parseGLMMoeDsa, Spec: specGLMMoeDsa,
 	MLX: MLXSpec{

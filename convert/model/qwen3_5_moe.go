@@ -7,7 +7,7 @@ package model
 var qwen35MoEFamily = hybridFamily(Family{
 	Name: "qwen3_5_moe", Title: "Qwen3.5/3.6 MoE",
 	Docs:       "docs/qwen.md",
-	Layout:     "Qwen3.5/3.6-MoE (fused or per-expert experts, nested `text_config`) on the hybrid decoder of `qwen_hybrid.go`",
+	Layout:     "fused or per-expert experts, nested `text_config`, on the hybrid decoder of `qwen_hybrid.go`",
 	ModelTypes: []string{"qwen3_5_moe", "qwen3_5_moe_text"}, Arch: "Qwen3_5Moe",
 	Spec: specQwen35,
 }, "qwen35moe", "qwen35", true, "qwen3_5_mtp")

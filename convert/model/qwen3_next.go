@@ -7,7 +7,7 @@ var qwen3NextFamily = func() *Family {
 	f := hybridFamily(Family{
 		Name: "qwen3_next", Title: "Qwen3-Next",
 		Docs:       "docs/qwen.md",
-		Layout:     "Qwen3-Next (flat config without an MTP count, per-expert experts) on the hybrid decoder of `qwen_hybrid.go`",
+		Layout:     "a flat config without an MTP count, per-expert experts, on the hybrid decoder of `qwen_hybrid.go`",
 		ModelTypes: []string{"qwen3_next"}, Arch: "Qwen3Next",
 		Spec: specQwen3Next,
 	}, "qwen3next", "qwen2", false, "qwen3_next_mtp")
