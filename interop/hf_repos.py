@@ -1,8 +1,9 @@
 """Writes the HF repos a user serves with vLLM, from a text-only Qwen3.5
 fixture (internal/fixtures: Qwen3_5MoeForCausalLM, or the dense
-Qwen3_5ForCausalLM), the way quantizers leave
-them: the trunk alone, no mtp.* tensor, the config still declaring
-mtp_num_hidden_layers. Four forms:
+Qwen3_5ForCausalLM) or a GLM-4.x one (its NextN layer at
+model.layers.{num_hidden_layers}, shared_experts), the way quantizers leave
+them: the trunk alone, no head tensor, the config still declaring
+mtp_num_hidden_layers (num_nextn_predict_layers). The forms:
 
 - bf16: the trunk's tensors as they are;
 - w8a8: compressed-tensors int-quantized, int8 weights with one bf16 scale per
@@ -38,8 +39,11 @@ import numpy as np
 
 FORMS = ("bf16", "w8a8", "w4a16", "gptq", "gptq-moe", "w8a8-bf16-experts")
 GROUP = 128
-QUANTIZED = re.compile(r"^model\.layers\.\d+\.mlp\.((experts\.\d+|shared_expert)\.)?(gate|up|down)_proj$"
-                       r"|^model\.layers\.\d+\.self_attn\.[qkvo]_proj$")
+QUANTIZED = re.compile(r"^model\.layers\.\d+\.mlp\.((experts\.\d+|shared_experts?)\.)?(gate|up|down)_proj$"
+                       r"|^model\.layers\.\d+\.self_attn\.([qkvo]|q_a|q_b|kv_a)_proj(_with_mqa)?$")
+# Multi-head latent attention (DeepSeek-V3, GLM-4.7-Flash): kv_b_proj, which
+# vLLM's MLA absorbs into the attention, stays bf16 and ignored.
+MLA_IGNORE = ["re:.*kv_b_proj$"]
 EXPERT = re.compile(r"\.mlp\.experts\.\d+\.")
 # The layers the recipes keep bf16 (llm-compressor's ignore for Qwen3-Next-like models).
 CT_IGNORE = ["lm_head", "re:.*mlp.gate$", "re:.*mlp.shared_expert_gate$", "re:.*linear_attn.*"]
@@ -161,12 +165,24 @@ def quant_config(form):
             "global_compression_ratio": None, "sparsity_config": {}, "version": "0.17.0"}
 
 
+def head_prefix(cfg, names):
+    """Where the fixture's MTP head lives: under mtp.* (Qwen, Nemotron-H), or
+    the DeepSeek-style NextN layers from model.layers.{num_hidden_layers}
+    (GLM-4.x, DeepSeek-V3, Hy3)."""
+    if any(n.startswith("mtp.") for n in names):
+        return "mtp."
+    n = cfg["num_hidden_layers"]
+    return tuple(f"model.layers.{n + j}." for j in range(cfg.get("num_nextn_predict_layers", 1)))
+
+
 def write_repo(src, dst, form, tokenizer):
     """The head-less repo of the fixture src in the given form, with the tokenizer's files."""
     dst = Path(dst)
     dst.mkdir(parents=True)
     cfg = json.loads((Path(src) / "config.json").read_text())
-    tensors = {k: v for k, v in read_shards(src).items() if not k.startswith("mtp.")}
+    tensors = read_shards(src)
+    head = head_prefix(cfg, tensors)
+    tensors = {k: v for k, v in tensors.items() if not k.startswith(head)}
     if form != "bf16":
         for k in [k for k in tensors if k.endswith(".weight") and QUANTIZED.match(k[:-len(".weight")])]:
             name = k[:-len(".weight")]
@@ -176,6 +192,8 @@ def write_repo(src, dst, form, tokenizer):
             assert dt == "BF16", (k, dt)
             tensors.update(quantize(name, bf16_to_f32(data, shape), form))
         cfg["quantization_config"] = quant_config(form)
+        if "kv_lora_rank" in cfg:
+            cfg["quantization_config"]["ignore"] += MLA_IGNORE
     # Two shards, split where the fixture's layers 0-1 end, and their index.
     first = {k: v for k, v in tensors.items() if re.match(r"model\.(embed_tokens|layers\.[01]\.)", k)}
     parts = [first, {k: v for k, v in tensors.items() if k not in first}]
@@ -190,4 +208,39 @@ def write_repo(src, dst, form, tokenizer):
     (dst / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
     for f in sorted(Path(tokenizer).iterdir()):
         shutil.copyfile(f, dst / f.name)
+    return dst
+
+
+def widen_mla(src, dst, kv_lora=512, rope=64, seed=0):
+    """The DeepSeek-style MLA fixture src (every layer's attention output
+    projection zeroed by the rig) at the one latent size vLLM's CPU MLA
+    backends take (kv_lora_rank 512, qk_rope_head_dim 64): the latent
+    projections and q_b_proj redrawn at those sizes (seeded; the attention
+    they feed is multiplied by a zero o_proj, so the rig holds), the
+    kv_a_layernorm ones, every other tensor as it is; one safetensors file,
+    the config's two keys changed, the fixture's other files copied."""
+    src, dst = Path(src), Path(dst)
+    dst.mkdir(parents=True)
+    cfg = json.loads((src / "config.json").read_text())
+    heads, nope, v = cfg["num_attention_heads"], cfg["qk_nope_head_dim"], cfg["v_head_dim"]
+    h, ql = cfg["hidden_size"], cfg["q_lora_rank"]
+    shapes = {"self_attn.q_b_proj.weight": (heads * (nope + rope), ql),
+              "self_attn.kv_a_proj_with_mqa.weight": (kv_lora + rope, h),
+              "self_attn.kv_b_proj.weight": (heads * (nope + v), kv_lora)}
+    rng = np.random.default_rng(seed)
+    tensors = read_shards(src)
+    for k in sorted(tensors):
+        leaf = k.split(".", 3)[-1] if k.startswith("model.layers.") else ""
+        if leaf in shapes:
+            _, o_shape, o_data = tensors[k.replace(leaf, "self_attn.o_proj.weight")]
+            assert not np.any(bf16_to_f32(o_data, o_shape)), k  # the rig zeroes the attention's output
+            tensors[k] = ("BF16", list(shapes[leaf]), f32_to_bf16(rng.normal(0, 0.02, shapes[leaf])).tobytes())
+        elif leaf == "self_attn.kv_a_layernorm.weight":
+            tensors[k] = ("BF16", [kv_lora], f32_to_bf16(np.ones(kv_lora)).tobytes())
+    write_safetensors(dst / "model.safetensors", tensors)
+    cfg.update(kv_lora_rank=kv_lora, qk_rope_head_dim=rope)
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    for f in sorted(src.iterdir()):
+        if f.name != "config.json" and not f.name.startswith("model"):
+            shutil.copyfile(f, dst / f.name)
     return dst

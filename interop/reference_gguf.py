@@ -8,11 +8,11 @@ torch, which lives only in a separate, pinned environment:
         transformers==5.24.0 'protobuf<5' safetensors==0.8.0 jinja2
     go run ./cmd/mkfixtures qwen3.6-moe-tiny qwen3.5-moe-tiny qwen3-next-tiny qwen3.6-dense-tiny \
         qwen3.6-moe-genai qwen3.6-dense-genai glm4.5-moe-tiny glm4.7-flash-tiny deepseek-v3-tiny deepseek-v3.2-tiny \
-        glm5.2-tiny step3.5-flash-tiny step3.7-flash-tiny hy3-tiny ling3-tiny ling3-tiny-rigged nemotron-h-moe-tiny nemotron-h-moe-tiny-rigged \
+        glm5.2-tiny glm5.3-tiny step3.5-flash-tiny step3.7-flash-tiny hy3-tiny ling3-tiny ling3-tiny-rigged nemotron-h-moe-tiny nemotron-h-moe-tiny-rigged \
         mimo-v2.5-tiny mimo-v2.5-fp8-tiny
     "$VENV/bin/python" interop/reference_gguf.py LLAMA_CPP_DIR [FIXTURE...]
 
-(deepseek-v3-tiny's, deepseek-v3.2-tiny's, glm5.2-tiny's, glm5-tiny's (a VARIANTS entry: glm5.2-tiny's config edited; 2026-12-03), step3.5-flash-tiny's, step3.7-flash-tiny's, hy3-tiny's, ling3-tiny's and nemotron-h-moe-tiny's
+(deepseek-v3-tiny's, deepseek-v3.2-tiny's, glm5.2-tiny's, glm5-tiny's (a VARIANTS entry: glm5.2-tiny's config edited; 2026-12-03), glm5.3-tiny's (2026-12-03, its block-FP8 weights dequantized by the converter), step3.5-flash-tiny's, step3.7-flash-tiny's, hy3-tiny's, ling3-tiny's and nemotron-h-moe-tiny's
 (+ -rigged) records and the mimo-v2.5 ones were made with torch 2.13.0 and transformers 5.19.0, the vLLM CPU venv of scripts/setup-vllm.sh: the
 converter reads the same config keys either way. The Nemotron-H fixtures carry the test tokenizer themselves; their
 pre-tokenizer is answered as pixtral, and their --no-mtp trunks, committed, are the Mamba-2 trunks
@@ -69,7 +69,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = {"qwen3.6-moe-tiny": "qwen35", "qwen3.5-moe-tiny": "qwen35", "qwen3-next-tiny": "qwen2",
             "qwen3.6-dense-tiny": "qwen35", "glm4.5-moe-tiny": "glm4", "glm4.7-flash-tiny": "glm4",
             "glm4.5-moe-tiny-rigged": "glm4", "glm4.7-flash-tiny-rigged": "glm4", "deepseek-v3.2-tiny": "deepseek-v3",
-            "glm5.2-tiny": "glm4", "step3.5-flash-tiny": "deepseek-v3",
+            "glm5.2-tiny": "glm4", "glm5.3-tiny": "glm4", "step3.5-flash-tiny": "deepseek-v3",
             "step3.7-flash-tiny": "deepseek-v3", "hy3-tiny": "hy_v4", "ling3-tiny": "bailingmoe2", "ling3-tiny-rigged": "bailingmoe2",
             "nemotron-h-moe-tiny": "pixtral", "nemotron-h-moe-tiny-rigged": "pixtral",
             "mimo-v2.5-tiny": "qwen2", "mimo-v2.5-fp8-tiny": "qwen2"}
@@ -82,7 +82,7 @@ VARIANTS = {"glm5-tiny": ("glm5.2-tiny", lambda c: {**{k: v for k, v in c.items(
 FIXTURES["glm5-tiny"] = "glm4"
 # Fixtures with their own tokenizer, also converted without --mtp (bundled).
 OWN_TOKENIZER = {"glm4.5-moe-tiny", "glm4.7-flash-tiny", "glm4.5-moe-tiny-rigged", "glm4.7-flash-tiny-rigged", "deepseek-v3-tiny",
-                 "deepseek-v3.2-tiny", "glm5.2-tiny", "step3.5-flash-tiny", "step3.7-flash-tiny", "hy3-tiny", "ling3-tiny", "ling3-tiny-rigged",
+                 "deepseek-v3.2-tiny", "glm5.2-tiny", "glm5.3-tiny", "step3.5-flash-tiny", "step3.7-flash-tiny", "hy3-tiny", "ling3-tiny", "ling3-tiny-rigged",
                  "nemotron-h-moe-tiny", "nemotron-h-moe-tiny-rigged",
                  "mimo-v2.5-tiny"}
 OUTTYPES = ["bf16", "f16"]
@@ -93,7 +93,7 @@ OUTTYPES = ["bf16", "f16"]
 TRUNK_ONLY = {"deepseek-v3-tiny": "deepseek-v3"}
 # Fixtures of FIXTURES whose --no-mtp trunk is committed too (FIXTURE-nomtp-bf16.gguf)
 # and whose bundled records carry the whole file's sha256, for --graft.
-WITH_TRUNK = {"deepseek-v3.2-tiny", "glm5.2-tiny", "step3.5-flash-tiny", "step3.7-flash-tiny", "hy3-tiny", "ling3-tiny", "ling3-tiny-rigged",
+WITH_TRUNK = {"deepseek-v3.2-tiny", "glm5.2-tiny", "glm5.3-tiny", "step3.5-flash-tiny", "step3.7-flash-tiny", "hy3-tiny", "ling3-tiny", "ling3-tiny-rigged",
               "nemotron-h-moe-tiny", "nemotron-h-moe-tiny-rigged", "mimo-v2.5-tiny"}
 # Fixtures small enough to commit their --no-mtp trunk GGUF.
 TRUNKS = {"qwen3.6-moe-genai": "qwen35", "qwen3.6-dense-genai": "qwen35"}

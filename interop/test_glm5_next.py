@@ -21,22 +21,16 @@ import mlx.core as mx
 import pytest
 
 from conftest import export
+from mlx_vlm_loop import NEW_TOKENS, PROMPT, acceptance, bf16_drafters, fp8_drafters, greedy as run, load_drafter as load_ours, load_trunk as load_mlx_vlm_trunk, make_fixtures
 from test_glm import QUANTIZED, assert_same_drafter
 
 FIXTURES = {"plain": "glm5.3-flash-tiny", "rigged": "glm5.3-flash-tiny-rigged",
             "fp8": "glm5.3-flash-fp8-tiny", "fp8-dequant": "glm5.3-flash-fp8-dequant-tiny"}
-PROMPT = [3, 17, 200, 33, 4, 99, 250, 11]
-NEW_TOKENS = 48
 
 
 @pytest.fixture(scope="module")
 def dirs():
-    import subprocess
-    from pathlib import Path
-    from conftest import ROOT
-    res = subprocess.run(["go", "run", "./cmd/mkfixtures", *FIXTURES.values()], cwd=ROOT, check=True,
-                         capture_output=True, text=True)
-    return dict(zip(FIXTURES, [Path(p) for p in res.stdout.split()]))
+    return make_fixtures(FIXTURES)
 
 
 def test_drafter_equals_mlx_vlm_splitter(mtpconv, dirs, tmp_path):
@@ -44,15 +38,7 @@ def test_drafter_equals_mlx_vlm_splitter(mtpconv, dirs, tmp_path):
     tensor and key for key, and mlx-vlm's load_drafter takes both."""
     from mlx_vlm.speculative.drafters import load_drafter
     from mlx_vlm.speculative.drafters.glm5_next_mtp.split import split_glm5_next_mtp
-    import shutil
-    src = tmp_path / "src"
-    shutil.copytree(dirs["plain"], src)
-    # config.json as transformers writes it (Python's float literals: 1e-05),
-    # so that the drafter's config.json compares byte for byte too.
-    cfg = json.loads((src / "config.json").read_text())
-    (src / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
-    ref = split_glm5_next_mtp(str(src), str(tmp_path / "ref"))
-    ours = export(mtpconv, src, tmp_path / "ours", "--target", "mlx")
+    ours, ref = bf16_drafters(mtpconv, dirs["plain"], tmp_path, split_glm5_next_mtp)
     got = assert_same_drafter(ours, ref)
     assert (ours / "config.json").read_bytes() == (ref / "config.json").read_bytes()
     cfg = json.loads((ours / "config.json").read_text())
@@ -89,24 +75,10 @@ def test_quantized_drafter_equals_mlx_vlm_splitter(mtpconv, dirs, tmp_path, prec
 
 
 def load_trunk(folder):
-    """mlx-vlm's glm5_next model of the fixture, loaded strictly (every
-    language-model parameter from the checkpoint; mlx-vlm drops the vision
-    tower a checkpoint has no weights for), in float32 (MLX's CPU backend has
-    no bf16 gather-matmul for the experts)."""
-    from mlx_vlm.utils import load_model
-    model = load_model(folder, strict=True)
-    assert model.vision_tower is None and len(model.language_model.layers) == 4
-    model.set_dtype(mx.float32)
+    """mlx-vlm's glm5_next model of the fixture (mlx_vlm_loop.load_trunk)."""
+    model = load_mlx_vlm_trunk(folder)
+    assert len(model.language_model.layers) == 4
     return model
-
-
-def run(model, drafter=None):
-    from mlx_vlm.generate.ar import generate_step
-    kw = dict(draft_model=drafter, draft_kind="mtp") if drafter is not None else {}
-    out = []
-    for tok, _ in generate_step(mx.array([PROMPT]), model, None, None, max_tokens=NEW_TOKENS, temperature=0.0, **kw):
-        out.append(int(tok.item()) if hasattr(tok, "item") else int(tok))
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -119,14 +91,11 @@ def rigged_trunk(dirs):
 def test_mlx_vlm_drafts_with_rigged_head(mtpconv, dirs, rigged_trunk, tmp_path, prec):
     """mlx-vlm's own MTP loop drafts with our drafter next to its trunk: the
     greedy tokens equal the no-draft ones and nearly every draft is accepted."""
-    from mlx_vlm.speculative.drafters import load_drafter
     model, want = rigged_trunk
     ours = export(mtpconv, dirs["rigged"], tmp_path / "ours", "--target", "mlx", "--head-precision", prec)
-    drafter, kind = load_drafter(str(ours))
-    assert kind == "mtp"
-    drafter.set_dtype(mx.float32)
+    drafter = load_ours(ours)
     got = run(model, drafter)
-    drafted, accepted = sum(drafter.draft_lens), sum(drafter.accept_lens)
+    drafted, accepted = acceptance(drafter)
     print(f"glm5_next rigged {prec}: drafted {drafted}, accepted {accepted}, acceptance {accepted / max(drafted, 1):.3f}")
     assert got == want
     assert drafted >= NEW_TOKENS // 2 and accepted >= 0.95 * drafted, (drafted, accepted)
@@ -139,30 +108,16 @@ def test_mlx_vlm_drafts_with_rigged_head(mtpconv, dirs, rigged_trunk, tmp_path, 
 def test_unrigged_head_is_rejected(mtpconv, dirs, tmp_path):
     """The rigged acceptance above can fail: on the plain fixture (random
     weights) mlx-vlm accepts few of the same drafter's drafts."""
-    from mlx_vlm.speculative.drafters import load_drafter
     model = load_trunk(dirs["plain"])
-    ours = export(mtpconv, dirs["plain"], tmp_path / "ours", "--target", "mlx")
-    drafter, _ = load_drafter(str(ours))
-    drafter.set_dtype(mx.float32)
+    drafter = load_ours(export(mtpconv, dirs["plain"], tmp_path / "ours", "--target", "mlx"))
     assert run(model, drafter) == run(model)
     assert sum(drafter.accept_lens) < 0.5 * sum(drafter.draft_lens), (drafter.accept_lens, drafter.draft_lens)
 
 
 def test_fp8_source(mtpconv, dirs, tmp_path):
-    from mlx_vlm.speculative.drafters import load_drafter
     from mlx_vlm.speculative.drafters.glm5_next_mtp.split import split_glm5_next_mtp
-    a = export(mtpconv, dirs["fp8"], tmp_path / "fp8", "--target", "mlx")
-    b = export(mtpconv, dirs["fp8-dequant"], tmp_path / "dequant", "--target", "mlx")
-    assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
-    assert (a / "config.json").read_bytes() == (b / "config.json").read_bytes()
-    with mx.stream(mx.cpu):
-        ref = split_glm5_next_mtp(str(dirs["fp8"]), str(tmp_path / "ref"))
-    ours = export(mtpconv, dirs["fp8"], tmp_path / "ours", "--target", "mlx", "--head-precision", "fp8", "--mlx-rounding", "cpu")
-    got = assert_same_drafter(ours, ref)
-    assert json.loads((ours / "config.json").read_text())["quantization"]["mode"] == "mxfp8"
+    got = assert_same_drafter(*fp8_drafters(mtpconv, dirs["fp8"], dirs["fp8-dequant"], tmp_path, split_glm5_next_mtp))
     assert got["mtp_block.self_attn.qkv_a_proj.weight"].dtype == mx.uint32
-    for folder in (a, ours):
-        assert load_drafter(str(folder))[1] == "mtp"
 
 
 @pytest.mark.parametrize("prec", ["bf16", "int8"])

@@ -1,8 +1,11 @@
-"""GLM-5.2 (GlmMoeDsaForCausalLM): the NextN layer as llama.cpp's glm-dsa
+"""GLM-5.2 and GLM-5.3 (GlmMoeDsaForCausalLM): the NextN layer as llama.cpp's glm-dsa
 sidecar and as mlx-vlm's glm_moe_dsa_mtp drafter, on the glm5.2-tiny fixtures
 (DeepSeek-V3.2's layout under GLM's tokenizer, indexer_types ["full",
 "shared"]: layer 1 has no indexer, the NextN layer has its own; the NextN
-layer without its own embedding or shared head, as in the release).
+layer without its own embedding or shared head, as in the release) and the
+glm5.3-tiny ones (the same under GLM-5.3's config keys, stored in block FP8 as
+its release; neither llama.cpp's trunk writer here nor mlx-vlm reads FP8, so
+their trunks are made from the dequantized twins, the heads from the FP8 files).
 
 llama.cpp (glm-dsa's MTP graph runs dense MLA, the indexer unused; the trunk's
 sparse attention is dense at the fixture's index_topk):
@@ -41,9 +44,13 @@ from test_glm import QUANTIZED, assert_same_drafter  # what mlx-vlm's splitters 
 from test_glm_gguf import TOKENS, mtp_logits  # noqa: F401  (session fixture)
 from test_gguf import ggtrunk, llama_bin  # noqa: F401  (session fixtures)
 
-GLM52 = {"plain": "glm5.2-tiny", "rigged": "glm5.2-tiny-rigged"}
+GLM = {"plain": "glm5.2-tiny", "rigged": "glm5.2-tiny-rigged", "5.3": "glm5.3-tiny", "5.3-rigged": "glm5.3-tiny-rigged",
+       "5.3-dequant": "glm5.3-dequant-tiny", "5.3-dequant-rigged": "glm5.3-dequant-tiny-rigged"}
+# The fixture a trunk is made of: an FP8 release's dequantized twin.
+TRUNK_OF = {"5.3": "5.3-dequant", "5.3-rigged": "5.3-dequant-rigged"}
 
-family = nextn_gguf.family_fixture(GLM52, lambda ggtrunk, key, src, d: ggtrunk_of(ggtrunk, src, d / "trunk.gguf"))
+family = nextn_gguf.family_fixture(
+    GLM, lambda ggtrunk, key, src, d: ggtrunk_of(ggtrunk, src.parent / GLM[TRUNK_OF.get(key, key)], d / "trunk.gguf"))
 
 
 @pytest.fixture(scope="module")
@@ -53,14 +60,20 @@ def dsa_dirs(family):
 
 # --- llama.cpp ---
 
+# GLM-5.3's FP8 head at F16 is written from the exact dequantized weights, as the
+# converter's --outtype f16 is (the Go reference test compares the two), not
+# through bf16 as llama-quantize of our bf16 file would: F16 is left out here.
+FP8_QUANTIZED = [(k, a) for k, a in every_type("5.3") if a[2] != "F16"]
+
 test_quantized_equals_llama_quantize, test_llama_drafts, test_rigged_acceptance = nextn_gguf.llama_tests(
-    GLM52, quantized=every_type("plain"), drafts=["plain"], rigged=["rigged"])
+    GLM, quantized=every_type("plain") + FP8_QUANTIZED, drafts=["plain", "5.3"], rigged=["rigged", "5.3-rigged"])
 
 
-def test_llama_nextn_logits_equal_reference(family, mtp_logits):
-    got = run_mtp_logits(mtp_logits, family.trunk("plain"), family.bf16("plain"), TOKENS)
+@pytest.mark.parametrize("key", ["plain", "5.3"])
+def test_llama_nextn_logits_equal_reference(family, mtp_logits, key):
+    got = run_mtp_logits(mtp_logits, family.trunk(key), family.bf16(key), TOKENS)
     h, mtp = np.array(got["h"]), np.array(got["mtp"])
-    ref = GLMReference(family.src("plain"))
+    ref = GLMReference(family.src(TRUNK_OF.get(key, key)))
     pos = np.arange(len(TOKENS))
     _, want_trunk = ref.trunk(TOKENS, pos)
     np.testing.assert_allclose(np.array(got["trunk"]), want_trunk, rtol=0, atol=2e-2 * np.abs(want_trunk).max())
@@ -71,11 +84,12 @@ def test_llama_nextn_logits_equal_reference(family, mtp_logits):
 
 # --- mlx-vlm ---
 
-def test_mlx_vlm_trunk_equals_reference(dsa_dirs):
+@pytest.mark.parametrize("key", ["plain", "5.3-dequant"])
+def test_mlx_vlm_trunk_equals_reference(dsa_dirs, key):
     from mlx.utils import tree_flatten
     from mlx_lm.utils import load_model as mlx_lm_load
     from mlx_vlm.utils import load_model
-    folder = dsa_dirs["plain"]
+    folder = dsa_dirs[key]
     model = load_model(folder, strict=True)
     params = dict(tree_flatten(model.parameters()))
     assert [k for k in params if ".indexer.wk." in k] == ["language_model.model.layers.0.self_attn.indexer.wk.weight"]
@@ -122,6 +136,39 @@ def test_drafter_equals_mlx_vlm_splitter(mtpconv, dsa_dirs, tmp_path):
     for folder in (ours, ref):
         drafter, kind = load_drafter(str(folder))
         assert kind == "mtp" and type(drafter).__name__ == "GlmMoeDsaMTPDraftModel"
+
+
+def test_fp8_release_drafter_equals_splitter_of_dequantized(mtpconv, dsa_dirs, tmp_path):
+    """GLM-5.3's block-FP8 release: our drafter folder (bf16) is byte for byte
+    what mlx-vlm's splitter writes from the release dequantized (each FP8
+    weight code x scale, bf16-exact, stored bf16 as the release's other
+    weights), config.json key for key; it equals our drafter of the
+    dequantized twin. The splitter fed the FP8 files itself writes a folder
+    load_drafter refuses (its per-expert .scales are not stacked with the
+    experts), which is why the comparison is on the dequantized weights."""
+    from safetensors import safe_open
+    from mlx_vlm.speculative.drafters import load_drafter
+    from mlx_vlm.speculative.drafters.glm_moe_dsa_mtp.split import split_glm_moe_dsa_mtp
+    fp8, twin = dsa_dirs["5.3"], dsa_dirs["5.3-dequant"]
+    src = tmp_path / "dequant-bf16"
+    shutil.copytree(twin, src)
+    for shard in fp8.glob("*.safetensors"):
+        with safe_open(str(shard), "np") as f:
+            codes = {k for k in f.keys() if f.get_slice(k).get_dtype() == "F8_E4M3"}
+        w = mx.load(str(src / shard.name))
+        assert codes and all(w[k].dtype == mx.float32 for k in codes)
+        mx.save_safetensors(str(src / shard.name), {k: v.astype(mx.bfloat16) if k in codes else v for k, v in w.items()},
+                            metadata={"format": "pt"})
+    ref = split_glm_moe_dsa_mtp(str(src), str(tmp_path / "ref"))
+    ours = export(mtpconv, fp8, tmp_path / "ours", "--target", "mlx")
+    got = assert_same_drafter(ours, ref)
+    assert "mtp.self_attn.indexer.wk.weight" in got and not [k for k in got if "scale" in k]
+    twin_out = export(mtpconv, twin, tmp_path / "twin", "--target", "mlx")
+    assert (twin_out / "model.safetensors").read_bytes() == (ours / "model.safetensors").read_bytes()
+    assert load_drafter(str(ours))[1] == "mtp"
+    raw = split_glm_moe_dsa_mtp(str(fp8), str(tmp_path / "raw"))
+    with pytest.raises(ValueError, match=r"(?s)parameters not in model.*experts\.0\..*scales"):
+        load_drafter(str(raw))
 
 
 def test_drafter_config_bytes_equal_splitter(mtpconv, dsa_dirs, tmp_path):
@@ -176,23 +223,25 @@ def mlx_drafting(trunk_dir, drafter_dir, prompt="hello world", n=48):
 
 
 @pytest.mark.parametrize("precision", ["bf16", "int8", "int4"])
-def test_mlx_vlm_drafts_rigged(mtpconv, dsa_dirs, tmp_path, precision):
-    src = dsa_dirs["rigged"]
+@pytest.mark.parametrize("key", ["rigged", "5.3-rigged"])
+def test_mlx_vlm_drafts_rigged(mtpconv, dsa_dirs, tmp_path, key, precision):
+    src = dsa_dirs[key]
     out = export(mtpconv, src, tmp_path / "drafter", "--target", "mlx", "--head-precision", precision)
-    alone, text, drafted_n, accepted = mlx_drafting(src, out)
-    print(f"mlx-vlm rigged {GLM52['rigged']} {precision}: drafted {drafted_n}, accepted {accepted}")
+    alone, text, drafted_n, accepted = mlx_drafting(dsa_dirs[TRUNK_OF.get(key, key)], out)
+    print(f"mlx-vlm rigged {GLM[key]} {precision}: drafted {drafted_n}, accepted {accepted}")
     assert text == alone and len(text) > 20
     assert drafted_n >= 20
     assert accepted / drafted_n >= 0.95
 
 
-def test_mlx_vlm_drafts_plain_head(mtpconv, dsa_dirs, tmp_path):
+@pytest.mark.parametrize("key,trunk", [("plain", "rigged"), ("5.3", "5.3-dequant-rigged")])
+def test_mlx_vlm_drafts_plain_head(mtpconv, dsa_dirs, tmp_path, key, trunk):
     """The plain fixture's head next to the rigged trunk (the plain trunk's greedy
     text leaves the tiny tokenizer's vocabulary, which mlx-vlm's detokenizer
     cannot print): mlx-vlm drafts with it, the text is still the trunk's alone,
     and it rejects drafts: the acceptance count above can fail."""
-    out = export(mtpconv, dsa_dirs["plain"], tmp_path / "drafter", "--target", "mlx")
-    alone, text, drafted_n, accepted = mlx_drafting(dsa_dirs["rigged"], out)
-    print(f"mlx-vlm {GLM52['plain']} head on the rigged trunk, bf16: drafted {drafted_n}, accepted {accepted}")
+    out = export(mtpconv, dsa_dirs[key], tmp_path / "drafter", "--target", "mlx")
+    alone, text, drafted_n, accepted = mlx_drafting(dsa_dirs[trunk], out)
+    print(f"mlx-vlm {GLM[key]} head on the rigged trunk, bf16: drafted {drafted_n}, accepted {accepted}")
     assert text == alone and drafted_n > 0
     assert accepted < 0.5 * drafted_n

@@ -32,6 +32,7 @@ func FuzzConfigHyV3(f *testing.F)         { fuzzFamily(f, "hy_v3") }
 func FuzzConfigBailingMoeV3(f *testing.F) { fuzzFamily(f, "bailing_moe_v3") }
 func FuzzConfigMimoV2(f *testing.F)       { fuzzFamily(f, "mimo_v2") }
 func FuzzConfigNemotronH(f *testing.F)    { fuzzFamily(f, "nemotron_h") }
+func FuzzConfigQwen4Exp(f *testing.F)     { fuzzFamily(f, "qwen4_exp") }
 
 // Every registered family has its fuzz function above.
 func TestEveryFamilyConfigIsFuzzed(t *testing.T) {

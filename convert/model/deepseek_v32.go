@@ -38,11 +38,22 @@ var deepseekV32Family = &Family{
 		},
 	},
 	OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
-	// vLLM's deepseek_mtp.py: eh_proj an nn.Linear, shared_head.head a ParallelLMHead
-	HF: deepseekHF("deepseek_mtp"),
+	HF:       dsaHF(),
 }
 
 func init() { RegisterFamily(deepseekV32Family) }
+
+// dsaHF is how vLLM and SGLang build a DSA head (deepseek_mtp.py: eh_proj an
+// nn.Linear, shared_head.head a ParallelLMHead): the indexer's weights_proj
+// is built unquantized whatever the repo declares (vLLM deepseek_v2.py:712-718
+// fuses it with wk into wk_weights_proj, quant_config None; SGLang's
+// nsa_indexer.py builds it without quant_config), as the FP8 releases store it.
+func dsaHF() HFSpec {
+	h := deepseekHF("deepseek_mtp")
+	h.PlainVLLM = append(h.PlainVLLM, "self_attn.indexer.weights_proj")
+	h.PlainSGLang = append(h.PlainSGLang, "self_attn.indexer.weights_proj")
+	return h
+}
 
 // dsv32 is the family as the lineage's files know it (DeepseekV32Config's defaults are V3's).
 var dsv32 = deepseekFamily{name: "DeepSeek-V3.2", defaults: dsv3.defaults, mla: true, quantRefusal: func(string) string {

@@ -350,6 +350,10 @@ type MLXSpec struct {
 	// DrafterRoutersFloat: a quantized drafter keeps the MoE routers float,
 	// as the family's mlx-vlm splitter does (--router-bits does not apply).
 	DrafterRoutersFloat bool
+	// DrafterNormsStored: the drafter applies the head's zero-centred norms
+	// as 1+w itself (Qwen3.8-Flash-Next's qwen4_exp_mtp), so they are
+	// written as the checkpoint stores them, not shifted.
+	DrafterNormsStored bool
 	// DrafterConcat lists the drafter tensors mlx-vlm's sanitize
 	// concatenates along their rows from several tensors of one MTP layer
 	// (GLM-5.3-Flash's qkv_a_proj of q_a_proj and kv_a_proj_with_mqa).

@@ -50,7 +50,12 @@ var glm5NextFamily = &Family{
 	},
 	GGUF:     GGUFSpec{Refusal: "llama.cpp 0.3.36 has no draft graph for GLM-5.3-Flash (its glm5-next model throws \"GLM5-Next NextN graph not implemented yet\" for the MTP context), so a sidecar would never draft; use --target mlx (mlx-vlm's glm5_next_mtp drafter)."},
 	OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
-	HF:       HFSpec{Refusal: "neither vLLM 0.32.0 nor SGLang 0.5.23 has a GLM-5.3-Flash MTP model (no glm5_next MTP class), so a head in an HF repo would not be served."},
+	// SGLang 0.5.23 serves the head (glm5_next_nextn.py: DeepSeek's NextN
+	// class, the NextN layer renamed model.decoder, built unquantized when
+	// quantization_config.ignore lists "model.layers.{N}.*" exactly); vLLM
+	// 0.32.0 has no glm5_next MTP class. The one-runtime case is
+	// not ported: nothing is written, inspect does not judge the head.
+	HF: HFSpec{Unported: "vLLM 0.32.0 has no GLM-5.3-Flash MTP model, and how SGLang 0.5.23's glm5_next_nextn builds the head under a repo's quantization is not ported, so mtpconv writes no repo it cannot check."},
 }
 
 func init() { RegisterFamily(glm5NextFamily) }

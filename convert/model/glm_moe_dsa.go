@@ -51,7 +51,7 @@ var glmMoeDsaFamily = &Family{
 	},
 	OpenVINO: OpenVINOSpec{Refusal: glmOpenVINORefusal},
 	// vLLM maps glm_moe_dsa to its DeepSeek-V3.2 MTP (config/speculative.py hf_config_override)
-	HF: deepseekHF("deepseek_mtp"),
+	HF: dsaHF(),
 }
 
 func init() { RegisterFamily(glmMoeDsaFamily) }

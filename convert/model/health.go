@@ -96,9 +96,13 @@ func (m *Model) Concat(name string) (embeddingFirst, ok bool) {
 // ConcatProjection is the head's concat projection, fc(concat(embedding,
 // hidden)), as a HeadRelative name of MTP layer 0: the Forward's FC, or,
 // for a family that lowers no Forward (Nemotron-H), the head tensor its
-// GGUF table names nextn.eh_proj.
+// GGUF table names nextn.eh_proj. A head whose two halves are tensors of
+// their own (ConcatSplit) has none.
 func (m *Model) ConcatProjection() (string, bool) {
 	s := m.Spec
+	if m.ConcatSplit() {
+		return "", false
+	}
 	fc := ""
 	if s.Forward != nil {
 		fc = s.Forward(m).FC
@@ -114,6 +118,20 @@ func (m *Model) ConcatProjection() (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// ConcatSplit says whether the head projects the embedding and the hidden
+// state with a tensor each, which llama.cpp joins into one nextn.eh_proj
+// (Qwen3.8-Flash-Next's fc_embedding and fc_hidden): each half is a whole
+// tensor, its quantization error recorded as any tensor's.
+func (m *Model) ConcatSplit() bool {
+	n := 0
+	for _, w := range m.Spec.HeadTop {
+		if k := m.Family.GGUF.HeadTop[w.Suffix]; k.Kind == gg.KindNextNEHProj && !k.Bias {
+			n++
+		}
+	}
+	return n > 1
 }
 
 // concatEmbeddingFirst says whether the concat projection takes the

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/mtpconv/mtpconv/convert/model"
+	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/internal/testmodel"
 )
@@ -42,8 +43,10 @@ func TestHeadOwn(t *testing.T) {
 		own := f.HeadOwn(0)
 		concat, norms := 0, 0
 		for _, rel := range own {
+			_, suffix, _ := strings.Cut(strings.TrimPrefix(rel, "layers."), ".")
 			switch {
-			case strings.HasSuffix(rel, "eh_proj.weight") || rel == "fc.weight":
+			case strings.HasSuffix(rel, "eh_proj.weight") || rel == "fc.weight" ||
+				f.GGUF.HeadTop[rel].Kind == gg.KindNextNEHProj || f.GGUF.Layer[suffix].Kind == gg.KindNextNEHProj:
 				concat++
 			case strings.Contains(rel, "norm"):
 				norms++
@@ -54,7 +57,8 @@ func TestHeadOwn(t *testing.T) {
 				}
 			}
 		}
-		if concat != 1 || norms < 3 {
+		m := &model.Model{Family: f, Spec: s, Config: &model.Config{}}
+		if split := m.ConcatSplit(); concat != map[bool]int{false: 1, true: 2}[split] || norms < 3 {
 			t.Errorf("%s: the head's own tensors %v: want the concat projection and its norms", name, own)
 		}
 	}

@@ -44,10 +44,15 @@ var hyV3Family = &Family{
 		ChainedHeads: true,
 	},
 	OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
-	// vLLM 0.32.0 has hy_v3_mtp.py, but how it and SGLang build the
-	// head under a repo's quantization is not ported to the rules yet.
-	HF: HFSpec{Unported: "mtpconv does not know yet how vLLM's hy_v3_mtp and SGLang build " + hyV3Name +
-		"'s head under a repo's quantization, so it writes no repo it cannot check."},
+	// The lineage's NextN layer as vLLM and SGLang build it: eh_proj a torch
+	// nn.Linear in both (vllm hy_v3_mtp.py:106; sglang
+	// hunyuan_v3_nextn.py:60), the decoder layer under the checkpoint's
+	// prefix model.layers.N in vLLM (hy_v3_mtp.py:108-113, :157) and as
+	// model.decoder in SGLang (hunyuan_v3_nextn.py:68-74, its load_weights
+	// mapping model.layers.N.* there); the LM head is the trunk's lm_head in
+	// both (hy_v3_mtp.py:330-333; SGLang's set_embed_and_head). SGLang read
+	// at the stored sglang commit 19321ff.
+	HF: deepseekHF("hy_v3_mtp"),
 }
 
 func init() { RegisterFamily(hyV3Family) }

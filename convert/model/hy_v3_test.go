@@ -33,7 +33,7 @@ func TestHy3GGUFNames(t *testing.T) {
 
 // The fixture is described as the family (3 MTP layers, the routing's
 // keys), MLX, combined and OpenVINO are refused naming the missing
-// consumer, and bad configs are refused naming the family or the key.
+// consumer, hf is planned, and bad configs are refused naming the family or the key.
 func TestHy3Family(t *testing.T) {
 	m := testmodel.Load(t, fixtures.Hy3)
 	if m.Family.Name != "hy_v3" || m.MTPDepth != 3 || m.HeadError() != nil || m.TrunkError() != nil {
@@ -44,10 +44,13 @@ func TestHy3Family(t *testing.T) {
 		t.Errorf("report %+v", r)
 	}
 	for target, want := range map[string]string{"mlx": "mlx-vlm has no drafter model for hy_v3", "combined": "stock mlx-lm has no hy_v3 model",
-		"openvino": "runs Qwen3.5 heads only", "hf": "how vLLM's hy_v3_mtp and SGLang build Hy3's head"} {
+		"openvino": "runs Qwen3.5 heads only"} {
 		if _, err := testmodel.Plan(t, m, target, targets.Options{}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("--target %s: %v", target, err)
 		}
+	}
+	if _, err := testmodel.Plan(t, m, "hf", targets.Options{}); err != nil { // vLLM's hy_v3_mtp, SGLang's hunyuan_v3_nextn
+		t.Errorf("--target hf: %v", err)
 	}
 	base := `{"architectures":["HYV3ForCausalLM"],"model_type":"hy_v3","hidden_size":64,"num_hidden_layers":3,
 "num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"vocab_size":32,"intermediate_size":96,"moe_intermediate_size":16,

@@ -44,8 +44,15 @@ var nemotronHFamily = &Family{
 	OpenVINO: OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
 	// vLLM 0.32.0 has nemotron_h_mtp.py, but how it and SGLang build the
 	// head under a repo's quantization is not ported to the rules yet.
-	HF: HFSpec{Unported: "mtpconv does not know yet how vLLM's nemotron_h_mtp and SGLang build Nemotron-H's" +
-		" head under a repo's quantization, so it writes no repo it cannot check."},
+	// Both runtimes build the head under the checkpoint's names
+	// (mtp.layers.{i}.*: vllm nemotron_h_mtp.py:271-283, :369-373; sglang
+	// nemotron_h_mtp.py's NemotronHMultiTokenPredictor, prefix "mtp") with
+	// the repo's quantization config, eh_proj included: a
+	// ColumnParallelLinear given quant_config in both (vllm
+	// nemotron_h_mtp.py:75-85, :164-174; sglang nemotron_h_mtp.py's
+	// NemotronHMTP*DecoderLayer), so no module is plain and no class
+	// overrides the config. The LM head is the trunk's.
+	HF: HFSpec{MTPClass: "nemotron_h_mtp"},
 }
 
 func init() { RegisterFamily(nemotronHFamily) }

@@ -21,7 +21,6 @@ var unsupportedFamilies = []struct {
 	{[]string{"Cohere2MoeForCausalLM"}, "Cohere2-MoE", "no public checkpoint ships its MTP layer"},
 	{[]string{"Dots3Note"}, "dots3", "llama.cpp keeps its MTP tensors but has no draft graph for them"},
 	{[]string{"Gemma4AssistantForCausalLM"}, "the Gemma-4 assistant", "it is a separate drafter model, not a head inside the checkpoint"},
-	{[]string{"Qwen4ExpForCausalLM", "Qwen4ExpForConditionalGeneration"}, "Qwen4Exp", "llama.cpp's converter does not export its head and has no draft graph for it"},
 }
 
 // Unsupported is a family mtpconv knows and refuses by name: the name its

@@ -17,7 +17,10 @@ type Planner struct {
 	M         *model.Model
 	File      string
 	Component string // of the tensors added next: ComponentTrunk, ComponentHead or ComponentLMHead
-	Out       []OutTensor
+	// NormsStored writes zero-centred norms as stored (w), for a consumer
+	// that applies 1+w itself.
+	NormsStored bool
+	Out         []OutTensor
 }
 
 // Components of an output, as cards and summaries group tensors.
@@ -41,7 +44,7 @@ func (pl *Planner) Plain(src, name string, dtype st.DType, rule QuantRule) {
 		rowLen = shape[len(shape)-1]
 	}
 	var transforms []Transform
-	if pl.M.Is(src, model.RoleZeroCentredNorm) && len(shape) == 1 {
+	if pl.M.Is(src, model.RoleZeroCentredNorm) && len(shape) == 1 && !pl.NormsStored {
 		transforms = append(transforms, TNormPlusOne)
 	}
 	conv := pl.M.Is(src, model.RoleConv1d)

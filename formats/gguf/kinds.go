@@ -62,6 +62,21 @@ const (
 	KindNextNHnorm
 	KindNextNSharedHeadNorm
 	KindNextNSharedHeadHead
+	// The head's hyper-connection mixer in llama.cpp#28243's qwen4exp
+	// dialect (Qwen3.8-Flash-Next; no pinned llama.cpp knows them yet).
+	KindNextNHCHeadNorm
+	KindNextNHCHeadDown
+	KindNextNHCHeadUp
+	// A qwen4exp layer's hyper-connections and QSA indexer (#28243).
+	KindHCAttnNorm
+	KindHCAttnDown
+	KindHCAttnUp
+	KindHCAttnInject
+	KindHCFFNNorm
+	KindHCFFNDown
+	KindHCFFNUp
+	KindHCFFNInject
+	KindIndexerQNorm
 	KindRopeFreqs // rope_freqs (llama3 RoPE scaling's per-frequency factors, one tensor every layer reads)
 )
 
@@ -131,6 +146,18 @@ var kinds = map[Kind]KindInfo{
 	KindNextNHnorm:          {Name: "nextn.hnorm", Block: true},
 	KindNextNSharedHeadNorm: {Name: "nextn.shared_head_norm", Block: true},
 	KindNextNSharedHeadHead: {Name: "nextn.shared_head_head", Block: true},
+	KindNextNHCHeadNorm:     {Name: "nextn.hc_head_norm", Block: true},
+	KindNextNHCHeadDown:     {Name: "nextn.hc_head_down", Block: true},
+	KindNextNHCHeadUp:       {Name: "nextn.hc_head_up", Block: true},
+	KindHCAttnNorm:          {Name: "hc_attn_norm", Block: true},
+	KindHCAttnDown:          {Name: "hc_attn_down", Block: true},
+	KindHCAttnUp:            {Name: "hc_attn_up", Block: true},
+	KindHCAttnInject:        {Name: "hc_attn_inject", Block: true},
+	KindHCFFNNorm:           {Name: "hc_ffn_norm", Block: true},
+	KindHCFFNDown:           {Name: "hc_ffn_down", Block: true},
+	KindHCFFNUp:             {Name: "hc_ffn_up", Block: true},
+	KindHCFFNInject:         {Name: "hc_ffn_inject", Block: true},
+	KindIndexerQNorm:        {Name: "indexer.q_norm", Block: true},
 	KindRopeFreqs:           {Name: "rope_freqs"},
 }
 

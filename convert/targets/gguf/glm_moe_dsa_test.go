@@ -30,17 +30,24 @@ func glm52Sidecar(t *testing.T, prec string, f *gg.File) {
 	tensorTypes(t, f, prec, map[string]gg.GGMLType{"blk.2.indexer.proj.weight": gg.F32})
 }
 
-// The reference converter's --no-mtp trunk of GLM-5.2 the graft is checked
-// on (glm5.2-tiny-nomtp-bf16.gguf) has its layer 1 "shared", without indexer
-// tensors: the graft keeps a trunk-only per-layer array.
+// The reference converter's --no-mtp trunks of GLM-5.2 and 5.3 the graft is
+// checked on (FIXTURE-nomtp-bf16.gguf) have their layer 1 "shared", without
+// indexer tensors: the graft keeps a trunk-only per-layer array.
 func TestGLM52ReferenceTrunkHasLayer0IndexerOnly(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(fixtures.Root(), "testdata", "gguf_reference", fixtures.GLM52+"-nomtp-bf16.gguf"))
-	if err != nil {
-		t.Fatal(err)
+	for _, fx := range []string{fixtures.GLM52, fixtures.GLM53} {
+		b, err := os.ReadFile(filepath.Join(fixtures.Root(), "testdata", "gguf_reference", fx+"-nomtp-bf16.gguf"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte("blk.1.indexer.")) || !bytes.Contains(b, []byte("blk.0.indexer.")) {
+			t.Errorf("%s: the reference trunk should hold the indexer of layer 0 (full) only", fx)
+		}
 	}
-	if bytes.Contains(b, []byte("blk.1.indexer.")) || !bytes.Contains(b, []byte("blk.0.indexer.")) {
-		t.Fatal("the reference trunk should hold the indexer of layer 0 (full) only")
-	}
+}
+
+// GLM-5.3's FP8 release exports byte for byte as its dequantized twin.
+func TestGLM53FP8SidecarEqualsDequantized(t *testing.T) {
+	fp8SidecarEqualsTwin(t, fixtures.GLM53, fixtures.GLM53Dequant, "glm5.3", nil)
 }
 
 // GLM-5 and GLM-5.1 configure the same layout without indexer_types: the

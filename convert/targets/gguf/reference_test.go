@@ -37,6 +37,9 @@ var referenceFamilies = []struct {
 }{
 	{fixture: fixtures.DeepSeekV32, heads: 1, graft: true, sidecar: deepSeekV32Sidecar},
 	{fixture: fixtures.GLM52, heads: 1, graft: true, sidecar: glm52Sidecar},
+	// GLM-5.3's block-FP8 release (float32 scales, the NextN layer's indexer
+	// FP8 too): the converter dequantizes it as we do.
+	{fixture: fixtures.GLM53, heads: 1, graft: true, sidecar: glm52Sidecar},
 	{fixture: fixtures.Hy3, heads: 3, graft: true, sidecar: hy3Sidecar},
 	{fixture: fixtures.Ling3, heads: 1, graft: true, sidecar: ling3Sidecar},
 	{fixture: fixtures.Ling3Rigged, heads: 1, graft: true},

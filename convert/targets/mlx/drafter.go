@@ -68,7 +68,7 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 	if rename == nil {
 		rename = func(s string) string { return s }
 	}
-	pl := &plan.Planner{M: m, File: "model.safetensors"}
+	pl := &plan.Planner{M: m, File: "model.safetensors", NormsStored: ms.DrafterNormsStored}
 	concat, err := planConcat(pl, m, rename, o.Head.Float, rule)
 	if err != nil {
 		return nil, err

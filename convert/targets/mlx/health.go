@@ -30,7 +30,8 @@ var mlxModes = map[string]codec.Mode{"affine": codec.ModeMLXAffine, "mxfp4": cod
 // its stored values (health.Report): each weight dequantized as MLX does by
 // config.json's "quantization" (a module's own entry first), every norm
 // expected to centre on 1 (MLX stores RMSNorm weights as applied: mlx-lm's
-// sanitize adds a zero-centred family's +1, and so does mtpconv). It returns
+// sanitize adds a zero-centred family's +1, and so does mtpconv; on 0 in a
+// drafter whose runtime applies 1+w itself, MLXSpec.DrafterNormsStored). It returns
 // nil for a folder without a head.
 func HeadHealth(dir string) (*health.Report, error) {
 	raw, err := st.ReadRegularFile(filepath.Join(dir, model.ConfigFile), configLimit)
@@ -76,6 +77,9 @@ func HeadHealth(dir string) (*health.Report, error) {
 	// Every family's concat projection takes the embedding first
 	// (Forward.EmbeddingFirst; TestFamilyStaticFacts holds it).
 	e, embeddingFirst := health.Expect{Centre: 1, ZeroCentred: fam != nil && fam.ZeroCentredHead}, true
+	if drafter && fam != nil && fam.MLX.DrafterNormsStored {
+		e.Centre = 0 // the drafter's zero-centred norms are stored raw
+	}
 	r := &health.Report{Problems: missingHead(raw, cfg.ModelType, drafter, tensors)}
 	for _, name := range heads {
 		if strings.HasSuffix(name, ".scales") || strings.HasSuffix(name, ".biases") {
