@@ -236,8 +236,8 @@ def test_readme_example_commands(lines, mtpconv, fixture_dirs, tmp_path):
         if m := re.search(r"--graft (\S+)", line):
             assert (work / "with-mtp" / m.group(1)).is_file()
         if "--into ./Qwen3.6-35B-A3B-ov" in line:
-            # The README's GenAI snippet, as written, on the folder the line wrote into.
-            [snippet] = blocks(section(README, "#### Generate with MTP drafts"), "python")
+            # The GenAI snippet the README links (docs/openvino.md), as written, on the folder the line wrote into.
+            [snippet] = blocks(section((ROOT / "docs" / "openvino.md").read_text(), "## Generate with MTP drafts"), "python")
             (work / "genai_snippet.py").write_text(snippet)
             r = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "genai_snippet.py"], cwd=work,
                                env=env_with(mtpconv), capture_output=True, text=True)
@@ -445,9 +445,10 @@ def test_readme_llama_server_drafts(mtpconv, rigged, llama_server, tmp_path):
 
 
 def test_disk_sum():
-    """The README's one sum of the test command's disk is the sum of its cost
-    table's disk column (and, for macOS, that without qemu and the vLLM venv)."""
-    text = section(README, "## The two commands a newcomer needs")
+    """The one sum of the test command's disk (docs/development.md, which the
+    README links) is the sum of its cost table's disk column (and, for macOS,
+    that without qemu and the vLLM venv)."""
+    text = section((ROOT / "docs" / "development.md").read_text(), "## Running the tests")
     rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| `scripts/")]
     assert len(rows) == 2, rows
     sizes = [(float(v) / (1000 if unit == "MB" else 1), what) for row in rows

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -117,24 +115,7 @@ func TestFlagReference(t *testing.T) {
 	app := newApp(io.Discard, io.Discard)
 	app.Setup() // adds --version, as running it does
 	ref := flagReference(app)
-	doc, err := os.ReadFile(commandsDoc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	i, j := bytes.Index(doc, []byte(refBegin)), bytes.Index(doc, []byte(refEnd))
-	if i < 0 || j < i {
-		t.Fatalf("%s has no generated flag reference between %q and %q", commandsDoc, refBegin, refEnd)
-	}
-	want := append(append(append([]byte{}, doc[:i+len(refBegin)]...), ref...), doc[j:]...)
-	if *updateDocs {
-		if err := os.WriteFile(commandsDoc, want, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if !bytes.Equal(doc, want) {
-		t.Errorf("%s: the flag reference is stale; run go generate ./cmd/mtpconv", commandsDoc)
-	}
+	checkRegion(t, commandsDoc, refBegin, refEnd, ref)
 	// The generator itself: every flag of every command is in the reference.
 	for _, c := range app.Commands {
 		for _, f := range c.Flags {

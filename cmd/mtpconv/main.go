@@ -1,16 +1,16 @@
-// Command mtpconv exports the multi-token-prediction (MTP) head of Qwen3.5/3.6,
-// Qwen3-Next and GLM-4.x checkpoints for OpenVINO, MLX, llama.cpp (GGUF) and
-// vLLM/SGLang (HF repos) (one --target each, listed by --help from the
-// target registry), with the
+// Command mtpconv exports the multi-token-prediction (MTP) head of the
+// families of convert/families (--help lists them, from the registry)
+// for OpenVINO, MLX, llama.cpp (GGUF) and vLLM/SGLang (HF repos)
+// (one --target each, listed by --help from the target registry), with the
 // commands inspect (a source checkpoint or one of our outputs), export,
-// verify (re-hash an output, and recompute it from --src) and card. The
-// source may be a folder, a Hugging Face cache entry or a Hub repo read by
-// range (convert/source). This package wires flags, progress and JSON
+// verify (re-hash an output, and recompute it from --src), card and bench.
+// The source may be a folder, a Hugging Face cache entry or a Hub repo read
+// by range (convert/source). This package wires flags, progress and JSON
 // output, Ctrl-C and exit codes (exitCodes);
 // the work is the library's (convert, manifests) and it knows nothing of tensors.
 package main
 
-//go:generate go test -run ^TestFlagReference$ . -update-docs
+//go:generate go test -run ^(TestFlagReference|TestFamilyLists)$ . -update-docs
 
 import (
 	"context"
@@ -29,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/urfave/cli/v2"
@@ -141,19 +142,30 @@ func isCLIUsage(err error) bool {
 		strings.HasPrefix(s, "invalid value") || strings.HasPrefix(s, "No help topic")
 }
 
-// appUsage is the one line --help starts with.
-const appUsage = "export the multi-token-prediction (MTP) head of Qwen3.5/3.6, Qwen3-Next, GLM-4.x and DeepSeek-V3/V3.2 checkpoints " +
+// appUsage is the one line --help starts with; it names no family (the
+// description lists them from the registry, so the line cannot go stale).
+const appUsage = "export the multi-token-prediction (MTP) head of open-weight LLM checkpoints " +
 	"for speculative decoding with OpenVINO, MLX, llama.cpp (GGUF), and vLLM and SGLang (HF repos)"
 
-// appDescription lists the targets from the registry, so that a new one is
-// in --help the moment it is registered.
+// familyTitles names every registered family as its users know it, with
+// its name in reports: "Qwen3-Next (qwen3_next)".
+func familyTitles() string {
+	var titles []string
+	for _, f := range model.Registered() {
+		titles = append(titles, f.Title+" ("+f.Name+")")
+	}
+	return strings.Join(titles, ", ")
+}
+
+// appDescription lists the families and the targets from their registries,
+// so that a new one is in --help the moment it is registered.
 func appDescription() string {
-	var lines []string
+	lines := []string{"Families: " + familyTitles() + ".", "", "Targets:"}
 	for _, n := range targets.TargetNames() {
 		t, _ := targets.LookupTarget(n)
 		lines = append(lines, "  --target "+n+": "+t.Usage())
 	}
-	return "Targets:\n" + strings.Join(lines, "\n") + "\n\n" +
+	return strings.Join(lines, "\n") + "\n\n" +
 		"Start with `mtpconv inspect SRC`, then `mtpconv export --src SRC --target T --out DIR`.\n" +
 		"`mtpconv COMMAND --help` shows a command's flags; docs/commands.md lists them all.\n\n" + exitCodes
 }

@@ -31,6 +31,8 @@ import (
 // lingFamily is the family's descriptor.
 var lingFamily = &model.Family{
 	Name: "bailing_moe_v3", Title: lingName,
+	Docs:       "docs/ling.md",
+	Layout:     "the full-attention, head-wise gated MLA MTP layer after a KDA trunk, group routing, per-layer SwiGLU limits padded to the MTP layer, `model.word_embeddings`",
 	ModelTypes: []string{"bailing_moe_v3"}, Arch: "BailingMoeV3ForCausalLM",
 	ParseConfig: parseLing, Spec: specLing,
 	MLX: model.MLXSpec{CombinedRefusal: "stock mlx-lm's bailing_moe_v3 drops the MTP layer of " + lingName +

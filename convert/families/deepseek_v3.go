@@ -18,6 +18,8 @@ import (
 // deepseekV3Family is the family's descriptor.
 var deepseekV3Family = &model.Family{
 	Name: "deepseek_v3", Title: dsv3.name,
+	Docs:       "docs/deepseek.md",
+	Layout:     "a `deepseekFamily` of the lineage in `deepseek.go`: MLA, deepseek2's GGUF keys",
 	ModelTypes: []string{"deepseek_v3"}, Arch: "DeepseekV3ForCausalLM",
 	ParseConfig: parseDeepSeekV3, Spec: specDeepSeekV3,
 	MLX: model.MLXSpec{CombinedRefusal: deepseekCombinedRefusal(dsv3.name)},

@@ -18,6 +18,8 @@ import (
 // deepseekV32Family is the family's descriptor.
 var deepseekV32Family = &model.Family{
 	Name: "deepseek_v32", Title: dsv32.name,
+	Docs:       "docs/deepseek.md",
+	Layout:     "a `deepseekFamily` with the DSA indexer (its tables in `deepseek.go`)",
 	ModelTypes: []string{"deepseek_v32"}, Arch: "DeepseekV32ForCausalLM",
 	ParseConfig: parseDeepSeekV32, Spec: specDeepSeekV32,
 	MLX: model.MLXSpec{CombinedRefusal: deepseekCombinedRefusal(dsv32.name)},

@@ -10,6 +10,8 @@ import "github.com/mtpconv/mtpconv/convert/model"
 // glm4MoeFamily is the family's descriptor.
 var glm4MoeFamily = &model.Family{
 	Name: "glm4_moe", Title: glm45.name,
+	Docs:       "docs/glm.md",
+	Layout:     "a `deepseekFamily` (GQA, the NextN layer in the layer list)",
 	ModelTypes: []string{"glm4_moe"}, Arch: "Glm4MoeForCausalLM",
 	ParseConfig: parseGLM4Moe, Spec: specGLM4Moe,
 	MLX: model.MLXSpec{CombinedRefusal: deepseekCombinedRefusal(glm45.name)},

@@ -14,6 +14,8 @@ import (
 // glm4MoeLiteFamily is the family's descriptor.
 var glm4MoeLiteFamily = &model.Family{
 	Name: "glm4_moe_lite", Title: glm47Flash.name,
+	Docs:       "docs/glm.md",
+	Layout:     "a `deepseekFamily` with MLA (deepseek2's GGUF layout), mlx-vlm's `glm4_moe_lite_mtp` drafter",
 	ModelTypes: []string{"glm4_moe_lite"}, Arch: "Glm4MoeLiteForCausalLM",
 	ParseConfig: parseGLM4MoeLite, Spec: specGLM4MoeLite,
 	MLX: model.MLXSpec{

@@ -27,6 +27,8 @@ import (
 // glm5NextFamily is the family's descriptor.
 var glm5NextFamily = &model.Family{
 	Name: "glm5_next", Title: glm53Flash.name,
+	Docs:       "docs/glm5-next.md",
+	Layout:     "its KDA/MLA trunk with mHC streams, mlx-vlm's `glm5_next_mtp` drafter only",
 	ModelTypes: []string{"glm5_next", "glm5_next_text"}, Arch: "Glm5NextForConditionalGeneration",
 	ParseConfig: parseGLM5Next, Spec: specGLM5Next,
 	MLX: model.MLXSpec{

@@ -24,6 +24,8 @@ import (
 // glmMoeDsaFamily is the family's descriptor.
 var glmMoeDsaFamily = &model.Family{
 	Name: "glm_moe_dsa", Title: glm52.name,
+	Docs:       "docs/glm5.2.md",
+	Layout:     "MLA with the DSA indexer per `indexer_types`",
 	ModelTypes: []string{"glm_moe_dsa"}, Arch: "GlmMoeDsaForCausalLM",
 	ParseConfig: parseGLMMoeDsa, Spec: specGLMMoeDsa,
 	MLX: model.MLXSpec{

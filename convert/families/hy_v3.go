@@ -28,6 +28,8 @@ import (
 // hyV3Family is the family's descriptor.
 var hyV3Family = &model.Family{
 	Name: "hy_v3", Title: hyV3Name,
+	Docs:       "docs/hy.md",
+	Layout:     "GQA with q/k norms, sigmoid routing with a float32 `expert_bias`, its MTP layers chained in the layer list (`GGUFSpec.ChainedHeads`), `final_layernorm` as the shared head's norm",
 	ModelTypes: []string{"hy_v3"}, Arch: "HYV3ForCausalLM",
 	ParseConfig: parseHyV3, Spec: specHyV3,
 	MLX: model.MLXSpec{CombinedRefusal: "stock mlx-lm has no hy_v3 model (nor a loader keeping its MTP layers), so a combined " +

@@ -36,6 +36,8 @@ import (
 // mimoV2Family is the family's descriptor.
 var mimoV2Family = &model.Family{
 	Name: "mimo_v2", Title: "MiMo-V2",
+	Docs:       "docs/mimo.md",
+	Layout:     "3 chained MTP layers apart (`model.mtp.layers.{j}`), sliding-window attention with sinks, its keys as the typed `MiMoV2Config`, the FP8 release's tensor-parallel-sharded `qkv_proj` (`Spec.FP8Shards`)",
 	ModelTypes: []string{"mimo_v2", "mimo_v2_flash"}, Arch: "MiMoV2",
 	ParseConfig: parseMiMoV2, Spec: specMiMoV2,
 	MLX: model.MLXSpec{CombinedRefusal: "stock mlx-lm drops MiMo-V2's MTP layers (its mimo_v2_flash sanitize removes model.mtp.*), and mlx-vlm has no MiMo-V2 drafter, so a combined file would carry a head nothing runs."},

@@ -30,6 +30,8 @@ import (
 // nemotronHFamily is the family's descriptor.
 var nemotronHFamily = &model.Family{
 	Name: "nemotron_h", Title: "Nemotron-H",
+	Docs:       "docs/nemotron.md",
+	Layout:     "the head's two sub-layers (`mtp.layers.0` attention + NextN fusion, `mtp.layers.1` MoE) folded into one block (`Spec.HeadOneLayer`), gateless ReLU² experts with latent projections (`MoE.NoGate`/`Width`), `backbone.*`",
 	ModelTypes: []string{"nemotron_h"}, Arch: "NemotronHForCausalLM",
 	ParseConfig: parseNemotronH, Spec: specNemotronH,
 	// mlx-vlm's nemotron_h_mtp splitter: the head's names without mtp.,

@@ -11,6 +11,8 @@ import "github.com/mtpconv/mtpconv/convert/model"
 // names; dense by config.
 var qwen35DenseFamily = hybridFamily(model.Family{
 	Name: "qwen3_5", Title: "Qwen3.5/3.6 dense",
+	Docs:       "docs/qwen.md",
+	Layout:     "a dense SwiGLU MLP in every layer and the MTP layer, on the hybrid decoder of `qwen_hybrid.go`",
 	ModelTypes: []string{"qwen3_5", "qwen3_5_text"}, Arch: "Qwen3_5For",
 	Spec: specQwen35,
 }, "qwen35", "qwen35", true, "qwen3_5_mtp")

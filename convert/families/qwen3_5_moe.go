@@ -8,6 +8,8 @@ import "github.com/mtpconv/mtpconv/convert/model"
 // projections, trunk experts fused, MTP experts per-expert (3.5) or fused (3.6).
 var qwen35MoEFamily = hybridFamily(model.Family{
 	Name: "qwen3_5_moe", Title: "Qwen3.5/3.6 MoE",
+	Docs:       "docs/qwen.md",
+	Layout:     "fused or per-expert experts, nested `text_config`, on the hybrid decoder of `qwen_hybrid.go`",
 	ModelTypes: []string{"qwen3_5_moe", "qwen3_5_moe_text"}, Arch: "Qwen3_5Moe",
 	Spec: specQwen35,
 }, "qwen35moe", "qwen35", true, "qwen3_5_mtp")

@@ -8,6 +8,8 @@ import "github.com/mtpconv/mtpconv/convert/model"
 var qwen3NextFamily = func() *model.Family {
 	f := hybridFamily(model.Family{
 		Name: "qwen3_next", Title: "Qwen3-Next",
+		Docs:       "docs/qwen.md",
+		Layout:     "a flat config without an MTP count, per-expert experts, on the hybrid decoder of `qwen_hybrid.go`",
 		ModelTypes: []string{"qwen3_next"}, Arch: "Qwen3Next",
 		Spec: specQwen3Next,
 	}, "qwen3next", "qwen2", false, "qwen3_next_mtp")

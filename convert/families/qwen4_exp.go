@@ -32,6 +32,8 @@ import (
 // qwen4ExpFamily is the family's descriptor.
 var qwen4ExpFamily = &model.Family{
 	Name: "qwen4_exp", Title: qwen4ExpName,
+	Docs:       "docs/qwen3.8-flash-next.md",
+	Layout:     "the Qwen hybrid trunk with hyper-connection streams and the QSA indexer, `mtp.fc_embedding`/`fc_hidden`, the drafter's norms stored raw (`MLXSpec.DrafterNormsStored`); its GGUF tables in llama.cpp#28243's dialect behind the refusal",
 	ModelTypes: []string{"qwen4_exp", "qwen4_exp_text"}, Arch: "Qwen4Exp",
 	ParseConfig: parseQwen4Exp, Spec: specQwen4Exp, ZeroCentredHead: true,
 	MLX: model.MLXSpec{

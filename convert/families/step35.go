@@ -40,7 +40,9 @@ import (
 // step35Family is the family's descriptor.
 var step35Family = &model.Family{
 	Name: "step3p5", Title: "Step-3.5/3.7-Flash",
-	Match: matchStep35, ZeroCentredHead: true,
+	Docs:   "docs/step.md",
+	Layout: "its keys as the typed `Step35Config` (per-layer lists padded to the MTP layers; Step-3.7's nested `text_config` read over the top level), three chained heads (`GGUFSpec.ChainedHeads`), per-layer GGUF arrays, llama3 scaling's `rope_freqs` (`GGUFSpec.Computed`)",
+	Match:  matchStep35, ZeroCentredHead: true,
 	ParseConfig: parseStep35, Spec: specStep35,
 	MLX: model.MLXSpec{CombinedRefusal: "stock mlx-lm's step3p5 model drops the MTP layers (layers past num_hidden_layers), so a combined file would carry heads nothing runs."},
 	GGUF: model.GGUFSpec{

@@ -2,6 +2,8 @@ package model
 
 import (
 	"fmt"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -19,6 +21,12 @@ type Family struct {
 	Name string
 	// Title is the family as its users know it, in messages.
 	Title string
+	// Docs is the family's docs page, from the repository root
+	// ("docs/glm.md"): the README's family matrix links to it.
+	Docs string
+	// Layout is what the family's own file holds, one line, for
+	// docs/development.md's layout table (generated from the registry).
+	Layout string
 	// ModelTypes and Arch recognise the family from config.json's identity
 	// alone, before any other key is read (MatchesIdentity); Match, when
 	// set, decides instead.
@@ -41,7 +49,13 @@ type Family struct {
 	GGUF     GGUFSpec
 	OpenVINO OpenVINOSpec
 	HF       HFSpec
+
+	// file is the source file that registered the family (its own file).
+	file string
 }
+
+// File is the base name of the source file that registered the family: its own file.
+func (f *Family) File() string { return f.file }
 
 // String is the family's name, as messages print it.
 func (f *Family) String() string { return f.Name }
@@ -62,6 +76,9 @@ var families []*Family
 // RegisterFamily adds a family; each family file calls it from init (a
 // test family from its test, removing it again with the returned func).
 func RegisterFamily(f *Family) (unregister func()) {
+	if _, file, _, ok := runtime.Caller(1); ok {
+		f.file = filepath.Base(file)
+	}
 	i, _ := slices.BinarySearchFunc(families, f.Name, func(a *Family, n string) int { return strings.Compare(a.Name, n) })
 	families = slices.Insert(families, i, f)
 	return func() {
@@ -478,6 +495,10 @@ var unsupported []Unsupported
 // RegisterUnsupported adds a family refused by name (from init).
 func RegisterUnsupported(u Unsupported) { unsupported = append(unsupported, u) }
 
+// UnsupportedFamilies lists the families refused by name, in the order
+// they were registered (the docs render it).
+func UnsupportedFamilies() []Unsupported { return slices.Clone(unsupported) }
+
 // unsupportedFamily is the refusal of a known family mtpconv does not convert.
 func unsupportedFamily(id Identity) error {
 	for _, f := range unsupported {
@@ -542,6 +563,9 @@ func Families() []string {
 	}
 	return out
 }
+
+// Registered lists the supported families' descriptors, sorted by name.
+func Registered() []*Family { return slices.Clone(families) }
 
 // FamiliesWhere lists the families whose descriptor satisfies ok (its
 // static facts: identity and per-target tables).
