@@ -30,7 +30,8 @@ import pytest
 
 import hf_repos
 from conftest import ROOT
-from test_vllm import MAX_TOKENS, PROMPTS, acceptance, vllm_python
+from test_vllm import MAX_TOKENS, PROMPTS, acceptance
+from vllm_server import python as vllm_python
 
 # family -> the rigged fixture, and whether its MLA is widened to vLLM CPU's size.
 FAMILIES = {"glm4.5": ("glm4.5-moe-tiny-rigged", False), "deepseek-v3": ("deepseek-v3-tiny-rigged", True)}

@@ -19,7 +19,7 @@ import pytest
 
 import hf_repos
 from conftest import ROOT
-from test_vllm import vllm_python
+from vllm_server import python as vllm_python
 
 FAMILIES = {"deepseek-v3": "deepseek-v3-tiny", "deepseek-v3.2": "deepseek-v3.2-tiny", "glm4.5": "glm4.5-moe-tiny",
             "glm4.7-flash": "glm4.7-flash-tiny", "glm5.2": "glm5.2-tiny", "hy3": "hy3-tiny",
