@@ -54,7 +54,20 @@ RUNTIME = {"gptq-moe": "vllm"}
 QUANTIZED = [f for f in FORMS if f != "bf16" and f not in RUNTIME]
 # The quant method vLLM 0.32.0 builds a quantized trunk layer with, per form:
 # a full-attention projection, and a routed-expert block.
-TRUNK_METHOD = {"w8a8": ("CompressedTensorsLinearMethod/CompressedTensorsW8A8Int8", "CompressedTensorsW8A8Int8MoEMethod"),
+def cpu_has_amx():
+    """vLLM 0.32's only CPU int8 MoE kernel needs AMX (fused_moe/experts/cpu_moe.py): on a CPU without it a W8A8
+    repo with int8 routed experts fails to load ("No Int8 MoE backend supports the deployment configuration")."""
+    try:
+        return "amx_int8" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+
+
+# The repo a form is written as on this CPU: W8A8 keeps its routed experts int8 where vLLM's CPU backend can run
+# them (AMX) and leaves them bf16 and ignored elsewhere; everything else it quantizes, and the head, are the same.
+REPO_FORM = {"w8a8": "w8a8" if cpu_has_amx() else "w8a8-bf16-experts"}
+TRUNK_METHOD = {"w8a8": ("CompressedTensorsLinearMethod/CompressedTensorsW8A8Int8",
+                         "CompressedTensorsW8A8Int8MoEMethod" if cpu_has_amx() else "UnquantizedFusedMoEMethod"),
                 "w4a16": ("CompressedTensorsLinearMethod/CompressedTensorsWNA16", "UnquantizedFusedMoEMethod"),
                 "gptq": ("AutoGPTQLinearMethod", None), "gptq-moe": ("AutoGPTQLinearMethod", "UnquantizedFusedMoEMethod")}
 # Trunk layers whose output vLLM computes from our quantized weights (probes),
@@ -145,7 +158,7 @@ def repos(mtpconv, tmp_path_factory):
     base = tmp_path_factory.mktemp("vllm")
     out = {}
     for form, fx in FORMS.items():
-        bare = hf_repos.write_repo(sources[fx], base / f"{form}-bare", form, TOKENIZER)
+        bare = hf_repos.write_repo(sources[fx], base / f"{form}-bare", REPO_FORM.get(form, form), TOKENIZER)
         mended = base / f"{form}-mended"
         shutil.copytree(bare, mended)
         into = [str(mtpconv), "export", "--src", str(sources[fx]), "--target", "hf", "--into", str(mended), "--quiet"]
@@ -364,7 +377,7 @@ def test_repos_are_deterministic(repos, tmp_path):
     for form, r in repos.items():
         if form not in FORMS:
             continue
-        again = hf_repos.write_repo(r["src"], tmp_path / form, form, TOKENIZER)
+        again = hf_repos.write_repo(r["src"], tmp_path / form, REPO_FORM.get(form, form), TOKENIZER)
         for f in r["bare"].iterdir():
             assert (again / f.name).read_bytes() == f.read_bytes(), (form, f.name)
 
