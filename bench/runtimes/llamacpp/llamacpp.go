@@ -184,13 +184,9 @@ func (rt *runtime) Start(ctx context.Context, s runtimes.Setup, a runtimes.Arm) 
 	if s.Dir != "" {
 		log = filepath.Join(s.Dir, fmt.Sprintf("llama-server-%s-%d.log", strings.NewReplacer("(", "-", ")", "").Replace(a.String()), port))
 	}
-	p, err := proc.Start(Binary, bin, args, []string{libraryPath(bin)}, log)
-	if err != nil {
-		return nil, err
-	}
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	if err := proc.WaitHealthy(ctx, p, base+"/health", HealthTimeout); err != nil {
-		p.Stop(proc.StopGrace)
+	p, err := proc.Serve(ctx, Binary, bin, args, []string{libraryPath(bin)}, log, base+"/health", HealthTimeout)
+	if err != nil {
 		return nil, err
 	}
 	sess := &session{base: base, p: p, client: &http.Client{Timeout: RequestTimeout}, perRequestMetrics: s.Concurrency <= 1}

@@ -210,6 +210,21 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// Serve starts a server (Start) and waits until healthURL answers
+// (WaitHealthy); a server that never gets healthy is stopped before the
+// error returns, so a failed start leaves no process behind.
+func Serve(ctx context.Context, name, path string, args, env []string, logPath, healthURL string, timeout time.Duration) (*Process, error) {
+	p, err := Start(name, path, args, env, logPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := WaitHealthy(ctx, p, healthURL, timeout); err != nil {
+		p.Stop(StopGrace)
+		return nil, err
+	}
+	return p, nil
+}
+
 // WaitHealthy polls url until it answers 200, the process exits (an ExitError),
 // ctx ends or timeout passes (an error with the process's last lines).
 func WaitHealthy(ctx context.Context, p *Process, url string, timeout time.Duration) error {

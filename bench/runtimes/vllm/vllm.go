@@ -177,13 +177,9 @@ func (runtime) Start(ctx context.Context, s runtimes.Setup, a runtimes.Arm) (run
 	if s.Dir != "" {
 		log = filepath.Join(s.Dir, fmt.Sprintf("vllm-%s-%d.log", strings.NewReplacer("(", "", ")", "").Replace(a.String()), port))
 	}
-	p, err := proc.Start("vLLM server", cmd.Python, cmd.Args, cmd.Env, log)
-	if err != nil {
-		return nil, err
-	}
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	if err := proc.WaitHealthy(ctx, p, base+"/health", StartTimeout); err != nil {
-		p.Stop(proc.StopGrace)
+	p, err := proc.Serve(ctx, "vLLM server", cmd.Python, cmd.Args, cmd.Env, log, base+"/health", StartTimeout)
+	if err != nil {
 		return nil, err
 	}
 	sess, err := open(ctx, base, a, p)
