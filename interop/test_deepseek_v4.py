@@ -16,6 +16,12 @@ own loop:
   as mxfp4, the only form the splitter writes from an FP4 release) drafts in
   its own speculative loop next to its deepseek_v4 trunk: rigged >= 95 %,
   plain few.
+- the numpy reference of the MTP layer with its hyper-connections
+  (interop/reference_nextn.py DeepSeekV4Reference) agrees with mlx-vlm's
+  drafter (float32, to 1e-4 of the largest logit) and with llama.cpp's MTP
+  logits for the converter's sidecar fed llama.cpp's own h_nextn streams
+  (interop/mtp_logits.cpp; within 3 %: bf16 weights and the Q8_0 eh_proj the
+  converter forces), the same argmax at every position.
 - mtpconv refuses every target naming DeepSeek-V4.
 """
 import json
@@ -29,6 +35,9 @@ import reference_gguf
 import vllm_server
 from conftest import ROOT
 from mlx_vlm_loop import NEW_TOKENS, acceptance, greedy as mlx_greedy, load_drafter, make_fixtures
+from nextn_gguf import run_mtp_logits
+from reference_nextn import DeepSeekV4Reference
+from test_glm_gguf import TOKENS, mtp_logits  # noqa: F401  (session fixture)
 from test_gguf import greedy, speculative
 from test_gguf import llama_bin  # noqa: F401  (session fixture)
 
@@ -50,6 +59,18 @@ def test_mtpconv_refuses_deepseek_v4(mtpconv, dirs, tmp_path, target):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.fixture(scope="module")
+def sidecars(dirs, llama_bin, tmp_path_factory):
+    """The converter's sidecar of each fixture (key -> file), made once."""
+    made = {}
+
+    def of(key):
+        if key not in made:
+            made[key] = converter_sidecar(llama_bin, dirs[key], tmp_path_factory.mktemp("conv-" + key))
+        return made[key]
+    return of
+
+
 def converter_sidecar(llama_bin, src, tmp):
     """The pinned converter's `--mtp` sidecar of src (vendored in the sdist
     scripts/build-llama.sh unpacked next to llama_bin; run by the vLLM venv's
@@ -65,10 +86,10 @@ def converter_sidecar(llama_bin, src, tmp):
 
 
 @pytest.mark.parametrize("key", ["plain", "rigged"])
-def test_llama_drafts_with_converter_sidecar(dirs, llama_bin, tmp_path, key):
+def test_llama_drafts_with_converter_sidecar(sidecars, llama_bin, key):
     import gguf
     name = FIXTURES[key]
-    sidecar = converter_sidecar(llama_bin, dirs[key], tmp_path)
+    sidecar = sidecars(key)
     rec = json.loads((REFERENCE / f"{name}-bf16.json").read_text())
     got = reference_gguf.describe(str(sidecar), gguf)
     assert got["metadata"] == rec["metadata"] and got["tensors"] == rec["tensors"]
@@ -142,3 +163,41 @@ def test_mlx_vlm_drafts_with_splitter_drafter(dirs, tmp_path, key):
         assert accepted >= 0.95 * drafted
     else:
         assert accepted < 0.5 * drafted
+
+
+def test_reference_agrees_with_mlx_vlm_drafter(dirs, tmp_path):
+    """mlx-vlm's drafter (the splitter's folder, float32) fed random trunk
+    streams: its logits are the numpy reference's."""
+    import numpy as np
+    from mlx_vlm.speculative.drafters.deepseek_v4_mtp.split import split_deepseek_v4_mtp
+    drafter = load_drafter(split_deepseek_v4_mtp(str(dirs["plain"]), str(tmp_path / "ref")))
+    ref = DeepSeekV4Reference(dirs["plain"])
+    rng = np.random.default_rng(3)
+    tokens = rng.integers(0, 320, len(TOKENS))
+    hidden = rng.standard_normal((len(tokens), 4, 128))
+    drafter._next_position = 1  # past the drafter's position 0, whose embedding its loop zeroes
+    embed = mx.array(ref.w["embed.weight"].astype(np.float32)[tokens][None])
+    h, _ = drafter._forward_hidden(embed, mx.array(hidden[None].astype(np.float32)), mx.array(tokens[None]), None)
+    got = np.array(h[0]).astype(np.float64) @ ref.w["head.weight"].T
+    want = ref.nextn_logits(tokens, hidden, np.arange(1, len(tokens) + 1))
+    err = np.abs(got - want).max() / np.abs(want).max()
+    print(f"deepseek_v4: mlx-vlm drafter against the numpy reference: max logit error {err:.1e} of the largest")
+    assert (got.argmax(-1) == want.argmax(-1)).all()
+    assert err < 1e-4, err
+
+
+def test_reference_agrees_with_llama_cpp(dirs, sidecars, mtp_logits):
+    """llama.cpp's MTP logits for the converter's sidecar, each row fed the
+    trunk's h_nextn of the row before (its 4 streams, 512 wide), are the
+    numpy reference's."""
+    import numpy as np
+    got = run_mtp_logits(mtp_logits, REFERENCE / f"{FIXTURES['plain']}-nomtp-bf16.gguf", sidecars("plain"), TOKENS)
+    hidden = np.array(got["h"])
+    assert hidden.shape == (len(TOKENS), 4 * 128)
+    ref = DeepSeekV4Reference(dirs["plain"])
+    want = ref.nextn_logits(np.array(TOKENS[1:]), hidden[:-1].reshape(-1, 4, 128), np.arange(1, len(TOKENS)))
+    mtp = np.array(got["mtp"])
+    err = np.abs(mtp - want).max() / np.abs(want).max()
+    print(f"deepseek_v4: llama.cpp MTP logits against the numpy reference: max error {err:.1e} of the largest")
+    assert (mtp.argmax(-1) == want.argmax(-1)).all()
+    assert err < 0.03, err
