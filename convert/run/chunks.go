@@ -37,6 +37,7 @@ type tensorState struct {
 	copyThrough bool
 	plusOne     bool
 	transposed  bool // each segment stored transposed, whole (TTranspose)
+	repack      bool // FP4 codes and scales moved into MXFP4 blocks (TRepackMXFP4)
 	raw         bool // the file has no header: the manifest places each entry
 	outSize     int64
 	qz          codec.Encoder
@@ -81,7 +82,8 @@ func newTensorState(ck *st.Checkpoint, t *plan.OutTensor, lay *plan.FileLayout, 
 	// checksum is its source checksum.
 	s.plusOne = t.Has(plan.TNormPlusOne)
 	s.transposed = t.Has(plan.TTranspose)
-	s.copyThrough = t.Quant == nil && !s.plusOne && !s.transposed
+	s.repack = t.Has(plan.TRepackMXFP4)
+	s.copyThrough = t.Quant == nil && !s.plusOne && !s.transposed && !s.repack
 	for _, seg := range t.Segments {
 		s.copyThrough = s.copyThrough && ck.Tensors[seg.Source].DType == t.DType
 	}
@@ -96,7 +98,7 @@ func newTensorState(ck *st.Checkpoint, t *plan.OutTensor, lay *plan.FileLayout, 
 	}
 	outRow := int64(0)
 	for i, seg := range t.Segments {
-		s.wholeSeg = append(s.wholeSeg, seg.Row == 0 && seg.Rows*t.RowLen == ck.Tensors[seg.Source].Elements())
+		s.wholeSeg = append(s.wholeSeg, len(seg.Then) == 0 && seg.Row == 0 && seg.Rows*t.RowLen == seg.Values(ck.Tensors[seg.Source]))
 		segChunk := chunkRows
 		if s.transposed { // a transposed block is stored whole
 			segChunk = seg.Rows
@@ -246,9 +248,33 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 	var overflows int
 	sc.refSq, sc.parts, sc.partsErr = 0, nil, nil
 	nonzero := seg.Scale != "" || nonZeroBytes(src.DType, raw) // a scaled segment: judged on its values below
+	var nonfinite int64
 	switch {
 	case s.copyThrough:
 		pieces = []codec.Piece{{Name: t.Name, Data: raw, Num: s.storedRow * s.outSize, Den: 1}}
+	case s.repack:
+		// The release's bytes, moved: no value is decoded or changed.
+		_, sraw, err := sc.rd.Scales(seg.Scale)
+		if err != nil {
+			return err
+		}
+		per := t.RowLen / seg.Block[1]
+		abs := seg.Row + c.row
+		if (abs+c.rows)*per > int64(len(sraw)) {
+			return fmt.Errorf("%s: no scale for row %d", seg.Scale, abs+c.rows-1)
+		}
+		scales := sraw[abs*per : (abs+c.rows)*per]
+		sc.enc = growBytes(sc.enc, int64(len(scales))*quant.MXFP4BlockBytes)
+		if err := quant.RepackMXFP4(raw, scales, sc.enc); err != nil {
+			return fmt.Errorf("%s with %s: %w", seg.Source, seg.Scale, err)
+		}
+		pieces = []codec.Piece{{Name: t.Name, Data: sc.enc, Num: per * quant.MXFP4BlockBytes, Den: 1}}
+		nonzero = slices.ContainsFunc(raw, func(b byte) bool { return b&0x77 != 0 })
+		for _, e := range scales {
+			if e == 0xFF { // OCP MX's NaN scale: its whole block is NaN
+				nonfinite += seg.Block[1]
+			}
+		}
 	case seg.Scale != "":
 		// Dequantized through the shared row reader, then the usual path from float32.
 		sc.vals = grow(sc.vals, elems)
@@ -265,9 +291,10 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 			return fmt.Errorf("%s: %w", seg.Source, err)
 		}
 	}
-	nonfinite, err := s.checkFinite(src.DType, raw, pieces, overflows, &qe)
-	if err != nil {
-		return fmt.Errorf("%s: %w", seg.Source, err)
+	if !s.repack {
+		if nonfinite, err = s.checkFinite(src.DType, raw, pieces, overflows, &qe); err != nil {
+			return fmt.Errorf("%s: %w", seg.Source, err)
+		}
 	}
 	refSq, parts := sc.refSq, sc.parts
 	for _, pc := range pieces {
