@@ -183,6 +183,9 @@ type Spec struct {
 	// llama.cpp folds into block n_layer). Its HeadLayer wants and MoE
 	// experts are named under HeadPrefix ("layers.1.mixer.experts.").
 	HeadOneLayer bool
+	// HeadLayersNumbered: MTP layer j lives at HeadPrefix + "{j}." rather
+	// than HeadPrefix + "layers.{j}." (DeepSeek-V4's mtp.0.*).
+	HeadLayersNumbered bool
 
 	TrunkTop   []Want                           // under the text prefix
 	LMHead     *Want                            // at the root; nil when tied to the embedding
@@ -301,6 +304,30 @@ type GGUFSpec struct {
 	// trunk and the bundled file alike; each is named by its recipe
 	// (package computed), and a graft keeps the trunk's.
 	Computed func(m *Model) []ComputedTensor
+	// Joins are the head's tensors made of several by columns.
+	Joins []GGUFJoin
+	// StoredTypes: the reference converter writes every tensor in the type
+	// the checkpoint stores it (float32 stays F32, a bf16 matrix BF16, a
+	// bf16 vector F32), whatever the output type, and FP4 routed experts
+	// as MXFP4 from their own bytes (DeepSeek-V4's tensor_force_quant and
+	// repack_mxfp4_blocks): one sidecar for bf16 and f16, file type
+	// MXFP4_MOE when it holds MXFP4; llama-quantize's types are refused
+	// (they would requantize the experts).
+	StoredTypes bool
+	// ChatTemplateFirst: the converter sets a default chat template before
+	// any other key, so the tokenizer's, which replaces it, stays the
+	// file's second key.
+	ChatTemplateFirst bool
+}
+
+// GGUFJoin is one GGUF tensor the reference converter makes of several
+// tensors of an MTP layer concatenated by columns, in Parts' order (names
+// under the layer, each mapped to the joined tensor's kind in
+// GGUFSpec.Layer), stored as Type when set ("Q8_0": its
+// tensor_force_quant) rather than by its kind.
+type GGUFJoin struct {
+	Parts []string
+	Type  string
 }
 
 // ComputedTensor is a tensor outside the blocks computed from the config:
@@ -325,6 +352,10 @@ type OpenVINOSpec struct {
 type MLXSpec struct {
 	// DrafterModelType is mlx-vlm's model_type for the head alone.
 	DrafterModelType string
+	// DrafterRefusal, when set, is the one sentence saying why the target
+	// does not write the drafter mlx-vlm has for the family (what is not
+	// ported yet): it refuses rather than write something else.
+	DrafterRefusal string
 	// DrafterUnrunnable, when set, says why no released mlx-vlm runs the
 	// drafter yet (its splitter writes the folder, load_drafter cannot build
 	// it): the card says it in place of a snippet, the export prints it, the

@@ -17,7 +17,7 @@ func (s *Spec) headPart(name string, nLayers int) (j int, rest string, ok bool) 
 		if s.HeadOneLayer {
 			return 0, rest, true
 		}
-		if l, ok := strings.CutPrefix(rest, "layers."); ok {
+		if l, ok := strings.CutPrefix(rest, s.headLayerWord()); ok {
 			num, suffix, found := strings.Cut(l, ".")
 			if j, err := strconv.Atoi(num); found && err == nil && j >= 0 {
 				return j, suffix, true
@@ -85,7 +85,15 @@ func (m *Model) HeadLayerPrefix(j int) string {
 	if m.Spec.HeadOneLayer {
 		return m.Spec.HeadPrefix
 	}
-	return m.Spec.HeadPrefix + "layers." + strconv.Itoa(j) + "."
+	return m.Spec.HeadPrefix + m.Spec.headLayerWord() + strconv.Itoa(j) + "."
+}
+
+// headLayerWord is what precedes an MTP layer's number under the head prefix.
+func (s *Spec) headLayerWord() string {
+	if s.HeadLayersNumbered {
+		return ""
+	}
+	return "layers."
 }
 
 // moeLayer reports whether layer i (MTP layer j is num_hidden_layers + j) routes experts.

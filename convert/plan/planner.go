@@ -108,7 +108,11 @@ func (pl *Planner) Add(t OutTensor, q *Quant) {
 	t.File = pl.File
 	t.Component = pl.Component
 	for _, s := range t.Segments {
-		if s.Packed != "" && !t.Has(TRepackMXFP4) { // FP4 codes decoded with their scales first
+		if s.Packed != "" && t.DType == DTypeMXFP4 { // FP4 codes stored as MXFP4: moved, not decoded
+			t.Transforms = append(t.Transforms, TRepackMXFP4)
+			break
+		}
+		if s.Packed != "" { // FP4 codes decoded with their scales first
 			t.Transforms = append([]Transform{TDequantFP4}, t.Transforms...)
 			break
 		}

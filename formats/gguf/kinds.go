@@ -77,6 +77,21 @@ const (
 	KindHCFFNUp
 	KindHCFFNInject
 	KindIndexerQNorm
+	// DeepSeek-V4's (deepseek4): the shared key-value projection, the
+	// grouped low-rank output, the hyper-connections' pre/post/mix weights
+	// around each sub-layer and before the output (output_hc_*).
+	KindAttnKV
+	KindAttnOutA
+	KindAttnOutB
+	KindHCAttnFn
+	KindHCAttnBase
+	KindHCAttnScale
+	KindHCFFNFn
+	KindHCFFNBase
+	KindHCFFNScale
+	KindOutputHCFn
+	KindOutputHCBase
+	KindOutputHCScale
 	KindRopeFreqs // rope_freqs (llama3 RoPE scaling's per-frequency factors, one tensor every layer reads)
 )
 
@@ -159,6 +174,18 @@ var kinds = map[Kind]KindInfo{
 	KindHCFFNInject:         {Name: "hc_ffn_inject", Block: true},
 	KindIndexerQNorm:        {Name: "indexer.q_norm", Block: true},
 	KindRopeFreqs:           {Name: "rope_freqs"},
+	KindAttnKV:              {Name: "attn_kv", Block: true},
+	KindAttnOutA:            {Name: "attn_output_a", Block: true},
+	KindAttnOutB:            {Name: "attn_output_b", Block: true},
+	KindHCAttnFn:            {Name: "hc_attn_fn", Block: true},
+	KindHCAttnBase:          {Name: "hc_attn_base", Block: true},
+	KindHCAttnScale:         {Name: "hc_attn_scale", Block: true},
+	KindHCFFNFn:             {Name: "hc_ffn_fn", Block: true},
+	KindHCFFNBase:           {Name: "hc_ffn_base", Block: true},
+	KindHCFFNScale:          {Name: "hc_ffn_scale", Block: true},
+	KindOutputHCFn:          {Name: "output_hc_fn"},
+	KindOutputHCBase:        {Name: "output_hc_base"},
+	KindOutputHCScale:       {Name: "output_hc_scale"},
 }
 
 // Info is the kind's entry in the table.

@@ -108,6 +108,9 @@ const (
 	FileQ5_K_M FileType = 17
 	FileQ6_K   FileType = 18
 	FileBF16   FileType = 32
+	// FileMXFP4MOE: the routed experts MXFP4, the rest as written
+	// (DeepSeek-V4's sidecar, whatever --outtype).
+	FileMXFP4MOE FileType = 38
 )
 
 var fileTypeNames = map[FileType]string{
