@@ -389,6 +389,21 @@ type MLXSpec struct {
 	// concatenates along their rows from several tensors of one MTP layer
 	// (GLM-5.3-Flash's qkv_a_proj of q_a_proj and kv_a_proj_with_mqa).
 	DrafterConcat []DrafterConcat
+	// DrafterKeepsStorage: mlx-vlm's splitter keeps the release's own
+	// quantized storage and ignores any quantization asked
+	// (quantization_from_source): FP4 routed experts stay mxfp4 (moved,
+	// plan.TMoveMXFP4), every other tensor as stored (bf16 and float32
+	// uncast); config.json's quantization block is the splitter's default
+	// (affine, 8 bits, group 64) and one entry per mxfp4 module. The target
+	// writes that one form and refuses other precisions.
+	DrafterKeepsStorage bool
+	// DrafterExpertOrder is the order the drafter's sanitize stacks the
+	// routed experts' projections in (indexes of gate, up, down), which is
+	// the order its quantization block lists them; nil: gate, up, down.
+	DrafterExpertOrder []int
+	// DrafterShape, when set, gives the stored shape of a drafter tensor
+	// (by its drafter name) that the drafter's sanitize reshapes.
+	DrafterShape func(c *Config, name string, shape []int64) []int64
 }
 
 // DrafterConcat is one drafter tensor made of head tensors stacked along

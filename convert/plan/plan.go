@@ -34,6 +34,7 @@ const (
 	TDequantFP4     = manifests.TDequantFP4
 	TRepackMXFP4    = manifests.TRepackMXFP4
 	TConcatColumns  = manifests.TConcatColumns
+	TMoveMXFP4      = manifests.TMoveMXFP4
 )
 
 // Segment is a run of rows of a source tensor viewed as [rows, RowLen],
@@ -316,11 +317,16 @@ func (p *Plan) Validate(ck *st.Checkpoint) error {
 // checkRepack refuses a raw MXFP4 transfer of anything but whole rows of
 // FP4 codes stored as they are, and FP4 codes read without a decoder.
 func (t *OutTensor) checkRepack(s Segment) error {
-	repack := t.Has(TRepackMXFP4)
+	repack, move := t.Has(TRepackMXFP4), t.Has(TMoveMXFP4)
+	raw := func(x Transform) bool { return x != TRepackMXFP4 && x != TMoveMXFP4 && x != TStackExperts }
 	switch {
+	case move && (s.Packed != rows.PackedE2M1 || len(s.Block) != 2 || t.Quant == nil || t.Quant.Mode != codec.ModeMLXMXFP4 || int64(t.Quant.GroupSize) != s.Block[1]):
+		return fmt.Errorf("an mxfp4 move stores FP4 codes with a scale per group as MLX's mxfp4 of that group; %s is not such a tensor, or the tensor is not mxfp4 of its group", s.Source)
+	case move && slices.ContainsFunc(t.Transforms, raw):
+		return fmt.Errorf("an mxfp4 move stores the codes as they are, with no transform on values")
 	case repack && (s.Packed != rows.PackedE2M1 || len(s.Block) != 2 || s.Block[1] != 32):
 		return fmt.Errorf("an MXFP4 repack moves FP4 codes with a scale per 32 values; %s is not such a tensor", s.Source)
-	case repack && (t.Quant != nil || t.DType != DTypeMXFP4 || slices.ContainsFunc(t.Transforms, func(x Transform) bool { return x != TRepackMXFP4 && x != TStackExperts })):
+	case repack && (t.Quant != nil || t.DType != DTypeMXFP4 || slices.ContainsFunc(t.Transforms, raw)):
 		return fmt.Errorf("an MXFP4 repack is stored %s as it is, with no transform on values", DTypeMXFP4)
 	case !repack && t.DType == DTypeMXFP4:
 		return fmt.Errorf("%s is only written by an MXFP4 repack of FP4 codes", DTypeMXFP4)

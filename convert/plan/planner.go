@@ -7,6 +7,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/health"
 	"github.com/mtpconv/mtpconv/convert/model"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/quant/codec"
 )
 
 // Planner accumulates the output tensors of one file, applying the fixes
@@ -108,8 +109,16 @@ func (pl *Planner) Add(t OutTensor, q *Quant) {
 	t.File = pl.File
 	t.Component = pl.Component
 	for _, s := range t.Segments {
-		if s.Packed != "" && t.DType == DTypeMXFP4 { // FP4 codes stored as MXFP4: moved, not decoded
+		if s.Packed != "" && t.DType == DTypeMXFP4 { // FP4 codes stored as ggml MXFP4: moved, not decoded
 			t.Transforms = append(t.Transforms, TRepackMXFP4)
+			break
+		}
+		if s.Packed != "" && q != nil && q.Mode == codec.ModeMLXMXFP4 && int64(q.GroupSize) == s.Block[1] {
+			// FP4 asked as MLX mxfp4 of its own group: the codes and scales
+			// already are that, exactly; requantizing the decoded values
+			// could pick other scales.
+			t.Transforms = append(t.Transforms, TMoveMXFP4)
+			t.Quant, q = q, nil
 			break
 		}
 		if s.Packed != "" { // FP4 codes decoded with their scales first
@@ -127,7 +136,7 @@ func (pl *Planner) Add(t OutTensor, q *Quant) {
 			break
 		}
 	}
-	if t.DType != pl.M.Checkpoint.Tensors[t.Segments[0].Source].DType && !t.Has(TRepackMXFP4) {
+	if t.DType != pl.M.Checkpoint.Tensors[t.Segments[0].Source].DType && !t.Has(TRepackMXFP4) && !t.Has(TMoveMXFP4) {
 		t.Transforms = append(t.Transforms, TCast)
 	}
 	if q != nil {
