@@ -23,8 +23,9 @@ meets llama.cpp's:
   converter forces), the same argmax at every position.
 - mtpconv's --target gguf sidecar is the converter's record (provenance keys
   aside) and llama.cpp drafts with it as with the converter's: rigged >= 95 %
-  with the trunk's greedy text, plain few. Its other targets are refused in
-  one sentence each (mlx: the drafter's mxfp4 layout is not written yet).
+  with the trunk's greedy text, plain few; its --target mlx drafter is the
+  splitter's (tensors, config.json) and drafts in mlx-vlm's loop likewise.
+  openvino and hf are refused in one sentence each.
 """
 import json
 import subprocess
@@ -52,8 +53,7 @@ def dirs():
     return make_fixtures(FIXTURES)
 
 
-@pytest.mark.parametrize("target,why", [("mlx", "deepseek_v4_mtp drafter keeps the release's FP4 experts"),
-                                        ("openvino", "runs Qwen3.5 heads only"), ("hf", "cpu/mtp.py:15")])
+@pytest.mark.parametrize("target,why", [("openvino", "runs Qwen3.5 heads only"), ("hf", "cpu/mtp.py:15")])
 def test_mtpconv_refuses_deepseek_v4(mtpconv, dirs, tmp_path, target, why):
     res = subprocess.run([str(mtpconv), "export", "--src", str(dirs["plain"]), "--out", str(tmp_path / "out"), "--target", target],
                          capture_output=True, text=True)
@@ -208,6 +208,50 @@ def test_mlx_vlm_drafts_with_splitter_drafter(dirs, tmp_path, key):
     got = mlx_greedy(model, drafter)
     drafted, accepted = acceptance(drafter)
     print(f"deepseek_v4 {key}: mlx-vlm splitter drafter in mlx-vlm: drafted {drafted}, accepted {accepted} "
+          f"({100 * accepted / max(drafted, 1):.1f}%)")
+    assert got == want
+    assert drafted >= NEW_TOKENS // 2
+    if key == "rigged":
+        assert accepted >= 0.95 * drafted
+    else:
+        assert accepted < 0.5 * drafted
+
+
+def test_drafter_equals_mlx_vlm_splitter(mtpconv, dirs, tmp_path):
+    """Our --target mlx drafter is what mlx-vlm's deepseek_v4_mtp splitter
+    writes from the FP4 release, tensor for tensor and byte for byte in
+    config.json: the experts' codes and scales the release's own bytes
+    (mxfp4), everything else as stored; other precisions are refused."""
+    from conftest import export
+    from mlx_vlm.speculative.drafters.deepseek_v4_mtp.split import split_deepseek_v4_mtp
+    from mlx_vlm_loop import bf16_drafters
+    from test_glm import assert_same_drafter
+    ours, ref = bf16_drafters(mtpconv, dirs["plain"], tmp_path, split_deepseek_v4_mtp)
+    got = assert_same_drafter(ours, Path(ref))
+    assert (ours / "config.json").read_bytes() == (Path(ref) / "config.json").read_bytes()
+    assert got["decoder.ffn.switch_mlp.down_proj.weight"].dtype == mx.uint32
+    assert got["decoder.attn.wo_a.weight"].shape == (2, 32, 128)
+    man = json.loads((ours / "mtpconv-manifest.json").read_text())
+    moved = {t["name"]: [x["name"] for x in t["transforms"] or []] for t in man["tensors"]}
+    assert moved["decoder.ffn.switch_mlp.gate_proj.weight"] == ["stack_experts", "move_mxfp4"]
+    res = subprocess.run([str(mtpconv), "export", "--src", str(dirs["plain"]), "--out", str(tmp_path / "int4"), "--target", "mlx",
+                          "--head-precision", "int4"], capture_output=True, text=True)
+    assert res.returncode != 0 and "ignores any quantization asked" in res.stderr, res.stderr
+    assert not (tmp_path / "int4").exists()
+
+
+@pytest.mark.parametrize("key", ["plain", "rigged"])
+def test_mlx_vlm_drafts_with_mtpconv_drafter(mtpconv, dirs, tmp_path, key):
+    """mlx-vlm's own MTP loop drafts with our drafter next to its trunk: the
+    greedy tokens equal the no-draft ones; rigged >= 95 % accepted, plain few."""
+    from conftest import export
+    ours = export(mtpconv, dirs[key], tmp_path / "ours", "--target", "mlx")
+    model = load_trunk(dirs[key], tmp_path)
+    want = mlx_greedy(model)
+    drafter = load_drafter(ours)
+    got = mlx_greedy(model, drafter)
+    drafted, accepted = acceptance(drafter)
+    print(f"deepseek_v4 {key}: mtpconv drafter in mlx-vlm: drafted {drafted}, accepted {accepted} "
           f"({100 * accepted / max(drafted, 1):.1f}%)")
     assert got == want
     assert drafted >= NEW_TOKENS // 2

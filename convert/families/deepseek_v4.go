@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/mtpconv/mtpconv/convert/model"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
@@ -35,7 +36,17 @@ var deepseekV4Family = &model.Family{
 	ModelTypes: []string{"deepseek_v4"}, Arch: "DeepseekV4ForCausalLM",
 	ParseConfig: parseDeepSeekV4, Spec: specDeepSeekV4,
 	MLX: model.MLXSpec{
-		DrafterRefusal: "mlx-vlm 0.7.10's deepseek_v4_mtp drafter keeps the release's FP4 experts as mxfp4 words and scales, a layout this tool does not write yet; use --target gguf (llama.cpp's deepseek4 sidecar).",
+		// mlx-vlm's deepseek_v4_mtp splitter: mtp.0. stripped, the decoder
+		// layer under decoder., the FP4 experts stacked as switch_mlp and
+		// kept mxfp4 (codes viewed uint32, E8M0 scales as .scales), wo_a
+		// reshaped per output group, block_size depth + 1, the release's
+		// storage recorded rather than any quantization asked.
+		DrafterModelType:    "deepseek_v4_mtp",
+		DrafterBlockExtra:   1,
+		DrafterName:         dsv4DrafterName,
+		DrafterKeepsStorage: true,
+		DrafterExpertOrder:  []int{0, 2, 1}, // sanitize stacks w1, w2, w3: gate, down, up
+		DrafterShape:        dsv4DrafterShape,
 		CombinedRefusal:   "mlx-lm 0.32.2 has no DeepSeek-V4 model (deepseek_v4): a combined file would have no consumer; use --target mlx (mlx-vlm's deepseek_v4_mtp drafter).",
 	},
 	GGUF: model.GGUFSpec{
@@ -234,7 +245,7 @@ func specDeepSeekV4(c *model.Config) *model.Spec {
 		MoE: &model.MoE{
 			Experts:   "ffn.experts.",
 			PerExpert: [3]string{"w1.weight", "w3.weight", "w2.weight"},
-			Stacked:   [3]string{"ffn.switch_mlp.gate_proj.weight", "ffn.switch_mlp.up_proj.weight", "ffn.switch_mlp.down_proj.weight"},
+			Stacked:   [3]string{"decoder.ffn.switch_mlp.gate_proj.weight", "decoder.ffn.switch_mlp.up_proj.weight", "decoder.ffn.switch_mlp.down_proj.weight"},
 		},
 		Experts: func(model.ExpertLayout) []model.Want {
 			var ws []model.Want
@@ -295,4 +306,45 @@ func dsv4GGUFMetadata(m *model.Model, h model.Hparams, g *model.GGUFKeys) error 
 	g.U32("embedding_length_out", c.HiddenSize*ds.HCMult)
 	g.U32("nextn_predict_layers", m.MTPDepth)
 	return nil
+}
+
+// dsv4DrafterName is deepseek_v4_mtp's sanitize renaming of an MTP layer
+// tensor (given as HeadRelative names it, "layers.0.attn.wq_a.weight"):
+// the layer prefix dropped, the decoder layer's tensors under decoder.,
+// hc_{attn,ffn}_* as decoder.{attn,ffn}_hc.*, hc_head_* as hc_head.*, the
+// router bias as e_score_correction_bias, the shared expert's w1/w2/w3 as
+// gate/down/up_proj.
+func dsv4DrafterName(rel string) string {
+	n := rel
+	if after, ok := strings.CutPrefix(rel, "layers."); ok {
+		_, n, _ = strings.Cut(after, ".")
+	}
+	for _, p := range []string{"attn.", "attn_norm.", "ffn.", "ffn_norm."} {
+		if strings.HasPrefix(n, p) {
+			n = "decoder." + n
+			break
+		}
+	}
+	if b, ok := strings.CutSuffix(n, ".ffn.gate.bias"); ok {
+		n = b + ".ffn.gate.e_score_correction_bias"
+	}
+	for _, sub := range []string{"attn", "ffn"} {
+		for _, p := range []string{"fn", "base", "scale"} {
+			n = strings.Replace(n, "hc_"+sub+"_"+p, "decoder."+sub+"_hc."+p, 1)
+		}
+	}
+	for old, repl := range map[string]string{"w1": "gate_proj", "w2": "down_proj", "w3": "up_proj"} {
+		n = strings.Replace(n, ".shared_experts."+old+".", ".shared_experts."+repl+".", 1)
+	}
+	return strings.Replace(n, "hc_head_", "hc_head.", 1)
+}
+
+// dsv4DrafterShape is the sanitize's reshape of wo_a into its output
+// groups, [o_groups, o_lora_rank, in].
+func dsv4DrafterShape(c *model.Config, name string, shape []int64) []int64 {
+	ds := model.KeysOf[DeepSeekV4Config](c)
+	if name != "decoder.attn.wo_a.weight" || len(shape) != 2 || ds.OGroups <= 0 {
+		return shape
+	}
+	return []int64{int64(ds.OGroups), shape[0] / int64(ds.OGroups), shape[1]}
 }

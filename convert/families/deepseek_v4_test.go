@@ -3,6 +3,7 @@ package families_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -63,11 +64,48 @@ func TestDeepSeekV4Family(t *testing.T) {
 		{"openvino", "runs Qwen3.5 heads only"},
 		{"combined", "mlx-lm 0.32.2 has no DeepSeek-V4 model"},
 		{"hf", "cpu/mtp.py:15"},
-		{"mlx", "deepseek_v4_mtp drafter keeps the release's FP4 experts"},
+		{"gguf", "only the sidecar at --head-precision bf16 or f16"},
 	} {
-		if _, err := testmodel.Plan(t, m, c.target, targets.Options{}); err == nil || !strings.Contains(err.Error(), c.want) {
+		o := targets.Options{}
+		if c.target == "gguf" {
+			o.HeadPrecision = "int4"
+		}
+		if _, err := testmodel.Plan(t, m, c.target, o); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("--target %s: %v", c.target, err)
 		}
+	}
+	// mlx-vlm's deepseek_v4_mtp drafter: the FP4 experts moved as mxfp4
+	// (stacked gate, down, up as its sanitize stacks them), wo_a in its
+	// output groups, names as its sanitize renames them; the splitter's
+	// one form only.
+	mp, err := testmodel.Plan(t, m, "mlx", targets.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var experts []string
+	for _, o := range mp.Tensors {
+		if strings.Contains(o.Name, "switch_mlp") {
+			experts = append(experts, o.Name)
+			if !o.Has(plan.TMoveMXFP4) || o.Has(plan.TQuantize) || o.Quant == nil || o.Quant.GroupSize != 32 {
+				t.Errorf("%s: %v %+v: want the FP4 codes moved as mxfp4 of 32", o.Name, o.Transforms, o.Quant)
+			}
+		}
+		switch o.Name {
+		case "decoder.attn.wo_a.weight":
+			if len(o.Shape) != 3 || o.Shape[0] != 2 || o.Shape[1] != 32 {
+				t.Errorf("wo_a shape %v, want [o_groups, o_lora_rank, in]", o.Shape)
+			}
+		case "decoder.ffn.gate.e_score_correction_bias", "decoder.attn_hc.fn", "hc_head.scale", "decoder.ffn.shared_experts.down_proj.weight", "e_proj.weight":
+		default:
+			continue
+		}
+		experts = append(experts, o.Name)
+	}
+	if want := []string{"decoder.ffn.switch_mlp.gate_proj.weight", "decoder.ffn.switch_mlp.down_proj.weight", "decoder.ffn.switch_mlp.up_proj.weight"}; !slices.Equal(experts[len(experts)-3:], want) || len(experts) != 9 {
+		t.Errorf("drafter tensors %v: want the splitter's names, the experts last in its stacking order %v", experts, want)
+	}
+	if _, err := testmodel.Plan(t, m, "mlx", targets.Options{HeadPrecision: "int4", Set: map[string]bool{targets.OptHeadPrecision: true}}); err == nil || !strings.Contains(err.Error(), "ignores any quantization asked") {
+		t.Errorf("--target mlx --head-precision int4: %v", err)
 	}
 	raw, err := os.ReadFile(filepath.Join(fixtures.Ensure(t, fixtures.DeepSeekV4), "config.json"))
 	if err != nil {

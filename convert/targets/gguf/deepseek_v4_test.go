@@ -13,6 +13,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/targets"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/manifests"
 )
 
 // deepSeekV4Sidecar: whatever the precision asked, the experts are MXFP4,
@@ -52,5 +53,23 @@ func TestDeepSeekV4RefusesRequantAndGraft(t *testing.T) {
 		if err == nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), "requantize the MXFP4 experts") {
 			t.Errorf("%+v: %v, want the usage error naming the MXFP4 experts", o, err)
 		}
+	}
+}
+
+// verify --src recomputes every tensor of the sidecar (the MXFP4 experts
+// byte for byte from the release's codes and scales, eh_proj from both
+// halves) and its stored-type check holds.
+func TestDeepSeekV4SidecarVerifies(t *testing.T) {
+	t.Parallel()
+	src := fixtures.Ensure(t, fixtures.DeepSeekV4)
+	path := exportTo(t, src, "")
+	m, err := model.Load(source.Dir(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Checkpoint.Close()
+	rep, err := manifests.Verify(context.Background(), filepath.Dir(path), m.Checkpoint)
+	if err != nil || !rep.OK || rep.Recomputed != rep.Tensors || rep.Tensors != 34 {
+		t.Fatalf("verify --src: %v %+v", err, rep)
 	}
 }
