@@ -14,8 +14,14 @@ What is checked here is the ground the writers will stand on:
   python: the one venv of CI with torch) takes the fixture and writes the `dflash` draft: the tensors and keys the
   docs page lists, the FP4 experts repacked to MXFP4 holding exactly the release's values, the FP8 weights as Q8_0
   of the exactly dequantized ones.
+- Both pinned runtimes draft with DSpark on CPU, each with its own tool's file next to its own trunk of the rigged
+  fixture (four trunk layers, one of each compress ratio; the head rigged through its Markov head):
+  `llama-speculative-simple --spec-type draft-dspark` and mlx-vlm's dflash loop (`draft_block_size` 5: four
+  drafts a round) accept >= 95 % of the rigged head's drafts with the greedy text equal to the undrafted one, and
+  fewer than half of a random head's (the same trunk) with the text still equal.
 """
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,15 +31,23 @@ import pytest
 
 from conftest import ROOT
 from reference_dspark import DSparkReference, load_release
+from test_gguf import PROMPT, llama_bin, run_llama  # noqa: F401 (llama_bin: the session fixture)
 
 FIXTURE = "deepseek-v4-flash-0731-dspark-tiny"
+RIGGED, RANDOM_HEAD = FIXTURE + "-rigged", FIXTURE + "-trunk"
 LLAMA = Path.home() / ".cache" / "mtpconv" / "llama.cpp-0.3.36" / "src" / "llama_cpp_python-0.3.36" / "vendor" / "llama.cpp"
 
 
 @pytest.fixture(scope="module")
-def fixture():
-    res = subprocess.run(["go", "run", "./cmd/mkfixtures", FIXTURE], cwd=ROOT, check=True, capture_output=True, text=True)
-    return Path(res.stdout.split()[0])
+def fixtures():
+    names = [FIXTURE, RIGGED, RANDOM_HEAD]
+    res = subprocess.run(["go", "run", "./cmd/mkfixtures", *names], cwd=ROOT, check=True, capture_output=True, text=True)
+    return dict(zip(names, map(Path, res.stdout.split())))
+
+
+@pytest.fixture(scope="module")
+def fixture(fixtures):
+    return fixtures[FIXTURE]
 
 
 @pytest.fixture(scope="module")
@@ -114,9 +128,20 @@ llama, src, out = sys.argv[1:4]
 sys.path.insert(0, llama); sys.path.insert(1, llama + "/gguf-py")
 import conversion.base as base
 base.TextModel.get_vocab_base_pre = lambda self, tokenizer: "deepseek-v3"
-sys.argv = [llama + "/convert_hf_to_gguf.py", src, "--dspark", "--target-model-dir", src, "--outtype", "bf16", "--outfile", out]
+sys.argv = [llama + "/convert_hf_to_gguf.py", src, "--outtype", "bf16", "--outfile", out] + sys.argv[4:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 '''
+
+
+def convert(src, out, *flags):
+    """The pinned converter's file of src (the DeepSeek-V4 trunk, or with --dspark the DSpark draft)."""
+    from vllm_server import python as vllm_python
+    subprocess.run([str(vllm_python()), "-c", CONVERT, str(LLAMA), str(src), str(out), *flags], check=True, capture_output=True)
+    return out
+
+
+def dspark(src, out):
+    return convert(src, out, "--dspark", "--target-model-dir", str(src))
 
 # What the file holds, read with the gguf-py vendored with the converter (the PyPI wheel has no dflash): every key,
 # every tensor's type and dims, and the values of the tensors named on the command line, dequantized.
@@ -138,8 +163,7 @@ print(json.dumps({"keys": keys, "tensors": tensors, "values": values}, default=s
 def converted(fixture, tmp_path_factory):
     from vllm_server import python as vllm_python
     py = vllm_python()
-    out = tmp_path_factory.mktemp("gguf") / "dspark.gguf"
-    subprocess.run([str(py), "-c", CONVERT, str(LLAMA), str(fixture), str(out)], check=True, capture_output=True)
+    out = dspark(fixture, tmp_path_factory.mktemp("gguf") / "dspark.gguf")
     names = ["blk.0.ffn_gate_exps.weight", "blk.2.ffn_down_exps.weight", "fc.weight", "blk.1.attn_output_a.weight", "markov_w1.weight"]
     res = subprocess.run([str(py), "-c", DESCRIBE, str(LLAMA), str(out), *names], check=True, capture_output=True, text=True)
     return json.loads(res.stdout)
@@ -175,3 +199,91 @@ def test_llama_cpp_converter_reads_the_release_values(fixture, converted):
         want = w[src].ravel()
         assert np.abs(got[name] - want).max() <= np.abs(want).max() / 127 + 1e-6, name
     np.testing.assert_array_equal(got["markov_w1.weight"], w["mtp.2.markov_head.markov_w1.weight"].ravel())
+
+
+@pytest.fixture(scope="module")
+def llama_files(fixtures, tmp_path_factory):
+    """The converter's deepseek4 trunk of the rigged fixture and the DSpark drafts of the rigged and the random head."""
+    d = tmp_path_factory.mktemp("llama")
+    return (convert(fixtures[RIGGED], d / "trunk.gguf"), dspark(fixtures[RIGGED], d / "dspark-rigged.gguf"),
+            dspark(fixtures[RANDOM_HEAD], d / "dspark-random.gguf"))
+
+
+def speculative_dspark(llama_bin, trunk, draft, n=48):
+    """llama-speculative-simple with the DSpark draft: its text and statistics (a run whose statistics the
+    log lost, llama.cpp issue 22142, is run again: the output is deterministic)."""
+    for _ in range(6):
+        out, err = run_llama(llama_bin, "llama-speculative-simple", "-m", trunk, "-md", draft, "--spec-type", "draft-dspark",
+                             "-p", PROMPT, "-n", n, "--temp", "0", "-c", "512", "-t", "2")
+        stats = {k: float(v) for k, v in re.findall(r"\b(n_drafted|n_accept|accept)\s*=\s*([0-9.]+)", err)}
+        if {"n_drafted", "n_accept"} <= stats.keys():
+            return out.strip(), stats
+    raise AssertionError("llama-speculative-simple never printed its statistics:\n" + err[-3000:])
+
+
+@pytest.mark.parametrize("head", ["rigged", "random"])
+def test_llama_cpp_drafts_with_dspark(llama_bin, llama_files, head):
+    trunk, rigged, random = llama_files
+    want, _ = run_llama(llama_bin, "llama-simple", "-m", trunk, "-n", 64, PROMPT)
+    got, stats = speculative_dspark(llama_bin, trunk, rigged if head == "rigged" else random)
+    print(f"llama.cpp draft-dspark, {head} head: drafted {stats['n_drafted']:.0f}, accepted {stats['n_accept']:.0f}")
+    assert len(got) > len(PROMPT) + 16 and want.strip().startswith(got)
+    assert stats["n_drafted"] >= 30
+    if head == "rigged":
+        assert stats["n_accept"] / stats["n_drafted"] >= 0.95
+    else:
+        assert stats["n_accept"] < 0.5 * stats["n_drafted"]
+
+
+MLX_PROMPT = [3, 17, 200, 33, 4, 99, 250, 11]
+
+
+def load_v4_trunk(src, tmp):
+    """mlx-vlm's deepseek_v4 model of a raw V4 release folder, in float32. Its quantization is given as
+    deepseek_v4's own make_quantization_config: mlx-vlm 0.7.10's load_model takes the release's fp8
+    quantization_config for a uniform block-FP8 checkpoint (fp8.py:16-26, utils.py:511-518) and never reaches
+    deepseek_v4's mixed FP8/FP4 one, so the FP4 experts do not load (mlx_vlm.convert fails the same way)."""
+    import shutil
+    import mlx.core as mx
+    from mlx_vlm.models.deepseek_v4.language import make_quantization_config
+    from mlx_vlm.utils import get_model_and_args, load_model
+    dst = Path(tmp)
+    shutil.copytree(src, dst, symlinks=True)
+    cfg = json.loads((dst / "config.json").read_text())
+    cfg.pop("quantization_config")
+    arch, _ = get_model_and_args(cfg)
+    cfg["quantization"] = make_quantization_config(arch.Model(arch.ModelConfig.from_dict(cfg)))
+    (dst / "config.json").unlink()
+    (dst / "config.json").write_text(json.dumps(cfg))
+    model = load_model(dst, strict=True)
+    model.set_dtype(mx.float32)
+    return model
+
+
+def mlx_greedy(model, drafter=None):
+    import mlx.core as mx
+    from mlx_vlm.generate.ar import generate_step
+    kw = dict(draft_model=drafter, draft_kind="dflash", draft_block_size=5) if drafter is not None else {}
+    return [int(t.item()) if hasattr(t, "item") else int(t)
+            for t, _ in generate_step(mx.array([MLX_PROMPT]), model, None, None, max_tokens=48, temperature=0.0, **kw)]
+
+
+@pytest.mark.parametrize("head", ["rigged", "random"])
+def test_mlx_vlm_drafts_with_dspark(fixtures, tmp_path, head):
+    import mlx.core as mx
+    from mlx_vlm.speculative.drafters import load_drafter
+    from mlx_vlm.speculative.drafters.mtp_split import get_mtp_splitter
+    src = fixtures[RIGGED if head == "rigged" else RANDOM_HEAD]
+    model = load_v4_trunk(fixtures[RIGGED], tmp_path / "trunk")
+    folder = get_mtp_splitter(source_config=json.loads((src / "config.json").read_text())).split(str(src), str(tmp_path / "drafter"))
+    drafter, kind = load_drafter(str(folder))
+    drafter.set_dtype(mx.float32)
+    assert kind == "dflash"
+    assert mlx_greedy(model, drafter) == mlx_greedy(model)
+    drafted, accepted = sum(drafter.draft_lens), sum(drafter.accept_lens)
+    print(f"mlx-vlm dflash loop, {head} head: drafted {drafted}, accepted {accepted}")
+    assert drafted >= 30
+    if head == "rigged":
+        assert accepted / drafted >= 0.95
+    else:
+        assert accepted < 0.5 * drafted
