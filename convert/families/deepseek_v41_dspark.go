@@ -119,6 +119,8 @@ func parseDSpark(raw []byte) (*model.Config, error) {
 	}
 	d.applyDefaults()
 	model.SetKeys(c, &d)
+	c.NumExperts = d.NRoutedExperts // the shared keys under V4's names, for inspect
+	c.SharedExpertIntermed = d.NSharedExperts * c.MoeIntermediateSize
 	if err := model.CheckPositive(
 		model.PositiveKey{Name: "hidden_size", Value: c.HiddenSize}, model.PositiveKey{Name: "num_hidden_layers", Value: c.NumHiddenLayers},
 		model.PositiveKey{Name: "vocab_size", Value: c.VocabSize}, model.PositiveKey{Name: "num_attention_heads", Value: c.NumAttentionHeads},
