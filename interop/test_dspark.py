@@ -19,6 +19,9 @@ What is checked here is the ground the writers will stand on:
   `llama-speculative-simple --spec-type draft-dspark` and mlx-vlm's dflash loop (`draft_block_size` 5: four
   drafts a round) accept >= 95 % of the rigged head's drafts with the greedy text equal to the undrafted one, and
   fewer than half of a random head's (the same trunk) with the text still equal.
+- DeepSeek-V4.1 (`deepseek_v41`): no pinned tool drafts it, as the family's refusals say. llama.cpp's converter
+  has no class for it (with or without --dspark); mlx-vlm has no splitter for it and its deepseek_v41 model drops
+  every `mtp.*` tensor; vLLM's own configuration class reads the fixture's config (the dspark keys included).
 """
 import json
 import re
@@ -35,12 +38,13 @@ from test_gguf import PROMPT, llama_bin, run_llama  # noqa: F401 (llama_bin: the
 
 FIXTURE = "deepseek-v4-flash-0731-dspark-tiny"
 RIGGED, RANDOM_HEAD = FIXTURE + "-rigged", FIXTURE + "-trunk"
+V41 = "deepseek-v4.1-flash-dspark-tiny"
 LLAMA = Path.home() / ".cache" / "mtpconv" / "llama.cpp-0.3.36" / "src" / "llama_cpp_python-0.3.36" / "vendor" / "llama.cpp"
 
 
 @pytest.fixture(scope="module")
 def fixtures():
-    names = [FIXTURE, RIGGED, RANDOM_HEAD]
+    names = [FIXTURE, RIGGED, RANDOM_HEAD, V41]
     res = subprocess.run(["go", "run", "./cmd/mkfixtures", *names], cwd=ROOT, check=True, capture_output=True, text=True)
     return dict(zip(names, map(Path, res.stdout.split())))
 
@@ -287,3 +291,43 @@ def test_mlx_vlm_drafts_with_dspark(fixtures, tmp_path, head):
         assert accepted / drafted >= 0.95
     else:
         assert accepted < 0.5 * drafted
+
+
+@pytest.mark.parametrize("flags", [(), ("--dspark",)])
+def test_llama_cpp_has_no_v41(fixtures, tmp_path, flags):
+    from vllm_server import python as vllm_python
+    src = fixtures[V41]
+    res = subprocess.run([str(vllm_python()), "-c", CONVERT, str(LLAMA), str(src), str(tmp_path / "out.gguf"), *flags,
+                          *(("--target-model-dir", str(src)) if flags else ())], capture_output=True, text=True)
+    assert res.returncode != 0 and not (tmp_path / "out.gguf").exists()
+    # The class lookup fails before --dspark is looked at (convert_hf_to_gguf.py:252, 271).
+    assert "Model DeepseekV41ForCausalLM is not supported" in res.stderr, res.stderr[-2000:]
+
+
+def test_mlx_vlm_drops_v41_stages(fixtures):
+    import mlx.core as mx
+    from mlx_vlm.models.deepseek_v41 import Model, ModelConfig
+    from mlx_vlm.speculative.drafters.mtp_split import get_mtp_splitter
+    cfg = json.loads((fixtures[V41] / "config.json").read_text())
+    assert get_mtp_splitter(source_config=cfg) is None
+    model = Model(ModelConfig.from_dict(cfg))
+    weights = {"mtp.0.main_norm.weight": mx.ones((128,)), "mtp.2.markov_head.embed.weight": mx.ones((512, 32)),
+               "norm.weight": mx.ones((128,))}
+    kept = model.sanitize(dict(weights))
+    assert "language_model.norm.weight" in kept and not any("mtp" in k or "markov" in k or "main_norm" in k for k in kept)
+
+
+V41_CONFIG = r'''
+import json, sys
+from vllm.transformers_utils.configs.deepseek_v41 import DeepseekV41Config
+c = DeepseekV41Config(**json.load(open(sys.argv[1])))
+print(json.dumps({"model_type": c.model_type, "targets": list(c.dspark_target_layer_ids), "experts": c.dspark_n_routed_experts,
+                  "expert_dtype": c.expert_dtype, "kv_sources": list(c.kv_source_layer_ids), "vision_layers": c.vision_n_layers}))
+'''
+
+
+def test_vllm_reads_v41_config(fixtures):
+    from vllm_server import python as vllm_python
+    res = subprocess.run([str(vllm_python()), "-c", V41_CONFIG, str(fixtures[V41] / "config.json")], check=True, capture_output=True, text=True)
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    assert got == {"model_type": "deepseek_v41", "targets": [1, 2, 3], "experts": 2, "expert_dtype": "fp4", "kv_sources": [1, 2], "vision_layers": 2}
