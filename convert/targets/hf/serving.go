@@ -1,6 +1,7 @@
 package hf
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -78,9 +79,16 @@ func Serving(m *model.Model) (*Report, error) { return ServingFor(m, Runtimes) }
 // --runtime): both columns are reported, the problems are those runtimes'.
 func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 	r := &Report{Repo: m.Checkpoint.Source.Name(), Family: m.Family.Name, Quantization: "none", Versions: Versions, JudgedFor: runtimes}
+	r.DeclaredDepth, r.DeclaresMTP = m.Config.ConfigMTPDepth()
+	r.TensorDepth, r.HeadTensors = m.MTPDepth, m.Groups[model.GroupMTP].Tensors
+	// The per-layer lists are config alone, judged whether or not the rules are ported.
+	lists, err := shortLayerLists(m, cmp.Or(r.DeclaredDepth, r.TensorDepth))
+	if err != nil {
+		return nil, err
+	}
 	if why := m.Family.HF.Unported; why != "" {
 		r.NotJudged = why
-		r.TensorDepth, r.HeadTensors = m.MTPDepth, m.Groups[model.GroupMTP].Tensors
+		r.Problems = lists
 		return r, nil
 	}
 	raw, key, err := quantizationConfig(m.Config.Raw)
@@ -102,9 +110,7 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 	case q.Method != MethodNone:
 		r.Quantization = string(q.Method)
 	}
-	r.DeclaredDepth, r.DeclaresMTP = m.Config.ConfigMTPDepth()
 	r.DepthKey = depthKey(m.Config.Raw)
-	r.TensorDepth, r.HeadTensors = m.MTPDepth, m.Groups[model.GroupMTP].Tensors
 	// The tensors' depth (bounded by the tensors): a declared depth that
 	// differs is reported below, never trusted to size the work.
 	depth := max(r.TensorDepth, 1)
@@ -155,6 +161,7 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 			}
 		}
 	}
+	r.Problems = append(r.Problems, lists...)
 	notJudged := slices.ContainsFunc(r.Modules, func(mr ModuleReport) bool { return mr.VLLM.NotJudged != "" || mr.SGLang.NotJudged != "" })
 	if len(r.Problems) > 0 && refused.Method == "" && !notJudged { // what the runtimes build is not known: nothing to mend
 		r.mend(m, q, mods, repo)
@@ -180,6 +187,23 @@ func (r *Report) mend(m *model.Model, q *Quant, mods []Module, repo Repo) {
 		return
 	case foreign == "":
 		r.Mend = mendCommand(m) + runtimeFlag(r.JudgedFor) + " --force"
+		return
+	}
+	// A head the repo holds whole, its config misdeclaring it: the entries to set by hand.
+	configOnly := r.Missing == nil
+	for _, p := range r.Problems {
+		configOnly = configOnly && strings.HasPrefix(p.Subject, model.ConfigFile+" ")
+	}
+	if configOnly {
+		var fixes []string
+		for _, p := range r.Problems {
+			if p.Subject == cmpKey(r.DepthKey) {
+				fixes = append(fixes, fmt.Sprintf("set %s to %d (the MTP layers the repo holds)", p.Subject, r.TensorDepth))
+			} else {
+				fixes = append(fixes, fmt.Sprintf("give %s one entry per layer, the trunk's and the MTP layers' (as the official %s does)", p.Subject, model.ConfigFile))
+			}
+		}
+		r.MendConfig = strings.Join(slices.Compact(fixes), "; ")
 		return
 	}
 	onlyQuantized := r.Missing == nil && (!r.DeclaresMTP || r.DeclaredDepth == r.TensorDepth)
@@ -460,6 +484,7 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "\nserving the MTP head (rules of %s and %s):\n", Versions[VLLM], Versions[SGLang])
 	if r.NotJudged != "" {
 		fmt.Fprintf(w, "  not judged:     %s\n", r.NotJudged)
+		r.writeProblems(w)
 		return
 	}
 	q := r.Quantization
@@ -478,6 +503,14 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	if len(r.Problems) == 0 {
 		fmt.Fprintf(w, "  verdict:        both runtimes build the head as stored\n")
+		return
+	}
+	r.writeProblems(w)
+}
+
+// writeProblems prints the verdict's problems and how to mend them.
+func (r *Report) writeProblems(w io.Writer) {
+	if len(r.Problems) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "  verdict:        would not draft:\n")
