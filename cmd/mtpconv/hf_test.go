@@ -98,7 +98,7 @@ func TestStrictJudgesTheRepoAsServed(t *testing.T) {
 	}{
 		{"int8 head with its scales", testmodel.HFRepo{Fixture: fixtures.Qwen36Dense, Quant: ct, Storage: testmodel.TrunkInt8, HeadStorage: testmodel.TrunkInt8, Keep: all}, 0, ""},
 		{"2 declared, 1 held", testmodel.HFRepo{Fixture: fixtures.Qwen36Dense, Quant: ct, Storage: testmodel.TrunkInt8, HeadStorage: testmodel.TrunkInt8, Keep: all, Depth: 2}, 0, ""},
-		{"int8 head without its scales", testmodel.HFRepo{Fixture: fixtures.Qwen36Dense, Quant: ct, Storage: testmodel.TrunkInt8, HeadStorage: testmodel.TrunkInt8, NoHeadScales: true, Keep: all}, 1, "mtp.fc: stored quantized without its weight_scale"},
+		{"int8 head without its scales", testmodel.HFRepo{Fixture: fixtures.Qwen36Dense, Quant: ct, Storage: testmodel.TrunkInt8, HeadStorage: testmodel.TrunkInt8, NoHeadScales: true, Keep: all}, 1, "mtp.fc: stored int8 without its weight_scale"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, _, stderr := runCLI(t, "inspect", c.rs.Write(t), "--strict", "--runtime", "vllm")

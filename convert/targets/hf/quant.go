@@ -71,6 +71,14 @@ type Quant struct {
 	NVFP4Serialized bool
 	// BlockSize is FP8's weight_block_size.
 	BlockSize []int64
+	// StaticActivations: the method quantizes activations with a scale
+	// stored per module (input_scale): compressed-tensors input_activations
+	// not dynamic, FP8's activation_scheme static, ModelOpt FP8 and NVFP4.
+	StaticActivations bool
+	// DescAct is GPTQ's desc_act (act-order: g_idx is read).
+	DescAct bool
+	// Asymmetric: compressed-tensors weights not symmetric (weight_zero_point).
+	Asymmetric bool
 
 	root jsonobj.Object // the whole quantization_config
 }
@@ -99,7 +107,15 @@ func ParseQuant(raw json.RawMessage) (*Quant, error) {
 		QuantizedLayers map[string]any  `json:"quantized_layers"`
 		ConfigGroups    map[string]struct {
 			Targets []string `json:"targets"`
+			Weights *struct {
+				Symmetric *bool `json:"symmetric"`
+			} `json:"weights"`
+			InputActivations *struct {
+				Dynamic *bool `json:"dynamic"`
+			} `json:"input_activations"`
 		} `json:"config_groups"`
+		DescAct          bool   `json:"desc_act"`
+		ActivationScheme string `json:"activation_scheme"`
 		Quantization *struct {
 			QuantAlgo       string         `json:"quant_algo"`
 			ExcludeModules  []string       `json:"exclude_modules"`
@@ -119,10 +135,13 @@ func ParseQuant(raw json.RawMessage) (*Quant, error) {
 	case "compressed-tensors":
 		q.Method, q.Ignore, q.IgnoreKey = MethodCompressedTensors, c.Ignore, "ignore"
 		for _, g := range sortedKeys(c.ConfigGroups) {
-			q.Targets = append(q.Targets, c.ConfigGroups[g].Targets...)
+			cg := c.ConfigGroups[g]
+			q.Targets = append(q.Targets, cg.Targets...)
+			q.StaticActivations = q.StaticActivations || (cg.InputActivations != nil && cg.InputActivations.Dynamic != nil && !*cg.InputActivations.Dynamic)
+			q.Asymmetric = q.Asymmetric || (cg.Weights != nil && cg.Weights.Symmetric != nil && !*cg.Weights.Symmetric)
 		}
 	case "gptq":
-		q.Method, q.LMHeadQuantized = MethodGPTQ, c.LMHead
+		q.Method, q.LMHeadQuantized, q.DescAct = MethodGPTQ, c.LMHead, c.DescAct
 		if d, ok := root.Get("dynamic"); ok && string(d) != "null" {
 			obj, err := jsonobj.Decode(d)
 			if err != nil {
@@ -142,7 +161,7 @@ func ParseQuant(raw json.RawMessage) (*Quant, error) {
 	case "awq":
 		q.Method, q.Ignore, q.IgnoreKey, q.LMHeadQuantized = MethodAWQ, c.NotConvert, "modules_to_not_convert", c.LMHead
 	case "fp8":
-		q.Method, q.BlockSize = MethodFP8, c.WeightBlockSize
+		q.Method, q.BlockSize, q.StaticActivations = MethodFP8, c.WeightBlockSize, c.ActivationScheme == "static"
 		// fp8.py:162-168: ignored_layers, or modules_to_not_convert when that is empty.
 		q.Ignore, q.IgnoreKey = c.IgnoredLayers, "ignored_layers"
 		if len(q.Ignore) == 0 {
@@ -162,10 +181,10 @@ func ParseQuant(raw json.RawMessage) (*Quant, error) {
 		}
 		q.QuantizedLayers = sortedKeys(layers)
 		switch strings.ToUpper(algo) {
-		case "FP8":
-			q.Method = MethodModelOpt
-		case "NVFP4":
-			q.Method, q.NVFP4Serialized = MethodModelOptFP4, true
+		case "FP8": // modelopt.py: ModelOptFp8LinearMethod's static input_scale
+			q.Method, q.StaticActivations = MethodModelOpt, true
+		case "NVFP4": // ModelOptNvFp4LinearMethod's input_scale
+			q.Method, q.NVFP4Serialized, q.StaticActivations = MethodModelOptFP4, true, true
 		case "MIXED_PRECISION":
 			q.Method = MethodModelOptMixed
 		case "MXFP8":

@@ -54,6 +54,10 @@ type Report struct {
 type ModuleReport struct {
 	Module
 	Stored string `json:"stored"` // bf16, f32, fp8_block, quantized (qweight, ...), missing
+	// Form is the quantized storage (storageForms: int8, GPTQ, NVFP4, ...),
+	// Lacks the companions of it the repo does not hold.
+	Form  string   `json:"form,omitempty"`
+	Lacks []string `json:"lacks,omitempty"`
 	VLLM   Build  `json:"vllm"`
 	SGLang Build  `json:"sglang"`
 }
@@ -137,8 +141,9 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 				}
 			}
 		}
-		if lack := missingCompanions(repo, mod); len(lack) > 0 {
-			r.Problems = append(r.Problems, Problem{mod.Name, fmt.Sprintf("stored quantized without its %s: vLLM and SGLang load it with no error on uninitialised scales and draft at ~0 %%", strings.Join(lack, ", "))})
+		var first string
+		if mr.Form, mr.Lacks, first = companionsOf(repo, q, mod); len(mr.Lacks) > 0 {
+			r.Problems = append(r.Problems, Problem{mod.Name, companionProblem(mr.Form, mr.Lacks, first)})
 		}
 		if mr.Stored == storedMissing && !servedByTarget(mod) {
 			r.Problems = append(r.Problems, Problem{mod.Name, fmt.Sprintf("the repo has no weights for %s: vLLM loads the head without it (its missing-weight check skips linear and MoE layers) and drafts at ~0 %%", mod.Name)})
@@ -247,38 +252,6 @@ func depthVerdict(rt Runtime, m *model.Model, q *Quant, declared, held int) stri
 		return fmt.Sprintf("%s refuses to start, the missing layers' weights not initialized from the checkpoint (model_loader/default_loader.py:562-567, its check of an unquantized model)", Versions[rt])
 	}
 	return "" // a quantized repo: vLLM drafts with layer 0, the others never run
-}
-
-// missingCompanions are the tensors a module stored quantized lacks that
-// its storage needs (imp#1428: an int8 head without its weight_scale loads
-// with no warning on uninitialised scales): compressed-tensors', Quark's and
-// ModelOpt's int8/FP8 weight_scale (FP8 block: weight_scale_inv), a packed
-// weight's weight_scale and weight_shape, GPTQ's and AWQ's qzeros and
-// scales, NVFP4's weight_scale and weight_scale_2.
-func missingCompanions(repo Repo, mod Module) []string {
-	var lack []string
-	for _, p := range mod.parts() {
-		has := func(leaf string) bool { _, ok := repo.Tensors[p+"."+leaf]; return ok }
-		need := func(leaves ...string) {
-			for _, l := range leaves {
-				if !has(l) && !slices.Contains(lack, l) {
-					lack = append(lack, l)
-				}
-			}
-		}
-		w, ok := repo.Tensors[p+".weight"]
-		switch {
-		case has("qweight"):
-			need("qzeros", "scales")
-		case has("weight_packed"):
-			need("weight_scale", "weight_shape")
-		case ok && w.DType == st.U8:
-			need("weight_scale", "weight_scale_2")
-		case ok && (w.DType == st.I8 || w.DType == st.F8E4M3) && !has("weight_scale") && !has("weight_scale_inv"):
-			need("weight_scale")
-		}
-	}
-	return lack
 }
 
 // servedByTarget reports whether the runtimes draft with the trunk's own
@@ -499,7 +472,14 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  declares MTP:   no depth key (the runtimes default to 1; tensors: %d layers)\n", r.TensorDepth)
 	}
 	for _, mod := range r.Modules {
-		fmt.Fprintf(w, "  %-48s stored %-10s vllm %-12s sglang %s\n", mod.Name, mod.Stored, buildWord(mod.VLLM), buildWord(mod.SGLang))
+		st := mod.Stored
+		if mod.Form != "" {
+			st = mod.Form
+		}
+		if len(mod.Lacks) > 0 {
+			st += " without " + strings.Join(mod.Lacks, ", ")
+		}
+		fmt.Fprintf(w, "  %-48s stored %-10s vllm %-12s sglang %s\n", mod.Name, st, buildWord(mod.VLLM), buildWord(mod.SGLang))
 	}
 	if len(r.Problems) == 0 {
 		fmt.Fprintf(w, "  verdict:        both runtimes build the head as stored\n")
