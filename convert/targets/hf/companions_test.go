@@ -106,3 +106,63 @@ func TestCompanionsInRepos(t *testing.T) {
 		})
 	}
 }
+
+// The head's tensors against the config: a head tensor of another shape is
+// named with the shape the config implies, float or stored quantized (the
+// marker's packed shape: GPTQ's qweight [in*bits/32, out]); a norm stored
+// as integers is named; the repos as written (a bf16 head, an int8 head
+// with its scales, a GPTQ head) have none.
+func TestShapesAgainstConfig(t *testing.T) {
+	all := func(string) bool { return true }
+	for _, tc := range []struct {
+		name   string
+		rs     repoSpec
+		tensor string // reshaped ("" none)
+		shape  func([]int64) []int64
+		dtype  st.DType // retyped ("" keep)
+		want   string
+	}{
+		{"bf16, as written", repoSpec{Fixture: fixtures.Qwen36Dense, Keep: all}, "", nil, "", ""},
+		{"bf16 mtp.fc of hidden_size inputs", repoSpec{Fixture: fixtures.Qwen36Dense, Keep: all}, "mtp.fc.weight", func(s []int64) []int64 { return []int64{s[0], s[1] / 2} }, "",
+			"mtp.fc.weight: has shape [128 128]; the config implies [128 256]"},
+		{"int8, as written", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: ctW8A8, Storage: trunkInt8, HeadStorage: trunkInt8, Keep: all}, "", nil, "", ""},
+		{"int8 o_proj transposed", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: ctW8A8, Storage: trunkInt8, HeadStorage: trunkInt8, Keep: all}, "mtp.layers.0.self_attn.o_proj.weight", func(s []int64) []int64 { return []int64{s[1], s[0]} }, "",
+			"mtp.layers.0.self_attn.o_proj.weight: has shape"},
+		{"GPTQ, as written", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: gptq4, Storage: trunkPacked, HeadStorage: trunkPacked, Keep: all}, "", nil, "", ""},
+		{"GPTQ qweight unpacked", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: gptq4, Storage: trunkPacked, HeadStorage: trunkPacked, Keep: all}, "mtp.fc.qweight", func(s []int64) []int64 { return []int64{s[0] * 8, s[1]} }, "",
+			"mtp.fc.qweight: has shape [256 128]; the config implies [128 256] for mtp.fc.weight, which GPTQ stores as [32 128]"},
+		{"a norm stored int8", repoSpec{Fixture: fixtures.Qwen36Dense, Keep: all}, "mtp.norm.weight", nil, st.I8, "mtp.norm.weight: is I8, stored in no quantized form the runtimes read"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := loadRepo(t, makeRepo(t, tc.rs))
+			if tc.tensor != "" {
+				orig, ok := m.Checkpoint.Tensors[tc.tensor]
+				if !ok {
+					t.Fatalf("no %s", tc.tensor)
+				}
+				c := *orig
+				if tc.shape != nil {
+					c.Shape = tc.shape(orig.Shape)
+				}
+				if tc.dtype != "" {
+					c.DType = tc.dtype
+				}
+				m.Checkpoint.Tensors[tc.tensor] = &c
+			}
+			r, err := ServingFor(m, []Runtime{VLLM})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range r.Problems {
+				if strings.Contains(p.Message, "the config implies") || strings.Contains(p.Message, "without its") || strings.Contains(p.Message, "no quantized form") {
+					got = append(got, p.Subject+": "+p.Message)
+				}
+			}
+			if (tc.want == "") != (len(got) == 0) || (tc.want != "" && !slices.ContainsFunc(got, func(g string) bool { return strings.HasPrefix(g, tc.want) })) {
+				t.Fatalf("problems %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

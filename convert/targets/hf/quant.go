@@ -79,6 +79,9 @@ type Quant struct {
 	DescAct bool
 	// Asymmetric: compressed-tensors weights not symmetric (weight_zero_point).
 	Asymmetric bool
+	// Bits are the weights' bits (GPTQ's and AWQ's bits, compressed-tensors'
+	// weights.num_bits): how many a packed int32 holds. 0: not said.
+	Bits int
 
 	root jsonobj.Object // the whole quantization_config
 }
@@ -109,12 +112,14 @@ func ParseQuant(raw json.RawMessage) (*Quant, error) {
 			Targets []string `json:"targets"`
 			Weights *struct {
 				Symmetric *bool `json:"symmetric"`
+				NumBits   int   `json:"num_bits"`
 			} `json:"weights"`
 			InputActivations *struct {
 				Dynamic *bool `json:"dynamic"`
 			} `json:"input_activations"`
 		} `json:"config_groups"`
 		DescAct          bool   `json:"desc_act"`
+		Bits             int    `json:"bits"`
 		ActivationScheme string `json:"activation_scheme"`
 		Quantization *struct {
 			QuantAlgo       string         `json:"quant_algo"`
@@ -139,9 +144,12 @@ func ParseQuant(raw json.RawMessage) (*Quant, error) {
 			q.Targets = append(q.Targets, cg.Targets...)
 			q.StaticActivations = q.StaticActivations || (cg.InputActivations != nil && cg.InputActivations.Dynamic != nil && !*cg.InputActivations.Dynamic)
 			q.Asymmetric = q.Asymmetric || (cg.Weights != nil && cg.Weights.Symmetric != nil && !*cg.Weights.Symmetric)
+			if cg.Weights != nil && q.Bits == 0 {
+				q.Bits = cg.Weights.NumBits
+			}
 		}
 	case "gptq":
-		q.Method, q.LMHeadQuantized, q.DescAct = MethodGPTQ, c.LMHead, c.DescAct
+		q.Method, q.LMHeadQuantized, q.DescAct, q.Bits = MethodGPTQ, c.LMHead, c.DescAct, c.Bits
 		if d, ok := root.Get("dynamic"); ok && string(d) != "null" {
 			obj, err := jsonobj.Decode(d)
 			if err != nil {
@@ -159,7 +167,7 @@ func ParseQuant(raw json.RawMessage) (*Quant, error) {
 			q.ModulesInBlock = flatten(nested)
 		}
 	case "awq":
-		q.Method, q.Ignore, q.IgnoreKey, q.LMHeadQuantized = MethodAWQ, c.NotConvert, "modules_to_not_convert", c.LMHead
+		q.Method, q.Ignore, q.IgnoreKey, q.LMHeadQuantized, q.Bits = MethodAWQ, c.NotConvert, "modules_to_not_convert", c.LMHead, c.Bits
 	case "fp8":
 		q.Method, q.BlockSize, q.StaticActivations = MethodFP8, c.WeightBlockSize, c.ActivationScheme == "static"
 		// fp8.py:162-168: ignored_layers, or modules_to_not_convert when that is empty.

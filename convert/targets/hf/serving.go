@@ -150,6 +150,7 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 		}
 		r.Modules = append(r.Modules, mr)
 	}
+	r.Problems = append(r.Problems, shapeProblems(m, q, repo)...)
 	r.Missing = missingOthers(m, depth, covered)
 	if len(r.Missing) > 0 {
 		r.Problems = append(r.Problems, Problem{r.Missing[0], fmt.Sprintf("the head lacks %s", strings.Join(model.CapList(r.Missing, "tensors"), ", "))})
