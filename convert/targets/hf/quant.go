@@ -121,7 +121,7 @@ func ParseQuant(raw json.RawMessage) (*Quant, error) {
 		DescAct          bool   `json:"desc_act"`
 		Bits             int    `json:"bits"`
 		ActivationScheme string `json:"activation_scheme"`
-		Quantization *struct {
+		Quantization     *struct {
 			QuantAlgo       string         `json:"quant_algo"`
 			ExcludeModules  []string       `json:"exclude_modules"`
 			QuantizedLayers map[string]any `json:"quantized_layers"`

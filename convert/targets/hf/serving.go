@@ -56,10 +56,10 @@ type ModuleReport struct {
 	Stored string `json:"stored"` // bf16, f32, fp8_block, quantized (qweight, ...), missing
 	// Form is the quantized storage (storageForms: int8, GPTQ, NVFP4, ...),
 	// Lacks the companions of it the repo does not hold.
-	Form  string   `json:"form,omitempty"`
-	Lacks []string `json:"lacks,omitempty"`
-	VLLM   Build  `json:"vllm"`
-	SGLang Build  `json:"sglang"`
+	Form   string   `json:"form,omitempty"`
+	Lacks  []string `json:"lacks,omitempty"`
+	VLLM   Build    `json:"vllm"`
+	SGLang Build    `json:"sglang"`
 }
 
 // Problem is one reason the head would not draft (at ~0 % or not at all):
@@ -187,12 +187,8 @@ func (r *Report) mend(m *model.Model, q *Quant, mods []Module, repo Repo) {
 			break
 		}
 	}
-	switch {
-	case r.HeadTensors == 0:
+	if r.HeadTensors == 0 {
 		r.Mend = mendCommand(m) + runtimeFlag(r.JudgedFor)
-		return
-	case foreign == "":
-		r.Mend = mendCommand(m) + runtimeFlag(r.JudgedFor) + " --force"
 		return
 	}
 	// A head the repo holds whole, its config misdeclaring it: the entries to set by hand.
@@ -210,6 +206,10 @@ func (r *Report) mend(m *model.Model, q *Quant, mods []Module, repo Repo) {
 			}
 		}
 		r.MendConfig = strings.Join(slices.Compact(fixes), "; ")
+		return
+	}
+	if foreign == "" {
+		r.Mend = mendCommand(m) + runtimeFlag(r.JudgedFor) + " --force"
 		return
 	}
 	onlyQuantized := r.Missing == nil && (!r.DeclaresMTP || r.DeclaredDepth == r.TensorDepth)
