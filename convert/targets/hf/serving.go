@@ -92,7 +92,10 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 	}
 	if why := m.Family.HF.Unported; why != "" {
 		r.NotJudged = why
-		r.Problems = lists
+		if r.HeadTensors == 0 && r.DeclaredDepth > 0 { // what the config says against the index, whoever builds the head
+			r.Problems = append(r.Problems, Problem{headPattern(m), fmt.Sprintf("%s declares %d MTP layers; the repo holds no MTP head: vLLM and SGLang draft at ~0 %% (a quantized repo) or refuse to start (a bf16 one)", model.ConfigFile, r.DeclaredDepth)})
+		}
+		r.Problems = append(r.Problems, lists...)
 		return r, nil
 	}
 	raw, key, err := quantizationConfig(m.Config.Raw)
