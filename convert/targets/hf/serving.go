@@ -235,6 +235,16 @@ func cmpKey(k string) string {
 	return model.ConfigFile + " " + k
 }
 
+// completenessChecks are the vLLM 0.32.0 MTP classes that refuse to start
+// when a declared layer's weights are missing (model_loader/mtp_validation.py),
+// by the line that checks: the other classes build the declared layers and
+// load what the checkpoint holds.
+var completenessChecks = map[string]string{
+	"deepseek_mtp":    "deepseek_mtp.py:515-533",
+	"step3p5_mtp":     "step3p5_mtp.py:313",
+	"bailing_moe_mtp": "bailing_moe_mtp.py:381",
+}
+
 // depthVerdict is what runtime rt does with a repo of m declaring declared
 // MTP layers whose tensors hold held (at least one): "" when it drafts.
 // Neither runs a layer but the first for Qwen, GLM and DeepSeek: vLLM's
@@ -245,13 +255,14 @@ func cmpKey(k string) string {
 // deepseek_nextn.py and glm4_moe_nextn.py: one decoder). What can fail is
 // vLLM's load.
 func depthVerdict(rt Runtime, m *model.Model, q *Quant, declared, held int) string {
+	check, checked := completenessChecks[m.Family.HF.MTPClass]
 	switch {
 	case rt == SGLang:
 		return ""
 	case declared < held:
 		return fmt.Sprintf("%s builds %d layers and has no parameter for the others' weights: it fails to load", Versions[rt], declared)
-	case m.Family.HF.MTPClass == "deepseek_mtp":
-		return fmt.Sprintf("%s refuses to start, MTP layer %d weights missing (deepseek_mtp.py:515-533; vLLM 0.34 deleted that check and drafts with layer 0)", Versions[rt], m.Config.NumHiddenLayers+held)
+	case checked:
+		return fmt.Sprintf("%s refuses to start, MTP layer %d weights missing (%s; vLLM 0.34 deleted that check and drafts with the missing layers uninitialised where its proposer runs them)", Versions[rt], m.Config.NumHiddenLayers+held, check)
 	case q == nil || q.Method == MethodNone:
 		return fmt.Sprintf("%s refuses to start, the missing layers' weights not initialized from the checkpoint (model_loader/default_loader.py:562-567, its check of an unquantized model)", Versions[rt])
 	}
