@@ -3,6 +3,7 @@ package hf
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -134,7 +135,8 @@ func TestMendLayerLists(t *testing.T) {
 // are ported. Once Step's rules are ported (helper hfport),
 // --into mends it: the lists whole again (the trunk's entries kept), the
 // head added, every trunk byte kept, and inspect finds nothing; until then
-// --into refuses with the family's one sentence (this test then checks that).
+// --into refuses with the family's one sentence, and the config --into plans
+// for a bf16 repo of the kind (no rules asked) has the lists whole.
 func TestIntoRestoresLayerLists(t *testing.T) {
 	src := loadRepo(t, fixtures.Ensure(t, fixtures.Step37))
 	dir := makeRepo(t, repoSpec{Fixture: fixtures.Step37, Quant: modelOpt, CutLayerLists: true})
@@ -153,6 +155,40 @@ func TestIntoRestoresLayerLists(t *testing.T) {
 		}
 		if !mapsEqual(before, fileSums(t, dir)) {
 			t.Fatal("a refused --into changed the repo")
+		}
+		// What --into will write once the rules are ported, planned now for
+		// a bf16 repo of the kind (no rules asked): config.json's lists whole
+		// again, the repo's own entries kept, the depth as declared.
+		bare := makeRepo(t, repoSpec{Fixture: fixtures.Step37, CutLayerLists: true})
+		rr, err := readRepo(bare)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rr.close()
+		head, err := planHead(src, HeadFile, precBF16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, _, notes, err := rr.updatedConfig(src, head, &Quant{}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := headLayerLists(src.Family, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := headLayerLists(src.Family, src.Config.Raw)
+		cut, _ := headLayerLists(src.Family, rr.config)
+		for k, l := range want {
+			if len(got[k].Entries) != len(l.Entries) || (len(l.Entries) > len(cut[k].Entries) && !slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, got[k].Path) })) {
+				t.Errorf("%s: %d entries planned, the source's %d (notes %q)", k, len(got[k].Entries), len(l.Entries), notes)
+				continue
+			}
+			for i := range l.Entries {
+				if !sameJSON(got[k].Entries[i], l.Entries[i]) {
+					t.Errorf("%s[%d] planned %s, the source's %s", k, i, got[k].Entries[i], l.Entries[i])
+				}
+			}
 		}
 		return
 	}
