@@ -24,12 +24,11 @@ type Request struct {
 	Target  string
 	Options targets.Options
 
-	Out             string
-	Into            string // add the target's files to this existing folder of the same model (exclusive with Out)
-	Force           bool   // replace an existing mtpconv output (with Into: the files the target places there)
-	Resume          bool   // reuse the finished files of an interrupted run into Out
-	DryRun          bool   // plan and size everything, write nothing
-	Jobs            int    // chunks converted at once; 0: all cores
+	Dest            Dest
+	Force           bool // replace an existing mtpconv output (into a folder: the files the target places there)
+	Resume          bool // reuse the finished files of an interrupted run into a new folder
+	DryRun          bool // plan and size everything, write nothing
+	Jobs            int  // chunks converted at once; 0: all cores
 	KeepSourceCache bool
 	NoCard          bool   // no README.md model card
 	Timestamp       bool   // record the time in the manifest
@@ -406,11 +405,21 @@ func replaceFiles(files []manifests.File, final []manifests.File) []manifests.Fi
 	return files
 }
 
-// CheckOut refuses an output folder that cannot be written: an existing
-// file, or (without force, or when it is not an mtpconv output) a folder.
-// Export checks it too; callers reading a remote source check it first, so
-// nothing is fetched for an export that cannot land.
-func CheckOut(out string, force bool) error { return checkOutTarget(out, force) }
+// CheckDest refuses a destination that cannot be written, from its path
+// alone: a folder --into does not add into, or an --out that is a file or
+// (without force, or when it is not an mtpconv output) a folder. Export
+// checks it too; a caller checks it before reading the source (over the
+// network for hf://), so nothing is read for an export that cannot land.
+func CheckDest(r Request) error {
+	switch {
+	case r.Dest.Into:
+		return CheckIntoFolder(r.Dest.Dir)
+	case r.DryRun:
+		return nil // a dry run writes nothing
+	default:
+		return checkOutTarget(r.Dest.Dir, r.Force)
+	}
+}
 
 func heldFile(recs []run.FileRecord, name string) bool {
 	for _, r := range recs {
