@@ -563,3 +563,21 @@ func parseRepoConfig(raw []byte) (*model.Config, error) {
 	cfg.Raw = raw
 	return cfg, nil
 }
+
+var _ targets.RepoInspector = target{}
+
+// LoadRepo is Load: inspect reads every checkpoint as the runtimes do.
+func (target) LoadRepo(src source.Source) (*model.Model, error) { return Load(src) }
+
+// Serving is ServingFor the runtimes --runtime names.
+func (target) Serving(m *model.Model, runtime string) (targets.ServingReport, error) {
+	runtimes, err := ParseRuntimes(runtime)
+	if err != nil {
+		return nil, err
+	}
+	r, err := ServingFor(m, runtimes)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
