@@ -138,7 +138,7 @@ func TestIntoEachMethod(t *testing.T) {
 			if tc.key != "" {
 				q := quantOf(t, dir)
 				list := q.Ignore
-				if q.Method == MethodGPTQ {
+				if q.Method == RepoQuantGPTQ {
 					list = q.Dynamic
 				}
 				for _, e := range tc.entries {

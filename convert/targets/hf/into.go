@@ -223,7 +223,7 @@ func (t target) PlanInto(dir string, m *model.Model, o targets.Options) (*plan.P
 	}
 	// An FP8 release's head goes into a block-FP8 repo of the same blocks as stored.
 	def := precBF16
-	fp8Repo := q.Method == MethodFP8 && m.FP8Info != nil && slices.Equal(q.BlockSize, m.FP8Info.Block)
+	fp8Repo := q.Method == RepoQuantFP8 && m.FP8Info != nil && slices.Equal(q.BlockSize, m.FP8Info.Block)
 	if fp8Repo {
 		def = precFP8
 	}
@@ -316,7 +316,7 @@ func (r *repo) updatedConfig(m *model.Model, head []plan.OutTensor, q *Quant, ke
 			float = append(float, mod)
 		}
 	}
-	if q.Method != MethodNone {
+	if q.Method != RepoQuantNone {
 		// AWQ without a list: vLLM derives one from the headers and SGLang
 		// none, so the derived list (vLLM's trunk as before) is written for
 		// vLLM alone; for SGLang only the head's entry (its trunk as before).
@@ -440,7 +440,7 @@ func runtimeWords(rts []Runtime) string {
 // module names), which no trunk module matches: not evaluated against a
 // trunk of thousands of modules.
 func (r *repo) checkTrunk(before, after *Quant) error {
-	if before.Method != MethodAWQ && before.Method != MethodGPTQ {
+	if before.Method != RepoQuantAWQ && before.Method != RepoQuantGPTQ {
 		return nil
 	}
 	repo := Repo{Tensors: r.m.Checkpoint.Tensors}
@@ -494,7 +494,7 @@ func trunkModules(m *model.Model) []Module {
 
 // IgnoreKeyOf names the config entry the method's exclusions go in.
 func (q *Quant) IgnoreKeyOf() string {
-	if q.Method == MethodGPTQ {
+	if q.Method == RepoQuantGPTQ {
 		return "dynamic"
 	}
 	if q.IgnoreKey == "" {

@@ -99,7 +99,7 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 		r.Problems = append(r.Problems, Problem{key, qerr.Error() + "; serve the head from a folder of its own (mtpconv export --target hf --out DIR)"})
 	case qerr != nil:
 		return nil, fmt.Errorf("%s: %s: %w", r.Repo, model.ConfigFile, qerr)
-	case q.Method != MethodNone:
+	case q.Method != RepoQuantNone:
 		r.Quantization = string(q.Method)
 	}
 	r.DeclaredDepth, r.DeclaresMTP = m.Config.ConfigMTPDepth()
@@ -186,7 +186,7 @@ func (r *Report) mend(m *model.Model, q *Quant, mods []Module, repo Repo) {
 	for _, mod := range r.Modules {
 		onlyQuantized = onlyQuantized && isFloatName(mod.Stored) && mod.VLLM.Error == "" && mod.SGLang.Error == "" && mod.VLLM.NotJudged == "" && mod.SGLang.NotJudged == ""
 	}
-	if onlyQuantized && q != nil && q.Method != MethodNone {
+	if onlyQuantized && q != nil && q.Method != RepoQuantNone {
 		if _, added, err := q.withExclusions(mods, hfNames{m}, repo.floatModules()); err == nil && len(added) > 0 {
 			r.MendConfig = fmt.Sprintf("add %s to %s %s.%s: the head in %s is stored float, and both runtimes then build it so", strings.Join(added, ", "), model.ConfigFile, r.QuantizationKey, q.IgnoreKeyOf(), foreign)
 			return
@@ -219,7 +219,7 @@ func depthVerdict(rt Runtime, m *model.Model, q *Quant, declared, held int) stri
 		return fmt.Sprintf("%s builds %d layers and has no parameter for the others' weights: it fails to load", Versions[rt], declared)
 	case m.Family.HF.MTPClass == "deepseek_mtp":
 		return fmt.Sprintf("%s refuses to start, MTP layer %d weights missing (deepseek_mtp.py:515-533; vLLM 0.34 deleted that check and drafts with layer 0)", Versions[rt], m.Config.NumHiddenLayers+held)
-	case q == nil || q.Method == MethodNone:
+	case q == nil || q.Method == RepoQuantNone:
 		return fmt.Sprintf("%s refuses to start, the missing layers' weights not initialized from the checkpoint (model_loader/default_loader.py:562-567, its check of an unquantized model)", Versions[rt])
 	}
 	return "" // a quantized repo: vLLM drafts with layer 0, the others never run
