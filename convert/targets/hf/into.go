@@ -569,7 +569,7 @@ func (r *repo) updatedIndex(head []plan.OutTensor) ([]byte, error) {
 			wm[n] = json.RawMessage(strconv.Quote(t.Shard.Name))
 			total += t.Bytes()
 		}
-		root = jsonobj.Object{{Key: "metadata", Value: jsonobj.Object{{Key: "total_size", Value: total}}}, {Key: "weight_map", Value: nil}}
+		root = jsonobj.Object{{Key: "metadata", Value: json.RawMessage(`{"total_size":` + strconv.FormatInt(total, 10) + `}`)}, {Key: "weight_map", Value: nil}}
 	}
 	var added int64
 	for _, t := range head {
@@ -579,24 +579,8 @@ func (r *repo) updatedIndex(head []plan.OutTensor) ([]byte, error) {
 		}
 	}
 	root.Set("weight_map", jsonobj.Sorted(wm))
-	if raw, ok := root.Get("metadata"); ok || r.index == nil {
-		meta := jsonobj.Object{{Key: "total_size", Value: total}}
-		if ok {
-			var err error
-			if meta, err = jsonobj.Decode(raw); err != nil {
-				return nil, bad(err)
-			}
-		}
-		if raw, ok := meta.Get("total_size"); ok {
-			n, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 64)
-			if err != nil {
-				return nil, bad(fmt.Errorf("metadata.total_size %s is not a byte count", raw))
-			}
-			meta.Set("total_size", n+added)
-		} else {
-			meta.Set("total_size", total+added)
-		}
-		root.Set("metadata", meta)
+	if err := targets.AddToTotalSize(&root, added); err != nil {
+		return nil, bad(err)
 	}
 	indent := "  "
 	if r.index != nil {
