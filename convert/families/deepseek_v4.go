@@ -34,6 +34,10 @@ var deepseekV4Family = &model.Family{
 	Docs:       "docs/deepseek-v4.md",
 	Layout:     "hyper-connection streams, `mtp.{j}.` layers (`Spec.HeadLayersNumbered`), FP4 routed experts carried as stored (`model/fp4.go`), `e_proj` ∥ `h_proj` joined by columns (`GGUFSpec.Joins`)",
 	ModelTypes: []string{"deepseek_v4"}, Arch: "DeepseekV4ForCausalLM",
+	// A deepseek_v4 config with DSpark stages (V4-Flash-0731) is deepseek_v41's.
+	Match: func(id model.Identity) bool {
+		return model.MatchesIdentity(id, []string{"deepseek_v4"}, "DeepseekV4ForCausalLM") && !id.HasKey(dsparkKey)
+	},
 	ParseConfig: parseDeepSeekV4, Spec: specDeepSeekV4,
 	MLX: model.MLXSpec{
 		// mlx-vlm's deepseek_v4_mtp splitter: mtp.0. stripped, the decoder
@@ -47,7 +51,7 @@ var deepseekV4Family = &model.Family{
 		DrafterKeepsStorage: true,
 		DrafterExpertOrder:  []int{0, 2, 1}, // sanitize stacks w1, w2, w3: gate, down, up
 		DrafterShape:        dsv4DrafterShape,
-		CombinedRefusal:   "mlx-lm 0.32.2 has no DeepSeek-V4 model (deepseek_v4): a combined file would have no consumer; use --target mlx (mlx-vlm's deepseek_v4_mtp drafter).",
+		CombinedRefusal:     "mlx-lm 0.32.2 has no DeepSeek-V4 model (deepseek_v4): a combined file would have no consumer; use --target mlx (mlx-vlm's deepseek_v4_mtp drafter).",
 	},
 	GGUF: model.GGUFSpec{
 		Arch: "deepseek4", PreTokenizer: "deepseek-v3",

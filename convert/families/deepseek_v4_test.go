@@ -112,11 +112,11 @@ func TestDeepSeekV4Family(t *testing.T) {
 		t.Fatal(err)
 	}
 	for from, to := range map[string]string{
-		`"num_key_value_heads": 1`:      `"num_key_value_heads": 2`,
+		`"num_key_value_heads": 1`:       `"num_key_value_heads": 2`,
 		`"scoring_func": "sqrtsoftplus"`: `"scoring_func": "softmax"`,
-		`"num_hash_layers": 1`:          `"num_hash_layers": 5`,
-		`"compress_ratios": [`:          `"compress_ratios": [0, `,
-		`"use_cache": true`:             `"use_cache": true, "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128], "scale_fmt": "ue8m0"}`,
+		`"num_hash_layers": 1`:           `"num_hash_layers": 5`,
+		`"compress_ratios": [`:           `"compress_ratios": [0, `,
+		`"use_cache": true`:              `"use_cache": true, "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128], "scale_fmt": "ue8m0"}`,
 	} {
 		bad := strings.Replace(string(raw), from, to, 1)
 		if bad == string(raw) {

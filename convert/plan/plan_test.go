@@ -412,7 +412,9 @@ func TestValidateFP4Moves(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		at := slices.IndexFunc(p.Tensors, func(o plan.OutTensor) bool { return strings.Contains(o.Name, "gate_exps") || strings.Contains(o.Name, "switch_mlp.gate_proj") })
+		at := slices.IndexFunc(p.Tensors, func(o plan.OutTensor) bool {
+			return strings.Contains(o.Name, "gate_exps") || strings.Contains(o.Name, "switch_mlp.gate_proj")
+		})
 		if at < 0 {
 			t.Fatalf("%s: no gate experts planned", target)
 		}

@@ -48,7 +48,7 @@ func TestDeepSeekV4RefusesRequantAndGraft(t *testing.T) {
 		{Graft: filepath.Join(t.TempDir(), "trunk.gguf"), Set: map[string]bool{targets.OptGraft: true}},
 	} {
 		out := filepath.Join(t.TempDir(), "out")
-		_, err := export.Export(context.Background(), export.Request{Model: m, Target: "gguf", Options: o, Out: out, NoCard: true, Version: "test"})
+		_, err := export.Export(context.Background(), export.Request{Model: m, Target: "gguf", Options: o, Dest: export.Out(out), NoCard: true, Version: "test"})
 		var ue targets.UsageError
 		if err == nil || !errors.As(err, &ue) || !strings.Contains(err.Error(), "requantize the MXFP4 experts") {
 			t.Errorf("%+v: %v, want the usage error naming the MXFP4 experts", o, err)

@@ -25,7 +25,7 @@ func TestDeepSeekV4DrafterVerifies(t *testing.T) {
 	}
 	defer m.Checkpoint.Close()
 	out := filepath.Join(t.TempDir(), "out")
-	if _, err := export.Export(context.Background(), export.Request{Model: m, Target: "mlx", Options: targets.Options{}, Out: out, NoCard: true, Version: "test"}); err != nil {
+	if _, err := export.Export(context.Background(), export.Request{Model: m, Target: "mlx", Options: targets.Options{}, Dest: export.Out(out), NoCard: true, Version: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := manifests.Verify(context.Background(), out, m.Checkpoint)
