@@ -331,8 +331,9 @@ type GGUFSpec struct {
 // GGUFJoin is one GGUF tensor the reference converter makes of several
 // tensors of an MTP layer concatenated by columns, in Parts' order (names
 // under the layer, each mapped to the joined tensor's kind in
-// GGUFSpec.Layer), stored as Type when set ("Q8_0": its
-// tensor_force_quant) rather than by its kind.
+// GGUFSpec.Layer; two parts are the embedding's projection, then the
+// hidden state's, whose errors are measured apart), stored as Type when
+// set ("Q8_0": its tensor_force_quant) rather than by its kind.
 type GGUFJoin struct {
 	Parts []string
 	Type  string

@@ -29,25 +29,7 @@ func TestShardedBlockScales(t *testing.T) {
 	for i, s := range scales {
 		binary.LittleEndian.PutUint32(sb[4*i:], math.Float32bits(s))
 	}
-	var buf bytes.Buffer
-	w, err := st.NewWriter(&buf, []st.Entry{{Name: "w", DType: st.F8E4M3, Shape: []int64{rowsN, cols}}, {Name: "w_scale_inv", DType: st.F32, Shape: []int64{4, 1}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Write(codes)
-	w.Write(sb)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, st.SingleFile), buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ck, err := st.Open(source.Dir(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
+	ck := writeCheckpoint(t, []st.Entry{{Name: "w", DType: st.F8E4M3, Shape: []int64{rowsN, cols}}, {Name: "w_scale_inv", DType: st.F32, Shape: []int64{4, 1}}}, [][]byte{codes, sb})
 	seg := rows.Segment{Source: "w", Rows: rowsN, Scale: "w_scale_inv", Block: []int64{2, 4}, ShardRows: 3}
 	if err := rows.Check(ck, seg, cols); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mtpconv/mtpconv/convert/health"
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/rows"
@@ -71,6 +72,10 @@ func joinTensor(m *model.Model, src string, join model.GGUFJoin, nLayer int) pla
 		rowLen += cols
 	}
 	t := plan.OutTensor{Name: m.Family.GGUF.Layer[join.Parts[0]].In(nLayer + j), Segments: []plan.Segment{seg}, RowLen: rowLen, Shape: []int64{seg.Rows, rowLen}}
+	if len(join.Parts) == 2 { // the embedding's projection, then the hidden state's: each half's error on its own
+		own := first.Shape[len(first.Shape)-1]
+		t.Parts = []health.Part{{Name: health.PartEmbedding, From: 0, To: own}, {Name: health.PartHidden, From: own, To: rowLen}}
+	}
 	if join.Type != "" {
 		t.Quant = &plan.Quant{Mode: codec.ModeGGML, Bits: quantBits[join.Type], GroupSize: int(blockSize[join.Type]), GGMLType: join.Type}
 	}
