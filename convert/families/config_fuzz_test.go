@@ -34,6 +34,7 @@ func FuzzConfigBailingMoeV3(f *testing.F) { fuzzFamily(f, "bailing_moe_v3") }
 func FuzzConfigMimoV2(f *testing.F)       { fuzzFamily(f, "mimo_v2") }
 func FuzzConfigNemotronH(f *testing.F)    { fuzzFamily(f, "nemotron_h") }
 func FuzzConfigQwen4Exp(f *testing.F)     { fuzzFamily(f, "qwen4_exp") }
+func FuzzConfigInkling(f *testing.F)      { fuzzFamily(f, "inkling") }
 
 // Every registered family has its fuzz function above.
 func TestEveryFamilyConfigIsFuzzed(t *testing.T) {

@@ -14,13 +14,11 @@ var unsupportedFamilies = []model.Unsupported{
 	{Architectures: []string{"DeepseekV4ForCausalLM"}, Name: "DeepSeek-V4", Why: "its head (llama.cpp's deepseek4: hyper-connections, hash routing) is not written yet"},
 	{Architectures: []string{"Cohere2MoeForCausalLM"}, Name: "Cohere2-MoE", Why: "no public checkpoint ships its MTP layer"},
 	{Architectures: []string{"Dots3Note"}, Name: "dots3", Why: "llama.cpp keeps its MTP tensors but has no draft graph for them"},
-	// mlx-vlm 0.7.10 drafts with both (hy_v4_mtp, inkling_mtp); their
-	// trunks are new architectures here (Hy4: MLA with a DSA indexer and
-	// hyper-connection streams, released MXFP8; Inkling: attention with short
-	// convolutions and relative-position logits), and hy_v4_mtp's splitter
-	// reads only the MXFP8 layout (a bf16 source fails in its sanitize).
+	// mlx-vlm 0.7.10 drafts with it (hy_v4_mtp); its trunk is new here (MLA
+	// with a DSA indexer and hyper-connection streams, released MXFP8), and
+	// hy_v4_mtp's splitter reads only the MXFP8 layout (a bf16 source fails
+	// in its sanitize).
 	{Architectures: []string{"HYV4ForCausalLM"}, Name: "Hy4", Why: "its head (mlx-vlm's hy_v4_mtp, which its splitter takes from the MXFP8 release only) is not written yet, and llama.cpp 0.3.36's converter drops it"},
-	{Architectures: []string{"InklingForConditionalGeneration", "InklingForCausalLM"}, Name: "Inkling", Why: "its head (mlx-vlm's inkling_mtp: short-convolution attention, a dense block per depth) is not written yet, and llama.cpp 0.3.36 has no Inkling architecture"},
 	{Architectures: []string{"Gemma4AssistantForCausalLM"}, Name: "the Gemma-4 assistant", Why: "it is a separate drafter model, not a head inside the checkpoint"},
 }
 
