@@ -1,0 +1,107 @@
+"""Inkling (inkling_mm_model): our --target mlx drafter against mlx-vlm
+0.7.10 itself.
+
+- Our drafter folder equals what mlx-vlm's own inkling_mtp splitter writes
+  from the fixture: every tensor byte for byte (model.mtp.* renamed into
+  blocks.{j}, wq/wk/wv/wr stacked as qkvr_proj, w13_dn's interleaved rows
+  dealt to gate_proj and up_proj, the short convolutions as MLX's [C, K, 1],
+  the trunk's final norm carried), config.json byte for byte (num_mtp_layers
+  and mtp_local_layer_ids after text_config's keys and beside it), the
+  tokenizer files; at bf16 and at every quantization the splitter offers.
+- mlx-vlm's own speculative loop (generate_step with draft_kind "mtp")
+  drafts with our drafter next to mlx-vlm's inkling trunk (its two depths,
+  one sliding-window, the second drafting every token after the first): on
+  the rigged fixture its drafts are accepted and the greedy text equals the
+  text generated without drafting; on the plain fixture the same drafter's
+  drafts are rejected.
+"""
+import json
+
+import mlx.core as mx
+import pytest
+
+from conftest import export
+from mlx_vlm_loop import NEW_TOKENS, acceptance, bf16_drafters, greedy, load_drafter as load_ours, load_trunk, make_fixtures
+from test_glm import QUANTIZED, assert_same_drafter
+
+FIXTURES = {"plain": "inkling-tiny", "rigged": "inkling-tiny-rigged"}
+
+
+@pytest.fixture(scope="module")
+def dirs():
+    return make_fixtures(FIXTURES)
+
+
+def test_drafter_equals_mlx_vlm_splitter(mtpconv, dirs, tmp_path):
+    """bf16 (the fixture's storage): our drafter is the splitter's, tensor for
+    tensor and byte for byte in config.json, and load_drafter takes both."""
+    from mlx_vlm.speculative.drafters import load_drafter
+    from mlx_vlm.speculative.drafters.inkling_mtp.split import split_inkling_mtp
+    ours, ref = bf16_drafters(mtpconv, dirs["plain"], tmp_path, split_inkling_mtp)
+    got = assert_same_drafter(ours, ref)
+    assert (ours / "config.json").read_bytes() == (ref / "config.json").read_bytes()
+    cfg = json.loads((ours / "config.json").read_text())
+    assert cfg["model_type"] == "inkling_mtp" and cfg["block_size"] == 4 and cfg["num_mtp_layers"] == 2
+    assert list(cfg["text_config"])[-2:] == ["num_mtp_layers", "mtp_local_layer_ids"]
+    # The splitter's layout, seen in its output: q/k/v/r stacked (depth 1
+    # sliding-window: the swa_* heads), the convolutions [C, K, 1], the
+    # trunk's norm carried, global_scale float32 as stored.
+    assert got["blocks.1.transformer_block.self_attn.qkvr_proj.weight"].shape == (128 + 128 + 128 + 64, 128)
+    assert got["blocks.0.transformer_block.self_attn.qkvr_proj.weight"].shape == (128 + 64 + 64 + 64, 128)
+    assert got["blocks.0.transformer_block.attn_sconv.conv.weight"].shape == (128, 4, 1)
+    assert got["blocks.0.transformer_block.mlp.global_scale"].dtype == mx.float32
+    assert "norm.weight" in got
+    for folder in (ours, ref):
+        drafter, kind = load_drafter(str(folder))
+        assert kind == "mtp" and type(drafter).__name__ == "InklingMTPDraftModel"
+
+
+@pytest.mark.parametrize("prec,group,opts", QUANTIZED, ids=[f"{p}-g{g or 'default'}" for p, g, _ in QUANTIZED])
+def test_quantized_drafter_equals_mlx_vlm_splitter(mtpconv, dirs, tmp_path, prec, group, opts):
+    """Quantized, our drafter is what the splitter writes when asked to
+    quantize (mx.quantize on the CPU stream: --mlx-rounding cpu), its
+    quantization block included: every .weight matrix whose rows divide into
+    the groups, the convolutions (rows of 1), rel_proj and the norms float."""
+    from mlx_vlm.speculative.drafters.inkling_mtp.split import InklingMTPSplitter
+    src = dirs["plain"]
+    with mx.stream(mx.cpu):
+        ref = InklingMTPSplitter().split(str(src), str(tmp_path / "ref"), **opts)
+    args = ["--target", "mlx", "--head-precision", prec, "--mlx-rounding", "cpu"]
+    if group:
+        args += ["--group-size", group]
+    ours = export(mtpconv, src, tmp_path / "ours", *args)
+    got = assert_same_drafter(ours, ref)
+    assert "blocks.1.transformer_block.self_attn.qkvr_proj.scales" in got
+    assert got["blocks.1.transformer_block.self_attn.rel_proj"].dtype == mx.bfloat16
+    assert "blocks.0.transformer_block.mlp_sconv.conv.scales" not in got
+
+
+@pytest.fixture(scope="module")
+def rigged_trunk(dirs):
+    model = load_trunk(dirs["rigged"])
+    assert len(model.language_model.model.layers) == 2
+    return model, greedy(model)
+
+
+@pytest.mark.parametrize("prec", ["bf16", "int8", "int4"])
+def test_mlx_vlm_drafts_with_rigged_head(mtpconv, dirs, rigged_trunk, tmp_path, prec):
+    """mlx-vlm's own MTP loop drafts with our drafter next to its trunk: the
+    greedy tokens equal the no-draft ones and nearly every draft is accepted."""
+    model, want = rigged_trunk
+    drafter = load_ours(export(mtpconv, dirs["rigged"], tmp_path / "ours", "--target", "mlx", "--head-precision", prec))
+    got = greedy(model, drafter)
+    drafted, accepted = acceptance(drafter)
+    print(f"inkling rigged {prec}: drafted {drafted}, accepted {accepted}, acceptance {accepted / max(drafted, 1):.3f}")
+    assert got == want
+    assert drafted >= NEW_TOKENS // 2 and accepted >= 0.95 * drafted, (drafted, accepted)
+
+
+def test_unrigged_head_is_rejected(mtpconv, dirs, tmp_path):
+    """The rigged acceptance above can fail: on the plain fixture (random
+    weights) mlx-vlm accepts few of the same drafter's drafts."""
+    model = load_trunk(dirs["plain"])
+    drafter = load_ours(export(mtpconv, dirs["plain"], tmp_path / "ours", "--target", "mlx"))
+    assert greedy(model, drafter) == greedy(model)
+    drafted, accepted = acceptance(drafter)
+    print(f"inkling plain bf16: drafted {drafted}, accepted {accepted}")
+    assert drafted >= NEW_TOKENS // 2 and accepted < 0.5 * drafted, (drafter.accept_lens, drafter.draft_lens)
