@@ -14,6 +14,9 @@
   the rigged fixture its drafts are accepted and the greedy text equals the
   text generated without drafting; on the plain fixture the same drafter's
   drafts are rejected.
+- mlx-vlm's inkling_mtp drafter of our folder agrees with the float64 numpy
+  reference of the depths (reference_inkling.py) built from the folder's
+  tensors, logits for logits, past the window and the relative extent.
 """
 import json
 
@@ -105,3 +108,71 @@ def test_unrigged_head_is_rejected(mtpconv, dirs, tmp_path):
     drafted, accepted = acceptance(drafter)
     print(f"inkling plain bf16: drafted {drafted}, accepted {accepted}")
     assert drafted >= NEW_TOKENS // 2 and accepted < 0.5 * drafted, (drafter.accept_lens, drafter.draft_lens)
+
+
+def drafter_weights(folder):
+    """Our drafter's tensors in float64, each quantized matrix dequantized
+    with MLX's affine formula (test_mlx_head.dequantize)."""
+    import numpy as np
+    from test_mlx_head import dequantize
+    tensors = mx.load(str(folder / "model.safetensors"))
+    q = json.loads((folder / "config.json").read_text()).get("quantization")
+    out = {}
+    for k, v in tensors.items():
+        if k.endswith((".scales", ".biases")):
+            continue
+        base = k[: -len(".weight")]
+        if k.endswith(".weight") and base + ".scales" in tensors:
+            v = dequantize(v, tensors[base + ".scales"], tensors[base + ".biases"], q["bits"], q["group_size"])
+        else:
+            v = np.array(v.astype(mx.float32))
+        out[k] = np.asarray(v, dtype=np.float64)
+    return out
+
+
+@pytest.mark.parametrize("prec", ["bf16", "int8", "int4"])
+def test_drafter_logits_match_numpy_reference(mtpconv, dirs, tmp_path, prec):
+    """mlx-vlm's inkling_mtp drafter of our folder computes the head's math:
+    its logits agree with an independent numpy reference
+    (interop/reference_inkling.py) built from the folder's own tensors, on
+    each depth: a prefill longer than the relative-position extent (depth 0,
+    global, log-scaled) or the window (depth 1, sliding), then a single
+    token fed the depth's own output (the caches and short-convolution
+    histories carried)."""
+    import mlx.nn as nn
+    import numpy as np
+    from reference import load_raw
+    from reference_inkling import InklingMTPReference
+    src = dirs["plain"]
+    ours = export(mtpconv, src, tmp_path / prec, "--target", "mlx", "--head-precision", prec)
+    drafter = load_ours(ours)
+    cfg = json.loads((ours / "config.json").read_text())
+    text = cfg["text_config"]
+    raw = load_raw(src, "model.llm.")
+    emb, head = raw["model.llm.embed.weight"], raw["model.llm.unembed.weight"]
+
+    class Target(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed_tokens = nn.Embedding(*emb.shape)
+            self.embed_tokens.weight = mx.array(emb.astype(np.float32))
+            self.lm_head = nn.Linear(emb.shape[1], head.shape[0], bias=False)
+            self.lm_head.weight = mx.array(head.astype(np.float32))
+
+    drafter.reset(Target())
+    ref = InklingMTPReference(text, drafter_weights(ours), cfg["mtp_local_layer_ids"])
+    rng = np.random.default_rng(5)
+    for depth, n in [(0, 70), (1, 40)]:  # past rel_extent 64; past the window 32
+        tokens = [int(t) for t in rng.integers(0, emb.shape[0], n + 1)]
+        hidden = rng.standard_normal((n, emb.shape[1]))
+        for call, (toks, h) in enumerate([(tokens[:n], hidden), (tokens[n:], None)]):
+            if h is None:
+                h = want_h[-1:]
+            got_h = drafter._forward_seq(mx.array([toks]), mx.array(h[None].astype(np.float32)), depth, mx.int32)
+            got = np.array(drafter._block_logits(got_h)[0].astype(mx.float32)).astype(np.float64)
+            want_h = ref.step(depth, emb[toks], h)
+            want = ref.logits(want_h, head)
+            rel = np.abs(got - want).max() / np.abs(want).max()
+            print(f"inkling {prec} depth {depth} call {call}: logits vs reference of the file's tensors {rel:.2e} (bound 1e-4)")
+            assert rel < 1e-4, (depth, call, rel)
+            assert (got.argmax(-1) == want.argmax(-1)).mean() >= 0.9
