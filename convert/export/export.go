@@ -368,9 +368,16 @@ func describeModel(r Request) (manifests.Model, []string) {
 	if lic == m.License() { // the source's license: its card's name and link with it
 		licName, licLink = m.LicenseDetails()
 	}
+	// The experts the card and verify speak of are those of the blocks the
+	// family stores as expert blocks: none where it stores none (Inkling's
+	// dense MTP depths, its trunk's interleaved experts read by no target).
+	experts, perTok := m.Config.NumExperts, m.Config.NumExpertsPerTok
+	if len(m.MTPExperts) == 0 && len(m.TrunkExperts) == 0 {
+		experts, perTok = 0, 0
+	}
 	return manifests.Model{Name: origin.Name(), Family: m.Family.Name, ModelType: m.Config.ModelType, BaseModel: base, License: lic,
 		LicenseName: licName, LicenseLink: licLink, RepoID: r.RepoID,
-		HiddenSize: m.Config.HiddenSize, NumExperts: m.Config.NumExperts, ExpertsPerTok: m.Config.NumExpertsPerTok,
+		HiddenSize: m.Config.HiddenSize, NumExperts: experts, ExpertsPerTok: perTok,
 		MTPDepth: m.MTPDepth}, notes
 }
 
