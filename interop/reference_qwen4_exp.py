@@ -34,7 +34,7 @@ from_checkpoint reads them from a raw Hugging Face checkpoint. Computation is
 float64."""
 import numpy as np
 
-from reference import load_raw, rms_norm, rope, sigmoid, silu, text_config
+from reference import attend, load_raw, rms_norm, rope, sigmoid, silu, text_config
 
 
 class AmbiguousSelection(ValueError):
@@ -116,14 +116,7 @@ class Qwen4ExpMTPReference:
         k = rope(rms_norm(k, w[p + "k_norm.weight"], self.eps), positions, self.rot, self.theta)
         self.keys = k if self.keys is None else np.concatenate([self.keys, k])
         self.values = v if self.values is None else np.concatenate([self.values, v])
-        visible = self.visible(x, positions)  # [S, T]
-        group = self.heads // self.kv_heads
-        out = np.zeros((S, self.heads, hd))
-        for hh in range(self.heads):
-            scores = q[:, hh] @ self.keys[:, hh // group].T / np.sqrt(hd)
-            scores = np.where(visible, scores, -np.inf)
-            scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
-            out[:, hh] = (scores / scores.sum(axis=-1, keepdims=True)) @ self.values[:, hh // group]
+        out = attend(q, self.keys, self.values, self.visible(x, positions))
         return (out.reshape(S, self.heads * hd) * sigmoid(gate)) @ w[p + "o_proj.weight"].T
 
     def visible(self, x, positions):

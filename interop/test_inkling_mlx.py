@@ -24,7 +24,7 @@ import mlx.core as mx
 import pytest
 
 from conftest import export
-from mlx_vlm_loop import NEW_TOKENS, acceptance, bf16_drafters, greedy, load_drafter as load_ours, load_trunk, make_fixtures
+from mlx_vlm_loop import assert_rejected, assert_rigged_accepted, bf16_drafters, greedy, load_drafter as load_ours, load_trunk, make_fixtures
 from test_glm import QUANTIZED, assert_same_drafter
 
 FIXTURES = {"plain": "inkling-tiny", "rigged": "inkling-tiny-rigged"}
@@ -92,11 +92,7 @@ def test_mlx_vlm_drafts_with_rigged_head(mtpconv, dirs, rigged_trunk, tmp_path, 
     greedy tokens equal the no-draft ones and nearly every draft is accepted."""
     model, want = rigged_trunk
     drafter = load_ours(export(mtpconv, dirs["rigged"], tmp_path / "ours", "--target", "mlx", "--head-precision", prec))
-    got = greedy(model, drafter)
-    drafted, accepted = acceptance(drafter)
-    print(f"inkling rigged {prec}: drafted {drafted}, accepted {accepted}, acceptance {accepted / max(drafted, 1):.3f}")
-    assert got == want
-    assert drafted >= NEW_TOKENS // 2 and accepted >= 0.95 * drafted, (drafted, accepted)
+    assert_rigged_accepted(model, want, drafter, f"inkling rigged {prec}")
 
 
 def test_unrigged_head_is_rejected(mtpconv, dirs, tmp_path):
@@ -104,30 +100,7 @@ def test_unrigged_head_is_rejected(mtpconv, dirs, tmp_path):
     weights) mlx-vlm accepts few of the same drafter's drafts."""
     model = load_trunk(dirs["plain"])
     drafter = load_ours(export(mtpconv, dirs["plain"], tmp_path / "ours", "--target", "mlx"))
-    assert greedy(model, drafter) == greedy(model)
-    drafted, accepted = acceptance(drafter)
-    print(f"inkling plain bf16: drafted {drafted}, accepted {accepted}")
-    assert drafted >= NEW_TOKENS // 2 and accepted < 0.5 * drafted, (drafter.accept_lens, drafter.draft_lens)
-
-
-def drafter_weights(folder):
-    """Our drafter's tensors in float64, each quantized matrix dequantized
-    with MLX's affine formula (test_mlx_head.dequantize)."""
-    import numpy as np
-    from test_mlx_head import dequantize
-    tensors = mx.load(str(folder / "model.safetensors"))
-    q = json.loads((folder / "config.json").read_text()).get("quantization")
-    out = {}
-    for k, v in tensors.items():
-        if k.endswith((".scales", ".biases")):
-            continue
-        base = k[: -len(".weight")]
-        if k.endswith(".weight") and base + ".scales" in tensors:
-            v = dequantize(v, tensors[base + ".scales"], tensors[base + ".biases"], q["bits"], q["group_size"])
-        else:
-            v = np.array(v.astype(mx.float32))
-        out[k] = np.asarray(v, dtype=np.float64)
-    return out
+    assert_rejected(model, drafter, "inkling plain bf16")
 
 
 @pytest.mark.parametrize("prec", ["bf16", "int8", "int4"])
@@ -143,6 +116,7 @@ def test_drafter_logits_match_numpy_reference(mtpconv, dirs, tmp_path, prec):
     import numpy as np
     from reference import load_raw
     from reference_inkling import InklingMTPReference
+    from test_mlx_head import drafter_weights
     src = dirs["plain"]
     ours = export(mtpconv, src, tmp_path / prec, "--target", "mlx", "--head-precision", prec)
     drafter = load_ours(ours)

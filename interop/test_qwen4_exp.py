@@ -28,7 +28,7 @@ import numpy as np
 import pytest
 
 from conftest import export
-from mlx_vlm_loop import NEW_TOKENS, acceptance, bf16_drafters, fp8_drafters, greedy, load_drafter as load_ours, load_trunk as load_mlx_vlm_trunk, make_fixtures
+from mlx_vlm_loop import assert_rejected, assert_rigged_accepted, bf16_drafters, fp8_drafters, greedy, load_drafter as load_ours, load_trunk as load_mlx_vlm_trunk, make_fixtures
 from test_glm import QUANTIZED, assert_same_drafter
 
 FIXTURES = {"plain": "qwen3.8-flash-next-tiny", "rigged": "qwen3.8-flash-next-tiny-rigged",
@@ -105,11 +105,7 @@ def test_mlx_vlm_drafts_with_rigged_head(mtpconv, dirs, rigged_trunk, tmp_path, 
     greedy tokens equal the no-draft ones and nearly every draft is accepted."""
     model, want = rigged_trunk
     drafter = load_ours(export(mtpconv, dirs["rigged"], tmp_path / "ours", "--target", "mlx", "--head-precision", prec))
-    got = greedy(model, drafter)
-    drafted, accepted = acceptance(drafter)
-    print(f"qwen4_exp rigged {prec}: drafted {drafted}, accepted {accepted}, acceptance {accepted / max(drafted, 1):.3f}")
-    assert got == want
-    assert drafted >= NEW_TOKENS // 2 and accepted >= 0.95 * drafted, (drafted, accepted)
+    assert_rigged_accepted(model, want, drafter, f"qwen4_exp rigged {prec}")
 
 
 def test_unrigged_head_is_rejected(mtpconv, dirs, tmp_path):
@@ -117,10 +113,7 @@ def test_unrigged_head_is_rejected(mtpconv, dirs, tmp_path):
     weights) mlx-vlm accepts few of the same drafter's drafts."""
     model = load_trunk(dirs["plain"])
     drafter = load_ours(export(mtpconv, dirs["plain"], tmp_path / "ours", "--target", "mlx"))
-    assert greedy(model, drafter) == greedy(model)
-    drafted, accepted = acceptance(drafter)
-    print(f"qwen4_exp plain bf16: drafted {drafted}, accepted {accepted}")
-    assert drafted >= NEW_TOKENS // 2 and accepted < 0.5 * drafted, (drafter.accept_lens, drafter.draft_lens)
+    assert_rejected(model, drafter, "qwen4_exp plain bf16")
 
 
 def test_fp8_source(mtpconv, dirs, tmp_path):
@@ -144,25 +137,6 @@ def drive_head(step, tokens, hidden):
     return outs
 
 
-def drafter_weights(folder):
-    """Our drafter's tensors in float64, each quantized matrix dequantized
-    with MLX's affine formula (test_mlx_head.dequantize)."""
-    from test_mlx_head import dequantize
-    tensors = mx.load(str(folder / "model.safetensors"))
-    q = json.loads((folder / "config.json").read_text()).get("quantization")
-    out = {}
-    for k, v in tensors.items():
-        if k.endswith((".scales", ".biases")):
-            continue
-        base = k[: -len(".weight")]
-        if base + ".scales" in tensors:
-            v = dequantize(v, tensors[base + ".scales"], tensors[base + ".biases"], q["bits"], q["group_size"])
-        else:
-            v = np.array(v.astype(mx.float32))
-        out[k] = np.asarray(v, dtype=np.float64)
-    return out
-
-
 @pytest.mark.parametrize("prec", ["bf16", "int8", "int4"])
 def test_drafter_logits_match_numpy_reference(mtpconv, dirs, tmp_path, prec):
     """mlx-vlm's qwen4_exp_mtp drafter of our folder computes the head's math:
@@ -172,6 +146,7 @@ def test_drafter_logits_match_numpy_reference(mtpconv, dirs, tmp_path, prec):
     blocks and two chained single-token steps; and with the reference built
     from the raw checkpoint within what the precision allows."""
     from reference_qwen4_exp import Qwen4ExpMTPReference
+    from test_mlx_head import drafter_weights
     from test_mlx_head import Target
     src = dirs["plain"]
     ours = export(mtpconv, src, tmp_path / prec, "--target", "mlx", "--head-precision", prec)
