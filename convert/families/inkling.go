@@ -319,12 +319,24 @@ func specInkling(c *model.Config) *model.Spec {
 		TrunkTop:   top,
 		TrunkLayer: func(i int) []model.Want { return block("", k.sliding(i), k.dense(i), false) },
 		HeadLayer:  head(0), HeadLayerAt: head,
-		Report: inklingReport(c, k),
+		Forward: inklingForward,
+		Report:  inklingReport(c, k),
 	}
 	if !c.TieWordEmbeddings {
 		s.LMHead = &model.Want{Suffix: "model.llm.unembed.weight", Shape: []int64{v, h}}
 	}
 	return s
+}
+
+// inklingForward names the head's own tensors (the health checks' concat
+// projection over [hidden, embedding], hidden first, and its two norms;
+// there is no final norm of its own, the trunk's serves). Its block is not
+// described (no Layers): no target lowers it (OpenVINO refuses the family,
+// and its lowering takes one layer over [embedding, hidden]).
+func inklingForward(m *model.Model) model.Forward {
+	p := m.HeadLayerPrefix(0)
+	return model.Forward{EmbedNorm: p + "embed_norm.weight", HiddenNorm: p + "hidden_norm.weight", FC: p + "input_proj.weight",
+		EmbeddingFirst: false, Eps: m.Config.RMSNormEps}
 }
 
 // inklingReport is what inspect says of an Inkling config.
