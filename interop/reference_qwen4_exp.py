@@ -34,7 +34,7 @@ from_checkpoint reads them from a raw Hugging Face checkpoint. Computation is
 float64."""
 import numpy as np
 
-from reference import attend, load_raw, rms_norm, rope, sigmoid, silu, text_config
+from reference import attend, gated_qkv, load_raw, rms_norm, rope, sigmoid, silu, text_config
 
 
 class AmbiguousSelection(ValueError):
@@ -108,12 +108,7 @@ class Qwen4ExpMTPReference:
 
     def attention(self, x, positions):
         w, p, hd, S = self.w, "layers.0.self_attn.", self.hd, x.shape[0]
-        qg = (x @ w[p + "q_proj.weight"].T).reshape(S, self.heads, 2 * hd)
-        q, gate = qg[..., :hd], qg[..., hd:].reshape(S, self.heads * hd)
-        k = (x @ w[p + "k_proj.weight"].T).reshape(S, self.kv_heads, hd)
-        v = (x @ w[p + "v_proj.weight"].T).reshape(S, self.kv_heads, hd)
-        q = rope(rms_norm(q, w[p + "q_norm.weight"], self.eps), positions, self.rot, self.theta)
-        k = rope(rms_norm(k, w[p + "k_norm.weight"], self.eps), positions, self.rot, self.theta)
+        q, gate, k, v = gated_qkv(self, w, p, x, positions)
         self.keys = k if self.keys is None else np.concatenate([self.keys, k])
         self.values = v if self.values is None else np.concatenate([self.values, v])
         out = attend(q, self.keys, self.values, self.visible(x, positions))
