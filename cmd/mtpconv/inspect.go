@@ -235,7 +235,11 @@ func inspectOutput(c *cli.Context, dir string) (bool, *hfOutput, error) {
 		about = "base model " + s.Model.BaseModel + ", " + about
 	}
 	fmt.Fprintf(w, "source:        %s (%s)\n", s.Source, about)
-	fmt.Fprintf(w, "head:          MTP depth %d, %d experts top-%d, hidden %d\n", s.Model.MTPDepth, s.Model.NumExperts, s.Model.ExpertsPerTok, s.Model.HiddenSize)
+	experts := "dense"
+	if s.Model.NumExperts > 0 {
+		experts = fmt.Sprintf("%d experts top-%d", s.Model.NumExperts, s.Model.ExpertsPerTok)
+	}
+	fmt.Fprintf(w, "head:          MTP depth %d, %s, hidden %d\n", s.Model.MTPDepth, experts, s.Model.HiddenSize)
 	fmt.Fprintf(w, "norms:         %s\n", s.Model.NormConvention)
 	fmt.Fprintf(w, "tensors:       %d\n", s.Tensors)
 	for _, p := range s.Precisions {

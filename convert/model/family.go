@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
+	"github.com/mtpconv/mtpconv/formats/jsonobj"
 )
 
 // Family is one model family: a descriptor value its file registers once
@@ -192,13 +193,17 @@ type Spec struct {
 	// experts are named under HeadPrefix ("layers.1.mixer.experts.").
 	HeadOneLayer bool
 
-	TrunkTop   []Want                           // under the text prefix
-	LMHead     *Want                            // at the root; nil when tied to the embedding
-	TrunkLayer func(i int) []Want               // under the text prefix + "layers.{i}."
-	HeadTop    []Want                           // under HeadPrefix (a head apart)
-	HeadLayer  []Want                           // under each MTP layer's prefix
-	MoE        *MoE                             // nil for a dense MLP
-	Experts    func(layout ExpertLayout) []Want // the routed-expert tensors of one block, under a layer
+	TrunkTop   []Want             // under the text prefix
+	LMHead     *Want              // at the root; nil when tied to the embedding
+	TrunkLayer func(i int) []Want // under the text prefix + "layers.{i}."
+	HeadTop    []Want             // under HeadPrefix (a head apart)
+	HeadLayer  []Want             // under each MTP layer's prefix
+	// HeadLayerAt, when set, gives MTP layer j's wants where they differ by
+	// depth (Inkling: each depth a sliding-window or a full-attention block
+	// of its own dimensions); nil: HeadLayer for every depth (HeadLayerWants).
+	HeadLayerAt func(j int) []Want
+	MoE         *MoE                             // nil for a dense MLP
+	Experts     func(layout ExpertLayout) []Want // the routed-expert tensors of one block, under a layer
 	// MoELayer reports whether layer i routes experts (the MTP layer j is
 	// i = num_hidden_layers + j); nil: every layer does when MoE is set.
 	// A MoE trunk with leading dense layers (first_k_dense_replace) says
@@ -343,8 +348,16 @@ type MLXSpec struct {
 	// README's row quotes it.
 	DrafterUnrunnable string
 	// DrafterTextConfig fills keys the drafter's TextConfig needs that the
-	// family's config.json may lack (given the text config object).
-	DrafterTextConfig func(m *Model, text map[string]any)
+	// family's config.json may lack (given the text config object, its
+	// members in the source's order).
+	DrafterTextConfig func(m *Model, text *jsonobj.Object)
+	// DrafterConfig gives the keys the family's splitter adds to the
+	// drafter's config.json beside text_config (Inkling's num_mtp_layers).
+	DrafterConfig func(m *Model) map[string]any
+	// DrafterTrunk maps trunk tensors the family's splitter copies into the
+	// drafter, by their name under the text prefix, to their drafter names
+	// (Inkling's final norm).
+	DrafterTrunk map[string]string
 	// TrunkName maps a trunk tensor name to mlx-lm's post-sanitize name.
 	TrunkName func(m *Model, name string) string
 	// CombinedRefusal, when set, is why stock mlx-lm cannot load a combined file.
@@ -370,6 +383,17 @@ type MLXSpec struct {
 	// concatenates along their rows from several tensors of one MTP layer
 	// (GLM-5.3-Flash's qkv_a_proj of q_a_proj and kv_a_proj_with_mqa).
 	DrafterConcat []DrafterConcat
+	// DrafterDeinterleave lists the head tensors of each MTP layer whose
+	// rows mlx-vlm's sanitize deals out in turn (row r to Outs[r mod n]):
+	// Inkling's fused gate/up projection, interleaved row by row.
+	DrafterDeinterleave []DrafterSplit
+}
+
+// DrafterSplit is a head tensor of an MTP layer dealt row by row into
+// several drafter tensors: its suffix and theirs under the layer.
+type DrafterSplit struct {
+	Src  string
+	Outs []string
 }
 
 // DrafterConcat is one drafter tensor made of head tensors stacked along
@@ -597,7 +621,7 @@ func FamiliesWhere(ok func(*Family) bool) []string {
 
 // HeadZeroCentred says whether the family applies its head's RMSNorms as 1+w.
 func (s *Spec) HeadZeroCentred() bool {
-	for _, w := range append(append([]Want{}, s.HeadTop...), s.HeadLayer...) {
+	for _, w := range append(append([]Want{}, s.HeadTop...), s.HeadLayerWants(0)...) {
 		if w.Role&RoleZeroCentredNorm != 0 {
 			return true
 		}

@@ -88,6 +88,14 @@ func (m *Model) HeadLayerPrefix(j int) string {
 	return m.Spec.HeadPrefix + "layers." + strconv.Itoa(j) + "."
 }
 
+// HeadLayerWants are the wants under MTP layer j's prefix.
+func (s *Spec) HeadLayerWants(j int) []Want {
+	if s.HeadLayerAt != nil {
+		return s.HeadLayerAt(j)
+	}
+	return s.HeadLayer
+}
+
 // moeLayer reports whether layer i (MTP layer j is num_hidden_layers + j) routes experts.
 func (s *Spec) moeLayer(i int) bool {
 	return s.MoE != nil && (s.MoELayer == nil || s.MoELayer(i))

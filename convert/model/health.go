@@ -112,7 +112,7 @@ func (m *Model) ConcatProjection() (string, bool) {
 			return w.Suffix, true
 		}
 	}
-	for _, w := range s.HeadLayer {
+	for _, w := range s.HeadLayerWants(0) {
 		if n := m.Family.GGUF.Layer[w.Suffix]; m.HeadLayerPrefix(0)+w.Suffix == fc || fc == "" && n.Kind == gg.KindNextNEHProj && !n.Bias {
 			return "layers.0." + w.Suffix, true
 		}
@@ -179,7 +179,7 @@ func (f *Family) HeadOwnIn(s *Spec, j int) []string {
 			}
 		}
 	}
-	for _, w := range s.HeadLayer {
+	for _, w := range s.HeadLayerWants(j) {
 		if w.Role&RoleOptional == 0 && (named[m.HeadLayerPrefix(0)+w.Suffix] || f.GGUF.Layer[w.Suffix].Kind.NextN()) {
 			out = append(out, "layers."+strconv.Itoa(j)+"."+w.Suffix)
 		}

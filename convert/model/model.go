@@ -244,7 +244,7 @@ func (m *Model) describeMTP() {
 	m.MTPProblems = append(m.MTPProblems, checkTensors(ck, spec.HeadPrefix, spec.HeadTop, m.roles)...)
 	for j := 0; j < m.MTPDepth; j++ {
 		lp := m.HeadLayerPrefix(j)
-		wants := spec.HeadLayer
+		wants := spec.HeadLayerWants(j)
 		if !spec.moeLayer(c.NumHiddenLayers + j) {
 			m.MTPProblems = append(m.MTPProblems, checkTensors(ck, lp, wants, m.roles)...)
 			continue

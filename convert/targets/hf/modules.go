@@ -82,7 +82,7 @@ func HeadModules(m *model.Model, depth int) []Module {
 	}
 	for j := range depth {
 		lp := m.HeadLayerPrefix(j)
-		add(lp, j, s.HeadLayer)
+		add(lp, j, s.HeadLayerWants(j))
 		i := m.Config.NumHiddenLayers + j
 		if s.MoE != nil && (s.MoELayer == nil || s.MoELayer(i)) {
 			rel := strings.TrimSuffix(s.MoE.Experts, ".")
