@@ -1,6 +1,7 @@
 package hf
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,9 +53,14 @@ type Report struct {
 // ModuleReport is one head module: stored as what, built as what.
 type ModuleReport struct {
 	Module
-	Stored string `json:"stored"` // bf16, f32, fp8_block, quantized (qweight, ...), missing
-	VLLM   Build  `json:"vllm"`
-	SGLang Build  `json:"sglang"`
+	// VLLMName and SGLangName are the names each runtime gives the module
+	// (which its quantization config's entries must match), when they
+	// differ from the checkpoint's; SGLangName "-" when SGLang gives it none.
+	VLLMName   string `json:"vllm_name,omitempty"`
+	SGLangName string `json:"sglang_name,omitempty"`
+	Stored     string `json:"stored"` // bf16, f32, fp8_block, quantized (qweight, ...), missing
+	VLLM       Build  `json:"vllm"`
+	SGLang     Build  `json:"sglang"`
 }
 
 // Problem is one reason the head would not draft (at ~0 % or not at all):
@@ -78,7 +84,7 @@ func Serving(m *model.Model) (*Report, error) { return ServingFor(m, Runtimes) }
 // --runtime): both columns are reported, the problems are those runtimes'.
 func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 	r := &Report{Repo: m.Checkpoint.Source.Name(), Family: m.Family.Name, Quantization: "none", Versions: Versions, JudgedFor: runtimes}
-	if why := m.Family.HF.Unported; why != "" {
+	if why := unported(m); why != "" {
 		r.NotJudged = why
 		r.TensorDepth, r.HeadTensors = m.MTPDepth, m.Groups[model.GroupMTP].Tensors
 		return r, nil
@@ -113,6 +119,13 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 	covered := map[string]bool{}
 	for _, mod := range mods {
 		mr := ModuleReport{Module: mod, Stored: stored(repo, mod, covered)}
+		names := hfNames{m}
+		if n := names.name(VLLM, mod.Name); n != mod.Name {
+			mr.VLLMName = n
+		}
+		if n := names.name(SGLang, mod.Name); n != mod.Name {
+			mr.SGLangName = cmp.Or(n, "-")
+		}
 		if q != nil {
 			mr.VLLM = Decide(VLLM, q, m, mod, repo)
 			mr.SGLang = Decide(SGLang, q, m, mod, repo)
@@ -134,7 +147,7 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 		if lack := missingCompanions(repo, mod); len(lack) > 0 {
 			r.Problems = append(r.Problems, Problem{mod.Name, fmt.Sprintf("stored quantized without its %s: vLLM and SGLang load it with no error on uninitialised scales and draft at ~0 %%", strings.Join(lack, ", "))})
 		}
-		if mr.Stored == storedMissing && !servedByTarget(mod) {
+		if mr.Stored == storedMissing && !servedByTarget(m, mod) {
 			r.Problems = append(r.Problems, Problem{mod.Name, fmt.Sprintf("the repo has no weights for %s: vLLM loads the head without it (its missing-weight check skips linear and MoE layers) and drafts at ~0 %%", mod.Name)})
 		}
 		r.Modules = append(r.Modules, mr)
@@ -266,9 +279,13 @@ func missingCompanions(repo Repo, mod Module) []string {
 // SGLang by the target's head weight (sglang 0.5.23
 // speculative/eagle_worker_v2.py:371-379, set_embed_and_head for every draft
 // but EAGLE3). GLM-5.x releases ship no shared_head.head (vLLM builds
-// glm_moe_dsa's head with deepseek_mtp.py); Step-3.5's proposer keeps its own
-// per-layer heads (v1/spec_decode/step3p5.py:156-160), a family not judged yet.
-func servedByTarget(mod Module) bool { return mod.Kind == KindLMHead }
+// glm_moe_dsa's head with deepseek_mtp.py). Not for a family whose MTP
+// layers draft with their own heads (HFSpec.OwnLMHeads: Step-3.5's
+// has_own_lm_head, vllm step3p5_mtp.py:158-160, v1/spec_decode/step3p5.py:156-160;
+// SGLang step3p5_mtp.py:183-187, set_embed_and_head a no-op).
+func servedByTarget(m *model.Model, mod Module) bool {
+	return mod.Kind == KindLMHead && !m.Family.HF.OwnLMHeads
+}
 
 // verdict says what goes wrong when a module stored so is built so ("" when nothing).
 func verdict(rt Runtime, stored string, b Build) string {
