@@ -166,11 +166,13 @@ def quant_config(form):
 
 
 def head_prefix(cfg, names):
-    """Where the fixture's MTP head lives: under mtp.* (Qwen, Nemotron-H), or
-    the DeepSeek-style NextN layers from model.layers.{num_hidden_layers}
-    (GLM-4.x, DeepSeek-V3, Hy3)."""
-    if any(n.startswith("mtp.") for n in names):
-        return "mtp."
+    """Where the fixture's MTP head lives: under mtp.* (Qwen, Nemotron-H),
+    model.mtp.* (MiMo-V2), or the DeepSeek-style NextN layers from
+    model.layers.{num_hidden_layers} (GLM-4.x, DeepSeek-V3, Hy3, Step-3.5,
+    Ling-3.0)."""
+    for p in ("mtp.", "model.mtp."):
+        if any(n.startswith(p) for n in names):
+            return p
     n = cfg["num_hidden_layers"]
     return tuple(f"model.layers.{n + j}." for j in range(cfg.get("num_nextn_predict_layers", 1)))
 
