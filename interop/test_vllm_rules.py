@@ -21,8 +21,10 @@ IndexError; 0.34 reads mtp_layer_types instead); Ling-3.0's KDA layers are
 Triton kernels (third_party/flash_linear_attention) and its MLA and KDA
 cache pages cannot be unified (kv_cache_utils.py:1347); MiMo-V2's K and V
 head sizes differ, which takes the Triton diff-KV attention backend
-(triton_reshape_and_cache_flash.py:575); Qwen4Exp's model is CUDA/ROCm code
-(models/qwen4_exp). This CPU's Triton has no CPU backend. The trunk is left
+(triton_reshape_and_cache_flash.py:575); Qwen4Exp's sparse attention is a
+FlashAttention backend with Triton kernels (models/qwen4_exp/nvidia/qsa.py:49-55,
+ops/qsa.py:16-31; the package "supports CUDA and ROCm only", __init__.py:31).
+This CPU's Triton has no CPU backend. The trunk is left
 bf16 (only the config says it is quantized): the rules read names, not bytes."""
 import json
 import shutil
