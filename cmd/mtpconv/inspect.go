@@ -58,6 +58,19 @@ func inspectCommand() *cli.Command {
 			defer remote.Close()
 			m, err := hf.Load(s)
 			if err != nil {
+				// A family mtpconv does not read whose MTP class decides for
+				// the whole head (LongCat-Flash, Nemotron-3.5-Transcribe):
+				// judged by that rule alone.
+				runtimes, rerr := hf.ParseRuntimes(c.String(targets.OptRuntime))
+				if rerr != nil {
+					return usagef("%v", rerr)
+				}
+				if r, ok, cerr := hf.ClassOnly(s, runtimes); ok {
+					if cerr != nil {
+						return cerr
+					}
+					return inspectClassOnly(c, r)
+				}
 				return err
 			}
 			defer m.Checkpoint.Close()
@@ -148,6 +161,24 @@ func (o *hfOutput) writeText(w io.Writer) {
 // sourceReport is inspect's report of a source checkpoint or HF repo: the
 // checkpoint, how vLLM and SGLang would serve its MTP head, and the head's
 // health from its stored values.
+// inspectClassOnly prints the serving report of a repo judged by its MTP
+// class's whole-head rule; --strict exits 1 on its problems.
+func inspectClassOnly(c *cli.Context, r *hf.Report) error {
+	if c.Bool("json") {
+		if err := printJSON(c, struct {
+			Serving *hf.Report `json:"serving"`
+		}{r}); err != nil {
+			return err
+		}
+	} else {
+		r.WriteText(c.App.Writer)
+	}
+	if c.Bool("strict") {
+		return r.Err()
+	}
+	return nil
+}
+
 type sourceReport struct {
 	*model.Report
 	Output     *hfOutput      `json:"mtpconv_output,omitempty"`

@@ -48,6 +48,10 @@ type Report struct {
 	// NotJudged, when set, is why the head was not judged: the family's
 	// HFSpec.Unported (mtpconv has not ported how the runtimes build it).
 	NotJudged string `json:"not_judged,omitempty"`
+	// WholeHead: a family mtpconv does not read, judged by its MTP class's
+	// rule for the whole head (ClassOnly); Note says what that rule found.
+	WholeHead bool   `json:"whole_head_rule,omitempty"`
+	Note      string `json:"note,omitempty"`
 }
 
 // ModuleReport is one head module: stored as what, built as what.
@@ -484,6 +488,14 @@ func (r *Report) WriteText(w io.Writer) {
 		q += " (" + r.QuantizationKey + ")"
 	}
 	fmt.Fprintf(w, "  quantization:   %s\n", q)
+	if r.WholeHead {
+		fmt.Fprintf(w, "  judged by:      %s's MTP class's rule for the whole head (mtpconv does not read the family; %d head tensors)\n", r.Family, r.HeadTensors)
+		if r.Note != "" {
+			fmt.Fprintf(w, "  note:           %s\n", r.Note)
+		}
+		r.writeVerdict(w)
+		return
+	}
 	switch {
 	case r.DeclaresMTP:
 		fmt.Fprintf(w, "  declares MTP:   %s = %d (tensors: %d layers)\n", r.DepthKey, r.DeclaredDepth, r.TensorDepth)
@@ -493,6 +505,10 @@ func (r *Report) WriteText(w io.Writer) {
 	for _, mod := range r.Modules {
 		fmt.Fprintf(w, "  %-48s stored %-10s vllm %-12s sglang %s\n", mod.Name, mod.Stored, buildWord(mod.VLLM), buildWord(mod.SGLang))
 	}
+	r.writeVerdict(w)
+}
+
+func (r *Report) writeVerdict(w io.Writer) {
 	if len(r.Problems) == 0 {
 		fmt.Fprintf(w, "  verdict:        both runtimes build the head as stored\n")
 		return
