@@ -177,8 +177,11 @@ def head_prefix(cfg, names):
     return tuple(f"model.layers.{n + j}." for j in range(cfg.get("num_nextn_predict_layers", 1)))
 
 
-def write_repo(src, dst, form, tokenizer):
-    """The head-less repo of the fixture src in the given form, with the tokenizer's files."""
+def write_repo(src, dst, form, tokenizer, keep_extra=()):
+    """The head-less repo of the fixture src in the given form, with the tokenizer's files;
+    keep_extra: patterns (Python re) of the family's modules the recipe leaves bf16 beyond
+    QUANTIZED's (Step-3.5's g_proj, share_expert and stacked experts), said as a
+    compressed-tensors "re:" ignore entry or a GPTQ "-:" dynamic key."""
     dst = Path(dst)
     dst.mkdir(parents=True)
     cfg = json.loads((Path(src) / "config.json").read_text())
@@ -194,6 +197,12 @@ def write_repo(src, dst, form, tokenizer):
             assert dt == "BF16", (k, dt)
             tensors.update(quantize(name, bf16_to_f32(data, shape), form))
         cfg["quantization_config"] = quant_config(form)
+        qc = cfg["quantization_config"]
+        for p in keep_extra:
+            if "ignore" in qc:
+                qc["ignore"].append("re:" + p)
+            else:
+                qc["dynamic"]["-:" + p] = {}
         if "kv_lora_rank" in cfg:
             cfg["quantization_config"]["ignore"] += MLA_IGNORE
     # Two shards, split where the fixture's layers 0-1 end, and their index.

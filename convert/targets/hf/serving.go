@@ -176,6 +176,11 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 	if len(r.Problems) > 0 && refused.Method == "" && !notJudged { // what the runtimes build is not known: nothing to mend
 		r.mend(m, q, mods, repo)
 	}
+	for _, rt := range runtimes {
+		if why := classLoadRefusal(rt, m, q); why != "" { // no head or config entry mends it: said after the mend
+			r.Problems = append(r.Problems, Problem{key, why})
+		}
+	}
 	return r, nil
 }
 
