@@ -33,6 +33,7 @@ import json
 import re
 import shutil
 import struct
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -175,6 +176,26 @@ def head_prefix(cfg, names):
             return p
     n = cfg["num_hidden_layers"]
     return tuple(f"model.layers.{n + j}." for j in range(cfg.get("num_nextn_predict_layers", 1)))
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+
+
+def tokenizer_of(src, dst):
+    """A folder dst of the fixture src's tokenizer files."""
+    dst = Path(dst)
+    dst.mkdir()
+    for f in TOKENIZER_FILES:
+        if (Path(src) / f).exists():
+            shutil.copyfile(Path(src) / f, dst / f)
+    return dst
+
+
+def mend(mtpconv, src, repo, dst):
+    """A copy dst of the head-less repo with the head of src added by mtpconv export --target hf --into."""
+    shutil.copytree(repo, dst)
+    subprocess.run([str(mtpconv), "export", "--src", str(src), "--target", "hf", "--into", str(dst), "--quiet"], check=True)
+    return Path(dst)
 
 
 def write_repo(src, dst, form, tokenizer, keep_extra=()):

@@ -39,10 +39,9 @@ import pytest
 import hf_repos
 from conftest import ROOT
 from test_vllm import MAX_TOKENS, PROMPTS, acceptance
-from vllm_server import python as vllm_python
+from vllm_server import run_jobs
 
 FIXTURE = "step3.5-flash-tiny-rigged"
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 # What the W8A8 recipe leaves bf16 beyond hf_repos.QUANTIZED: the head-wise
 # attention gates, the shared expert, the stacked routed experts and router.
 STEP_KEEP = [r".*\.g_proj$", r".*share_expert.*", r".*\.moe\..*"]
@@ -63,16 +62,10 @@ def step(mtpconv, tmp_path_factory):
         cfg[k] = cfg[k] + [0] * (total - len(cfg[k]))
     cfg["moe_router_activation"] = "softmax"
     (src / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-    tok = base / "tokenizer"
-    tok.mkdir()
-    for f in TOKENIZER_FILES:
-        shutil.copyfile(src / f, tok / f)
+    tok = hf_repos.tokenizer_of(src, base / "tokenizer")
     bare = hf_repos.write_repo(src, base / "bare", "bf16", tok)
-    mended = base / "mended"
-    shutil.copytree(bare, mended)
-    subprocess.run([str(mtpconv), "export", "--src", str(src), "--target", "hf", "--into", str(mended), "--quiet"], check=True)
-    ct = hf_repos.write_repo(src, base / "ct", "w8a8", tok, keep_extra=STEP_KEEP)
-    subprocess.run([str(mtpconv), "export", "--src", str(src), "--target", "hf", "--into", str(ct), "--quiet"], check=True)
+    mended = hf_repos.mend(mtpconv, src, bare, base / "mended")
+    ct = hf_repos.mend(mtpconv, src, hf_repos.write_repo(src, base / "ct-bare", "w8a8", tok, keep_extra=STEP_KEEP), base / "ct")
     return {"src": src, "bare": bare, "mended": mended, "ct": ct, "layers": cfg["num_hidden_layers"]}
 
 
@@ -82,14 +75,7 @@ def runs(step, tmp_path_factory):
             {"id": "mended/mtp", "model": str(step["mended"]), "mtp": True},
             {"id": "bare/mtp", "model": str(step["bare"]), "mtp": True},
             {"id": "ct/mtp", "model": str(step["ct"]), "mtp": True}]
-    d = tmp_path_factory.mktemp("vllm-step3p5-run")
-    (d / "jobs.json").write_text(json.dumps({"prompts": PROMPTS, "max_tokens": MAX_TOKENS, "jobs": jobs}))
-    res = subprocess.run([str(vllm_python()), str(ROOT / "interop" / "vllm_run_step3p5.py"), str(d / "jobs.json"),
-                          str(d / "out.json")], capture_output=True, text=True, timeout=1800)
-    assert (d / "out.json").exists(), res.stderr[-4000:]
-    got = json.loads((d / "out.json").read_text())
-    assert len(got) == len(jobs), res.stderr[-4000:]
-    return got
+    return run_jobs(jobs, tmp_path_factory.mktemp("vllm-step3p5-run"), PROMPTS, MAX_TOKENS, runner="vllm_run_step3p5.py")
 
 
 def serving(mtpconv, repo):

@@ -65,34 +65,7 @@ func TestDecideFamilyRules(t *testing.T) {
 		{"qwen3.8: SGLang's qwen3_5 override under serialized NVFP4", qwen, nvfp4Lists, "mtp.layers.0.self_attn.o_proj", want{"q", "u", "not matched"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q, err := ParseQuant([]byte(tc.quant))
-			if err != nil {
-				t.Fatal(err)
-			}
-			mods := HeadModules(tc.m, tc.m.MTPDepth)
-			i := slicesIndex(mods, tc.module)
-			if i < 0 {
-				t.Fatalf("no module %s among %v", tc.module, mods)
-			}
-			for _, c := range []struct {
-				rt   Runtime
-				want string
-			}{{VLLM, tc.want.vllm}, {SGLang, tc.want.sglang}} {
-				b := Decide(c.rt, q, tc.m, mods[i], Repo{Tensors: tc.m.Checkpoint.Tensors})
-				got := "u"
-				switch {
-				case b.Error != "":
-					got = "e"
-				case b.Quantized:
-					got = "q"
-				}
-				if got != c.want {
-					t.Errorf("%s: %s (%+v), want %s", c.rt, got, b, c.want)
-				}
-				if tc.want.rule != "" && c.rt == VLLM && !strings.Contains(b.Rule+b.Error, tc.want.rule) {
-					t.Errorf("%s: rule %q does not say %q", c.rt, b.Rule+b.Error, tc.want.rule)
-				}
-			}
+			checkDecide(t, tc.m, tc.m.MTPDepth, tc.quant, tc.module, Repo{Tensors: tc.m.Checkpoint.Tensors}, tc.want)
 		})
 	}
 }
