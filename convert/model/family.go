@@ -42,6 +42,14 @@ type Family struct {
 	// (its Spec's head norms have RoleZeroCentredNorm; read without a
 	// config where only the family is known, a drafter folder or a GGUF file).
 	ZeroCentredHead bool
+	// HeadLayerLists are config.json's per-layer lists that hold an entry
+	// for each MTP layer after the trunk's: the runtimes build MTP layer j
+	// from entry num_hidden_layers + j (vLLM's step3p5.py indexes them
+	// unguarded). A repo whose lists stop at the trunk (a quantizer that
+	// re-saved the config through transformers, whose Step-3.7 config class
+	// cuts them) fails to load its head or builds it otherwise: inspect names
+	// such a list, and --target hf --into restores the source's entries.
+	HeadLayerLists []string
 
 	// How each target's consumers name, describe and run the family; a
 	// target the family cannot go to says why in its table's refusal.

@@ -308,6 +308,10 @@ func (r *repo) updatedConfig(m *model.Model, head []plan.OutTensor, q *Quant, ke
 	if err != nil {
 		return fail(err)
 	}
+	// The per-layer lists first: a head listed with them short fails to load.
+	if notes, err = mendLayerLists(&root, r.config, m); err != nil {
+		return fail(err)
+	}
 	mods := HeadModules(r.m, m.MTPDepth)
 	planned := plannedRepo(r.m, head)
 	var float []Module
@@ -514,10 +518,9 @@ func mustRaw(v any) json.RawMessage {
 // setNested sets KEY or text_config.KEY.
 func setNested(root *jsonobj.Object, key string, v any) error {
 	if rest, ok := strings.CutPrefix(key, "text_config."); ok {
-		raw, _ := root.Get("text_config")
-		text, err := jsonobj.Decode(raw)
+		text, err := textConfig(*root)
 		if err != nil {
-			return fmt.Errorf("text_config: %w", err)
+			return err
 		}
 		text.Set(rest, v)
 		root.Set("text_config", text)
@@ -525,6 +528,26 @@ func setNested(root *jsonobj.Object, key string, v any) error {
 	}
 	root.Set(key, v)
 	return nil
+}
+
+// textConfig is root's text_config as read, or as an earlier edit set it.
+func textConfig(root jsonobj.Object) (jsonobj.Object, error) {
+	for _, kv := range root {
+		if kv.Key != "text_config" {
+			continue
+		}
+		switch v := kv.Value.(type) {
+		case jsonobj.Object:
+			return v, nil
+		case json.RawMessage:
+			text, err := jsonobj.Decode(v)
+			if err != nil {
+				return nil, fmt.Errorf("text_config: %w", err)
+			}
+			return text, nil
+		}
+	}
+	return nil, errors.New("text_config: not an object")
 }
 
 // indentOf is the indentation of a JSON file's first member (two spaces,

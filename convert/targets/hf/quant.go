@@ -71,6 +71,17 @@ type Quant struct {
 	NVFP4Serialized bool
 	// BlockSize is FP8's weight_block_size.
 	BlockSize []int64
+	// StaticActivations: the method quantizes activations with a scale
+	// stored per module (input_scale): compressed-tensors input_activations
+	// not dynamic, FP8's activation_scheme static, ModelOpt FP8 and NVFP4.
+	StaticActivations bool
+	// DescAct is GPTQ's desc_act (act-order: g_idx is read).
+	DescAct bool
+	// Asymmetric: compressed-tensors weights not symmetric (weight_zero_point).
+	Asymmetric bool
+	// Bits are the weights' bits (GPTQ's and AWQ's bits, compressed-tensors'
+	// weights.num_bits): how many a packed int32 holds. 0: not said.
+	Bits int
 
 	root jsonobj.Object // the whole quantization_config
 }
@@ -99,8 +110,18 @@ func ParseQuant(raw json.RawMessage) (*Quant, error) {
 		QuantizedLayers map[string]any  `json:"quantized_layers"`
 		ConfigGroups    map[string]struct {
 			Targets []string `json:"targets"`
+			Weights *struct {
+				Symmetric *bool `json:"symmetric"`
+				NumBits   int   `json:"num_bits"`
+			} `json:"weights"`
+			InputActivations *struct {
+				Dynamic *bool `json:"dynamic"`
+			} `json:"input_activations"`
 		} `json:"config_groups"`
-		Quantization *struct {
+		DescAct          bool   `json:"desc_act"`
+		Bits             int    `json:"bits"`
+		ActivationScheme string `json:"activation_scheme"`
+		Quantization     *struct {
 			QuantAlgo       string         `json:"quant_algo"`
 			ExcludeModules  []string       `json:"exclude_modules"`
 			QuantizedLayers map[string]any `json:"quantized_layers"`
@@ -119,10 +140,16 @@ func ParseQuant(raw json.RawMessage) (*Quant, error) {
 	case "compressed-tensors":
 		q.Method, q.Ignore, q.IgnoreKey = MethodCompressedTensors, c.Ignore, "ignore"
 		for _, g := range sortedKeys(c.ConfigGroups) {
-			q.Targets = append(q.Targets, c.ConfigGroups[g].Targets...)
+			cg := c.ConfigGroups[g]
+			q.Targets = append(q.Targets, cg.Targets...)
+			q.StaticActivations = q.StaticActivations || (cg.InputActivations != nil && cg.InputActivations.Dynamic != nil && !*cg.InputActivations.Dynamic)
+			q.Asymmetric = q.Asymmetric || (cg.Weights != nil && cg.Weights.Symmetric != nil && !*cg.Weights.Symmetric)
+			if cg.Weights != nil && q.Bits == 0 {
+				q.Bits = cg.Weights.NumBits
+			}
 		}
 	case "gptq":
-		q.Method, q.LMHeadQuantized = MethodGPTQ, c.LMHead
+		q.Method, q.LMHeadQuantized, q.DescAct, q.Bits = MethodGPTQ, c.LMHead, c.DescAct, c.Bits
 		if d, ok := root.Get("dynamic"); ok && string(d) != "null" {
 			obj, err := jsonobj.Decode(d)
 			if err != nil {
@@ -140,9 +167,9 @@ func ParseQuant(raw json.RawMessage) (*Quant, error) {
 			q.ModulesInBlock = flatten(nested)
 		}
 	case "awq":
-		q.Method, q.Ignore, q.IgnoreKey, q.LMHeadQuantized = MethodAWQ, c.NotConvert, "modules_to_not_convert", c.LMHead
+		q.Method, q.Ignore, q.IgnoreKey, q.LMHeadQuantized, q.Bits = MethodAWQ, c.NotConvert, "modules_to_not_convert", c.LMHead, c.Bits
 	case "fp8":
-		q.Method, q.BlockSize = MethodFP8, c.WeightBlockSize
+		q.Method, q.BlockSize, q.StaticActivations = MethodFP8, c.WeightBlockSize, c.ActivationScheme == "static"
 		// fp8.py:162-168: ignored_layers, or modules_to_not_convert when that is empty.
 		q.Ignore, q.IgnoreKey = c.IgnoredLayers, "ignored_layers"
 		if len(q.Ignore) == 0 {
@@ -162,10 +189,10 @@ func ParseQuant(raw json.RawMessage) (*Quant, error) {
 		}
 		q.QuantizedLayers = sortedKeys(layers)
 		switch strings.ToUpper(algo) {
-		case "FP8":
-			q.Method = MethodModelOpt
-		case "NVFP4":
-			q.Method, q.NVFP4Serialized = MethodModelOptFP4, true
+		case "FP8": // modelopt.py: ModelOptFp8LinearMethod's static input_scale
+			q.Method, q.StaticActivations = MethodModelOpt, true
+		case "NVFP4": // ModelOptNvFp4LinearMethod's input_scale
+			q.Method, q.NVFP4Serialized, q.StaticActivations = MethodModelOptFP4, true, true
 		case "MIXED_PRECISION":
 			q.Method = MethodModelOptMixed
 		case "MXFP8":
