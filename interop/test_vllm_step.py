@@ -24,8 +24,6 @@ the MTP class, the loader or the quantization rules:
   routes by sigmoid: the source's moe_router_activation is softmax. The rig
   zeroes every residual branch (the routed experts' down projections
   included), so routing changes nothing the model predicts.
-The per-layer swiglu lists are padded to the MTP layers as the reference
-converter pads them (vLLM 0.32 indexes swiglu_limits_shared there, step3p5.py:108).
 The routed experts (stacked, bf16), the head-wise gates and the shared
 expert stay bf16 and are ignored, as the recipe leaves them."""
 import json
@@ -57,9 +55,6 @@ def step(mtpconv, tmp_path_factory):
     src = base / "src"
     shutil.copytree(Path(res.stdout.split()[0]), src)
     cfg = json.loads((src / "config.json").read_text())
-    total = cfg["num_hidden_layers"] + cfg["num_nextn_predict_layers"]
-    for k in ("swiglu_limits", "swiglu_limits_shared"):
-        cfg[k] = cfg[k] + [0] * (total - len(cfg[k]))
     cfg["moe_router_activation"] = "softmax"
     (src / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
     tok = hf_repos.tokenizer_of(src, base / "tokenizer")
