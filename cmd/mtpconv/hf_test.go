@@ -88,6 +88,7 @@ func TestHFIntoAndStrict(t *testing.T) {
 // the trunk, naming each list (issue 38). HeadError's float dtypes and exact
 // depth, an export source's needs, are not the verdict on a repo.
 func TestStrictJudgesTheRepoAsServed(t *testing.T) {
+	t.Parallel()
 	const ct = `{"quant_method": "compressed-tensors", "config_groups": {"group_0": {"targets": ["Linear"],
 		"weights": {"num_bits": 8, "type": "int", "symmetric": true, "strategy": "channel"}}}, "ignore": ["lm_head"]}`
 	all := func(string) bool { return true }

@@ -347,6 +347,10 @@ type OpenVINOSpec struct {
 
 // MLXSpec is how the MLX consumers (mlx-lm, mlx-vlm) name and configure this family.
 type MLXSpec struct {
+	// Refusal, when set, is the one sentence saying why the mlx target
+	// writes no drafter for the family and which tool does (or that none
+	// runs it): the target writes nothing.
+	Refusal string
 	// DrafterModelType is mlx-vlm's model_type for the head alone.
 	DrafterModelType string
 	// DrafterUnrunnable, when set, says why no released mlx-vlm runs the
@@ -567,7 +571,11 @@ func (c *Config) Family() (*Family, error) {
 	if c.family != nil {
 		return c.family, nil
 	}
-	return DetectFamily(Identity{ModelType: c.ModelType, TextModelType: c.TextModelType, Architectures: c.Architectures})
+	id := Identity{ModelType: c.ModelType, TextModelType: c.TextModelType, Architectures: c.Architectures}
+	if r, err := ReadIdentity(c.Raw); len(c.Raw) > 0 && err == nil {
+		id.Keys = r.Keys
+	}
+	return DetectFamily(id)
 }
 
 // SpecFor is the Spec of the family a config belongs to.

@@ -47,7 +47,7 @@ func judgeLongCat(r *Report, cfg []byte, q *Quant, quantized bool) error {
 	disabled := slices.Contains(c.DisableQuantModule, "mtp")
 	const rule = "vllm longcat_flash_mtp.py:134-138, sglang longcat_flash_nextn.py:290-294"
 	switch {
-	case q.Method == MethodNone:
+	case q.Method == RepoQuantNone:
 		r.Note = "the repo declares no quantization: both runtimes build the head as stored"
 	case !disabled && !quantized:
 		r.Problems = append(r.Problems, Problem{"disable_quant_module", fmt.Sprintf(
@@ -112,7 +112,7 @@ func ClassOnly(src source.Source, runtimes []Runtime) (r *Report, ok bool, err e
 		return r, true, nil
 	case err != nil:
 		return nil, true, fmt.Errorf("%s: %s: %w", r.Repo, model.ConfigFile, err)
-	case q.Method != MethodNone:
+	case q.Method != RepoQuantNone:
 		r.Quantization = string(q.Method)
 	}
 	ck, err := st.Open(src)

@@ -22,7 +22,7 @@ type storageForm struct {
 	Name   string     // in reports: "int8", "GPTQ", ...
 	Marker string     // the leaf that marks the form
 	DTypes []st.DType // the marker's dtypes (nil: any)
-	Method Method     // the method that stores it so ("": any)
+	Method RepoQuant  // the method that stores it so ("": any)
 	Beside string     // a companion that marks the form where another shares its marker
 	Needs  []string   // always
 	// Static is needed when the method quantizes activations with a stored
@@ -63,11 +63,11 @@ var (
 // modelopt.py (FP8: weight_scale, input_scale; NVFP4: weight_scale,
 // weight_scale_2, input_scale; MXFP8: weight_scale).
 var storageForms = []storageForm{
-	{Name: "GPTQ", Marker: "qweight", Method: MethodGPTQ, Needs: []string{"qzeros", "scales"}, ActOrder: []string{"g_idx"}, Packs: packedRows},
+	{Name: "GPTQ", Marker: "qweight", Method: RepoQuantGPTQ, Needs: []string{"qzeros", "scales"}, ActOrder: []string{"g_idx"}, Packs: packedRows},
 	{Name: "AWQ", Marker: "qweight", Needs: []string{"qzeros", "scales"}, Packs: packedOutCols},
 	{Name: "packed int (compressed-tensors)", Marker: "weight_packed", DTypes: []st.DType{st.I32}, Needs: []string{"weight_scale", "weight_shape"}, Asym: []string{"weight_zero_point"}, Packs: packedInCols},
 	{Name: "NVFP4 (compressed-tensors)", Marker: "weight_packed", DTypes: []st.DType{st.U8}, Needs: []string{"weight_scale", "weight_global_scale"}, Static: []string{"input_global_scale"}, Packs: fp4},
-	{Name: "block FP8", Marker: "weight", DTypes: []st.DType{st.F8E4M3}, Method: MethodFP8, Needs: []string{"weight_scale_inv"}, Static: []string{"input_scale"}, Packs: unpacked},
+	{Name: "block FP8", Marker: "weight", DTypes: []st.DType{st.F8E4M3}, Method: RepoQuantFP8, Needs: []string{"weight_scale_inv"}, Static: []string{"input_scale"}, Packs: unpacked},
 	{Name: "block FP8", Marker: "weight", DTypes: []st.DType{st.F8E4M3}, Beside: "weight_scale_inv", Needs: []string{"weight_scale_inv"}, Packs: unpacked},
 	{Name: "NVFP4", Marker: "weight", DTypes: []st.DType{st.U8}, Needs: []string{"weight_scale", "weight_scale_2"}, Static: []string{"input_scale"}, Packs: fp4},
 	{Name: "FP8", Marker: "weight", DTypes: []st.DType{st.F8E4M3}, Needs: []string{"weight_scale"}, Static: []string{"input_scale"}, Packs: unpacked},
@@ -94,7 +94,7 @@ func (f storageForm) needs(q *Quant) []string {
 
 // formOf is the storage of the linear module at p ("" and false: float or absent).
 func formOf(repo Repo, q *Quant, p string) (storageForm, bool) {
-	method := MethodNone
+	method := RepoQuantNone
 	if q != nil {
 		method = q.Method
 	}

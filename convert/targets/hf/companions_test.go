@@ -16,7 +16,7 @@ import (
 // GPTQ's desc_act, weight_zero_point for asymmetric weights; a form shared
 // by two methods (qweight) is told by the method. A float module has no form.
 func TestCompanionsTable(t *testing.T) {
-	static := &Quant{Method: MethodCompressedTensors, StaticActivations: true}
+	static := &Quant{Method: RepoQuantCompressedTensors, StaticActivations: true}
 	for _, tc := range []struct {
 		name   string
 		q      *Quant
@@ -25,17 +25,17 @@ func TestCompanionsTable(t *testing.T) {
 		form   string
 		needs  []string
 	}{
-		{"GPTQ", &Quant{Method: MethodGPTQ}, "qweight", st.I32, "GPTQ", []string{"qzeros", "scales"}},
-		{"GPTQ desc_act", &Quant{Method: MethodGPTQ, DescAct: true}, "qweight", st.I32, "GPTQ", []string{"qzeros", "scales", "g_idx"}},
-		{"AWQ", &Quant{Method: MethodAWQ}, "qweight", st.I32, "AWQ", []string{"qzeros", "scales"}},
-		{"packed int4", &Quant{Method: MethodCompressedTensors}, "weight_packed", st.I32, "packed int (compressed-tensors)", []string{"weight_scale", "weight_shape"}},
-		{"packed int4 asymmetric", &Quant{Method: MethodCompressedTensors, Asymmetric: true}, "weight_packed", st.I32, "packed int (compressed-tensors)", []string{"weight_scale", "weight_shape", "weight_zero_point"}},
+		{"GPTQ", &Quant{Method: RepoQuantGPTQ}, "qweight", st.I32, "GPTQ", []string{"qzeros", "scales"}},
+		{"GPTQ desc_act", &Quant{Method: RepoQuantGPTQ, DescAct: true}, "qweight", st.I32, "GPTQ", []string{"qzeros", "scales", "g_idx"}},
+		{"AWQ", &Quant{Method: RepoQuantAWQ}, "qweight", st.I32, "AWQ", []string{"qzeros", "scales"}},
+		{"packed int4", &Quant{Method: RepoQuantCompressedTensors}, "weight_packed", st.I32, "packed int (compressed-tensors)", []string{"weight_scale", "weight_shape"}},
+		{"packed int4 asymmetric", &Quant{Method: RepoQuantCompressedTensors, Asymmetric: true}, "weight_packed", st.I32, "packed int (compressed-tensors)", []string{"weight_scale", "weight_shape", "weight_zero_point"}},
 		{"compressed-tensors NVFP4", static, "weight_packed", st.U8, "NVFP4 (compressed-tensors)", []string{"weight_scale", "weight_global_scale", "input_global_scale"}},
-		{"block FP8", &Quant{Method: MethodFP8}, "weight", st.F8E4M3, "block FP8", []string{"weight_scale_inv"}},
-		{"block FP8, static activations", &Quant{Method: MethodFP8, StaticActivations: true}, "weight", st.F8E4M3, "block FP8", []string{"weight_scale_inv", "input_scale"}},
-		{"ModelOpt NVFP4", &Quant{Method: MethodModelOptFP4, StaticActivations: true}, "weight", st.U8, "NVFP4", []string{"weight_scale", "weight_scale_2", "input_scale"}},
-		{"ModelOpt FP8", &Quant{Method: MethodModelOpt, StaticActivations: true}, "weight", st.F8E4M3, "FP8", []string{"weight_scale", "input_scale"}},
-		{"W8A8 int8, dynamic", &Quant{Method: MethodCompressedTensors}, "weight", st.I8, "int8", []string{"weight_scale"}},
+		{"block FP8", &Quant{Method: RepoQuantFP8}, "weight", st.F8E4M3, "block FP8", []string{"weight_scale_inv"}},
+		{"block FP8, static activations", &Quant{Method: RepoQuantFP8, StaticActivations: true}, "weight", st.F8E4M3, "block FP8", []string{"weight_scale_inv", "input_scale"}},
+		{"ModelOpt NVFP4", &Quant{Method: RepoQuantModelOptFP4, StaticActivations: true}, "weight", st.U8, "NVFP4", []string{"weight_scale", "weight_scale_2", "input_scale"}},
+		{"ModelOpt FP8", &Quant{Method: RepoQuantModelOpt, StaticActivations: true}, "weight", st.F8E4M3, "FP8", []string{"weight_scale", "input_scale"}},
+		{"W8A8 int8, dynamic", &Quant{Method: RepoQuantCompressedTensors}, "weight", st.I8, "int8", []string{"weight_scale"}},
 		{"W8A8 int8, static", static, "weight", st.I8, "int8", []string{"weight_scale", "input_scale"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -104,7 +104,7 @@ func TestEveryPortedFamilyServes(t *testing.T) {
 			for _, prec := range precs {
 				out := filepath.Join(t.TempDir(), "out")
 				o := targets.Options{HeadPrecision: prec, Set: map[string]bool{targets.OptHeadPrecision: true}}
-				if _, err := export.Export(context.Background(), export.Request{Model: src, Target: "hf", Out: out, Version: "test", Options: o}); err != nil {
+				if _, err := export.Export(context.Background(), export.Request{Model: src, Target: "hf", Dest: export.Out(out), Version: "test", Options: o}); err != nil {
 					t.Fatalf("--out at %s: %v", prec, err)
 				}
 				if r, err := Serving(loadRepo(t, out)); err != nil || r.Err() != nil {

@@ -223,7 +223,7 @@ func (t target) PlanInto(dir string, m *model.Model, o targets.Options) (*plan.P
 	}
 	// An FP8 release's head goes into a block-FP8 repo of the same blocks as stored.
 	def := precBF16
-	fp8Repo := q.Method == MethodFP8 && m.FP8Info != nil && slices.Equal(q.BlockSize, m.FP8Info.Block)
+	fp8Repo := q.Method == RepoQuantFP8 && m.FP8Info != nil && slices.Equal(q.BlockSize, m.FP8Info.Block)
 	if fp8Repo {
 		def = precFP8
 	}
@@ -320,7 +320,7 @@ func (r *repo) updatedConfig(m *model.Model, head []plan.OutTensor, q *Quant, ke
 			float = append(float, mod)
 		}
 	}
-	if q.Method != MethodNone {
+	if q.Method != RepoQuantNone {
 		// AWQ without a list: vLLM derives one from the headers and SGLang
 		// none, so the derived list (vLLM's trunk as before) is written for
 		// vLLM alone; for SGLang only the head's entry (its trunk as before).
@@ -444,7 +444,7 @@ func runtimeWords(rts []Runtime) string {
 // module names), which no trunk module matches: not evaluated against a
 // trunk of thousands of modules.
 func (r *repo) checkTrunk(before, after *Quant) error {
-	if before.Method != MethodAWQ && before.Method != MethodGPTQ {
+	if before.Method != RepoQuantAWQ && before.Method != RepoQuantGPTQ {
 		return nil
 	}
 	repo := Repo{Tensors: r.m.Checkpoint.Tensors}
@@ -498,7 +498,7 @@ func trunkModules(m *model.Model) []Module {
 
 // IgnoreKeyOf names the config entry the method's exclusions go in.
 func (q *Quant) IgnoreKeyOf() string {
-	if q.Method == MethodGPTQ {
+	if q.Method == RepoQuantGPTQ {
 		return "dynamic"
 	}
 	if q.IgnoreKey == "" {
@@ -592,7 +592,7 @@ func (r *repo) updatedIndex(head []plan.OutTensor) ([]byte, error) {
 			wm[n] = json.RawMessage(strconv.Quote(t.Shard.Name))
 			total += t.Bytes()
 		}
-		root = jsonobj.Object{{Key: "metadata", Value: jsonobj.Object{{Key: "total_size", Value: total}}}, {Key: "weight_map", Value: nil}}
+		root = jsonobj.Object{{Key: "metadata", Value: json.RawMessage(`{"total_size":` + strconv.FormatInt(total, 10) + `}`)}, {Key: "weight_map", Value: nil}}
 	}
 	var added int64
 	for _, t := range head {
@@ -602,24 +602,8 @@ func (r *repo) updatedIndex(head []plan.OutTensor) ([]byte, error) {
 		}
 	}
 	root.Set("weight_map", jsonobj.Sorted(wm))
-	if raw, ok := root.Get("metadata"); ok || r.index == nil {
-		meta := jsonobj.Object{{Key: "total_size", Value: total}}
-		if ok {
-			var err error
-			if meta, err = jsonobj.Decode(raw); err != nil {
-				return nil, bad(err)
-			}
-		}
-		if raw, ok := meta.Get("total_size"); ok {
-			n, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 64)
-			if err != nil {
-				return nil, bad(fmt.Errorf("metadata.total_size %s is not a byte count", raw))
-			}
-			meta.Set("total_size", n+added)
-		} else {
-			meta.Set("total_size", total+added)
-		}
-		root.Set("metadata", meta)
+	if err := targets.AddToTotalSize(&root, added); err != nil {
+		return nil, bad(err)
 	}
 	indent := "  "
 	if r.index != nil {

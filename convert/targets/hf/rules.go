@@ -155,7 +155,7 @@ func Decide(rt Runtime, q *Quant, m *model.Model, mod Module, repo Repo) Build {
 	if slices.Contains(plain, mod.Rel) {
 		return unquantized(fmt.Sprintf("built without the quantization config, a torch nn.Linear or a linear layer given none (%s %s.py)", rt, hf.MTPClass))
 	}
-	if q.Method == MethodNone {
+	if q.Method == RepoQuantNone {
 		return unquantized("the repo declares no quantization")
 	}
 	name := hfNames{m}.name(rt, mod.Name)
@@ -174,7 +174,7 @@ func Decide(rt Runtime, q *Quant, m *model.Model, mod Module, repo Repo) Build {
 // DecideTrunk is how runtime rt builds a module of the trunk under q: the
 // method's rules alone, without the MTP class's overrides.
 func DecideTrunk(rt Runtime, q *Quant, mod Module, repo Repo) Build {
-	if q.Method == MethodNone {
+	if q.Method == RepoQuantNone {
 		return unquantized("the repo declares no quantization")
 	}
 	if b, bad := q.patternBuild(append([]string{mod.Name}, mod.Shards...)); bad {
@@ -193,12 +193,12 @@ func decideMethod(rt Runtime, q *Quant, mod Module, name string, repo Repo) Buil
 // classOverride ports the MTP classes' own overrides of the quantization.
 func classOverride(rt Runtime, q *Quant, class string, mod Module, name string) (Build, bool) {
 	switch {
-	case rt == VLLM && (class == "qwen3_5_mtp" || class == "qwen3_next_mtp") && mod.Rel == "fc" && q.Method == MethodModelOptFP4:
+	case rt == VLLM && (class == "qwen3_5_mtp" || class == "qwen3_next_mtp") && mod.Rel == "fc" && q.Method == RepoQuantModelOptFP4:
 		return unquantized("mtp.fc forced unquantized under modelopt_fp4 (vllm qwen3_5_mtp.py:89-97, qwen3_next_mtp.py:74-86)"), true
-	case rt == VLLM && class == "qwen3_5_mtp" && mod.Layer >= 0 && q.Method != MethodModelOptFP4 &&
+	case rt == VLLM && class == "qwen3_5_mtp" && mod.Layer >= 0 && q.Method != RepoQuantModelOptFP4 &&
 		slices.ContainsFunc(q.Dynamic, func(k string) bool { return strings.HasPrefix(k, "-:") && strings.Contains(k, "mtp") }):
 		return unquantized(`a dynamic "-:" key naming mtp turns off the quantization of every MTP layer (vllm qwen3_5_mtp.py:108-126)`), true
-	case rt == VLLM && class == "bailing_moe_v3_mtp" && q.Method == MethodFP8 && len(q.BlockSize) > 0:
+	case rt == VLLM && class == "bailing_moe_v3_mtp" && q.Method == RepoQuantFP8 && len(q.BlockSize) > 0:
 		// A block-FP8 config's ignored_layers match by dotted suffix for Ling
 		// (vllm bailing_moe_v3.py:221-237, from bailing_moe_v3_mtp.py:248).
 		b := decideFP8VLLM(q, mod, name, matchSuffix)
@@ -206,21 +206,21 @@ func classOverride(rt Runtime, q *Quant, class string, mod Module, name string) 
 		return b, true
 	case rt == SGLang && (class == "qwen3_5_mtp" || class == "qwen4_exp_mtp"):
 		switch q.Method {
-		case MethodModelOptMixed:
+		case RepoQuantModelOptMixed:
 			if !slices.ContainsFunc(q.QuantizedLayers, func(l string) bool { return strings.HasPrefix(l, "mtp.") }) {
 				return unquantized("modelopt_mixed lists no mtp.* layer: the head is built unquantized (sglang qwen3_5_mtp.py:60-64)"), true
 			}
 			return quantized(q, "modelopt_mixed lists mtp.* layers: the head is built quantized (sglang qwen3_5_mtp.py:60-64)"), true
-		case MethodModelOptFP4:
+		case RepoQuantModelOptFP4:
 			if q.NVFP4Serialized {
 				return unquantized("serialized NVFP4: the head is built unquantized (sglang qwen3_5_mtp.py:65-69)"), true
 			}
-		case MethodQuark:
+		case RepoQuantQuark:
 			if slices.ContainsFunc(q.Ignore, func(l string) bool { return strings.HasPrefix(l, "mtp.") && strings.Contains(l, "mlp.experts") }) {
 				return unquantized("exclude names mtp.* experts: the head is built unquantized (sglang qwen3_5_mtp.py:83-90)"), true
 			}
 		}
-	case rt == SGLang && (class == "glm4_moe_mtp" || class == "glm4_moe_lite_mtp") && q.Method == MethodModelOptFP4:
+	case rt == SGLang && (class == "glm4_moe_mtp" || class == "glm4_moe_lite_mtp") && q.Method == RepoQuantModelOptFP4:
 		return unquantized("modelopt_fp4: the NextN layer is built unquantized (sglang glm4_moe_nextn.py:52-56)"), true
 	}
 	return Build{}, false
@@ -228,9 +228,9 @@ func classOverride(rt Runtime, q *Quant, class string, mod Module, name string) 
 
 func decideVLLM(q *Quant, mod Module, name string, repo Repo) Build {
 	switch q.Method {
-	case MethodCompressedTensors:
+	case RepoQuantCompressedTensors:
 		return ctDecide(q, mod, name, ctVLLM)
-	case MethodGPTQ:
+	case RepoQuantGPTQ:
 		if mod.Kind == KindLMHead && !q.LMHeadQuantized {
 			return unquantized("lm_head is false: the LM head is not quantized (vllm gptq_utils.py:179-182)")
 		}
@@ -256,7 +256,7 @@ func decideVLLM(q *Quant, mod Module, name string, repo Repo) Build {
 			return quantized(q, "no list of quantized modules could be read: every layer is quantized (vllm gptq_utils.py:136-139)")
 		}
 		return quantized(q, "among "+rule+" (vllm gptq_utils.py:120-169)")
-	case MethodAWQ:
+	case RepoQuantAWQ:
 		if mod.Kind == KindLMHead && !q.LMHeadQuantized {
 			return unquantized("lm_head is false: the LM head is not quantized (vllm auto_awq.py:291-293)")
 		}
@@ -273,19 +273,19 @@ func decideVLLM(q *Quant, mod Module, name string, repo Repo) Build {
 			return unquantized("matched by " + rule + ", substring (vllm auto_awq.py:294-299, :337-342)")
 		}
 		return quantized(q, "not matched by "+rule+", substring (vllm auto_awq.py:294-299, :337-342)")
-	case MethodFP8:
+	case RepoQuantFP8:
 		return decideFP8VLLM(q, mod, name, matchExact)
-	case MethodModelOpt, MethodModelOptFP4, MethodModelOptMXFP8:
+	case RepoQuantModelOpt, RepoQuantModelOptFP4, RepoQuantModelOptMXFP8:
 		if modelOptExcludedVLLM(q.Ignore, name, mod) {
 			return unquantized("matched by " + q.IgnoreKey + " (vllm modelopt.py:187-222, :231-235)")
 		}
 		return quantized(q, "not matched by "+q.IgnoreKey+" (vllm modelopt.py:187-222, :248-256)")
-	case MethodModelOptMixed:
+	case RepoQuantModelOptMixed:
 		if slices.ContainsFunc(mod.parts(), func(p string) bool { return slices.Contains(q.QuantizedLayers, p) }) {
 			return quantized(q, "listed in quantized_layers (vllm modelopt.py:1715-1745)")
 		}
 		return unquantized("not listed in quantized_layers (vllm modelopt.py:1715-1765)")
-	case MethodQuark:
+	case RepoQuantQuark:
 		ignored, err := ctIgnored(q.Ignore, name, mod, ctVLLM, mod.Kind == KindExperts)
 		if err != "" {
 			return Build{Error: err, Rule: "vllm quark/utils.py:59-65"}
@@ -318,9 +318,9 @@ func decideFP8VLLM(q *Quant, mod Module, name string, mode matchMode) Build {
 
 func decideSGLang(q *Quant, mod Module, name string) Build {
 	switch q.Method {
-	case MethodCompressedTensors:
+	case RepoQuantCompressedTensors:
 		return ctDecide(q, mod, name, ctSGLang)
-	case MethodGPTQ:
+	case RepoQuantGPTQ:
 		if mod.Kind == KindExperts {
 			// Every FusedMoE is GPTQ (marlin) or refused; dynamic is not read.
 			return quantized(q, "every FusedMoE is built GPTQ, dynamic is not read (sglang gptq/gptq.py:178-179, :446-447)")
@@ -332,7 +332,7 @@ func decideSGLang(q *Quant, mod Module, name string) Build {
 			return unquantized(`a dynamic "-:" key matches (sglang quantization/utils.py:254-272, :295-298)`)
 		}
 		return quantized(q, `no dynamic "-:" key matches (sglang quantization/utils.py:293-305)`)
-	case MethodAWQ:
+	case RepoQuantAWQ:
 		if mod.Kind == KindLMHead && !q.LMHeadQuantized {
 			return unquantized("lm_head is false: the LM head is not quantized (sglang awq/awq.py)")
 		}
@@ -342,7 +342,7 @@ func decideSGLang(q *Quant, mod Module, name string) Build {
 			}
 		}
 		return quantized(q, "not matched by modules_to_not_convert, substring; SGLang derives no list from the headers (sglang awq/awq.py:61-62, :131-149)")
-	case MethodFP8:
+	case RepoQuantFP8:
 		if mod.Kind == KindLMHead {
 			return unquantized("Fp8Config quantizes no LM head")
 		}
@@ -354,17 +354,17 @@ func decideSGLang(q *Quant, mod Module, name string) Build {
 			return unquantized("matched by " + q.IgnoreKey + " (sglang fp8.py:354-356, quantization/utils.py:70-110)")
 		}
 		return quantized(q, "not matched by "+q.IgnoreKey+" (sglang fp8.py:354-356, quantization/utils.py:70-110)")
-	case MethodModelOpt, MethodModelOptFP4, MethodModelOptMXFP8:
+	case RepoQuantModelOpt, RepoQuantModelOptFP4, RepoQuantModelOptMXFP8:
 		if modelOptExcludedSGLang(q.Ignore, name) {
 			return unquantized("matched by " + q.IgnoreKey + " (sglang modelopt_quant.py:379-424)")
 		}
 		return quantized(q, "not matched by "+q.IgnoreKey+" (sglang modelopt_quant.py:379-424)")
-	case MethodModelOptMixed:
+	case RepoQuantModelOptMixed:
 		if slices.ContainsFunc(mod.parts(), func(p string) bool { return slices.Contains(q.QuantizedLayers, p) }) {
 			return quantized(q, "listed in quantized_layers")
 		}
 		return unquantized("not listed in quantized_layers")
-	case MethodQuark:
+	case RepoQuantQuark:
 		ignored, err := ctIgnored(q.Ignore, name, mod, ctSGLang, mod.Kind == KindExperts)
 		if err != "" {
 			return Build{Error: err, Rule: "sglang quark/utils.py:46-110"}
@@ -636,7 +636,7 @@ func modelOptExcludedSGLang(list []string, name string) bool {
 // like ...mtp_block.self_attn.attn.v_scale are not in the checkpoint",
 // measured); vLLM 0.34 deleted the check.
 func classLoadRefusal(rt Runtime, m *model.Model, q *Quant) string {
-	if rt == VLLM && m.Family.HF.MTPClass == "step3p5_mtp" && q != nil && q.Method == MethodCompressedTensors {
+	if rt == VLLM && m.Family.HF.MTPClass == "step3p5_mtp" && q != nil && q.Method == RepoQuantCompressedTensors {
 		return fmt.Sprintf("%s refuses to start the MTP head under compressed-tensors: step3p5_mtp's completeness check (step3p5_mtp.py:302-320) counts the KV-cache scales and zero points compressed-tensors gives every attention layer (compressed_tensors.py:1144-1181) as missing weights; vLLM 0.34 deleted the check", Versions[rt])
 	}
 	return ""
@@ -650,7 +650,7 @@ func classLoadRefusal(rt Runtime, m *model.Model, q *Quant) string {
 // Quark's exclude, AWQ's and GPTQ's lists are not those attributes and stay.
 func (q *Quant) mtpLayersRenumbered(trunk int) *Quant {
 	switch q.Method {
-	case MethodFP8, MethodModelOpt, MethodModelOptFP4, MethodModelOptMXFP8, MethodModelOptMixed:
+	case RepoQuantFP8, RepoQuantModelOpt, RepoQuantModelOptFP4, RepoQuantModelOptMXFP8, RepoQuantModelOptMixed:
 	default:
 		return q
 	}

@@ -123,7 +123,7 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 		r.Problems = append(r.Problems, Problem{key, qerr.Error() + "; serve the head from a folder of its own (mtpconv export --target hf --out DIR)"})
 	case qerr != nil:
 		return nil, fmt.Errorf("%s: %s: %w", r.Repo, model.ConfigFile, qerr)
-	case q.Method != MethodNone:
+	case q.Method != RepoQuantNone:
 		r.Quantization = string(q.Method)
 	}
 	r.DepthKey = depthKey(m.Config.Raw)
@@ -240,7 +240,7 @@ func (r *Report) mend(m *model.Model, q *Quant, mods []Module, repo Repo) {
 	for _, mod := range r.Modules {
 		onlyQuantized = onlyQuantized && isFloatName(mod.Stored) && mod.VLLM.Error == "" && mod.SGLang.Error == "" && mod.VLLM.NotJudged == "" && mod.SGLang.NotJudged == ""
 	}
-	if onlyQuantized && q != nil && q.Method != MethodNone {
+	if onlyQuantized && q != nil && q.Method != RepoQuantNone {
 		if _, added, err := q.withExclusions(mods, hfNames{m}, repo.floatModules()); err == nil && len(added) > 0 {
 			r.MendConfig = fmt.Sprintf("add %s to %s %s.%s: the head in %s is stored float, and both runtimes then build it so", strings.Join(added, ", "), model.ConfigFile, r.QuantizationKey, q.IgnoreKeyOf(), foreign)
 			return
@@ -287,7 +287,7 @@ func depthVerdict(rt Runtime, m *model.Model, q *Quant, declared, held int) stri
 		return fmt.Sprintf("%s builds %d layers and has no parameter for the others' weights: it fails to load", Versions[rt], declared)
 	case checked:
 		return fmt.Sprintf("%s refuses to start, MTP layer %d weights missing (%s; vLLM 0.34 deleted that check and drafts with the missing layers uninitialised where its proposer runs them)", Versions[rt], m.Config.NumHiddenLayers+held, check)
-	case q == nil || q.Method == MethodNone:
+	case q == nil || q.Method == RepoQuantNone:
 		return fmt.Sprintf("%s refuses to start, the missing layers' weights not initialized from the checkpoint (model_loader/default_loader.py:562-567, its check of an unquantized model)", Versions[rt])
 	}
 	return "" // a quantized repo: vLLM drafts with layer 0, the others never run
@@ -630,4 +630,35 @@ func parseRepoConfig(raw []byte) (*model.Config, error) {
 	}
 	cfg.Raw = raw
 	return cfg, nil
+}
+
+var _ targets.RepoInspector = target{}
+
+// LoadRepo is Load: inspect reads every checkpoint as the runtimes do.
+func (target) LoadRepo(src source.Source) (*model.Model, error) { return Load(src) }
+
+// ServingWithoutFamily is ClassOnly for the runtimes --runtime names.
+func (target) ServingWithoutFamily(src source.Source, runtime string) (targets.ServingReport, bool, error) {
+	runtimes, err := ParseRuntimes(runtime)
+	if err != nil {
+		return nil, false, err
+	}
+	r, ok, err := ClassOnly(src, runtimes)
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	return r, true, nil
+}
+
+// Serving is ServingFor the runtimes --runtime names.
+func (target) Serving(m *model.Model, runtime string) (targets.ServingReport, error) {
+	runtimes, err := ParseRuntimes(runtime)
+	if err != nil {
+		return nil, err
+	}
+	r, err := ServingFor(m, runtimes)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
