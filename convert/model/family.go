@@ -238,8 +238,9 @@ type HFSpec struct {
 	// model_executor/models/<MTPClass>.py and SGLang's models/ sibling),
 	// whose own overrides of the repo's quantization the rules port.
 	MTPClass string
-	// PlainVLLM and PlainSGLang are the modules each runtime builds as a
-	// torch nn.Linear: never quantized, whatever the repo's config says.
+	// PlainVLLM and PlainSGLang are the modules each runtime builds without
+	// the repo's quantization config (a torch nn.Linear, or a linear layer
+	// given none): never quantized, whatever the config says.
 	PlainVLLM, PlainSGLang []string
 	// LMHeads are the modules built as a ParallelLMHead (quantized only by
 	// a method that quantizes LM heads), which both runtimes replace by the
@@ -249,6 +250,21 @@ type HFSpec struct {
 	// MTP class places it elsewhere (GLM's NextN layer is model.decoder);
 	// nil: the checkpoint's name.
 	SGLangName func(c *Config, module string) string
+	// VLLMName is the same for vLLM (Step-3.5's decoder under mtp_block,
+	// Ling-3.0's attention as self_attn); nil: the checkpoint's name.
+	VLLMName func(c *Config, module string) string
+	// OwnLMHeads: the runtimes draft with each MTP layer's own LM head
+	// (Step-3.5's per-layer shared_head), not the trunk's: the repo must
+	// hold it.
+	OwnLMHeads bool
+	// FixedDepth, when set, is the number of MTP layers both runtimes'
+	// classes build whatever the config says (MiMo-V2: one): no depth key is
+	// written, and layers past it are held but not run.
+	FixedDepth int
+	// Refuse, when set, says why the target refuses this config although
+	// the family is ported ("" when it does not): a layout of the family
+	// whose modules the port does not name.
+	Refuse func(c *Config) string
 }
 
 // ReportSpec is what inspect says of a family's own config, beyond the keys
