@@ -93,7 +93,8 @@ const (
 	// RoleZeroCentredNorm is an RMSNorm weight stored as w, effective 1+w.
 	// A norm without it is plain (stored as applied).
 	RoleZeroCentredNorm Role = 1 << iota
-	// RoleKeepDType is never cast: it keeps its stored dtype.
+	// RoleKeepDType is never cast: it keeps its stored dtype (the only
+	// role an integer tensor, an index buffer, may have).
 	RoleKeepDType
 	// RoleConv1d is a depthwise conv1d weight stored [C,1,K] (PyTorch); MLX wants [C,K,1].
 	RoleConv1d
@@ -183,12 +184,20 @@ type Spec struct {
 	// llama.cpp folds into block n_layer). Its HeadLayer wants and MoE
 	// experts are named under HeadPrefix ("layers.1.mixer.experts.").
 	HeadOneLayer bool
+	// HeadLayers is where a head apart keeps its layers under HeadPrefix
+	// ("" means "layers."): a drafter checkpoint that is all head (the
+	// Gemma-4 assistant: HeadPrefix "", its blocks at "model.layers.{j}.").
+	HeadLayers string
 
 	TrunkTop   []Want                           // under the text prefix
 	LMHead     *Want                            // at the root; nil when tied to the embedding
 	TrunkLayer func(i int) []Want               // under the text prefix + "layers.{i}."
 	HeadTop    []Want                           // under HeadPrefix (a head apart)
 	HeadLayer  []Want                           // under each MTP layer's prefix
+	// HeadLayerAt, when set, is MTP layer j's wants in place of HeadLayer,
+	// for heads whose layers differ (sliding and full attention of other
+	// head sizes); HeadLayer then lists the names every layer shares.
+	HeadLayerAt func(j int) []Want
 	MoE        *MoE                             // nil for a dense MLP
 	Experts    func(layout ExpertLayout) []Want // the routed-expert tensors of one block, under a layer
 	// MoELayer reports whether layer i routes experts (the MTP layer j is
@@ -325,6 +334,9 @@ type OpenVINOSpec struct {
 type MLXSpec struct {
 	// DrafterModelType is mlx-vlm's model_type for the head alone.
 	DrafterModelType string
+	// DrafterRefusal, when set, is the one sentence saying why --target
+	// mlx writes no drafter for the family and what the user runs instead.
+	DrafterRefusal string
 	// DrafterUnrunnable, when set, says why no released mlx-vlm runs the
 	// drafter yet (its splitter writes the folder, load_drafter cannot build
 	// it): the card says it in place of a snippet, the export prints it, the

@@ -49,6 +49,9 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 	if err != nil {
 		return nil, targets.UsageError{Err: err}
 	}
+	if r := m.Family.MLX.DrafterRefusal; r != "" {
+		return nil, fmt.Errorf("--target mlx: %s", r)
+	}
 	if m.Family.MLX.DrafterModelType == "" {
 		return nil, fmt.Errorf("--target mlx: mlx-vlm has no drafter model for %s heads", m.Family)
 	}
