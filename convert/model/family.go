@@ -254,6 +254,7 @@ type ReportSpec struct {
 	Attention string         // its attention, in words
 	Layers    string         // its layer list, in words
 	Routing   string         // how its MoE routes, in words (empty: softmax top-k)
+	MLP       string         // its dense MLP's kind (empty: SwiGLU)
 }
 
 // GGUFSpec is how llama.cpp names and describes the family: its
