@@ -14,7 +14,6 @@ var unsupportedFamilies = []model.Unsupported{
 	{Architectures: []string{"DeepseekV4ForCausalLM"}, Name: "DeepSeek-V4", Why: "its head (llama.cpp's deepseek4: hyper-connections, hash routing) is not written yet"},
 	{Architectures: []string{"Cohere2MoeForCausalLM"}, Name: "Cohere2-MoE", Why: "no public checkpoint ships its MTP layer"},
 	{Architectures: []string{"Dots3Note"}, Name: "dots3", Why: "llama.cpp keeps its MTP tensors but has no draft graph for them"},
-	{Architectures: []string{"Gemma4AssistantForCausalLM"}, Name: "the Gemma-4 assistant", Why: "it is a separate drafter model, not a head inside the checkpoint"},
 }
 
 func init() {
