@@ -189,17 +189,17 @@ type Spec struct {
 	// Gemma-4 assistant: HeadPrefix "", its blocks at "model.layers.{j}.").
 	HeadLayers string
 
-	TrunkTop   []Want                           // under the text prefix
-	LMHead     *Want                            // at the root; nil when tied to the embedding
-	TrunkLayer func(i int) []Want               // under the text prefix + "layers.{i}."
-	HeadTop    []Want                           // under HeadPrefix (a head apart)
-	HeadLayer  []Want                           // under each MTP layer's prefix
+	TrunkTop   []Want             // under the text prefix
+	LMHead     *Want              // at the root; nil when tied to the embedding
+	TrunkLayer func(i int) []Want // under the text prefix + "layers.{i}."
+	HeadTop    []Want             // under HeadPrefix (a head apart)
+	HeadLayer  []Want             // under each MTP layer's prefix
 	// HeadLayerAt, when set, is MTP layer j's wants in place of HeadLayer,
 	// for heads whose layers differ (sliding and full attention of other
 	// head sizes); HeadLayer then lists the names every layer shares.
 	HeadLayerAt func(j int) []Want
-	MoE        *MoE                             // nil for a dense MLP
-	Experts    func(layout ExpertLayout) []Want // the routed-expert tensors of one block, under a layer
+	MoE         *MoE                             // nil for a dense MLP
+	Experts     func(layout ExpertLayout) []Want // the routed-expert tensors of one block, under a layer
 	// MoELayer reports whether layer i routes experts (the MTP layer j is
 	// i = num_hidden_layers + j); nil: every layer does when MoE is set.
 	// A MoE trunk with leading dense layers (first_k_dense_replace) says
