@@ -286,6 +286,7 @@ func specGemma4Assistant(c *model.Config) *model.Spec {
 		Report: model.ReportSpec{
 			Attention: fmt.Sprintf("query-only attention over the target's KV (sliding window %d, head size %d; full attention head size %d)", derefOr(k.Text.SlidingWindow, 0), c.HeadDim, derefOr(k.Text.GlobalHeadDim, c.HeadDim)),
 			Layers:    fmt.Sprintf("a separate drafter of %d blocks (%v), all of it the head", len(c.LayerTypes), c.LayerTypes),
+			MLP:       "GeGLU (gelu_pytorch_tanh)",
 			Dims:      map[string]any{"backbone_hidden_size": k.BackboneHiddenSize, "use_ordered_embeddings": k.UseOrderedEmbeddings},
 		},
 	}

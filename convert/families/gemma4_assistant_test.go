@@ -37,7 +37,7 @@ func TestGemma4AssistantDescribed(t *testing.T) {
 		t.Errorf("token_ordering's role %v", m.Role("masked_embedding.token_ordering"))
 	}
 	r, err := m.Inspect()
-	if err != nil || !strings.Contains(r.Layers, "a separate drafter of 4 blocks") {
+	if err != nil || !strings.Contains(r.Layers, "a separate drafter of 4 blocks") || !strings.HasPrefix(r.MLP, "GeGLU") {
 		t.Errorf("inspect: %v %+v", err, r)
 	}
 }
