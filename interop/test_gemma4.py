@@ -10,7 +10,6 @@ consumer that loads the assistant folder itself:
   from the assistant folder, which is why mtpconv's --target mlx refuses the
   family pointing there (and every other target refuses in one sentence).
 """
-import shutil
 import subprocess
 import sys
 
@@ -20,7 +19,6 @@ import numpy as np
 import pytest
 from mlx_vlm.speculative.drafters import load_drafter
 
-from conftest import ROOT
 from nextn_gguf import make_fixtures
 from reference_gemma4 import Gemma4AssistantReference
 
@@ -72,12 +70,8 @@ def test_mlx_vlm_draft_step_equals_reference(srcs, key):
 
 
 def test_mlx_vlm_loads_its_own_quantized_assistant(srcs, mtpconv, tmp_path):
-    src = tmp_path / "assistant"
-    shutil.copytree(srcs["centroid"], src)
-    for f in (ROOT / "testdata" / "tokenizer-tiny").iterdir():  # mlx_vlm.convert needs a processor
-        shutil.copy(f, src / f.name)
-    q = tmp_path / "q4"
-    subprocess.run([sys.executable, "-m", "mlx_vlm", "convert", "--hf-path", str(src), "--mlx-path", str(q),
+    q = tmp_path / "q4"  # (mlx_vlm.convert needs a processor: the fixture carries its tokenizer)
+    subprocess.run([sys.executable, "-m", "mlx_vlm", "convert", "--hf-path", str(srcs["centroid"]), "--mlx-path", str(q),
                     "-q", "--q-bits", "4", "--q-group-size", "32"], check=True, capture_output=True)
     model, kind = load_drafter(str(q))
     assert kind == "mtp"

@@ -1,12 +1,17 @@
 package families_test
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/targets"
+	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/internal/testmodel"
 )
@@ -103,5 +108,53 @@ func TestGemma4AssistantRefusals(t *testing.T) {
 	noGlobal := strings.Replace(config("", ""), `"global_head_dim":64,`, "", 1)
 	if _, err := model.ParseConfig([]byte(noGlobal)); err == nil || !strings.Contains(err.Error(), "neither global_head_dim nor per_layer_config") {
 		t.Errorf("no global head size: %v", err)
+	}
+}
+
+// The family's GGUF table names every tensor the reference converter writes
+// for the assistant (its record, testdata/gguf_reference), in the
+// converter's order: rope_freqs (computed) first, then the checkpoint's
+// tensors in name order, each block j as blk.{j}; the centroid head's
+// masked_embedding.* is what the converter drops.
+func TestGemma4AssistantGGUFTable(t *testing.T) {
+	t.Parallel()
+	for _, fx := range []string{fixtures.Gemma4Assistant, fixtures.Gemma4AssistantCentroid} {
+		raw, err := os.ReadFile(filepath.Join(fixtures.Root(), "testdata", "gguf_reference", fx+"-bf16.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec struct {
+			Metadata map[string]struct{ Value any }
+			Tensors  []struct{ Name string }
+		}
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, r := range rec.Tensors {
+			want = append(want, r.Name)
+		}
+		m := testmodel.Load(t, fx)
+		g := m.Family.GGUF
+		got := []string{gg.Weight(gg.KindRopeFreqs).In(-1)}
+		for _, n := range m.HeadTensors() {
+			rel := m.HeadRelative(n)
+			if strings.HasPrefix(rel, "masked_embedding.") {
+				continue
+			}
+			if l, ok := strings.CutPrefix(rel, "layers."); ok {
+				num, suffix, _ := strings.Cut(l, ".")
+				j, _ := strconv.Atoi(num)
+				got = append(got, g.Layer[suffix].In(j))
+				continue
+			}
+			got = append(got, g.HeadTop[rel].In(-1))
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: the table names\n%v\nthe converter wrote\n%v", fx, got, want)
+		}
+		if v := rec.Metadata["gemma4-assistant.nextn_predict_layers"].Value; v != float64(m.MTPDepth) {
+			t.Errorf("%s: nextn_predict_layers %v, depth %d", fx, v, m.MTPDepth)
+		}
 	}
 }
