@@ -302,6 +302,21 @@ type GGUFSpec struct {
 	// before it computed, with its own shared head): Step-3.5/3.7, MiMo-V2,
 	// Hy3. Without it the target takes one MTP layer, as the runtime asserts.
 	ChainedHeads bool
+	// HFVocab, when set, is tokenizer.ggml.model of a vocabulary the
+	// reference converter reads with gguf-py's LlamaHfVocab (a BPE
+	// tokenizer with byte fallback: Gemma 4's "gemma4"); empty, the GPT-2
+	// BPE vocabulary. UserDefinedTokens are the tokens the family's
+	// set_vocab marks USER_DEFINED in it (rendered, not control).
+	HFVocab           string
+	UserDefinedTokens []string
+	// Drop lists the names (HeadRelative prefixes) of the head's tensors
+	// the reference converter drops (the Gemma-4 assistant's centroid LM
+	// head, masked_embedding.*).
+	Drop []string
+	// Drafter: the file is a separate drafter model (the Gemma-4
+	// assistant), all of it the head: its blocks are one draft step's
+	// layers (blocks 0..), nothing of a trunk is copied, no graft.
+	Drafter bool
 	// SpecialTokens are the special-token ids the reference converter sets
 	// for the family over tokenizer_config.json's, by token text, in its order.
 	SpecialTokens []SpecialToken

@@ -52,6 +52,9 @@ type addedToken struct {
 // vocabulary whose token list would not be one string per id, each once, in
 // valid UTF-8, is refused with the token named.
 func VocabMetadata(m *model.Model, h model.Hparams) ([]gg.KV, error) {
+	if m.Family.GGUF.HFVocab != "" {
+		return llamaHFVocabMetadata(m, h)
+	}
 	n, ok := h.Int("vocab_size")
 	if !ok {
 		n = int64(m.Config.VocabSize)
@@ -91,18 +94,9 @@ func VocabMetadata(m *model.Model, h model.Hparams) ([]gg.KV, error) {
 		}
 		at[tokens[i]] = i
 	}
-	var merges []string
-	for _, mr := range tf.Model.Merges {
-		var s string
-		if json.Unmarshal(mr, &s) == nil {
-			merges = append(merges, s)
-			continue
-		}
-		var pair []string
-		if err := json.Unmarshal(mr, &pair); err != nil || len(pair) != 2 {
-			return nil, fmt.Errorf("tokenizer.json: merge %s is neither \"a b\" nor [a, b]", mr)
-		}
-		merges = append(merges, pair[0]+" "+pair[1])
+	merges, err := readMerges(tf)
+	if err != nil {
+		return nil, err
 	}
 	kvs := []gg.KV{
 		gg.Pair("tokenizer.ggml.model", gg.Str("gpt2")),
@@ -119,6 +113,25 @@ func VocabMetadata(m *model.Model, h model.Hparams) ([]gg.KV, error) {
 		return nil, err
 	}
 	return append(kvs, sv.kvs()...), nil
+}
+
+// readMerges is tokenizer.json's merges as "a b" strings (SpecialVocab's
+// load_merges), from either spelling.
+func readMerges(tf *tokenizerFile) ([]string, error) {
+	var merges []string
+	for _, mr := range tf.Model.Merges {
+		var s string
+		if json.Unmarshal(mr, &s) == nil {
+			merges = append(merges, s)
+			continue
+		}
+		var pair []string
+		if err := json.Unmarshal(mr, &pair); err != nil || len(pair) != 2 {
+			return nil, fmt.Errorf("tokenizer.json: merge %s is neither \"a b\" nor [a, b]", mr)
+		}
+		merges = append(merges, pair[0]+" "+pair[1])
+	}
+	return merges, nil
 }
 
 // looksSpecial is the reference converter's does_token_look_special.

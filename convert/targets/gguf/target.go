@@ -118,10 +118,13 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if err := m.HeadError(); err != nil {
 		return nil, err
 	}
-	if m.MTPDepth != 1 && !m.Family.GGUF.ChainedHeads {
+	if m.MTPDepth != 1 && !m.Family.GGUF.ChainedHeads && !m.Family.GGUF.Drafter {
 		return nil, fmt.Errorf("the head has %d MTP layers; llama.cpp's %s MTP graph supports exactly one", m.MTPDepth, m.Family.GGUF.Arch)
 	}
 	if o.Graft != "" {
+		if m.Family.GGUF.Drafter {
+			return nil, targets.UsageError{Err: fmt.Errorf("--graft: %s is a separate drafter model, loaded with -md next to its target's GGUF; there is no head to graft into a trunk", m.Family.Title)}
+		}
 		return t.planGraft(m, o)
 	}
 	h, err := m.Config.Hparams()
@@ -308,6 +311,9 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 		pl.Add(t, q)
 	}
 	for _, n := range m.HeadTensors() {
+		if slices.ContainsFunc(gs.Drop, func(p string) bool { return strings.HasPrefix(m.HeadRelative(n), p) }) {
+			continue // the reference converter drops it
+		}
 		if at, ok := mla[n]; ok {
 			j, _, _ := strings.Cut(strings.TrimPrefix(m.HeadRelative(n), "layers."), ".")
 			jn, err := strconv.Atoi(j)
@@ -395,6 +401,18 @@ func (target) Card(man *manifests.Manifest) manifests.TargetCard {
 				"With llama.cpp (the sources vendored by llama-cpp-python 0.3.36 tested), alone: the head drafts from the same file.",
 				"", "```sh", "llama-server --hf-repo {repo} --hf-file " + f + " --spec-type draft-mtp",
 				"# or, with the file downloaded:", "llama-server -m " + f + " --spec-type draft-mtp", "```",
+			},
+		}
+	}
+	if f, ok := model.LookupFamily(man.Model.Family); ok && f.GGUF.Drafter {
+		return manifests.TargetCard{
+			Library: "gguf", Consumer: "llama.cpp", TitlePrecision: precision, Tags: []string{"llama-cpp"},
+			What:    "the " + f.Title + ", a separate drafter model that shares its target's KV cache, as the GGUF llama.cpp drafts with (architecture " + f.GGUF.Arch + ")",
+			Pairing: "It pairs with a GGUF of its target model (`{base}`'s target): it reads the target's token embedding and the keys and values of the target's last sliding-window and full-attention layers, and has an embedding, final norm and LM head of its own.",
+			HowToRun: []string{
+				"With llama.cpp (the sources vendored by llama-cpp-python 0.3.36 tested), next to a GGUF of the target model (TARGET.gguf):",
+				"", "```sh", "llama-server -m TARGET.gguf -md \"$(hf download {repo} " + fileOf(man) + " --quiet)\" --spec-type draft-mtp",
+				"# or, with the file downloaded:", "llama-server -m TARGET.gguf -md " + fileOf(man) + " --spec-type draft-mtp", "```",
 			},
 		}
 	}
