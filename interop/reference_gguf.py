@@ -103,12 +103,11 @@ SPLIT_TRUNKS = {"qwen3.6-moe-genai"}
 SPLIT_MAX_TENSORS = 25
 # The Gemma-4 assistant (a separate drafter, converted whole, no --mtp) and the
 # Gemma-4 trunks it drafts next to; they carry their own Gemma tokenizer. The
-# assistants are recorded at both outtypes; the bf16 files of the plain and
-# rigged assistant and of both trunks are committed (FIXTURE-bf16.gguf) for
-# interop/test_gemma4_gguf.py's llama.cpp runs.
+# assistants are recorded at both outtypes; the trunks' bf16 files are
+# committed (FIXTURE-bf16.gguf) for interop/test_gemma4_gguf.py's llama.cpp runs.
 GEMMA4_DRAFTERS = {"gemma4-assistant-tiny", "gemma4-assistant-centroid-tiny", "gemma4-assistant-tiny-rigged"}
 GEMMA4_TRUNKS = {"gemma4-trunk-tiny", "gemma4-trunk-tiny-rigged"}
-GEMMA4_KEEP = {"gemma4-assistant-tiny", "gemma4-assistant-tiny-rigged"} | GEMMA4_TRUNKS
+GEMMA4_KEEP = GEMMA4_TRUNKS
 
 RUNNER = r'''
 import sys, runpy

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/mtpconv/mtpconv/convert/computed"
 	"github.com/mtpconv/mtpconv/convert/model"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 )
@@ -36,24 +37,28 @@ import (
 var gemma4AssistantFamily = &model.Family{
 	Name: "gemma4_assistant", Title: gemma4AssistantName,
 	Docs:       "docs/gemma4.md",
-	Layout:     "a separate drafter checkpoint that is all head (`Spec.HeadPrefix` \"\", `HeadLayers` `model.layers.`, per-layer shapes by attention type through `HeadLayerAt`), the E2B/E4B centroid LM head (`masked_embedding.*`, an int64 index buffer kept as stored)",
+	Layout:     "a separate drafter checkpoint that is all head (`Spec.HeadPrefix` \"\", `HeadLayers` `model.layers.`, per-layer shapes by attention type through `HeadLayerAt`), the E2B/E4B centroid LM head (`masked_embedding.*`, an int64 index buffer kept as stored); its GGUF a whole drafter file (`GGUFSpec.Drafter`, `Drop`, the LlamaHfVocab vocabulary `HFVocab`, proportional `rope_freqs`)",
 	ModelTypes: []string{"gemma4_assistant", "gemma4_unified_assistant"}, Arch: "Gemma4AssistantForCausalLM",
 	ParseConfig: parseGemma4Assistant, Spec: specGemma4Assistant,
 	MLX: model.MLXSpec{
 		DrafterRefusal:  "mlx-vlm 0.7.10 loads the Gemma-4 assistant's own Hugging Face folder as its drafter (load_drafter, model_type gemma4_assistant, --draft-kind mtp) and `mlx_vlm.convert --hf-path <assistant> -q` writes the quantized folder it also loads, so point mlx-vlm at the assistant folder (mtpconv writes no MLX assistant).",
 		CombinedRefusal: "the Gemma-4 assistant is a separate drafter checkpoint with no trunk of its own, so there is no combined trunk + head file: point mlx-vlm at the assistant folder.",
 	},
+	// The reference converter's Gemma4AssistantModel (conversion/gemma.py,
+	// over Gemma4Model and Gemma3Model): blocks 0..3 (no trunk before them),
+	// the projections top-level nextn.*, layer_scalar as
+	// layer_output_scale, the centroid head dropped (llama.cpp loads it if
+	// present, so the table names it for inspect), the full-attention
+	// layers' proportional RoPE as rope_freqs, the vocabulary as gguf-py's
+	// LlamaHfVocab under tokenizer.ggml.model gemma4.
 	GGUF: model.GGUFSpec{
-		// The reference converter's names (Gemma4AssistantModel in
-		// conversion/gemma.py over gguf-py's GEMMA4_ASSISTANT tensor list),
-		// kept for the target that writes the file: blocks 0..3, the
-		// projections top-level nextn.*, layer_scalar as
-		// layer_output_scale; it drops masked_embedding.* (llama.cpp
-		// loads them if present, so inspect names them). Arch
-		// "gemma4-assistant" is set with the refusal dropped.
-		HeadTop: gemma4AssistantGGUFTop,
-		Layer:   gemma4AssistantGGUFLayer,
-		Refusal: "mtpconv does not write the gemma4-assistant GGUF yet (its gemma4 vocabulary and keys are not ported); llama.cpp 0.3.36's convert_hf_to_gguf.py writes it from the assistant folder and llama.cpp drafts with it next to a Gemma-4 trunk (-md, --spec-type draft-mtp).",
+		Arch: "gemma4-assistant", Drafter: true,
+		HeadTop: gemma4AssistantGGUFTop, Layer: gemma4AssistantGGUFLayer,
+		Drop:     []string{"masked_embedding."},
+		Metadata: gemma4AssistantGGUFMetadata, Computed: gemma4AssistantComputed,
+		HFVocab: "gemma4",
+		// Gemma4Model.set_vocab renders these (USER_DEFINED) for its chat parser.
+		UserDefinedTokens: []string{"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>", "<|\"|>"},
 	},
 	OpenVINO: model.OpenVINOSpec{Refusal: "OpenVINO GenAI 2026.4.1's Gemma-4 MTP pipeline needs the main model's IR to output mtp_last_hidden_state and mtp_{full,sliding}_attention_{key,value}, which no pinned exporter writes (optimum-intel#1763 is open), so an assistant IR alone would have nothing to draft next to."},
 	HF: model.HFSpec{
@@ -118,6 +123,24 @@ type gemma4TextKeys struct {
 	UseDoubleWideMLP        bool                      `json:"use_double_wide_mlp"`
 	HiddenActivation        string                    `json:"hidden_activation"`
 	AttentionBias           bool                      `json:"attention_bias"`
+	FinalLogitSoftcapping   *float64                  `json:"final_logit_softcapping"`
+	MaxPositionEmbeddings   *int                      `json:"max_position_embeddings"`
+	MoEIntermediateSize     *int                      `json:"moe_intermediate_size"`
+	NumGlobalKVHeads        *int                      `json:"num_global_key_value_heads"`
+	RopeParameters          map[string]gemma4Rope     `json:"rope_parameters"`
+}
+
+// gemma4Rope is one attention type's entry of rope_parameters.
+type gemma4Rope struct {
+	RopeType            string   `json:"rope_type"`
+	RopeTheta           *float64 `json:"rope_theta"`
+	PartialRotaryFactor *float64 `json:"partial_rotary_factor"`
+}
+
+// gemma4DefaultRope is Gemma4TextConfig's rope_parameters when config.json has none.
+var gemma4DefaultRope = map[string]gemma4Rope{
+	gemma4Sliding: {RopeType: "default", RopeTheta: ptr(10000.0)},
+	gemma4Full:    {RopeType: "proportional", RopeTheta: ptr(1e6), PartialRotaryFactor: ptr(0.25)},
 }
 
 // Gemma-4's attention types, as layer_types spells them.
@@ -161,6 +184,9 @@ func parseGemma4Assistant(raw []byte) (*model.Config, error) {
 	if k.Text.SlidingWindow == nil {
 		k.Text.SlidingWindow = ptr(512)
 	}
+	if k.Text.RopeParameters == nil {
+		k.Text.RopeParameters = gemma4DefaultRope
+	}
 	if k.Text.GlobalHeadDim == nil { // the converters' second place for it
 		for i, t := range c.LayerTypes {
 			if hd, ok := k.Text.PerLayerConfig[strconv.Itoa(i)]["head_dim"]; ok && t == gemma4Full {
@@ -195,6 +221,12 @@ func parseGemma4Assistant(raw []byte) (*model.Config, error) {
 		}
 		if err := model.CheckPositive(model.PositiveKey{Name: "global_head_dim", Value: *k.Text.GlobalHeadDim}); err != nil {
 			return nil, err
+		}
+		// Gemma4Model.generate_extra_tensors asserts it, and writes the
+		// rotated share as rope_freqs.
+		r := k.Text.RopeParameters[gemma4Full]
+		if r.RopeType != "proportional" || r.PartialRotaryFactor == nil || *r.PartialRotaryFactor <= 0 || *r.PartialRotaryFactor > 1 {
+			return nil, fmt.Errorf("rope_parameters.full_attention is %+v: %s's full-attention layers use proportional RoPE with a partial_rotary_factor in (0, 1]", r, gemma4Assistant)
 		}
 	}
 	// Gemma4AssistantConfig.validate_architecture's checks, and what the
@@ -294,4 +326,83 @@ func specGemma4Assistant(c *model.Config) *model.Spec {
 		s.Report.Dims["num_centroids"], s.Report.Dims["centroid_intermediate_top_k"] = *k.NumCentroids, *k.CentroidIntermediateTopK
 	}
 	return s
+}
+
+// gemma4AssistantComputed is Gemma4Model.generate_extra_tensors: the full
+// layers' proportional RoPE as rope_freqs (the first
+// int(global_head_dim * partial_rotary_factor / 2) frequencies kept).
+func gemma4AssistantComputed(m *model.Model) []model.ComputedTensor {
+	k := model.KeysOf[Gemma4AssistantConfig](m.Config)
+	hd := int(k.headDim(m.Config, gemma4Full))
+	r := k.Text.RopeParameters[gemma4Full]
+	share := 1.0
+	if r.PartialRotaryFactor != nil {
+		share = *r.PartialRotaryFactor
+	}
+	f := computed.ProportionalRopeFactors{HeadDim: hd, Rotated: int(float64(hd) * share / 2)}
+	return []model.ComputedTensor{{Name: gg.Weight(gg.KindRopeFreqs), Source: f.Name()}}
+}
+
+// gemma4AssistantGGUFMetadata is what Gemma3Model's, Gemma4Model's and
+// Gemma4AssistantModel's set_gguf_parameters set after TextModel's, in
+// their order (a key set again keeps its place).
+func gemma4AssistantGGUFMetadata(m *model.Model, h model.Hparams, g *model.GGUFKeys) error {
+	c, k := m.Config, model.KeysOf[Gemma4AssistantConfig](m.Config)
+	// Gemma3Model: the defaults it fills, the full layers' base frequency.
+	g.U32("context_length", derefOr(k.Text.MaxPositionEmbeddings, 131072))
+	g.U32("attention.head_count", c.NumAttentionHeads)
+	g.F32("attention.layer_norm_rms_epsilon", c.RMSNormEps)
+	g.U32("attention.key_length", c.HeadDim)
+	g.U32("attention.value_length", c.HeadDim)
+	theta := 1e6
+	if r := k.Text.RopeParameters[gemma4Full]; r.RopeTheta != nil {
+		theta = *r.RopeTheta
+	}
+	g.F32("rope.freq_base", theta)
+	if sc := k.Text.FinalLogitSoftcapping; sc != nil && *sc != 0 {
+		g.F32("final_logit_softcapping", *sc)
+	}
+	g.U32("attention.sliding_window", *k.Text.SlidingWindow)
+	g.U32("attention.head_count_kv", c.NumKeyValueHeads)
+	// Gemma4Model.
+	g.U32("attention.shared_kv_layers", *k.Text.NumKVSharedLayers)
+	g.U32("embedding_length_per_layer_input", derefOr(k.Text.HiddenSizePerLayerInput, 0))
+	swa := make([]bool, len(c.LayerTypes))
+	for i, t := range c.LayerTypes {
+		swa[i] = t == gemma4Sliding
+	}
+	g.Set("attention.sliding_window_pattern", gg.Bools(swa))
+	full := int(k.headDim(c, gemma4Full))
+	g.U32("attention.key_length", full)
+	g.U32("attention.value_length", full)
+	g.U32("attention.key_length_swa", c.HeadDim)
+	g.U32("attention.value_length_swa", c.HeadDim)
+	if n := k.Text.MoEIntermediateSize; n != nil {
+		g.U32("expert_feed_forward_length", *n)
+	}
+	// The full layers' KV head count (num_global_key_value_heads, or
+	// per_layer_config's for the first full layer) makes head_count_kv a
+	// per-block list.
+	fullKV := k.Text.NumGlobalKVHeads
+	for i, t := range c.LayerTypes {
+		if n, ok := k.Text.PerLayerConfig[strconv.Itoa(i)]["num_key_value_heads"]; fullKV == nil && ok && t == gemma4Full {
+			fullKV = ptr(n)
+		}
+	}
+	if fullKV != nil {
+		kv := make([]int32, len(c.LayerTypes))
+		for i, t := range c.LayerTypes {
+			kv[i] = int32(c.NumKeyValueHeads)
+			if t == gemma4Full {
+				kv[i] = int32(*fullKV)
+			}
+		}
+		g.Set("attention.head_count_kv", gg.Int32s(kv))
+	}
+	g.U32("rope.dimension_count", full)
+	g.U32("rope.dimension_count_swa", c.HeadDim) // rope_parameters has no top-level partial_rotary_factor: all of head_dim
+	// Gemma4AssistantModel.
+	g.U32("embedding_length_out", k.BackboneHiddenSize)
+	g.U32("nextn_predict_layers", m.MTPDepth)
+	return nil
 }
