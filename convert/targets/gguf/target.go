@@ -277,6 +277,9 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 	// names for llama.cpp (embedding, final norm), then the untied lm_head.
 	gs := m.Family.GGUF
 	pl.Component = plan.ComponentTrunk
+	if gs.Drafter { // a separate drafter: all of the file is the head
+		pl.Component = plan.ComponentHead
+	}
 	if gs.Computed != nil {
 		for _, ct := range gs.Computed(m) {
 			if err := computed.Attach(m.Checkpoint, []string{ct.Source}); err != nil {
@@ -408,6 +411,7 @@ func (target) Card(man *manifests.Manifest) manifests.TargetCard {
 		return manifests.TargetCard{
 			Library: "gguf", Consumer: "llama.cpp", TitlePrecision: precision, Tags: []string{"llama-cpp"},
 			What:    "the " + f.Title + ", a separate drafter model that shares its target's KV cache, as the GGUF llama.cpp drafts with (architecture " + f.GGUF.Arch + ")",
+			MLP:     "dense, in every block of the drafter",
 			Pairing: "It pairs with a GGUF of its target model (`{base}`'s target): it reads the target's token embedding and the keys and values of the target's last sliding-window and full-attention layers, and has an embedding, final norm and LM head of its own.",
 			HowToRun: []string{
 				"With llama.cpp (the sources vendored by llama-cpp-python 0.3.36 tested), next to a GGUF of the target model (TARGET.gguf):",
