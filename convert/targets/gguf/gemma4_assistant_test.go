@@ -2,10 +2,12 @@ package gguf_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mtpconv/mtpconv/convert/export"
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/convert/targets"
@@ -52,5 +54,33 @@ func TestGemma4AssistantGraftRefusedAndVerify(t *testing.T) {
 		if err != nil || !rep.OK || rep.Recomputed != rep.Tensors || rep.Tensors != 49 {
 			t.Errorf("%s: verify --src: %v %+v", prec, err, rep)
 		}
+	}
+}
+
+// The card says what the file is: the drafter, paired with its target's
+// GGUF, no trunk component (rope_freqs is the drafter's), its dense MLP.
+func TestGemma4AssistantCard(t *testing.T) {
+	t.Parallel()
+	m, err := model.Load(source.Dir(fixtures.Ensure(t, fixtures.Gemma4Assistant)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Checkpoint.Close()
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := export.Export(context.Background(), export.Request{Model: m, Target: "gguf", Out: out, Version: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	card, err := os.ReadFile(filepath.Join(out, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"a separate drafter model that shares its target's KV cache", "llama-server -m TARGET.gguf -md ",
+		"- MLP: dense, in every block of the drafter", "| head | F32 | 26 |"} {
+		if !strings.Contains(string(card), want) {
+			t.Errorf("the card lacks %q:\n%s", want, card)
+		}
+	}
+	if strings.Contains(string(card), "| trunk |") || strings.Contains(string(card), "SwiGLU") {
+		t.Errorf("the card names a trunk or SwiGLU:\n%s", card)
 	}
 }
