@@ -99,7 +99,9 @@ int main(int argc, char ** argv) {
         std::fprintf(stderr, "trunk decode failed\n");
         return 1;
     }
-    const int n_embd = llama_model_n_embd(trunk);
+    // h_nextn is n_embd_out wide (DeepSeek-V4: its hc_mult hyper-connection
+    // streams), as the draft-mtp driver reads it (common/speculative.cpp).
+    const int n_embd = llama_model_n_embd_out(trunk);
     const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(trunk));
     std::vector<float> h((size_t) n * n_embd), logits((size_t) n * n_vocab);
     for (int i = 0; i < n; ++i) {

@@ -43,7 +43,13 @@ converter pads expert_swiglu_limit_list with 0 for the MTP layer); logits =
 lm_head(final_layernorm(layer(eh_proj(concat(enorm(word_embeddings(t)), hnorm(h)))))).
 Only the MTP layer is computed (the KDA trunk is llama.cpp's, its h_nextn the input).
 
+DeepSeek-V4 (deepseek_v4, DeepSeekV4Reference): its MTP layer mtp.0 with
+hyper-connections, from mlx-vlm's deepseek_v4 modelling code (see the class).
+
 Computation is float64."""
+import json
+from pathlib import Path
+
 import numpy as np
 
 from reference import load_raw, silu, text_config
@@ -752,3 +758,145 @@ class MiMoReference(GLMReference):
             out.append(logits)
             prev = x
         return out
+
+
+FP4_E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], dtype=np.float64)
+
+
+def load_dsv4(folder, prefixes):
+    """DeepSeek-V4's tensors whose names start with one of prefixes, as
+    float64: the FP4 routed experts (I8 codes two to a byte, element 2i in
+    the low nibble; an F8_E8M0 scale 2^(s - 127) per 32 inputs) decoded from
+    the formats' definitions, the hash table as integers."""
+    import safetensors
+    from reference import to_f64
+    folder = Path(folder)
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    raw = {}
+    for shard in sorted(set(index["weight_map"].values())):
+        for name, t in safetensors.deserialize((folder / shard).read_bytes()):
+            if name.startswith(prefixes):
+                raw[name] = (bytes(t["data"]), t["dtype"].upper(), t["shape"])
+    out = {}
+    for name, (data, dtype, shape) in raw.items():
+        if dtype == "I8":
+            codes = np.frombuffer(data, dtype=np.uint8).reshape(shape)
+            nib = np.stack([codes & 0xF, codes >> 4], axis=-1).reshape(shape[0], 2 * shape[1])
+            sdata, sdtype, sshape = raw[name[: -len(".weight")] + ".scale"]
+            assert sdtype == "F8_E8M0", (name, sdtype)
+            scale = 2.0 ** (np.frombuffer(sdata, dtype=np.uint8).astype(np.float64) - 127).reshape(sshape)
+            out[name] = FP4_E2M1[nib] * np.repeat(scale, 32, axis=1)
+        elif dtype == "I32":
+            out[name] = np.frombuffer(data, dtype=np.int32).reshape(shape)
+        elif dtype != "F8_E8M0":
+            out[name] = to_f64(data, dtype, shape)
+    return out
+
+
+class DeepSeekV4Reference:
+    """DeepSeek-V4's MTP layer (mtp.0.*), from mlx-vlm 0.7.10's deepseek_v4
+    modelling code and its deepseek_v4_mtp drafter: the draft input is the
+    trunk's hc_mult hyper-connection streams before its hc_head, [S, hc, D].
+
+    h = e_proj(enorm(embed(t))) added to h_proj(hnorm(stream)) of every
+    stream; then the decoder layer, each of its two branches wrapped in a
+    hyper-connection: the streams flattened and RMS-normalised (no weight)
+    give mixes = fn · z, from which pre = sigmoid(mixes[:hc] · scale0 +
+    base) + hc_eps, post = 2 sigmoid(mixes[hc:2hc] · scale1 + base) and a
+    hc × hc stream mix, softmax(mixes[2hc:] · scale2 + base) + hc_eps made
+    doubly stochastic by hc_sinkhorn_iters alternating normalisations (the
+    first of columns only); the branch reads norm(Σ pre_i stream_i) and the
+    streams become post_j · branch + Σ_i comb_ij stream_i. The attention:
+    q = rms(wq_b(q_norm(wq_a x))) per head (no weight), one key-value head
+    kv_norm(wkv x), both rotated on their last qk_rope_head_dim dims
+    (interleaved pairs, rope_theta, no scaling: the MTP layer does not
+    compress), softmax over keys with a per-head sink, head_dim^-0.5, the
+    output rotated back, then wo_a per group of heads and wo_b. The MoE:
+    sqrt(softplus(router)) scores, the bias added for the choice only, top-k,
+    renormalised, × routed_scaling_factor, SwiGLU clamped at swiglu_limit
+    (gate above, up both sides), plus the shared expert. Logits =
+    head(norm(Σ pre_i stream_i)) with the layer's own hc_head (pre only).
+    Computation is float64."""
+
+    def __init__(self, folder):
+        with open(Path(folder) / "config.json") as f:
+            self.c = json.load(f)
+        self.w = load_dsv4(folder, ("mtp.0.", "embed.", "head."))
+        self.eps, self.hc = self.c["rms_norm_eps"], self.c["hc_mult"]
+
+    def rope(self, x, positions, inverse=False):
+        """Interleaved rotary on the last qk_rope_head_dim dims of x [S, H, D]."""
+        r = self.c["qk_rope_head_dim"]
+        inv = float(self.c["rope_theta"]) ** (-np.arange(0, r, 2, dtype=np.float64) / r)
+        ang = positions[:, None].astype(np.float64) * inv[None, :] * (-1 if inverse else 1)
+        cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+        rot = x[..., -r:]
+        a, b = rot[..., 0::2], rot[..., 1::2]
+        out = np.empty_like(rot)
+        out[..., 0::2], out[..., 1::2] = a * cos - b * sin, a * sin + b * cos
+        return np.concatenate([x[..., :-r], out], axis=-1)
+
+    def attention(self, x, positions):
+        w, c, p = self.w, self.c, "mtp.0.attn."
+        S, H, hd = x.shape[0], c["num_attention_heads"], c["head_dim"]
+        q = (rms_norm(x @ w[p + "wq_a.weight"].T, w[p + "q_norm.weight"], self.eps) @ w[p + "wq_b.weight"].T).reshape(S, H, hd)
+        q = self.rope(rms_norm(q, 1.0, self.eps), positions)
+        kv = self.rope(rms_norm(x @ w[p + "wkv.weight"].T, w[p + "kv_norm.weight"], self.eps)[:, None, :], positions)
+        out = sliding_sink_attention(q, kv, kv, 0, hd ** -0.5, c["sliding_window"], w[p + "attn_sink"])
+        out = self.rope(out, positions, inverse=True)
+        G, rank = c["o_groups"], c["o_lora_rank"]
+        wo_a = w[p + "wo_a.weight"].reshape(G, rank, -1)
+        grouped = np.concatenate([out[:, g * H // G:(g + 1) * H // G].reshape(S, -1) @ wo_a[g].T for g in range(G)], axis=-1)
+        return grouped @ w[p + "wo_b.weight"].T
+
+    def swiglu(self, x, p):
+        lim, w = self.c["swiglu_limit"], self.w
+        gate = np.minimum(x @ w[p + "w1.weight"].T, lim)
+        up = np.clip(x @ w[p + "w3.weight"].T, -lim, lim)
+        return (silu(gate) * up) @ w[p + "w2.weight"].T
+
+    def moe(self, x):
+        w, c, p = self.w, self.c, "mtp.0.ffn."
+        scores = np.sqrt(np.logaddexp(0, x @ w[p + "gate.weight"].T))
+        k = c["num_experts_per_tok"]
+        out = self.swiglu(x, p + "shared_experts.")
+        for s in range(x.shape[0]):
+            inds = np.argsort(-(scores[s] + w[p + "gate.bias"]), kind="stable")[:k]
+            wts = scores[s, inds]
+            if c["norm_topk_prob"]:
+                wts = wts / (wts.sum() + 1e-20)
+            for e, wt in zip(inds, wts * c["routed_scaling_factor"]):
+                out[s] += wt * self.swiglu(x[s:s + 1], f"{p}experts.{e}.")[0]
+        return out
+
+    def hyper(self, x, p, norm, branch):
+        w, hc, S = self.w, self.hc, x.shape[0]
+        eps = self.c["hc_eps"]
+        fn, base, scale = w[p + "_fn"], w[p + "_base"], w[p + "_scale"]
+        mixes = rms_norm(x.reshape(S, -1), 1.0, self.eps) @ fn.T
+        pre = sigmoid(mixes[:, :hc] * scale[0] + base[:hc]) + eps
+        post = 2 * sigmoid(mixes[:, hc:2 * hc] * scale[1] + base[hc:2 * hc])
+        comb = mixes[:, 2 * hc:].reshape(S, hc, hc) * scale[2] + base[2 * hc:].reshape(hc, hc)
+        comb = np.exp(comb - comb.max(axis=-1, keepdims=True))
+        comb = comb / comb.sum(axis=-1, keepdims=True) + eps
+        comb = comb / (comb.sum(axis=-2, keepdims=True) + eps)
+        for _ in range(self.c["hc_sinkhorn_iters"] - 1):
+            comb = comb / (comb.sum(axis=-1, keepdims=True) + eps)
+            comb = comb / (comb.sum(axis=-2, keepdims=True) + eps)
+        out = branch(rms_norm((pre[:, :, None] * x).sum(axis=1), w[norm], self.eps))
+        return post[:, :, None] * out[:, None, :] + np.einsum("sij,sid->sjd", comb, x)
+
+    def nextn_hidden(self, tokens, hidden, positions):
+        """The layer's output before the LM head, [S, D], for the next tokens
+        and the trunk's streams hidden [S, hc, D]."""
+        w, p = self.w, "mtp.0."
+        e = rms_norm(w["embed.weight"][tokens], w[p + "enorm.weight"], self.eps) @ w[p + "e_proj.weight"].T
+        h = e[:, None, :] + rms_norm(hidden, w[p + "hnorm.weight"], self.eps) @ w[p + "h_proj.weight"].T
+        h = self.hyper(h, p + "hc_attn", p + "attn_norm.weight", lambda x: self.attention(x, positions))
+        h = self.hyper(h, p + "hc_ffn", p + "ffn_norm.weight", self.moe)
+        mixes = rms_norm(h.reshape(h.shape[0], -1), 1.0, self.eps) @ w[p + "hc_head_fn"].T
+        pre = sigmoid(mixes * w[p + "hc_head_scale"][0] + w[p + "hc_head_base"]) + self.c["hc_eps"]
+        return rms_norm((pre[:, :, None] * h).sum(axis=1), w[p + "norm.weight"], self.eps)
+
+    def nextn_logits(self, tokens, hidden, positions):
+        return self.nextn_hidden(tokens, hidden, positions) @ self.w["head.weight"].T

@@ -18,6 +18,9 @@ const (
 	I8     DType = "I8"
 	F8E5M2 DType = "F8_E5M2"
 	F8E4M3 DType = "F8_E4M3"
+	// F8E8M0 is an unsigned power-of-two exponent (bias 127): the
+	// microscaling block scales of FP4/FP8 releases (DeepSeek-V4's ue8m0).
+	F8E8M0 DType = "F8_E8M0"
 	I16    DType = "I16"
 	U16    DType = "U16"
 	F16    DType = "F16"
@@ -31,7 +34,7 @@ const (
 )
 
 var dtypeSizes = map[DType]int64{
-	BOOL: 1, U8: 1, I8: 1, F8E5M2: 1, F8E4M3: 1,
+	BOOL: 1, U8: 1, I8: 1, F8E5M2: 1, F8E4M3: 1, F8E8M0: 1,
 	I16: 2, U16: 2, F16: 2, BF16: 2,
 	I32: 4, U32: 4, F32: 4,
 	F64: 8, I64: 8, U64: 8,
