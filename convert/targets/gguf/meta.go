@@ -52,16 +52,12 @@ type addedToken struct {
 // vocabulary whose token list would not be one string per id, each once, in
 // valid UTF-8, is refused with the token named.
 func VocabMetadata(m *model.Model, h model.Hparams) ([]gg.KV, error) {
-	if m.Family.GGUF.HFVocab != "" {
-		return llamaHFVocabMetadata(m, h)
-	}
-	n, ok := h.Int("vocab_size")
-	if !ok {
-		n = int64(m.Config.VocabSize)
-	}
-	tf, err := readTokenizer(m.Checkpoint.Source, m.Checkpoint.Source.Name(), n)
+	n, tf, err := sourceTokenizer(m, h)
 	if err != nil {
 		return nil, err
+	}
+	if m.Family.GGUF.HFVocab != "" {
+		return llamaHFVocabMetadata(m, n, tf)
 	}
 	if tf.Model.Type != "BPE" {
 		return nil, fmt.Errorf("tokenizer.json: model type %q, not the BPE vocabulary of these models", tf.Model.Type)
@@ -113,6 +109,17 @@ func VocabMetadata(m *model.Model, h model.Hparams) ([]gg.KV, error) {
 		return nil, err
 	}
 	return append(kvs, sv.kvs()...), nil
+}
+
+// sourceTokenizer is the source's tokenizer.json, read for vocab_size
+// (the converter's hparams, else the config's) tokens.
+func sourceTokenizer(m *model.Model, h model.Hparams) (int64, *tokenizerFile, error) {
+	n, ok := h.Int("vocab_size")
+	if !ok {
+		n = int64(m.Config.VocabSize)
+	}
+	tf, err := readTokenizer(m.Checkpoint.Source, m.Checkpoint.Source.Name(), n)
+	return n, tf, err
 }
 
 // readMerges is tokenizer.json's merges as "a b" strings (SpecialVocab's

@@ -410,30 +410,32 @@ func (target) Card(man *manifests.Manifest) manifests.TargetCard {
 	if f, ok := model.LookupFamily(man.Model.Family); ok && f.GGUF.Drafter {
 		return manifests.TargetCard{
 			Library: "gguf", Consumer: "llama.cpp", TitlePrecision: precision, Tags: []string{"llama-cpp"},
-			What:    "the " + f.Title + ", a separate drafter model that shares its target's KV cache, as the GGUF llama.cpp drafts with (architecture " + f.GGUF.Arch + ")",
-			MLP:     "dense, in every block of the drafter",
-			Pairing: "It pairs with a GGUF of its target model (`{base}`'s target): it reads the target's token embedding and the keys and values of the target's last sliding-window and full-attention layers, and has an embedding, final norm and LM head of its own.",
-			HowToRun: []string{
-				"With llama.cpp (the sources vendored by llama-cpp-python 0.3.36 tested), next to a GGUF of the target model (TARGET.gguf):",
-				"", "```sh", "llama-server -m TARGET.gguf -md \"$(hf download {repo} " + fileOf(man) + " --quiet)\" --spec-type draft-mtp",
-				"# or, with the file downloaded:", "llama-server -m TARGET.gguf -md " + fileOf(man) + " --spec-type draft-mtp", "```",
-			},
+			What:     "the " + f.Title + ", a separate drafter model that shares its target's KV cache, as the GGUF llama.cpp drafts with (architecture " + f.GGUF.Arch + ")",
+			MLP:      "dense, in every block of the drafter",
+			Pairing:  "It pairs with a GGUF of its target model (`{base}`'s target): it reads the target's token embedding and the keys and values of the target's last sliding-window and full-attention layers, and has an embedding, final norm and LM head of its own.",
+			HowToRun: nextTo(man, "the target model", "TARGET.gguf"),
 		}
 	}
 	return manifests.TargetCard{
 		Library: "gguf", Consumer: "llama.cpp", TitlePrecision: precision, Tags: []string{"llama-cpp"},
-		What:    "the multi-token-prediction (MTP) head as an MTP-only GGUF sidecar for llama.cpp speculative decoding",
-		Pairing: "It pairs with a GGUF of the same trunk (`{base}`), converted without its MTP head: the sidecar carries its own copy of the embedding, final norm and lm_head.",
-		Experts: "stacked as llama.cpp's `ffn_{gate,up,down}_exps` `{in, out, E}`",
-		Copies:  "embedding, output norm (copies)",
-		HowToRun: []string{
-			"With llama.cpp (the sources vendored by llama-cpp-python 0.3.36 tested), next to a GGUF of the trunk (TRUNK.gguf):",
-			// Not --hf-repo-draft: llama-server 0.3.36 fetches a draft from the
-			// Hub only when the model itself comes from --hf-repo, so with a
-			// local -m it starts without one ("failed to load draft model").
-			"", "```sh", "llama-server -m TRUNK.gguf -md \"$(hf download {repo} " + fileOf(man) + " --quiet)\" --spec-type draft-mtp",
-			"# or, with the file downloaded:", "llama-server -m TRUNK.gguf -md " + fileOf(man) + " --spec-type draft-mtp", "```",
-		},
+		What:     "the multi-token-prediction (MTP) head as an MTP-only GGUF sidecar for llama.cpp speculative decoding",
+		Pairing:  "It pairs with a GGUF of the same trunk (`{base}`), converted without its MTP head: the sidecar carries its own copy of the embedding, final norm and lm_head.",
+		Experts:  "stacked as llama.cpp's `ffn_{gate,up,down}_exps` `{in, out, E}`",
+		Copies:   "embedding, output norm (copies)",
+		HowToRun: nextTo(man, "the trunk", "TRUNK.gguf"),
+	}
+}
+
+// nextTo is the card's snippet running the file as the draft (-md) of a
+// GGUF of what (its placeholder name file).
+func nextTo(man *manifests.Manifest, what, file string) []string {
+	return []string{
+		"With llama.cpp (the sources vendored by llama-cpp-python 0.3.36 tested), next to a GGUF of " + what + " (" + file + "):",
+		// Not --hf-repo-draft: llama-server 0.3.36 fetches a draft from the
+		// Hub only when the model itself comes from --hf-repo, so with a
+		// local -m it starts without one ("failed to load draft model").
+		"", "```sh", "llama-server -m " + file + " -md \"$(hf download {repo} " + fileOf(man) + " --quiet)\" --spec-type draft-mtp",
+		"# or, with the file downloaded:", "llama-server -m " + file + " -md " + fileOf(man) + " --spec-type draft-mtp", "```",
 	}
 }
 

@@ -30,16 +30,8 @@ var specialTokenKeys = []string{"bos_token", "eos_token", "unk_token", "sep_toke
 // add_space_prefix false and add_bos_token true, as the family's set_vocab
 // sets them. The converter does not pad: a vocab_size other than the
 // token count is refused, as is an embedding it would trim.
-func llamaHFVocabMetadata(m *model.Model, h model.Hparams) ([]gg.KV, error) {
+func llamaHFVocabMetadata(m *model.Model, n int64, tf *tokenizerFile) ([]gg.KV, error) {
 	gs := m.Family.GGUF
-	n, ok := h.Int("vocab_size")
-	if !ok {
-		n = int64(m.Config.VocabSize)
-	}
-	tf, err := readTokenizer(m.Checkpoint.Source, m.Checkpoint.Source.Name(), n)
-	if err != nil {
-		return nil, err
-	}
 	if tf.Model.Type != "BPE" || tf.Model.ByteFallback == nil || !*tf.Model.ByteFallback || tf.Decoder.Type != "Sequence" {
 		return nil, fmt.Errorf("tokenizer.json: not a BPE vocabulary with byte fallback and a Sequence decoder, the tokenizer llama.cpp's converter reads for %s", m.Family.Title)
 	}
