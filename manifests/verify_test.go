@@ -38,7 +38,7 @@ func exportTo(t *testing.T, src, out, head string) {
 	}
 	defer m.Checkpoint.Close()
 	_, err = export.Export(context.Background(), export.Request{
-		Model: m, Target: "mlx", Options: targets.Options{HeadPrecision: head}, Out: out, NoCard: true, Version: "test",
+		Model: m, Target: "mlx", Options: targets.Options{HeadPrecision: head}, Dest: export.Out(out), NoCard: true, Version: "test",
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -155,7 +155,7 @@ func runExport(c *cli.Context) error {
 		return usagef("--jobs %d: must be 1 or more (leave it out to use every core)", c.Int("jobs"))
 	}
 	req := export.Request{
-		Target: c.String("target"), Options: o, Out: c.String("out"), Into: c.String("into"), Force: c.Bool("force"), Resume: c.Bool("resume"),
+		Target: c.String("target"), Options: o, Force: c.Bool("force"), Resume: c.Bool("resume"),
 		DryRun: c.Bool("dry-run"), Jobs: c.Int("jobs"), KeepSourceCache: c.Bool("keep-source-cache"), NoCard: c.Bool("no-card"),
 		Timestamp: c.Bool("timestamp"), BaseModel: c.String("base-model"), License: c.String("license"), RepoID: c.String("repo-id"), Version: version,
 		AllowLossyHead: c.Bool("allow-lossy-head"),
@@ -166,22 +166,15 @@ func runExport(c *cli.Context) error {
 	if _, err := targets.LookupTarget(req.Target); err != nil {
 		return usageError{err}
 	}
-	switch {
-	case req.Out != "" && req.Into != "":
-		return usagef("--into and --out are exclusive")
-	case req.Out == "" && req.Into == "" && !req.DryRun:
-		return usagef("--out (or --into) is required")
+	if req.Dest, err = export.DestOf(c.String("out"), c.String("into"), req.DryRun); err != nil {
+		return err
 	}
 	if isGGUFFile(c.String("src")) {
 		return splitExport(c, req, start)
 	}
 	// Refused early, before the source is read (over the network for hf://).
-	if req.Into != "" {
-		if err := export.CheckIntoFolder(req.Into); err != nil {
-			return err
-		}
-	} else if !req.DryRun && strings.HasPrefix(c.String("src"), "hf://") {
-		if err := export.CheckOut(req.Out, req.Force); err != nil {
+	if req.Dest.Into || strings.HasPrefix(c.String("src"), "hf://") {
+		if err := export.CheckDest(req); err != nil {
 			return err
 		}
 	}
@@ -219,17 +212,14 @@ func runExport(c *cli.Context) error {
 		return err
 	}
 	if req.DryRun {
-		return printDryRun(c, oc, req.Jobs, !req.NoCard && req.Into == "")
+		return printDryRun(c, oc, req.Jobs, !req.NoCard && !req.Dest.Into)
 	}
-	dest := req.Out
-	if req.Into != "" {
-		dest = req.Into
-	}
-	return printExport(c, req, oc, dest, remote, start)
+	return printExport(c, req, oc, remote, start)
 }
 
 // printExport prints what an export did.
-func printExport(c *cli.Context, req export.Request, oc *export.Outcome, dest string, remote *source.Remote, start time.Time) error {
+func printExport(c *cli.Context, req export.Request, oc *export.Outcome, remote *source.Remote, start time.Time) error {
+	dest := req.Dest.Dir
 	sum := exportSummary{Target: req.Target, Out: dest, Tensors: oc.Tensors, Notes: oc.Notes, Warnings: append([]string{}, oc.Warnings...), ReusedFiles: oc.Reused,
 		BytesRead: oc.BytesRead, BytesOut: oc.BytesOut, BytesFetched: oc.BytesFetched, SourceTotal: oc.SourceTotal}
 	for _, f := range oc.Files {
@@ -293,14 +283,14 @@ func splitExport(c *cli.Context, req export.Request, start time.Time) error {
 			}
 		}
 	}
-	if req.Out == "" {
+	if req.Dest.Dir == "" {
 		return usagef("--out is required")
 	}
-	oc, err := ggufsplit.Split(c.Context, c.String("src"), req.Out, req.Force, version)
+	oc, err := ggufsplit.Split(c.Context, c.String("src"), req.Dest.Dir, req.Force, version)
 	if err != nil {
 		return err
 	}
-	return printExport(c, req, oc, req.Out, nil, start)
+	return printExport(c, req, oc, nil, start)
 }
 
 // peakRSS is the process's peak resident set size as the kernel reports it.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -15,10 +14,6 @@ import (
 	"github.com/mtpconv/mtpconv/convert/model"
 	convrun "github.com/mtpconv/mtpconv/convert/run"
 	"github.com/mtpconv/mtpconv/convert/targets"
-	ggtarget "github.com/mtpconv/mtpconv/convert/targets/gguf"
-	"github.com/mtpconv/mtpconv/convert/targets/hf"
-	"github.com/mtpconv/mtpconv/convert/targets/mlx"
-	"github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
 	"github.com/urfave/cli/v2"
@@ -40,8 +35,8 @@ func inspectCommand() *cli.Command {
 				return usagef("inspect takes one SRC (a checkpoint folder, ORG/NAME, hf://ORG/NAME, an output or MLX folder, or a .gguf file), got %d arguments", c.NArg())
 			}
 			dir := c.Args().First()
-			if done, err := inspectGGUF(c, dir); done || err != nil {
-				return err
+			if fi := targets.FileInspectorFor(dir); fi != nil {
+				return inspectFile(c, fi, dir)
 			}
 			var out *hfOutput
 			if !strings.HasPrefix(dir, "hf://") {
@@ -56,7 +51,11 @@ func inspectCommand() *cli.Command {
 				return err
 			}
 			defer remote.Close()
-			m, err := hf.Load(s)
+			repos, err := targets.Repos()
+			if err != nil {
+				return err
+			}
+			m, err := repos.LoadRepo(s)
 			if err != nil {
 				return err
 			}
@@ -70,11 +69,9 @@ func inspectCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			runtimes, err := hf.ParseRuntimes(c.String(targets.OptRuntime))
-			if err != nil {
-				return usagef("%v", err)
-			}
-			serving, err := convrun.Interruptible(c.Context, func() (*hf.Report, error) { return hf.ServingFor(m, runtimes) })
+			serving, err := convrun.Interruptible(c.Context, func() (targets.ServingReport, error) {
+				return repos.Serving(m, c.String(targets.OptRuntime))
+			})
 			if err != nil {
 				return err
 			}
@@ -150,9 +147,9 @@ func (o *hfOutput) writeText(w io.Writer) {
 // health from its stored values.
 type sourceReport struct {
 	*model.Report
-	Output     *hfOutput      `json:"mtpconv_output,omitempty"`
-	Serving    *hf.Report     `json:"serving"`
-	HeadHealth *health.Report `json:"head_health,omitempty"`
+	Output     *hfOutput             `json:"mtpconv_output,omitempty"`
+	Serving    targets.ServingReport `json:"serving"`
+	HeadHealth *health.Report        `json:"head_health,omitempty"`
 }
 
 // hashTensors fills in the sha256 of every tensor of the report, reading
@@ -190,42 +187,23 @@ func hashTensors(c *cli.Context, ck *st.Checkpoint, r *model.Report) error {
 func inspectOutput(c *cli.Context, dir string) (bool, *hfOutput, error) {
 	m, err := manifests.Load(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		if !mlx.IsFolder(dir) {
+		fi := targets.FolderInspectorFor(dir)
+		if fi == nil {
 			return false, nil, foreignMLXWarning(c, dir)
 		}
 		if c.IsSet(targets.OptRuntime) {
-			return true, nil, usagef("--runtime applies to an HF repo (how vLLM or SGLang serves it); %s is an MLX folder", dir)
+			return true, nil, usagef("--runtime applies to an HF repo (how vLLM or SGLang serves it); %s is not one", dir)
 		}
-		r, err := mlx.InspectFolder(dir)
+		ins, err := fi.InspectFolder(dir)
 		if err != nil {
 			return true, nil, err
 		}
-		hr, err := mlx.HeadHealth(dir)
-		if err != nil {
-			return true, nil, err
-		}
-		if c.Bool("json") {
-			if err := printJSON(c, struct {
-				*mlx.FolderReport
-				HeadHealth *health.Report `json:"head_health,omitempty"`
-			}{r, hr}); err != nil {
-				return true, nil, err
-			}
-			return true, nil, strictHealth(c, hr)
-		}
-		r.WriteText(c.App.Writer)
-		if hr != nil {
-			hr.WriteText(c.App.Writer)
-		}
-		if err := foreignMLXWarning(c, dir); err != nil {
-			return true, nil, err
-		}
-		return true, nil, strictHealth(c, hr)
+		return true, nil, printInspection(c, ins, func() { foreignMLXWarning(c, dir) })
 	}
 	if err != nil {
 		return true, nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	if m.Target == "hf" {
+	if targets.ReadAsRepo(m.Target) {
 		// An HF repo (the head added into it, or alone): described as the
 		// runtimes read it, with how they would serve its head.
 		return false, &hfOutput{Version: m.Tool.Version, HeadOnly: m.Into == nil}, nil
@@ -234,11 +212,9 @@ func inspectOutput(c *cli.Context, dir string) (bool, *hfOutput, error) {
 		return true, nil, usagef("--runtime applies to an HF repo (how vLLM or SGLang serves it); %s is a --target %s output", dir, m.Target)
 	}
 	s := manifests.Summarize(m, targets.CardOf(m))
-	var hr *health.Report
-	if m.Target == "mlx" || m.Target == "combined" {
-		if hr, err = mlx.HeadHealth(dir); err != nil {
-			return true, nil, err
-		}
+	hr, err := targets.HeadHealthOf(m.Target, dir)
+	if err != nil {
+		return true, nil, err
 	}
 	if c.Bool("json") {
 		if err := printJSON(c, struct {
@@ -332,68 +308,34 @@ func foreignMLXWarning(c *cli.Context, dir string) error {
 	return nil
 }
 
-// inspectGGUF describes a GGUF file (ours or anyone's): architecture, blocks,
-// MTP layers, tensor types. It reports done when SRC is a .gguf file.
-func inspectGGUF(c *cli.Context, path string) (bool, error) {
-	fi, err := os.Stat(path)
-	if err != nil || fi.IsDir() || !strings.HasSuffix(strings.ToLower(path), ".gguf") {
-		return false, nil
-	}
-	f, size, err := gguf.OpenContext(c.Context, path)
-	if err != nil {
-		return true, err
-	}
-	s := gguf.Summarize(filepath.Base(path), size, f)
-	if gguf.IsSplit(f) {
-		// A file of a split set: the set is the model (its first file's
-		// metadata, every file's tensors).
-		if set, err := gguf.OpenSet(path); err != nil {
-			s.Problems = append(s.Problems, err.Error())
-		} else {
-			f = set.Merged()
-			s = gguf.Summarize(filepath.Base(set.Members[0].Path), set.Size(), f)
-			s.SplitFiles = len(set.Members)
-		}
-	}
-	s.AddHead = ggtarget.AddHeadCommand(path, f, s)
+// inspectFile describes a file a target's consumer reads (a GGUF file,
+// ours or anyone's: architecture, blocks, MTP layers, tensor types).
+func inspectFile(c *cli.Context, fi targets.FileInspector, path string) error {
 	if c.Bool("hash") || c.IsSet(targets.OptRuntime) {
-		return true, usagef("inspect of a GGUF file takes --json and --strict only")
+		return usagef("inspect of a file such as %s takes --json and --strict only", filepath.Base(path))
 	}
-	var hr *health.Report
-	if s.MTPHead || s.MTPOnly {
-		if hr, err = ggtarget.HeadHealth(path, f, s); err != nil {
-			return true, err
-		}
+	ins, err := fi.InspectFile(c.Context, path)
+	if err != nil {
+		return err
 	}
-	// Every list shown is capped, as for checkpoints; JSON gives the count.
-	count := len(s.Problems)
-	strict := strictGGUF(c, s.Problems, hr)
-	s.Problems = model.CapList(s.Problems, "problems")
-	if c.Bool("json") {
-		if err := printJSON(c, struct {
-			*gguf.Summary
-			ProblemCount int            `json:"problem_count"`
-			HeadHealth   *health.Report `json:"head_health,omitempty"`
-		}{s, count, hr}); err != nil {
-			return true, err
-		}
-		return true, strict
-	}
-	s.WriteText(c.App.Writer)
-	if hr != nil {
-		hr.WriteText(c.App.Writer)
-	}
-	return true, strict
+	return printInspection(c, ins, nil)
 }
 
-// strictGGUF is --strict's verdict on a GGUF file: its problems, then its
-// head's health.
-func strictGGUF(c *cli.Context, problems []string, hr *health.Report) error {
+// printInspection prints a target's inspection, as JSON or for people (then
+// calls afterText, when given), and returns --strict's verdict on it.
+func printInspection(c *cli.Context, ins targets.Inspection, afterText func()) error {
+	if c.Bool("json") {
+		if err := printJSON(c, ins); err != nil {
+			return err
+		}
+	} else {
+		ins.WriteText(c.App.Writer)
+		if afterText != nil {
+			afterText()
+		}
+	}
 	if !c.Bool("strict") {
 		return nil
 	}
-	if len(problems) > 0 {
-		return fmt.Errorf("%d problems: %s", len(problems), strings.Join(problems, "; "))
-	}
-	return strictHealth(c, hr)
+	return ins.Strict()
 }

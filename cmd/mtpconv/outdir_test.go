@@ -218,6 +218,7 @@ func kill(cmd *exec.Cmd) {
 // A second export to an --out being written fails at once and leaves the
 // first one's work alone; the lock dies with its process.
 func TestConcurrentExportsToOneOut(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen35)
 	parent := t.TempDir()
 	out := filepath.Join(parent, "out")
@@ -315,6 +316,7 @@ func shardOf(t *testing.T, fixture, tensor string) string {
 // are unchanged; the output always equals a fresh export of the source as
 // it is now.
 func TestResumeRechecksSourceBytes(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		fixture string
@@ -405,6 +407,7 @@ func TestResumeRechecksSourceBytes(t *testing.T) {
 // any work (the system could not follow it at the final rename); one after
 // an existing folder is followed. (Not filepath.Join: it would clean them.)
 func TestExportRefusesDotDotAfterMissingFolder(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	root := t.TempDir()
 	for _, out := range []string{root + "/missing/../b", root + "/a/missing/../../b"} {
@@ -428,6 +431,7 @@ func TestExportRefusesDotDotAfterMissingFolder(t *testing.T) {
 // SIGINT once every chunk is done (the export held after its last tensor
 // file) still stops it: exit 130, and nothing is left beside the output.
 func TestInterruptAfterLastChunk(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	parent := t.TempDir()
 	cmd := startHeld(t, filepath.Join(parent, "out"), "model.safetensors", "--src", src, "--target", "mlx")

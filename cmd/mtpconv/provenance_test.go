@@ -87,6 +87,7 @@ func rewriteTensor(t *testing.T, path, name string, data []byte) {
 }
 
 func TestVerifyCatchesTampering(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	base := filepath.Join(t.TempDir(), "out")
 	exportTo(t, fixtures.Qwen36, base, "--target", "mlx", "--head-precision", "int4")
@@ -163,6 +164,7 @@ func TestVerifyCatchesTampering(t *testing.T) {
 }
 
 func TestKilledExportResumes(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen35)
 	want := filepath.Join(t.TempDir(), "want")
 	exportTo(t, fixtures.Qwen35, want, "--target", "mlx", "--head-precision", "int4")
@@ -220,6 +222,7 @@ var hubCardFields = map[string]bool{"language": true, "license": true, "license_
 // license_link; the title names the model without its org, the runtime and
 // the precision, and a sidecar's table does not call its copies the trunk.
 func TestCardFrontMatter(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36BPE)
 	trunk := filepath.Join(fixtures.Dir(), "qwen3.6-moe-tiny-bpe-BF16.gguf")
 	if _, err := os.Stat(trunk); err != nil {
@@ -321,6 +324,7 @@ func TestCardFrontMatter(t *testing.T) {
 // the repo is not known; a license other without a link links the source's
 // LICENSE file.
 func TestCardLicenseFromSource(t *testing.T) {
+	t.Parallel()
 	const inRepo = "https://huggingface.co/Qwen/Qwen3.6-35B-A3B/blob/main/LICENSE"
 	for _, c := range []struct {
 		readme, base, license, name, link string
@@ -374,6 +378,7 @@ func contains(xs []any, s string) bool {
 }
 
 func TestDryRunWritesNothingAndPredictsSizes(t *testing.T) {
+	t.Parallel()
 	parent := t.TempDir()
 	out := filepath.Join(parent, "o")
 	src := fixtures.Ensure(t, fixtures.Qwen36)
@@ -407,6 +412,7 @@ func TestDryRunWritesNothingAndPredictsSizes(t *testing.T) {
 }
 
 func TestInspectOwnOutputs(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		target string
 		warn   bool

@@ -31,6 +31,7 @@ func TestInspectGGUFFIFO(t *testing.T) {
 // TestInspectGGUFInterrupted: an interrupted inspect of a GGUF exits 130
 // (the header parse ignored the signal).
 func TestInspectGGUFInterrupted(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	hdr, err := gg.EncodeHeader([]gg.KV{gg.Pair("general.architecture", gg.Str("qwen35moe"))}, nil)
 	if err != nil {

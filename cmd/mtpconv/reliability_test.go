@@ -22,6 +22,7 @@ import (
 // why, and the output is the fresh graft of the trunk as it is now. An
 // unchanged trunk is reused.
 func TestGraftResumeProvesTrunkBytes(t *testing.T) {
+	t.Parallel()
 	src := ggufSource(t)
 	for _, change := range []bool{false, true} {
 		name := map[bool]string{false: "unchanged trunk", true: "trunk data changed"}[change]

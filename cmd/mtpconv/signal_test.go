@@ -25,6 +25,7 @@ import (
 // down by the read-delay hook so that it would run for many seconds, and
 // interrupts it once it is reading: it must exit 130 within a second.
 func TestSignalStopsLongCommands(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	out := filepath.Join(t.TempDir(), "out")
 	exportTo(t, fixtures.Qwen36, out, "--target", "mlx", "--head-precision", "int4")
@@ -106,6 +107,7 @@ func TestSignalStopsLongCommands(t *testing.T) {
 // TestSignalExitCodeEveryCommand runs each long command with a context
 // already cancelled, as a signal leaves it: each exits 130.
 func TestSignalExitCodeEveryCommand(t *testing.T) {
+	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.Qwen36)
 	out := filepath.Join(t.TempDir(), "out")
 	exportTo(t, fixtures.Qwen36, out, "--target", "mlx")
@@ -262,6 +264,7 @@ func TestVerifySaveRefusesUnsafeManifest(t *testing.T) {
 // TestVerifySaveReplacesSymlinks: the report and the card are written as new
 // files, never through a symbolic link planted in OUT.
 func TestVerifySaveReplacesSymlinks(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "out")
 	exportTo(t, fixtures.Qwen36, dir, "--target", "mlx")
 	victim := filepath.Join(t.TempDir(), "victim")

@@ -267,6 +267,7 @@ func TestGGUFSplitSetRefusals(t *testing.T) {
 // changed under an unchanged header writes that file again (the others
 // proven and reused), and the set is the fresh graft of the trunk as it is.
 func TestGraftSplitSetResume(t *testing.T) {
+	t.Parallel()
 	src := ggufSource(t)
 	members := splitGGUF(t, graftTrunk(t, src), filepath.Join(t.TempDir(), "Tiny-BF16"), 25)
 	held := filepath.Base(members[1])

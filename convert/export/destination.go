@@ -10,6 +10,7 @@ package export
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -57,14 +58,46 @@ type destination interface {
 	outcome() (reused, notes []string)
 }
 
-// newDestination is the request's destination, refusing a request that
-// names none or both (usage errors only: the folder is read by check).
-func newDestination(r Request, t targets.Target) (destination, error) {
-	if r.Into != "" {
-		return newAddition(r, t)
+// Dest is where a request writes: a new folder (--out) or a folder of the
+// same model that the target's files are added into (--into).
+type Dest struct {
+	Dir  string
+	Into bool
+}
+
+// Out is a new folder, Into a folder added into.
+func Out(dir string) Dest  { return Dest{Dir: dir} }
+func Into(dir string) Dest { return Dest{Dir: dir, Into: true} }
+
+// DestOf is the destination --out and --into name, with the rules of the
+// two flags: they are exclusive, and one of them is required but for a
+// dry run (which writes nothing).
+func DestOf(out, into string, dryRun bool) (Dest, error) {
+	if out != "" && into != "" {
+		return Dest{}, targets.UsageError{Err: errors.New("--into and --out are exclusive")}
 	}
-	if r.Out == "" && !r.DryRun {
-		return nil, targets.UsageError{Err: fmt.Errorf("--out (or --into) is required")}
+	d := Out(out)
+	if into != "" {
+		d = Into(into)
+	}
+	return d, d.required(dryRun)
+}
+
+func (d Dest) required(dryRun bool) error {
+	if d.Dir == "" && !dryRun {
+		return targets.UsageError{Err: errors.New("--out (or --into) is required")}
+	}
+	return nil
+}
+
+// newDestination is the request's destination (usage errors only: the
+// folder is read by check).
+func newDestination(r Request, t targets.Target) (destination, error) {
+	if err := r.Dest.required(r.DryRun); err != nil {
+		return nil, err
+	}
+	if r.Dest.Into {
+		return newAddition(r, t)
 	}
 	return newFolderFor(r), nil
 }

@@ -24,12 +24,11 @@ type Request struct {
 	Target  string
 	Options targets.Options
 
-	Out             string
-	Into            string // add the target's files to this existing folder of the same model (exclusive with Out)
-	Force           bool   // replace an existing mtpconv output (with Into: the files the target places there)
-	Resume          bool   // reuse the finished files of an interrupted run into Out
-	DryRun          bool   // plan and size everything, write nothing
-	Jobs            int    // chunks converted at once; 0: all cores
+	Dest            Dest
+	Force           bool // replace an existing mtpconv output (into a folder: the files the target places there)
+	Resume          bool // reuse the finished files of an interrupted run into a new folder
+	DryRun          bool // plan and size everything, write nothing
+	Jobs            int  // chunks converted at once; 0: all cores
 	KeepSourceCache bool
 	NoCard          bool   // no README.md model card
 	Timestamp       bool   // record the time in the manifest
@@ -101,6 +100,7 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	if model.IsHubID(r.BaseModel) {
 		m.BaseModel = r.BaseModel
 	}
+	desc := describeModel(r)
 	opts := r.Options
 	opts.Force = r.Force
 	// Planning evaluates the repo's config against every head module (an
@@ -116,7 +116,7 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	if r.Jobs <= 0 {
 		r.Jobs = runtime.GOMAXPROCS(0)
 	}
-	prov := targets.Provenance{Version: r.Version, Source: m.Origin().Name()}
+	prov := targets.Provenance{Version: r.Version, Source: desc.origin.Name()}
 	oc := &Outcome{Plan: p, Tensors: len(p.Tensors), Notes: append([]string{}, p.Notes...), Reused: []string{}}
 	if r.DryRun {
 		oc.Planned, err = plannedFiles(t, m, p, prov)
@@ -148,11 +148,11 @@ func Export(ctx context.Context, r Request) (*Outcome, error) {
 	if err := checkNames(d, fileNames(res.Files)); err != nil {
 		return nil, err
 	}
-	man := newManifest(r, p, fingerprint, res)
+	man := newManifest(r, desc, p, fingerprint, res)
 	if err := d.record(ctx, man, p); err != nil {
 		return nil, interrupted(ctx, d, err)
 	}
-	if err := writeRecords(r, t, d, dir, man, res, oc); err != nil {
+	if err := writeRecords(r, desc, t, d, dir, man, res, oc); err != nil {
 		return nil, interrupted(ctx, d, err)
 	}
 	if err := d.commit(ctx); err != nil {
@@ -225,17 +225,16 @@ func runTarget(ctx context.Context, r Request, t targets.Target, p *plan.Plan, d
 }
 
 // newManifest is the manifest of a run; the destination completes it.
-func newManifest(r Request, p *plan.Plan, fingerprint manifests.Source, res *run.Result) *manifests.Manifest {
-	m := r.Model
-	model, _ := describeModel(r)
-	model.NormConvention = p.NormConvention(m)
+func newManifest(r Request, desc described, p *plan.Plan, fingerprint manifests.Source, res *run.Result) *manifests.Manifest {
+	model := desc.model
+	model.NormConvention = p.NormConvention(r.Model)
 	man := &manifests.Manifest{
 		Schema: manifests.SchemaVersion, Tool: manifests.Tool{Name: "mtpconv", Version: r.Version},
 		Source: fingerprint, Target: p.Target, Options: p.Options, Model: model,
 		Tensors: res.Tensors, Files: res.Files, BytesRead: res.BytesRead,
 	}
 	man.Source.Tensors = res.Sources
-	if o := m.Origin(); o.Repo != "" {
+	if o := desc.origin; o.Repo != "" {
 		man.Source.Repo, man.Source.Revision = o.Repo, o.Revision
 	}
 	if r.Fetcher != nil {
@@ -249,7 +248,7 @@ func newManifest(r Request, p *plan.Plan, fingerprint manifests.Source, res *run
 
 // writeRecords writes the manifest and, where the destination takes one,
 // the model card into dir, and fills the outcome.
-func writeRecords(r Request, t targets.Target, d destination, dir string, man *manifests.Manifest, res *run.Result, oc *Outcome) error {
+func writeRecords(r Request, desc described, t targets.Target, d destination, dir string, man *manifests.Manifest, res *run.Result, oc *Outcome) error {
 	if err := man.Write(dir); err != nil {
 		return err
 	}
@@ -258,8 +257,7 @@ func writeRecords(r Request, t targets.Target, d destination, dir string, man *m
 		oc.Files = append(oc.Files, mf)
 	}
 	if d.card() {
-		_, notes := describeModel(r)
-		oc.Warnings = append(oc.Warnings, notes...)
+		oc.Warnings = append(oc.Warnings, desc.notes...)
 		card := manifests.Card(man, t.Card(man), nil)
 		if err := os.WriteFile(filepath.Join(dir, manifests.CardFile), card, 0o644); err != nil {
 			return err
@@ -344,13 +342,22 @@ func fileRecord(dir, name string) (manifests.File, error) {
 	return manifests.File{Name: name, Size: size, SHA256: sum}, err
 }
 
-// describeModel fills the manifest's model section; notes say what the
-// card leaves out and why.
-func describeModel(r Request) (manifests.Model, []string) {
+// described is the request's model as the outputs record it, described
+// once: where it comes from, the manifest's model section, and the notes
+// that say what the card leaves out and why.
+type described struct {
+	origin model.Origin
+	model  manifests.Model
+	notes  []string
+}
+
+// describeModel reads the source's provenance (its model card, once) and
+// fills the manifest's model section.
+func describeModel(r Request) described {
 	m := r.Model
+	prov := m.Provenance(r.License)
 	var notes []string
-	origin := m.Origin()
-	base := origin.Repo
+	base := prov.Origin.Repo
 	switch {
 	case r.BaseModel != "" && !model.IsHubID(r.BaseModel):
 		notes = append(notes, fmt.Sprintf("--base-model %q is not a Hub id ORG/NAME: ignored", r.BaseModel))
@@ -360,18 +367,10 @@ func describeModel(r Request) (manifests.Model, []string) {
 	case base == "":
 		notes = append(notes, "the source names no Hub model: the card names no base model (pass --base-model ORG/NAME)")
 	}
-	lic := r.License
-	if lic == "" {
-		lic = m.License()
-	}
-	var licName, licLink string
-	if lic == m.License() { // the source's license: its card's name and link with it
-		licName, licLink = m.LicenseDetails()
-	}
-	return manifests.Model{Name: origin.Name(), Family: m.Family.Name, ModelType: m.Config.ModelType, BaseModel: base, License: lic,
-		LicenseName: licName, LicenseLink: licLink, RepoID: r.RepoID,
-		HiddenSize: m.Config.HiddenSize, NumExperts: m.Config.NumExperts, ExpertsPerTok: m.Config.NumExpertsPerTok,
-		MTPDepth: m.MTPDepth}, notes
+	return described{origin: prov.Origin, notes: notes, model: manifests.Model{Name: prov.Origin.Name(), Family: m.Family.Name,
+		ModelType: m.Config.ModelType, BaseModel: base, License: prov.License, LicenseName: prov.LicenseName, LicenseLink: prov.LicenseLink,
+		RepoID: r.RepoID, HiddenSize: m.Config.HiddenSize, NumExperts: m.Config.NumExperts, ExpertsPerTok: m.Config.NumExpertsPerTok,
+		MTPDepth: m.MTPDepth}}
 }
 
 // planHash identifies a plan over a source, so a resumed run only reuses
@@ -406,11 +405,21 @@ func replaceFiles(files []manifests.File, final []manifests.File) []manifests.Fi
 	return files
 }
 
-// CheckOut refuses an output folder that cannot be written: an existing
-// file, or (without force, or when it is not an mtpconv output) a folder.
-// Export checks it too; callers reading a remote source check it first, so
-// nothing is fetched for an export that cannot land.
-func CheckOut(out string, force bool) error { return checkOutTarget(out, force) }
+// CheckDest refuses a destination that cannot be written, from its path
+// alone: a folder --into does not add into, or an --out that is a file or
+// (without force, or when it is not an mtpconv output) a folder. Export
+// checks it too; a caller checks it before reading the source (over the
+// network for hf://), so nothing is read for an export that cannot land.
+func CheckDest(r Request) error {
+	switch {
+	case r.Dest.Into:
+		return CheckIntoFolder(r.Dest.Dir)
+	case r.DryRun:
+		return nil // a dry run writes nothing
+	default:
+		return checkOutTarget(r.Dest.Dir, r.Force)
+	}
+}
 
 func heldFile(recs []run.FileRecord, name string) bool {
 	for _, r := range recs {

@@ -31,7 +31,7 @@ func TestInterruptAfterLastChunkLeavesNothing(t *testing.T) {
 			root := t.TempDir()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			req := export.Request{Model: m, Target: target, Out: filepath.Join(root, "out"), Version: "test",
+			req := export.Request{Model: m, Target: target, Dest: export.Out(filepath.Join(root, "out")), Version: "test",
 				Options: targets.Options{GroupSize: 64, RouterBits: 8, Set: map[string]bool{}},
 				OnFile:  func(run.FileRecord) { cancel() }}
 			_, err := export.Export(ctx, req)
@@ -54,7 +54,7 @@ func TestInterruptAtCommitKeepsTheEarlierOutput(t *testing.T) {
 	m := testmodel.Load(t, fixtures.Qwen36)
 	root := t.TempDir()
 	out := filepath.Join(root, "out")
-	req := export.Request{Model: m, Target: "mlx", Out: out, Version: "test",
+	req := export.Request{Model: m, Target: "mlx", Dest: export.Out(out), Version: "test",
 		Options: targets.Options{HeadPrecision: "int4", Set: map[string]bool{targets.OptHeadPrecision: true}}}
 	if _, err := export.Export(context.Background(), req); err != nil {
 		t.Fatal(err)

@@ -64,9 +64,6 @@ type addition struct {
 
 func newAddition(r Request, t targets.Target) (*addition, error) {
 	// The command line first: a usage error changes nothing.
-	if r.Out != "" {
-		return nil, targets.UsageError{Err: errors.New("--into and --out are exclusive")}
-	}
 	if r.Resume {
 		return nil, targets.UsageError{Err: errors.New("--resume does not apply to --into")}
 	}
@@ -78,7 +75,7 @@ func newAddition(r Request, t targets.Target) (*addition, error) {
 		}
 		return nil, targets.UsageError{Err: err}
 	}
-	d := &addition{dir: r.Into, force: r.Force, noCard: r.NoCard, dryRun: r.DryRun, intoer: in, model: r.Model}
+	d := &addition{dir: r.Dest.Dir, force: r.Force, noCard: r.NoCard, dryRun: r.DryRun, intoer: in, model: r.Model}
 	if dir, ok := r.Model.Checkpoint.Source.(source.Dir); ok {
 		d.source = string(dir)
 	}

@@ -69,7 +69,7 @@ func TestIntoNeverTouchesTheExportsOwnIR(t *testing.T) {
 		if precision != "" {
 			o.HeadPrecision, o.Set[targets.OptHeadPrecision] = precision, true
 		}
-		return export.Request{Model: m, Target: "openvino", Into: dir, Force: force, NoCard: true, Version: "test", Options: o}
+		return export.Request{Model: m, Target: "openvino", Dest: export.Into(dir), Force: force, NoCard: true, Version: "test", Options: o}
 	}
 	const xml, bin = "openvino_mtp_model.xml", "openvino_mtp_model.bin"
 	dir, _ := optimumWithMTP(t)
@@ -91,7 +91,7 @@ func TestIntoNeverTouchesTheExportsOwnIR(t *testing.T) {
 
 	ref := filepath.Join(t.TempDir(), "ref")
 	r := req("", "", false)
-	r.Into, r.Out = "", ref
+	r.Dest = export.Out(ref)
 	if _, err := export.Export(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}

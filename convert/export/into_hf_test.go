@@ -31,7 +31,7 @@ const ctW8A8 = `{"quant_method": "compressed-tensors", "format": "int-quantized"
 func TestIntoHFEveryPrefixServes(t *testing.T) {
 	src := testmodel.Load(t, fixtures.Qwen36)
 	req := func(dir string, force bool) export.Request {
-		return export.Request{Model: src, Target: "hf", Into: dir, Force: force, Version: "test", Jobs: 1, Options: targets.Options{Set: map[string]bool{}}}
+		return export.Request{Model: src, Target: "hf", Dest: export.Into(dir), Force: force, Version: "test", Jobs: 1, Options: targets.Options{Set: map[string]bool{}}}
 	}
 	for _, tc := range []struct {
 		name   string

@@ -262,7 +262,7 @@ const (
 )
 
 func newFolderFor(r Request) *newFolder {
-	d := &newFolder{out: r.Out, force: r.Force, resume: r.Resume, withCard: !r.NoCard, keep: r.Options.Graft}
+	d := &newFolder{out: r.Dest.Dir, force: r.Force, resume: r.Resume, withCard: !r.NoCard, keep: r.Options.Graft}
 	if r.Model != nil {
 		d.source = r.Model.Checkpoint
 		if dir, ok := r.Model.Checkpoint.Source.(source.Dir); ok {

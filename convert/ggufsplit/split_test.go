@@ -47,7 +47,7 @@ func bundled(t *testing.T) string {
 	defer m.Checkpoint.Close()
 	out := filepath.Join(t.TempDir(), "bundled")
 	o := targets.Options{Graft: tr, Set: map[string]bool{targets.OptGraft: true}}
-	if _, err := export.Export(context.Background(), export.Request{Model: m, Target: "gguf", Options: o, Out: out, NoCard: true, Version: "test"}); err != nil {
+	if _, err := export.Export(context.Background(), export.Request{Model: m, Target: "gguf", Options: o, Dest: export.Out(out), NoCard: true, Version: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	return filepath.Join(out, filepath.Base(tr))

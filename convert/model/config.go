@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"slices"
 
 	"github.com/mtpconv/mtpconv/convert/source"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
@@ -111,9 +112,19 @@ type Identity struct {
 	ModelType     string   // top-level model_type
 	TextModelType string   // text_config.model_type, or the top-level one
 	Architectures []string // top-level
+	// Keys are the config's key names, top level and text_config's, sorted:
+	// what tells apart two families sharing a model_type by a key one of
+	// them alone sets.
+	Keys []string
 }
 
-// ReadIdentity reads model_type (top level and text_config's) and architectures.
+// HasKey reports whether the config sets key (top level or in text_config).
+func (id Identity) HasKey(key string) bool {
+	_, ok := slices.BinarySearch(id.Keys, key)
+	return ok
+}
+
+// ReadIdentity reads model_type (top level and text_config's), architectures and the key names.
 func ReadIdentity(raw []byte) (Identity, error) {
 	var top struct {
 		ModelType     string          `json:"model_type"`
@@ -130,6 +141,16 @@ func ReadIdentity(raw []byte) (Identity, error) {
 	if len(top.TextConfig) > 0 && json.Unmarshal(top.TextConfig, &inner) == nil && inner.ModelType != "" {
 		id.TextModelType = inner.ModelType
 	}
+	for _, obj := range []json.RawMessage{raw, top.TextConfig} {
+		var keys map[string]json.RawMessage
+		if len(obj) > 0 && json.Unmarshal(obj, &keys) == nil {
+			for k := range keys {
+				id.Keys = append(id.Keys, k)
+			}
+		}
+	}
+	slices.Sort(id.Keys)
+	id.Keys = slices.Compact(id.Keys)
 	return id, nil
 }
 

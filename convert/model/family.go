@@ -42,6 +42,14 @@ type Family struct {
 	// (its Spec's head norms have RoleZeroCentredNorm; read without a
 	// config where only the family is known, a drafter folder or a GGUF file).
 	ZeroCentredHead bool
+	// HeadLayerLists are config.json's per-layer lists that hold an entry
+	// for each MTP layer after the trunk's: the runtimes build MTP layer j
+	// from entry num_hidden_layers + j (vLLM's step3p5.py indexes them
+	// unguarded). A repo whose lists stop at the trunk (a quantizer that
+	// re-saved the config through transformers, whose Step-3.7 config class
+	// cuts them) fails to load its head or builds it otherwise: inspect names
+	// such a list, and --target hf --into restores the source's entries.
+	HeadLayerLists []string
 
 	// How each target's consumers name, describe and run the family; a
 	// target the family cannot go to says why in its table's refusal.
@@ -348,11 +356,12 @@ type OpenVINOSpec struct {
 
 // MLXSpec is how the MLX consumers (mlx-lm, mlx-vlm) name and configure this family.
 type MLXSpec struct {
+	// Refusal, when set, is the one sentence saying why the mlx target
+	// writes no drafter for the family and which tool does (or that none
+	// runs it): the target writes nothing.
+	Refusal string
 	// DrafterModelType is mlx-vlm's model_type for the head alone.
 	DrafterModelType string
-	// DrafterRefusal, when set, is the one sentence saying why --target
-	// mlx writes no drafter for the family and what the user runs instead.
-	DrafterRefusal string
 	// DrafterUnrunnable, when set, says why no released mlx-vlm runs the
 	// drafter yet (its splitter writes the folder, load_drafter cannot build
 	// it): the card says it in place of a snippet, the export prints it, the
@@ -571,7 +580,11 @@ func (c *Config) Family() (*Family, error) {
 	if c.family != nil {
 		return c.family, nil
 	}
-	return DetectFamily(Identity{ModelType: c.ModelType, TextModelType: c.TextModelType, Architectures: c.Architectures})
+	id := Identity{ModelType: c.ModelType, TextModelType: c.TextModelType, Architectures: c.Architectures}
+	if r, err := ReadIdentity(c.Raw); len(c.Raw) > 0 && err == nil {
+		id.Keys = r.Keys
+	}
+	return DetectFamily(id)
 }
 
 // SpecFor is the Spec of the family a config belongs to.

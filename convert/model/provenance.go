@@ -53,13 +53,19 @@ func (o Origin) ShortName() string {
 // names the model the folder's was made from (Qwen's FP8 releases name the
 // bf16 one).
 func (m *Model) Origin() Origin {
+	return m.origin(func() []byte { card, _ := ReadCard(m.Checkpoint.Source); return card })
+}
+
+// origin is Origin with the source's model card given (read only for a
+// folder, which names no repo itself).
+func (m *Model) origin(card func() []byte) Origin {
 	src := m.Checkpoint.Source
 	var o Origin
 	if r, ok := source.RepoOf(src); ok {
 		o = Origin{Repo: r.ID, Revision: r.Revision, Folder: path.Base(r.ID)}
 	} else {
 		o.Folder = folderName(src.Name())
-		o.Repo = m.readmeRepo(o.Folder)
+		o.Repo = readmeRepo(card(), o.Folder)
 	}
 	if IsHubID(m.BaseModel) && m.BaseModel != o.Repo {
 		o.Repo, o.Revision = m.BaseModel, ""
@@ -81,15 +87,11 @@ func folderName(dir string) string {
 	}
 }
 
-// readmeRepo is a Hub id the source's README.md front matter names whose
-// NAME is the folder's name, or "".
-func (m *Model) readmeRepo(folder string) string {
-	b, err := ReadCard(m.Checkpoint.Source)
-	if err != nil {
-		return ""
-	}
-	ids := []string{FrontMatter(b, "base_model")}
-	if rest, ok := strings.CutPrefix(FrontMatter(b, "license_link"), "https://huggingface.co/"); ok {
+// readmeRepo is a Hub id the source's model card's front matter names
+// whose NAME is the folder's name, or "".
+func readmeRepo(card []byte, folder string) string {
+	ids := []string{FrontMatter(card, "base_model")}
+	if rest, ok := strings.CutPrefix(FrontMatter(card, "license_link"), "https://huggingface.co/"); ok {
 		if parts := strings.SplitN(rest, "/", 3); len(parts) >= 2 {
 			ids = append(ids, parts[0]+"/"+parts[1])
 		}
@@ -102,32 +104,34 @@ func (m *Model) readmeRepo(folder string) string {
 	return ""
 }
 
-// License reads the license from the front matter of the source's README.md,
-// as the Hub writes it; "other" when there is none.
-func (m *Model) License() string {
-	b, err := ReadCard(m.Checkpoint.Source)
-	if err != nil {
-		return "other"
-	}
-	if v := FrontMatter(b, "license"); v != "" {
-		return v
-	}
-	return "other"
+// Provenance is what the source says it is, its model card read once: the
+// origin, and the license an output carries.
+type Provenance struct {
+	Origin Origin
+	// License is the license the user gave, else the card's ("other" when it
+	// names none). LicenseName and LicenseLink are the card's license_name
+	// and license_link (the Hub's keys for a license "other" and its text),
+	// given only when License is the card's; "" each when absent.
+	License, LicenseName, LicenseLink string
 }
 
-// LicenseDetails reads license_name and license_link from the front matter
-// of the source's README.md (the Hub's keys for a license "other" and its
-// text); "" for each when absent. A link the card gives relative to its
-// repo (license_link: LICENSE) names a file our output does not hold: it
-// becomes the source repo's URL of that file, when the repo is known, or
-// is dropped. A license "other" without a link, whose source holds a
-// LICENSE file, links that file in the source repo.
-func (m *Model) LicenseDetails() (name, link string) {
-	b, err := ReadCard(m.Checkpoint.Source)
-	if err == nil {
-		name, link = FrontMatter(b, "license_name"), FrontMatter(b, "license_link")
+// Provenance describes the source's origin and license, reading its model
+// card (README.md) once. license is the user's (--license), "" for the
+// card's. A link the card gives relative to its repo (license_link:
+// LICENSE) names a file our output does not hold: it becomes the source
+// repo's URL of that file, when the repo is known, or is dropped. A license
+// "other" without a link, whose source holds a LICENSE file, links that
+// file in the source repo.
+func (m *Model) Provenance(license string) Provenance {
+	card, _ := ReadCard(m.Checkpoint.Source) // none, or unreadable: no front matter
+	p := Provenance{Origin: m.origin(func() []byte { return card })}
+	own := cmp.Or(FrontMatter(card, "license"), "other")
+	p.License = cmp.Or(license, own)
+	if p.License != own {
+		return p
 	}
-	if link == "" && m.License() == "other" {
+	name, link := FrontMatter(card, "license_name"), FrontMatter(card, "license_link")
+	if link == "" && own == "other" {
 		for _, f := range []string{"LICENSE", "LICENSE.md", "LICENSE.txt"} {
 			if r, err := m.Checkpoint.Source.Open(f); err == nil {
 				r.Close()
@@ -136,14 +140,15 @@ func (m *Model) LicenseDetails() (name, link string) {
 			}
 		}
 	}
-	if link == "" || strings.HasPrefix(link, "https://") || strings.HasPrefix(link, "http://") {
-		return name, link
+	switch o := p.Origin; {
+	case link == "" || strings.HasPrefix(link, "https://") || strings.HasPrefix(link, "http://"):
+	case o.Repo == "":
+		link = ""
+	default:
+		link = "https://huggingface.co/" + o.Repo + "/blob/" + cmp.Or(o.Revision, "main") + "/" + strings.TrimPrefix(link, "./")
 	}
-	o := m.Origin()
-	if o.Repo == "" {
-		return name, ""
-	}
-	return name, "https://huggingface.co/" + o.Repo + "/blob/" + cmp.Or(o.Revision, "main") + "/" + strings.TrimPrefix(link, "./")
+	p.LicenseName, p.LicenseLink = name, link
+	return p
 }
 
 // ReadCard reads a folder's model card (README.md, at most 4 MiB), for

@@ -43,6 +43,10 @@ type HFRepo struct {
 	NoHeadScales bool
 	// Depth, when not 0, is the MTP depth config.json declares.
 	Depth int
+	// CutLayerLists cuts the family's HeadLayerLists to the trunk's layers,
+	// as a quantizer that re-saves the config through transformers writes
+	// them (Step-3.7-Flash-NVFP4: its lists stop at num_hidden_layers).
+	CutLayerLists bool
 	// TextOnly writes a vision-language fixture as the text-only causal LM
 	// quantizers release (Qwen3_5MoeForCausalLM, model_type
 	// qwen3_5_moe_text): text_config at the root, model.language_model.* as
@@ -181,6 +185,15 @@ func (rs HFRepo) Write(t testing.TB) string {
 			for _, k := range []string{"mtp_num_hidden_layers", "num_nextn_predict_layers"} {
 				if _, ok := obj[k]; ok {
 					obj[k] = rs.Depth
+				}
+			}
+		}
+	}
+	if rs.CutLayerLists {
+		for _, obj := range []map[string]any{root, asObject(root["text_config"])} {
+			for _, k := range m.Family.HeadLayerLists {
+				if l, ok := obj[k].([]any); ok && len(l) > cfg.NumHiddenLayers {
+					obj[k] = l[:cfg.NumHiddenLayers]
 				}
 			}
 		}

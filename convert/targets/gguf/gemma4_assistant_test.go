@@ -67,7 +67,7 @@ func TestGemma4AssistantCard(t *testing.T) {
 	}
 	defer m.Checkpoint.Close()
 	out := filepath.Join(t.TempDir(), "out")
-	if _, err := export.Export(context.Background(), export.Request{Model: m, Target: "gguf", Out: out, Version: "test"}); err != nil {
+	if _, err := export.Export(context.Background(), export.Request{Model: m, Target: "gguf", Dest: export.Out(out), Version: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	card, err := os.ReadFile(filepath.Join(out, "README.md"))

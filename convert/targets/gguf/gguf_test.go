@@ -36,7 +36,7 @@ func exportTo(t *testing.T, src, precision string) string {
 	defer m.Checkpoint.Close()
 	out := filepath.Join(t.TempDir(), "out")
 	o := targets.Options{HeadPrecision: precision, Set: map[string]bool{targets.OptHeadPrecision: precision != ""}}
-	if _, err := export.Export(context.Background(), export.Request{Model: m, Target: "gguf", Options: o, Out: out, NoCard: true, Version: "test"}); err != nil {
+	if _, err := export.Export(context.Background(), export.Request{Model: m, Target: "gguf", Options: o, Dest: export.Out(out), NoCard: true, Version: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	files, _ := filepath.Glob(filepath.Join(out, "*.gguf"))

@@ -515,12 +515,12 @@ func bundledOrder(m *model.Model, trunk []string, head []plan.OutTensor) []strin
 	return out
 }
 
-// AddHeadCommand is the one command that writes an MTP head into the GGUF
+// addHeadCommand is the one command that writes an MTP head into the GGUF
 // at path, or "" when it holds one or is of an architecture mtpconv does
 // not write. The checkpoint is the Hub repository the file names as its
 // source or base model, read by range (only the head's tensors), when it
 // names one.
-func AddHeadCommand(path string, f *gg.File, s *gg.Summary) string {
+func addHeadCommand(path string, f *gg.File, s *gg.Summary) string {
 	if s.MTPHead || s.MTPOnly {
 		return ""
 	}

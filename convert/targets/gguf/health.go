@@ -18,11 +18,11 @@ import (
 // the embedding first (qwen35moe, qwen3next, glm4moe, deepseek2 alike).
 const ehProj = "nextn.eh_proj.weight"
 
-// HeadHealth judges the tensors of a GGUF file's MTP blocks from their
+// headHealth judges the tensors of a GGUF file's MTP blocks from their
 // stored values (health.Report): decoded as llama.cpp dequantizes them,
 // every norm expected to centre on 1 (GGUF stores RMSNorm weights as
 // applied: a zero-centred family's +1 is in the file).
-func HeadHealth(path string, f *gg.File, s *gg.Summary) (*health.Report, error) {
+func headHealth(path string, f *gg.File, s *gg.Summary) (*health.Report, error) {
 	r := &health.Report{Problems: []string{}}
 	blocks := map[string]bool{}
 	for _, b := range s.MTPBlocks {

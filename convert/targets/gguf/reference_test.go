@@ -118,7 +118,7 @@ func TestFamilyGraftAndSplitEqualReference(t *testing.T) {
 			defer m.Checkpoint.Close()
 			out := filepath.Join(t.TempDir(), "out")
 			o := targets.Options{Graft: trunk, Set: map[string]bool{targets.OptGraft: true}}
-			if _, err := export.Export(context.Background(), export.Request{Model: m, Target: "gguf", Options: o, Out: out, NoCard: true, Version: "test"}); err != nil {
+			if _, err := export.Export(context.Background(), export.Request{Model: m, Target: "gguf", Options: o, Dest: export.Out(out), NoCard: true, Version: "test"}); err != nil {
 				t.Fatal(err)
 			}
 			bundled := filepath.Join(out, filepath.Base(trunk))

@@ -47,7 +47,7 @@ func TestStep37GraftRefusesTrunkWithoutRopeFreqs(t *testing.T) {
 	}
 	defer m.Checkpoint.Close()
 	o := targets.Options{Graft: trunk, Set: map[string]bool{targets.OptGraft: true}}
-	_, err = export.Export(context.Background(), export.Request{Model: m, Target: "gguf", Options: o, Out: filepath.Join(t.TempDir(), "out"), NoCard: true, Version: "test"})
+	_, err = export.Export(context.Background(), export.Request{Model: m, Target: "gguf", Options: o, Dest: export.Out(filepath.Join(t.TempDir(), "out")), NoCard: true, Version: "test"})
 	if err == nil || !strings.Contains(err.Error(), "has no rope_freqs.weight, which the reference converter writes for this config") {
 		t.Fatalf("graft onto a trunk without rope_freqs: %v", err)
 	}

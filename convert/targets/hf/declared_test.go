@@ -19,17 +19,21 @@ func TestDeclaredVsPresent(t *testing.T) {
 		name         string
 		rs           repoSpec
 		vllm, sglang string // a problem's words for each runtime, "" none
+		mend         map[Runtime]string
 	}{
-		{"int8 head with its scales", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: ctW8A8, Storage: trunkInt8, HeadStorage: trunkInt8, Keep: all}, "", "mtp.fc: sglang 0.5.23 builds it unquantized (built as a torch nn.Linear"},
+		{"int8 head with its scales", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: ctW8A8, Storage: trunkInt8, HeadStorage: trunkInt8, Keep: all}, "", "mtp.fc: sglang 0.5.23 builds it unquantized (built as a torch nn.Linear", nil},
 		{"int8 head without its scales", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: ctW8A8, Storage: trunkInt8, HeadStorage: trunkInt8, NoHeadScales: true, Keep: all},
-			"mtp.fc: stored quantized without its weight_scale", "mtp.fc: stored quantized without its weight_scale"},
+			"mtp.fc: stored int8 without its weight_scale", "mtp.fc: stored int8 without its weight_scale", nil},
 		{"GPTQ head without qzeros and scales", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: gptq4, Storage: trunkPacked, HeadStorage: trunkPacked, NoHeadScales: true, Keep: all},
-			"without its qzeros, scales", "without its qzeros, scales"},
-		{"2 declared, 1 held, quantized", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: ctW8A8, Storage: trunkInt8, HeadStorage: trunkInt8, Keep: all, Depth: 2}, "", "mtp.fc: sglang 0.5.23 builds it unquantized"},
-		{"2 declared, 1 held, bf16", repoSpec{Fixture: fixtures.Qwen36Dense, Keep: all, Depth: 2}, "default_loader.py:562-567", ""},
-		{"DeepSeek, 2 declared, 1 held, quantized", repoSpec{Fixture: fixtures.DeepSeekV3, Quant: ctW8A8, Storage: trunkInt8, HeadStorage: trunkInt8, Keep: all, Depth: 2}, "MTP layer 3 weights missing (deepseek_mtp.py:515-533", "model.layers.2.eh_proj: sglang 0.5.23 builds it unquantized"},
-		{"DeepSeek, 2 declared, 1 held, bf16 head in a quantized repo, for SGLang", repoSpec{Fixture: fixtures.DeepSeekV3, Quant: ctW8A8, Storage: trunkInt8, Keep: all, Depth: 2}, "MTP layer 3 weights missing", "model.layers.2.self_attn"},
-		{"headless, a head declared", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: ctW8A8, Storage: trunkInt8}, "holds no MTP head", "holds no MTP head"},
+			"without its qzeros, scales", "without its qzeros, scales", nil},
+		{"2 declared, 1 held, quantized", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: ctW8A8, Storage: trunkInt8, HeadStorage: trunkInt8, Keep: all, Depth: 2}, "", "mtp.fc: sglang 0.5.23 builds it unquantized", nil},
+		{"2 declared, 1 held, bf16", repoSpec{Fixture: fixtures.Qwen36Dense, Keep: all, Depth: 2}, "default_loader.py:562-567", "",
+			map[Runtime]string{VLLM: "set config.json text_config.mtp_num_hidden_layers to 1"}},
+		{"DeepSeek, 2 declared, 1 held, quantized", repoSpec{Fixture: fixtures.DeepSeekV3, Quant: ctW8A8, Storage: trunkInt8, HeadStorage: trunkInt8, Keep: all, Depth: 2}, "MTP layer 3 weights missing (deepseek_mtp.py:515-533", "model.layers.2.eh_proj: sglang 0.5.23 builds it unquantized", nil},
+		{"DeepSeek, bf16, 2 declared, 1 held", repoSpec{Fixture: fixtures.DeepSeekV3, Keep: all, Depth: 2}, "MTP layer 3 weights missing", "",
+			map[Runtime]string{VLLM: "set config.json num_nextn_predict_layers to 1 (the MTP layers the repo holds)"}},
+		{"DeepSeek, 2 declared, 1 held, bf16 head in a quantized repo, for SGLang", repoSpec{Fixture: fixtures.DeepSeekV3, Quant: ctW8A8, Storage: trunkInt8, Keep: all, Depth: 2}, "MTP layer 3 weights missing", "model.layers.2.self_attn", nil},
+		{"headless, a head declared", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: ctW8A8, Storage: trunkInt8}, "holds no MTP head", "holds no MTP head", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := makeRepo(t, tc.rs)
@@ -45,6 +49,9 @@ func TestDeclaredVsPresent(t *testing.T) {
 				}
 				if err != nil && r.Mend == "" && r.MendConfig == "" && !strings.Contains(err.Error(), "mtpconv export") {
 					t.Errorf("%s: no mending command: %v", rt, err)
+				}
+				if mend := tc.mend[rt]; mend != "" && !strings.Contains(r.MendConfig+r.Mend, mend) {
+					t.Errorf("%s: mend %q %q, want %q", rt, r.MendConfig, r.Mend, mend)
 				}
 			}
 		})

@@ -35,7 +35,7 @@ const (
 
 func exportInto(t *testing.T, src *model.Model, dir string, o targets.Options) (*export.Outcome, error) {
 	t.Helper()
-	return export.Export(context.Background(), export.Request{Model: src, Target: "hf", Into: dir, Options: o, Version: "test", Jobs: 2})
+	return export.Export(context.Background(), export.Request{Model: src, Target: "hf", Dest: export.Into(dir), Options: o, Version: "test", Jobs: 2})
 }
 
 // fileSums are the sha256 of every file of a folder (not below it).
@@ -138,7 +138,7 @@ func TestIntoEachMethod(t *testing.T) {
 			if tc.key != "" {
 				q := quantOf(t, dir)
 				list := q.Ignore
-				if q.Method == MethodGPTQ {
+				if q.Method == RepoQuantGPTQ {
 					list = q.Dynamic
 				}
 				for _, e := range tc.entries {
@@ -163,7 +163,7 @@ func TestIntoEachMethod(t *testing.T) {
 			if _, err := exportInto(t, src, dir, targets.Options{}); err == nil || !strings.Contains(err.Error(), "--force") {
 				t.Fatalf("a second --into without --force: %v", err)
 			}
-			if _, err := export.Export(context.Background(), export.Request{Model: src, Target: "hf", Into: dir, Force: true, Version: "test"}); err != nil {
+			if _, err := export.Export(context.Background(), export.Request{Model: src, Target: "hf", Dest: export.Into(dir), Force: true, Version: "test"}); err != nil {
 				t.Fatal(err)
 			}
 			if again := fileSums(t, dir); !mapsEqual(again, after) {
@@ -253,7 +253,7 @@ func TestOut(t *testing.T) {
 		t.Run(fx, func(t *testing.T) {
 			src := testmodel.Load(t, fx)
 			out := filepath.Join(t.TempDir(), "out")
-			if _, err := export.Export(context.Background(), export.Request{Model: src, Target: "hf", Out: out, Version: "test"}); err != nil {
+			if _, err := export.Export(context.Background(), export.Request{Model: src, Target: "hf", Dest: export.Out(out), Version: "test"}); err != nil {
 				t.Fatal(err)
 			}
 			got := loadRepo(t, out)
@@ -459,7 +459,7 @@ func TestIntoFP8(t *testing.T) {
 	})
 	t.Run("fp8 from a bf16 source", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "out")
-		_, err := export.Export(context.Background(), export.Request{Model: testmodel.Load(t, fixtures.Qwen36), Target: "hf", Out: out, Version: "test",
+		_, err := export.Export(context.Background(), export.Request{Model: testmodel.Load(t, fixtures.Qwen36), Target: "hf", Dest: export.Out(out), Version: "test",
 			Options: targets.Options{HeadPrecision: "fp8", Set: map[string]bool{targets.OptHeadPrecision: true}}})
 		if err == nil || !strings.Contains(err.Error(), "stores no FP8 weights") {
 			t.Fatalf("err %v", err)
@@ -467,7 +467,7 @@ func TestIntoFP8(t *testing.T) {
 	})
 	t.Run("out at fp8", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "out")
-		if _, err := export.Export(context.Background(), export.Request{Model: src, Target: "hf", Out: out, Version: "test",
+		if _, err := export.Export(context.Background(), export.Request{Model: src, Target: "hf", Dest: export.Out(out), Version: "test",
 			Options: targets.Options{HeadPrecision: "fp8", Set: map[string]bool{targets.OptHeadPrecision: true}}}); err != nil {
 			t.Fatal(err)
 		}

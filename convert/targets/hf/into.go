@@ -223,7 +223,7 @@ func (t target) PlanInto(dir string, m *model.Model, o targets.Options) (*plan.P
 	}
 	// An FP8 release's head goes into a block-FP8 repo of the same blocks as stored.
 	def := precBF16
-	fp8Repo := q.Method == MethodFP8 && m.FP8Info != nil && slices.Equal(q.BlockSize, m.FP8Info.Block)
+	fp8Repo := q.Method == RepoQuantFP8 && m.FP8Info != nil && slices.Equal(q.BlockSize, m.FP8Info.Block)
 	if fp8Repo {
 		def = precFP8
 	}
@@ -308,6 +308,10 @@ func (r *repo) updatedConfig(m *model.Model, head []plan.OutTensor, q *Quant, ke
 	if err != nil {
 		return fail(err)
 	}
+	// The per-layer lists first: a head listed with them short fails to load.
+	if notes, err = mendLayerLists(&root, r.config, m); err != nil {
+		return fail(err)
+	}
 	mods := HeadModules(r.m, m.MTPDepth)
 	planned := plannedRepo(r.m, head)
 	var float []Module
@@ -316,7 +320,7 @@ func (r *repo) updatedConfig(m *model.Model, head []plan.OutTensor, q *Quant, ke
 			float = append(float, mod)
 		}
 	}
-	if q.Method != MethodNone {
+	if q.Method != RepoQuantNone {
 		// AWQ without a list: vLLM derives one from the headers and SGLang
 		// none, so the derived list (vLLM's trunk as before) is written for
 		// vLLM alone; for SGLang only the head's entry (its trunk as before).
@@ -440,7 +444,7 @@ func runtimeWords(rts []Runtime) string {
 // module names), which no trunk module matches: not evaluated against a
 // trunk of thousands of modules.
 func (r *repo) checkTrunk(before, after *Quant) error {
-	if before.Method != MethodAWQ && before.Method != MethodGPTQ {
+	if before.Method != RepoQuantAWQ && before.Method != RepoQuantGPTQ {
 		return nil
 	}
 	repo := Repo{Tensors: r.m.Checkpoint.Tensors}
@@ -494,7 +498,7 @@ func trunkModules(m *model.Model) []Module {
 
 // IgnoreKeyOf names the config entry the method's exclusions go in.
 func (q *Quant) IgnoreKeyOf() string {
-	if q.Method == MethodGPTQ {
+	if q.Method == RepoQuantGPTQ {
 		return "dynamic"
 	}
 	if q.IgnoreKey == "" {
@@ -514,10 +518,9 @@ func mustRaw(v any) json.RawMessage {
 // setNested sets KEY or text_config.KEY.
 func setNested(root *jsonobj.Object, key string, v any) error {
 	if rest, ok := strings.CutPrefix(key, "text_config."); ok {
-		raw, _ := root.Get("text_config")
-		text, err := jsonobj.Decode(raw)
+		text, err := textConfig(*root)
 		if err != nil {
-			return fmt.Errorf("text_config: %w", err)
+			return err
 		}
 		text.Set(rest, v)
 		root.Set("text_config", text)
@@ -525,6 +528,26 @@ func setNested(root *jsonobj.Object, key string, v any) error {
 	}
 	root.Set(key, v)
 	return nil
+}
+
+// textConfig is root's text_config as read, or as an earlier edit set it.
+func textConfig(root jsonobj.Object) (jsonobj.Object, error) {
+	for _, kv := range root {
+		if kv.Key != "text_config" {
+			continue
+		}
+		switch v := kv.Value.(type) {
+		case jsonobj.Object:
+			return v, nil
+		case json.RawMessage:
+			text, err := jsonobj.Decode(v)
+			if err != nil {
+				return nil, fmt.Errorf("text_config: %w", err)
+			}
+			return text, nil
+		}
+	}
+	return nil, errors.New("text_config: not an object")
 }
 
 // indentOf is the indentation of a JSON file's first member (two spaces,
@@ -569,7 +592,7 @@ func (r *repo) updatedIndex(head []plan.OutTensor) ([]byte, error) {
 			wm[n] = json.RawMessage(strconv.Quote(t.Shard.Name))
 			total += t.Bytes()
 		}
-		root = jsonobj.Object{{Key: "metadata", Value: jsonobj.Object{{Key: "total_size", Value: total}}}, {Key: "weight_map", Value: nil}}
+		root = jsonobj.Object{{Key: "metadata", Value: json.RawMessage(`{"total_size":` + strconv.FormatInt(total, 10) + `}`)}, {Key: "weight_map", Value: nil}}
 	}
 	var added int64
 	for _, t := range head {
@@ -579,24 +602,8 @@ func (r *repo) updatedIndex(head []plan.OutTensor) ([]byte, error) {
 		}
 	}
 	root.Set("weight_map", jsonobj.Sorted(wm))
-	if raw, ok := root.Get("metadata"); ok || r.index == nil {
-		meta := jsonobj.Object{{Key: "total_size", Value: total}}
-		if ok {
-			var err error
-			if meta, err = jsonobj.Decode(raw); err != nil {
-				return nil, bad(err)
-			}
-		}
-		if raw, ok := meta.Get("total_size"); ok {
-			n, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 64)
-			if err != nil {
-				return nil, bad(fmt.Errorf("metadata.total_size %s is not a byte count", raw))
-			}
-			meta.Set("total_size", n+added)
-		} else {
-			meta.Set("total_size", total+added)
-		}
-		root.Set("metadata", meta)
+	if err := targets.AddToTotalSize(&root, added); err != nil {
+		return nil, bad(err)
 	}
 	indent := "  "
 	if r.index != nil {

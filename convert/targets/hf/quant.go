@@ -11,22 +11,23 @@ import (
 	"github.com/mtpconv/mtpconv/formats/jsonobj"
 )
 
-// Method is a quantization method as vLLM names its config class (its
-// get_name(), which the rules switch on), decided from config.json's
-// quantization_config the way vLLM's override_quantization_method does.
-type Method string
+// RepoQuant is the method a repo's quantization_config stores it with (one
+// of the four meanings of "quant" docs/development.md tells apart), as vLLM
+// names its config class (its get_name(), which the rules switch on),
+// decided the way vLLM's override_quantization_method does.
+type RepoQuant string
 
 const (
-	MethodNone              Method = ""
-	MethodCompressedTensors Method = "compressed-tensors"
-	MethodGPTQ              Method = "auto_gptq" // quant_method "gptq" (auto_gptq.py:214-233)
-	MethodAWQ               Method = "auto_awq"  // quant_method "awq"
-	MethodFP8               Method = "fp8"       // block FP8 (the official FP8 releases)
-	MethodModelOpt          Method = "modelopt"  // quant_algo FP8
-	MethodModelOptFP4       Method = "modelopt_fp4"
-	MethodModelOptMixed     Method = "modelopt_mixed"
-	MethodModelOptMXFP8     Method = "modelopt_mxfp8"
-	MethodQuark             Method = "quark"
+	RepoQuantNone              RepoQuant = ""
+	RepoQuantCompressedTensors RepoQuant = "compressed-tensors"
+	RepoQuantGPTQ              RepoQuant = "auto_gptq" // quant_method "gptq" (auto_gptq.py:214-233)
+	RepoQuantAWQ               RepoQuant = "auto_awq"  // quant_method "awq"
+	RepoQuantFP8               RepoQuant = "fp8"       // block FP8 (the official FP8 releases)
+	RepoQuantModelOpt          RepoQuant = "modelopt"  // quant_algo FP8
+	RepoQuantModelOptFP4       RepoQuant = "modelopt_fp4"
+	RepoQuantModelOptMixed     RepoQuant = "modelopt_mixed"
+	RepoQuantModelOptMXFP8     RepoQuant = "modelopt_mxfp8"
+	RepoQuantQuark             RepoQuant = "quark"
 )
 
 // refusedMethods are the methods whose runtimes cannot be told to build a
@@ -47,7 +48,7 @@ var refusedMethods = map[string]string{
 // Quant is a repo's quantization_config, read for the rules and edited to
 // exclude the head.
 type Quant struct {
-	Method Method
+	Method RepoQuant
 	// QuantMethod is quant_method as written.
 	QuantMethod string
 	// Ignore is the method's exclusion list: compressed-tensors ignore,
@@ -71,6 +72,17 @@ type Quant struct {
 	NVFP4Serialized bool
 	// BlockSize is FP8's weight_block_size.
 	BlockSize []int64
+	// StaticActivations: the method quantizes activations with a scale
+	// stored per module (input_scale): compressed-tensors input_activations
+	// not dynamic, FP8's activation_scheme static, ModelOpt FP8 and NVFP4.
+	StaticActivations bool
+	// DescAct is GPTQ's desc_act (act-order: g_idx is read).
+	DescAct bool
+	// Asymmetric: compressed-tensors weights not symmetric (weight_zero_point).
+	Asymmetric bool
+	// Bits are the weights' bits (GPTQ's and AWQ's bits, compressed-tensors'
+	// weights.num_bits): how many a packed int32 holds. 0: not said.
+	Bits int
 
 	root jsonobj.Object // the whole quantization_config
 }
@@ -99,8 +111,18 @@ func ParseQuant(raw json.RawMessage) (*Quant, error) {
 		QuantizedLayers map[string]any  `json:"quantized_layers"`
 		ConfigGroups    map[string]struct {
 			Targets []string `json:"targets"`
+			Weights *struct {
+				Symmetric *bool `json:"symmetric"`
+				NumBits   int   `json:"num_bits"`
+			} `json:"weights"`
+			InputActivations *struct {
+				Dynamic *bool `json:"dynamic"`
+			} `json:"input_activations"`
 		} `json:"config_groups"`
-		Quantization *struct {
+		DescAct          bool   `json:"desc_act"`
+		Bits             int    `json:"bits"`
+		ActivationScheme string `json:"activation_scheme"`
+		Quantization     *struct {
 			QuantAlgo       string         `json:"quant_algo"`
 			ExcludeModules  []string       `json:"exclude_modules"`
 			QuantizedLayers map[string]any `json:"quantized_layers"`
@@ -117,12 +139,18 @@ func ParseQuant(raw json.RawMessage) (*Quant, error) {
 	q.QuantMethod = c.QuantMethod
 	switch m := strings.ToLower(c.QuantMethod); m {
 	case "compressed-tensors":
-		q.Method, q.Ignore, q.IgnoreKey = MethodCompressedTensors, c.Ignore, "ignore"
+		q.Method, q.Ignore, q.IgnoreKey = RepoQuantCompressedTensors, c.Ignore, "ignore"
 		for _, g := range sortedKeys(c.ConfigGroups) {
-			q.Targets = append(q.Targets, c.ConfigGroups[g].Targets...)
+			cg := c.ConfigGroups[g]
+			q.Targets = append(q.Targets, cg.Targets...)
+			q.StaticActivations = q.StaticActivations || (cg.InputActivations != nil && cg.InputActivations.Dynamic != nil && !*cg.InputActivations.Dynamic)
+			q.Asymmetric = q.Asymmetric || (cg.Weights != nil && cg.Weights.Symmetric != nil && !*cg.Weights.Symmetric)
+			if cg.Weights != nil && q.Bits == 0 {
+				q.Bits = cg.Weights.NumBits
+			}
 		}
 	case "gptq":
-		q.Method, q.LMHeadQuantized = MethodGPTQ, c.LMHead
+		q.Method, q.LMHeadQuantized, q.DescAct, q.Bits = RepoQuantGPTQ, c.LMHead, c.DescAct, c.Bits
 		if d, ok := root.Get("dynamic"); ok && string(d) != "null" {
 			obj, err := jsonobj.Decode(d)
 			if err != nil {
@@ -140,9 +168,9 @@ func ParseQuant(raw json.RawMessage) (*Quant, error) {
 			q.ModulesInBlock = flatten(nested)
 		}
 	case "awq":
-		q.Method, q.Ignore, q.IgnoreKey, q.LMHeadQuantized = MethodAWQ, c.NotConvert, "modules_to_not_convert", c.LMHead
+		q.Method, q.Ignore, q.IgnoreKey, q.LMHeadQuantized, q.Bits = RepoQuantAWQ, c.NotConvert, "modules_to_not_convert", c.LMHead, c.Bits
 	case "fp8":
-		q.Method, q.BlockSize = MethodFP8, c.WeightBlockSize
+		q.Method, q.BlockSize, q.StaticActivations = RepoQuantFP8, c.WeightBlockSize, c.ActivationScheme == "static"
 		// fp8.py:162-168: ignored_layers, or modules_to_not_convert when that is empty.
 		q.Ignore, q.IgnoreKey = c.IgnoredLayers, "ignored_layers"
 		if len(q.Ignore) == 0 {
@@ -162,19 +190,19 @@ func ParseQuant(raw json.RawMessage) (*Quant, error) {
 		}
 		q.QuantizedLayers = sortedKeys(layers)
 		switch strings.ToUpper(algo) {
-		case "FP8":
-			q.Method = MethodModelOpt
-		case "NVFP4":
-			q.Method, q.NVFP4Serialized = MethodModelOptFP4, true
+		case "FP8": // modelopt.py: ModelOptFp8LinearMethod's static input_scale
+			q.Method, q.StaticActivations = RepoQuantModelOpt, true
+		case "NVFP4": // ModelOptNvFp4LinearMethod's input_scale
+			q.Method, q.NVFP4Serialized, q.StaticActivations = RepoQuantModelOptFP4, true, true
 		case "MIXED_PRECISION":
-			q.Method = MethodModelOptMixed
+			q.Method = RepoQuantModelOptMixed
 		case "MXFP8":
-			q.Method = MethodModelOptMXFP8
+			q.Method = RepoQuantModelOptMXFP8
 		default:
 			return nil, fmt.Errorf("quantization_config: ModelOpt quant_algo %q is not one this tool knows the runtimes' rules for (FP8, NVFP4, MXFP8, MIXED_PRECISION)", algo)
 		}
 	case "quark":
-		q.Method, q.Ignore, q.IgnoreKey = MethodQuark, c.Exclude, "exclude"
+		q.Method, q.Ignore, q.IgnoreKey = RepoQuantQuark, c.Exclude, "exclude"
 	default:
 		if why, ok := refusedMethods[m]; ok {
 			return nil, RefusedMethodError{Method: c.QuantMethod, Why: why}
@@ -249,13 +277,13 @@ func (q *Quant) withExclusions(mods []Module, hfs hfNames, derived []string) (js
 	prefixes := hfs.prefixes(mods)
 	var err error
 	switch q.Method {
-	case MethodCompressedTensors:
+	case RepoQuantCompressedTensors:
 		var es []string
 		for _, p := range prefixes {
 			es = append(es, "re:^"+regexQuote(p)+".*")
 		}
 		err = appendList("ignore", q.Ignore, es)
-	case MethodGPTQ:
+	case RepoQuantGPTQ:
 		raw, _ := root.Get("dynamic")
 		dyn, derr := jsonobj.Decode(raw)
 		if derr != nil && len(raw) > 0 && string(raw) != "null" {
@@ -281,7 +309,7 @@ func (q *Quant) withExclusions(mods []Module, hfs hfNames, derived []string) (js
 			}
 		}
 		root.Set("dynamic", append(first, dyn...))
-	case MethodAWQ:
+	case RepoQuantAWQ:
 		cur := q.Ignore
 		if len(cur) == 0 {
 			// auto_awq.py:370-388: without a list vLLM derives one from the
@@ -290,7 +318,7 @@ func (q *Quant) withExclusions(mods []Module, hfs hfNames, derived []string) (js
 			cur = derived
 		}
 		err = appendList("modules_to_not_convert", cur, prefixes)
-	case MethodFP8:
+	case RepoQuantFP8:
 		// fp8.py:177-200: exact module names (a fused module's shards; the
 		// experts by the experts module's name, quant_utils.py:682-686).
 		var es []string
@@ -300,13 +328,13 @@ func (q *Quant) withExclusions(mods []Module, hfs hfNames, derived []string) (js
 			}
 		}
 		err = appendList(q.IgnoreKey, q.Ignore, es)
-	case MethodModelOpt, MethodModelOptFP4, MethodModelOptMXFP8:
+	case RepoQuantModelOpt, RepoQuantModelOptFP4, RepoQuantModelOptMXFP8:
 		var es []string
 		for _, p := range prefixes {
 			es = append(es, p+"*")
 		}
 		err = appendList(q.IgnoreKey, q.Ignore, es)
-	case MethodQuark:
+	case RepoQuantQuark:
 		var es []string
 		for _, p := range prefixes {
 			es = append(es, "re:^"+regexQuote(p)+".*")
@@ -323,7 +351,7 @@ func (q *Quant) withExclusions(mods []Module, hfs hfNames, derived []string) (js
 			}
 		}
 		err = appendList("exclude", q.Ignore, es)
-	case MethodModelOptMixed:
+	case RepoQuantModelOptMixed:
 		// Unlisted modules are unquantized (modelopt.py:1715-1765; SGLang
 		// qwen3_5_mtp.py:60-64): nothing to add, a listed head module is refused by the check.
 	}

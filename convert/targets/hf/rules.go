@@ -144,7 +144,7 @@ func Decide(rt Runtime, q *Quant, m *model.Model, mod Module, repo Repo) Build {
 	if slices.Contains(plain, mod.Rel) {
 		return unquantized(fmt.Sprintf("built as a torch nn.Linear (%s %s.py)", rt, hf.MTPClass))
 	}
-	if q.Method == MethodNone {
+	if q.Method == RepoQuantNone {
 		return unquantized("the repo declares no quantization")
 	}
 	name := hfNames{m}.name(rt, mod.Name)
@@ -160,7 +160,7 @@ func Decide(rt Runtime, q *Quant, m *model.Model, mod Module, repo Repo) Build {
 // DecideTrunk is how runtime rt builds a module of the trunk under q: the
 // method's rules alone, without the MTP class's overrides.
 func DecideTrunk(rt Runtime, q *Quant, mod Module, repo Repo) Build {
-	if q.Method == MethodNone {
+	if q.Method == RepoQuantNone {
 		return unquantized("the repo declares no quantization")
 	}
 	if b, bad := q.patternBuild(append([]string{mod.Name}, mod.Shards...)); bad {
@@ -179,28 +179,28 @@ func decideMethod(rt Runtime, q *Quant, mod Module, name string, repo Repo) Buil
 // classOverride ports the MTP classes' own overrides of the quantization.
 func classOverride(rt Runtime, q *Quant, class string, mod Module) (Build, bool) {
 	switch {
-	case rt == VLLM && (class == "qwen3_5_mtp" || class == "qwen3_next_mtp") && mod.Rel == "fc" && q.Method == MethodModelOptFP4:
+	case rt == VLLM && (class == "qwen3_5_mtp" || class == "qwen3_next_mtp") && mod.Rel == "fc" && q.Method == RepoQuantModelOptFP4:
 		return unquantized("mtp.fc forced unquantized under modelopt_fp4 (vllm qwen3_5_mtp.py:89-97, qwen3_next_mtp.py:74-86)"), true
-	case rt == VLLM && class == "qwen3_5_mtp" && mod.Layer >= 0 && q.Method != MethodModelOptFP4 &&
+	case rt == VLLM && class == "qwen3_5_mtp" && mod.Layer >= 0 && q.Method != RepoQuantModelOptFP4 &&
 		slices.ContainsFunc(q.Dynamic, func(k string) bool { return strings.HasPrefix(k, "-:") && strings.Contains(k, "mtp") }):
 		return unquantized(`a dynamic "-:" key naming mtp turns off the quantization of every MTP layer (vllm qwen3_5_mtp.py:108-126)`), true
 	case rt == SGLang && class == "qwen3_5_mtp":
 		switch q.Method {
-		case MethodModelOptMixed:
+		case RepoQuantModelOptMixed:
 			if !slices.ContainsFunc(q.QuantizedLayers, func(l string) bool { return strings.HasPrefix(l, "mtp.") }) {
 				return unquantized("modelopt_mixed lists no mtp.* layer: the head is built unquantized (sglang qwen3_5_mtp.py:60-64)"), true
 			}
 			return quantized(q, "modelopt_mixed lists mtp.* layers: the head is built quantized (sglang qwen3_5_mtp.py:60-64)"), true
-		case MethodModelOptFP4:
+		case RepoQuantModelOptFP4:
 			if q.NVFP4Serialized {
 				return unquantized("serialized NVFP4: the head is built unquantized (sglang qwen3_5_mtp.py:65-69)"), true
 			}
-		case MethodQuark:
+		case RepoQuantQuark:
 			if slices.ContainsFunc(q.Ignore, func(l string) bool { return strings.HasPrefix(l, "mtp.") && strings.Contains(l, "mlp.experts") }) {
 				return unquantized("exclude names mtp.* experts: the head is built unquantized (sglang qwen3_5_mtp.py:83-90)"), true
 			}
 		}
-	case rt == SGLang && (class == "glm4_moe_mtp" || class == "glm4_moe_lite_mtp") && q.Method == MethodModelOptFP4:
+	case rt == SGLang && (class == "glm4_moe_mtp" || class == "glm4_moe_lite_mtp") && q.Method == RepoQuantModelOptFP4:
 		return unquantized("modelopt_fp4: the NextN layer is built unquantized (sglang glm4_moe_nextn.py:52-56)"), true
 	}
 	return Build{}, false
@@ -208,9 +208,9 @@ func classOverride(rt Runtime, q *Quant, class string, mod Module) (Build, bool)
 
 func decideVLLM(q *Quant, mod Module, name string, repo Repo) Build {
 	switch q.Method {
-	case MethodCompressedTensors:
+	case RepoQuantCompressedTensors:
 		return ctDecide(q, mod, name, ctVLLM)
-	case MethodGPTQ:
+	case RepoQuantGPTQ:
 		if mod.Kind == KindLMHead && !q.LMHeadQuantized {
 			return unquantized("lm_head is false: the LM head is not quantized (vllm gptq_utils.py:179-182)")
 		}
@@ -236,7 +236,7 @@ func decideVLLM(q *Quant, mod Module, name string, repo Repo) Build {
 			return quantized(q, "no list of quantized modules could be read: every layer is quantized (vllm gptq_utils.py:136-139)")
 		}
 		return quantized(q, "among "+rule+" (vllm gptq_utils.py:120-169)")
-	case MethodAWQ:
+	case RepoQuantAWQ:
 		if mod.Kind == KindLMHead && !q.LMHeadQuantized {
 			return unquantized("lm_head is false: the LM head is not quantized (vllm auto_awq.py:291-293)")
 		}
@@ -253,7 +253,7 @@ func decideVLLM(q *Quant, mod Module, name string, repo Repo) Build {
 			return unquantized("matched by " + rule + ", substring (vllm auto_awq.py:294-299, :337-342)")
 		}
 		return quantized(q, "not matched by "+rule+", substring (vllm auto_awq.py:294-299, :337-342)")
-	case MethodFP8:
+	case RepoQuantFP8:
 		if mod.Kind == KindLMHead {
 			return unquantized("Fp8Config quantizes no LM head (vllm fp8.py:177-205)")
 		}
@@ -265,17 +265,17 @@ func decideVLLM(q *Quant, mod Module, name string, repo Repo) Build {
 			return unquantized("matched by " + q.IgnoreKey + ", exact (vllm fp8.py:177-197, quant_utils.py:617-691)")
 		}
 		return quantized(q, "not matched by "+q.IgnoreKey+", exact (vllm fp8.py:177-205, quant_utils.py:617-691)")
-	case MethodModelOpt, MethodModelOptFP4, MethodModelOptMXFP8:
+	case RepoQuantModelOpt, RepoQuantModelOptFP4, RepoQuantModelOptMXFP8:
 		if modelOptExcludedVLLM(q.Ignore, name, mod) {
 			return unquantized("matched by " + q.IgnoreKey + " (vllm modelopt.py:187-222, :231-235)")
 		}
 		return quantized(q, "not matched by "+q.IgnoreKey+" (vllm modelopt.py:187-222, :248-256)")
-	case MethodModelOptMixed:
+	case RepoQuantModelOptMixed:
 		if slices.ContainsFunc(mod.parts(), func(p string) bool { return slices.Contains(q.QuantizedLayers, p) }) {
 			return quantized(q, "listed in quantized_layers (vllm modelopt.py:1715-1745)")
 		}
 		return unquantized("not listed in quantized_layers (vllm modelopt.py:1715-1765)")
-	case MethodQuark:
+	case RepoQuantQuark:
 		ignored, err := ctIgnored(q.Ignore, name, mod, ctVLLM, mod.Kind == KindExperts)
 		if err != "" {
 			return Build{Error: err, Rule: "vllm quark/utils.py:59-65"}
@@ -290,9 +290,9 @@ func decideVLLM(q *Quant, mod Module, name string, repo Repo) Build {
 
 func decideSGLang(q *Quant, mod Module, name string) Build {
 	switch q.Method {
-	case MethodCompressedTensors:
+	case RepoQuantCompressedTensors:
 		return ctDecide(q, mod, name, ctSGLang)
-	case MethodGPTQ:
+	case RepoQuantGPTQ:
 		if mod.Kind == KindExperts {
 			// Every FusedMoE is GPTQ (marlin) or refused; dynamic is not read.
 			return quantized(q, "every FusedMoE is built GPTQ, dynamic is not read (sglang gptq/gptq.py:178-179, :446-447)")
@@ -304,7 +304,7 @@ func decideSGLang(q *Quant, mod Module, name string) Build {
 			return unquantized(`a dynamic "-:" key matches (sglang quantization/utils.py:254-272, :295-298)`)
 		}
 		return quantized(q, `no dynamic "-:" key matches (sglang quantization/utils.py:293-305)`)
-	case MethodAWQ:
+	case RepoQuantAWQ:
 		if mod.Kind == KindLMHead && !q.LMHeadQuantized {
 			return unquantized("lm_head is false: the LM head is not quantized (sglang awq/awq.py)")
 		}
@@ -314,7 +314,7 @@ func decideSGLang(q *Quant, mod Module, name string) Build {
 			}
 		}
 		return quantized(q, "not matched by modules_to_not_convert, substring; SGLang derives no list from the headers (sglang awq/awq.py:61-62, :131-149)")
-	case MethodFP8:
+	case RepoQuantFP8:
 		if mod.Kind == KindLMHead {
 			return unquantized("Fp8Config quantizes no LM head")
 		}
@@ -326,17 +326,17 @@ func decideSGLang(q *Quant, mod Module, name string) Build {
 			return unquantized("matched by " + q.IgnoreKey + " (sglang fp8.py:354-356, quantization/utils.py:70-110)")
 		}
 		return quantized(q, "not matched by "+q.IgnoreKey+" (sglang fp8.py:354-356, quantization/utils.py:70-110)")
-	case MethodModelOpt, MethodModelOptFP4, MethodModelOptMXFP8:
+	case RepoQuantModelOpt, RepoQuantModelOptFP4, RepoQuantModelOptMXFP8:
 		if modelOptExcludedSGLang(q.Ignore, name) {
 			return unquantized("matched by " + q.IgnoreKey + " (sglang modelopt_quant.py:379-424)")
 		}
 		return quantized(q, "not matched by "+q.IgnoreKey+" (sglang modelopt_quant.py:379-424)")
-	case MethodModelOptMixed:
+	case RepoQuantModelOptMixed:
 		if slices.ContainsFunc(mod.parts(), func(p string) bool { return slices.Contains(q.QuantizedLayers, p) }) {
 			return quantized(q, "listed in quantized_layers")
 		}
 		return unquantized("not listed in quantized_layers")
-	case MethodQuark:
+	case RepoQuantQuark:
 		ignored, err := ctIgnored(q.Ignore, name, mod, ctSGLang, mod.Kind == KindExperts)
 		if err != "" {
 			return Build{Error: err, Rule: "sglang quark/utils.py:46-110"}

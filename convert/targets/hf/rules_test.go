@@ -146,20 +146,20 @@ func withList(cfg, key string, entries ...string) string {
 func TestParseQuant(t *testing.T) {
 	for _, tc := range []struct {
 		name, cfg string
-		method    Method
+		method    RepoQuant
 		ignoreKey string
 		err       string
 	}{
-		{"none", ``, MethodNone, "", ""},
-		{"compressed-tensors", ctW8A8, MethodCompressedTensors, "ignore", ""},
-		{"gptq", gptq4, MethodGPTQ, "", ""},
-		{"awq", awq4, MethodAWQ, "modules_to_not_convert", ""},
-		{"fp8 ignored_layers", `{"quant_method": "fp8", "ignored_layers": ["a"], "modules_to_not_convert": ["b"]}`, MethodFP8, "ignored_layers", ""},
-		{"fp8 modules_to_not_convert", fp8Block, MethodFP8, "modules_to_not_convert", ""},
-		{"modelopt flat", modelOpt, MethodModelOpt, "ignore", ""},
-		{"modelopt legacy", `{"quant_method": "modelopt", "quantization": {"quant_algo": "NVFP4", "exclude_modules": ["lm_head"]}}`, MethodModelOptFP4, "quantization.exclude_modules", ""},
+		{"none", ``, RepoQuantNone, "", ""},
+		{"compressed-tensors", ctW8A8, RepoQuantCompressedTensors, "ignore", ""},
+		{"gptq", gptq4, RepoQuantGPTQ, "", ""},
+		{"awq", awq4, RepoQuantAWQ, "modules_to_not_convert", ""},
+		{"fp8 ignored_layers", `{"quant_method": "fp8", "ignored_layers": ["a"], "modules_to_not_convert": ["b"]}`, RepoQuantFP8, "ignored_layers", ""},
+		{"fp8 modules_to_not_convert", fp8Block, RepoQuantFP8, "modules_to_not_convert", ""},
+		{"modelopt flat", modelOpt, RepoQuantModelOpt, "ignore", ""},
+		{"modelopt legacy", `{"quant_method": "modelopt", "quantization": {"quant_algo": "NVFP4", "exclude_modules": ["lm_head"]}}`, RepoQuantModelOptFP4, "quantization.exclude_modules", ""},
 		{"modelopt unknown algo", `{"quant_method": "modelopt", "quant_algo": "W4A8_AWQ"}`, "", "", `quant_algo "W4A8_AWQ"`},
-		{"quark", quark, MethodQuark, "exclude", ""},
+		{"quark", quark, RepoQuantQuark, "exclude", ""},
 		{"auto-round", `{"quant_method": "auto-round"}`, "", "", "AutoRound"},
 		{"inc", `{"quant_method": "inc"}`, "", "", "vllm#49552"},
 		{"bitsandbytes", `{"quant_method": "bitsandbytes"}`, "", "", "bitsandbytes"},

@@ -80,7 +80,7 @@ func TestIntoForOneRuntime(t *testing.T) {
 	t.Run("usage", func(t *testing.T) {
 		src := testmodel.Load(t, fixtures.Qwen36)
 		var ue targets.UsageError
-		_, err := export.Export(context.Background(), export.Request{Model: src, Target: "hf", Out: filepath.Join(t.TempDir(), "o"), Version: "test",
+		_, err := export.Export(context.Background(), export.Request{Model: src, Target: "hf", Dest: export.Out(filepath.Join(t.TempDir(), "o")), Version: "test",
 			Options: targets.Options{Runtime: "vllm", Set: map[string]bool{targets.OptRuntime: true}}})
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--runtime applies to --into") {
 			t.Errorf("--out --runtime: %v", err)
@@ -144,7 +144,7 @@ func TestForceRefusesEditedFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := fileSums(t, dir)
-			_, err = export.Export(context.Background(), export.Request{Model: src, Target: "hf", Into: dir, Force: true, Version: "test"})
+			_, err = export.Export(context.Background(), export.Request{Model: src, Target: "hf", Dest: export.Into(dir), Force: true, Version: "test"})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("--force over an edited %s: %v", c.file, err)
 			}
@@ -152,7 +152,7 @@ func TestForceRefusesEditedFiles(t *testing.T) {
 				t.Fatal("the refused --force changed the repo")
 			}
 			os.WriteFile(path, orig, 0o644)
-			if _, err := export.Export(context.Background(), export.Request{Model: src, Target: "hf", Into: dir, Force: true, Version: "test"}); err != nil {
+			if _, err := export.Export(context.Background(), export.Request{Model: src, Target: "hf", Dest: export.Into(dir), Force: true, Version: "test"}); err != nil {
 				t.Fatalf("--force with %s put back: %v", c.file, err)
 			}
 		})

@@ -1,6 +1,7 @@
 package hf
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,8 +54,12 @@ type Report struct {
 type ModuleReport struct {
 	Module
 	Stored string `json:"stored"` // bf16, f32, fp8_block, quantized (qweight, ...), missing
-	VLLM   Build  `json:"vllm"`
-	SGLang Build  `json:"sglang"`
+	// Form is the quantized storage (storageForms: int8, GPTQ, NVFP4, ...),
+	// Lacks the companions of it the repo does not hold.
+	Form   string   `json:"form,omitempty"`
+	Lacks  []string `json:"lacks,omitempty"`
+	VLLM   Build    `json:"vllm"`
+	SGLang Build    `json:"sglang"`
 }
 
 // Problem is one reason the head would not draft (at ~0 % or not at all):
@@ -78,9 +83,19 @@ func Serving(m *model.Model) (*Report, error) { return ServingFor(m, Runtimes) }
 // --runtime): both columns are reported, the problems are those runtimes'.
 func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 	r := &Report{Repo: m.Checkpoint.Source.Name(), Family: m.Family.Name, Quantization: "none", Versions: Versions, JudgedFor: runtimes}
+	r.DeclaredDepth, r.DeclaresMTP = m.Config.ConfigMTPDepth()
+	r.TensorDepth, r.HeadTensors = m.MTPDepth, m.Groups[model.GroupMTP].Tensors
+	// The per-layer lists are config alone, judged whether or not the rules are ported.
+	lists, err := shortLayerLists(m, cmp.Or(r.DeclaredDepth, r.TensorDepth))
+	if err != nil {
+		return nil, err
+	}
 	if why := m.Family.HF.Unported; why != "" {
 		r.NotJudged = why
-		r.TensorDepth, r.HeadTensors = m.MTPDepth, m.Groups[model.GroupMTP].Tensors
+		if r.HeadTensors == 0 && r.DeclaredDepth > 0 { // what the config says against the index, whoever builds the head
+			r.Problems = append(r.Problems, Problem{headPattern(m), fmt.Sprintf("%s declares %d MTP layers; the repo holds no MTP head: vLLM and SGLang draft at ~0 %% (a quantized repo) or refuse to start (a bf16 one)", model.ConfigFile, r.DeclaredDepth)})
+		}
+		r.Problems = append(r.Problems, lists...)
 		return r, nil
 	}
 	raw, key, err := quantizationConfig(m.Config.Raw)
@@ -99,12 +114,10 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 		r.Problems = append(r.Problems, Problem{key, qerr.Error() + "; serve the head from a folder of its own (mtpconv export --target hf --out DIR)"})
 	case qerr != nil:
 		return nil, fmt.Errorf("%s: %s: %w", r.Repo, model.ConfigFile, qerr)
-	case q.Method != MethodNone:
+	case q.Method != RepoQuantNone:
 		r.Quantization = string(q.Method)
 	}
-	r.DeclaredDepth, r.DeclaresMTP = m.Config.ConfigMTPDepth()
 	r.DepthKey = depthKey(m.Config.Raw)
-	r.TensorDepth, r.HeadTensors = m.MTPDepth, m.Groups[model.GroupMTP].Tensors
 	// The tensors' depth (bounded by the tensors): a declared depth that
 	// differs is reported below, never trusted to size the work.
 	depth := max(r.TensorDepth, 1)
@@ -131,14 +144,16 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 				}
 			}
 		}
-		if lack := missingCompanions(repo, mod); len(lack) > 0 {
-			r.Problems = append(r.Problems, Problem{mod.Name, fmt.Sprintf("stored quantized without its %s: vLLM and SGLang load it with no error on uninitialised scales and draft at ~0 %%", strings.Join(lack, ", "))})
+		var first string
+		if mr.Form, mr.Lacks, first = companionsOf(repo, q, mod); len(mr.Lacks) > 0 {
+			r.Problems = append(r.Problems, Problem{mod.Name, companionProblem(mr.Form, mr.Lacks, first)})
 		}
 		if mr.Stored == storedMissing && !servedByTarget(mod) {
 			r.Problems = append(r.Problems, Problem{mod.Name, fmt.Sprintf("the repo has no weights for %s: vLLM loads the head without it (its missing-weight check skips linear and MoE layers) and drafts at ~0 %%", mod.Name)})
 		}
 		r.Modules = append(r.Modules, mr)
 	}
+	r.Problems = append(r.Problems, shapeProblems(m, q, repo)...)
 	r.Missing = missingOthers(m, depth, covered)
 	if len(r.Missing) > 0 {
 		r.Problems = append(r.Problems, Problem{r.Missing[0], fmt.Sprintf("the head lacks %s", strings.Join(model.CapList(r.Missing, "tensors"), ", "))})
@@ -155,6 +170,7 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 			}
 		}
 	}
+	r.Problems = append(r.Problems, lists...)
 	notJudged := slices.ContainsFunc(r.Modules, func(mr ModuleReport) bool { return mr.VLLM.NotJudged != "" || mr.SGLang.NotJudged != "" })
 	if len(r.Problems) > 0 && refused.Method == "" && !notJudged { // what the runtimes build is not known: nothing to mend
 		r.mend(m, q, mods, repo)
@@ -174,11 +190,28 @@ func (r *Report) mend(m *model.Model, q *Quant, mods []Module, repo Repo) {
 			break
 		}
 	}
-	switch {
-	case r.HeadTensors == 0:
+	if r.HeadTensors == 0 {
 		r.Mend = mendCommand(m) + runtimeFlag(r.JudgedFor)
 		return
-	case foreign == "":
+	}
+	// A head the repo holds whole, its config misdeclaring it: the entries to set by hand.
+	configOnly := r.Missing == nil
+	for _, p := range r.Problems {
+		configOnly = configOnly && strings.HasPrefix(p.Subject, model.ConfigFile+" ")
+	}
+	if configOnly {
+		var fixes []string
+		for _, p := range r.Problems {
+			if p.Subject == cmpKey(r.DepthKey) {
+				fixes = append(fixes, fmt.Sprintf("set %s to %d (the MTP layers the repo holds)", p.Subject, r.TensorDepth))
+			} else {
+				fixes = append(fixes, fmt.Sprintf("give %s one entry per layer, the trunk's and the MTP layers' (as the official %s does)", p.Subject, model.ConfigFile))
+			}
+		}
+		r.MendConfig = strings.Join(slices.Compact(fixes), "; ")
+		return
+	}
+	if foreign == "" {
 		r.Mend = mendCommand(m) + runtimeFlag(r.JudgedFor) + " --force"
 		return
 	}
@@ -186,7 +219,7 @@ func (r *Report) mend(m *model.Model, q *Quant, mods []Module, repo Repo) {
 	for _, mod := range r.Modules {
 		onlyQuantized = onlyQuantized && isFloatName(mod.Stored) && mod.VLLM.Error == "" && mod.SGLang.Error == "" && mod.VLLM.NotJudged == "" && mod.SGLang.NotJudged == ""
 	}
-	if onlyQuantized && q != nil && q.Method != MethodNone {
+	if onlyQuantized && q != nil && q.Method != RepoQuantNone {
 		if _, added, err := q.withExclusions(mods, hfNames{m}, repo.floatModules()); err == nil && len(added) > 0 {
 			r.MendConfig = fmt.Sprintf("add %s to %s %s.%s: the head in %s is stored float, and both runtimes then build it so", strings.Join(added, ", "), model.ConfigFile, r.QuantizationKey, q.IgnoreKeyOf(), foreign)
 			return
@@ -202,6 +235,16 @@ func cmpKey(k string) string {
 	return model.ConfigFile + " " + k
 }
 
+// completenessChecks are the vLLM 0.32.0 MTP classes that refuse to start
+// when a declared layer's weights are missing (model_loader/mtp_validation.py),
+// by the line that checks: the other classes build the declared layers and
+// load what the checkpoint holds.
+var completenessChecks = map[string]string{
+	"deepseek_mtp":    "deepseek_mtp.py:515-533",
+	"step3p5_mtp":     "step3p5_mtp.py:313",
+	"bailing_moe_mtp": "bailing_moe_mtp.py:381",
+}
+
 // depthVerdict is what runtime rt does with a repo of m declaring declared
 // MTP layers whose tensors hold held (at least one): "" when it drafts.
 // Neither runs a layer but the first for Qwen, GLM and DeepSeek: vLLM's
@@ -212,49 +255,18 @@ func cmpKey(k string) string {
 // deepseek_nextn.py and glm4_moe_nextn.py: one decoder). What can fail is
 // vLLM's load.
 func depthVerdict(rt Runtime, m *model.Model, q *Quant, declared, held int) string {
+	check, checked := completenessChecks[m.Family.HF.MTPClass]
 	switch {
 	case rt == SGLang:
 		return ""
 	case declared < held:
 		return fmt.Sprintf("%s builds %d layers and has no parameter for the others' weights: it fails to load", Versions[rt], declared)
-	case m.Family.HF.MTPClass == "deepseek_mtp":
-		return fmt.Sprintf("%s refuses to start, MTP layer %d weights missing (deepseek_mtp.py:515-533; vLLM 0.34 deleted that check and drafts with layer 0)", Versions[rt], m.Config.NumHiddenLayers+held)
-	case q == nil || q.Method == MethodNone:
+	case checked:
+		return fmt.Sprintf("%s refuses to start, MTP layer %d weights missing (%s; vLLM 0.34 deleted that check and drafts with the missing layers uninitialised where its proposer runs them)", Versions[rt], m.Config.NumHiddenLayers+held, check)
+	case q == nil || q.Method == RepoQuantNone:
 		return fmt.Sprintf("%s refuses to start, the missing layers' weights not initialized from the checkpoint (model_loader/default_loader.py:562-567, its check of an unquantized model)", Versions[rt])
 	}
 	return "" // a quantized repo: vLLM drafts with layer 0, the others never run
-}
-
-// missingCompanions are the tensors a module stored quantized lacks that
-// its storage needs (imp#1428: an int8 head without its weight_scale loads
-// with no warning on uninitialised scales): compressed-tensors', Quark's and
-// ModelOpt's int8/FP8 weight_scale (FP8 block: weight_scale_inv), a packed
-// weight's weight_scale and weight_shape, GPTQ's and AWQ's qzeros and
-// scales, NVFP4's weight_scale and weight_scale_2.
-func missingCompanions(repo Repo, mod Module) []string {
-	var lack []string
-	for _, p := range mod.parts() {
-		has := func(leaf string) bool { _, ok := repo.Tensors[p+"."+leaf]; return ok }
-		need := func(leaves ...string) {
-			for _, l := range leaves {
-				if !has(l) && !slices.Contains(lack, l) {
-					lack = append(lack, l)
-				}
-			}
-		}
-		w, ok := repo.Tensors[p+".weight"]
-		switch {
-		case has("qweight"):
-			need("qzeros", "scales")
-		case has("weight_packed"):
-			need("weight_scale", "weight_shape")
-		case ok && w.DType == st.U8:
-			need("weight_scale", "weight_scale_2")
-		case ok && (w.DType == st.I8 || w.DType == st.F8E4M3) && !has("weight_scale") && !has("weight_scale_inv"):
-			need("weight_scale")
-		}
-	}
-	return lack
 }
 
 // servedByTarget reports whether the runtimes draft with the trunk's own
@@ -460,6 +472,7 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "\nserving the MTP head (rules of %s and %s):\n", Versions[VLLM], Versions[SGLang])
 	if r.NotJudged != "" {
 		fmt.Fprintf(w, "  not judged:     %s\n", r.NotJudged)
+		r.writeProblems(w)
 		return
 	}
 	q := r.Quantization
@@ -474,10 +487,25 @@ func (r *Report) WriteText(w io.Writer) {
 		fmt.Fprintf(w, "  declares MTP:   no depth key (the runtimes default to 1; tensors: %d layers)\n", r.TensorDepth)
 	}
 	for _, mod := range r.Modules {
-		fmt.Fprintf(w, "  %-48s stored %-10s vllm %-12s sglang %s\n", mod.Name, mod.Stored, buildWord(mod.VLLM), buildWord(mod.SGLang))
+		st := mod.Stored
+		if mod.Form != "" {
+			st = mod.Form
+		}
+		if len(mod.Lacks) > 0 {
+			st += " without " + strings.Join(mod.Lacks, ", ")
+		}
+		fmt.Fprintf(w, "  %-48s stored %-10s vllm %-12s sglang %s\n", mod.Name, st, buildWord(mod.VLLM), buildWord(mod.SGLang))
 	}
 	if len(r.Problems) == 0 {
 		fmt.Fprintf(w, "  verdict:        both runtimes build the head as stored\n")
+		return
+	}
+	r.writeProblems(w)
+}
+
+// writeProblems prints the verdict's problems and how to mend them.
+func (r *Report) writeProblems(w io.Writer) {
+	if len(r.Problems) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "  verdict:        would not draft:\n")
@@ -562,4 +590,22 @@ func parseRepoConfig(raw []byte) (*model.Config, error) {
 	}
 	cfg.Raw = raw
 	return cfg, nil
+}
+
+var _ targets.RepoInspector = target{}
+
+// LoadRepo is Load: inspect reads every checkpoint as the runtimes do.
+func (target) LoadRepo(src source.Source) (*model.Model, error) { return Load(src) }
+
+// Serving is ServingFor the runtimes --runtime names.
+func (target) Serving(m *model.Model, runtime string) (targets.ServingReport, error) {
+	runtimes, err := ParseRuntimes(runtime)
+	if err != nil {
+		return nil, err
+	}
+	r, err := ServingFor(m, runtimes)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }

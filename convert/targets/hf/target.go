@@ -209,10 +209,10 @@ func setDepth(root *jsonobj.Object, m *model.Model, nested bool) error {
 	if m.Config.MTPNumHiddenLayers == nil && (m.Config.NumNextnPredictLayers != nil || m.Spec.HeadInLayers) {
 		key = "num_nextn_predict_layers"
 	}
-	if tc, ok := root.Get("text_config"); ok && nested {
-		text, err := jsonobj.Decode(tc)
+	if root.Has("text_config") && nested {
+		text, err := textConfig(*root)
 		if err != nil {
-			return fmt.Errorf("%s: text_config: %w", model.ConfigFile, err)
+			return fmt.Errorf("%s: %w", model.ConfigFile, err)
 		}
 		if !text.Has(key) && root.Has(key) {
 			root.Set(key, m.MTPDepth)

@@ -39,13 +39,13 @@ func (cb combined) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) 
 	if err != nil {
 		return nil, targets.UsageError{Err: err}
 	}
+	if err := combinedRefusal(m); err != nil { // the family's, before anything of the checkpoint
+		return nil, err
+	}
 	if err := m.HeadError(); err != nil {
 		return nil, err
 	}
 	if err := m.TrunkError(); err != nil {
-		return nil, err
-	}
-	if err := combinedRefusal(m); err != nil {
 		return nil, err
 	}
 	pl := &plan.Planner{M: m, File: "model.safetensors"}

@@ -49,7 +49,7 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 	if err != nil {
 		return nil, targets.UsageError{Err: err}
 	}
-	if r := m.Family.MLX.DrafterRefusal; r != "" {
+	if r := m.Family.MLX.Refusal; r != "" {
 		return nil, fmt.Errorf("--target mlx: %s", r)
 	}
 	if m.Family.MLX.DrafterModelType == "" {

@@ -25,7 +25,7 @@ type storedTensor struct {
 // mlxModes are config.json's quantization modes as codecs.
 var mlxModes = map[string]codec.Mode{"affine": codec.ModeMLXAffine, "mxfp4": codec.ModeMLXMXFP4, "mxfp8": codec.ModeMLXMXFP8, "nvfp4": codec.ModeMLXNVFP4}
 
-// HeadHealth judges the MTP head of an MLX folder (an mlx-vlm drafter, where
+// headHealth judges the MTP head of an MLX folder (an mlx-vlm drafter, where
 // every tensor is the head, or an mlx-lm model holding mtp.* tensors) from
 // its stored values (health.Report): each weight dequantized as MLX does by
 // config.json's "quantization" (a module's own entry first), every norm
@@ -33,7 +33,7 @@ var mlxModes = map[string]codec.Mode{"affine": codec.ModeMLXAffine, "mxfp4": cod
 // sanitize adds a zero-centred family's +1, and so does mtpconv; on 0 in a
 // drafter whose runtime applies 1+w itself, MLXSpec.DrafterNormsStored). It returns
 // nil for a folder without a head.
-func HeadHealth(dir string) (*health.Report, error) {
+func headHealth(dir string) (*health.Report, error) {
 	raw, err := st.ReadRegularFile(filepath.Join(dir, model.ConfigFile), configLimit)
 	if err != nil {
 		return nil, err

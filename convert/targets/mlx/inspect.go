@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mtpconv/mtpconv/convert/health"
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/convert/targets"
@@ -34,9 +35,58 @@ type FolderReport struct {
 	Why       string `json:"why_no_command,omitempty"` // when no command can add one
 }
 
-// IsFolder reports whether dir looks like an MLX model folder: a
+var (
+	_ targets.FolderInspector = drafter{}
+	_ targets.HeadJudge       = drafter{}
+	_ targets.HeadJudge       = combined{}
+)
+
+// IsInspectedFolder: an MLX model folder (isFolder).
+func (drafter) IsInspectedFolder(dir string) bool { return isFolder(dir) }
+
+// InspectFolder describes an MLX model folder mtpconv did not write and
+// judges the head it holds.
+func (drafter) InspectFolder(dir string) (targets.Inspection, error) {
+	r, err := inspectFolder(dir)
+	if err != nil {
+		return nil, err
+	}
+	fi := &folderInspection{FolderReport: r}
+	if fi.HeadHealth, err = headHealth(dir); err != nil {
+		return nil, err
+	}
+	return fi, nil
+}
+
+// HeadHealth judges the head of an output folder of the target (headHealth).
+func (drafter) HeadHealth(dir string) (*health.Report, error)  { return headHealth(dir) }
+func (combined) HeadHealth(dir string) (*health.Report, error) { return headHealth(dir) }
+
+// folderInspection is inspect's report of an MLX folder: the folder, then
+// its head's health.
+type folderInspection struct {
+	*FolderReport
+	HeadHealth *health.Report `json:"head_health,omitempty"`
+}
+
+func (fi *folderInspection) WriteText(w io.Writer) {
+	fi.FolderReport.WriteText(w)
+	if fi.HeadHealth != nil {
+		fi.HeadHealth.WriteText(w)
+	}
+}
+
+// Strict fails on the head's health (a folder without a head is no failure).
+func (fi *folderInspection) Strict() error {
+	if fi.HeadHealth == nil {
+		return nil
+	}
+	return fi.HeadHealth.Err()
+}
+
+// isFolder reports whether dir looks like an MLX model folder: a
 // config.json beside weight files that MLX wrote (metadata format "mlx").
-func IsFolder(dir string) bool {
+func isFolder(dir string) bool {
 	if _, err := source.Dir(dir).Open(model.ConfigFile); err != nil {
 		return false
 	}
@@ -49,8 +99,8 @@ func IsFolder(dir string) bool {
 	return false
 }
 
-// InspectFolder describes an MLX model folder mtpconv did not write.
-func InspectFolder(dir string) (*FolderReport, error) {
+// inspectFolder describes an MLX model folder mtpconv did not write.
+func inspectFolder(dir string) (*FolderReport, error) {
 	f, err := readFolder(dir)
 	if err != nil {
 		return nil, err

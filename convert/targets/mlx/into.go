@@ -452,19 +452,8 @@ func (f *folder) updatedIndex(head []plan.OutTensor) ([]byte, error) {
 		}
 	}
 	root.Set("weight_map", jsonobj.Sorted(wm))
-	if raw, ok := root.Get("metadata"); ok {
-		meta, err := jsonobj.Decode(raw)
-		if err != nil {
-			return nil, bad(err)
-		}
-		if raw, ok := meta.Get("total_size"); ok {
-			n, err := strconv.ParseInt(string(bytes.TrimSpace(raw)), 10, 64)
-			if err != nil {
-				return nil, bad(fmt.Errorf("metadata.total_size %s is not a byte count", raw))
-			}
-			meta.Set("total_size", n+added)
-			root.Set("metadata", meta)
-		}
+	if err := targets.AddToTotalSize(&root, added); err != nil {
+		return nil, bad(err)
 	}
 	out, err := jsonobj.Indent(root, "    ")
 	if err != nil {

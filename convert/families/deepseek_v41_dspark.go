@@ -1,0 +1,190 @@
+package families
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/mtpconv/mtpconv/convert/model"
+)
+
+// DeepSeek DSpark stages: the checkpoints whose mtp.* holds DSpark stages in
+// place of a classic MTP head. Two releases carry them:
+//
+//   - DeepSeek-V4-Flash-0731: model_type deepseek_v4 (DeepseekV4ForCausalLM,
+//     the V4 trunk), told apart from V4 by its dspark_* keys;
+//   - DeepSeek-V4.1-Flash: model_type deepseek_v41, another trunk (Engram
+//     tables, shared compressors) with its own DSpark stages.
+//
+// A DSpark head drafts a whole block per forward: stage 0 projects the
+// target's hidden states at dspark_target_layer_ids (main_proj, main_norm),
+// every stage is a full DeepSeek-V4 block (hyper-connections, MLA with
+// o_groups, sqrtsoftplus MoE with FP4 routed experts), the last stage
+// collapses the streams (hc_head_*, norm) and carries the Markov head
+// (markov_head.markov_w1/w2: a low-rank bias on each position's logits keyed
+// on the previous token) and the confidence head (confidence_head.proj).
+// There are no e_proj/h_proj/enorm/hnorm: nothing of the NextN machinery
+// applies. The pinned runtimes that draft with it (llama.cpp's
+// --spec-type draft-dspark, mlx-vlm's deepseek_v4_dspark, vLLM's
+// method=dspark) each read it through their own tool or straight from the
+// release; mtpconv describes it and refuses every target, saying which tool
+// writes what (see docs/deepseek-v4-dspark.md).
+
+// deepseekV41Family is the family's descriptor.
+var deepseekV41Family = &model.Family{
+	Name: "deepseek_v41", Title: dsparkName,
+	Docs:   "docs/deepseek-v4-dspark.md",
+	Layout: "DSpark stages under `mtp.{s}.*` (V4-Flash-0731: `deepseek_v4` with `dspark_*` keys, told apart by `Identity.HasKey`; V4.1: `deepseek_v41`), their config keys as the typed `DSparkConfig`; every target refused by name",
+	Match:  matchDSpark,
+	// no classic head: targets refuse before reading one
+	ParseConfig: parseDSpark, Spec: specDSpark,
+	MLX: model.MLXSpec{
+		Refusal: "mtpconv does not write DSpark drafters yet: for DeepSeek-V4-Flash-0731 mlx-vlm 0.7.10's own splitter writes the `deepseek_v4_dspark` drafter " +
+			"(`python -m mlx_vlm.speculative.drafters.deepseek_v4_dspark.split`), and mlx-vlm's deepseek_v41 model drops every `mtp.*` tensor (models/deepseek_v41/deepseek_v41.py:196), so nothing of it drafts DeepSeek-V4.1.",
+		CombinedRefusal: "stock mlx-lm 0.32.2 has no deepseek_v4 model and its deepseek_v41 drops every `mtp.*` tensor (models/deepseek_v41.py:1014), so a combined file would carry stages nothing runs.",
+	},
+	GGUF: model.GGUFSpec{
+		Refusal: "mtpconv does not write DSpark drafts yet: for DeepSeek-V4-Flash-0731 llama.cpp 0.3.36's own `convert_hf_to_gguf.py --dspark --target-model-dir` writes the `dflash` draft `--spec-type draft-dspark` runs, " +
+			"and llama.cpp 0.3.36 has no DeepSeek-V4.1 (deepseek_v41) architecture at all.",
+	},
+	OpenVINO: model.OpenVINOSpec{Refusal: "OpenVINO GenAI has no DSpark (block-drafting) pipeline; llama.cpp (`--spec-type draft-dspark`) and mlx-vlm (`deepseek_v4_dspark`) run DSpark stages."},
+	HF: model.HFSpec{Refusal: "vLLM drafts DSpark stages straight from the release checkpoint (speculative method `dspark`, vllm/config/speculative.py:1164 in 0.32.0) " +
+		"and rejects method `mtp` on DeepSeek-V4.1 (:1365), so there is no head repo to write."},
+}
+
+func init() { model.RegisterFamily(deepseekV41Family) }
+
+const dsparkName = "DeepSeek-V4.1 / V4-Flash-0731 (DSpark)"
+
+// dsparkKey is the key only a checkpoint with DSpark stages sets.
+const dsparkKey = "dspark_target_layer_ids"
+
+// matchDSpark recognises DeepSeek-V4.1, and DeepSeek-V4 with DSpark stages (0731).
+func matchDSpark(id model.Identity) bool {
+	if model.MatchesIdentity(id, []string{"deepseek_v41"}, "DeepseekV41") {
+		return true
+	}
+	return model.MatchesIdentity(id, []string{"deepseek_v4"}, "DeepseekV4ForCausalLM") && id.HasKey(dsparkKey)
+}
+
+// DSparkConfig is the family's own config keys (KeysOf[DSparkConfig]): the
+// DeepSeek-V4 block the stages are made of and the DSpark contract.
+type DSparkConfig struct {
+	QLoraRank           int     `json:"q_lora_rank"`
+	OLoraRank           int     `json:"o_lora_rank"`
+	OGroups             int     `json:"o_groups"`
+	QKRopeHeadDim       int     `json:"qk_rope_head_dim"`
+	NRoutedExperts      int     `json:"n_routed_experts"`
+	NSharedExperts      int     `json:"n_shared_experts"`
+	RoutedScalingFactor float64 `json:"routed_scaling_factor"`
+	ScoringFunc         string  `json:"scoring_func"`
+	SwigluLimit         float64 `json:"swiglu_limit"`
+	SlidingWindow       int     `json:"sliding_window"`
+	CompressRatios      []int   `json:"compress_ratios"`
+	HCMult              int     `json:"hc_mult"`
+	HCSinkhornIters     int     `json:"hc_sinkhorn_iters"`
+	HCEps               float64 `json:"hc_eps"`
+	NumHashLayers       int     `json:"num_hash_layers"`
+
+	TargetLayerIDs []int `json:"dspark_target_layer_ids"`
+	BlockSize      int   `json:"dspark_block_size"`
+	NoiseTokenID   *int  `json:"dspark_noise_token_id"`
+	MarkovRank     *int  `json:"dspark_markov_rank"`
+}
+
+// applyDefaults fills the keys config.json may leave out with
+// DeepseekV4Config's and the DSpark splitters' defaults.
+func (d *DSparkConfig) applyDefaults() {
+	if d.MarkovRank == nil {
+		d.MarkovRank = ptr(256)
+	}
+	if d.ScoringFunc == "" {
+		d.ScoringFunc = "sqrtsoftplus"
+	}
+	if d.HCMult == 0 {
+		d.HCMult = 4
+	}
+}
+
+// dsparkDefaults are DeepseekV4Config's (transformers, mlx-vlm) for the shared keys.
+var dsparkDefaults = model.ConfigDefaults{PartialRotaryFactor: 1, RMSNormEps: 1e-6, RopeTheta: 10000}
+
+func parseDSpark(raw []byte) (*model.Config, error) {
+	c, err := model.DecodeConfig(raw, dsparkDefaults)
+	if err != nil {
+		return nil, err
+	}
+	var d DSparkConfig
+	if err := c.DecodeText(&d); err != nil {
+		return nil, err
+	}
+	d.applyDefaults()
+	model.SetKeys(c, &d)
+	c.NumExperts = d.NRoutedExperts // the shared keys under V4's names, for inspect
+	c.SharedExpertIntermed = d.NSharedExperts * c.MoeIntermediateSize
+	if err := model.CheckPositive(
+		model.PositiveKey{Name: "hidden_size", Value: c.HiddenSize}, model.PositiveKey{Name: "num_hidden_layers", Value: c.NumHiddenLayers},
+		model.PositiveKey{Name: "vocab_size", Value: c.VocabSize}, model.PositiveKey{Name: "num_attention_heads", Value: c.NumAttentionHeads},
+		model.PositiveKey{Name: "head_dim", Value: c.HeadDim}, model.PositiveKey{Name: "q_lora_rank", Value: d.QLoraRank},
+		model.PositiveKey{Name: "o_lora_rank", Value: d.OLoraRank}, model.PositiveKey{Name: "o_groups", Value: d.OGroups},
+		model.PositiveKey{Name: "n_routed_experts", Value: d.NRoutedExperts}, model.PositiveKey{Name: "moe_intermediate_size", Value: c.MoeIntermediateSize},
+		model.PositiveKey{Name: "sliding_window", Value: d.SlidingWindow}, model.PositiveKey{Name: "hc_mult", Value: d.HCMult},
+		model.PositiveKey{Name: "dspark_block_size", Value: d.BlockSize}, model.PositiveKey{Name: "dspark_markov_rank", Value: *d.MarkovRank},
+	); err != nil {
+		return nil, err
+	}
+	switch {
+	case len(d.TargetLayerIDs) == 0:
+		return nil, fmt.Errorf("%s is missing or empty: %s drafts from the trunk's hidden states at those layers", dsparkKey, dsparkName)
+	case !slices.IsSorted(d.TargetLayerIDs) || len(slices.Compact(slices.Clone(d.TargetLayerIDs))) != len(d.TargetLayerIDs):
+		return nil, fmt.Errorf("%s is %v: the layers are distinct and increasing", dsparkKey, d.TargetLayerIDs)
+	case d.TargetLayerIDs[0] < 0 || d.TargetLayerIDs[len(d.TargetLayerIDs)-1] >= c.NumHiddenLayers:
+		return nil, fmt.Errorf("%s is %v: the layers are 0..%d (num_hidden_layers %d)", dsparkKey, d.TargetLayerIDs, c.NumHiddenLayers-1, c.NumHiddenLayers)
+	case d.NoiseTokenID == nil:
+		return nil, fmt.Errorf("dspark_noise_token_id is missing: %s fills a block's positions after the anchor with it", dsparkName)
+	case *d.NoiseTokenID < 0 || *d.NoiseTokenID >= c.VocabSize:
+		return nil, fmt.Errorf("dspark_noise_token_id is %d: outside the vocabulary of %d", *d.NoiseTokenID, c.VocabSize)
+	case d.ScoringFunc != "sqrtsoftplus":
+		return nil, fmt.Errorf("scoring_func is %q: %s's MoE scores with sqrtsoftplus", d.ScoringFunc, dsparkName)
+	case d.HCMult < 2:
+		return nil, fmt.Errorf("hc_mult is %d: %s has at least two hyper-connection streams", d.HCMult, dsparkName)
+	case c.NumAttentionHeads*c.HeadDim%d.OGroups != 0:
+		return nil, fmt.Errorf("o_groups %d does not divide num_attention_heads × head_dim = %d", d.OGroups, c.NumAttentionHeads*c.HeadDim)
+	case d.QKRopeHeadDim <= 0 || d.QKRopeHeadDim > c.HeadDim:
+		return nil, fmt.Errorf("qk_rope_head_dim is %d: the rotary part of the %d-wide heads", d.QKRopeHeadDim, c.HeadDim)
+	}
+	return c, nil
+}
+
+// specDSpark is what the checkpoints hold, as far as describing them goes:
+// the trunk's root tensors under their release names (no "model." prefix)
+// and the head's prefix. The stages are not NextN layers (mtp.{s}., no
+// "layers."), so the core's head checks list them as unexplained; every
+// target refuses the family before reading them.
+func specDSpark(c *model.Config) *model.Spec {
+	var d DSparkConfig // a config built in code has no keys: the defaults
+	if k := model.KeysOf[DSparkConfig](c); k != nil {
+		d = *k
+	}
+	d.applyDefaults()
+	h, v := int64(c.HiddenSize), int64(c.VocabSize)
+	hc := int64(d.HCMult)
+	w := func(suffix string, role model.Role, shape ...int64) model.Want {
+		return model.Want{Suffix: suffix, Shape: shape, Role: role}
+	}
+	return &model.Spec{
+		TextPrefixes: []string{""}, VisionPrefixes: []string{"vision.", "aligner.", "image_"},
+		HeadPrefix: "mtp.",
+		TrunkTop: []model.Want{w("embed.weight", 0, v, h), w("norm.weight", 0, h),
+			w("hc_head_fn", model.RoleKeepDType, hc, hc*h), w("hc_head_base", model.RoleKeepDType, hc), w("hc_head_scale", model.RoleKeepDType, 1)},
+		LMHead:     &model.Want{Suffix: "head.weight", Shape: []int64{v, h}},
+		TrunkLayer: func(int) []model.Want { return nil },
+		Report: model.ReportSpec{
+			Dims: map[string]any{"hc_mult": d.HCMult, "o_groups": d.OGroups, "o_lora_rank": d.OLoraRank, "q_lora_rank": d.QLoraRank,
+				dsparkKey: d.TargetLayerIDs, "dspark_block_size": d.BlockSize, "dspark_markov_rank": *d.MarkovRank, "dspark_noise_token_id": derefOr(d.NoiseTokenID, 0)},
+			Attention: fmt.Sprintf("multi-head latent attention (one key-value head of %d, q_lora %d, %d output groups of rank %d), sliding window %d, attention sinks; %d hyper-connection streams",
+				c.HeadDim, d.QLoraRank, d.OGroups, d.OLoraRank, d.SlidingWindow, d.HCMult),
+			Layers:  fmt.Sprintf("%d trunk layers; DSpark stages under mtp.{s} drafting blocks of %d from layers %v", c.NumHiddenLayers, d.BlockSize, d.TargetLayerIDs),
+			Routing: fmt.Sprintf("sqrtsoftplus scores, top-%d of %d routed experts (+%d shared), scaled by %v", c.NumExpertsPerTok, d.NRoutedExperts, d.NSharedExperts, d.RoutedScalingFactor),
+		},
+	}
+}

@@ -1,0 +1,168 @@
+package hf
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/fixtures"
+)
+
+// Every storage form of the table, complete, lacks nothing; without any one
+// companion it needs under the repo's method it lacks exactly that one,
+// named with the first tensor missing. The method decides what is needed
+// beyond the form's own: input_scale for static activations, g_idx for
+// GPTQ's desc_act, weight_zero_point for asymmetric weights; a form shared
+// by two methods (qweight) is told by the method. A float module has no form.
+func TestCompanionsTable(t *testing.T) {
+	static := &Quant{Method: RepoQuantCompressedTensors, StaticActivations: true}
+	for _, tc := range []struct {
+		name   string
+		q      *Quant
+		marker string
+		dtype  st.DType
+		form   string
+		needs  []string
+	}{
+		{"GPTQ", &Quant{Method: RepoQuantGPTQ}, "qweight", st.I32, "GPTQ", []string{"qzeros", "scales"}},
+		{"GPTQ desc_act", &Quant{Method: RepoQuantGPTQ, DescAct: true}, "qweight", st.I32, "GPTQ", []string{"qzeros", "scales", "g_idx"}},
+		{"AWQ", &Quant{Method: RepoQuantAWQ}, "qweight", st.I32, "AWQ", []string{"qzeros", "scales"}},
+		{"packed int4", &Quant{Method: RepoQuantCompressedTensors}, "weight_packed", st.I32, "packed int (compressed-tensors)", []string{"weight_scale", "weight_shape"}},
+		{"packed int4 asymmetric", &Quant{Method: RepoQuantCompressedTensors, Asymmetric: true}, "weight_packed", st.I32, "packed int (compressed-tensors)", []string{"weight_scale", "weight_shape", "weight_zero_point"}},
+		{"compressed-tensors NVFP4", static, "weight_packed", st.U8, "NVFP4 (compressed-tensors)", []string{"weight_scale", "weight_global_scale", "input_global_scale"}},
+		{"block FP8", &Quant{Method: RepoQuantFP8}, "weight", st.F8E4M3, "block FP8", []string{"weight_scale_inv"}},
+		{"block FP8, static activations", &Quant{Method: RepoQuantFP8, StaticActivations: true}, "weight", st.F8E4M3, "block FP8", []string{"weight_scale_inv", "input_scale"}},
+		{"ModelOpt NVFP4", &Quant{Method: RepoQuantModelOptFP4, StaticActivations: true}, "weight", st.U8, "NVFP4", []string{"weight_scale", "weight_scale_2", "input_scale"}},
+		{"ModelOpt FP8", &Quant{Method: RepoQuantModelOpt, StaticActivations: true}, "weight", st.F8E4M3, "FP8", []string{"weight_scale", "input_scale"}},
+		{"W8A8 int8, dynamic", &Quant{Method: RepoQuantCompressedTensors}, "weight", st.I8, "int8", []string{"weight_scale"}},
+		{"W8A8 int8, static", static, "weight", st.I8, "int8", []string{"weight_scale", "input_scale"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			mod := Module{Name: "mtp.fc", Kind: KindLinear}
+			full := Repo{Tensors: map[string]*st.Tensor{"mtp.fc." + tc.marker: {TensorInfo: st.TensorInfo{DType: tc.dtype}}}}
+			for _, n := range tc.needs {
+				full.Tensors["mtp.fc."+n] = &st.Tensor{TensorInfo: st.TensorInfo{DType: st.F32}}
+			}
+			if form, lack, _ := companionsOf(full, tc.q, mod); form != tc.form || lack != nil {
+				t.Fatalf("complete: form %q lacks %v, want %q", form, lack, tc.form)
+			}
+			for _, n := range tc.needs {
+				without := Repo{Tensors: map[string]*st.Tensor{}}
+				for k, v := range full.Tensors {
+					if k != "mtp.fc."+n {
+						without.Tensors[k] = v
+					}
+				}
+				if _, lack, first := companionsOf(without, tc.q, mod); !slices.Equal(lack, []string{n}) || first != "mtp.fc."+n {
+					t.Errorf("without %s: lacks %v (first %s)", n, lack, first)
+				}
+			}
+		})
+	}
+	t.Run("float", func(t *testing.T) {
+		repo := Repo{Tensors: map[string]*st.Tensor{"mtp.fc.weight": {TensorInfo: st.TensorInfo{DType: st.BF16}}}}
+		if form, lack, _ := companionsOf(repo, static, Module{Name: "mtp.fc", Kind: KindLinear}); form != "" || lack != nil {
+			t.Fatalf("form %q lacks %v", form, lack)
+		}
+	})
+}
+
+// A repo per method whose head is quantized without its companions:
+// inspect --strict names the module, the storage and the first tensor
+// missing, routed experts (every expert's projections) included; GPTQ's
+// g_idx only where desc_act says the loader reads it.
+func TestCompanionsInRepos(t *testing.T) {
+	all := func(string) bool { return true }
+	gptqAct := strings.Replace(gptq4, `"desc_act": false`, `"desc_act": true`, 1)
+	for _, tc := range []struct {
+		name string
+		rs   repoSpec
+		want string // "" none about companions
+	}{
+		{"W8A8 per-expert experts without weight_scale", repoSpec{Fixture: fixtures.Qwen35, Quant: ctW8A8, Storage: trunkInt8, HeadStorage: trunkInt8, NoHeadScales: true, Keep: all},
+			"mtp.layers.0.mlp.experts: stored int8 without its weight_scale (first missing: mtp.layers.0.mlp.experts.0."},
+		{"W8A8 per-expert experts with their scales", repoSpec{Fixture: fixtures.Qwen35, Quant: ctW8A8, Storage: trunkInt8, HeadStorage: trunkInt8, Keep: all}, ""},
+		{"GPTQ, desc_act false: no g_idx needed", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: gptq4, Storage: trunkPacked, HeadStorage: trunkPacked, Keep: all}, ""},
+		{"GPTQ, desc_act true, no g_idx", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: gptqAct, Storage: trunkPacked, HeadStorage: trunkPacked, Keep: all},
+			"mtp.fc: stored GPTQ without its g_idx (first missing: mtp.fc.g_idx)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r, err := ServingFor(loadRepo(t, makeRepo(t, tc.rs)), []Runtime{VLLM})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range r.Problems {
+				if strings.Contains(p.Message, "without its") {
+					got = append(got, p.Subject+": "+p.Message)
+				}
+			}
+			if (tc.want == "") != (len(got) == 0) || (tc.want != "" && !slices.ContainsFunc(got, func(g string) bool { return strings.HasPrefix(g, tc.want) })) {
+				t.Fatalf("companion problems %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// The head's tensors against the config: a head tensor of another shape is
+// named with the shape the config implies, float or stored quantized (the
+// marker's packed shape: GPTQ's qweight [in*bits/32, out]); a norm stored
+// as integers is named; the repos as written (a bf16 head, an int8 head
+// with its scales, a GPTQ head) have none.
+func TestShapesAgainstConfig(t *testing.T) {
+	all := func(string) bool { return true }
+	for _, tc := range []struct {
+		name   string
+		rs     repoSpec
+		tensor string // reshaped ("" none)
+		shape  func([]int64) []int64
+		dtype  st.DType // retyped ("" keep)
+		want   string
+	}{
+		{"bf16, as written", repoSpec{Fixture: fixtures.Qwen36Dense, Keep: all}, "", nil, "", ""},
+		{"bf16 mtp.fc of hidden_size inputs", repoSpec{Fixture: fixtures.Qwen36Dense, Keep: all}, "mtp.fc.weight", func(s []int64) []int64 { return []int64{s[0], s[1] / 2} }, "",
+			"mtp.fc.weight: has shape [128 128]; the config implies [128 256]"},
+		{"int8, as written", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: ctW8A8, Storage: trunkInt8, HeadStorage: trunkInt8, Keep: all}, "", nil, "", ""},
+		{"int8 o_proj transposed", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: ctW8A8, Storage: trunkInt8, HeadStorage: trunkInt8, Keep: all}, "mtp.layers.0.self_attn.o_proj.weight", func(s []int64) []int64 { return []int64{s[1], s[0]} }, "",
+			"mtp.layers.0.self_attn.o_proj.weight: has shape"},
+		{"GPTQ, as written", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: gptq4, Storage: trunkPacked, HeadStorage: trunkPacked, Keep: all}, "", nil, "", ""},
+		{"GPTQ qweight unpacked", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: gptq4, Storage: trunkPacked, HeadStorage: trunkPacked, Keep: all}, "mtp.fc.qweight", func(s []int64) []int64 { return []int64{s[0] * 8, s[1]} }, "",
+			"mtp.fc.qweight: has shape [256 128]; the config implies [128 256] for mtp.fc.weight, which GPTQ stores as [32 128]"},
+		{"a norm stored int8", repoSpec{Fixture: fixtures.Qwen36Dense, Keep: all}, "mtp.norm.weight", nil, st.I8, "mtp.norm.weight: is I8, stored in no quantized form the runtimes read"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m := loadRepo(t, makeRepo(t, tc.rs))
+			if tc.tensor != "" {
+				orig, ok := m.Checkpoint.Tensors[tc.tensor]
+				if !ok {
+					t.Fatalf("no %s", tc.tensor)
+				}
+				c := *orig
+				if tc.shape != nil {
+					c.Shape = tc.shape(orig.Shape)
+				}
+				if tc.dtype != "" {
+					c.DType = tc.dtype
+				}
+				m.Checkpoint.Tensors[tc.tensor] = &c
+			}
+			r, err := ServingFor(m, []Runtime{VLLM})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range r.Problems {
+				if strings.Contains(p.Message, "the config implies") || strings.Contains(p.Message, "without its") || strings.Contains(p.Message, "no quantized form") {
+					got = append(got, p.Subject+": "+p.Message)
+				}
+			}
+			if (tc.want == "") != (len(got) == 0) || (tc.want != "" && !slices.ContainsFunc(got, func(g string) bool { return strings.HasPrefix(g, tc.want) })) {
+				t.Fatalf("problems %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,333 @@
+"""DeepSeek-V4-Flash-0731's DSpark stages (family deepseek_v41): the fixture against the pinned consumers, and the
+numpy reference (interop/reference_dspark.py) against mlx-vlm 0.7.10's own drafter.
+
+mtpconv writes no DSpark file yet (every target refuses, naming the tool that does: docs/deepseek-v4-dspark.md).
+What is checked here is the ground the writers will stand on:
+
+- mlx-vlm's splitter registry hands the fixture (a deepseek_v4 config with dspark_* keys) to its DSpark splitter,
+  which writes one shard per stage, the FP4 experts and FP8 weights as mxfp4/mxfp8, block_size dspark_block_size + 1;
+  load_drafter takes the folder as a dflash-kind deepseek_v4_dspark drafter.
+- The numpy reference of the stages agrees with that drafter's base logits and its greedy Markov-chained block,
+  fed the same target hidden states: the stages' math (hyper-connections, MLA with sinks, the sqrtsoftplus MoE,
+  the Markov head) and the release layout's dequantization are understood.
+- llama.cpp 0.3.36's own converter (`convert_hf_to_gguf.py --dspark --target-model-dir`, run with the vLLM venv's
+  python: the one venv of CI with torch) takes the fixture and writes the `dflash` draft: the tensors and keys the
+  docs page lists, the FP4 experts repacked to MXFP4 holding exactly the release's values, the FP8 weights as Q8_0
+  of the exactly dequantized ones.
+- Both pinned runtimes draft with DSpark on CPU, each with its own tool's file next to its own trunk of the rigged
+  fixture (four trunk layers, one of each compress ratio; the head rigged through its Markov head):
+  `llama-speculative-simple --spec-type draft-dspark` and mlx-vlm's dflash loop (`draft_block_size` 5: four
+  drafts a round) accept >= 95 % of the rigged head's drafts with the greedy text equal to the undrafted one, and
+  fewer than half of a random head's (the same trunk) with the text still equal.
+- DeepSeek-V4.1 (`deepseek_v41`): no pinned tool drafts it, as the family's refusals say. llama.cpp's converter
+  has no class for it (with or without --dspark); mlx-vlm has no splitter for it and its deepseek_v41 model drops
+  every `mtp.*` tensor; vLLM's own configuration class reads the fixture's config (the dspark keys included).
+"""
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from reference_dspark import DSparkReference, load_release
+from test_gguf import PROMPT, llama_bin, run_llama  # noqa: F401 (llama_bin: the session fixture)
+
+FIXTURE = "deepseek-v4-flash-0731-dspark-tiny"
+RIGGED, RANDOM_HEAD = FIXTURE + "-rigged", FIXTURE + "-trunk"
+V41 = "deepseek-v4.1-flash-dspark-tiny"
+LLAMA = Path.home() / ".cache" / "mtpconv" / "llama.cpp-0.3.36" / "src" / "llama_cpp_python-0.3.36" / "vendor" / "llama.cpp"
+
+
+@pytest.fixture(scope="module")
+def fixtures():
+    names = [FIXTURE, RIGGED, RANDOM_HEAD, V41]
+    res = subprocess.run(["go", "run", "./cmd/mkfixtures", *names], cwd=ROOT, check=True, capture_output=True, text=True)
+    return dict(zip(names, map(Path, res.stdout.split())))
+
+
+@pytest.fixture(scope="module")
+def fixture(fixtures):
+    return fixtures[FIXTURE]
+
+
+@pytest.fixture(scope="module")
+def split(fixture, tmp_path_factory):
+    """mlx-vlm's own DSpark drafter of the fixture, from the splitter its registry picks for the config."""
+    from mlx_vlm.speculative.drafters.mtp_split import get_mtp_splitter
+    cfg = json.loads((fixture / "config.json").read_text())
+    splitter = get_mtp_splitter(source_config=cfg)
+    assert type(splitter).__name__ == "DeepseekV4DsparkSplitter"
+    return splitter.split(str(fixture), str(tmp_path_factory.mktemp("split") / "drafter"))
+
+
+def test_mlx_vlm_splits_the_fixture(split):
+    from mlx_vlm.speculative.drafters import load_drafter
+    cfg = json.loads((split / "config.json").read_text())
+    assert cfg["model_type"] == "deepseek_v4_dspark" and cfg["n_mtp_layers"] == 3
+    assert cfg["block_size"] == 5 and cfg["target_layer_ids"] == [1, 2, 3] and cfg["mask_token_id"] == 500 and cfg["markov_rank"] == 32
+    q = cfg["quantization"]
+    assert q["stages.0.ffn.switch_mlp.gate_proj"] == {"group_size": 32, "bits": 4, "mode": "mxfp4"}
+    assert q["stages.0.main_proj"] == q["stages.2.attn.wkv"] == {"group_size": 32, "bits": 8, "mode": "mxfp8"}
+    assert sorted(p.name for p in split.glob("*.safetensors")) == [f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
+    index = json.loads((split / "model.safetensors.index.json").read_text())["weight_map"]
+    assert index["markov_head.markov_w1.weight"] == "model-00003-of-00003.safetensors"
+    assert not any(k.startswith("confidence_head") or k.startswith("mtp.") for k in index)
+    drafter, kind = load_drafter(str(split))
+    assert kind == "dflash" and type(drafter).__name__ == "DeepseekV4DsparkDraftModel"
+
+
+def target_of(ref):
+    """A stand-in target for the drafter: the fixture's embedding and head (what bind() takes from a trunk)."""
+    import mlx.core as mx
+    import mlx.nn as nn
+
+    class Target(nn.Module):
+        def __init__(self):
+            super().__init__()
+            emb, head = ref.w["embed.weight"], ref.w["head.weight"]
+            self.embed_tokens = nn.Embedding(*emb.shape)
+            self.embed_tokens.weight = mx.array(emb.astype(np.float32))
+            self.lm_head = nn.Linear(head.shape[1], head.shape[0], bias=False)
+            self.lm_head.weight = mx.array(head.astype(np.float32))
+    return Target()
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_reference_agrees_with_mlx_vlm(fixture, split, seed):
+    """Fed the same target hidden states (float32), the numpy stages and mlx-vlm's drafter give the same base
+    logits (to float32 rounding) and draft the same block."""
+    import mlx.core as mx
+    from mlx_vlm.speculative.drafters import load_drafter
+    ref = DSparkReference(fixture)
+    drafter, _ = load_drafter(str(split))
+    cache = drafter.reset(target_of(ref))
+    rng = np.random.default_rng(seed)
+    hidden = rng.standard_normal((6, 3 * ref.cfg["hidden_size"])).astype(np.float32)
+    anchor = int(rng.integers(0, 320))
+    tokens = [anchor] + [ref.cfg["dspark_noise_token_id"]] * 3
+    got = np.array(drafter._logits(drafter._hidden(mx.array([tokens], dtype=mx.int32), mx.array(hidden[None]), cache)).astype(mx.float32))[0]
+    want = ref.base_logits(np.array(tokens), hidden.astype(np.float64))
+    assert np.abs(got - want).max() < 1e-4 * np.abs(want).max(), np.abs(got - want).max()
+    assert (got.argmax(-1) == want.argmax(-1)).all()
+    drafted = drafter.draft_block(anchor, mx.array(hidden[None]), drafter.reset(target_of(ref)), 5, lambda x: mx.argmax(x, axis=-1))
+    want_tokens, _ = ref.draft(anchor, hidden.astype(np.float64), 4)
+    assert np.array(drafted)[0].tolist() == want_tokens
+    # The Markov head matters: without it the block is another one (else this test would not see it).
+    assert base_argmax_differs(want, want_tokens)
+
+
+def base_argmax_differs(base, tokens):
+    return base.argmax(-1).tolist() != tokens
+
+
+# Runs the pinned converter; its tokenizer check hashes a test text, which our tiny tokenizer's hash is not in the
+# converter's table of: the detection answers the releases' pre-tokenizer (deepseek-v3), as interop/reference_gguf.py.
+CONVERT = r'''
+import sys, runpy
+llama, src, out = sys.argv[1:4]
+sys.path.insert(0, llama); sys.path.insert(1, llama + "/gguf-py")
+import conversion.base as base
+base.TextModel.get_vocab_base_pre = lambda self, tokenizer: "deepseek-v3"
+sys.argv = [llama + "/convert_hf_to_gguf.py", src, "--outtype", "bf16", "--outfile", out] + sys.argv[4:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+'''
+
+
+def convert(src, out, *flags):
+    """The pinned converter's file of src (the DeepSeek-V4 trunk, or with --dspark the DSpark draft)."""
+    from vllm_server import python as vllm_python
+    subprocess.run([str(vllm_python()), "-c", CONVERT, str(LLAMA), str(src), str(out), *flags], check=True, capture_output=True)
+    return out
+
+
+def dspark(src, out):
+    return convert(src, out, "--dspark", "--target-model-dir", str(src))
+
+# What the file holds, read with the gguf-py vendored with the converter (the PyPI wheel has no dflash): every key,
+# every tensor's type and dims, and the values of the tensors named on the command line, dequantized.
+DESCRIBE = r'''
+import json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1] + "/gguf-py")
+import gguf
+r = gguf.GGUFReader(sys.argv[2])
+keys = {f.name: f.contents() for f in r.fields.values() if not f.name.startswith("GGUF.") and not f.name.startswith("tokenizer.ggml.")}
+keys["tokenizer.ggml.mask_token_id"] = r.fields["tokenizer.ggml.mask_token_id"].contents()
+tensors = {t.name: {"type": t.tensor_type.name, "dims": [int(d) for d in t.shape]} for t in r.tensors}
+values = {t.name: gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float64).ravel().tolist() for t in r.tensors if t.name in sys.argv[3:]}
+print(json.dumps({"keys": keys, "tensors": tensors, "values": values}, default=str))
+'''
+
+
+@pytest.fixture(scope="module")
+def converted(fixture, tmp_path_factory):
+    from vllm_server import python as vllm_python
+    py = vllm_python()
+    out = dspark(fixture, tmp_path_factory.mktemp("gguf") / "dspark.gguf")
+    names = ["blk.0.ffn_gate_exps.weight", "blk.2.ffn_down_exps.weight", "fc.weight", "blk.1.attn_output_a.weight", "markov_w1.weight"]
+    res = subprocess.run([str(py), "-c", DESCRIBE, str(LLAMA), str(out), *names], check=True, capture_output=True, text=True)
+    return json.loads(res.stdout)
+
+
+def test_llama_cpp_converter_takes_the_fixture(converted):
+    keys, tensors = converted["keys"], converted["tensors"]
+    assert keys["general.architecture"] == "dflash" and keys["dflash.block_count"] == 3
+    assert keys["dflash.block_size"] == 4 and keys["dflash.target_layers"] == [2, 3, 4]
+    assert keys["tokenizer.ggml.mask_token_id"] == 500 and keys["dflash.hyper_connection.count"] == 4
+    assert keys["dflash.attention.compress_ratios"] == [0, 0, 0]
+    root = {"fc.weight", "enc.output_norm.weight", "markov_w1.weight", "markov_w2.weight", "conf_proj.weight",
+            "output_norm.weight", "output_hc_fn.weight", "output_hc_base.weight", "output_hc_scale.weight"}
+    assert root <= set(tensors) and "token_embd.weight" not in tensors and "output.weight" not in tensors
+    per_block = {n.split(".", 2)[2] for n in tensors if n.startswith("blk.")}
+    assert {"attn_q_a.weight", "attn_kv.weight", "attn_output_a.weight", "attn_sinks.weight", "hc_attn_fn.weight", "exp_probs_b.bias",
+            "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight", "ffn_gate_shexp.weight"} <= per_block
+    assert len(tensors) == len(root) + 3 * len(per_block)
+    types = {n: t["type"] for n, t in tensors.items()}
+    assert types["blk.0.ffn_gate_exps.weight"] == "MXFP4" and types["fc.weight"] == types["blk.1.attn_q_b.weight"] == "Q8_0"
+    assert types["blk.1.hc_attn_fn.weight"] == "F32" and types["blk.1.ffn_gate_inp.weight"] == "BF16" and types["markov_w1.weight"] == "BF16"
+
+
+def test_llama_cpp_converter_reads_the_release_values(fixture, converted):
+    """The release layout is read as the converter reads it: the MXFP4 experts hold exactly the FP4 values, the
+    Q8_0 of an FP8 weight is within Q8_0's rounding of the exactly dequantized one."""
+    w = load_release(fixture)
+    got = {n: np.array(v) for n, v in converted["values"].items()}
+    experts = lambda s, k: np.stack([w[f"mtp.{s}.ffn.experts.{e}.{k}.weight"] for e in range(4)]).ravel()
+    np.testing.assert_array_equal(got["blk.0.ffn_gate_exps.weight"], experts(0, "w1"))
+    np.testing.assert_array_equal(got["blk.2.ffn_down_exps.weight"], experts(2, "w2"))
+    for name, src in (("fc.weight", "mtp.0.main_proj.weight"), ("blk.1.attn_output_a.weight", "mtp.1.attn.wo_a.weight")):
+        want = w[src].ravel()
+        assert np.abs(got[name] - want).max() <= np.abs(want).max() / 127 + 1e-6, name
+    np.testing.assert_array_equal(got["markov_w1.weight"], w["mtp.2.markov_head.markov_w1.weight"].ravel())
+
+
+@pytest.fixture(scope="module")
+def llama_files(fixtures, tmp_path_factory):
+    """The converter's deepseek4 trunk of the rigged fixture and the DSpark drafts of the rigged and the random head."""
+    d = tmp_path_factory.mktemp("llama")
+    return (convert(fixtures[RIGGED], d / "trunk.gguf"), dspark(fixtures[RIGGED], d / "dspark-rigged.gguf"),
+            dspark(fixtures[RANDOM_HEAD], d / "dspark-random.gguf"))
+
+
+def speculative_dspark(llama_bin, trunk, draft, n=48):
+    """llama-speculative-simple with the DSpark draft: its text and statistics (a run whose statistics the
+    log lost, llama.cpp issue 22142, is run again: the output is deterministic)."""
+    for _ in range(6):
+        out, err = run_llama(llama_bin, "llama-speculative-simple", "-m", trunk, "-md", draft, "--spec-type", "draft-dspark",
+                             "-p", PROMPT, "-n", n, "--temp", "0", "-c", "512", "-t", "2")
+        stats = {k: float(v) for k, v in re.findall(r"\b(n_drafted|n_accept|accept)\s*=\s*([0-9.]+)", err)}
+        if {"n_drafted", "n_accept"} <= stats.keys():
+            return out.strip(), stats
+    raise AssertionError("llama-speculative-simple never printed its statistics:\n" + err[-3000:])
+
+
+@pytest.mark.parametrize("head", ["rigged", "random"])
+def test_llama_cpp_drafts_with_dspark(llama_bin, llama_files, head):
+    trunk, rigged, random = llama_files
+    want, _ = run_llama(llama_bin, "llama-simple", "-m", trunk, "-n", 64, PROMPT)
+    got, stats = speculative_dspark(llama_bin, trunk, rigged if head == "rigged" else random)
+    print(f"llama.cpp draft-dspark, {head} head: drafted {stats['n_drafted']:.0f}, accepted {stats['n_accept']:.0f}")
+    assert len(got) > len(PROMPT) + 16 and want.strip().startswith(got)
+    assert stats["n_drafted"] >= 30
+    if head == "rigged":
+        assert stats["n_accept"] / stats["n_drafted"] >= 0.95
+    else:
+        assert stats["n_accept"] < 0.5 * stats["n_drafted"]
+
+
+MLX_PROMPT = [3, 17, 200, 33, 4, 99, 250, 11]
+
+
+def load_v4_trunk(src, tmp):
+    """mlx-vlm's deepseek_v4 model of a raw V4 release folder, in float32. Its quantization is given as
+    deepseek_v4's own make_quantization_config: mlx-vlm 0.7.10's load_model takes the release's fp8
+    quantization_config for a uniform block-FP8 checkpoint (fp8.py:16-26, utils.py:511-518) and never reaches
+    deepseek_v4's mixed FP8/FP4 one, so the FP4 experts do not load (mlx_vlm.convert fails the same way)."""
+    import shutil
+    import mlx.core as mx
+    from mlx_vlm.models.deepseek_v4.language import make_quantization_config
+    from mlx_vlm.utils import get_model_and_args, load_model
+    dst = Path(tmp)
+    shutil.copytree(src, dst, symlinks=True)
+    cfg = json.loads((dst / "config.json").read_text())
+    cfg.pop("quantization_config")
+    arch, _ = get_model_and_args(cfg)
+    cfg["quantization"] = make_quantization_config(arch.Model(arch.ModelConfig.from_dict(cfg)))
+    (dst / "config.json").unlink()
+    (dst / "config.json").write_text(json.dumps(cfg))
+    model = load_model(dst, strict=True)
+    model.set_dtype(mx.float32)
+    return model
+
+
+def mlx_greedy(model, drafter=None):
+    import mlx.core as mx
+    from mlx_vlm.generate.ar import generate_step
+    kw = dict(draft_model=drafter, draft_kind="dflash", draft_block_size=5) if drafter is not None else {}
+    return [int(t.item()) if hasattr(t, "item") else int(t)
+            for t, _ in generate_step(mx.array([MLX_PROMPT]), model, None, None, max_tokens=48, temperature=0.0, **kw)]
+
+
+@pytest.mark.parametrize("head", ["rigged", "random"])
+def test_mlx_vlm_drafts_with_dspark(fixtures, tmp_path, head):
+    import mlx.core as mx
+    from mlx_vlm.speculative.drafters import load_drafter
+    from mlx_vlm.speculative.drafters.mtp_split import get_mtp_splitter
+    src = fixtures[RIGGED if head == "rigged" else RANDOM_HEAD]
+    model = load_v4_trunk(fixtures[RIGGED], tmp_path / "trunk")
+    folder = get_mtp_splitter(source_config=json.loads((src / "config.json").read_text())).split(str(src), str(tmp_path / "drafter"))
+    drafter, kind = load_drafter(str(folder))
+    drafter.set_dtype(mx.float32)
+    assert kind == "dflash"
+    assert mlx_greedy(model, drafter) == mlx_greedy(model)
+    drafted, accepted = sum(drafter.draft_lens), sum(drafter.accept_lens)
+    print(f"mlx-vlm dflash loop, {head} head: drafted {drafted}, accepted {accepted}")
+    assert drafted >= 30
+    if head == "rigged":
+        assert accepted / drafted >= 0.95
+    else:
+        assert accepted < 0.5 * drafted
+
+
+@pytest.mark.parametrize("flags", [(), ("--dspark",)])
+def test_llama_cpp_has_no_v41(fixtures, tmp_path, flags):
+    from vllm_server import python as vllm_python
+    src = fixtures[V41]
+    res = subprocess.run([str(vllm_python()), "-c", CONVERT, str(LLAMA), str(src), str(tmp_path / "out.gguf"), *flags,
+                          *(("--target-model-dir", str(src)) if flags else ())], capture_output=True, text=True)
+    assert res.returncode != 0 and not (tmp_path / "out.gguf").exists()
+    # The class lookup fails before --dspark is looked at (convert_hf_to_gguf.py:252, 271).
+    assert "Model DeepseekV41ForCausalLM is not supported" in res.stderr, res.stderr[-2000:]
+
+
+def test_mlx_vlm_drops_v41_stages(fixtures):
+    import mlx.core as mx
+    from mlx_vlm.models.deepseek_v41 import Model, ModelConfig
+    from mlx_vlm.speculative.drafters.mtp_split import get_mtp_splitter
+    cfg = json.loads((fixtures[V41] / "config.json").read_text())
+    assert get_mtp_splitter(source_config=cfg) is None
+    model = Model(ModelConfig.from_dict(cfg))
+    weights = {"mtp.0.main_norm.weight": mx.ones((128,)), "mtp.2.markov_head.embed.weight": mx.ones((512, 32)),
+               "norm.weight": mx.ones((128,))}
+    kept = model.sanitize(dict(weights))
+    assert "language_model.norm.weight" in kept and not any("mtp" in k or "markov" in k or "main_norm" in k for k in kept)
+
+
+V41_CONFIG = r'''
+import json, sys
+from vllm.transformers_utils.configs.deepseek_v41 import DeepseekV41Config
+c = DeepseekV41Config(**json.load(open(sys.argv[1])))
+print(json.dumps({"model_type": c.model_type, "targets": list(c.dspark_target_layer_ids), "experts": c.dspark_n_routed_experts,
+                  "expert_dtype": c.expert_dtype, "kv_sources": list(c.kv_source_layer_ids), "vision_layers": c.vision_n_layers}))
+'''
+
+
+def test_vllm_reads_v41_config(fixtures):
+    from vllm_server import python as vllm_python
+    res = subprocess.run([str(vllm_python()), "-c", V41_CONFIG, str(fixtures[V41] / "config.json")], check=True, capture_output=True, text=True)
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    assert got == {"model_type": "deepseek_v41", "targets": [1, 2, 3], "experts": 2, "expert_dtype": "fp4", "kv_sources": [1, 2], "vision_layers": 2}
