@@ -19,7 +19,6 @@ var unsupportedFamilies = []model.Unsupported{
 	// hy_v4_mtp's splitter reads only the MXFP8 layout (a bf16 source fails
 	// in its sanitize).
 	{Architectures: []string{"HYV4ForCausalLM"}, Name: "Hy4", Why: "its head (mlx-vlm's hy_v4_mtp) is not written yet: the splitter takes the MXFP8 release only (e4m3 weights, per-32 e8m0 weight_scale), a storage mtpconv does not read, and llama.cpp 0.3.36's converter drops the head (docs/hy.md)"},
-	{Architectures: []string{"Gemma4AssistantForCausalLM"}, Name: "the Gemma-4 assistant", Why: "it is a separate drafter model, not a head inside the checkpoint"},
 }
 
 func init() {

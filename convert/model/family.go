@@ -102,7 +102,8 @@ const (
 	// RoleZeroCentredNorm is an RMSNorm weight stored as w, effective 1+w.
 	// A norm without it is plain (stored as applied).
 	RoleZeroCentredNorm Role = 1 << iota
-	// RoleKeepDType is never cast: it keeps its stored dtype.
+	// RoleKeepDType is never cast: it keeps its stored dtype (the only
+	// role an integer tensor, an index buffer, may have).
 	RoleKeepDType
 	// RoleConv1d is a depthwise conv1d weight stored [C,1,K] (PyTorch); MLX wants [C,K,1].
 	RoleConv1d
@@ -192,6 +193,10 @@ type Spec struct {
 	// llama.cpp folds into block n_layer). Its HeadLayer wants and MoE
 	// experts are named under HeadPrefix ("layers.1.mixer.experts.").
 	HeadOneLayer bool
+	// HeadLayers is where a head apart keeps its layers under HeadPrefix
+	// ("" means "layers."): a drafter checkpoint that is all head (the
+	// Gemma-4 assistant: HeadPrefix "", its blocks at "model.layers.{j}.").
+	HeadLayers string
 
 	TrunkTop   []Want             // under the text prefix
 	LMHead     *Want              // at the root; nil when tied to the embedding
@@ -199,8 +204,9 @@ type Spec struct {
 	HeadTop    []Want             // under HeadPrefix (a head apart)
 	HeadLayer  []Want             // under each MTP layer's prefix
 	// HeadLayerAt, when set, gives MTP layer j's wants where they differ by
-	// depth (Inkling: each depth a sliding-window or a full-attention block
-	// of its own dimensions); nil: HeadLayer for every depth (HeadLayerWants).
+	// depth (Inkling: each depth a sliding-window or a full-attention block of
+	// its own dimensions; the Gemma-4 assistant: sliding and full attention of
+	// other head sizes); nil: HeadLayer for every depth (HeadLayerWants).
 	HeadLayerAt func(j int) []Want
 	MoE         *MoE                             // nil for a dense MLP
 	Experts     func(layout ExpertLayout) []Want // the routed-expert tensors of one block, under a layer
@@ -274,6 +280,7 @@ type ReportSpec struct {
 	Attention string         // its attention, in words
 	Layers    string         // its layer list, in words
 	Routing   string         // how its MoE routes, in words (empty: softmax top-k)
+	MLP       string         // its dense MLP's kind (empty: SwiGLU)
 }
 
 // GGUFSpec is how llama.cpp names and describes the family: its
@@ -321,6 +328,21 @@ type GGUFSpec struct {
 	// before it computed, with its own shared head): Step-3.5/3.7, MiMo-V2,
 	// Hy3. Without it the target takes one MTP layer, as the runtime asserts.
 	ChainedHeads bool
+	// HFVocab, when set, is tokenizer.ggml.model of a vocabulary the
+	// reference converter reads with gguf-py's LlamaHfVocab (a BPE
+	// tokenizer with byte fallback: Gemma 4's "gemma4"); empty, the GPT-2
+	// BPE vocabulary. UserDefinedTokens are the tokens the family's
+	// set_vocab marks USER_DEFINED in it (rendered, not control).
+	HFVocab           string
+	UserDefinedTokens []string
+	// Drop lists the names (HeadRelative prefixes) of the head's tensors
+	// the reference converter drops (the Gemma-4 assistant's centroid LM
+	// head, masked_embedding.*).
+	Drop []string
+	// Drafter: the file is a separate drafter model (the Gemma-4
+	// assistant), all of it the head: its blocks are one draft step's
+	// layers (blocks 0..), nothing of a trunk is copied, no graft.
+	Drafter bool
 	// SpecialTokens are the special-token ids the reference converter sets
 	// for the family over tokenizer_config.json's, by token text, in its order.
 	SpecialTokens []SpecialToken

@@ -108,7 +108,9 @@ func (m *Model) ConcatProjection() (string, bool) {
 		fc = s.Forward(m).FC
 	}
 	for _, w := range s.HeadTop {
-		if n := m.Family.GGUF.HeadTop[w.Suffix]; s.HeadPrefix+w.Suffix == fc || fc == "" && n.Kind == gg.KindNextNEHProj && !n.Bias {
+		// nextn.pre_projection: a separate drafter's concat projection (the
+		// Gemma-4 assistant's, over the target's embedding and hidden state).
+		if n := m.Family.GGUF.HeadTop[w.Suffix]; s.HeadPrefix+w.Suffix == fc || fc == "" && (n.Kind == gg.KindNextNEHProj || n.Kind == gg.KindNextNProjPre) && !n.Bias {
 			return w.Suffix, true
 		}
 	}

@@ -1,6 +1,7 @@
 package model_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -62,6 +63,12 @@ func TestHeadOwn(t *testing.T) {
 					t.Errorf("%s: %s is optional", name, rel)
 				}
 			}
+		}
+		if s.HeadLayers != "" { // a drafter checkpoint: its projections from and to the target's width
+			if !slices.Equal(own, []string{"pre_projection.weight", "post_projection.weight"}) {
+				t.Errorf("%s: the drafter's own tensors %v: want its pre and post projections", name, own)
+			}
+			continue
 		}
 		m := &model.Model{Family: f, Spec: s, Config: &model.Config{}}
 		// The two norms before the projection, and a final norm where the

@@ -139,6 +139,9 @@ func Describe(cfg *Config, ck *st.Checkpoint) (*Model, error) {
 		Groups: map[string]*GroupStats{GroupTrunk: {}, GroupVision: {}, GroupMTP: {}}, DTypes: map[string]int{}}
 	m.TextPrefix = spec.TextPrefixes[0]
 	for _, p := range spec.TextPrefixes {
+		if len(spec.TrunkTop) == 0 { // a drafter checkpoint: no trunk
+			break
+		}
 		if _, ok := ck.Tensors[p+spec.TrunkTop[0].Suffix]; ok { // the token embedding
 			m.TextPrefix = p
 			break

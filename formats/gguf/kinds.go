@@ -78,6 +78,16 @@ const (
 	KindHCFFNInject
 	KindIndexerQNorm
 	KindRopeFreqs // rope_freqs (llama3 RoPE scaling's per-frequency factors, one tensor every layer reads)
+	// The Gemma-4 assistant's (gemma4-assistant): its projections from and
+	// to the target's width (top level, not in a block), its post-FFN norm
+	// and per-layer output scale, and the E2B/E4B centroid LM head (which
+	// the reference converter drops, llama.cpp loading it if present).
+	KindNextNProjPre
+	KindNextNProjPost
+	KindFFNPostNorm
+	KindLayerOutScale
+	KindMaskedEmbdCentroids
+	KindMaskedEmbdOrdering
 )
 
 // KindInfo is what llama.cpp's tools know of a kind.
@@ -159,6 +169,12 @@ var kinds = map[Kind]KindInfo{
 	KindHCFFNInject:         {Name: "hc_ffn_inject", Block: true},
 	KindIndexerQNorm:        {Name: "indexer.q_norm", Block: true},
 	KindRopeFreqs:           {Name: "rope_freqs"},
+	KindNextNProjPre:        {Name: "nextn.pre_projection"},
+	KindNextNProjPost:       {Name: "nextn.post_projection"},
+	KindFFNPostNorm:         {Name: "post_ffw_norm", Block: true},
+	KindLayerOutScale:       {Name: "layer_output_scale", Block: true},
+	KindMaskedEmbdCentroids: {Name: "masked_embd_centroids"},
+	KindMaskedEmbdOrdering:  {Name: "masked_embd_ordering"},
 }
 
 // Info is the kind's entry in the table.
