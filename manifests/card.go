@@ -47,6 +47,9 @@ type TargetCard struct {
 	// copy of (the manifest's component "trunk"), so its table does not
 	// call them the trunk.
 	Copies string
+	// MLP, when set, is the model section's line on a dense MLP in place
+	// of the SwiGLU one (a separate drafter's blocks).
+	MLP string
 }
 
 // Card renders README.md, a Hugging Face model card, from a manifest, what
@@ -139,6 +142,8 @@ func Card(m *Manifest, tc TargetCard, report *Report) []byte {
 	p("- family `%s`, hidden size %d, MTP depth %d", m.Model.Family, m.Model.HiddenSize, m.Model.MTPDepth)
 	if m.Model.NumExperts > 0 {
 		p("- experts: all %d routed experts (top-%d) are present in every MoE block, %s", m.Model.NumExperts, m.Model.ExpertsPerTok, tc.Experts)
+	} else if tc.MLP != "" {
+		p("- MLP: %s", tc.MLP)
 	} else {
 		p("- MLP: dense (SwiGLU) in every layer and in the MTP layer")
 	}

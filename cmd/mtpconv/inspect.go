@@ -57,6 +57,15 @@ func inspectCommand() *cli.Command {
 			}
 			m, err := repos.LoadRepo(s)
 			if err != nil {
+				// A family mtpconv does not read whose MTP class decides for
+				// the whole head (LongCat-Flash, Nemotron-3.5-Transcribe):
+				// judged by that rule alone.
+				if r, ok, cerr := repos.ServingWithoutFamily(s, c.String(targets.OptRuntime)); ok || cerr != nil {
+					if cerr != nil {
+						return cerr
+					}
+					return inspectClassOnly(c, r)
+				}
 				return err
 			}
 			defer m.Checkpoint.Close()
@@ -145,6 +154,24 @@ func (o *hfOutput) writeText(w io.Writer) {
 // sourceReport is inspect's report of a source checkpoint or HF repo: the
 // checkpoint, how vLLM and SGLang would serve its MTP head, and the head's
 // health from its stored values.
+// inspectClassOnly prints the serving report of a repo judged by its MTP
+// class's whole-head rule; --strict exits 1 on its problems.
+func inspectClassOnly(c *cli.Context, r targets.ServingReport) error {
+	if c.Bool("json") {
+		if err := printJSON(c, struct {
+			Serving targets.ServingReport `json:"serving"`
+		}{r}); err != nil {
+			return err
+		}
+	} else {
+		r.WriteText(c.App.Writer)
+	}
+	if c.Bool("strict") {
+		return r.Err()
+	}
+	return nil
+}
+
 type sourceReport struct {
 	*model.Report
 	Output     *hfOutput             `json:"mtpconv_output,omitempty"`
@@ -235,7 +262,11 @@ func inspectOutput(c *cli.Context, dir string) (bool, *hfOutput, error) {
 		about = "base model " + s.Model.BaseModel + ", " + about
 	}
 	fmt.Fprintf(w, "source:        %s (%s)\n", s.Source, about)
-	fmt.Fprintf(w, "head:          MTP depth %d, %d experts top-%d, hidden %d\n", s.Model.MTPDepth, s.Model.NumExperts, s.Model.ExpertsPerTok, s.Model.HiddenSize)
+	experts := "dense"
+	if s.Model.NumExperts > 0 {
+		experts = fmt.Sprintf("%d experts top-%d", s.Model.NumExperts, s.Model.ExpertsPerTok)
+	}
+	fmt.Fprintf(w, "head:          MTP depth %d, %s, hidden %d\n", s.Model.MTPDepth, experts, s.Model.HiddenSize)
 	fmt.Fprintf(w, "norms:         %s\n", s.Model.NormConvention)
 	fmt.Fprintf(w, "tensors:       %d\n", s.Tensors)
 	for _, p := range s.Precisions {

@@ -82,20 +82,15 @@ func TestSignalStopsLongCommands(t *testing.T) {
 			if err := cmd.Process.Signal(c.sig); err != nil {
 				t.Fatal(err)
 			}
-			sent := time.Now()
 			select {
 			case <-eof: // the process is gone (or closed stderr)
 			case <-time.After(5 * time.Second):
 				t.Fatalf("still running 5 s after %v", c.sig)
 			}
 			err = cmd.Wait()
-			took := time.Since(sent)
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
 				t.Fatalf("exit %v, want code %d; stderr %s", err, exitInterrupted, rest.String())
-			}
-			if took > time.Second {
-				t.Errorf("exited %v after the signal", took)
 			}
 			if !strings.Contains(rest.String(), "interrupted") {
 				t.Errorf("stderr %q does not say it was interrupted", rest.String())

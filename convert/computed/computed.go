@@ -99,6 +99,50 @@ func (r Llama3RopeFactors) Values() []float32 {
 	return out
 }
 
+// ProportionalRopeFactors is Gemma 4's "proportional" RoPE as the reference
+// converter writes it for llama.cpp's NeoX rotation (Gemma4Model's
+// generate_extra_tensors): the first Rotated of the HeadDim/2 frequencies
+// kept (factor 1), the others made inert (factor 1e30), float32.
+type ProportionalRopeFactors struct {
+	HeadDim, Rotated int
+}
+
+const proportionalKind = "proportional_rope_factors"
+
+// Name is the tensor's source name.
+func (r ProportionalRopeFactors) Name() string {
+	return fmt.Sprintf("%s%s(head_dim=%d,rotated=%d)", Prefix, proportionalKind, r.HeadDim, r.Rotated)
+}
+
+// Check refuses a head size or rotated count the converter cannot take.
+func (r ProportionalRopeFactors) Check() error {
+	if r.HeadDim <= 0 || r.HeadDim%2 != 0 || r.HeadDim > 1<<16 || r.Rotated < 0 || r.Rotated > r.HeadDim/2 {
+		return fmt.Errorf("proportional RoPE factors: %d rotated of head_dim %d's frequencies", r.Rotated, r.HeadDim)
+	}
+	return nil
+}
+
+// Values is the factors: 1 for the rotated frequencies, 1e30 after them.
+func (r ProportionalRopeFactors) Values() []float32 {
+	out := make([]float32, r.HeadDim/2)
+	for i := range out {
+		out[i] = 1
+		if i >= r.Rotated {
+			out[i] = 1e30
+		}
+	}
+	return out
+}
+
+// parseProportional reads a ProportionalRopeFactors name back.
+func parseProportional(args string) (ProportionalRopeFactors, error) {
+	var r ProportionalRopeFactors
+	if _, err := fmt.Sscanf(args, "head_dim=%d,rotated=%d", &r.HeadDim, &r.Rotated); err != nil {
+		return r, err
+	}
+	return r, r.Check()
+}
+
 // parseLlama3 reads a Llama3RopeFactors name back.
 func parseLlama3(args string) (Llama3RopeFactors, error) {
 	var r Llama3RopeFactors
@@ -150,23 +194,31 @@ func Tensor(name string) (st.DType, []int64, []byte, error) {
 	if !ok || !closed {
 		return "", nil, nil, fmt.Errorf("computed tensor %s: not kind(values)", name)
 	}
+	var r interface {
+		Name() string
+		Values() []float32
+	}
+	var err error
 	switch kind {
 	case llama3Kind:
-		r, err := parseLlama3(args)
-		if err != nil {
-			return "", nil, nil, fmt.Errorf("computed tensor %s: %w", name, err)
-		}
-		if r.Name() != name {
-			return "", nil, nil, fmt.Errorf("computed tensor %s: not written as mtpconv writes it (%s)", name, r.Name())
-		}
-		vals := r.Values()
-		data := make([]byte, 4*len(vals))
-		for i, v := range vals {
-			binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
-		}
-		return st.F32, []int64{int64(len(vals))}, data, nil
+		r, err = parseLlama3(args)
+	case proportionalKind:
+		r, err = parseProportional(args)
+	default:
+		return "", nil, nil, fmt.Errorf("computed tensor %s: unknown kind %q", name, kind)
 	}
-	return "", nil, nil, fmt.Errorf("computed tensor %s: unknown kind %q", name, kind)
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("computed tensor %s: %w", name, err)
+	}
+	if r.Name() != name {
+		return "", nil, nil, fmt.Errorf("computed tensor %s: not written as mtpconv writes it (%s)", name, r.Name())
+	}
+	vals := r.Values()
+	data := make([]byte, 4*len(vals))
+	for i, v := range vals {
+		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(v))
+	}
+	return st.F32, []int64{int64(len(vals))}, data, nil
 }
 
 // Attach adds to ck every computed tensor among names it lacks, computed

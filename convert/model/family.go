@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
+	"github.com/mtpconv/mtpconv/formats/jsonobj"
 )
 
 // Family is one model family: a descriptor value its file registers once
@@ -101,7 +102,8 @@ const (
 	// RoleZeroCentredNorm is an RMSNorm weight stored as w, effective 1+w.
 	// A norm without it is plain (stored as applied).
 	RoleZeroCentredNorm Role = 1 << iota
-	// RoleKeepDType is never cast: it keeps its stored dtype.
+	// RoleKeepDType is never cast: it keeps its stored dtype (the only
+	// role an integer tensor, an index buffer, may have).
 	RoleKeepDType
 	// RoleConv1d is a depthwise conv1d weight stored [C,1,K] (PyTorch); MLX wants [C,K,1].
 	RoleConv1d
@@ -194,14 +196,23 @@ type Spec struct {
 	// HeadLayersNumbered: MTP layer j lives at HeadPrefix + "{j}." rather
 	// than HeadPrefix + "layers.{j}." (DeepSeek-V4's mtp.0.*).
 	HeadLayersNumbered bool
+	// HeadLayers is where a head apart keeps its layers under HeadPrefix
+	// ("" means "layers."): a drafter checkpoint that is all head (the
+	// Gemma-4 assistant: HeadPrefix "", its blocks at "model.layers.{j}.").
+	HeadLayers string
 
-	TrunkTop   []Want                           // under the text prefix
-	LMHead     *Want                            // at the root; nil when tied to the embedding
-	TrunkLayer func(i int) []Want               // under the text prefix + "layers.{i}."
-	HeadTop    []Want                           // under HeadPrefix (a head apart)
-	HeadLayer  []Want                           // under each MTP layer's prefix
-	MoE        *MoE                             // nil for a dense MLP
-	Experts    func(layout ExpertLayout) []Want // the routed-expert tensors of one block, under a layer
+	TrunkTop   []Want             // under the text prefix
+	LMHead     *Want              // at the root; nil when tied to the embedding
+	TrunkLayer func(i int) []Want // under the text prefix + "layers.{i}."
+	HeadTop    []Want             // under HeadPrefix (a head apart)
+	HeadLayer  []Want             // under each MTP layer's prefix
+	// HeadLayerAt, when set, gives MTP layer j's wants where they differ by
+	// depth (Inkling: each depth a sliding-window or a full-attention block of
+	// its own dimensions; the Gemma-4 assistant: sliding and full attention of
+	// other head sizes); nil: HeadLayer for every depth (HeadLayerWants).
+	HeadLayerAt func(j int) []Want
+	MoE         *MoE                             // nil for a dense MLP
+	Experts     func(layout ExpertLayout) []Want // the routed-expert tensors of one block, under a layer
 	// MoELayer reports whether layer i routes experts (the MTP layer j is
 	// i = num_hidden_layers + j); nil: every layer does when MoE is set.
 	// A MoE trunk with leading dense layers (first_k_dense_replace) says
@@ -236,8 +247,9 @@ type HFSpec struct {
 	// model_executor/models/<MTPClass>.py and SGLang's models/ sibling),
 	// whose own overrides of the repo's quantization the rules port.
 	MTPClass string
-	// PlainVLLM and PlainSGLang are the modules each runtime builds as a
-	// torch nn.Linear: never quantized, whatever the repo's config says.
+	// PlainVLLM and PlainSGLang are the modules each runtime builds without
+	// the repo's quantization config (a torch nn.Linear, or a linear layer
+	// given none): never quantized, whatever the config says.
 	PlainVLLM, PlainSGLang []string
 	// LMHeads are the modules built as a ParallelLMHead (quantized only by
 	// a method that quantizes LM heads), which both runtimes replace by the
@@ -247,6 +259,21 @@ type HFSpec struct {
 	// MTP class places it elsewhere (GLM's NextN layer is model.decoder);
 	// nil: the checkpoint's name.
 	SGLangName func(c *Config, module string) string
+	// VLLMName is the same for vLLM (Step-3.5's decoder under mtp_block,
+	// Ling-3.0's attention as self_attn); nil: the checkpoint's name.
+	VLLMName func(c *Config, module string) string
+	// OwnLMHeads: the runtimes draft with each MTP layer's own LM head
+	// (Step-3.5's per-layer shared_head), not the trunk's: the repo must
+	// hold it.
+	OwnLMHeads bool
+	// FixedDepth, when set, is the number of MTP layers both runtimes'
+	// classes build whatever the config says (MiMo-V2: one): no depth key is
+	// written, and layers past it are held but not run.
+	FixedDepth int
+	// Refuse, when set, says why the target refuses this config although
+	// the family is ported ("" when it does not): a layout of the family
+	// whose modules the port does not name.
+	Refuse func(c *Config) string
 }
 
 // ReportSpec is what inspect says of a family's own config, beyond the keys
@@ -256,6 +283,7 @@ type ReportSpec struct {
 	Attention string         // its attention, in words
 	Layers    string         // its layer list, in words
 	Routing   string         // how its MoE routes, in words (empty: softmax top-k)
+	MLP       string         // its dense MLP's kind (empty: SwiGLU)
 }
 
 // GGUFSpec is how llama.cpp names and describes the family: its
@@ -303,6 +331,21 @@ type GGUFSpec struct {
 	// before it computed, with its own shared head): Step-3.5/3.7, MiMo-V2,
 	// Hy3. Without it the target takes one MTP layer, as the runtime asserts.
 	ChainedHeads bool
+	// HFVocab, when set, is tokenizer.ggml.model of a vocabulary the
+	// reference converter reads with gguf-py's LlamaHfVocab (a BPE
+	// tokenizer with byte fallback: Gemma 4's "gemma4"); empty, the GPT-2
+	// BPE vocabulary. UserDefinedTokens are the tokens the family's
+	// set_vocab marks USER_DEFINED in it (rendered, not control).
+	HFVocab           string
+	UserDefinedTokens []string
+	// Drop lists the names (HeadRelative prefixes) of the head's tensors
+	// the reference converter drops (the Gemma-4 assistant's centroid LM
+	// head, masked_embedding.*).
+	Drop []string
+	// Drafter: the file is a separate drafter model (the Gemma-4
+	// assistant), all of it the head: its blocks are one draft step's
+	// layers (blocks 0..), nothing of a trunk is copied, no graft.
+	Drafter bool
 	// SpecialTokens are the special-token ids the reference converter sets
 	// for the family over tokenizer_config.json's, by token text, in its order.
 	SpecialTokens []SpecialToken
@@ -371,8 +414,16 @@ type MLXSpec struct {
 	// README's row quotes it.
 	DrafterUnrunnable string
 	// DrafterTextConfig fills keys the drafter's TextConfig needs that the
-	// family's config.json may lack (given the text config object).
-	DrafterTextConfig func(m *Model, text map[string]any)
+	// family's config.json may lack (given the text config object, its
+	// members in the source's order).
+	DrafterTextConfig func(m *Model, text *jsonobj.Object)
+	// DrafterConfig gives the keys the family's splitter adds to the
+	// drafter's config.json beside text_config (Inkling's num_mtp_layers).
+	DrafterConfig func(m *Model) map[string]any
+	// DrafterTrunk maps trunk tensors the family's splitter copies into the
+	// drafter, by their name under the text prefix, to their drafter names
+	// (Inkling's final norm).
+	DrafterTrunk map[string]string
 	// TrunkName maps a trunk tensor name to mlx-lm's post-sanitize name.
 	TrunkName func(m *Model, name string) string
 	// CombinedRefusal, when set, is why stock mlx-lm cannot load a combined file.
@@ -413,6 +464,17 @@ type MLXSpec struct {
 	// DrafterShape, when set, gives the stored shape of a drafter tensor
 	// (by its drafter name) that the drafter's sanitize reshapes.
 	DrafterShape func(c *Config, name string, shape []int64) []int64
+	// DrafterDeinterleave lists the head tensors of each MTP layer whose
+	// rows mlx-vlm's sanitize deals out in turn (row r to Outs[r mod n]):
+	// Inkling's fused gate/up projection, interleaved row by row.
+	DrafterDeinterleave []DrafterSplit
+}
+
+// DrafterSplit is a head tensor of an MTP layer dealt row by row into
+// several drafter tensors: its suffix and theirs under the layer.
+type DrafterSplit struct {
+	Src  string
+	Outs []string
 }
 
 // DrafterConcat is one drafter tensor made of head tensors stacked along
@@ -640,7 +702,7 @@ func FamiliesWhere(ok func(*Family) bool) []string {
 
 // HeadZeroCentred says whether the family applies its head's RMSNorms as 1+w.
 func (s *Spec) HeadZeroCentred() bool {
-	for _, w := range append(append([]Want{}, s.HeadTop...), s.HeadLayer...) {
+	for _, w := range append(append([]Want{}, s.HeadTop...), s.HeadLayerWants(0)...) {
 		if w.Role&RoleZeroCentredNorm != 0 {
 			return true
 		}

@@ -17,7 +17,7 @@ func (s *Spec) headPart(name string, nLayers int) (j int, rest string, ok bool) 
 		if s.HeadOneLayer {
 			return 0, rest, true
 		}
-		if l, ok := strings.CutPrefix(rest, s.headLayerWord()); ok {
+		if l, ok := strings.CutPrefix(rest, s.headLayers()); ok {
 			num, suffix, found := strings.Cut(l, ".")
 			if j, err := strconv.Atoi(num); found && err == nil && j >= 0 {
 				return j, suffix, true
@@ -85,15 +85,26 @@ func (m *Model) HeadLayerPrefix(j int) string {
 	if m.Spec.HeadOneLayer {
 		return m.Spec.HeadPrefix
 	}
-	return m.Spec.HeadPrefix + m.Spec.headLayerWord() + strconv.Itoa(j) + "."
+	return m.Spec.HeadPrefix + m.Spec.headLayers() + strconv.Itoa(j) + "."
 }
 
-// headLayerWord is what precedes an MTP layer's number under the head prefix.
-func (s *Spec) headLayerWord() string {
+// headLayers is where a head apart keeps its layers under HeadPrefix.
+func (s *Spec) headLayers() string {
 	if s.HeadLayersNumbered {
 		return ""
 	}
+	if s.HeadLayers != "" {
+		return s.HeadLayers
+	}
 	return "layers."
+}
+
+// HeadLayerWants is what MTP layer j holds (HeadLayerAt, else HeadLayer).
+func (s *Spec) HeadLayerWants(j int) []Want {
+	if s.HeadLayerAt != nil {
+		return s.HeadLayerAt(j)
+	}
+	return s.HeadLayer
 }
 
 // moeLayer reports whether layer i (MTP layer j is num_hidden_layers + j) routes experts.

@@ -108,11 +108,13 @@ func (m *Model) ConcatProjection() (string, bool) {
 		fc = s.Forward(m).FC
 	}
 	for _, w := range s.HeadTop {
-		if n := m.Family.GGUF.HeadTop[w.Suffix]; s.HeadPrefix+w.Suffix == fc || fc == "" && n.Kind == gg.KindNextNEHProj && !n.Bias {
+		// nextn.pre_projection: a separate drafter's concat projection (the
+		// Gemma-4 assistant's, over the target's embedding and hidden state).
+		if n := m.Family.GGUF.HeadTop[w.Suffix]; s.HeadPrefix+w.Suffix == fc || fc == "" && (n.Kind == gg.KindNextNEHProj || n.Kind == gg.KindNextNProjPre) && !n.Bias {
 			return w.Suffix, true
 		}
 	}
-	for _, w := range s.HeadLayer {
+	for _, w := range s.HeadLayerWants(0) {
 		if n := m.Family.GGUF.Layer[w.Suffix]; m.HeadLayerPrefix(0)+w.Suffix == fc || fc == "" && n.Kind == gg.KindNextNEHProj && !n.Bias {
 			return "layers.0." + w.Suffix, true
 		}
@@ -186,7 +188,7 @@ func (f *Family) HeadOwnIn(s *Spec, j int) []string {
 			}
 		}
 	}
-	for _, w := range s.HeadLayer {
+	for _, w := range s.HeadLayerWants(j) {
 		if w.Role&RoleOptional == 0 && (named[m.HeadLayerPrefix(0)+w.Suffix] || f.GGUF.Layer[w.Suffix].Kind.NextN()) {
 			out = append(out, "layers."+strconv.Itoa(j)+"."+w.Suffix)
 		}

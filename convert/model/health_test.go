@@ -1,6 +1,7 @@
 package model_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,7 +52,7 @@ func TestHeadOwn(t *testing.T) {
 		for _, rel := range own {
 			_, suffix, _ := strings.Cut(strings.TrimPrefix(rel, "layers."), ".")
 			switch {
-			case strings.HasSuffix(rel, "eh_proj.weight") || rel == "fc.weight" ||
+			case strings.HasSuffix(rel, "eh_proj.weight") || rel == "fc.weight" || rel == "layers.0.input_proj.weight" ||
 				f.GGUF.HeadTop[rel].Kind == gg.KindNextNEHProj || f.GGUF.Layer[suffix].Kind == gg.KindNextNEHProj:
 				concat++
 			case strings.Contains(rel, "norm"):
@@ -63,8 +64,20 @@ func TestHeadOwn(t *testing.T) {
 				}
 			}
 		}
+		if s.HeadLayers != "" { // a drafter checkpoint: its projections from and to the target's width
+			if !slices.Equal(own, []string{"pre_projection.weight", "post_projection.weight"}) {
+				t.Errorf("%s: the drafter's own tensors %v: want its pre and post projections", name, own)
+			}
+			continue
+		}
 		m := &model.Model{Family: f, Spec: s, Config: &model.Config{}}
-		if split := m.ConcatSplit(); concat != map[bool]int{false: 1, true: 2}[split] || norms < 3 {
+		// The two norms before the projection, and a final norm where the
+		// head has one of its own (Inkling's depths end in the trunk's).
+		wantNorms := 3
+		if s.Forward != nil && s.Forward(m).FinalNorm == "" {
+			wantNorms = 2
+		}
+		if split := m.ConcatSplit(); concat != map[bool]int{false: 1, true: 2}[split] || norms < wantNorms {
 			t.Errorf("%s: the head's own tensors %v: want the concat projection and its norms", name, own)
 		}
 	}

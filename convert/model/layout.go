@@ -94,6 +94,12 @@ func checkTensors(names map[string]*st.Tensor, prefix string, wants []Want, foun
 		}
 		switch t.DType {
 		case st.BF16, st.F16, st.F32:
+		case st.I32, st.I64:
+			// An index buffer (the Gemma-4 assistant's token ordering):
+			// only where the family keeps the stored dtype.
+			if w.Role&RoleKeepDType == 0 {
+				problems = append(problems, fmt.Sprintf("%s: tensor %s has dtype %s, not a float type", t.Shard.Name, name, t.DType))
+			}
 		case st.F8E4M3, st.F8E5M2:
 			// Block-scaled FP8 weights are checked with their scales (fp8.go);
 			// nothing else may be FP8.

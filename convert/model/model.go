@@ -139,6 +139,9 @@ func Describe(cfg *Config, ck *st.Checkpoint) (*Model, error) {
 		Groups: map[string]*GroupStats{GroupTrunk: {}, GroupVision: {}, GroupMTP: {}}, DTypes: map[string]int{}}
 	m.TextPrefix = spec.TextPrefixes[0]
 	for _, p := range spec.TextPrefixes {
+		if len(spec.TrunkTop) == 0 { // a drafter checkpoint: no trunk
+			break
+		}
 		if _, ok := ck.Tensors[p+spec.TrunkTop[0].Suffix]; ok { // the token embedding
 			m.TextPrefix = p
 			break
@@ -244,7 +247,7 @@ func (m *Model) describeMTP() {
 	m.MTPProblems = append(m.MTPProblems, checkTensors(ck, spec.HeadPrefix, spec.HeadTop, m.roles)...)
 	for j := 0; j < m.MTPDepth; j++ {
 		lp := m.HeadLayerPrefix(j)
-		wants := spec.HeadLayer
+		wants := spec.HeadLayerWants(j)
 		if !spec.moeLayer(c.NumHiddenLayers + j) {
 			m.MTPProblems = append(m.MTPProblems, checkTensors(ck, lp, wants, m.roles)...)
 			continue

@@ -23,6 +23,7 @@ type Report struct {
 	Attention     string                 `json:"attention"`
 	Layers        string                 `json:"layers"`
 	Routing       string                 `json:"routing,omitempty"`
+	MLP           string                 `json:"mlp,omitempty"` // a dense MLP's kind, when not SwiGLU
 	MTP           MTPReport              `json:"mtp"`
 	TrunkExperts  []ExpertBlock          `json:"trunk_experts"`
 	Groups        map[string]*GroupStats `json:"groups"`
@@ -74,7 +75,7 @@ func (m *Model) Inspect() (*Report, error) {
 		Kind: "source_checkpoint", Source: m.Checkpoint.Source.Name(), Family: m.Family.Name,
 		ModelType: c.ModelType, Architectures: c.Architectures, NestedConfig: c.Nested,
 		LayerTypes: m.LayerTypes, TrunkExperts: m.TrunkExperts, Groups: m.Groups, DTypes: m.DTypes, FP8: m.FP8, FP8Storage: m.FP8Info, Dense: c.Dense(),
-		Attention: m.Spec.Report.Attention, Layers: m.Spec.Report.Layers, Routing: m.Spec.Report.Routing,
+		Attention: m.Spec.Report.Attention, Layers: m.Spec.Report.Layers, Routing: m.Spec.Report.Routing, MLP: m.Spec.Report.MLP,
 		Dims: map[string]any{
 			"hidden_size": c.HiddenSize, "num_hidden_layers": c.NumHiddenLayers, "vocab_size": c.VocabSize,
 			"num_attention_heads": c.NumAttentionHeads, "num_key_value_heads": c.NumKeyValueHeads, "head_dim": c.HeadDim,
@@ -131,7 +132,14 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	p("layers:        %s", r.Layers)
 	if r.Dense {
-		p("mlp:           dense SwiGLU, intermediate %v (trunk and MTP head)", d["intermediate_size"])
+		kind, where := r.MLP, "trunk and MTP head"
+		if kind == "" {
+			kind = "SwiGLU"
+		}
+		if r.Groups[GroupTrunk] != nil && r.Groups[GroupTrunk].Tensors == 0 {
+			where = "the head only: no trunk"
+		}
+		p("mlp:           dense %s, intermediate %v (%s)", kind, d["intermediate_size"], where)
 	} else {
 		p("experts:       %v routed, top-%v, intermediate %v, shared expert %v", d["num_experts"], d["num_experts_per_tok"], d["moe_intermediate_size"], d["shared_expert_intermediate_size"])
 		if r.Routing != "" {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/testmodel"
 	"github.com/mtpconv/mtpconv/quant/codec"
 )
@@ -171,5 +172,80 @@ func TestSpecDeepLayerListNameIsRefused(t *testing.T) {
 	_, err = model.Describe(cfg, ck)
 	if err == nil || !strings.Contains(err.Error(), "tensor model.layers.99999999.x names MTP layer 99999996, but the checkpoint has only") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// A drafter checkpoint that is all head (HeadPrefix "", its layers under
+// HeadLayers, no trunk): layers of different shapes (HeadLayerAt), a top
+// tensor at the root, an integer index buffer the family keeps as stored.
+func TestSpecDrafterCheckpoint(t *testing.T) {
+	w := func(s string, r model.Role, shape ...int64) model.Want {
+		return model.Want{Suffix: s, Shape: shape, Role: r}
+	}
+	fam := &model.Family{Name: "drafter_test", ModelTypes: []string{"drafter_test"},
+		ParseConfig: func(raw []byte) (*model.Config, error) {
+			c, err := model.DecodeConfig(raw, model.ConfigDefaults{PartialRotaryFactor: 1, RMSNormEps: 1e-6, RopeTheta: 1e4})
+			if err != nil {
+				return nil, err
+			}
+			depth := c.NumHiddenLayers
+			c.NumNextnPredictLayers, c.NumHiddenLayers = &depth, 0
+			return c, nil
+		},
+		Spec: func(c *model.Config) *model.Spec {
+			return &model.Spec{TextPrefixes: []string{"model."}, HeadLayers: "model.layers.",
+				HeadTop:   []model.Want{w("model.embed_tokens.weight", 0, 8, 4), w("pre_projection.weight", 0, 4, 16), w("ordering", model.RoleKeepDType, 8)},
+				HeadLayer: []model.Want{w("q_proj.weight", 0)},
+				HeadLayerAt: func(j int) []model.Want {
+					return []model.Want{w("q_proj.weight", 0, int64(4*(j+1)), 4)}
+				}}
+		}}
+	t.Cleanup(model.RegisterFamily(fam))
+	cfg, err := model.ParseConfig([]byte(`{"model_type":"drafter_test","hidden_size":4,"num_hidden_layers":2,"num_attention_heads":1,"num_key_value_heads":1,"vocab_size":8}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	describe := func(dtype st.DType, q1 int64) *model.Model {
+		shard := &st.Shard{Name: "model.safetensors", Header: &st.Header{}}
+		ck := &st.Checkpoint{Tensors: map[string]*st.Tensor{}, Shards: []*st.Shard{shard}}
+		for n, shape := range map[string][]int64{"model.embed_tokens.weight": {8, 4}, "pre_projection.weight": {4, 16},
+			"model.layers.0.q_proj.weight": {4, 4}, "model.layers.1.q_proj.weight": {q1, 4}, "ordering": {8}} {
+			d := st.BF16
+			if n == "ordering" {
+				d = dtype
+			}
+			ck.Tensors[n] = &st.Tensor{TensorInfo: st.TensorInfo{Name: n, DType: d, Shape: shape}, Shard: shard}
+			ck.Names = append(ck.Names, n)
+		}
+		slices.Sort(ck.Names)
+		m, err := model.Describe(cfg, ck)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	m := describe(st.I64, 8)
+	if p := problems(m); p != "" || m.MTPDepth != 2 || m.Groups[model.GroupTrunk].Tensors != 0 || len(m.HeadTensors()) != 5 {
+		t.Fatalf("depth %d, trunk %d, head %v, problems:\n%s", m.MTPDepth, m.Groups[model.GroupTrunk].Tensors, m.HeadTensors(), p)
+	}
+	for name, rel := range map[string]string{"model.layers.1.q_proj.weight": "layers.1.q_proj.weight", "pre_projection.weight": "pre_projection.weight",
+		"model.embed_tokens.weight": "model.embed_tokens.weight"} {
+		if got := m.HeadRelative(name); got != rel || m.HeadName(got) != name {
+			t.Errorf("%s: relative %q, back %q", name, got, m.HeadName(got))
+		}
+	}
+	// Layer 1's own shape is checked, and an integer tensor the family does not keep as stored is refused.
+	if p := problems(describe(st.I64, 4)); !strings.Contains(p, "model.layers.1.q_proj.weight has shape [4 4], the config implies [8 4]") {
+		t.Errorf("problems:\n%s", p)
+	}
+	fam.Spec = func(c *model.Config) *model.Spec {
+		s := &model.Spec{TextPrefixes: []string{"model."}, HeadLayers: "model.layers.",
+			HeadTop:   []model.Want{w("model.embed_tokens.weight", 0, 8, 4), w("pre_projection.weight", 0, 4, 16), w("ordering", 0, 8)},
+			HeadLayer: []model.Want{w("q_proj.weight", 0, 4, 4)}}
+		s.HeadLayerAt = func(j int) []model.Want { return []model.Want{w("q_proj.weight", 0, int64(4*(j+1)), 4)} }
+		return s
+	}
+	if p := problems(describe(st.I32, 8)); !strings.Contains(p, "tensor ordering has dtype I32, not a float type") {
+		t.Errorf("problems:\n%s", p)
 	}
 }

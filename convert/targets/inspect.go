@@ -57,6 +57,10 @@ type RepoInspector interface {
 	// Serving judges how the runtimes build m's head, for the runtime
 	// --runtime names ("" for every one; another value is a UsageError).
 	Serving(m *model.Model, runtime string) (ServingReport, error)
+	// ServingWithoutFamily judges a repo whose family LoadRepo does not read
+	// by its MTP class's rule for the whole head (LongCat-Flash's
+	// disable_quant_module): ok false when no such rule is ported.
+	ServingWithoutFamily(src source.Source, runtime string) (r ServingReport, ok bool, err error)
 }
 
 // ServingReport is how the runtimes would serve a repo's head.

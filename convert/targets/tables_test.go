@@ -9,8 +9,10 @@ import (
 	"testing"
 
 	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
+	"github.com/mtpconv/mtpconv/formats/jsonobj"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/internal/testmodel"
 
@@ -97,31 +99,70 @@ func TestGGUFSidecarOfLayerListHead(t *testing.T) {
 	}
 }
 
-// The drafter's model_type and the keys its config adds come from the
-// family's MLX table; combined's refusal is the family's sentence.
+// The drafter's model_type, the keys its config adds (text_config's after
+// the source's, in order; top-level ones), the trunk tensors it carries
+// and the head tensors it deals out row by row come from the family's MLX
+// table; combined's refusal is the family's sentence.
 func TestMLXReadsFamilyTable(t *testing.T) {
 	m := testmodel.Load(t, fixtures.Next)
 	fam := testmodel.OwnFamily(m)
 	fam.MLX.DrafterModelType = "test_mtp"
-	fam.MLX.DrafterTextConfig = func(m *model.Model, text map[string]any) { text["test_key"] = 7 }
-	p, err := testmodel.Target(t, "mlx").Plan(m, targets.Options{})
+	fam.MLX.DrafterTextConfig = func(m *model.Model, text *jsonobj.Object) { text.SetDefault("a_test_key", 7) }
+	fam.MLX.DrafterConfig = func(m *model.Model) map[string]any { return map[string]any{"test_depth": m.MTPDepth} }
+	fam.MLX.DrafterTrunk = map[string]string{"norm.weight": "test_norm.weight"}
+	fam.MLX.DrafterDeinterleave = []model.DrafterSplit{{Src: "mlp.shared_expert.up_proj.weight", Outs: []string{"even.weight", "odd.weight"}}}
+	p, err := testmodel.Target(t, "mlx").Plan(m, targets.Options{HeadPrecision: "int4"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var cfg struct {
 		ModelType string         `json:"model_type"`
+		Depth     int            `json:"test_depth"`
 		Text      map[string]any `json:"text_config"`
 	}
+	var text jsonobj.Object
 	for _, f := range p.Files {
 		if f.Name == "config.json" {
 			if err := json.Unmarshal(f.Contents, &cfg); err != nil {
 				t.Fatal(err)
 			}
+			var root struct {
+				Text json.RawMessage `json:"text_config"`
+			}
+			if err := json.Unmarshal(f.Contents, &root); err != nil {
+				t.Fatal(err)
+			}
+			if text, err = jsonobj.Decode(root.Text); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	_, rope := cfg.Text["rope_parameters"]
-	if cfg.ModelType != "test_mtp" || cfg.Text["test_key"] != 7.0 || rope {
-		t.Errorf("config %+v", cfg)
+	if cfg.ModelType != "test_mtp" || cfg.Text["a_test_key"] != 7.0 || text[len(text)-1].Key != "a_test_key" || cfg.Depth != 1 || rope {
+		t.Errorf("config %+v (text_config keys end with %s)", cfg, text[len(text)-1].Key)
+	}
+	byName := map[string]plan.OutTensor{}
+	for _, o := range p.Tensors {
+		byName[o.Name] = o
+	}
+	src := "mtp.layers.0.mlp.shared_expert.up_proj.weight"
+	rows := m.Checkpoint.Tensors[src].Shape[0]
+	for k, name := range []string{"layers.0.even.weight", "layers.0.odd.weight"} {
+		o := byName[name]
+		if len(o.Segments) != int(rows/2) || o.Segments[1].Source != src || o.Segments[1].Row != int64(2+k) || o.Segments[1].Rows != 1 ||
+			o.Shape[0] != rows/2 || o.Quant == nil || o.Component != plan.ComponentHead {
+			t.Errorf("%s: %+v", name, o)
+		}
+	}
+	if _, ok := byName["layers.0.mlp.shared_expert.up_proj.weight"]; ok {
+		t.Error("the dealt tensor is written whole too")
+	}
+	if o := byName["test_norm.weight"]; len(o.Segments) != 1 || o.Segments[0].Source != "model.norm.weight" || o.Component != plan.ComponentTrunk {
+		t.Errorf("the trunk's norm in the drafter: %+v", o)
+	}
+	fam.MLX.DrafterTrunk = map[string]string{"no_such.weight": "x"}
+	if _, err := testmodel.Target(t, "mlx").Plan(m, targets.Options{}); err == nil || !strings.Contains(err.Error(), "carries the trunk's model.no_such.weight, which the checkpoint lacks") {
+		t.Errorf("a missing trunk tensor: %v", err)
 	}
 	fam.MLX.CombinedRefusal = "the test family's combined file has no loader"
 	if _, err := testmodel.Target(t, "combined").Plan(m, targets.Options{}); err == nil || !strings.Contains(err.Error(), "the test family's combined file has no loader") {

@@ -93,6 +93,16 @@ const (
 	KindOutputHCBase
 	KindOutputHCScale
 	KindRopeFreqs // rope_freqs (llama3 RoPE scaling's per-frequency factors, one tensor every layer reads)
+	// The Gemma-4 assistant's (gemma4-assistant): its projections from and
+	// to the target's width (top level, not in a block), its post-FFN norm
+	// and per-layer output scale, and the E2B/E4B centroid LM head (which
+	// the reference converter drops, llama.cpp loading it if present).
+	KindNextNProjPre
+	KindNextNProjPost
+	KindFFNPostNorm
+	KindLayerOutScale
+	KindMaskedEmbdCentroids
+	KindMaskedEmbdOrdering
 )
 
 // KindInfo is what llama.cpp's tools know of a kind.
@@ -186,6 +196,12 @@ var kinds = map[Kind]KindInfo{
 	KindOutputHCFn:          {Name: "output_hc_fn"},
 	KindOutputHCBase:        {Name: "output_hc_base"},
 	KindOutputHCScale:       {Name: "output_hc_scale"},
+	KindNextNProjPre:        {Name: "nextn.pre_projection"},
+	KindNextNProjPost:       {Name: "nextn.post_projection"},
+	KindFFNPostNorm:         {Name: "post_ffw_norm", Block: true},
+	KindLayerOutScale:       {Name: "layer_output_scale", Block: true},
+	KindMaskedEmbdCentroids: {Name: "masked_embd_centroids"},
+	KindMaskedEmbdOrdering:  {Name: "masked_embd_ordering"},
 }
 
 // Info is the kind's entry in the table.

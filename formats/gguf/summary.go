@@ -94,7 +94,11 @@ func Summarize(name string, size int64, f *File) *Summary {
 	s.Tensors = len(f.Tensors)
 	mtp := map[int64]bool{}
 	blocks := map[int64]bool{}
+	drafter := false // top-level nextn.* tensors: a separate drafter model (gemma4-assistant's nextn.pre_projection)
 	for _, t := range f.Tensors {
+		if strings.HasPrefix(t.Name, "nextn.") {
+			drafter = true
+		}
 		s.TensorTypes[t.Type.String()]++
 		if rest, ok := strings.CutPrefix(t.Name, "blk."); ok {
 			if i := strings.IndexByte(rest, '.'); i > 0 {
@@ -105,6 +109,11 @@ func Summarize(name string, size int64, f *File) *Summary {
 					}
 				}
 			}
+		}
+	}
+	if drafter && s.NextnLayers == s.BlockCount {
+		for b := range blocks { // every block is the drafter's
+			mtp[b] = true
 		}
 	}
 	for b := range mtp {

@@ -146,6 +146,15 @@ func (o *Object) Set(key string, v any) {
 	}
 }
 
+// SetDefault adds the member at the end unless the object has it, as
+// Python's dict.setdefault does (a splitter's key added to a config it
+// read keeps the source's order before it).
+func (o *Object) SetDefault(key string, v any) {
+	if !o.Has(key) {
+		*o = append(*o, KV{key, v})
+	}
+}
+
 // Sorted is m as an object with its keys in byte order (an index's
 // weight_map, as transformers and mlx-lm write it).
 func Sorted(m map[string]json.RawMessage) Object {

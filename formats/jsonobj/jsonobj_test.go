@@ -62,3 +62,21 @@ func TestSortedOrdersKeysByBytes(t *testing.T) {
 		t.Fatalf("got %s\nwant %s", got, want)
 	}
 }
+
+// SetDefault is dict.setdefault: a missing member goes at the end, sorted
+// keys or not; a member already there keeps its value and place.
+func TestSetDefault(t *testing.T) {
+	o, err := Decode([]byte(`{"a": 1, "c": 3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.SetDefault("b", 2)
+	o.SetDefault("a", 9)
+	out, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != `{"a":1,"c":3,"b":2}` {
+		t.Errorf("got %s", out)
+	}
+}

@@ -276,7 +276,7 @@ func GLMInventory(cfg *model.Config, src st.Opener, keep func(string) bool) *st.
 		if i < cfg.NumHiddenLayers {
 			add(lp, s.TrunkLayer(i))
 		} else {
-			add(lp, s.HeadLayer)
+			add(lp, s.HeadLayerWants(i-cfg.NumHiddenLayers))
 		}
 		if s.MoELayer(i) {
 			add(lp, s.Experts(model.PerExpert))

@@ -52,13 +52,12 @@ type addedToken struct {
 // vocabulary whose token list would not be one string per id, each once, in
 // valid UTF-8, is refused with the token named.
 func VocabMetadata(m *model.Model, h model.Hparams) ([]gg.KV, error) {
-	n, ok := h.Int("vocab_size")
-	if !ok {
-		n = int64(m.Config.VocabSize)
-	}
-	tf, err := readTokenizer(m.Checkpoint.Source, m.Checkpoint.Source.Name(), n)
+	n, tf, err := sourceTokenizer(m, h)
 	if err != nil {
 		return nil, err
+	}
+	if m.Family.GGUF.HFVocab != "" {
+		return llamaHFVocabMetadata(m, n, tf)
 	}
 	if tf.Model.Type != "BPE" {
 		return nil, fmt.Errorf("tokenizer.json: model type %q, not the BPE vocabulary of these models", tf.Model.Type)
@@ -91,18 +90,9 @@ func VocabMetadata(m *model.Model, h model.Hparams) ([]gg.KV, error) {
 		}
 		at[tokens[i]] = i
 	}
-	var merges []string
-	for _, mr := range tf.Model.Merges {
-		var s string
-		if json.Unmarshal(mr, &s) == nil {
-			merges = append(merges, s)
-			continue
-		}
-		var pair []string
-		if err := json.Unmarshal(mr, &pair); err != nil || len(pair) != 2 {
-			return nil, fmt.Errorf("tokenizer.json: merge %s is neither \"a b\" nor [a, b]", mr)
-		}
-		merges = append(merges, pair[0]+" "+pair[1])
+	merges, err := readMerges(tf)
+	if err != nil {
+		return nil, err
 	}
 	kvs := []gg.KV{
 		gg.Pair("tokenizer.ggml.model", gg.Str("gpt2")),
@@ -119,6 +109,36 @@ func VocabMetadata(m *model.Model, h model.Hparams) ([]gg.KV, error) {
 		return nil, err
 	}
 	return append(kvs, sv.kvs()...), nil
+}
+
+// sourceTokenizer is the source's tokenizer.json, read for vocab_size
+// (the converter's hparams, else the config's) tokens.
+func sourceTokenizer(m *model.Model, h model.Hparams) (int64, *tokenizerFile, error) {
+	n, ok := h.Int("vocab_size")
+	if !ok {
+		n = int64(m.Config.VocabSize)
+	}
+	tf, err := readTokenizer(m.Checkpoint.Source, m.Checkpoint.Source.Name(), n)
+	return n, tf, err
+}
+
+// readMerges is tokenizer.json's merges as "a b" strings (SpecialVocab's
+// load_merges), from either spelling.
+func readMerges(tf *tokenizerFile) ([]string, error) {
+	var merges []string
+	for _, mr := range tf.Model.Merges {
+		var s string
+		if json.Unmarshal(mr, &s) == nil {
+			merges = append(merges, s)
+			continue
+		}
+		var pair []string
+		if err := json.Unmarshal(mr, &pair); err != nil || len(pair) != 2 {
+			return nil, fmt.Errorf("tokenizer.json: merge %s is neither \"a b\" nor [a, b]", mr)
+		}
+		merges = append(merges, pair[0]+" "+pair[1])
+	}
+	return merges, nil
 }
 
 // looksSpecial is the reference converter's does_token_look_special.

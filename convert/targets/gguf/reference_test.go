@@ -64,6 +64,11 @@ var referenceFamilies = []struct {
 	{fixture: fixtures.NemotronHMoERigged, heads: 1, graft: true},
 	{fixture: fixtures.Step35, heads: 3, graft: true, sidecar: step35Sidecar(false)},
 	{fixture: fixtures.Step37, heads: 3, graft: true, sidecar: step35Sidecar(true)},
+	// The Gemma-4 assistant: the converter's whole gemma4-assistant file (a
+	// separate drafter, 4 blocks, no --mtp), the centroid head dropped.
+	{fixture: fixtures.Gemma4Assistant, heads: 4, sidecar: gemma4AssistantFile},
+	{fixture: fixtures.Gemma4AssistantCentroid, heads: 4, sidecar: gemma4AssistantFile},
+	{fixture: fixtures.Gemma4AssistantRigged, heads: 4},
 }
 
 // Each family's sidecar is the reference converter's --mtp file tensor for

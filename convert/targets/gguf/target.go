@@ -118,7 +118,7 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if err := m.HeadError(); err != nil {
 		return nil, err
 	}
-	if m.MTPDepth != 1 && !m.Family.GGUF.ChainedHeads {
+	if m.MTPDepth != 1 && !m.Family.GGUF.ChainedHeads && !m.Family.GGUF.Drafter {
 		return nil, fmt.Errorf("the head has %d MTP layers; llama.cpp's %s MTP graph supports exactly one", m.MTPDepth, m.Family.GGUF.Arch)
 	}
 	if m.Family.GGUF.StoredTypes {
@@ -131,6 +131,9 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 		prec.ftype, prec.suffix = gg.FileMXFP4MOE, gg.FileMXFP4MOE.String()
 	}
 	if o.Graft != "" {
+		if m.Family.GGUF.Drafter {
+			return nil, targets.UsageError{Err: fmt.Errorf("--graft: %s is a separate drafter model, loaded with -md next to its target's GGUF; there is no head to graft into a trunk", m.Family.Title)}
+		}
 		return t.planGraft(m, o)
 	}
 	h, err := m.Config.Hparams()
@@ -326,6 +329,9 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 	// writes them; then the trunk's tensors outside the layers the family
 	// names for llama.cpp (embedding, final norm), then the untied lm_head.
 	pl.Component = plan.ComponentTrunk
+	if gs.Drafter { // a separate drafter: all of the file is the head
+		pl.Component = plan.ComponentHead
+	}
 	if gs.Computed != nil {
 		for _, ct := range gs.Computed(m) {
 			if err := computed.Attach(m.Checkpoint, []string{ct.Source}); err != nil {
@@ -365,6 +371,9 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 		pl.Add(t, q)
 	}
 	for _, n := range m.HeadTensors() {
+		if slices.ContainsFunc(gs.Drop, func(p string) bool { return strings.HasPrefix(m.HeadRelative(n), p) }) {
+			continue // the reference converter drops it
+		}
 		if at, ok := mla[n]; ok {
 			j, _, _ := strings.Cut(strings.TrimPrefix(m.HeadRelative(n), "layers."), ".")
 			jn, err := strconv.Atoi(j)
@@ -464,20 +473,35 @@ func (target) Card(man *manifests.Manifest) manifests.TargetCard {
 			},
 		}
 	}
+	if f, ok := model.LookupFamily(man.Model.Family); ok && f.GGUF.Drafter {
+		return manifests.TargetCard{
+			Library: "gguf", Consumer: "llama.cpp", TitlePrecision: precision, Tags: []string{"llama-cpp"},
+			What:     "the " + f.Title + ", a separate drafter model that shares its target's KV cache, as the GGUF llama.cpp drafts with (architecture " + f.GGUF.Arch + ")",
+			MLP:      "dense, in every block of the drafter",
+			Pairing:  "It pairs with a GGUF of its target model (`{base}`'s target): it reads the target's token embedding and the keys and values of the target's last sliding-window and full-attention layers, and has an embedding, final norm and LM head of its own.",
+			HowToRun: nextTo(man, "the target model", "TARGET.gguf"),
+		}
+	}
 	return manifests.TargetCard{
 		Library: "gguf", Consumer: "llama.cpp", TitlePrecision: precision, Tags: []string{"llama-cpp"},
-		What:    "the multi-token-prediction (MTP) head as an MTP-only GGUF sidecar for llama.cpp speculative decoding",
-		Pairing: "It pairs with a GGUF of the same trunk (`{base}`), converted without its MTP head: the sidecar carries its own copy of the embedding, final norm and lm_head.",
-		Experts: "stacked as llama.cpp's `ffn_{gate,up,down}_exps` `{in, out, E}`",
-		Copies:  "embedding, output norm (copies)",
-		HowToRun: []string{
-			"With llama.cpp (the sources vendored by llama-cpp-python 0.3.36 tested), next to a GGUF of the trunk (TRUNK.gguf):",
-			// Not --hf-repo-draft: llama-server 0.3.36 fetches a draft from the
-			// Hub only when the model itself comes from --hf-repo, so with a
-			// local -m it starts without one ("failed to load draft model").
-			"", "```sh", "llama-server -m TRUNK.gguf -md \"$(hf download {repo} " + fileOf(man) + " --quiet)\" --spec-type draft-mtp",
-			"# or, with the file downloaded:", "llama-server -m TRUNK.gguf -md " + fileOf(man) + " --spec-type draft-mtp", "```",
-		},
+		What:     "the multi-token-prediction (MTP) head as an MTP-only GGUF sidecar for llama.cpp speculative decoding",
+		Pairing:  "It pairs with a GGUF of the same trunk (`{base}`), converted without its MTP head: the sidecar carries its own copy of the embedding, final norm and lm_head.",
+		Experts:  "stacked as llama.cpp's `ffn_{gate,up,down}_exps` `{in, out, E}`",
+		Copies:   "embedding, output norm (copies)",
+		HowToRun: nextTo(man, "the trunk", "TRUNK.gguf"),
+	}
+}
+
+// nextTo is the card's snippet running the file as the draft (-md) of a
+// GGUF of what (its placeholder name file).
+func nextTo(man *manifests.Manifest, what, file string) []string {
+	return []string{
+		"With llama.cpp (the sources vendored by llama-cpp-python 0.3.36 tested), next to a GGUF of " + what + " (" + file + "):",
+		// Not --hf-repo-draft: llama-server 0.3.36 fetches a draft from the
+		// Hub only when the model itself comes from --hf-repo, so with a
+		// local -m it starts without one ("failed to load draft model").
+		"", "```sh", "llama-server -m " + file + " -md \"$(hf download {repo} " + fileOf(man) + " --quiet)\" --spec-type draft-mtp",
+		"# or, with the file downloaded:", "llama-server -m " + file + " -md " + fileOf(man) + " --spec-type draft-mtp", "```",
 	}
 }
 

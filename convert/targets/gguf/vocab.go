@@ -26,10 +26,14 @@ const (
 // checked token by token (readVocab, readAdded).
 type tokenizerFile struct {
 	Model struct {
-		Type   string            `json:"type"`
-		Vocab  json.RawMessage   `json:"vocab"`
-		Merges []json.RawMessage `json:"merges"`
+		Type         string            `json:"type"`
+		Vocab        json.RawMessage   `json:"vocab"`
+		Merges       []json.RawMessage `json:"merges"`
+		ByteFallback *bool             `json:"byte_fallback"`
 	} `json:"model"`
+	Decoder struct {
+		Type string `json:"type"`
+	} `json:"decoder"`
 	Added         []json.RawMessage `json:"added_tokens"`
 	Normalizer    json.RawMessage   `json:"normalizer"`
 	PostProcessor json.RawMessage   `json:"post_processor"`

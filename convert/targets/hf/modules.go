@@ -66,7 +66,7 @@ func HeadModules(m *model.Model, depth int) []Module {
 			}
 			rels = append(rels, rel)
 		}
-		for _, rel := range fold(rels) {
+		for _, rel := range fold(rels, func(rel string) bool { _, ok := m.Checkpoint.Tensors[prefix+rel+".weight"]; return ok }) {
 			mod := Module{Name: prefix + rel.name, Rel: rel.name, Kind: KindLinear, Layer: layer}
 			for _, sh := range rel.shards {
 				mod.Shards = append(mod.Shards, prefix+sh)
@@ -82,7 +82,7 @@ func HeadModules(m *model.Model, depth int) []Module {
 	}
 	for j := range depth {
 		lp := m.HeadLayerPrefix(j)
-		add(lp, j, s.HeadLayer)
+		add(lp, j, s.HeadLayerWants(j))
 		i := m.Config.NumHiddenLayers + j
 		if s.MoE != nil && (s.MoELayer == nil || s.MoELayer(i)) {
 			rel := strings.TrimSuffix(s.MoE.Experts, ".")
@@ -93,13 +93,33 @@ func HeadModules(m *model.Model, depth int) []Module {
 }
 
 type folded struct {
-	name   string
-	shards []string
+	name     string
+	shards   []string
+	deferred bool // a fused module listed where its shards stand
 }
 
 // fold replaces the shards of a fused module (all of them, under one
-// parent) by the module, in the position of its first shard.
-func fold(rels []string) []folded {
+// parent) by the module, in the position of its first shard. A family that
+// stores either form (MiMo-V2.5's qkv_proj, MiMo-V2-Flash's q/k/v_proj,
+// both optional in its Spec) lists the fused module once: stored whole when
+// the checkpoint holds it (held), else from its shards.
+func fold(rels []string, held func(rel string) bool) []folded {
+	// shardsOf are the listed shards of the fused module whole (nil unless all are).
+	shardsOf := func(parent string, p struct {
+		fused  string
+		shards []string
+	}) []string {
+		var shards []string
+		for _, sh := range p.shards {
+			if n := parent + sh; slices.Contains(rels, n) {
+				shards = append(shards, n)
+			}
+		}
+		if len(shards) < len(p.shards) {
+			return nil
+		}
+		return shards
+	}
 	var out []folded
 	done := map[string]bool{}
 	for _, r := range rels {
@@ -109,25 +129,39 @@ func fold(rels []string) []folded {
 		parent, leaf := splitLeaf(r)
 		f := folded{name: r}
 		for _, p := range packed {
-			if !slices.Contains(p.shards, leaf) {
-				continue
-			}
-			var shards []string
-			for _, sh := range p.shards {
-				if n := parent + sh; slices.Contains(rels, n) {
-					shards = append(shards, n)
+			switch {
+			case leaf == p.fused && shardsOf(parent, p) != nil && !held(r):
+				// Listed from its shards, where they stand.
+				f = folded{name: r, deferred: true}
+			case slices.Contains(p.shards, leaf):
+				shards := shardsOf(parent, p)
+				if shards == nil {
+					break
 				}
-			}
-			if len(shards) == len(p.shards) {
-				f = folded{name: parent + p.fused, shards: shards}
+				whole := parent + p.fused
+				f = folded{name: whole, shards: shards}
+				switch {
+				case done[whole]:
+					f = folded{} // listed whole already
+				case slices.Contains(rels, whole) && held(whole):
+					f.shards = nil // stored whole: the shards are the other layout's
+				}
 				for _, sh := range shards {
 					done[sh] = true
 				}
+				done[whole] = true
+			default:
+				continue
 			}
 			break
 		}
+		if f.deferred {
+			continue
+		}
 		done[r] = true
-		out = append(out, f)
+		if f.name != "" {
+			out = append(out, f)
+		}
 	}
 	return out
 }

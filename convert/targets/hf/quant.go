@@ -324,7 +324,12 @@ func (q *Quant) withExclusions(mods []Module, hfs hfNames, derived []string) (js
 		var es []string
 		for _, mod := range mods {
 			for _, p := range mod.parts() {
-				es = append(es, p, hfs.name(SGLang, p))
+				es = append(es, p)
+				for _, rt := range Runtimes {
+					if n := hfs.name(rt, p); n != "" {
+						es = append(es, n)
+					}
+				}
 			}
 		}
 		err = appendList(q.IgnoreKey, q.Ignore, es)

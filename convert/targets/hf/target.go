@@ -141,7 +141,7 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if r := m.Family.HF.Refusal; r != "" {
 		return nil, fmt.Errorf("--target hf: %s", r)
 	}
-	if r := m.Family.HF.Unported; r != "" {
+	if r := unported(m); r != "" {
 		return nil, fmt.Errorf("--target hf: %s", r)
 	}
 	prec, err := headPrecision(o, precBF16)
@@ -158,7 +158,7 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := headOnlyConfig(m, prec == precFP8)
+	cfg, err := headOnlyConfig(m, prec == precFP8, head)
 	if err != nil {
 		return nil, err
 	}
@@ -173,13 +173,20 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 
 // headOnlyConfig is the source's config.json for a repo of the head alone:
 // members in order, quantization_config dropped unless the head keeps an
-// FP8 release's storage (keepQuant), the MTP depth declared.
-func headOnlyConfig(m *model.Model, keepQuant bool) ([]byte, error) {
+// FP8 release's storage (keepQuant: then the modules head writes float, the
+// ones a runtime builds without the quant config, are excluded from it, as
+// --into excludes them), the MTP depth declared.
+func headOnlyConfig(m *model.Model, keepQuant bool, head []plan.OutTensor) ([]byte, error) {
 	root, err := jsonobj.Decode(m.Config.Raw)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", model.ConfigFile, err)
 	}
-	if d, ok := m.Config.ConfigMTPDepth(); !ok || d == 0 {
+	if keepQuant {
+		if err := excludeFloatModules(&root, m, head); err != nil {
+			return nil, err
+		}
+	}
+	if d, ok := m.Config.ConfigMTPDepth(); (!ok || d == 0) && m.Family.HF.FixedDepth == 0 {
 		if err := setDepth(&root, m, m.Config.Nested); err != nil {
 			return nil, err
 		}
@@ -199,6 +206,38 @@ func headOnlyConfig(m *model.Model, keepQuant bool) ([]byte, error) {
 		kept = append(kept, kv)
 	}
 	return jsonobj.Indent(kept, "  ")
+}
+
+// excludeFloatModules adds the head's float modules (as head stores them) to
+// the quantization config's exclusion list, so that the runtime that builds
+// one with the config (vLLM's Qwen3.8 fc_embedding, a ColumnParallelLinear;
+// SGLang's is an nn.Linear) builds it as stored; checked by the rules.
+func excludeFloatModules(root *jsonobj.Object, m *model.Model, head []plan.OutTensor) error {
+	raw, key, err := quantizationConfig(mustRaw(*root))
+	if err != nil || raw == nil {
+		return err
+	}
+	q, err := ParseQuant(raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", model.ConfigFile, err)
+	}
+	tensors := map[string]*st.Tensor{}
+	for _, t := range head {
+		tensors[t.Name] = &st.Tensor{TensorInfo: st.TensorInfo{Name: t.Name, DType: t.DType, Shape: t.Shape}}
+	}
+	planned := Repo{Tensors: tensors}
+	mods := HeadModules(m, m.MTPDepth)
+	var float []Module
+	for _, mod := range mods {
+		if isFloatName(stored(planned, mod, map[string]bool{})) {
+			float = append(float, mod)
+		}
+	}
+	qc, _, err := q.withExclusions(float, hfNames{m}, nil)
+	if err != nil {
+		return err
+	}
+	return setNested(root, key, qc)
 }
 
 // setDepth declares the head's depth in the key the family reads
@@ -224,6 +263,19 @@ func setDepth(root *jsonobj.Object, m *model.Model, nested bool) error {
 	}
 	root.Set(key, m.MTPDepth)
 	return nil
+}
+
+// unported is why the target writes and inspect judges no head of m
+// although a runtime builds the family's: the family is not ported
+// (HFSpec.Unported), or this config's layout is not (HFSpec.Refuse).
+func unported(m *model.Model) string {
+	if r := m.Family.HF.Unported; r != "" {
+		return r
+	}
+	if f := m.Family.HF.Refuse; f != nil {
+		return f(m.Config)
+	}
+	return ""
 }
 
 // Card: the head for vLLM and SGLang.

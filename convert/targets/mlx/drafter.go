@@ -3,7 +3,6 @@ package mlx
 import (
 	"bytes"
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -83,6 +82,11 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	dealt, err := planDeinterleave(pl, m, rename, o.Head.Float, rule)
+	if err != nil {
+		return nil, err
+	}
+	maps.Copy(concat, dealt)
 	if mla := m.MLAKVB(); len(mla) > 0 {
 		// Multi-head latent attention: kv_b_proj as the two halves the family's drafter names.
 		if ms.DrafterKVB[0] == "" {
@@ -113,6 +117,14 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 		for i := range pl.Out {
 			pl.Out[i].Shape = ms.DrafterShape(m.Config, pl.Out[i].Name, pl.Out[i].Shape)
 		}
+	}
+	pl.Component = plan.ComponentTrunk
+	for _, n := range slices.Sorted(maps.Keys(ms.DrafterTrunk)) {
+		src := m.TextPrefix + n
+		if _, ok := m.Checkpoint.Tensors[src]; !ok {
+			return nil, fmt.Errorf("--target mlx: %s's drafter carries the trunk's %s, which the checkpoint lacks", m.Family, src)
+		}
+		pl.Plain(src, ms.DrafterTrunk[n], o.Head.Float, rule)
 	}
 	p := &plan.Plan{
 		Target: d.Name(), Tensors: pl.Out, TensorFiles: []string{pl.File},
@@ -168,6 +180,40 @@ func planConcat(pl *plan.Planner, m *model.Model, rename func(string) string, dt
 	return used, nil
 }
 
+// planDeinterleave plans the family's DrafterDeinterleave tensors of every
+// MTP layer (row r of the source to the (r mod n)-th output, as mlx-vlm's
+// sanitize de-interleaves before its splitter quantizes) and returns the
+// source tensors they consume.
+func planDeinterleave(pl *plan.Planner, m *model.Model, rename func(string) string, dtype st.DType, rule plan.QuantRule) (map[string]bool, error) {
+	used := map[string]bool{}
+	pl.Component = plan.ComponentHead
+	for j := range m.MTPDepth {
+		lp, rel := m.HeadLayerPrefix(j), "layers."+strconv.Itoa(j)+"."
+		for _, sp := range m.Family.MLX.DrafterDeinterleave {
+			src := lp + sp.Src
+			t, ok := m.Checkpoint.Tensors[src]
+			n := int64(len(sp.Outs))
+			if !ok || len(t.Shape) != 2 || t.Shape[0]%n != 0 {
+				return nil, fmt.Errorf("--target mlx: %s's drafter deals the rows of %s into %d tensors: it is not a matrix of the checkpoint with a multiple of %d rows", m.Family, src, n, n)
+			}
+			used[src] = true
+			for k, out := range sp.Outs {
+				var segs []plan.Segment
+				for r := int64(k); r < t.Shape[0]; r += n {
+					segs = append(segs, pl.Segment(src, r, 1))
+				}
+				name := rename(rel + out)
+				var q *plan.Quant
+				if rule != nil {
+					q = rule(src, name, t.Shape[1])
+				}
+				pl.Add(plan.OutTensor{Name: name, Segments: segs, RowLen: t.Shape[1], Shape: []int64{t.Shape[0] / n, t.Shape[1]}, DType: dtype}, q)
+			}
+		}
+	}
+	return used, nil
+}
+
 // drafterConfig writes the drafter's config.json the way mlx-vlm's splitter
 // does (json.dump of the top level sorted, indent 2, no final newline): the
 // family's drafter model_type, the source text_config (for a flat config
@@ -183,6 +229,9 @@ func drafterConfig(m *model.Model, p *plan.Plan, o Options) ([]byte, error) {
 		"block_size":          m.MTPDepth + cmp.Or(m.Family.MLX.DrafterBlockExtra, 2),
 		"text_config":         text,
 		"tie_word_embeddings": m.Config.TieWordEmbeddings,
+	}
+	if f := m.Family.MLX.DrafterConfig; f != nil {
+		maps.Copy(cfg, f(m))
 	}
 	switch {
 	case o.Head.Quantized():
@@ -203,22 +252,22 @@ func drafterConfig(m *model.Model, p *plan.Plan, o Options) ([]byte, error) {
 // textConfigObject returns the source's text configuration as a JSON value
 // that the drafter's TextConfig reads: nested text_config as is, or the
 // whole flat config, plus what the family's drafter needs (DrafterTextConfig).
-// Numbers keep their literal (json.Number): "attention_dropout": 0.0 stays
-// 0.0, as the splitter's json.load and json.dump keep a float a float.
-func textConfigObject(m *model.Model) (map[string]any, error) {
-	var root map[string]any
-	d := json.NewDecoder(bytes.NewReader(m.Config.Raw))
-	d.UseNumber()
-	if err := d.Decode(&root); err != nil {
+// Members keep the source's order and values their literal: "attention_dropout":
+// 0.0 stays 0.0, as the splitter's json.load and json.dump keep them.
+func textConfigObject(m *model.Model) (jsonobj.Object, error) {
+	text, err := jsonobj.Decode(m.Config.Raw)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", model.ConfigFile, err)
 	}
-	text := root
-	if tc, ok := root["text_config"].(map[string]any); ok {
-		text = tc
+	if raw, ok := text.Get("text_config"); ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		if text, err = jsonobj.Decode(raw); err != nil {
+			return nil, fmt.Errorf("%s: text_config: %w", model.ConfigFile, err)
+		}
 	}
-	delete(text, "quantization_config") // a flat config's own storage (an FP8 release's) is not the drafter's
+	// A flat config's own storage (an FP8 release's) is not the drafter's.
+	text = slices.DeleteFunc(text, func(kv jsonobj.KV) bool { return kv.Key == "quantization_config" })
 	if f := m.Family.MLX.DrafterTextConfig; f != nil {
-		f(m, text)
+		f(m, &text)
 	}
 	return text, nil
 }

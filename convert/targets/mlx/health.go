@@ -74,8 +74,9 @@ func headHealth(dir string) (*health.Report, error) {
 		return nil, nil
 	}
 	sort.Strings(heads)
-	// Every family's concat projection takes the embedding first
-	// (Forward.EmbeddingFirst; TestFamilyStaticFacts holds it).
+	// Every concat projection this check knows by name (isConcat) takes
+	// the embedding first (Forward.EmbeddingFirst; TestFamilyStaticFacts
+	// holds it); Inkling's, hidden first, is input_proj, checked whole.
 	e, embeddingFirst := health.Expect{Centre: 1, ZeroCentred: fam != nil && fam.ZeroCentredHead}, true
 	if drafter && fam != nil && fam.MLX.DrafterNormsStored {
 		e.Centre = 0 // the drafter's zero-centred norms are stored raw

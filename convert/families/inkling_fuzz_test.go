@@ -1,0 +1,5 @@
+package families
+
+import "testing"
+
+func FuzzConfigInkling(f *testing.F) { fuzzFamily(f, "inkling") }
