@@ -511,7 +511,8 @@ func entryChecksumCount(ctx context.Context, f *os.File, begin, end int64, dtype
 func recompute(ctx context.Context, r *Report, src *st.Checkpoint, o *outFile, t *Tensor) (sameSource bool, err error) {
 	_, plusOne := t.Has(TNormPlusOne)
 	_, repack := t.Has(TRepackMXFP4)
-	if _, move := t.Has(TMoveMXFP4); repack || move {
+	_, move8 := t.Has(TMoveMXFP8)
+	if _, move := t.Has(TMoveMXFP4); repack || move || move8 {
 		return recomputeMoved(ctx, r, src, o, t, repack)
 	}
 	if q, quantized := t.Has(TQuantize); quantized {
@@ -735,7 +736,7 @@ func recomputeMoved(ctx context.Context, r *Report, src *st.Checkpoint, o *outFi
 			return false, err
 		}
 		if err := rows.Check(src, seg, t.RowLen); err != nil || seg.Packed == "" {
-			return false, fmt.Errorf("%s: %s is not FP4 codes the move can have read: %v", t.Name, seg.Source, err)
+			return false, fmt.Errorf("%s: %s is not FP4 or MX fp8 codes the move can have read: %v", t.Name, seg.Source, err)
 		}
 		_, sraw, err := rd.Scales(seg.Scale)
 		if err != nil {
@@ -757,7 +758,7 @@ func recomputeMoved(ctx context.Context, r *Report, src *st.Checkpoint, o *outFi
 			}
 			same, err = compare(main, outRow*per*quant.MXFP4BlockBytes, want)
 		} else {
-			same, err = compare(main, outRow*t.RowLen/2, raw)
+			same, err = compare(main, outRow*seg.RowBytesOf(t.RowLen), raw)
 			if err == nil && same {
 				same, err = compare(scalesEntry, outRow*per, scales)
 			}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/health"
 	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/rows"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/quant/codec"
 )
@@ -97,6 +98,9 @@ func (pl *Planner) Segment(src string, row, rows int64) Segment {
 	if seg, ok := pl.M.FP4Segment(src, row, rows); ok {
 		return seg
 	}
+	if seg, ok := pl.M.MXFP8Segment(src, row, rows); ok {
+		return seg
+	}
 	seg := Segment{Source: src, Row: row, Rows: rows}
 	if scale, block, ok := pl.M.BlockScale(src); ok {
 		seg.Scale, seg.Block, seg.ShardRows = scale, block, pl.M.ShardRows(src)
@@ -109,6 +113,17 @@ func (pl *Planner) Add(t OutTensor, q *Quant) {
 	t.File = pl.File
 	t.Component = pl.Component
 	for _, s := range t.Segments {
+		if s.Packed == rows.PackedMXE4M3 && q != nil && q.Mode == codec.ModeMLXMXFP8 && int64(q.GroupSize) == s.Block[1] {
+			// MX fp8 asked as MLX mxfp8 of its own group: the codes and
+			// scales already are that, exactly (plan.TMoveMXFP8).
+			t.Transforms = append(t.Transforms, TMoveMXFP8)
+			t.Quant, q = q, nil
+			break
+		}
+		if s.Packed == rows.PackedMXE4M3 { // MX fp8 codes decoded with their scales first
+			t.Transforms = append([]Transform{TDequantMXFP8}, t.Transforms...)
+			break
+		}
 		if s.Packed != "" && t.DType == DTypeMXFP4 { // FP4 codes stored as ggml MXFP4: moved, not decoded
 			t.Transforms = append(t.Transforms, TRepackMXFP4)
 			break
@@ -136,7 +151,7 @@ func (pl *Planner) Add(t OutTensor, q *Quant) {
 			break
 		}
 	}
-	if t.DType != pl.M.Checkpoint.Tensors[t.Segments[0].Source].DType && !t.Has(TRepackMXFP4) && !t.Has(TMoveMXFP4) {
+	if t.DType != pl.M.Checkpoint.Tensors[t.Segments[0].Source].DType && !t.Has(TRepackMXFP4) && !t.Has(TMoveMXFP4) && !t.Has(TMoveMXFP8) {
 		t.Transforms = append(t.Transforms, TCast)
 	}
 	if q != nil {

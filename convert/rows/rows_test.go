@@ -209,3 +209,61 @@ func slicesEqual(a, b []float32) bool {
 	}
 	return true
 }
+
+// MX fp8 codes (one E4M3 a byte) with an E8M0 scale per 2 values, in a
+// 3-D expert stack read as rows of its last dimension, decode exactly to
+// e4m3 × 2^(e − 127) from any row; codes of another dtype, scales of
+// another dtype or shape, and rows not the last dimension are refused.
+func TestPackedMXE4M3(t *testing.T) {
+	t.Parallel()
+	// [2 experts, 2 rows, 4 values]: 1, 2, -1, 1.5 | 0, 2^-9, 448, -448 ...
+	codes := []byte{0x38, 0x40, 0xB8, 0x3C, 0x00, 0x01, 0x7E, 0xFE, 0x38, 0x38, 0x38, 0x38, 0x40, 0x40, 0xC0, 0xC0}
+	scales := []byte{127, 128, 126, 127, 0, 254, 130, 120} // per 2 values
+	ck := writeCheckpoint(t, []st.Entry{
+		{Name: "e.gate_up_proj", DType: st.F8E4M3, Shape: []int64{2, 2, 4}},
+		{Name: "e.gate_up_proj_scale", DType: st.F8E8M0, Shape: []int64{2, 2, 2}},
+		{Name: "bad_scale", DType: st.U8, Shape: []int64{2, 2, 2}},
+		{Name: "i8", DType: st.I8, Shape: []int64{2, 2, 4}},
+	}, [][]byte{codes, scales, scales, codes})
+	seg := rows.Segment{Source: "e.gate_up_proj", Rows: 4, Scale: "e.gate_up_proj_scale", Block: []int64{1, 2}, Packed: rows.PackedMXE4M3}
+	if err := rows.Check(ck, seg, 4); err != nil {
+		t.Fatal(err)
+	}
+	p := math.Ldexp
+	want := []float32{1, 2, -1 * 2, 1.5 * 2, 0, float32(p(1, -9-1)), 448, -448,
+		0x1p-127, 0x1p-127, 0x1p127, 0x1p127, 2 * 8, 2 * 8, -2 * 0x1p-7, -2 * 0x1p-7}
+	rd := rows.NewReader(ck)
+	for _, from := range []int64{0, 1, 3} {
+		raw, err := rd.Raw(seg, 4, from, 4-from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(raw)) != (4-from)*seg.RowBytesOf(4) {
+			t.Fatalf("from row %d: %d bytes, want one a value", from, len(raw))
+		}
+		got := make([]float32, (4-from)*4)
+		if err := rd.Decode(seg, 4, from, 4-from, raw, got); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range got {
+			if w := want[from*4+int64(i)]; math.Float32bits(v) != math.Float32bits(w) {
+				t.Errorf("from row %d: value %d = %g, want %g", from, i, v, w)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		seg    rows.Segment
+		rowLen int64
+		want   string
+	}{
+		{"scale dtype", rows.Segment{Source: "e.gate_up_proj", Rows: 4, Scale: "bad_scale", Block: []int64{1, 2}, Packed: rows.PackedMXE4M3}, 4, "want F8_E8M0"},
+		{"codes dtype", rows.Segment{Source: "i8", Rows: 4, Scale: "e.gate_up_proj_scale", Block: []int64{1, 2}, Packed: rows.PackedMXE4M3}, 4, "stored F8_E4M3"},
+		{"rows not the last dimension", rows.Segment{Source: "e.gate_up_proj", Rows: 2, Scale: "e.gate_up_proj_scale", Block: []int64{1, 2}, Packed: rows.PackedMXE4M3}, 8, "whole rows of their last dimension"},
+		{"scale shape", rows.Segment{Source: "e.gate_up_proj", Rows: 4, Scale: "e.gate_up_proj_scale", Block: []int64{1, 4}, Packed: rows.PackedMXE4M3}, 4, "must be [2 2 1]"},
+	} {
+		if err := rows.Check(ck, c.seg, c.rowLen); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+}
