@@ -457,6 +457,11 @@ type MLXSpec struct {
 	// (affine, 8 bits, group 64) and one entry per mxfp4 module. The target
 	// writes that one form and refuses other precisions.
 	DrafterKeepsStorage bool
+	// DrafterStorageQuant, with DrafterKeepsStorage, is config.json's
+	// quantization block as the splitter records a release stored in one
+	// MX format throughout: that block alone, no per-module entries (Hy4's
+	// mxfp8, group 32); nil: the default and per-module entries above.
+	DrafterStorageQuant *StorageQuant
 	// DrafterExpertOrder is the order the drafter's sanitize stacks the
 	// routed experts' projections in (indexes of gate, up, down), which is
 	// the order its quantization block lists them; nil: gate, up, down.
@@ -468,6 +473,12 @@ type MLXSpec struct {
 	// rows mlx-vlm's sanitize deals out in turn (row r to Outs[r mod n]):
 	// Inkling's fused gate/up projection, interleaved row by row.
 	DrafterDeinterleave []DrafterSplit
+}
+
+// StorageQuant is a quantization block of an MLX config.json.
+type StorageQuant struct {
+	GroupSize, Bits int
+	Mode            string
 }
 
 // DrafterSplit is a head tensor of an MTP layer dealt row by row into

@@ -113,9 +113,11 @@ func (pl *Planner) Add(t OutTensor, q *Quant) {
 	t.File = pl.File
 	t.Component = pl.Component
 	for _, s := range t.Segments {
-		if s.Packed == rows.PackedMXE4M3 && q != nil && q.Mode == codec.ModeMLXMXFP8 && int64(q.GroupSize) == s.Block[1] {
-			// MX fp8 asked as MLX mxfp8 of its own group: the codes and
-			// scales already are that, exactly (plan.TMoveMXFP8).
+		if s.Packed == rows.PackedMXE4M3 && q != nil && q.Mode == codec.ModeMLXMXFP8 && int64(q.GroupSize) == s.Block[1] && pl.whole(t) {
+			// A whole MX fp8 tensor asked as MLX mxfp8 of its own group:
+			// the codes and scales already are that, exactly
+			// (plan.TMoveMXFP8). Parts of one (kv_b_proj's halves) are
+			// decoded and quantized again, as mlx-vlm's sanitize does.
 			t.Transforms = append(t.Transforms, TMoveMXFP8)
 			t.Quant, q = q, nil
 			break
@@ -162,6 +164,17 @@ func (pl *Planner) Add(t OutTensor, q *Quant) {
 		t.Parts = health.ConcatParts(t.RowLen, emb)
 	}
 	pl.Out = append(pl.Out, t)
+}
+
+// whole reports whether t is one source tensor's rows, all of them, in
+// order and untransformed.
+func (pl *Planner) whole(t OutTensor) bool {
+	if len(t.Segments) != 1 || len(t.Transforms) > 0 {
+		return false
+	}
+	s := t.Segments[0]
+	src := pl.M.Checkpoint.Tensors[s.Source]
+	return s.Row == 0 && len(s.Then) == 0 && s.Rows*t.RowLen == src.Elements()
 }
 
 // Experts plans the routed experts of blk as the family's stacked
