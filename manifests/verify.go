@@ -773,7 +773,7 @@ func recomputeMoved(ctx context.Context, r *Report, src *st.Checkpoint, o *outFi
 	}
 	sameSource := TensorSum(h) == t.SourceCRC32C
 	if sameSource && differs > 0 {
-		r.add("values_differ", t.File, t.Name, "%s: %d of %d segments are not the source's FP4 codes and scales as moved", t.Name, differs, len(t.Segments))
+		r.add("values_differ", t.File, t.Name, "%s: %d of %d segments are not the source's FP4 or MX fp8 codes and scales as moved", t.Name, differs, len(t.Segments))
 	}
 	return sameSource, nil
 }
