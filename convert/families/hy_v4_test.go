@@ -26,6 +26,9 @@ func TestHyV4Family(t *testing.T) {
 	if m.Family.Name != "hy_v4" || m.MTPDepth != 1 || m.HeadError() != nil || m.TrunkError() != nil {
 		t.Fatalf("family %s depth %d: %v %v", m.Family, m.MTPDepth, m.HeadError(), m.TrunkError())
 	}
+	if m.MXFP8 != 48 || m.FP8 || m.FP8Info != nil {
+		t.Errorf("%d MXFP8 tensors (FP8 %v %+v): want the fixture's 48, none read as block FP8", m.MXFP8, m.FP8, m.FP8Info)
+	}
 	const mtp = "model.mtp_layers.0."
 	if m.HeadLayerPrefix(0) != mtp || !m.IsHead(mtp+"eh_proj.weight") || m.IsHead("model.layers.2.input_layernorm.weight") ||
 		!m.IsBlockScale(mtp+"mlp.experts.gate_up_proj_scale") || !m.IsBlockScale(mtp+"self_attn.q_a_proj.weight_scale") {
