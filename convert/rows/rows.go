@@ -357,15 +357,21 @@ func checkPacked(ck *st.Checkpoint, t *st.Tensor, seg Segment, rowLen int64) err
 	case len(seg.Then) > 0:
 		return fmt.Errorf("%s: tensor %s: FP4 codes are not read as part of a column concatenation", t.Shard.Name, seg.Source)
 	}
+	return checkE8M0Scale(ck, t, seg, []int64{t.Shape[0], rowLen / seg.Block[1]}, "FP4")
+}
+
+// checkE8M0Scale refuses the F8_E8M0 scale of an MX-format segment (kind
+// "FP4" or "MX fp8") that is missing, of another dtype or not of shape want.
+func checkE8M0Scale(ck *st.Checkpoint, t *st.Tensor, seg Segment, want []int64, kind string) error {
 	s, ok := ck.Tensors[seg.Scale]
 	if !ok {
-		return fmt.Errorf("%s: tensor %s: its FP4 scale %s is missing", t.Shard.Name, seg.Source, seg.Scale)
+		return fmt.Errorf("%s: tensor %s: its %s scale %s is missing", t.Shard.Name, seg.Source, kind, seg.Scale)
 	}
 	if s.DType != st.F8E8M0 {
-		return fmt.Errorf("%s: tensor %s: FP4 scale dtype %s, want %s", s.Shard.Name, seg.Scale, s.DType, st.F8E8M0)
+		return fmt.Errorf("%s: tensor %s: %s scale dtype %s, want %s", s.Shard.Name, seg.Scale, kind, s.DType, st.F8E8M0)
 	}
-	if want := []int64{t.Shape[0], rowLen / seg.Block[1]}; !slices.Equal(s.Shape, want) {
-		return fmt.Errorf("%s: tensor %s has shape %v; for %s %v (FP4, blocks of %d) it must be %v", s.Shard.Name, seg.Scale, s.Shape, seg.Source, t.Shape, seg.Block[1], want)
+	if !slices.Equal(s.Shape, want) {
+		return fmt.Errorf("%s: tensor %s has shape %v; for %s %v (%s, blocks of %d) it must be %v", s.Shard.Name, seg.Scale, s.Shape, seg.Source, t.Shape, kind, seg.Block[1], want)
 	}
 	return nil
 }
@@ -406,16 +412,5 @@ func checkMXE4M3(ck *st.Checkpoint, t *st.Tensor, seg Segment, rowLen int64) err
 	case len(seg.Then) > 0:
 		return fmt.Errorf("%s: tensor %s: MX fp8 codes are not read as part of a column concatenation", t.Shard.Name, seg.Source)
 	}
-	s, ok := ck.Tensors[seg.Scale]
-	if !ok {
-		return fmt.Errorf("%s: tensor %s: its MX fp8 scale %s is missing", t.Shard.Name, seg.Source, seg.Scale)
-	}
-	if s.DType != st.F8E8M0 {
-		return fmt.Errorf("%s: tensor %s: MX fp8 scale dtype %s, want %s", s.Shard.Name, seg.Scale, s.DType, st.F8E8M0)
-	}
-	want := append(slices.Clone(t.Shape[:last]), rowLen/seg.Block[1])
-	if !slices.Equal(s.Shape, want) {
-		return fmt.Errorf("%s: tensor %s has shape %v; for %s %v (MX fp8, blocks of %d) it must be %v", s.Shard.Name, seg.Scale, s.Shape, seg.Source, t.Shape, seg.Block[1], want)
-	}
-	return nil
+	return checkE8M0Scale(ck, t, seg, append(slices.Clone(t.Shape[:last]), rowLen/seg.Block[1]), "MX fp8")
 }
