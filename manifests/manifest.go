@@ -277,6 +277,21 @@ func (t *Tensor) Has(name TransformName) (Transform, bool) {
 	return Transform{}, false
 }
 
+// StoredQuant is how the tensor is stored quantized: by mtpconv's
+// quantizer (TQuantize), or moved as the release stores it in that format
+// (TMoveMXFP4, TMoveMXFP8: moved true); ok false for a float tensor.
+func (t *Tensor) StoredQuant() (q Transform, moved, ok bool) {
+	if q, ok := t.Has(TQuantize); ok {
+		return q, false, true
+	}
+	for _, m := range []TransformName{TMoveMXFP4, TMoveMXFP8} {
+		if q, ok := t.Has(m); ok {
+			return q, true, true
+		}
+	}
+	return Transform{}, false, false
+}
+
 // File is one output file.
 type File struct {
 	Name   string `json:"name"`

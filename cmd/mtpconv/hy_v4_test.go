@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/manifests"
 )
 
 // Hy4's drafter moves the release's MXFP8 codes and scales as they are:
@@ -23,6 +25,33 @@ func TestHyV4MovedMXFP8Verified(t *testing.T) {
 		}
 		if code, stdout, stderr := runCLI(t, "verify", "--src", src, out); code != 0 || !strings.Contains(stdout, "28 recomputed from the source: OK") {
 			t.Fatalf("verify --src: exit %d: %s %s", code, stdout, stderr)
+		}
+		// The card says what the manifest records: the moved tensors as the
+		// release's own mxfp8, the re-quantized ones as mxfp8, every expert.
+		card, err := os.ReadFile(filepath.Join(out, "README.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		man, err := manifests.Load(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved, requantized := 0, 0
+		for i := range man.Tensors {
+			if _, m, ok := man.Tensors[i].StoredQuant(); ok && m {
+				moved++
+			} else if ok {
+				requantized++
+			}
+		}
+		for _, want := range []string{
+			fmt.Sprintf("| head | mxfp8 (E4M3 codes, E8M0 scales, group 32), the release's own codes and scales | %d |", moved),
+			fmt.Sprintf("| head | mxfp8 (E4M3 codes, E8M0 scales, group 32) | %d |", requantized),
+			"experts: all 4 routed experts (top-2)",
+		} {
+			if moved != 12 || requantized != 2 || !strings.Contains(string(card), want) {
+				t.Errorf("card lacks %q (manifest: %d moved, %d re-quantized)", want, moved, requantized)
+			}
 		}
 		file := filepath.Join(out, "model.safetensors")
 		f, err := os.OpenFile(file, os.O_RDWR, 0)

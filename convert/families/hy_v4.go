@@ -160,7 +160,7 @@ func specHyV4(c *model.Config) *model.Spec {
 	s.HeadLayer = append(layer(c.NumHiddenLayers, true), w("eh_proj.weight", 0, h, 2*h), w("enorm.weight", 0, h), w("hnorm.weight", 0, h),
 		w("final_layernorm.weight", 0, h))
 	s.HeadInLayers, s.HeadPrefix, s.HeadLayersNumbered = false, "model.mtp_layers.", true
-	s.MoE, s.Experts, s.MoELayer = nil, nil, nil
+	s.MoE, s.Experts, s.MoELayer, s.ExpertsAsTensors = nil, nil, nil, true
 	s.Forward = hy4Forward
 	s.Report.Dims["hc_mult"], s.Report.Dims["indexer_types"] = hy.HCMult, slices.Clone(ds.IndexerTypes)
 	s.Report.Dims["index_n_heads"], s.Report.Dims["index_head_dim"], s.Report.Dims["index_topk"] = ds.IndexNHeads, ds.IndexHeadDim, ds.IndexTopk

@@ -211,8 +211,12 @@ type Spec struct {
 	// its own dimensions; the Gemma-4 assistant: sliding and full attention of
 	// other head sizes); nil: HeadLayer for every depth (HeadLayerWants).
 	HeadLayerAt func(j int) []Want
-	MoE         *MoE                             // nil for a dense MLP
-	Experts     func(layout ExpertLayout) []Want // the routed-expert tensors of one block, under a layer
+	MoE         *MoE // nil for a dense MLP
+	// ExpertsAsTensors: the routed experts are wanted tensors carried
+	// whole (Hy4's fused stacks, kept fused by its only consumer), not
+	// MoE expert blocks; outputs still hold every expert.
+	ExpertsAsTensors bool
+	Experts          func(layout ExpertLayout) []Want // the routed-expert tensors of one block, under a layer
 	// MoELayer reports whether layer i routes experts (the MTP layer j is
 	// i = num_hidden_layers + j); nil: every layer does when MoE is set.
 	// A MoE trunk with leading dense layers (first_k_dense_replace) says
