@@ -121,22 +121,7 @@ func TestPackedE2M1(t *testing.T) {
 	}
 	want := []float32{0, 0.5, 1, 1.5, 4, 6, 8, 12,
 		float32(math.Copysign(0, -1)), -0.25, -0.5, -0.75, -2 * 0x1p-127, -3 * 0x1p-127, -4 * 0x1p-127, -6 * 0x1p-127}
-	rd := rows.NewReader(ck)
-	for _, from := range []int64{0, 1} {
-		raw, err := rd.Raw(seg, 8, from, 2-from)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := make([]float32, (2-from)*8)
-		if err := rd.Decode(seg, 8, from, 2-from, raw, got); err != nil {
-			t.Fatal(err)
-		}
-		for i, v := range got {
-			if w := want[from*8+int64(i)]; math.Float32bits(v) != math.Float32bits(w) {
-				t.Errorf("from row %d: value %d = %g, want %g", from, i, v, w)
-			}
-		}
-	}
+	checkDecoded(t, ck, seg, 8, []int64{0, 1}, want)
 	for _, c := range []struct {
 		name   string
 		seg    rows.Segment
@@ -232,25 +217,7 @@ func TestPackedMXE4M3(t *testing.T) {
 	p := math.Ldexp
 	want := []float32{1, 2, -1 * 2, 1.5 * 2, 0, float32(p(1, -9-1)), 448, -448,
 		0x1p-127, 0x1p-127, 0x1p127, 0x1p127, 2 * 8, 2 * 8, -2 * 0x1p-7, -2 * 0x1p-7}
-	rd := rows.NewReader(ck)
-	for _, from := range []int64{0, 1, 3} {
-		raw, err := rd.Raw(seg, 4, from, 4-from)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if int64(len(raw)) != (4-from)*seg.RowBytesOf(4) {
-			t.Fatalf("from row %d: %d bytes, want one a value", from, len(raw))
-		}
-		got := make([]float32, (4-from)*4)
-		if err := rd.Decode(seg, 4, from, 4-from, raw, got); err != nil {
-			t.Fatal(err)
-		}
-		for i, v := range got {
-			if w := want[from*4+int64(i)]; math.Float32bits(v) != math.Float32bits(w) {
-				t.Errorf("from row %d: value %d = %g, want %g", from, i, v, w)
-			}
-		}
-	}
+	checkDecoded(t, ck, seg, 4, []int64{0, 1, 3}, want)
 	for _, c := range []struct {
 		name   string
 		seg    rows.Segment
@@ -264,6 +231,32 @@ func TestPackedMXE4M3(t *testing.T) {
 	} {
 		if err := rows.Check(ck, c.seg, c.rowLen); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+}
+
+// checkDecoded reads seg's rows (rowLen values each) from each row of
+// froms to its end, as stored (RowBytesOf a row) and decoded: want bit for bit.
+func checkDecoded(t *testing.T, ck *st.Checkpoint, seg rows.Segment, rowLen int64, froms []int64, want []float32) {
+	t.Helper()
+	rd := rows.NewReader(ck)
+	for _, from := range froms {
+		n := seg.Rows - from
+		raw, err := rd.Raw(seg, rowLen, from, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(raw)) != n*seg.RowBytesOf(rowLen) {
+			t.Fatalf("from row %d: %d bytes, want %d a row", from, len(raw), seg.RowBytesOf(rowLen))
+		}
+		got := make([]float32, n*rowLen)
+		if err := rd.Decode(seg, rowLen, from, n, raw, got); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range got {
+			if w := want[from*rowLen+int64(i)]; math.Float32bits(v) != math.Float32bits(w) {
+				t.Errorf("from row %d: value %d = %g, want %g", from, i, v, w)
+			}
 		}
 	}
 }
