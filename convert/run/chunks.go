@@ -35,6 +35,7 @@ type tensorState struct {
 	chunks      []chunk
 	wholeSeg    []bool // segment i covers its whole source tensor
 	copyThrough bool
+	narrow      bool // a signed integer buffer narrowed (TNarrowInt)
 	plusOne     bool
 	transposed  bool // each segment stored transposed, whole (TTranspose)
 	raw         bool // the file has no header: the manifest places each entry
@@ -81,6 +82,7 @@ func newTensorState(ck *st.Checkpoint, t *plan.OutTensor, lay *plan.FileLayout, 
 	// checksum is its source checksum.
 	s.plusOne = t.Has(plan.TNormPlusOne)
 	s.transposed = t.Has(plan.TTranspose)
+	s.narrow = t.Has(plan.TNarrowInt)
 	s.copyThrough = t.Quant == nil && !s.plusOne && !s.transposed
 	for _, seg := range t.Segments {
 		s.copyThrough = s.copyThrough && ck.Tensors[seg.Source].DType == t.DType
@@ -249,6 +251,12 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 	switch {
 	case s.copyThrough:
 		pieces = []codec.Piece{{Name: t.Name, Data: raw, Num: s.storedRow * s.outSize, Den: 1}}
+	case s.narrow:
+		sc.enc = growBytes(sc.enc, elems*s.outSize)
+		if err := quant.Narrow(string(src.DType), string(t.DType), raw, sc.enc); err != nil {
+			return fmt.Errorf("%s: %w", seg.Source, err)
+		}
+		pieces = []codec.Piece{{Name: t.Name, Data: sc.enc, Num: s.storedRow * s.outSize, Den: 1}}
 	case seg.Scale != "":
 		// Dequantized through the shared row reader, then the usual path from float32.
 		sc.vals = grow(sc.vals, elems)
