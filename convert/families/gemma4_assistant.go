@@ -30,7 +30,8 @@ import (
 // 0, the blocks are the MTP depth). Who runs it: llama.cpp (the
 // gemma4-assistant architecture, -md next to a Gemma-4 trunk), vLLM
 // (gemma4_mtp, from the assistant's own repo), mlx-vlm (load_drafter on
-// the HF folder, or on mlx_vlm.convert's quantized copy of it), OpenVINO
+// the HF folder, or on mlx_vlm.convert's copy of it, which --target mlx
+// writes), OpenVINO
 // GenAI's stateful Gemma-4 MTP pipeline (which needs the main model's IR
 // to carry the shared KV). See docs/gemma4.md.
 
@@ -38,7 +39,7 @@ import (
 var gemma4AssistantFamily = &model.Family{
 	Name: "gemma4_assistant", Title: gemma4AssistantName,
 	Docs:       "docs/gemma4.md",
-	Layout:     "a separate drafter checkpoint that is all head (`Spec.HeadPrefix` \"\", `HeadLayers` `model.layers.`, per-layer shapes by attention type through `HeadLayerAt`), the E2B/E4B centroid LM head (`masked_embedding.*`, an int64 index buffer kept as stored); its GGUF a whole drafter file (`GGUFSpec.Drafter`, `Drop`, the LlamaHfVocab vocabulary `HFVocab`, proportional `rope_freqs`)",
+	Layout:     "a separate drafter checkpoint that is all head (`Spec.HeadPrefix` \"\", `HeadLayers` `model.layers.`, per-layer shapes by attention type through `HeadLayerAt`), the E2B/E4B centroid LM head (`masked_embedding.*`, an int64 index buffer kept as stored); its GGUF a whole drafter file (`GGUFSpec.Drafter`, `Drop`, the LlamaHfVocab vocabulary `HFVocab`, proportional `rope_freqs`); its MLX folder `mlx_vlm.convert`'s of the checkpoint (`MLXSpec.DrafterWhole`, `token_ordering` int32 by `DrafterIndexDType`)",
 	ModelTypes: []string{"gemma4_assistant", "gemma4_unified_assistant"}, Arch: "Gemma4AssistantForCausalLM",
 	ParseConfig: parseGemma4Assistant, Spec: specGemma4Assistant,
 	// mlx-vlm 0.7.10 loads the assistant folder itself (load_drafter,
