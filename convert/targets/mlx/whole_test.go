@@ -181,7 +181,9 @@ func TestWholeDrafter(t *testing.T) {
 			}
 			// The index.
 			var idx struct {
-				Metadata  struct{ TotalSize int64 `json:"total_size"` } `json:"metadata"`
+				Metadata struct {
+					TotalSize int64 `json:"total_size"`
+				} `json:"metadata"`
 				WeightMap map[string]string `json:"weight_map"`
 			}
 			raw, err := os.ReadFile(filepath.Join(out, st.IndexFile))
