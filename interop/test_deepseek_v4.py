@@ -1,10 +1,9 @@
 """DeepSeek-V4 (deepseek_v4): what the pinned consumers do with the release
 layout, on the fixtures (cmd/mkfixtures deepseek-v4-tiny and its rigged twin:
 FP4 routed experts with E8M0 scales, hash routing, compressing layers, the
-mtp.0 head), and mtpconv's refusal. mtpconv writes no DeepSeek-V4 head yet
-(docs/deepseek-v4.md says what each target lacks); these are the baselines
-its writers must meet, each the reference tool's own output in the runtime's
-own loop:
+mtp.0 head), and what mtpconv writes of it: the reference tools' outputs
+are the baselines, each in the runtime's own loop, and mtpconv's sidecar
+meets llama.cpp's:
 
 - llama.cpp: the reference converter's `--mtp` sidecar (deepseek4) of the
   fixture is what testdata/gguf_reference records (tensor for tensor, key for
@@ -22,7 +21,11 @@ own loop:
   logits for the converter's sidecar fed llama.cpp's own h_nextn streams
   (interop/mtp_logits.cpp; within 3 %: bf16 weights and the Q8_0 eh_proj the
   converter forces), the same argmax at every position.
-- mtpconv refuses every target naming DeepSeek-V4.
+- mtpconv's --target gguf sidecar is the converter's record (provenance keys
+  aside) and llama.cpp drafts with it as with the converter's: rigged >= 95 %
+  with the trunk's greedy text, plain few; its --target mlx drafter is the
+  splitter's (tensors, config.json) and drafts in mlx-vlm's loop likewise.
+  openvino and hf are refused in one sentence each.
 """
 import json
 import subprocess
@@ -50,13 +53,52 @@ def dirs():
     return make_fixtures(FIXTURES)
 
 
-@pytest.mark.parametrize("target", ["gguf", "mlx", "openvino", "hf"])
-def test_mtpconv_refuses_deepseek_v4(mtpconv, dirs, tmp_path, target):
+@pytest.mark.parametrize("target,why", [("openvino", "runs Qwen3.5 heads only"), ("hf", "cpu/mtp.py:15")])
+def test_mtpconv_refuses_deepseek_v4(mtpconv, dirs, tmp_path, target, why):
     res = subprocess.run([str(mtpconv), "export", "--src", str(dirs["plain"]), "--out", str(tmp_path / "out"), "--target", target],
                          capture_output=True, text=True)
     assert res.returncode != 0
-    assert "DeepSeek-V4" in res.stderr and "not supported yet" in res.stderr, res.stderr
+    assert why in res.stderr, res.stderr
     assert not (tmp_path / "out").exists()
+
+
+# Keys that name the file rather than describe the model (the converter's
+# general.name from the folder, size_label from its parameter count).
+PROVENANCE = {"general.name", "general.size_label"}
+
+
+@pytest.fixture(scope="module")
+def our_sidecars(dirs, mtpconv, tmp_path_factory):
+    """mtpconv's --target gguf sidecar of each fixture (key -> file)."""
+    made = {}
+
+    def of(key):
+        if key not in made:
+            out = tmp_path_factory.mktemp("ours-" + key) / "out"
+            subprocess.run([str(mtpconv), "export", "--src", str(dirs[key]), "--out", str(out), "--target", "gguf"],
+                           check=True, capture_output=True)
+            (made[key],) = out.glob("mtp-*.gguf")
+        return made[key]
+    return of
+
+
+@pytest.mark.parametrize("key", ["plain", "rigged"])
+def test_llama_drafts_with_mtpconv_sidecar(our_sidecars, llama_bin, key):
+    """mtpconv's sidecar is the converter's (the record) tensor for tensor
+    and key for key, and llama.cpp drafts with it next to the converter's
+    trunk: rigged >= 95 % with the greedy text of the trunk alone, plain few."""
+    import gguf
+    name = FIXTURES[key]
+    sidecar = our_sidecars(key)
+    rec = json.loads((REFERENCE / f"{name}-bf16.json").read_text())
+    got = reference_gguf.describe(str(sidecar), gguf)
+    # In the target's order (every family's sidecar: shared tensors, then
+    # the block), not the converter's.
+    by_name = lambda ts: sorted(ts, key=lambda t: t["name"])  # noqa: E731
+    assert by_name(got["tensors"]) == by_name(rec["tensors"])
+    strip = lambda md: {k: v for k, v in md.items() if k not in PROVENANCE}  # noqa: E731
+    assert list(strip(got["metadata"])) == list(strip(rec["metadata"])) and strip(got["metadata"]) == strip(rec["metadata"])
+    llama_drafts(llama_bin, key, sidecar, "mtpconv sidecar")
 
 
 @pytest.fixture(scope="module")
@@ -97,10 +139,16 @@ def test_llama_drafts_with_converter_sidecar(sidecars, llama_bin, key):
     # The converter's layout of the head, as its DeepseekV4Model writes it.
     assert types["blk.4.ffn_gate_exps.weight"] == "MXFP4" and types["blk.4.nextn.eh_proj.weight"] == "Q8_0"
     assert "output_hc_fn.weight" in types and rec["metadata"]["deepseek4.embedding_length_out"]["value"] == 4 * 128
-    trunk = REFERENCE / f"{name}-nomtp-bf16.gguf"
+    llama_drafts(llama_bin, key, sidecar, "converter sidecar")
+
+
+def llama_drafts(llama_bin, key, sidecar, what):
+    """llama.cpp drafts with sidecar next to the converter's --no-mtp trunk:
+    rigged >= 95 % accepted with the trunk's greedy text, plain few."""
+    trunk = REFERENCE / f"{FIXTURES[key]}-nomtp-bf16.gguf"
     want = greedy(llama_bin, trunk, 64)
     text, stats = speculative(llama_bin, trunk, sidecar)
-    print(f"deepseek_v4 {key}: converter sidecar in llama.cpp: drafted {stats['n_drafted']:.0f}, "
+    print(f"deepseek_v4 {key}: {what} in llama.cpp: drafted {stats['n_drafted']:.0f}, "
           f"accepted {stats['n_accept']:.0f} ({stats['accept']:.1f}%)")
     assert stats["n_drafted"] >= 30
     if key == "rigged":
@@ -150,12 +198,18 @@ def test_mlx_vlm_drafts_with_splitter_drafter(dirs, tmp_path, key):
     assert w["decoder.ffn.switch_mlp.gate_proj.weight"].dtype == mx.uint32
     assert w["decoder.ffn.switch_mlp.gate_proj.scales"].dtype == mx.uint8
     assert w["hc_head.fn"].shape == (4, 4 * 128) and w["e_proj.weight"].shape == (128, 128)
+    mlx_drafts(dirs, tmp_path, key, ref, "mlx-vlm splitter drafter")
+
+
+def mlx_drafts(dirs, tmp_path, key, folder, what):
+    """mlx-vlm's own MTP loop drafts with the drafter folder next to its
+    trunk: the no-draft tokens; rigged >= 95 % accepted, plain few."""
     model = load_trunk(dirs[key], tmp_path)
     want = mlx_greedy(model)
-    drafter = load_drafter(ref)
+    drafter = load_drafter(folder)
     got = mlx_greedy(model, drafter)
     drafted, accepted = acceptance(drafter)
-    print(f"deepseek_v4 {key}: mlx-vlm splitter drafter in mlx-vlm: drafted {drafted}, accepted {accepted} "
+    print(f"deepseek_v4 {key}: {what} in mlx-vlm: drafted {drafted}, accepted {accepted} "
           f"({100 * accepted / max(drafted, 1):.1f}%)")
     assert got == want
     assert drafted >= NEW_TOKENS // 2
@@ -163,6 +217,37 @@ def test_mlx_vlm_drafts_with_splitter_drafter(dirs, tmp_path, key):
         assert accepted >= 0.95 * drafted
     else:
         assert accepted < 0.5 * drafted
+
+
+def test_drafter_equals_mlx_vlm_splitter(mtpconv, dirs, tmp_path):
+    """Our --target mlx drafter is what mlx-vlm's deepseek_v4_mtp splitter
+    writes from the FP4 release, tensor for tensor and byte for byte in
+    config.json: the experts' codes and scales the release's own bytes
+    (mxfp4), everything else as stored; other precisions are refused."""
+    from conftest import export
+    from mlx_vlm.speculative.drafters.deepseek_v4_mtp.split import split_deepseek_v4_mtp
+    from mlx_vlm_loop import bf16_drafters
+    from test_glm import assert_same_drafter
+    ours, ref = bf16_drafters(mtpconv, dirs["plain"], tmp_path, split_deepseek_v4_mtp)
+    got = assert_same_drafter(ours, Path(ref))
+    assert (ours / "config.json").read_bytes() == (Path(ref) / "config.json").read_bytes()
+    assert got["decoder.ffn.switch_mlp.down_proj.weight"].dtype == mx.uint32
+    assert got["decoder.attn.wo_a.weight"].shape == (2, 32, 128)
+    man = json.loads((ours / "mtpconv-manifest.json").read_text())
+    moved = {t["name"]: [x["name"] for x in t["transforms"] or []] for t in man["tensors"]}
+    assert moved["decoder.ffn.switch_mlp.gate_proj.weight"] == ["stack_experts", "move_mxfp4"]
+    res = subprocess.run([str(mtpconv), "export", "--src", str(dirs["plain"]), "--out", str(tmp_path / "int4"), "--target", "mlx",
+                          "--head-precision", "int4"], capture_output=True, text=True)
+    assert res.returncode != 0 and "ignores any quantization asked" in res.stderr, res.stderr
+    assert not (tmp_path / "int4").exists()
+
+
+@pytest.mark.parametrize("key", ["plain", "rigged"])
+def test_mlx_vlm_drafts_with_mtpconv_drafter(mtpconv, dirs, tmp_path, key):
+    """mlx-vlm's own MTP loop drafts with our drafter next to its trunk: the
+    greedy tokens equal the no-draft ones; rigged >= 95 % accepted, plain few."""
+    from conftest import export
+    mlx_drafts(dirs, tmp_path, key, export(mtpconv, dirs[key], tmp_path / "ours", "--target", "mlx"), "mtpconv drafter")
 
 
 def test_reference_agrees_with_mlx_vlm_drafter(dirs, tmp_path):

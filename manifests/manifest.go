@@ -172,6 +172,10 @@ const (
 	TQuantize       TransformName = "quantize"
 	TDequantFP8     TransformName = "dequantize_fp8" // F8_E4M3 code × its block's scale (a second source), in float32
 	TTranspose      TransformName = "transpose"      // each segment's [rows, row_len] block stored transposed, [row_len, rows]
+	TDequantFP4     TransformName = "dequantize_fp4" // E2M1 code × its block's E8M0 scale (a second source), in float32
+	TRepackMXFP4    TransformName = "repack_mxfp4"   // E2M1 codes and E8M0 scales moved unchanged into ggml MXFP4 blocks (no value changes)
+	TConcatColumns  TransformName = "concat_columns" // each row the same row of several sources side by side (segment then)
+	TMoveMXFP4      TransformName = "move_mxfp4"     // E2M1 codes and E8M0 scales stored unchanged as MLX mxfp4's words and scales
 )
 
 // QuantMode names a quantization scheme; its codec (quant/codec) is

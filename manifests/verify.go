@@ -513,6 +513,10 @@ func recompute(ctx context.Context, r *Report, src *st.Checkpoint, o *outFile, t
 		return recomputeIndices(ctx, r, src, o, t)
 	}
 	_, plusOne := t.Has(TNormPlusOne)
+	_, repack := t.Has(TRepackMXFP4)
+	if _, move := t.Has(TMoveMXFP4); repack || move {
+		return recomputeMoved(ctx, r, src, o, t, repack)
+	}
 	if q, quantized := t.Has(TQuantize); quantized {
 		return recomputeQuantized(ctx, r, src, o, t, q, plusOne)
 	}
@@ -681,6 +685,97 @@ func recomputeQuantized(ctx context.Context, r *Report, src *st.Checkpoint, o *o
 		for _, d := range v.Degraded {
 			r.Warnings = append(r.Warnings, Problem{"head_half_degraded", t.File, t.Name, d})
 		}
+	}
+	return sameSource, nil
+}
+
+// recomputeMoved checks a tensor whose FP4 codes and scales were moved
+// unchanged (into ggml MXFP4 blocks, repack, or as MLX mxfp4's words and
+// scales): every stored byte is the source's, placed as the move places
+// it, segment by segment; the source bytes are hashed as the export read
+// them (each segment's scales, then its rows).
+func recomputeMoved(ctx context.Context, r *Report, src *st.Checkpoint, o *outFile, t *Tensor, repack bool) (bool, error) {
+	h := NewTensorHash()
+	rd := rows.NewReader(src)
+	entry := func(name string) (st.TensorInfo, error) {
+		e, ok := o.h.Lookup(name)
+		if !ok {
+			return e, fmt.Errorf("entry %s is missing", name)
+		}
+		return e, nil
+	}
+	main, err := entry(t.Name)
+	if err != nil {
+		return false, err
+	}
+	var scalesEntry st.TensorInfo
+	if !repack {
+		if len(t.Entries) != 2 {
+			return false, fmt.Errorf("%s: %d entries for an mxfp4 move", t.Name, len(t.Entries))
+		}
+		other := t.Entries[0].Name
+		if other == t.Name {
+			other = t.Entries[1].Name
+		}
+		if scalesEntry, err = entry(other); err != nil {
+			return false, err
+		}
+	}
+	compare := func(e st.TensorInfo, off int64, want []byte) (bool, error) {
+		if off < 0 || e.Begin+off+int64(len(want)) > e.End {
+			return false, fmt.Errorf("tensor %s is shorter than its manifest says", e.Name)
+		}
+		got := make([]byte, len(want))
+		if _, err := o.f.ReadAt(got, e.Begin+off); err != nil {
+			return false, err
+		}
+		return bytes.Equal(got, want), nil
+	}
+	differs := 0
+	outRow := int64(0)
+	for _, seg := range t.Segments {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		if err := rows.Check(src, seg, t.RowLen); err != nil || seg.Packed == "" {
+			return false, fmt.Errorf("%s: %s is not FP4 codes the move can have read: %v", t.Name, seg.Source, err)
+		}
+		_, sraw, err := rd.Scales(seg.Scale)
+		if err != nil {
+			return false, err
+		}
+		h.Write(sraw)
+		raw, err := rd.Raw(seg, t.RowLen, 0, seg.Rows)
+		if err != nil {
+			return false, err
+		}
+		h.Write(raw)
+		per := t.RowLen / seg.Block[1]
+		scales := sraw[seg.Row*per : (seg.Row+seg.Rows)*per]
+		var same bool
+		if repack {
+			want := make([]byte, int64(len(scales))*quant.MXFP4BlockBytes)
+			if err := quant.RepackMXFP4(raw, scales, want); err != nil {
+				return false, err
+			}
+			same, err = compare(main, outRow*per*quant.MXFP4BlockBytes, want)
+		} else {
+			same, err = compare(main, outRow*t.RowLen/2, raw)
+			if err == nil && same {
+				same, err = compare(scalesEntry, outRow*per, scales)
+			}
+		}
+		if err != nil {
+			return false, err
+		}
+		if !same {
+			differs++
+		}
+		outRow += seg.Rows
+	}
+	sameSource := TensorSum(h) == t.SourceCRC32C
+	if sameSource && differs > 0 {
+		r.add("values_differ", t.File, t.Name, "%s: %d of %d segments are not the source's FP4 codes and scales as moved", t.Name, differs, len(t.Segments))
 	}
 	return sameSource, nil
 }

@@ -103,6 +103,14 @@ func DecodeF32(dtype string, src []byte, dst []float32) error {
 		for i, c := range src {
 			dst[i] = F8E4M3ToF32(c)
 		}
+	case "F8_E8M0":
+		// Microscaling block scales: 2^(e − 127), 0xFF NaN (OCP MX).
+		if len(src) != len(dst) {
+			return fmt.Errorf("decode F8_E8M0: %d bytes for %d elements", len(src), len(dst))
+		}
+		for i, e := range src {
+			dst[i] = E8M0ToF32(e)
+		}
 	default:
 		return fmt.Errorf("decode: dtype %s is not a float type this tool reads", dtype)
 	}

@@ -19,7 +19,7 @@ import (
 var completenessFixtures = []string{
 	fixtures.Qwen35, fixtures.Qwen35DenseText, fixtures.Next, fixtures.GLM45, fixtures.GLM47Flash, fixtures.GLM52,
 	fixtures.GLM53Flash, fixtures.DeepSeekV3, fixtures.DeepSeekV32, fixtures.Hy3, fixtures.Ling3,
-	fixtures.MiMoV25, fixtures.NemotronHMoE, fixtures.Step35, fixtures.Qwen38FlashNext, fixtures.Inkling, fixtures.Gemma4AssistantCentroid,
+	fixtures.MiMoV25, fixtures.NemotronHMoE, fixtures.Step35, fixtures.Qwen38FlashNext, fixtures.Inkling, fixtures.Gemma4AssistantCentroid, fixtures.DeepSeekV4,
 }
 
 // familyFixtures maps every registered family to its fixture among
@@ -115,7 +115,7 @@ func headFiles(t *testing.T, fixture string) []headFile {
 		}
 		files = append(files, headFile{"gguf sidecar", out, paths[0], ggufNames(m.Config.NumHiddenLayers)})
 		trunk := filepath.Join(fixtures.Root(), "testdata", "gguf_reference", fixture+"-nomtp-bf16.gguf")
-		if _, err := os.Stat(trunk); err == nil {
+		if _, err := os.Stat(trunk); err == nil && !m.Family.GGUF.StoredTypes { // a stored-type sidecar is never grafted
 			out := export("--target", "gguf", "--graft", trunk)
 			files = append(files, headFile{"gguf graft", out, filepath.Join(out, filepath.Base(trunk)), ggufNames(m.Config.NumHiddenLayers)})
 		}
@@ -160,10 +160,10 @@ func TestInspectHeadCompleteness(t *testing.T) {
 					t.Fatalf("%s: inspect --strict of the whole head: %d %s %s", f.kind, code, stdout, stderr)
 				}
 				// The concat projection (Inkling's input_proj), or its halves apart (Qwen3.8-Flash-Next's fc_embedding and fc_hidden),
-				// or a separate drafter's (the Gemma-4 assistant's pre_projection).
+				// or a separate drafter's (the Gemma-4 assistant's pre_projection), or DeepSeek-V4's h_proj.
 				if !slices.ContainsFunc(f.own, func(n string) bool {
 					return strings.Contains(n, "eh_proj") || strings.HasSuffix(n, "fc.weight") || strings.HasSuffix(n, "fc_hidden.weight") ||
-						strings.HasSuffix(n, "input_proj.weight") || strings.Contains(n, "pre_projection")
+						strings.HasSuffix(n, "input_proj.weight") || strings.Contains(n, "pre_projection") || n == "h_proj.weight"
 				}) {
 					t.Errorf("%s: the head's own tensors %v lack the concat projection", f.kind, f.own)
 				}

@@ -68,6 +68,10 @@ func outputMatrix() []outputCase {
 	for i := range cs {
 		cs[i].tokenizer = cs[i].args[1] == "gguf"
 	}
+	// DeepSeek-V4's release layout (its own tokenizer): the FP4 experts
+	// moved raw into the sidecar's MXFP4 and the drafter's mxfp4.
+	add([]string{fixtures.DeepSeekV4}, "gguf-bf16", "--target", "gguf")
+	add([]string{fixtures.DeepSeekV4}, "mlx-bf16", "--target", "mlx")
 	return cs
 }
 

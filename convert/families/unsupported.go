@@ -11,7 +11,6 @@ import "github.com/mtpconv/mtpconv/convert/model"
 var unsupportedFamilies = []model.Unsupported{
 	{Architectures: []string{"DeepseekV2ForCausalLM"}, Name: "DeepSeek-V2", Why: "its routing (softmax, greedy groups) has no MTP head in any release"},
 	{Architectures: []string{"KimiK25ForConditionalGeneration"}, Name: "Kimi-K2.5", Why: "its head is not written yet (llama.cpp's reference converter drops it)"},
-	{Architectures: []string{"DeepseekV4ForCausalLM"}, Name: "DeepSeek-V4", Why: "its head is not written yet: llama.cpp's deepseek4 sidecar and mlx-vlm's deepseek_v4_mtp drafter keep the release's FP4 experts as stored, which this tool does not read (docs/deepseek-v4.md)"},
 	{Architectures: []string{"Cohere2MoeForCausalLM"}, Name: "Cohere2-MoE", Why: "no public checkpoint ships its MTP layer"},
 	{Architectures: []string{"Dots3Note"}, Name: "dots3", Why: "llama.cpp keeps its MTP tensors but has no draft graph for them"},
 	// mlx-vlm 0.7.10 drafts with it (hy_v4_mtp); its trunk is new here (MLA

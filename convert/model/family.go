@@ -194,6 +194,9 @@ type Spec struct {
 	// llama.cpp folds into block n_layer). Its HeadLayer wants and MoE
 	// experts are named under HeadPrefix ("layers.1.mixer.experts.").
 	HeadOneLayer bool
+	// HeadLayersNumbered: MTP layer j lives at HeadPrefix + "{j}." rather
+	// than HeadPrefix + "layers.{j}." (DeepSeek-V4's mtp.0.*).
+	HeadLayersNumbered bool
 	// HeadLayers is where a head apart keeps its layers under HeadPrefix
 	// ("" means "layers."): a drafter checkpoint that is all head (the
 	// Gemma-4 assistant: HeadPrefix "", its blocks at "model.layers.{j}.").
@@ -353,6 +356,31 @@ type GGUFSpec struct {
 	// trunk and the bundled file alike; each is named by its recipe
 	// (package computed), and a graft keeps the trunk's.
 	Computed func(m *Model) []ComputedTensor
+	// Joins are the head's tensors made of several by columns.
+	Joins []GGUFJoin
+	// StoredTypes: the reference converter writes every tensor in the type
+	// the checkpoint stores it (float32 stays F32, a bf16 matrix BF16, a
+	// bf16 vector F32), whatever the output type, and FP4 routed experts
+	// as MXFP4 from their own bytes (DeepSeek-V4's tensor_force_quant and
+	// repack_mxfp4_blocks): one sidecar for bf16 and f16, file type
+	// MXFP4_MOE when it holds MXFP4; llama-quantize's types are refused
+	// (they would requantize the experts).
+	StoredTypes bool
+	// ChatTemplateFirst: the converter sets a default chat template before
+	// any other key, so the tokenizer's, which replaces it, stays the
+	// file's second key.
+	ChatTemplateFirst bool
+}
+
+// GGUFJoin is one GGUF tensor the reference converter makes of several
+// tensors of an MTP layer concatenated by columns, in Parts' order (names
+// under the layer, each mapped to the joined tensor's kind in
+// GGUFSpec.Layer; two parts are the embedding's projection, then the
+// hidden state's, whose errors are measured apart), stored as Type when
+// set ("Q8_0": its tensor_force_quant) rather than by its kind.
+type GGUFJoin struct {
+	Parts []string
+	Type  string
 }
 
 // ComputedTensor is a tensor outside the blocks computed from the config:
@@ -431,6 +459,21 @@ type MLXSpec struct {
 	// concatenates along their rows from several tensors of one MTP layer
 	// (GLM-5.3-Flash's qkv_a_proj of q_a_proj and kv_a_proj_with_mqa).
 	DrafterConcat []DrafterConcat
+	// DrafterKeepsStorage: mlx-vlm's splitter keeps the release's own
+	// quantized storage and ignores any quantization asked
+	// (quantization_from_source): FP4 routed experts stay mxfp4 (moved,
+	// plan.TMoveMXFP4), every other tensor as stored (bf16 and float32
+	// uncast); config.json's quantization block is the splitter's default
+	// (affine, 8 bits, group 64) and one entry per mxfp4 module. The target
+	// writes that one form and refuses other precisions.
+	DrafterKeepsStorage bool
+	// DrafterExpertOrder is the order the drafter's sanitize stacks the
+	// routed experts' projections in (indexes of gate, up, down), which is
+	// the order its quantization block lists them; nil: gate, up, down.
+	DrafterExpertOrder []int
+	// DrafterShape, when set, gives the stored shape of a drafter tensor
+	// (by its drafter name) that the drafter's sanitize reshapes.
+	DrafterShape func(c *Config, name string, shape []int64) []int64
 	// DrafterDeinterleave lists the head tensors of each MTP layer whose
 	// rows mlx-vlm's sanitize deals out in turn (row r to Outs[r mod n]):
 	// Inkling's fused gate/up projection, interleaved row by row.

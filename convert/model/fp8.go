@@ -141,8 +141,11 @@ func (m *Model) fp8() (*FP8Info, []fp8Problem) {
 }
 
 // IsBlockScale reports whether a tensor is the block scale of an FP8 weight
-// (read with its weight, never planned on its own).
+// or the scale of an FP4 one (read with its weight, never planned on its own).
 func (m *Model) IsBlockScale(name string) bool {
+	if m.isFP4Scale(name) {
+		return true
+	}
 	w, ok := strings.CutSuffix(name, ScaleSuffix)
 	if !ok {
 		return false

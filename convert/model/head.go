@@ -90,6 +90,9 @@ func (m *Model) HeadLayerPrefix(j int) string {
 
 // headLayers is where a head apart keeps its layers under HeadPrefix.
 func (s *Spec) headLayers() string {
+	if s.HeadLayersNumbered {
+		return ""
+	}
 	if s.HeadLayers != "" {
 		return s.HeadLayers
 	}

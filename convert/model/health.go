@@ -124,7 +124,8 @@ func (m *Model) ConcatProjection() (string, bool) {
 
 // ConcatSplit says whether the head projects the embedding and the hidden
 // state with a tensor each, which llama.cpp joins into one nextn.eh_proj
-// (Qwen3.8-Flash-Next's fc_embedding and fc_hidden): each half is a whole
+// (Qwen3.8-Flash-Next's fc_embedding and fc_hidden, DeepSeek-V4's e_proj
+// and h_proj): each half is a whole
 // tensor, its quantization error recorded as any tensor's.
 func (m *Model) ConcatSplit() bool {
 	n := 0
@@ -133,7 +134,13 @@ func (m *Model) ConcatSplit() bool {
 			n++
 		}
 	}
-	return n > 1
+	l := 0
+	for _, w := range m.Spec.HeadLayer {
+		if k := m.Family.GGUF.Layer[w.Suffix]; k.Kind == gg.KindNextNEHProj && !k.Bias {
+			l++
+		}
+	}
+	return n > 1 || l > 1
 }
 
 // concatEmbeddingFirst says whether the concat projection takes the

@@ -78,8 +78,19 @@ func checkTensors(names map[string]*st.Tensor, prefix string, wants []Want, foun
 			continue
 		}
 		found[name] = w.Role
-		if !slices.Equal(t.Shape, w.Shape) {
-			problems = append(problems, fmt.Sprintf("%s: tensor %s has shape %v, the config implies %v", t.Shard.Name, name, t.Shape, w.Shape))
+		shape, fp4 := t.Shape, fp4Codes(names, name)
+		if fp4 { // two values a byte: its shape in values
+			shape = []int64{t.Shape[0], 2 * t.Shape[1]}
+		}
+		if !slices.Equal(shape, w.Shape) {
+			problems = append(problems, fmt.Sprintf("%s: tensor %s has shape %v, the config implies %v", t.Shard.Name, name, shape, w.Shape))
+		}
+		switch {
+		case fp4 && len(w.Shape) == 2:
+			// FP4 codes, decoded with their scales (fp4.go; shapes checked by rows.Check).
+			continue
+		case w.Role&RoleKeepDType != 0 && (t.DType == st.I32 || t.DType == st.I64):
+			continue // an integer table stored as it is (DeepSeek-V4's hash routing)
 		}
 		switch t.DType {
 		case st.BF16, st.F16, st.F32:
@@ -154,4 +165,16 @@ func compressExpertNames(names []string) []string {
 		}
 	}
 	return out
+}
+
+// fp4Codes reports whether name is FP4 codes with an E8M0 scale beside it
+// (model.FP4Scale's layout, without a model).
+func fp4Codes(names map[string]*st.Tensor, name string) bool {
+	t := names[name]
+	base, ok := strings.CutSuffix(name, ".weight")
+	if !ok || t.DType != st.I8 && t.DType != st.U8 || len(t.Shape) != 2 {
+		return false
+	}
+	s, ok := names[base+FP4ScaleSuffix]
+	return ok && s.DType == st.F8E8M0
 }

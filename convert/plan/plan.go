@@ -6,6 +6,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/mtpconv/mtpconv/convert/health"
@@ -31,6 +32,10 @@ const (
 	TQuantize       = manifests.TQuantize
 	TDequantFP8     = manifests.TDequantFP8
 	TTranspose      = manifests.TTranspose
+	TDequantFP4     = manifests.TDequantFP4
+	TRepackMXFP4    = manifests.TRepackMXFP4
+	TConcatColumns  = manifests.TConcatColumns
+	TMoveMXFP4      = manifests.TMoveMXFP4
 )
 
 // Segment is a run of rows of a source tensor viewed as [rows, RowLen],
@@ -280,7 +285,10 @@ func (p *Plan) Validate(ck *st.Checkpoint) error {
 			if src.DType == st.F8E4M3 && s.Scale == "" && (t.DType != st.F8E4M3 || len(t.Transforms) > 0 || t.Quant != nil) {
 				return fmt.Errorf("plan: %s: FP8 weight %s is read without its block scale, so its codes can only be copied as they are", t.Name, s.Source)
 			}
-			if src.Elements()%t.RowLen != 0 || s.Row < 0 || s.Rows < 0 || s.Row+s.Rows > src.Elements()/t.RowLen {
+			if err := t.checkRepack(s); err != nil {
+				return fmt.Errorf("plan: %s: %w", t.Name, err)
+			}
+			if n := s.SourceRows(src, t.RowLen); len(s.Then) == 0 && s.Values(src)%t.RowLen != 0 || s.Row < 0 || s.Rows < 0 || s.Row+s.Rows > n {
 				return fmt.Errorf("plan: %s: rows [%d, %d) of %s (shape %v) out of range", t.Name, s.Row, s.Row+s.Rows, s.Source, src.Shape)
 			}
 		}
@@ -306,6 +314,29 @@ func (p *Plan) Validate(ck *st.Checkpoint) error {
 	}
 	return nil
 }
+
+// checkRepack refuses a raw MXFP4 transfer of anything but whole rows of
+// FP4 codes stored as they are, and FP4 codes read without a decoder.
+func (t *OutTensor) checkRepack(s Segment) error {
+	repack, move := t.Has(TRepackMXFP4), t.Has(TMoveMXFP4)
+	raw := func(x Transform) bool { return x != TRepackMXFP4 && x != TMoveMXFP4 && x != TStackExperts }
+	switch {
+	case move && (s.Packed != rows.PackedE2M1 || len(s.Block) != 2 || t.Quant == nil || t.Quant.Mode != codec.ModeMLXMXFP4 || int64(t.Quant.GroupSize) != s.Block[1]):
+		return fmt.Errorf("an mxfp4 move stores FP4 codes with a scale per group as MLX's mxfp4 of that group; %s is not such a tensor, or the tensor is not mxfp4 of its group", s.Source)
+	case move && slices.ContainsFunc(t.Transforms, raw):
+		return fmt.Errorf("an mxfp4 move stores the codes as they are, with no transform on values")
+	case repack && (s.Packed != rows.PackedE2M1 || len(s.Block) != 2 || s.Block[1] != 32):
+		return fmt.Errorf("an MXFP4 repack moves FP4 codes with a scale per 32 values; %s is not such a tensor", s.Source)
+	case repack && (t.Quant != nil || t.DType != DTypeMXFP4 || slices.ContainsFunc(t.Transforms, raw)):
+		return fmt.Errorf("an MXFP4 repack is stored %s as it is, with no transform on values", DTypeMXFP4)
+	case !repack && t.DType == DTypeMXFP4:
+		return fmt.Errorf("%s is only written by an MXFP4 repack of FP4 codes", DTypeMXFP4)
+	}
+	return nil
+}
+
+// DTypeMXFP4 is the stored type of a raw MXFP4 transfer (ggml's MXFP4 blocks).
+const DTypeMXFP4 st.DType = "MXFP4"
 
 // checkStoredRows refuses stored rows the executor could not fill exactly:
 // rows as long as the shape's last dimension, and, for a transposed tensor,
@@ -337,9 +368,15 @@ func (p *Plan) SourceRanges(ck *st.Checkpoint) map[string][][2]int64 {
 	for _, t := range p.Tensors {
 		for _, s := range t.Segments {
 			src := ck.Tensors[s.Source]
-			size, _ := src.DType.Size()
-			b := src.Begin + s.Row*t.RowLen*size
-			out[src.Shard.Name] = append(out[src.Shard.Name], [2]int64{b, b + s.Rows*t.RowLen*size})
+			rb, _ := s.RowBytes(src, t.RowLen)
+			b := src.Begin + s.Row*rb
+			out[src.Shard.Name] = append(out[src.Shard.Name], [2]int64{b, b + s.Rows*rb})
+			for _, c := range s.Then {
+				pt := ck.Tensors[c.Source]
+				size, _ := pt.DType.Size()
+				b := pt.Begin + s.Row*c.Cols*size
+				out[pt.Shard.Name] = append(out[pt.Shard.Name], [2]int64{b, b + s.Rows*c.Cols*size})
+			}
 			if sc, ok := ck.Tensors[s.Scale]; ok && s.Scale != "" {
 				out[sc.Shard.Name] = append(out[sc.Shard.Name], [2]int64{sc.Begin, sc.End})
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/mtpconv/mtpconv/internal/testmodel"
 	"github.com/mtpconv/mtpconv/quant/codec"
 
+	_ "github.com/mtpconv/mtpconv/convert/targets/gguf"
 	_ "github.com/mtpconv/mtpconv/convert/targets/mlx"
 	_ "github.com/mtpconv/mtpconv/convert/targets/openvino"
 )
@@ -397,5 +398,57 @@ func TestValidateStoredRows(t *testing.T) {
 	}
 	if err := p.Validate(m.Checkpoint); err != nil {
 		t.Fatalf("restored plan: %v", err)
+	}
+}
+
+// FP4 codes move raw only whole and untouched: an MXFP4 repack or an mxfp4
+// move of anything but FP4 codes with their scales per 32, with a value
+// transform, or an MXFP4 tensor planned any other way is refused; the
+// GGUF and MLX plans of DeepSeek-V4's experts validate.
+func TestValidateFP4Moves(t *testing.T) {
+	m := testmodel.Load(t, fixtures.DeepSeekV4)
+	for _, target := range []string{"gguf", "mlx"} {
+		p, err := testmodel.Plan(t, m, target, targets.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := slices.IndexFunc(p.Tensors, func(o plan.OutTensor) bool {
+			return strings.Contains(o.Name, "gate_exps") || strings.Contains(o.Name, "switch_mlp.gate_proj")
+		})
+		if at < 0 {
+			t.Fatalf("%s: no gate experts planned", target)
+		}
+		ex := &p.Tensors[at]
+		for _, c := range []struct {
+			what   string
+			change func()
+			want   string
+		}{
+			{"a value transform", func() { ex.Transforms = append(ex.Transforms, plan.TNormPlusOne) }, "no transform on values"},
+			{"codes read unpacked", func() { ex.Segments = slices.Clone(ex.Segments); ex.Segments[0].Packed = "" }, "but has a block scale"},
+			{"scales per 16", func() { ex.Segments = slices.Clone(ex.Segments); ex.Segments[0].Block = []int64{1, 16} }, ""},
+		} {
+			saved := *ex
+			c.change()
+			if err := p.Validate(m.Checkpoint); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%s: %s: %v, want %q", target, c.what, err, c.want)
+			}
+			*ex = saved
+		}
+		if err := p.Validate(m.Checkpoint); err != nil {
+			t.Fatalf("%s: restored plan: %v", target, err)
+		}
+	}
+	p, err := testmodel.Plan(t, m, "gguf", targets.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range p.Tensors {
+		if p.Tensors[i].Name == "blk.4.attn_q_a.weight" {
+			p.Tensors[i].DType = plan.DTypeMXFP4
+		}
+	}
+	if err := p.Validate(m.Checkpoint); err == nil || !strings.Contains(err.Error(), "only written by an MXFP4 repack") {
+		t.Errorf("a bf16 matrix planned MXFP4: %v", err)
 	}
 }

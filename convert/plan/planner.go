@@ -7,6 +7,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/health"
 	"github.com/mtpconv/mtpconv/convert/model"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/quant/codec"
 )
 
 // Planner accumulates the output tensors of one file, applying the fixes
@@ -99,6 +100,9 @@ func (pl *Planner) SplitKVB(src string, at model.Attention, kName, vName string,
 // Segment is rows of a source tensor; an FP8 weight is read with its block
 // scales (the family's checkpoint says which: Model.BlockScale).
 func (pl *Planner) Segment(src string, row, rows int64) Segment {
+	if seg, ok := pl.M.FP4Segment(src, row, rows); ok {
+		return seg
+	}
 	seg := Segment{Source: src, Row: row, Rows: rows}
 	if scale, block, ok := pl.M.BlockScale(src); ok {
 		seg.Scale, seg.Block, seg.ShardRows = scale, block, pl.M.ShardRows(src)
@@ -111,12 +115,34 @@ func (pl *Planner) Add(t OutTensor, q *Quant) {
 	t.File = pl.File
 	t.Component = pl.Component
 	for _, s := range t.Segments {
-		if s.Scale != "" { // read with its block scales: dequantized first
+		if s.Packed != "" && t.DType == DTypeMXFP4 { // FP4 codes stored as ggml MXFP4: moved, not decoded
+			t.Transforms = append(t.Transforms, TRepackMXFP4)
+			break
+		}
+		if s.Packed != "" && q != nil && q.Mode == codec.ModeMLXMXFP4 && int64(q.GroupSize) == s.Block[1] {
+			// FP4 asked as MLX mxfp4 of its own group: the codes and scales
+			// already are that, exactly; requantizing the decoded values
+			// could pick other scales.
+			t.Transforms = append(t.Transforms, TMoveMXFP4)
+			t.Quant, q = q, nil
+			break
+		}
+		if s.Packed != "" { // FP4 codes decoded with their scales first
+			t.Transforms = append([]Transform{TDequantFP4}, t.Transforms...)
+			break
+		}
+		if s.Scale != "" && s.Packed == "" { // read with its block scales: dequantized first
 			t.Transforms = append([]Transform{TDequantFP8}, t.Transforms...)
 			break
 		}
 	}
-	if in := pl.M.Checkpoint.Tensors[t.Segments[0].Source].DType; t.DType != in {
+	for _, s := range t.Segments {
+		if len(s.Then) > 0 {
+			t.Transforms = append([]Transform{TConcatColumns}, t.Transforms...)
+			break
+		}
+	}
+	if in := pl.M.Checkpoint.Tensors[t.Segments[0].Source].DType; t.DType != in && !t.Has(TRepackMXFP4) && !t.Has(TMoveMXFP4) {
 		cast := TCast
 		if in.IsSignedInt() && t.DType.IsSignedInt() {
 			cast = TNarrowInt

@@ -27,6 +27,69 @@ type Segment struct {
 	// rows of its own (the last block of a shard covers rows past its end
 	// that the weight does not hold): MiMo-V2.5's qkv_proj.
 	ShardRows int64 `json:"shard_rows,omitempty"`
+	// Packed, when set, names a packed storage of Source: PackedE2M1 is FP4
+	// (DeepSeek-V4's routed experts): E2M1 codes two to a byte, value 2i in
+	// the low nibble, in an I8 or U8 tensor [rows, RowLen/2], each Block[1]
+	// values of a row scaled by one F8_E8M0 power of two in Scale ([rows,
+	// RowLen/Block[1]], Block[0] 1). Its rows decode exactly as code ×
+	// 2^(e − 127); a raw transfer (plan.TRepackMXFP4) moves the bytes as
+	// they are.
+	Packed string `json:"packed,omitempty"`
+	// Then, when set, continues every row of Source with the same rows of
+	// further source tensors, in order: the segment's rows are the column
+	// concatenation [Source | Then[0] | ...] (DeepSeek-V4's e_proj ∥ h_proj
+	// read as one eh_proj), Source's own part RowLen − Σ Then[k].Cols wide.
+	// Every part is a 2-D float tensor of one dtype, read without scales.
+	Then []Columns `json:"then,omitempty"`
+}
+
+// PackedE2M1 is Segment.Packed for FP4 codes with E8M0 scales.
+const PackedE2M1 = "e2m1"
+
+// Columns is a source tensor whose rows continue a segment's rows.
+type Columns struct {
+	Source string `json:"source"`
+	Cols   int64  `json:"cols"`
+}
+
+// ownCols is the width of Source's own part of a row of rowLen values.
+func (seg Segment) ownCols(rowLen int64) int64 {
+	for _, c := range seg.Then {
+		rowLen -= c.Cols
+	}
+	return rowLen
+}
+
+// RowBytes is the stored size of one row of rowLen values of Source (its
+// own part, for a column concatenation).
+func (seg Segment) RowBytes(t *st.Tensor, rowLen int64) (int64, error) {
+	if seg.Packed == PackedE2M1 {
+		return rowLen / 2, nil
+	}
+	size, err := t.DType.Size()
+	if err != nil {
+		return 0, fmt.Errorf("source tensor %s: %w", seg.Source, err)
+	}
+	return seg.ownCols(rowLen) * size, nil
+}
+
+// Values is the number of values Source holds as the segment reads it
+// (two per byte of a packed FP4 tensor).
+func (seg Segment) Values(t *st.Tensor) int64 {
+	if seg.Packed == PackedE2M1 {
+		return 2 * t.Elements()
+	}
+	return t.Elements()
+}
+
+// SourceRows is the number of rows of rowLen values Source holds as the
+// segment reads it (its own part's, for a column concatenation).
+func (seg Segment) SourceRows(t *st.Tensor, rowLen int64) int64 {
+	own := seg.ownCols(rowLen)
+	if own <= 0 {
+		return 0
+	}
+	return seg.Values(t) / own
 }
 
 // scaleRow is the scale row of weight row abs.
@@ -43,6 +106,7 @@ func (seg Segment) scaleRow(abs int64) int64 {
 type Reader struct {
 	ck        *st.Checkpoint
 	raw       []byte
+	part      []byte // a column part's rows
 	scaleName string
 	scaleRaw  []byte
 	scales    []float32
@@ -58,12 +122,44 @@ func (r *Reader) Raw(seg Segment, rowLen, row, n int64) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("source tensor %s is not in the source", seg.Source)
 	}
-	size, err := t.DType.Size()
+	rb, err := seg.RowBytes(t, rowLen)
 	if err != nil {
-		return nil, fmt.Errorf("source tensor %s: %w", seg.Source, err)
+		return nil, err
 	}
-	r.raw, err = r.ck.ReadRange(t, (seg.Row+row)*rowLen*size, n*rowLen*size, r.raw)
-	return r.raw, err
+	if len(seg.Then) == 0 {
+		r.raw, err = r.ck.ReadRange(t, (seg.Row+row)*rb, n*rb, r.raw)
+		return r.raw, err
+	}
+	// A column concatenation: each part's rows read, then interleaved row
+	// by row into one buffer of whole rows.
+	size, _ := t.DType.Size()
+	full := rowLen * size
+	if int64(cap(r.raw)) < n*full {
+		r.raw = make([]byte, n*full)
+	}
+	out := r.raw[:n*full]
+	at := int64(0)
+	for k := -1; k < len(seg.Then); k++ {
+		pt, cols := t, seg.ownCols(rowLen)
+		if k >= 0 {
+			c := seg.Then[k]
+			if pt, ok = r.ck.Tensors[c.Source]; !ok {
+				return nil, fmt.Errorf("source tensor %s is not in the source", c.Source)
+			}
+			cols = c.Cols
+		}
+		w := cols * size
+		r.part, err = r.ck.ReadRange(pt, (seg.Row+row)*w, n*w, r.part)
+		if err != nil {
+			return nil, err
+		}
+		for i := range n {
+			copy(out[i*full+at:i*full+at+w], r.part[i*w:(i+1)*w])
+		}
+		at += w
+	}
+	r.raw = out
+	return out, nil
 }
 
 // Decode turns n rows read by Raw (from row, relative to the segment) into
@@ -81,6 +177,16 @@ func (r *Reader) Decode(seg Segment, rowLen, row, n int64, raw []byte, vals []fl
 		return err
 	}
 	abs := seg.Row + row
+	if seg.Packed == PackedE2M1 {
+		per := rowLen / seg.Block[1]
+		if (abs+n)*per > int64(len(scales)) {
+			return fmt.Errorf("%s: no scale for row %d", seg.Scale, abs+n-1)
+		}
+		if err := quant.DecodeE2M1(raw, seg.Block[1], scales[abs*per:(abs+n)*per], vals[:n*rowLen]); err != nil {
+			return fmt.Errorf("%s with %s: %w", seg.Source, seg.Scale, err)
+		}
+		return nil
+	}
 	cols := (rowLen + seg.Block[1] - 1) / seg.Block[1]
 	if seg.ShardRows > 0 {
 		// Row by row: each row's scale row is its shard's.
@@ -174,6 +280,12 @@ func Check(ck *st.Checkpoint, seg Segment, rowLen int64) error {
 	if !ok {
 		return fmt.Errorf("source %s is not in the checkpoint", seg.Source)
 	}
+	if seg.Packed != "" {
+		return checkPacked(ck, t, seg, rowLen)
+	}
+	if len(seg.Then) > 0 {
+		return checkColumns(ck, t, seg, rowLen)
+	}
 	fp8 := t.DType == st.F8E4M3
 	switch {
 	case !fp8 && seg.Scale == "":
@@ -207,6 +319,55 @@ func Check(ck *st.Checkpoint, seg Segment, rowLen int64) error {
 	}
 	if !slices.Equal(s.Shape, want) {
 		return fmt.Errorf("%s: tensor %s has shape %v; for %s %v in blocks of %v it must be %v", s.Shard.Name, seg.Scale, s.Shape, seg.Source, t.Shape, seg.Block, want)
+	}
+	return nil
+}
+
+// checkPacked refuses an FP4 segment whose codes or scales are not the
+// packed layout Segment.Packed describes.
+func checkPacked(ck *st.Checkpoint, t *st.Tensor, seg Segment, rowLen int64) error {
+	switch {
+	case seg.Packed != PackedE2M1:
+		return fmt.Errorf("%s: tensor %s: packed storage %q is not known (%s is)", t.Shard.Name, seg.Source, seg.Packed, PackedE2M1)
+	case t.DType != st.I8 && t.DType != st.U8:
+		return fmt.Errorf("%s: tensor %s is %s; FP4 codes are stored I8 or U8, two to a byte", t.Shard.Name, seg.Source, t.DType)
+	case len(seg.Block) != 2 || seg.Block[0] != 1 || seg.Block[1] <= 0 || seg.Block[1]%2 != 0 || seg.Block[1] > MaxBlock:
+		return fmt.Errorf("%s: tensor %s: FP4 scale block %v is not [1, an even size]", t.Shard.Name, seg.Source, seg.Block)
+	case len(t.Shape) != 2 || rowLen%seg.Block[1] != 0 || t.Shape[1]*2 != rowLen:
+		return fmt.Errorf("%s: tensor %s: FP4 codes are read as whole rows of a 2-D tensor two values to a byte (shape %v, rows of %d values in blocks of %d)", t.Shard.Name, seg.Source, t.Shape, rowLen, seg.Block[1])
+	case len(seg.Then) > 0:
+		return fmt.Errorf("%s: tensor %s: FP4 codes are not read as part of a column concatenation", t.Shard.Name, seg.Source)
+	}
+	s, ok := ck.Tensors[seg.Scale]
+	if !ok {
+		return fmt.Errorf("%s: tensor %s: its FP4 scale %s is missing", t.Shard.Name, seg.Source, seg.Scale)
+	}
+	if s.DType != st.F8E8M0 {
+		return fmt.Errorf("%s: tensor %s: FP4 scale dtype %s, want %s", s.Shard.Name, seg.Scale, s.DType, st.F8E8M0)
+	}
+	if want := []int64{t.Shape[0], rowLen / seg.Block[1]}; !slices.Equal(s.Shape, want) {
+		return fmt.Errorf("%s: tensor %s has shape %v; for %s %v (FP4, blocks of %d) it must be %v", s.Shard.Name, seg.Scale, s.Shape, seg.Source, t.Shape, seg.Block[1], want)
+	}
+	return nil
+}
+
+// checkColumns refuses a column concatenation whose parts are not 2-D
+// float tensors of one dtype and the same rows, as wide as they say.
+func checkColumns(ck *st.Checkpoint, t *st.Tensor, seg Segment, rowLen int64) error {
+	if seg.Scale != "" || t.DType != st.BF16 && t.DType != st.F16 && t.DType != st.F32 {
+		return fmt.Errorf("%s: tensor %s is %s; a column concatenation reads unscaled float tensors", t.Shard.Name, seg.Source, t.DType)
+	}
+	parts := []Columns{{Source: seg.Source, Cols: seg.ownCols(rowLen)}}
+	for _, c := range append(parts, seg.Then...) {
+		p, ok := ck.Tensors[c.Source]
+		switch {
+		case !ok:
+			return fmt.Errorf("source %s is not in the checkpoint", c.Source)
+		case p.DType != t.DType:
+			return fmt.Errorf("%s: tensor %s is %s, not %s as %s it is concatenated with", p.Shard.Name, c.Source, p.DType, t.DType, seg.Source)
+		case len(p.Shape) != 2 || p.Shape[1] != c.Cols || c.Cols <= 0 || p.Shape[0] != t.Shape[0]:
+			return fmt.Errorf("%s: tensor %s has shape %v; concatenated by columns it must be [%d, %d]", p.Shard.Name, c.Source, p.Shape, t.Shape[0], c.Cols)
+		}
 	}
 	return nil
 }

@@ -29,25 +29,7 @@ func TestShardedBlockScales(t *testing.T) {
 	for i, s := range scales {
 		binary.LittleEndian.PutUint32(sb[4*i:], math.Float32bits(s))
 	}
-	var buf bytes.Buffer
-	w, err := st.NewWriter(&buf, []st.Entry{{Name: "w", DType: st.F8E4M3, Shape: []int64{rowsN, cols}}, {Name: "w_scale_inv", DType: st.F32, Shape: []int64{4, 1}}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Write(codes)
-	w.Write(sb)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, st.SingleFile), buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ck, err := st.Open(source.Dir(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ck.Close()
+	ck := writeCheckpoint(t, []st.Entry{{Name: "w", DType: st.F8E4M3, Shape: []int64{rowsN, cols}}, {Name: "w_scale_inv", DType: st.F32, Shape: []int64{4, 1}}}, [][]byte{codes, sb})
 	seg := rows.Segment{Source: "w", Rows: rowsN, Scale: "w_scale_inv", Block: []int64{2, 4}, ShardRows: 3}
 	if err := rows.Check(ck, seg, cols); err != nil {
 		t.Fatal(err)
@@ -92,4 +74,138 @@ func TestShardedBlockScales(t *testing.T) {
 	if n := rows.NegativeScales(neg, rows.Segment{Source: "w", Row: 3, Rows: 3, Scale: "s", Block: []int64{2, 4}, ShardRows: 3}, cols); n != 1 {
 		t.Errorf("negative scales of shard 1: %d, want 1", n)
 	}
+}
+
+// writeCheckpoint writes entries (with their bytes) as a one-file checkpoint.
+func writeCheckpoint(t *testing.T, entries []st.Entry, data [][]byte) *st.Checkpoint {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := st.NewWriter(&buf, entries, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range data {
+		w.Write(d)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, st.SingleFile), buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := st.Open(source.Dir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ck.Close() })
+	return ck
+}
+
+// FP4 codes (two a byte, value 2i low) with an E8M0 scale per 4 values
+// decode exactly to e2m1 × 2^(e − 127), row by row from any row; a scale of
+// the wrong dtype or shape, or codes not half the row, are refused.
+func TestPackedE2M1(t *testing.T) {
+	t.Parallel()
+	// 2 rows of 8 values: row 0 codes 0..7, row 1 codes 8..15 (negatives).
+	codes := []byte{0x10, 0x32, 0x54, 0x76, 0x98, 0xBA, 0xDC, 0xFE}
+	scales := []byte{127, 128, 126, 0} // 1, 2 | 1/2, 2^-127
+	ck := writeCheckpoint(t, []st.Entry{
+		{Name: "w.weight", DType: st.I8, Shape: []int64{2, 4}},
+		{Name: "w.scale", DType: st.F8E8M0, Shape: []int64{2, 2}},
+		{Name: "bad.scale", DType: st.U8, Shape: []int64{2, 2}},
+	}, [][]byte{codes, scales, scales})
+	seg := rows.Segment{Source: "w.weight", Rows: 2, Scale: "w.scale", Block: []int64{1, 4}, Packed: rows.PackedE2M1}
+	if err := rows.Check(ck, seg, 8); err != nil {
+		t.Fatal(err)
+	}
+	want := []float32{0, 0.5, 1, 1.5, 4, 6, 8, 12,
+		float32(math.Copysign(0, -1)), -0.25, -0.5, -0.75, -2 * 0x1p-127, -3 * 0x1p-127, -4 * 0x1p-127, -6 * 0x1p-127}
+	rd := rows.NewReader(ck)
+	for _, from := range []int64{0, 1} {
+		raw, err := rd.Raw(seg, 8, from, 2-from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, (2-from)*8)
+		if err := rd.Decode(seg, 8, from, 2-from, raw, got); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range got {
+			if w := want[from*8+int64(i)]; math.Float32bits(v) != math.Float32bits(w) {
+				t.Errorf("from row %d: value %d = %g, want %g", from, i, v, w)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		seg    rows.Segment
+		rowLen int64
+		want   string
+	}{
+		{"scale dtype", rows.Segment{Source: "w.weight", Rows: 2, Scale: "bad.scale", Block: []int64{1, 4}, Packed: rows.PackedE2M1}, 8, "want F8_E8M0"},
+		{"row not twice the bytes", seg, 4, "two values to a byte"},
+		{"scale shape", rows.Segment{Source: "w.weight", Rows: 2, Scale: "w.scale", Block: []int64{1, 2}, Packed: rows.PackedE2M1}, 8, "must be [2 4]"},
+		{"unknown packing", rows.Segment{Source: "w.weight", Rows: 2, Scale: "w.scale", Block: []int64{1, 4}, Packed: "e3m0"}, 8, "not known"},
+	} {
+		if err := rows.Check(ck, c.seg, c.rowLen); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+}
+
+// A column concatenation reads each row as the parts' same rows side by
+// side, from any row; parts of another dtype or height are refused.
+func TestColumnConcatenation(t *testing.T) {
+	t.Parallel()
+	f32 := func(vs ...float32) []byte {
+		b := make([]byte, 4*len(vs))
+		for i, v := range vs {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(v))
+		}
+		return b
+	}
+	ck := writeCheckpoint(t, []st.Entry{
+		{Name: "e", DType: st.F32, Shape: []int64{3, 1}},
+		{Name: "h", DType: st.F32, Shape: []int64{3, 2}},
+		{Name: "short", DType: st.F32, Shape: []int64{2, 2}},
+		{Name: "wide", DType: st.BF16, Shape: []int64{3, 2}},
+	}, [][]byte{f32(1, 2, 3), f32(10, 11, 20, 21, 30, 31), f32(0, 0, 0, 0), make([]byte, 12)})
+	seg := rows.Segment{Source: "e", Rows: 3, Then: []rows.Columns{{Source: "h", Cols: 2}}}
+	if err := rows.Check(ck, seg, 3); err != nil {
+		t.Fatal(err)
+	}
+	rd := rows.NewReader(ck)
+	raw, err := rd.Raw(seg, 3, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, 6)
+	if err := rd.Decode(seg, 3, 1, 2, raw, got); err != nil {
+		t.Fatal(err)
+	}
+	if want := []float32{2, 20, 21, 3, 30, 31}; !slicesEqual(got, want) {
+		t.Errorf("rows 1-2: %v, want %v", got, want)
+	}
+	for _, c := range []struct {
+		part rows.Columns
+		want string
+	}{{rows.Columns{Source: "short", Cols: 2}, "must be [3, 2]"}, {rows.Columns{Source: "wide", Cols: 2}, "not F32"}, {rows.Columns{Source: "h", Cols: 3}, "must be [3, 3]"}} {
+		bad := rows.Segment{Source: "e", Rows: 3, Then: []rows.Columns{c.part}}
+		if err := rows.Check(ck, bad, 1+c.part.Cols); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.part.Source, err, c.want)
+		}
+	}
+}
+
+func slicesEqual(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }

@@ -38,6 +38,8 @@ type tensorState struct {
 	narrow      bool // a signed integer buffer narrowed (TNarrowInt)
 	plusOne     bool
 	transposed  bool // each segment stored transposed, whole (TTranspose)
+	repack      bool // FP4 codes and scales moved into MXFP4 blocks (TRepackMXFP4)
+	move        bool // FP4 codes and scales stored as they are, MLX mxfp4 (TMoveMXFP4)
 	raw         bool // the file has no header: the manifest places each entry
 	outSize     int64
 	qz          codec.Encoder
@@ -83,13 +85,14 @@ func newTensorState(ck *st.Checkpoint, t *plan.OutTensor, lay *plan.FileLayout, 
 	s.plusOne = t.Has(plan.TNormPlusOne)
 	s.transposed = t.Has(plan.TTranspose)
 	s.narrow = t.Has(plan.TNarrowInt)
-	s.copyThrough = t.Quant == nil && !s.plusOne && !s.transposed
+	s.repack, s.move = t.Has(plan.TRepackMXFP4), t.Has(plan.TMoveMXFP4)
+	s.copyThrough = t.Quant == nil && !s.plusOne && !s.transposed && !s.repack
 	for _, seg := range t.Segments {
 		s.copyThrough = s.copyThrough && ck.Tensors[seg.Source].DType == t.DType
 	}
 	s.outSize, _ = t.DType.Size()
 	chunkRows := max(1, chunkElems/t.RowLen)
-	if t.Quant != nil {
+	if t.Quant != nil && !s.move {
 		var err error
 		if s.qz, err = t.Quant.Codec().Encoder(t.Name, s.storedRow, t.DType, t.Quant.Params()); err != nil {
 			return nil, err
@@ -98,7 +101,7 @@ func newTensorState(ck *st.Checkpoint, t *plan.OutTensor, lay *plan.FileLayout, 
 	}
 	outRow := int64(0)
 	for i, seg := range t.Segments {
-		s.wholeSeg = append(s.wholeSeg, seg.Row == 0 && seg.Rows*t.RowLen == ck.Tensors[seg.Source].Elements())
+		s.wholeSeg = append(s.wholeSeg, len(seg.Then) == 0 && seg.Row == 0 && seg.Rows*t.RowLen == seg.Values(ck.Tensors[seg.Source]))
 		segChunk := chunkRows
 		if s.transposed { // a transposed block is stored whole
 			segChunk = seg.Rows
@@ -248,6 +251,7 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 	var overflows int
 	sc.refSq, sc.parts, sc.partsErr = 0, nil, nil
 	nonzero := seg.Scale != "" || nonZeroBytes(src.DType, raw) // a scaled segment: judged on its values below
+	var nonfinite int64
 	switch {
 	case s.copyThrough:
 		pieces = []codec.Piece{{Name: t.Name, Data: raw, Num: s.storedRow * s.outSize, Den: 1}}
@@ -257,6 +261,38 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 			return fmt.Errorf("%s: %w", seg.Source, err)
 		}
 		pieces = []codec.Piece{{Name: t.Name, Data: sc.enc, Num: s.storedRow * s.outSize, Den: 1}}
+	case s.repack || s.move:
+		// The release's bytes, moved: no value is decoded or changed.
+		_, sraw, err := sc.rd.Scales(seg.Scale)
+		if err != nil {
+			return err
+		}
+		per := t.RowLen / seg.Block[1]
+		abs := seg.Row + c.row
+		if (abs+c.rows)*per > int64(len(sraw)) {
+			return fmt.Errorf("%s: no scale for row %d", seg.Scale, abs+c.rows-1)
+		}
+		scales := sraw[abs*per : (abs+c.rows)*per]
+		if s.move { // MLX mxfp4: the codes as its words, the scales as they are
+			es := s.res.record.Entries
+			w := slices.IndexFunc(es, func(e manifests.Entry) bool { return e.Name == t.Name })
+			if len(es) != 2 || w < 0 {
+				return fmt.Errorf("%d entries for an mxfp4 move: %s", len(es), disagree)
+			}
+			pieces = []codec.Piece{{Name: t.Name, Data: raw, Num: t.RowLen / 2, Den: 1}, {Name: es[1-w].Name, Data: scales, Num: per, Den: 1}}
+		} else {
+			sc.enc = growBytes(sc.enc, int64(len(scales))*quant.MXFP4BlockBytes)
+			if err := quant.RepackMXFP4(raw, scales, sc.enc); err != nil {
+				return fmt.Errorf("%s with %s: %w", seg.Source, seg.Scale, err)
+			}
+			pieces = []codec.Piece{{Name: t.Name, Data: sc.enc, Num: per * quant.MXFP4BlockBytes, Den: 1}}
+		}
+		nonzero = slices.ContainsFunc(raw, func(b byte) bool { return b&0x77 != 0 })
+		for _, e := range scales {
+			if e == 0xFF { // OCP MX's NaN scale: its whole block is NaN
+				nonfinite += seg.Block[1]
+			}
+		}
 	case seg.Scale != "":
 		// Dequantized through the shared row reader, then the usual path from float32.
 		sc.vals = grow(sc.vals, elems)
@@ -273,9 +309,10 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 			return fmt.Errorf("%s: %w", seg.Source, err)
 		}
 	}
-	nonfinite, err := s.checkFinite(src.DType, raw, pieces, overflows, &qe)
-	if err != nil {
-		return fmt.Errorf("%s: %w", seg.Source, err)
+	if !s.repack && !s.move {
+		if nonfinite, err = s.checkFinite(src.DType, raw, pieces, overflows, &qe); err != nil {
+			return fmt.Errorf("%s: %w", seg.Source, err)
+		}
 	}
 	refSq, parts := sc.refSq, sc.parts
 	for _, pc := range pieces {

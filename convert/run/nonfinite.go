@@ -142,7 +142,10 @@ func (r *nonFiniteSource) scan(ck *st.Checkpoint, seg plan.Segment) error {
 	if len(src.Shape) > 0 {
 		rowLen = max(1, src.Shape[len(src.Shape)-1])
 	}
-	whole := plan.Segment{Source: src.Name, Rows: src.Elements() / rowLen, Scale: seg.Scale, Block: seg.Block, ShardRows: seg.ShardRows}
+	if seg.Packed != "" { // two values a byte
+		rowLen *= 2
+	}
+	whole := plan.Segment{Source: src.Name, Rows: seg.SourceRows(src, rowLen), Scale: seg.Scale, Block: seg.Block, ShardRows: seg.ShardRows, Packed: seg.Packed}
 	rd := rows.NewReader(ck)
 	step := max(1, (1<<20)/rowLen)
 	var vals []float32

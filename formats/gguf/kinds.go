@@ -77,6 +77,21 @@ const (
 	KindHCFFNUp
 	KindHCFFNInject
 	KindIndexerQNorm
+	// DeepSeek-V4's (deepseek4): the shared key-value projection, the
+	// grouped low-rank output, the hyper-connections' pre/post/mix weights
+	// around each sub-layer and before the output (output_hc_*).
+	KindAttnKV
+	KindAttnOutA
+	KindAttnOutB
+	KindHCAttnFn
+	KindHCAttnBase
+	KindHCAttnScale
+	KindHCFFNFn
+	KindHCFFNBase
+	KindHCFFNScale
+	KindOutputHCFn
+	KindOutputHCBase
+	KindOutputHCScale
 	KindRopeFreqs // rope_freqs (llama3 RoPE scaling's per-frequency factors, one tensor every layer reads)
 	// The Gemma-4 assistant's (gemma4-assistant): its projections from and
 	// to the target's width (top level, not in a block), its post-FFN norm
@@ -169,6 +184,18 @@ var kinds = map[Kind]KindInfo{
 	KindHCFFNInject:         {Name: "hc_ffn_inject", Block: true},
 	KindIndexerQNorm:        {Name: "indexer.q_norm", Block: true},
 	KindRopeFreqs:           {Name: "rope_freqs"},
+	KindAttnKV:              {Name: "attn_kv", Block: true},
+	KindAttnOutA:            {Name: "attn_output_a", Block: true},
+	KindAttnOutB:            {Name: "attn_output_b", Block: true},
+	KindHCAttnFn:            {Name: "hc_attn_fn", Block: true},
+	KindHCAttnBase:          {Name: "hc_attn_base", Block: true},
+	KindHCAttnScale:         {Name: "hc_attn_scale", Block: true},
+	KindHCFFNFn:             {Name: "hc_ffn_fn", Block: true},
+	KindHCFFNBase:           {Name: "hc_ffn_base", Block: true},
+	KindHCFFNScale:          {Name: "hc_ffn_scale", Block: true},
+	KindOutputHCFn:          {Name: "output_hc_fn"},
+	KindOutputHCBase:        {Name: "output_hc_base"},
+	KindOutputHCScale:       {Name: "output_hc_scale"},
 	KindNextNProjPre:        {Name: "nextn.pre_projection"},
 	KindNextNProjPost:       {Name: "nextn.post_projection"},
 	KindFFNPostNorm:         {Name: "post_ffw_norm", Block: true},

@@ -25,6 +25,9 @@ const (
 	Q6_K GGMLType = 14
 	Q8_K GGMLType = 15
 	BF16 GGMLType = 30
+	// MXFP4 is OCP MX fp4 as ggml stores it: per 32 values an E8M0 scale
+	// byte, then 16 bytes of E2M1 codes (value j low, j + 16 high).
+	MXFP4 GGMLType = 39
 )
 
 type typeInfo struct {
@@ -38,6 +41,7 @@ var ggmlTypes = map[GGMLType]typeInfo{
 	Q8_0: {"Q8_0", 32, 34}, Q8_1: {"Q8_1", 32, 36},
 	Q2_K: {"Q2_K", 256, 84}, Q3_K: {"Q3_K", 256, 110}, Q4_K: {"Q4_K", 256, 144}, Q5_K: {"Q5_K", 256, 176},
 	Q6_K: {"Q6_K", 256, 210}, Q8_K: {"Q8_K", 256, 292},
+	MXFP4: {"MXFP4", 32, 17},
 }
 
 func (t GGMLType) String() string {
@@ -104,6 +108,9 @@ const (
 	FileQ5_K_M FileType = 17
 	FileQ6_K   FileType = 18
 	FileBF16   FileType = 32
+	// FileMXFP4MOE: the routed experts MXFP4, the rest as written
+	// (DeepSeek-V4's sidecar, whatever --outtype).
+	FileMXFP4MOE FileType = 38
 )
 
 var fileTypeNames = map[FileType]string{

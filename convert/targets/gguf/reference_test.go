@@ -36,6 +36,12 @@ var referenceFamilies = []struct {
 	sidecar func(t *testing.T, prec string, f *gg.File)
 }{
 	{fixture: fixtures.DeepSeekV32, heads: 1, graft: true, sidecar: deepSeekV32Sidecar},
+	// DeepSeek-V4: the FP4 experts moved into MXFP4 blocks byte for byte,
+	// e_proj ∥ h_proj joined by columns and Q8_0, every other tensor in its
+	// stored type: the same file at bf16 and f16. No graft (the
+	// converter's bundled file drops the head).
+	{fixture: fixtures.DeepSeekV4, heads: 1, sidecar: deepSeekV4Sidecar},
+	{fixture: fixtures.DeepSeekV4Rigged, heads: 1, sidecar: deepSeekV4Sidecar},
 	{fixture: fixtures.GLM52, heads: 1, graft: true, sidecar: glm52Sidecar},
 	// GLM-5.3's block-FP8 release (float32 scales, the NextN layer's indexer
 	// FP8 too): the converter dequantizes it as we do.

@@ -121,6 +121,15 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if m.MTPDepth != 1 && !m.Family.GGUF.ChainedHeads && !m.Family.GGUF.Drafter {
 		return nil, fmt.Errorf("the head has %d MTP layers; llama.cpp's %s MTP graph supports exactly one", m.MTPDepth, m.Family.GGUF.Arch)
 	}
+	if m.Family.GGUF.StoredTypes {
+		if prec.requant || o.Graft != "" {
+			return nil, targets.UsageError{Err: fmt.Errorf("--target gguf writes %s's head as llama.cpp's converter does, each tensor in its stored type and the routed experts MXFP4 as the release stores them: only the sidecar at --head-precision bf16 or f16 (the same file); llama-quantize's types would requantize the MXFP4 experts, and the converter's bundled file drops the head", m.Family.Title)}
+		}
+		if err := storedExperts(m); err != nil {
+			return nil, err
+		}
+		prec.ftype, prec.suffix = gg.FileMXFP4MOE, gg.FileMXFP4MOE.String()
+	}
 	if o.Graft != "" {
 		if m.Family.GGUF.Drafter {
 			return nil, targets.UsageError{Err: fmt.Errorf("--graft: %s is a separate drafter model, loaded with -md next to its target's GGUF; there is no head to graft into a trunk", m.Family.Title)}
@@ -148,6 +157,9 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if prec.requant {
 		sortLikeLlamaQuantize(pl.Out)
 		kvs = moveLast(kvs, "general.quantization_version", "general.file_type")
+	}
+	if m.Family.GGUF.ChatTemplateFirst {
+		kvs = moveAfterFirst(kvs, "tokenizer.chat_template")
 	}
 	p := &plan.Plan{
 		Target: t.Name(), Tensors: pl.Out, TensorFiles: []string{file},
@@ -182,6 +194,44 @@ func moveLast(kvs []gg.KV, keys ...string) []gg.KV {
 		}
 	}
 	return append(out, last...)
+}
+
+// moveAfterFirst moves a key, when present, to second place.
+func moveAfterFirst(kvs []gg.KV, key string) []gg.KV {
+	i := slices.IndexFunc(kvs, func(kv gg.KV) bool { return kv.Key == key })
+	if i <= 1 {
+		return kvs
+	}
+	kv := kvs[i]
+	out := slices.Delete(slices.Clone(kvs), i, i+1)
+	return slices.Insert(out, 1, kv)
+}
+
+// storedExperts refuses, for a family written in its stored types, routed
+// experts that are not FP4 codes with E8M0 scales: the converter repacks
+// those bytes, and has nothing to repack otherwise.
+func storedExperts(m *model.Model) error {
+	for _, blk := range m.MTPExperts {
+		for _, p := range m.Spec.MoE.Projections() {
+			src := blk.Prefix + "0." + m.Spec.MoE.PerExpert[p]
+			if _, _, ok := m.FP4Scale(src); !ok {
+				return fmt.Errorf("%s: llama.cpp's %s converter takes the routed experts in the release's FP4 layout only (I8 codes with an F8_E8M0 .scale per 32 inputs), and %s is %s", m.Checkpoint.Source.Name(), m.Family.GGUF.Arch, src, m.Checkpoint.Tensors[src].DType)
+			}
+		}
+	}
+	return nil
+}
+
+// storedType is the type the converter of a StoredTypes family writes a
+// tensor of the source dtype in: vectors F32, float32 F32, bf16 matrices BF16.
+func storedType(src st.DType, dims int, float st.DType) st.DType {
+	switch {
+	case dims <= 1, src == st.F32:
+		return st.F32
+	case src == st.BF16:
+		return st.BF16
+	}
+	return float
 }
 
 // squeeze drops leading unit dimensions of a PyTorch shape (trailing in
@@ -232,7 +282,7 @@ func planTensors(pl *plan.Planner, m *model.Model, prec precision, trunk []plann
 // tensor's name, shape and bf16-sidecar type; with types, a llama-quantize
 // layout takes each tensor's type from it.
 func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list func(string, []int64, st.DType), types map[string]string) error {
-	c := m.Config
+	c, gs := m.Config, m.Family.GGUF
 	// typeOf is the stored type of a tensor: the reference converter's choice
 	// by its kind (float32 for norms, routers, biases, ...), or for a
 	// llama-quantize layout its choice. A name of no kind is kept in kindErr.
@@ -263,6 +313,9 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 			shape = squeeze(shape)
 		}
 		dt, q := typeOf(name, shape)
+		if gs.StoredTypes {
+			dt = storedType(m.Checkpoint.Tensors[src].DType, len(shape), prec.float)
+		}
 		pl.Plain(src, name, dt, func(string, string, int64) *plan.Quant { return q })
 		if t := &pl.Out[len(pl.Out)-1]; prec.requant {
 			t.Shape = shape
@@ -275,7 +328,6 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 	// The tensors the converter computes from the config come first, as it
 	// writes them; then the trunk's tensors outside the layers the family
 	// names for llama.cpp (embedding, final norm), then the untied lm_head.
-	gs := m.Family.GGUF
 	pl.Component = plan.ComponentTrunk
 	if gs.Drafter { // a separate drafter: all of the file is the head
 		pl.Component = plan.ComponentHead
@@ -311,6 +363,11 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 		}
 		var q *plan.Quant
 		t.DType, q = typeOf(t.Name, t.Shape)
+		if t.Quant != nil { // the family forces its type
+			t.DType, q, t.Quant = m.Checkpoint.Tensors[t.Segments[0].Source].DType, t.Quant, nil
+		} else if gs.StoredTypes {
+			t.DType = storedType(m.Checkpoint.Tensors[t.Segments[0].Source].DType, len(t.Shape), prec.float)
+		}
 		pl.Add(t, q)
 	}
 	for _, n := range m.HeadTensors() {
@@ -325,6 +382,12 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 			}
 			b := c.NumHiddenLayers + jn
 			pl.SplitKVB(n, at, gg.Weight(gg.KindAttnKB).In(b), gg.Weight(gg.KindAttnVB).In(b), addRows)
+			continue
+		}
+		if join, part, ok := joinOf(gs, m.HeadRelative(n)); ok {
+			if part == 0 {
+				addRows(joinTensor(m, n, join, c.NumHiddenLayers))
+			}
 			continue
 		}
 		g, err := headName(gs, m.HeadRelative(n), c.NumHiddenLayers)
@@ -347,6 +410,9 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 		dts := [3]st.DType{}
 		for _, k := range projs {
 			dts[k], quants[k] = typeOf(expertKinds[k].In(b), shapes[k])
+			if gs.StoredTypes { // FP4 codes moved into MXFP4 blocks (storedExperts)
+				dts[k], quants[k] = plan.DTypeMXFP4, nil
+			}
 		}
 		n := 0
 		pl.Experts(blk, "blk."+strconv.Itoa(b)+".", dts[projs[0]], func(string, string, int64) *plan.Quant { q := quants[projs[n]]; n++; return q })

@@ -3,9 +3,11 @@ package gguf
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/plan"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
@@ -54,6 +56,10 @@ func checkTypes(man *manifests.Manifest, open func(string) (io.ReaderAt, int64, 
 		f, err := gg.Read(r, size)
 		if err != nil {
 			problems = append(problems, manifests.Problem{Kind: "tensor_type", File: file, Message: fmt.Sprintf("%s: %v", file, err)})
+			continue
+		}
+		if fam, ok := model.LookupFamily(man.Model.Family); ok && fam.GGUF.StoredTypes {
+			problems = append(problems, storedTypeProblems(file, f, fam.GGUF, man)...)
 			continue
 		}
 		problems = append(problems, fileTypeProblems(file, f, prec, written, headBlockFromSubLayer(man.Model.Family))...)
@@ -120,6 +126,60 @@ func fileTypeProblems(file string, f *gg.File, prec precision, written map[strin
 				how = "llama-quantize chooses"
 			}
 			bad(ti.Name, "tensor %s is %s; for its kind, in a %s file, %s %s", ti.Name, got, prec.ftype, how, w)
+		}
+	}
+	return problems
+}
+
+// storedTypeProblems is the type check of a StoredTypes family's sidecar
+// (DeepSeek-V4's): the routed experts MXFP4, each join its type, vectors
+// and biases F32, every other tensor the type the manifest says it was
+// stored in, with no cast recorded (the converter writes the checkpoint's
+// own type), and the file type MXFP4_MOE.
+func storedTypeProblems(file string, f *gg.File, g model.GGUFSpec, man *manifests.Manifest) []manifests.Problem {
+	var problems []manifests.Problem
+	bad := func(tensor, format string, a ...any) {
+		problems = append(problems, manifests.Problem{Kind: "tensor_type", File: file, Tensor: tensor, Message: file + ": " + fmt.Sprintf(format, a...)})
+	}
+	if ft, _ := f.Uint("general.file_type"); gg.FileType(ft) != gg.FileMXFP4MOE {
+		bad("", "general.file_type is %s; the converter writes %s", gg.FileType(ft), gg.FileMXFP4MOE)
+	}
+	recs := map[string]*manifests.Tensor{}
+	for i := range man.Tensors {
+		if man.Tensors[i].File == file {
+			recs[man.Tensors[i].Name] = &man.Tensors[i]
+		}
+	}
+	joined := map[gg.Kind]string{}
+	for _, j := range g.Joins {
+		joined[g.Layer[j.Parts[0]].Kind] = j.Type
+	}
+	for _, ti := range f.Tensors {
+		rec, ok := recs[ti.Name]
+		if !ok {
+			continue
+		}
+		tn, _, err := gg.ParseTensorName(ti.Name)
+		if err != nil {
+			bad(ti.Name, "%v", err)
+			continue
+		}
+		var want string
+		switch {
+		case slices.Contains(expertKinds[:], gg.Weight(tn.Kind)):
+			want = gg.MXFP4.String()
+		case joined[tn.Kind] != "":
+			want = joined[tn.Kind]
+		case len(squeeze(ggmlShape(ti.Dims))) <= 1 || tn.Bias:
+			want = string(st.F32)
+		default:
+			want = rec.DType
+			if _, cast := rec.Has(plan.TCast); cast {
+				bad(ti.Name, "tensor %s was cast to %s; the converter writes it in the checkpoint's own type", ti.Name, rec.DType)
+			}
+		}
+		if got := ti.Type.String(); got != want {
+			bad(ti.Name, "tensor %s is %s; the converter writes %s", ti.Name, got, want)
 		}
 	}
 	return problems

@@ -15,6 +15,7 @@ import (
 	"github.com/mtpconv/mtpconv/formats/jsonobj"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/manifests"
+	"github.com/mtpconv/mtpconv/quant/codec"
 )
 
 func init() {
@@ -66,6 +67,12 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 		o.RoutersFloat, routerBits = true, "float"
 	}
 	rule := o.rule(m, o.Head, o.GroupSize)
+	if ms.DrafterKeepsStorage {
+		if o.Head.Name != defaultPrecision || uo.Set[targets.OptGroupSize] {
+			return nil, targets.UsageError{Err: fmt.Errorf("mlx-vlm's %s splitter keeps %s's release storage (its FP4 experts mxfp4, the rest as stored) and ignores any quantization asked: --head-precision %s (the default) and no --group-size", ms.DrafterModelType, m.Family.Title, defaultPrecision)}
+		}
+		rule = keptStorage(m)
+	}
 	rename := ms.DrafterName
 	switch {
 	case ms.DrafterWhole: // the checkpoint's own names
@@ -105,6 +112,14 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 		pl.Head(rename, o.Head.Float, rule, func(n string) bool { _, ok := mla[n]; return !ok && !concat[n] })
 	} else {
 		pl.Head(rename, o.Head.Float, rule, func(n string) bool { return !concat[n] })
+	}
+	if ms.DrafterKeepsStorage {
+		orderExperts(pl.Out, m, rename)
+	}
+	if ms.DrafterShape != nil {
+		for i := range pl.Out {
+			pl.Out[i].Shape = ms.DrafterShape(m.Config, pl.Out[i].Name, pl.Out[i].Shape)
+		}
 	}
 	pl.Component = plan.ComponentTrunk
 	for _, n := range slices.Sorted(maps.Keys(ms.DrafterTrunk)) {
@@ -224,8 +239,15 @@ func drafterConfig(m *model.Model, p *plan.Plan, o Options) ([]byte, error) {
 	if f := m.Family.MLX.DrafterConfig; f != nil {
 		maps.Copy(cfg, f(m))
 	}
-	if o.Head.Quantized() {
+	switch {
+	case o.Head.Quantized():
 		q := quantizationConfig(p.Tensors, plan.Quant{Mode: o.Head.Mode, Bits: o.Head.Bits, GroupSize: o.GroupSize}, false)
+		cfg["quantization"] = q
+		cfg["quantization_config"] = q
+	case m.Family.MLX.DrafterKeepsStorage && slices.ContainsFunc(p.Tensors, func(t plan.OutTensor) bool { return t.Quant != nil }):
+		// The splitter's _quantization_from_weights: its default, then the
+		// modules the release stores quantized.
+		q := quantizationConfig(p.Tensors, plan.Quant{Mode: codec.ModeMLXAffine, Bits: 8, GroupSize: 64}, false)
 		cfg["quantization"] = q
 		cfg["quantization_config"] = q
 	}
@@ -301,5 +323,51 @@ func mlxVLMSnippet(note, trunk string) []string {
 		"result = generate(model, processor, \"The capital of France is\", max_tokens=40, draft_model=drafter, draft_kind=kind)",
 		"print(result.text)",
 		"```",
+	}
+}
+
+// keptStorage is the rule of a drafter that keeps the release's storage:
+// FP4 routed experts mxfp4 of their own group (moved as they are,
+// plan.TMoveMXFP4), everything else unquantized.
+func keptStorage(m *model.Model) plan.QuantRule {
+	return func(src, _ string, _ int64) *plan.Quant {
+		for _, blk := range m.MTPExperts {
+			if src != blk.Prefix {
+				continue
+			}
+			if _, block, ok := m.FP4Scale(blk.Prefix + "0." + m.Spec.MoE.PerExpert[0]); ok {
+				return &plan.Quant{Mode: codec.ModeMLXMXFP4, Bits: 4, GroupSize: int(block[1])}
+			}
+		}
+		return nil
+	}
+}
+
+// orderExperts puts each MTP layer's stacked expert tensors in the order
+// the drafter's sanitize stacks them (MLXSpec.DrafterExpertOrder), where
+// they stand in the plan.
+func orderExperts(ts []plan.OutTensor, m *model.Model, rename func(string) string) {
+	order := m.Family.MLX.DrafterExpertOrder
+	if order == nil {
+		return
+	}
+	for j := range m.MTPDepth {
+		var at []int
+		byProj := map[int]plan.OutTensor{}
+		for k, stacked := range m.Spec.MoE.Stacked {
+			name := rename("layers." + strconv.Itoa(j) + "." + stacked)
+			if i := slices.IndexFunc(ts, func(t plan.OutTensor) bool { return t.Name == name }); i >= 0 {
+				at = append(at, i)
+				byProj[k] = ts[i]
+			}
+		}
+		slices.Sort(at)
+		n := 0
+		for _, k := range order {
+			if t, ok := byProj[k]; ok && n < len(at) {
+				ts[at[n]] = t
+				n++
+			}
+		}
 	}
 }
