@@ -47,20 +47,20 @@ func entryBytes(t *testing.T, f *os.File, e st.TensorInfo) []byte {
 	return b
 }
 
-// exportWhole writes --target mlx of a fixture at a precision.
-func exportWhole(t *testing.T, src string, prec string) string {
+// exportMLX loads src (closed when the test ends) and writes its --target
+// mlx folder with o: the model and the folder.
+func exportMLX(t *testing.T, src string, o targets.Options) (*model.Model, string) {
 	t.Helper()
 	m, err := model.Load(source.Dir(src))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Checkpoint.Close()
+	t.Cleanup(func() { m.Checkpoint.Close() })
 	out := filepath.Join(t.TempDir(), "out")
-	o := targets.Options{HeadPrecision: prec}
 	if _, err := export.Export(context.Background(), export.Request{Model: m, Target: "mlx", Dest: export.Out(out), Options: o, Version: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return m, out
 }
 
 // The Gemma-4 assistant's MLX folder is the checkpoint itself as
@@ -71,8 +71,9 @@ func exportWhole(t *testing.T, src string, prec string) string {
 // centroids too, norms and layer_scalar float); config.json the source's
 // whole configuration, top level sorted, indent 4, no final newline, the
 // quantization block and an empty vision_config when quantized; the index
-// naming every stored entry; verify --src recomputes the int32 indices and
-// finds one changed.
+// naming every stored entry; the card says what the folder is and runs it
+// next to a target; verify --src recomputes the int32 indices and finds one
+// changed.
 func TestWholeDrafter(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -89,7 +90,7 @@ func TestWholeDrafter(t *testing.T) {
 		t.Run(c.fixture+"/"+c.prec, func(t *testing.T) {
 			t.Parallel()
 			src := fixtures.Ensure(t, c.fixture)
-			out := exportWhole(t, src, c.prec)
+			m, out := exportMLX(t, src, targets.Options{HeadPrecision: c.prec})
 			sf, sh := header(t, filepath.Join(src, "model.safetensors"))
 			of, oh := header(t, filepath.Join(out, "model.safetensors"))
 			var names, stored []string
@@ -200,20 +201,28 @@ func TestWholeDrafter(t *testing.T) {
 			if len(idx.WeightMap) != len(stored) || idx.Metadata.TotalSize != total {
 				t.Errorf("index: %d entries of %d, total_size %d of %d", len(idx.WeightMap), len(stored), idx.Metadata.TotalSize, total)
 			}
-			verifyWhole(t, src, out, sh, oh)
+			card, err := os.ReadFile(filepath.Join(out, "README.md"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"the Gemma-4 assistant, a separate drafter model that shares its target's KV cache, as the MLX folder mlx-vlm drafts with",
+				`model, processor = load("TARGET")`, "- MLP: dense, in every block of the drafter", "| head | I32 | 1 |"} {
+				if strings.Contains(want, "I32") && c.fixture != fixtures.Gemma4AssistantCentroid {
+					continue
+				}
+				if !strings.Contains(string(card), want) {
+					t.Errorf("the card lacks %q:\n%s", want, card)
+				}
+			}
+			verifyWhole(t, m, out, sh, oh)
 		})
 	}
 }
 
 // verifyWhole runs verify --src on the folder (every tensor recomputed),
 // then on a copy whose last index value is changed (found).
-func verifyWhole(t *testing.T, src, out string, sh, oh *st.Header) {
+func verifyWhole(t *testing.T, m *model.Model, out string, sh, oh *st.Header) {
 	t.Helper()
-	m, err := model.Load(source.Dir(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Checkpoint.Close()
 	rep, err := manifests.Verify(context.Background(), out, m.Checkpoint)
 	if err != nil || !rep.OK || rep.Recomputed != rep.Tensors || rep.Tensors != len(sh.Tensors) {
 		t.Fatalf("verify --src: %v %+v", err, rep)
