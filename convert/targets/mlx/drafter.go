@@ -285,7 +285,7 @@ func (drafter) Card(man *manifests.Manifest) manifests.TargetCard {
 	ms := familyMLX(man)
 	how := mlxVLMSnippet("(`{base}` is the trunk, or any MLX conversion of it)", "{base}")
 	if ms.DrafterWhole {
-		return wholeCard(man, ms)
+		return wholeCard(man)
 	}
 	if ms.DrafterUnrunnable != "" {
 		how = []string{"Nothing runs this drafter yet: " + ms.DrafterUnrunnable + ". The folder is what mlx-vlm's own `" +

@@ -89,14 +89,14 @@ func singleIndex(tensors []plan.OutTensor) ([]byte, error) {
 
 // wholeCard is the card of a drafter that is a model of its own (the
 // Gemma-4 assistant): the mlx-vlm snippet's trunk is its target.
-func wholeCard(man *manifests.Manifest, ms model.MLXSpec) manifests.TargetCard {
+func wholeCard(man *manifests.Manifest) manifests.TargetCard {
 	title := "drafter"
 	if f, ok := model.LookupFamily(man.Model.Family); ok {
 		title = f.Title
 	}
 	return manifests.TargetCard{
 		Library: "mlx", Consumer: "MLX", TitlePrecision: man.Options["head_precision"],
-		What:      "the " + title + ", a separate drafter model that shares its target's KV cache, as the MLX folder mlx-vlm drafts with (what `mlx_vlm.convert` writes from it, model_type `" + ms.DrafterModelType + "`)",
+		What:      "the " + title + ", a separate drafter model that shares its target's KV cache, as the MLX folder mlx-vlm drafts with (what `mlx_vlm.convert` writes from it)",
 		MLP:       "dense, in every block of the drafter",
 		Pairing:   "It pairs with an MLX conversion of its target model: it reads the target's token embedding, last hidden state and KV cache, and has an embedding, final norm and LM head of its own.",
 		Precision: precisionLines(man),
