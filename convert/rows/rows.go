@@ -307,8 +307,8 @@ func Check(ck *st.Checkpoint, seg Segment, rowLen int64) error {
 	if !ok {
 		return fmt.Errorf("%s: tensor %s: its block scale %s is missing", t.Shard.Name, seg.Source, seg.Scale)
 	}
-	if s.DType != st.F32 && s.DType != st.BF16 {
-		return fmt.Errorf("%s: tensor %s: block scale dtype %s, want F32 or BF16", s.Shard.Name, seg.Scale, s.DType)
+	if s.DType != st.F32 && s.DType != st.BF16 && s.DType != st.F8E8M0 {
+		return fmt.Errorf("%s: tensor %s: block scale dtype %s, want F32, BF16 or F8_E8M0 (ue8m0)", s.Shard.Name, seg.Scale, s.DType)
 	}
 	want := []int64{(t.Shape[0] + seg.Block[0] - 1) / seg.Block[0], (t.Shape[1] + seg.Block[1] - 1) / seg.Block[1]}
 	if sr := seg.ShardRows; sr > 0 {

@@ -209,3 +209,65 @@ func slicesEqual(a, b []float32) bool {
 	}
 	return true
 }
+
+// Block FP8 with E8M0 scales (DeepSeek-V4's X.weight + X.scale, ue8m0): a
+// weight of 3 × 5 in 2 × 4 blocks (partial last blocks both ways) decodes
+// exactly to e4m3 × 2^(e − 127) of its block, from any row; a scale of the
+// wrong dtype or shape is refused.
+func TestBlockFP8E8M0Scales(t *testing.T) {
+	t.Parallel()
+	codes := make([]byte, 15)
+	for i := range codes {
+		codes[i] = byte(i*37 + 3)
+		if codes[i]&0x7f == 0x7f { // no NaN codes
+			codes[i] ^= 1
+		}
+	}
+	scales := []byte{127, 130, 120, 0} // [2, 2]: 1, 8 | 2^-7, 2^-127
+	ck := writeCheckpoint(t, []st.Entry{
+		{Name: "w.weight", DType: st.F8E4M3, Shape: []int64{3, 5}},
+		{Name: "w.scale", DType: st.F8E8M0, Shape: []int64{2, 2}},
+		{Name: "bad.scale", DType: st.U8, Shape: []int64{2, 2}},
+	}, [][]byte{codes, scales, scales})
+	seg := rows.Segment{Source: "w.weight", Rows: 3, Scale: "w.scale", Block: []int64{2, 4}}
+	if err := rows.Check(ck, seg, 5); err != nil {
+		t.Fatal(err)
+	}
+	vals := make([]float32, 15)
+	if err := quant.DecodeF32("F8_E4M3", codes, vals); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float32, 15)
+	for i, v := range vals {
+		r, c := i/5, i%5
+		want[i] = v * quant.E8M0ToF32(scales[r/2*2+c/4])
+	}
+	rd := rows.NewReader(ck)
+	for _, from := range []int64{0, 1, 2} {
+		raw, err := rd.Raw(seg, 5, from, 3-from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, (3-from)*5)
+		if err := rd.Decode(seg, 5, from, 3-from, raw, got); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range got {
+			if w := want[from*5+int64(i)]; math.Float32bits(v) != math.Float32bits(w) {
+				t.Errorf("from row %d: value %d = %g, want %g", from, i, v, w)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name string
+		seg  rows.Segment
+		want string
+	}{
+		{"scale dtype", rows.Segment{Source: "w.weight", Rows: 3, Scale: "bad.scale", Block: []int64{2, 4}}, "want F32, BF16 or F8_E8M0"},
+		{"scale shape", rows.Segment{Source: "w.weight", Rows: 3, Scale: "w.scale", Block: []int64{1, 4}}, "must be [3 2]"},
+	} {
+		if err := rows.Check(ck, c.seg, 5); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+}
