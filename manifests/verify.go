@@ -790,8 +790,8 @@ func sourceChunks(ctx context.Context, src *st.Checkpoint, t *Tensor, fn func(va
 		if err := rows.Check(src, seg, t.RowLen); err != nil {
 			return false, err
 		}
-		if seg.Scale != "" { // hashed before the rows, as the export did
-			_, sraw, err := rd.Scales(seg.Scale)
+		for _, name := range seg.ScaleNames() { // hashed before the rows, as the export did
+			_, sraw, err := rd.Scales(name)
 			if err != nil {
 				return false, err
 			}

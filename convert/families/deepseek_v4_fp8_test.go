@@ -2,6 +2,9 @@ package families_test
 
 import (
 	"strings"
+
+	"github.com/mtpconv/mtpconv/convert/plan"
+	"github.com/mtpconv/mtpconv/convert/targets"
 	"testing"
 
 	"github.com/mtpconv/mtpconv/internal/fixtures"
@@ -13,6 +16,9 @@ import (
 // found with its scale and checked, the scales read with their weights (not
 // unexplained tensors), the FP4 experts' scales still theirs; the 0731
 // DSpark fixture (the same storage) is described without an FP8 problem.
+// The GGUF plan dequantizes the FP8 matrices into Q8_0 (e_proj ∥ h_proj each
+// part with its own scales); the MLX drafter refuses (the splitter's mxfp8
+// move is not written).
 func TestDeepSeekV4BlockFP8(t *testing.T) {
 	t.Parallel()
 	m := testmodel.Load(t, fixtures.DeepSeekV4FP8)
@@ -31,6 +37,25 @@ func TestDeepSeekV4BlockFP8(t *testing.T) {
 	}
 	if scale, block, ok := m.BlockScale("mtp.0.attn.wq_b.weight"); !ok || scale != "mtp.0.attn.wq_b.scale" || len(block) != 2 || block[0] != 128 {
 		t.Errorf("wq_b's block scale %s %v %v", scale, block, ok)
+	}
+	p, err := testmodel.Plan(t, m, "gguf", targets.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range p.Tensors {
+		switch s := o.Segments[0]; o.Name {
+		case "blk.4.attn_q_a.weight", "blk.4.ffn_down_shexp.weight":
+			if !o.Has(plan.TDequantFP8) || o.Quant == nil || o.Quant.GGMLType != "Q8_0" || s.Scale != strings.TrimSuffix(s.Source, "weight")+"scale" {
+				t.Errorf("%s: %v %+v from %+v: want dequantized with its ue8m0 scale, Q8_0", o.Name, o.Transforms, o.Quant, s)
+			}
+		case "blk.4.nextn.eh_proj.weight":
+			if !o.Has(plan.TDequantFP8) || !o.Has(plan.TConcatColumns) || s.Scale != "mtp.0.e_proj.scale" || len(s.Then) != 1 || s.Then[0].Scale != "mtp.0.h_proj.scale" {
+				t.Errorf("eh_proj: %v from %+v: want e_proj ∥ h_proj each with its own scales", o.Transforms, s)
+			}
+		}
+	}
+	if _, err := testmodel.Plan(t, m, "mlx", targets.Options{}); err == nil || !strings.Contains(err.Error(), "as mxfp8") {
+		t.Errorf("--target mlx of an FP8 head: %v, want a refusal naming the splitter's mxfp8", err)
 	}
 	d := testmodel.Load(t, fixtures.DSparkV4Flash)
 	if i := d.FP8Info; i == nil || i.ScaleDType != "F8_E8M0" || i.Weights == 0 {

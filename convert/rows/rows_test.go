@@ -228,7 +228,9 @@ func TestBlockFP8E8M0Scales(t *testing.T) {
 		{Name: "w.weight", DType: st.F8E4M3, Shape: []int64{3, 5}},
 		{Name: "w.scale", DType: st.F8E8M0, Shape: []int64{2, 2}},
 		{Name: "bad.scale", DType: st.U8, Shape: []int64{2, 2}},
-	}, [][]byte{codes, scales, scales})
+		{Name: "v.weight", DType: st.F8E4M3, Shape: []int64{3, 5}},
+		{Name: "v.scale", DType: st.F8E8M0, Shape: []int64{3, 1}},
+	}, [][]byte{codes, scales, scales, codes, {125, 126, 127}})
 	seg := rows.Segment{Source: "w.weight", Rows: 3, Scale: "w.scale", Block: []int64{2, 4}}
 	if err := rows.Check(ck, seg, 5); err != nil {
 		t.Fatal(err)
@@ -257,6 +259,37 @@ func TestBlockFP8E8M0Scales(t *testing.T) {
 				t.Errorf("from row %d: value %d = %g, want %g", from, i, v, w)
 			}
 		}
+	}
+	// w ∥ v by columns (DeepSeek-V4's e_proj ∥ h_proj): each part with its
+	// own scales and blocks (v's one per row).
+	cat := rows.Segment{Source: "w.weight", Rows: 3, Scale: "w.scale", Block: []int64{2, 4}, Then: []rows.Columns{{Source: "v.weight", Cols: 5, Scale: "v.scale", Block: []int64{1, 8}}}}
+	if err := rows.Check(ck, cat, 10); err != nil {
+		t.Fatal(err)
+	}
+	if names := cat.ScaleNames(); len(names) != 2 || names[1] != "v.scale" {
+		t.Errorf("scale names %v", names)
+	}
+	raw, err := rd.Raw(cat, 10, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, 20)
+	if err := rd.Decode(cat, 10, 1, 2, raw, got); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range got {
+		r, c := 1+i/10, i%10
+		w := want[r*5+min(c, 4)]
+		if c >= 5 {
+			w = vals[r*5+c-5] * quant.E8M0ToF32(byte(125+r))
+		}
+		if math.Float32bits(v) != math.Float32bits(w) {
+			t.Errorf("concatenated row %d col %d = %g, want %g", r, c, v, w)
+		}
+	}
+	unscaled := rows.Segment{Source: "w.weight", Rows: 3, Scale: "w.scale", Block: []int64{2, 4}, Then: []rows.Columns{{Source: "v.weight", Cols: 5}}}
+	if err := rows.Check(ck, unscaled, 10); err == nil || !strings.Contains(err.Error(), "each read with their block scales") {
+		t.Errorf("an FP8 part without scales: %v", err)
 	}
 	for _, c := range []struct {
 		name string
