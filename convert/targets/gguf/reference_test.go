@@ -46,6 +46,7 @@ var referenceFamilies = []struct {
 	// and Q8_0 as the converter forces, e_proj ∥ h_proj each part with its
 	// own scales.
 	{fixture: fixtures.DeepSeekV4FP8, heads: 1, sidecar: deepSeekV4FP8Sidecar},
+	{fixture: fixtures.DeepSeekV4FP8Rigged, heads: 1, sidecar: deepSeekV4FP8Sidecar},
 	{fixture: fixtures.GLM52, heads: 1, graft: true, sidecar: glm52Sidecar},
 	// GLM-5.3's block-FP8 release (float32 scales, the NextN layer's indexer
 	// FP8 too): the converter dequantizes it as we do.
