@@ -1,15 +1,26 @@
 """The Gemma-4 assistant (gemma4_assistant) with mlx-vlm 0.7.10, the pinned
-consumer that loads the assistant folder itself:
+consumer that loads the assistant folder itself and what mlx_vlm.convert
+writes from it:
 
 - mlx-vlm's drafter (load_drafter, strict) loads our plain and centroid
   fixtures, and its draft step's logits and next hidden state agree with the
   numpy reference (interop/reference_gemma4.py), for the tied head and the
   E2B/E4B centroid head alike: the fixtures are the real layout and the
   reference is the assistant's math;
-- mlx-vlm also loads the quantized folder its own mlx_vlm.convert -q writes
-  from the assistant folder, which is why mtpconv's --target mlx refuses the
-  family pointing there (and every other target refuses in one sentence).
+- our --target mlx folder is what `mlx_vlm.convert --hf-path <assistant>`
+  writes: every tensor byte for byte (token_ordering int32), config.json and
+  model.safetensors.index.json byte for byte, the tokenizer encoding alike,
+  at bf16, f16 and every quantization mlx_vlm.convert offers (-q with q_bits
+  2..8 and group sizes 32/64/128, q_mode mxfp4/nvfp4/mxfp8);
+- mlx-vlm's own MTP loop (generate_step, draft_kind "mtp") drafts with our
+  folder next to mlx-vlm's Gemma-4 trunk (its `gemma4` model, which returns
+  the hidden state and shared KV the assistant reads): on the rigged
+  fixtures nearly every draft is accepted and the greedy text equals the
+  no-draft text, at bf16, int8 and int4; the unrigged assistant's drafts are
+  rejected.
 """
+import json
+import shutil
 import subprocess
 import sys
 
@@ -18,9 +29,13 @@ import mlx.nn as nn
 import numpy as np
 import pytest
 from mlx_vlm.speculative.drafters import load_drafter
+from mlx_vlm.utils import load_model
 
+from conftest import export
+from mlx_vlm_loop import assert_rejected, assert_rigged_accepted, greedy, load_drafter as load_ours
 from nextn_gguf import make_fixtures
 from reference_gemma4 import Gemma4AssistantReference
+from test_glm import assert_same_tensors
 
 NAMES = {"plain": "gemma4-assistant-tiny", "centroid": "gemma4-assistant-centroid-tiny"}
 S = 8  # shared KV length: below the fixtures' sliding window (16), every key visible
@@ -69,16 +84,104 @@ def test_mlx_vlm_draft_step_equals_reference(srcs, key):
         assert kept == cfg["centroid_intermediate_top_k"] * text["vocab_size"] // cfg["num_centroids"]
 
 
-def test_mlx_vlm_loads_its_own_quantized_assistant(srcs, mtpconv, tmp_path):
-    q = tmp_path / "q4"  # (mlx_vlm.convert needs a processor: the fixture carries its tokenizer)
-    subprocess.run([sys.executable, "-m", "mlx_vlm", "convert", "--hf-path", str(srcs["centroid"]), "--mlx-path", str(q),
-                    "-q", "--q-bits", "4", "--q-group-size", "32"], check=True, capture_output=True)
-    model, kind = load_drafter(str(q))
-    assert kind == "mtp"
-    assert type(model.pre_projection).__name__ == "QuantizedLinear"
-    assert type(model.model.layers[3].self_attn.q_proj).__name__ == "QuantizedLinear"
-    # mtpconv writes none of it: --target mlx says where to point mlx-vlm instead.
-    res = subprocess.run([str(mtpconv), "export", "--src", str(srcs["centroid"]), "--out", str(tmp_path / "ours"), "--target", "mlx"],
-                         capture_output=True, text=True)
-    assert res.returncode != 0 and "mlx_vlm.convert --hf-path <assistant> -q" in res.stderr
-    assert not (tmp_path / "ours").exists()
+def python_config_copy(src, dst):
+    """src copied to dst with config.json as transformers writes it (Python's
+    float literals: 1e-06), which mlx_vlm.convert's json.load/json.dump keeps:
+    our config.json then compares byte for byte."""
+    shutil.copytree(src, dst)
+    cfg = json.loads((dst / "config.json").read_text())
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    return dst
+
+
+def mlx_vlm_convert(src, dst, *args):
+    """mlx_vlm.convert's folder of src (on the CPU, as MLX runs here)."""
+    subprocess.run([sys.executable, "-m", "mlx_vlm", "convert", "--hf-path", str(src), "--mlx-path", str(dst), *args],
+                   check=True, capture_output=True)
+    return dst
+
+
+# mlx_vlm.convert's precisions (its flags) and ours for the same folder.
+CONVERT = [
+    ("bf16", [], []),
+    ("f16", ["--dtype", "float16"], ["--head-precision", "f16"]),
+    *[(f"{p}-g{g or 'default'}", ["-q", *opts], ["--head-precision", p, *(["--group-size", str(g)] if g else [])])
+      for p, g, opts in [
+          ("int4", None, ["--q-bits", "4"]), ("int4", 32, ["--q-bits", "4", "--q-group-size", "32"]),
+          ("int8", None, ["--q-bits", "8"]), ("int3", 128, ["--q-bits", "3", "--q-group-size", "128"]),
+          ("int2", None, ["--q-bits", "2"]), ("int5", None, ["--q-bits", "5"]), ("int6", None, ["--q-bits", "6"]),
+          ("mxfp4", None, ["--q-mode", "mxfp4"]), ("nvfp4", None, ["--q-mode", "nvfp4"]), ("mxfp8", None, ["--q-mode", "mxfp8"])]],
+]
+
+
+@pytest.mark.parametrize("key", ["plain", "centroid"])
+@pytest.mark.parametrize("label,theirs,ours", CONVERT, ids=[c[0] for c in CONVERT])
+def test_folder_equals_mlx_vlm_convert(srcs, mtpconv, tmp_path, key, label, theirs, ours):
+    """Our folder is mlx_vlm.convert's (mx.quantize on the CPU stream:
+    --mlx-rounding cpu): the tensors byte for byte, config.json and the index
+    byte for byte; the tokenizer (ours the source's files, theirs
+    transformers' save_pretrained of them) encodes alike; load_drafter
+    takes ours."""
+    from transformers import AutoTokenizer
+    src = python_config_copy(srcs[key], tmp_path / "src")
+    ref = mlx_vlm_convert(src, tmp_path / "ref", *theirs)
+    got = export(mtpconv, src, tmp_path / "ours", "--target", "mlx", "--mlx-rounding", "cpu", *ours)
+    weights = assert_same_tensors(got, ref)
+    for f in ("config.json", "model.safetensors.index.json"):
+        assert (got / f).read_bytes() == (ref / f).read_bytes(), f
+    assert weights["model.layers.3.self_attn.q_norm.weight"].dtype == (mx.float16 if label == "f16" else mx.bfloat16)
+    if key == "centroid":
+        assert weights["masked_embedding.token_ordering"].dtype == mx.int32
+    if "-q" in theirs:  # (at group 128 the 64-wide rows stay float: mlx_vlm.convert's rule too)
+        assert "pre_projection.scales" in weights
+        assert ("model.embed_tokens.scales" in weights) == ("128" not in theirs)
+    text = "The capital of France is Paris <|channel> 1e-06"
+    assert AutoTokenizer.from_pretrained(str(got))(text)["input_ids"] == AutoTokenizer.from_pretrained(str(ref))(text)["input_ids"]
+    model, kind = load_drafter(str(got))
+    assert kind == "mtp" and type(model).__name__ == "Gemma4AssistantDraftModel"
+    if "-q" in theirs:
+        assert type(model.pre_projection).__name__ == "QuantizedLinear"
+
+
+def gemma4_trunk(src, dst):
+    """The Gemma-4 trunk fixture (Gemma4ForCausalLM, gemma4_text) in the
+    release's Gemma4ForConditionalGeneration layout (model_type gemma4,
+    model.language_model.*): mlx-vlm's gemma4 model returns the hidden state
+    and shared KV its MTP loop gives the assistant (its gemma4_text model
+    does not); it drops the vision tower the checkpoint has no weights for."""
+    dst.mkdir(parents=True)
+    text = json.loads((src / "config.json").read_text())
+    cfg = {"architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4", "text_config": text,
+           "vocab_size": text["vocab_size"], "hidden_size": text["hidden_size"], "audio_config": None,
+           "tie_word_embeddings": text.get("tie_word_embeddings", True)}
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2))
+    w = mx.load(str(src / "model.safetensors"))
+    mx.save_safetensors(str(dst / "model.safetensors"), {"model.language_model." + k.removeprefix("model."): v for k, v in w.items()})
+    model = load_model(dst, strict=True)
+    assert type(model).__module__.endswith("gemma4.gemma4") and model.vision_tower is None
+    model.set_dtype(mx.float32)
+    return model
+
+
+@pytest.fixture(scope="module")
+def loop_srcs():
+    return make_fixtures({"rigged": "gemma4-assistant-tiny-rigged", "trunk-rigged": "gemma4-trunk-tiny-rigged",
+                          "plain": "gemma4-assistant-tiny", "trunk": "gemma4-trunk-tiny"})
+
+
+@pytest.mark.parametrize("prec", ["bf16", "int8", "int4"])
+def test_mlx_vlm_drafts_with_rigged_assistant(loop_srcs, mtpconv, tmp_path, prec):
+    """mlx-vlm's own MTP loop drafts with our folder next to its Gemma-4 trunk:
+    the greedy tokens equal the no-draft ones and nearly every draft is
+    accepted."""
+    model = gemma4_trunk(loop_srcs["trunk-rigged"], tmp_path / "trunk")
+    drafter = load_ours(export(mtpconv, loop_srcs["rigged"], tmp_path / "ours", "--target", "mlx", "--head-precision", prec))
+    assert_rigged_accepted(model, greedy(model), drafter, f"gemma4 assistant rigged {prec}")
+
+
+def test_unrigged_assistant_is_rejected(loop_srcs, mtpconv, tmp_path):
+    """The rigged acceptance above can fail: next to the plain trunk the plain
+    assistant's drafts are rejected, the text unchanged."""
+    model = gemma4_trunk(loop_srcs["trunk"], tmp_path / "trunk")
+    drafter = load_ours(export(mtpconv, loop_srcs["plain"], tmp_path / "ours", "--target", "mlx"))
+    assert_rejected(model, drafter, "gemma4 assistant plain bf16")

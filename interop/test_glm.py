@@ -116,16 +116,23 @@ def test_mlx_vlm_splitter_layout(glm_dirs, tmp_path):
     assert not hasattr(glm4_moe_lite_mtp, "Model")
 
 
-def assert_same_drafter(ours, ref):
-    """Two drafter folders hold the same tensors, byte for byte and dtype for
-    dtype, the same config.json (every key and value) and tokenizer files
-    (the chat template where either folder has one)."""
+def assert_same_tensors(ours, ref):
+    """Two folders' model.safetensors hold the same tensors, byte for byte and
+    dtype for dtype; ours, loaded."""
     a, b = mx.load(str(ours / "model.safetensors")), mx.load(str(ref / "model.safetensors"))
     assert set(a) == set(b), set(a) ^ set(b)
     for k in b:
         assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, (k, a[k].dtype, b[k].dtype, a[k].shape, b[k].shape)
         assert bytes(memoryview(a[k].view(mx.uint8) if a[k].dtype != mx.float32 else a[k])) == \
             bytes(memoryview(b[k].view(mx.uint8) if b[k].dtype != mx.float32 else b[k])), k
+    return a
+
+
+def assert_same_drafter(ours, ref):
+    """Two drafter folders hold the same tensors, byte for byte and dtype for
+    dtype, the same config.json (every key and value) and tokenizer files
+    (the chat template where either folder has one)."""
+    a = assert_same_tensors(ours, ref)
     assert json.loads((ours / "config.json").read_text()) == json.loads((ref / "config.json").read_text())
     for f in ("tokenizer.json", "tokenizer_config.json"):
         assert (ours / f).read_bytes() == (ref / f).read_bytes()

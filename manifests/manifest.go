@@ -168,6 +168,7 @@ const (
 	TSplitGateUp    TransformName = "split_gate_up"   // fused experts.gate_up_proj [E,2I,H] -> gate (first half) or up
 	TStackExperts   TransformName = "stack_experts"   // per-expert [out,in] tensors -> [E,out,in]
 	TCast           TransformName = "cast"            // to the output float dtype, round to nearest even
+	TNarrowInt      TransformName = "narrow_int"      // a signed integer buffer to a narrower signed integer dtype, every value checked in range
 	TQuantize       TransformName = "quantize"
 	TDequantFP8     TransformName = "dequantize_fp8" // F8_E4M3 code × its block's scale (a second source), in float32
 	TTranspose      TransformName = "transpose"      // each segment's [rows, row_len] block stored transposed, [row_len, rows]

@@ -509,6 +509,9 @@ func entryChecksumCount(ctx context.Context, f *os.File, begin, end int64, dtype
 // the source bytes are those the tensor was made from; only then do the
 // problems it added to r mean anything.
 func recompute(ctx context.Context, r *Report, src *st.Checkpoint, o *outFile, t *Tensor) (sameSource bool, err error) {
+	if st.DType(t.DType).IsSignedInt() {
+		return recomputeIndices(ctx, r, src, o, t)
+	}
 	_, plusOne := t.Has(TNormPlusOne)
 	_, repack := t.Has(TRepackMXFP4)
 	if _, move := t.Has(TMoveMXFP4); repack || move {
@@ -782,7 +785,73 @@ func recomputeMoved(ctx context.Context, r *Report, src *st.Checkpoint, o *outFi
 // decoded to float32, so memory stays bounded however large the tensor; it
 // then reports whether the source bytes match the manifest's checksum. It
 // stops with ctx's error when ctx is done.
+// recomputeIndices checks an integer index buffer (kept, or narrowed by
+// TNarrowInt) against its source values, bytes for bytes.
+func recomputeIndices(ctx context.Context, r *Report, src *st.Checkpoint, o *outFile, t *Tensor) (bool, error) {
+	main, ok := o.h.Lookup(t.Name)
+	if !ok {
+		return false, fmt.Errorf("entry %s is missing", t.Name)
+	}
+	size, err := st.DType(t.DType).Size()
+	if err != nil {
+		return false, err
+	}
+	differs := 0
+	same, err := sourceRows(ctx, src, t, func(c sourceChunk) error {
+		want := c.raw
+		if in := src.Tensors[c.seg.Source].DType; string(in) != t.DType {
+			want = make([]byte, c.rows*t.RowLen*size)
+			if err := quant.Narrow(string(in), t.DType, c.raw, want); err != nil {
+				return err
+			}
+		}
+		off := c.outRow * t.RowLen * size
+		if off+int64(len(want)) > main.End-main.Begin {
+			return fmt.Errorf("tensor %s is shorter than its manifest says", t.Name)
+		}
+		got := make([]byte, len(want))
+		if _, err := o.f.ReadAt(got, main.Begin+off); err != nil {
+			return err
+		}
+		if !bytes.Equal(got, want) {
+			differs++
+		}
+		return nil
+	})
+	if err == nil && differs > 0 {
+		r.add("values_differ", t.File, t.Name, "%s: %d chunks differ from the source's indices", t.Name, differs)
+	}
+	return same, err
+}
+
+// sourceChunks gives fn each chunk of the tensor's source rows decoded to
+// float32, in order, and reports whether the source bytes are those the
+// tensor was made from.
 func sourceChunks(ctx context.Context, src *st.Checkpoint, t *Tensor, fn func(vals []float32, rows, outRow int64) error) (bool, error) {
+	_, transposed := t.Has(TTranspose)
+	return sourceRows(ctx, src, t, func(c sourceChunk) error {
+		n := c.rows
+		v := make([]float32, n*t.RowLen)
+		if err := c.rd.Decode(c.seg, t.RowLen, c.row, n, c.raw, v); err != nil {
+			return err
+		}
+		if transposed {
+			tr := make([]float32, len(v))
+			for r := int64(0); r < n; r++ {
+				for c := int64(0); c < t.RowLen; c++ {
+					tr[c*n+r] = v[r*t.RowLen+c]
+				}
+			}
+			v = tr
+		}
+		return fn(v, n, c.outRow)
+	})
+}
+
+// sourceRows gives fn each chunk of the tensor's source rows as stored, in
+// order (a transposed segment whole), and reports whether the source bytes
+// (block scales first) are those the tensor was made from.
+func sourceRows(ctx context.Context, src *st.Checkpoint, t *Tensor, fn func(c sourceChunk) error) (bool, error) {
 	h := NewTensorHash()
 	rd := rows.NewReader(src)
 	outRow := int64(0)
@@ -812,26 +881,22 @@ func sourceChunks(ctx context.Context, src *st.Checkpoint, t *Tensor, fn func(va
 				return false, err
 			}
 			h.Write(raw)
-			v := make([]float32, n*t.RowLen)
-			if err := rd.Decode(seg, t.RowLen, row, n, raw, v); err != nil {
-				return false, err
-			}
-			if transposed {
-				tr := make([]float32, len(v))
-				for r := int64(0); r < n; r++ {
-					for c := int64(0); c < t.RowLen; c++ {
-						tr[c*n+r] = v[r*t.RowLen+c]
-					}
-				}
-				v = tr
-			}
-			if err := fn(v, n, outRow); err != nil {
+			if err := fn(sourceChunk{rd: rd, seg: seg, row: row, rows: n, outRow: outRow, raw: raw}); err != nil {
 				return false, err
 			}
 			outRow += n
 		}
 	}
 	return TensorSum(h) == t.SourceCRC32C, nil
+}
+
+// sourceChunk is rows [row, row+rows) of a segment's source as stored,
+// landing at output row outRow, and the reader that read them.
+type sourceChunk struct {
+	rd                *rows.Reader
+	seg               Segment
+	row, rows, outRow int64
+	raw               []byte
 }
 
 const verifyChunkRows = 1024

@@ -123,7 +123,10 @@ func headFiles(t *testing.T, fixture string) []headFile {
 	if d := m.Family.MLX.DrafterModelType; d != "" {
 		var names []string
 		for _, rel := range m.Family.HeadOwn(0) {
-			if m.Family.MLX.DrafterName != nil {
+			switch {
+			case m.Family.MLX.DrafterWhole: // the checkpoint's own names
+				rel = m.HeadName(rel)
+			case m.Family.MLX.DrafterName != nil:
 				rel = m.Family.MLX.DrafterName(rel)
 			}
 			names = append(names, rel)

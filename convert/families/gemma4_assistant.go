@@ -8,6 +8,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/computed"
 	"github.com/mtpconv/mtpconv/convert/model"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
 // The Gemma-4 assistant (Gemma4AssistantForCausalLM, model_type
@@ -29,7 +30,8 @@ import (
 // 0, the blocks are the MTP depth). Who runs it: llama.cpp (the
 // gemma4-assistant architecture, -md next to a Gemma-4 trunk), vLLM
 // (gemma4_mtp, from the assistant's own repo), mlx-vlm (load_drafter on
-// the HF folder, or on mlx_vlm.convert's quantized copy of it), OpenVINO
+// the HF folder, or on mlx_vlm.convert's copy of it, which --target mlx
+// writes), OpenVINO
 // GenAI's stateful Gemma-4 MTP pipeline (which needs the main model's IR
 // to carry the shared KV). See docs/gemma4.md.
 
@@ -37,12 +39,16 @@ import (
 var gemma4AssistantFamily = &model.Family{
 	Name: "gemma4_assistant", Title: gemma4AssistantName,
 	Docs:       "docs/gemma4.md",
-	Layout:     "a separate drafter checkpoint that is all head (`Spec.HeadPrefix` \"\", `HeadLayers` `model.layers.`, per-layer shapes by attention type through `HeadLayerAt`), the E2B/E4B centroid LM head (`masked_embedding.*`, an int64 index buffer kept as stored); its GGUF a whole drafter file (`GGUFSpec.Drafter`, `Drop`, the LlamaHfVocab vocabulary `HFVocab`, proportional `rope_freqs`)",
+	Layout:     "a separate drafter checkpoint that is all head (`Spec.HeadPrefix` \"\", `HeadLayers` `model.layers.`, per-layer shapes by attention type through `HeadLayerAt`), the E2B/E4B centroid LM head (`masked_embedding.*`, an int64 index buffer kept as stored); its GGUF a whole drafter file (`GGUFSpec.Drafter`, `Drop`, the LlamaHfVocab vocabulary `HFVocab`, proportional `rope_freqs`); its MLX folder `mlx_vlm.convert`'s of the checkpoint (`MLXSpec.DrafterWhole`, `token_ordering` int32 by `DrafterIndexDType`)",
 	ModelTypes: []string{"gemma4_assistant", "gemma4_unified_assistant"}, Arch: "Gemma4AssistantForCausalLM",
 	ParseConfig: parseGemma4Assistant, Spec: specGemma4Assistant,
+	// mlx-vlm 0.7.10 loads the assistant folder itself (load_drafter,
+	// model_type gemma4_assistant) and what mlx_vlm.convert writes from it:
+	// the same tensors under the same names, token_ordering int32 (the
+	// drafter's sanitize casts it), every Linear and the Embedding quantized.
 	MLX: model.MLXSpec{
-		Refusal:         "mlx-vlm 0.7.10 loads the Gemma-4 assistant's own Hugging Face folder as its drafter (load_drafter, model_type gemma4_assistant, --draft-kind mtp) and `mlx_vlm.convert --hf-path <assistant> -q` writes the quantized folder it also loads, so point mlx-vlm at the assistant folder (mtpconv writes no MLX assistant).",
-		CombinedRefusal: "the Gemma-4 assistant is a separate drafter checkpoint with no trunk of its own, so there is no combined trunk + head file: point mlx-vlm at the assistant folder.",
+		DrafterModelType: "gemma4_assistant", DrafterWhole: true, DrafterIndexDType: st.I32,
+		CombinedRefusal: "the Gemma-4 assistant is a separate drafter checkpoint with no trunk of its own, so there is no combined trunk + head file: --target mlx writes the assistant folder mlx-vlm drafts with.",
 	},
 	// The reference converter's Gemma4AssistantModel (conversion/gemma.py,
 	// over Gemma4Model and Gemma3Model): blocks 0..3 (no trunk before them),

@@ -43,8 +43,8 @@ func TestGemma4AssistantDescribed(t *testing.T) {
 	}
 }
 
-// Every target but gguf refuses in one sentence naming what the user runs
-// instead (gguf, --graft: there is nothing to graft into); bad configs are
+// Every target but gguf and mlx refuses in one sentence naming what the
+// user runs instead (gguf, --graft: there is nothing to graft into); bad configs are
 // refused naming the key.
 func TestGemma4AssistantRefusals(t *testing.T) {
 	t.Parallel()
@@ -55,7 +55,6 @@ func TestGemma4AssistantRefusals(t *testing.T) {
 		want   string
 	}{
 		{"gguf", targets.Options{Graft: "trunk.gguf"}, "separate drafter model, loaded with -md next to its target's GGUF"},
-		{"mlx", targets.Options{}, "mlx-vlm 0.7.10 loads the Gemma-4 assistant's own Hugging Face folder"},
 		{"combined", targets.Options{}, "no combined trunk + head file"},
 		{"openvino", targets.Options{}, "mtp_last_hidden_state and mtp_{full,sliding}_attention_{key,value}"},
 		{"hf", targets.Options{}, "point vLLM at the assistant folder"},

@@ -9,6 +9,7 @@ import (
 
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	"github.com/mtpconv/mtpconv/formats/jsonobj"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
 // Family is one model family: a descriptor value its file registers once
@@ -428,6 +429,15 @@ type MLXSpec struct {
 	TrunkName func(m *Model, name string) string
 	// CombinedRefusal, when set, is why stock mlx-lm cannot load a combined file.
 	CombinedRefusal string
+	// DrafterWhole: the drafter is the source checkpoint itself, as
+	// mlx_vlm.convert writes it (a drafter that is a checkpoint of its own,
+	// all head): every tensor under its stored name, config.json the
+	// source's whole configuration, model.safetensors.index.json beside.
+	DrafterWhole bool
+	// DrafterIndexDType is the integer dtype mlx-vlm's sanitize casts the
+	// family's kept integer buffers (RoleKeepDType) to ("" keeps them as
+	// stored).
+	DrafterIndexDType st.DType
 	// DrafterName maps a head tensor's HeadRelative name (or a layer prefix
 	// "layers.{j}.") to its drafter name; nil keeps it.
 	DrafterName func(rel string) string

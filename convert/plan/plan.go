@@ -28,6 +28,7 @@ const (
 	TSplitGateUp    = manifests.TSplitGateUp
 	TStackExperts   = manifests.TStackExperts
 	TCast           = manifests.TCast
+	TNarrowInt      = manifests.TNarrowInt
 	TQuantize       = manifests.TQuantize
 	TDequantFP8     = manifests.TDequantFP8
 	TTranspose      = manifests.TTranspose

@@ -21,7 +21,10 @@ type Planner struct {
 	// NormsStored writes zero-centred norms as stored (w), for a consumer
 	// that applies 1+w itself.
 	NormsStored bool
-	Out         []OutTensor
+	// IndexDType, when set, is the signed integer dtype the kept integer
+	// buffers (RoleKeepDType) are written as (mlx-vlm casts them to int32).
+	IndexDType st.DType
+	Out        []OutTensor
 }
 
 // Components of an output, as cards and summaries group tensors.
@@ -56,6 +59,9 @@ func (pl *Planner) Plain(src, name string, dtype st.DType, rule QuantRule) {
 	}
 	if pl.M.Is(src, model.RoleKeepDType) {
 		dtype = t.DType
+		if pl.IndexDType != "" && t.DType.IsSignedInt() {
+			dtype = pl.IndexDType
+		}
 	}
 	var q *Quant
 	if rule != nil && len(shape) >= 2 && strings.HasSuffix(name, ".weight") && !conv {
@@ -136,8 +142,12 @@ func (pl *Planner) Add(t OutTensor, q *Quant) {
 			break
 		}
 	}
-	if t.DType != pl.M.Checkpoint.Tensors[t.Segments[0].Source].DType && !t.Has(TRepackMXFP4) && !t.Has(TMoveMXFP4) {
-		t.Transforms = append(t.Transforms, TCast)
+	if in := pl.M.Checkpoint.Tensors[t.Segments[0].Source].DType; t.DType != in && !t.Has(TRepackMXFP4) && !t.Has(TMoveMXFP4) {
+		cast := TCast
+		if in.IsSignedInt() && t.DType.IsSignedInt() {
+			cast = TNarrowInt
+		}
+		t.Transforms = append(t.Transforms, cast)
 	}
 	if q != nil {
 		t.Quant = q

@@ -35,6 +35,7 @@ type tensorState struct {
 	chunks      []chunk
 	wholeSeg    []bool // segment i covers its whole source tensor
 	copyThrough bool
+	narrow      bool // a signed integer buffer narrowed (TNarrowInt)
 	plusOne     bool
 	transposed  bool // each segment stored transposed, whole (TTranspose)
 	repack      bool // FP4 codes and scales moved into MXFP4 blocks (TRepackMXFP4)
@@ -83,6 +84,7 @@ func newTensorState(ck *st.Checkpoint, t *plan.OutTensor, lay *plan.FileLayout, 
 	// checksum is its source checksum.
 	s.plusOne = t.Has(plan.TNormPlusOne)
 	s.transposed = t.Has(plan.TTranspose)
+	s.narrow = t.Has(plan.TNarrowInt)
 	s.repack, s.move = t.Has(plan.TRepackMXFP4), t.Has(plan.TMoveMXFP4)
 	s.copyThrough = t.Quant == nil && !s.plusOne && !s.transposed && !s.repack
 	for _, seg := range t.Segments {
@@ -259,6 +261,12 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 	switch {
 	case s.copyThrough:
 		pieces = []codec.Piece{{Name: t.Name, Data: raw, Num: s.storedRow * s.outSize, Den: 1}}
+	case s.narrow:
+		sc.enc = growBytes(sc.enc, elems*s.outSize)
+		if err := quant.Narrow(string(src.DType), string(t.DType), raw, sc.enc); err != nil {
+			return fmt.Errorf("%s: %w", seg.Source, err)
+		}
+		pieces = []codec.Piece{{Name: t.Name, Data: sc.enc, Num: s.storedRow * s.outSize, Den: 1}}
 	case s.repack || s.move:
 		// The release's bytes, moved: no value is decoded or changed.
 		_, sraw, err := sc.rd.Scales(seg.Scale)

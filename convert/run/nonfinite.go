@@ -44,6 +44,9 @@ func (e *errNonFinite) Error() string {
 // float32 range has an infinite scale); for a float tensor it counts the
 // NaN and infinite values stored. Both scan the bytes a word at a time.
 func (s *tensorState) checkFinite(inType st.DType, raw []byte, pieces []codec.Piece, overflows int, qe *quant.ErrStats) (int64, error) {
+	if st.DType(s.t.DType).IsSignedInt() { // an index buffer: no float to judge
+		return 0, nil
+	}
 	if s.t.Quant == nil {
 		if len(pieces) != 1 {
 			return 0, fmt.Errorf("tensor %s: %d pieces for a float tensor", s.t.Name, len(pieces))

@@ -459,7 +459,7 @@ func record(t *plan.OutTensor) manifests.Tensor {
 	for _, x := range t.Transforms {
 		tr := manifests.Transform{Name: x}
 		switch x {
-		case plan.TCast:
+		case plan.TCast, plan.TNarrowInt:
 			tr.DType = string(t.DType)
 		case plan.TQuantize, plan.TMoveMXFP4:
 			tr.Mode, tr.Bits, tr.Group, tr.Rounding, tr.Sym, tr.GGMLType = t.Quant.Mode, t.Quant.Bits, t.Quant.GroupSize, t.Quant.Rounding, t.Quant.Sym, t.Quant.GGMLType

@@ -53,3 +53,6 @@ func (d DType) Size() (int64, error) {
 // releases use; such tensors come with block scales and must be dequantised,
 // never read as if they were bf16.
 func (d DType) IsFloat8() bool { return d == F8E4M3 || d == F8E5M2 }
+
+// IsSignedInt reports whether d is a signed integer type (an index buffer's).
+func (d DType) IsSignedInt() bool { return d == I8 || d == I16 || d == I32 || d == I64 }

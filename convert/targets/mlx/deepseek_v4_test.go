@@ -2,13 +2,9 @@ package mlx_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
-	"github.com/mtpconv/mtpconv/convert/export"
 	_ "github.com/mtpconv/mtpconv/convert/families"
-	"github.com/mtpconv/mtpconv/convert/model"
-	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/manifests"
@@ -19,15 +15,7 @@ import (
 // every other tensor recomputes.
 func TestDeepSeekV4DrafterVerifies(t *testing.T) {
 	t.Parallel()
-	m, err := model.Load(source.Dir(fixtures.Ensure(t, fixtures.DeepSeekV4)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Checkpoint.Close()
-	out := filepath.Join(t.TempDir(), "out")
-	if _, err := export.Export(context.Background(), export.Request{Model: m, Target: "mlx", Options: targets.Options{}, Dest: export.Out(out), NoCard: true, Version: "test"}); err != nil {
-		t.Fatal(err)
-	}
+	m, out := exportMLX(t, fixtures.Ensure(t, fixtures.DeepSeekV4), targets.Options{})
 	rep, err := manifests.Verify(context.Background(), out, m.Checkpoint)
 	if err != nil || !rep.OK || rep.Recomputed != rep.Tensors || rep.Tensors != 32 {
 		t.Fatalf("verify --src: %v %+v", err, rep)

@@ -77,10 +77,13 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 		rule = keptStorage(m)
 	}
 	rename := ms.DrafterName
-	if rename == nil {
+	switch {
+	case ms.DrafterWhole: // the checkpoint's own names
+		rename = m.HeadName
+	case rename == nil:
 		rename = func(s string) string { return s }
 	}
-	pl := &plan.Planner{M: m, File: "model.safetensors", NormsStored: ms.DrafterNormsStored}
+	pl := &plan.Planner{M: m, File: "model.safetensors", NormsStored: ms.DrafterNormsStored, IndexDType: ms.DrafterIndexDType}
 	concat, err := planConcat(pl, m, rename, o.Head.Float, rule)
 	if err != nil {
 		return nil, err
@@ -137,6 +140,9 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 	}
 	if ms.DrafterUnrunnable != "" {
 		p.Notes = append(p.Notes, "nothing runs this drafter yet: "+ms.DrafterUnrunnable)
+	}
+	if ms.DrafterWhole {
+		return wholeDrafter(m, p, o)
 	}
 	cfg, err := drafterConfig(m, p, o)
 	if err != nil {
@@ -280,17 +286,9 @@ func textConfigObject(m *model.Model) (jsonobj.Object, error) {
 // released mlx-vlm can yet.
 func (drafter) Card(man *manifests.Manifest) manifests.TargetCard {
 	ms := familyMLX(man)
-	how := []string{
-		"With mlx-vlm (0.7.10 tested): the trunk generates, this head drafts the next tokens (`{base}` is the trunk, or any MLX conversion of it):",
-		"", "```python",
-		"from mlx_vlm import generate, load",
-		"from mlx_vlm.speculative.drafters import load_drafter",
-		"",
-		"model, processor = load(\"{base}\")",
-		"drafter, kind = load_drafter(\"{repo}\")  # kind == \"mtp\"",
-		"result = generate(model, processor, \"The capital of France is\", max_tokens=40, draft_model=drafter, draft_kind=kind)",
-		"print(result.text)",
-		"```",
+	how := mlxVLMSnippet("(`{base}` is the trunk, or any MLX conversion of it)", "{base}")
+	if ms.DrafterWhole {
+		return wholeCard(man)
 	}
 	if ms.DrafterUnrunnable != "" {
 		how = []string{"Nothing runs this drafter yet: " + ms.DrafterUnrunnable + ". The folder is what mlx-vlm's own `" +
@@ -312,6 +310,23 @@ func familyMLX(man *manifests.Manifest) model.MLXSpec {
 		return f.MLX
 	}
 	return model.MLXSpec{}
+}
+
+// mlxVLMSnippet is the card's mlx-vlm example: trunk generates (a note on
+// what it is), the folder drafts.
+func mlxVLMSnippet(note, trunk string) []string {
+	return []string{
+		"With mlx-vlm (0.7.10 tested): the trunk generates, this head drafts the next tokens " + note + ":",
+		"", "```python",
+		"from mlx_vlm import generate, load",
+		"from mlx_vlm.speculative.drafters import load_drafter",
+		"",
+		"model, processor = load(\"" + trunk + "\")",
+		"drafter, kind = load_drafter(\"{repo}\")  # kind == \"mtp\"",
+		"result = generate(model, processor, \"The capital of France is\", max_tokens=40, draft_model=drafter, draft_kind=kind)",
+		"print(result.text)",
+		"```",
+	}
 }
 
 // keptStorage is the rule of a drafter that keeps the release's storage:
