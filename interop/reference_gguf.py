@@ -9,12 +9,12 @@ torch, which lives only in a separate, pinned environment:
     go run ./cmd/mkfixtures qwen3.6-moe-tiny qwen3.5-moe-tiny qwen3-next-tiny qwen3.6-dense-tiny \
         qwen3.6-moe-genai qwen3.6-dense-genai glm4.5-moe-tiny glm4.7-flash-tiny deepseek-v3-tiny deepseek-v3.2-tiny \
         glm5.2-tiny glm5.3-tiny step3.5-flash-tiny step3.7-flash-tiny hy3-tiny ling3-tiny ling3-tiny-rigged nemotron-h-moe-tiny nemotron-h-moe-tiny-rigged \
-        mimo-v2.5-tiny mimo-v2.5-fp8-tiny deepseek-v4-tiny deepseek-v4-tiny-rigged \
+        mimo-v2.5-tiny mimo-v2.5-fp8-tiny deepseek-v4-tiny deepseek-v4-tiny-rigged deepseek-v4-fp8-tiny deepseek-v4-fp8-tiny-rigged \
         gemma4-assistant-tiny gemma4-assistant-centroid-tiny gemma4-assistant-tiny-rigged gemma4-trunk-tiny gemma4-trunk-tiny-rigged
     "$VENV/bin/python" interop/reference_gguf.py LLAMA_CPP_DIR [FIXTURE...]
 
 (deepseek-v3-tiny's, deepseek-v3.2-tiny's, glm5.2-tiny's, glm5-tiny's (a VARIANTS entry: glm5.2-tiny's config edited; 2026-12-03), glm5.3-tiny's (2026-12-03, its block-FP8 weights dequantized by the converter), step3.5-flash-tiny's, step3.7-flash-tiny's, hy3-tiny's, ling3-tiny's and nemotron-h-moe-tiny's
-(+ -rigged) records, the mimo-v2.5 ones, deepseek-v4-tiny's (+ -rigged, with their --no-mtp trunks; 2026-12-03) and the gemma4-* ones (2026-12-03) were made with torch 2.13.0 and transformers 5.19.0, the vLLM CPU venv of scripts/setup-vllm.sh: the
+(+ -rigged) records, the mimo-v2.5 ones, deepseek-v4-tiny's (+ -rigged, with their --no-mtp trunks; 2026-12-03), deepseek-v4-fp8-tiny's (+ -rigged with its --no-mtp trunk; 2026-12-03: their block-FP8 weights, ue8m0 .scale, dequantized by the converter) and the gemma4-* ones (2026-12-03) were made with torch 2.13.0 and transformers 5.19.0, the vLLM CPU venv of scripts/setup-vllm.sh: the
 converter reads the same config keys either way. The Nemotron-H fixtures carry the test tokenizer themselves; their
 pre-tokenizer is answered as pixtral, and their --no-mtp trunks, committed, are the Mamba-2 trunks
 interop/test_nemotron_gguf.py runs llama.cpp on.)
@@ -74,7 +74,8 @@ FIXTURES = {"qwen3.6-moe-tiny": "qwen35", "qwen3.5-moe-tiny": "qwen35", "qwen3-n
             "step3.7-flash-tiny": "deepseek-v3", "hy3-tiny": "hy_v4", "ling3-tiny": "bailingmoe2", "ling3-tiny-rigged": "bailingmoe2",
             "nemotron-h-moe-tiny": "pixtral", "nemotron-h-moe-tiny-rigged": "pixtral",
             "mimo-v2.5-tiny": "qwen2", "mimo-v2.5-fp8-tiny": "qwen2",
-            "deepseek-v4-tiny": "deepseek-v3", "deepseek-v4-tiny-rigged": "deepseek-v3"}
+            "deepseek-v4-tiny": "deepseek-v3", "deepseek-v4-tiny-rigged": "deepseek-v3", "deepseek-v4-fp8-tiny": "deepseek-v3",
+            "deepseek-v4-fp8-tiny-rigged": "deepseek-v3"}
 # Variants: a fixture with its config.json edited, recorded as their own
 # (--mtp sidecars only). glm5-tiny is glm5.2-tiny as GLM-5 / GLM-5.1 configure
 # it: no indexer_types (its modes from index_topk_freq 2, index_skip_topk_offset 1,
@@ -96,7 +97,7 @@ TRUNK_ONLY = {"deepseek-v3-tiny": "deepseek-v3"}
 # Fixtures of FIXTURES whose --no-mtp trunk is committed too (FIXTURE-nomtp-bf16.gguf)
 # and whose bundled records carry the whole file's sha256, for --graft.
 WITH_TRUNK = {"deepseek-v3.2-tiny", "glm5.2-tiny", "glm5.3-tiny", "step3.5-flash-tiny", "step3.7-flash-tiny", "hy3-tiny", "ling3-tiny", "ling3-tiny-rigged",
-              "nemotron-h-moe-tiny", "nemotron-h-moe-tiny-rigged", "mimo-v2.5-tiny", "deepseek-v4-tiny", "deepseek-v4-tiny-rigged"}
+              "nemotron-h-moe-tiny", "nemotron-h-moe-tiny-rigged", "mimo-v2.5-tiny", "deepseek-v4-tiny", "deepseek-v4-tiny-rigged", "deepseek-v4-fp8-tiny-rigged"}
 # Fixtures small enough to commit their --no-mtp trunk GGUF.
 TRUNKS = {"qwen3.6-moe-genai": "qwen35", "qwen3.6-dense-genai": "qwen35"}
 # ... and as a split set.

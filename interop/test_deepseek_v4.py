@@ -23,7 +23,9 @@ meets llama.cpp's:
   converter forces), the same argmax at every position.
 - mtpconv's --target gguf sidecar is the converter's record (provenance keys
   aside) and llama.cpp drafts with it as with the converter's: rigged >= 95 %
-  with the trunk's greedy text, plain few; its --target mlx drafter is the
+  with the trunk's greedy text, plain few; so is its sidecar of the block-FP8
+  twin (deepseek-v4-fp8-tiny: ue8m0-scaled matrices dequantized into Q8_0),
+  which llama.cpp loads and drafts with (few accepted: random weights); its --target mlx drafter is the
   splitter's (tensors, config.json) and drafts in mlx-vlm's loop likewise.
   openvino and hf are refused in one sentence each.
 """
@@ -44,7 +46,8 @@ from test_glm_gguf import TOKENS, mtp_logits  # noqa: F401  (session fixture)
 from test_gguf import greedy, speculative
 from test_gguf import llama_bin  # noqa: F401  (session fixture)
 
-FIXTURES = {"plain": "deepseek-v4-tiny", "rigged": "deepseek-v4-tiny-rigged"}
+FIXTURES = {"plain": "deepseek-v4-tiny", "rigged": "deepseek-v4-tiny-rigged", "fp8": "deepseek-v4-fp8-tiny",
+            "fp8-rigged": "deepseek-v4-fp8-tiny-rigged"}
 REFERENCE = ROOT / "testdata" / "gguf_reference"
 
 
@@ -82,7 +85,7 @@ def our_sidecars(dirs, mtpconv, tmp_path_factory):
     return of
 
 
-@pytest.mark.parametrize("key", ["plain", "rigged"])
+@pytest.mark.parametrize("key", ["plain", "rigged", "fp8", "fp8-rigged"])
 def test_llama_drafts_with_mtpconv_sidecar(our_sidecars, llama_bin, key):
     """mtpconv's sidecar is the converter's (the record) tensor for tensor
     and key for key, and llama.cpp drafts with it next to the converter's
@@ -144,14 +147,17 @@ def test_llama_drafts_with_converter_sidecar(sidecars, llama_bin, key):
 
 def llama_drafts(llama_bin, key, sidecar, what):
     """llama.cpp drafts with sidecar next to the converter's --no-mtp trunk:
-    rigged >= 95 % accepted with the trunk's greedy text, plain few."""
-    trunk = REFERENCE / f"{FIXTURES[key]}-nomtp-bf16.gguf"
+    rigged >= 95 % accepted with the trunk's greedy text, plain few. The
+    FP8 release's sidecar (its block-FP8 matrices Q8_0) drafts next to the
+    plain fixture's trunk (the same dimensions; its own weights, so few
+    accepted), its rigged twin's next to its own converter trunk."""
+    trunk = REFERENCE / f"{FIXTURES['plain' if key == 'fp8' else key]}-nomtp-bf16.gguf"
     want = greedy(llama_bin, trunk, 64)
     text, stats = speculative(llama_bin, trunk, sidecar)
     print(f"deepseek_v4 {key}: {what} in llama.cpp: drafted {stats['n_drafted']:.0f}, "
           f"accepted {stats['n_accept']:.0f} ({stats['accept']:.1f}%)")
     assert stats["n_drafted"] >= 30
-    if key == "rigged":
+    if key.endswith("rigged"):
         assert len(text) > 52 and want.startswith(text)
         assert stats["n_accept"] >= 0.95 * stats["n_drafted"]
     else:
@@ -213,7 +219,7 @@ def mlx_drafts(dirs, tmp_path, key, folder, what):
           f"({100 * accepted / max(drafted, 1):.1f}%)")
     assert got == want
     assert drafted >= NEW_TOKENS // 2
-    if key == "rigged":
+    if key.endswith("rigged"):
         assert accepted >= 0.95 * drafted
     else:
         assert accepted < 0.5 * drafted

@@ -859,8 +859,8 @@ func sourceRows(ctx context.Context, src *st.Checkpoint, t *Tensor, fn func(c so
 		if err := rows.Check(src, seg, t.RowLen); err != nil {
 			return false, err
 		}
-		if seg.Scale != "" { // hashed before the rows, as the export did
-			_, sraw, err := rd.Scales(seg.Scale)
+		for _, name := range seg.ScaleNames() { // hashed before the rows, as the export did
+			_, sraw, err := rd.Scales(name)
 			if err != nil {
 				return false, err
 			}

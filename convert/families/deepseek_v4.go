@@ -143,8 +143,10 @@ func parseDeepSeekV4(raw []byte) (*model.Config, error) {
 		return nil, err
 	}
 	model.SetKeys(c, &ds)
-	if q := c.QuantizationConfig; q != nil {
-		return nil, fmt.Errorf("quantization_config.quant_method is %q: %s's block-FP8 weights (e4m3 with ue8m0 .scale tensors) are not read yet; its FP4 routed experts are (a checkpoint whose other weights are bf16 converts)", q.QuantMethod, dsv4Name)
+	// The release's block FP8 (e4m3 with ue8m0 .scale tensors) is read by
+	// the core (model/fp8_ue8m0.go), which checks the declaration.
+	if q := c.QuantizationConfig; q != nil && q.QuantMethod != "fp8" {
+		return nil, fmt.Errorf("quantization_config.quant_method is %q: %s releases are block FP8 (fp8, e4m3 with ue8m0 .scale tensors) with FP4 routed experts; this tool reads those", q.QuantMethod, dsv4Name)
 	}
 	c.NumExperts = ds.NRoutedExperts
 	c.SharedExpertIntermed = ds.NSharedExperts * c.MoeIntermediateSize

@@ -116,14 +116,14 @@ func TestDeepSeekV4Family(t *testing.T) {
 		`"scoring_func": "sqrtsoftplus"`: `"scoring_func": "softmax"`,
 		`"num_hash_layers": 1`:           `"num_hash_layers": 5`,
 		`"compress_ratios": [`:           `"compress_ratios": [0, `,
-		`"use_cache": true`:              `"use_cache": true, "quantization_config": {"quant_method": "fp8", "fmt": "e4m3", "weight_block_size": [128, 128], "scale_fmt": "ue8m0"}`,
+		`"use_cache": true`:              `"use_cache": true, "quantization_config": {"quant_method": "awq", "bits": 4}`,
 	} {
 		bad := strings.Replace(string(raw), from, to, 1)
 		if bad == string(raw) {
 			t.Fatalf("the fixture's config has no %s", from)
 		}
 		want := map[string]string{`"num_key_value_heads": 1`: "num_key_value_heads is 2", `"scoring_func": "sqrtsoftplus"`: `scoring_func is "softmax"`,
-			`"num_hash_layers": 1`: "num_hash_layers is 5", `"compress_ratios": [`: "compress_ratios has 6 entries", `"use_cache": true`: "block-FP8 weights"}[from]
+			`"num_hash_layers": 1`: "num_hash_layers is 5", `"compress_ratios": [`: "compress_ratios has 6 entries", `"use_cache": true`: `quant_method is "awq"`}[from]
 		if _, err := model.ParseConfig([]byte(bad)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", to, err, want)
 		}

@@ -69,7 +69,8 @@ type fp8Problem struct{ tensor, msg string }
 
 // fp8 checks the FP8 declaration of the config against the tensors: an
 // F8_E4M3 weight needs the config's block size and a scale of the shape that
-// block size implies, in F32 or BF16. It returns nil for a checkpoint
+// block size implies, in F32 or BF16 (or F8_E8M0 for the X.scale naming,
+// fp8_ue8m0.go). It returns nil for a checkpoint
 // without FP8 tensors, and the problems found (each naming the file and
 // tensor).
 func (m *Model) fp8() (*FP8Info, []fp8Problem) {
@@ -101,7 +102,7 @@ func (m *Model) fp8() (*FP8Info, []fp8Problem) {
 			problems = append(problems, fp8Problem{t.Name, fmt.Sprintf("%s: tensor %s is %s; FP8 releases store F8_E4M3", t.Shard.Name, t.Name, t.DType)})
 			continue
 		}
-		scale := t.Name + ScaleSuffix
+		scale := m.fp8ScaleOf(t.Name)
 		var cols int64
 		if len(t.Shape) == 2 {
 			cols = t.Shape[1]
@@ -141,9 +142,9 @@ func (m *Model) fp8() (*FP8Info, []fp8Problem) {
 }
 
 // IsBlockScale reports whether a tensor is the block scale of an FP8 weight
-// or the scale of an FP4 one (read with its weight, never planned on its own).
+// (either naming) or the scale of an FP4 one (read with its weight, never planned on its own).
 func (m *Model) IsBlockScale(name string) bool {
-	if m.isFP4Scale(name) {
+	if m.isFP4Scale(name) || m.isUE8M0Scale(name) {
 		return true
 	}
 	w, ok := strings.CutSuffix(name, ScaleSuffix)

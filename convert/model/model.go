@@ -70,7 +70,7 @@ func (m *Model) BlockScale(src string) (scale string, block []int64, ok bool) {
 	if !found || t.DType != st.F8E4M3 || m.Config.QuantizationConfig == nil {
 		return "", nil, false
 	}
-	scale = src + ScaleSuffix
+	scale = m.fp8ScaleOf(src)
 	if _, found := m.Checkpoint.Tensors[scale]; !found {
 		return "", nil, false
 	}

@@ -376,6 +376,9 @@ func (p *Plan) SourceRanges(ck *st.Checkpoint) map[string][][2]int64 {
 				size, _ := pt.DType.Size()
 				b := pt.Begin + s.Row*c.Cols*size
 				out[pt.Shard.Name] = append(out[pt.Shard.Name], [2]int64{b, b + s.Rows*c.Cols*size})
+				if sc, ok := ck.Tensors[c.Scale]; ok && c.Scale != "" {
+					out[sc.Shard.Name] = append(out[sc.Shard.Name], [2]int64{sc.Begin, sc.End})
+				}
 			}
 			if sc, ok := ck.Tensors[s.Scale]; ok && s.Scale != "" {
 				out[sc.Shard.Name] = append(out[sc.Shard.Name], [2]int64{sc.Begin, sc.End})

@@ -46,10 +46,28 @@ type Segment struct {
 // PackedE2M1 is Segment.Packed for FP4 codes with E8M0 scales.
 const PackedE2M1 = "e2m1"
 
-// Columns is a source tensor whose rows continue a segment's rows.
+// Columns is a source tensor whose rows continue a segment's rows. An
+// FP8 part (its segment's Source FP8 too) names its own block scales.
 type Columns struct {
-	Source string `json:"source"`
-	Cols   int64  `json:"cols"`
+	Source string  `json:"source"`
+	Cols   int64   `json:"cols"`
+	Scale  string  `json:"scale,omitempty"`
+	Block  []int64 `json:"block,omitempty"`
+}
+
+// ScaleNames are the scale tensors a segment's rows decode with: Scale,
+// then each column part's, in order (each hashed whole before the rows).
+func (seg Segment) ScaleNames() []string {
+	var out []string
+	if seg.Scale != "" {
+		out = append(out, seg.Scale)
+	}
+	for _, c := range seg.Then {
+		if c.Scale != "" {
+			out = append(out, c.Scale)
+		}
+	}
+	return out
 }
 
 // ownCols is the width of Source's own part of a row of rowLen values.
@@ -106,7 +124,8 @@ func (seg Segment) scaleRow(abs int64) int64 {
 type Reader struct {
 	ck        *st.Checkpoint
 	raw       []byte
-	part      []byte // a column part's rows
+	part      []byte    // a column part's rows
+	cols      []float32 // a column part's values
 	scaleName string
 	scaleRaw  []byte
 	scales    []float32
@@ -172,6 +191,9 @@ func (r *Reader) Decode(seg Segment, rowLen, row, n int64, raw []byte, vals []fl
 	if seg.Scale == "" {
 		return quant.DecodeF32(string(t.DType), raw, vals)
 	}
+	if len(seg.Then) > 0 {
+		return r.decodeColumns(seg, rowLen, row, n, raw, vals)
+	}
 	scales, _, err := r.Scales(seg.Scale)
 	if err != nil {
 		return err
@@ -208,6 +230,35 @@ func (r *Reader) Decode(seg Segment, rowLen, row, n int64, raw []byte, vals []fl
 	}
 	if err := quant.DequantizeF8E4M3Blocks(raw, rowLen, n, abs, seg.Block[0], seg.Block[1], scales[from:], vals); err != nil {
 		return fmt.Errorf("%s with %s: %w", seg.Source, seg.Scale, err)
+	}
+	return nil
+}
+
+// decodeColumns dequantizes the rows of a column concatenation of FP8
+// parts (as Raw interleaved them), each part with its own block scales.
+func (r *Reader) decodeColumns(seg Segment, rowLen, row, n int64, raw []byte, vals []float32) error {
+	parts := append([]Columns{{Source: seg.Source, Cols: seg.ownCols(rowLen), Scale: seg.Scale, Block: seg.Block}}, seg.Then...)
+	at := int64(0)
+	for _, p := range parts {
+		part := Segment{Source: p.Source, Row: seg.Row, Rows: seg.Rows, Scale: p.Scale, Block: p.Block}
+		if int64(cap(r.part)) < n*p.Cols {
+			r.part = make([]byte, n*p.Cols)
+		}
+		in := r.part[:n*p.Cols]
+		for i := range n { // FP8: one byte a value
+			copy(in[i*p.Cols:(i+1)*p.Cols], raw[i*rowLen+at:i*rowLen+at+p.Cols])
+		}
+		if len(r.cols) < int(n*p.Cols) {
+			r.cols = make([]float32, n*p.Cols)
+		}
+		out := r.cols[:n*p.Cols]
+		if err := r.Decode(part, p.Cols, row, n, in, out); err != nil {
+			return err
+		}
+		for i := range n {
+			copy(vals[i*rowLen+at:i*rowLen+at+p.Cols], out[i*p.Cols:(i+1)*p.Cols])
+		}
+		at += p.Cols
 	}
 	return nil
 }
@@ -307,8 +358,8 @@ func Check(ck *st.Checkpoint, seg Segment, rowLen int64) error {
 	if !ok {
 		return fmt.Errorf("%s: tensor %s: its block scale %s is missing", t.Shard.Name, seg.Source, seg.Scale)
 	}
-	if s.DType != st.F32 && s.DType != st.BF16 {
-		return fmt.Errorf("%s: tensor %s: block scale dtype %s, want F32 or BF16", s.Shard.Name, seg.Scale, s.DType)
+	if s.DType != st.F32 && s.DType != st.BF16 && s.DType != st.F8E8M0 {
+		return fmt.Errorf("%s: tensor %s: block scale dtype %s, want F32, BF16 or F8_E8M0 (ue8m0)", s.Shard.Name, seg.Scale, s.DType)
 	}
 	want := []int64{(t.Shape[0] + seg.Block[0] - 1) / seg.Block[0], (t.Shape[1] + seg.Block[1] - 1) / seg.Block[1]}
 	if sr := seg.ShardRows; sr > 0 {
@@ -354,10 +405,11 @@ func checkPacked(ck *st.Checkpoint, t *st.Tensor, seg Segment, rowLen int64) err
 // checkColumns refuses a column concatenation whose parts are not 2-D
 // float tensors of one dtype and the same rows, as wide as they say.
 func checkColumns(ck *st.Checkpoint, t *st.Tensor, seg Segment, rowLen int64) error {
-	if seg.Scale != "" || t.DType != st.BF16 && t.DType != st.F16 && t.DType != st.F32 {
-		return fmt.Errorf("%s: tensor %s is %s; a column concatenation reads unscaled float tensors", t.Shard.Name, seg.Source, t.DType)
+	fp8 := t.DType == st.F8E4M3 && seg.Scale != ""
+	if !fp8 && (seg.Scale != "" || t.DType != st.BF16 && t.DType != st.F16 && t.DType != st.F32) {
+		return fmt.Errorf("%s: tensor %s is %s; a column concatenation reads unscaled float tensors or FP8 ones with their block scales", t.Shard.Name, seg.Source, t.DType)
 	}
-	parts := []Columns{{Source: seg.Source, Cols: seg.ownCols(rowLen)}}
+	parts := []Columns{{Source: seg.Source, Cols: seg.ownCols(rowLen), Scale: seg.Scale, Block: seg.Block}}
 	for _, c := range append(parts, seg.Then...) {
 		p, ok := ck.Tensors[c.Source]
 		switch {
@@ -367,6 +419,13 @@ func checkColumns(ck *st.Checkpoint, t *st.Tensor, seg Segment, rowLen int64) er
 			return fmt.Errorf("%s: tensor %s is %s, not %s as %s it is concatenated with", p.Shard.Name, c.Source, p.DType, t.DType, seg.Source)
 		case len(p.Shape) != 2 || p.Shape[1] != c.Cols || c.Cols <= 0 || p.Shape[0] != t.Shape[0]:
 			return fmt.Errorf("%s: tensor %s has shape %v; concatenated by columns it must be [%d, %d]", p.Shard.Name, c.Source, p.Shape, t.Shape[0], c.Cols)
+		case fp8 != (c.Scale != ""):
+			return fmt.Errorf("%s: tensor %s: the parts of an FP8 column concatenation are each read with their block scales", p.Shard.Name, c.Source)
+		}
+		if fp8 {
+			if err := Check(ck, Segment{Source: c.Source, Rows: p.Shape[0], Scale: c.Scale, Block: c.Block}, c.Cols); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

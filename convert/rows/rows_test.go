@@ -209,3 +209,98 @@ func slicesEqual(a, b []float32) bool {
 	}
 	return true
 }
+
+// Block FP8 with E8M0 scales (DeepSeek-V4's X.weight + X.scale, ue8m0): a
+// weight of 3 × 5 in 2 × 4 blocks (partial last blocks both ways) decodes
+// exactly to e4m3 × 2^(e − 127) of its block, from any row; a scale of the
+// wrong dtype or shape is refused.
+func TestBlockFP8E8M0Scales(t *testing.T) {
+	t.Parallel()
+	codes := make([]byte, 15)
+	for i := range codes {
+		codes[i] = byte(i*37 + 3)
+		if codes[i]&0x7f == 0x7f { // no NaN codes
+			codes[i] ^= 1
+		}
+	}
+	scales := []byte{127, 130, 120, 0} // [2, 2]: 1, 8 | 2^-7, 2^-127
+	ck := writeCheckpoint(t, []st.Entry{
+		{Name: "w.weight", DType: st.F8E4M3, Shape: []int64{3, 5}},
+		{Name: "w.scale", DType: st.F8E8M0, Shape: []int64{2, 2}},
+		{Name: "bad.scale", DType: st.U8, Shape: []int64{2, 2}},
+		{Name: "v.weight", DType: st.F8E4M3, Shape: []int64{3, 5}},
+		{Name: "v.scale", DType: st.F8E8M0, Shape: []int64{3, 1}},
+	}, [][]byte{codes, scales, scales, codes, {125, 126, 127}})
+	seg := rows.Segment{Source: "w.weight", Rows: 3, Scale: "w.scale", Block: []int64{2, 4}}
+	if err := rows.Check(ck, seg, 5); err != nil {
+		t.Fatal(err)
+	}
+	vals := make([]float32, 15)
+	if err := quant.DecodeF32("F8_E4M3", codes, vals); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float32, 15)
+	for i, v := range vals {
+		r, c := i/5, i%5
+		want[i] = v * quant.E8M0ToF32(scales[r/2*2+c/4])
+	}
+	rd := rows.NewReader(ck)
+	for _, from := range []int64{0, 1, 2} {
+		raw, err := rd.Raw(seg, 5, from, 3-from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, (3-from)*5)
+		if err := rd.Decode(seg, 5, from, 3-from, raw, got); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range got {
+			if w := want[from*5+int64(i)]; math.Float32bits(v) != math.Float32bits(w) {
+				t.Errorf("from row %d: value %d = %g, want %g", from, i, v, w)
+			}
+		}
+	}
+	// w ∥ v by columns (DeepSeek-V4's e_proj ∥ h_proj): each part with its
+	// own scales and blocks (v's one per row).
+	cat := rows.Segment{Source: "w.weight", Rows: 3, Scale: "w.scale", Block: []int64{2, 4}, Then: []rows.Columns{{Source: "v.weight", Cols: 5, Scale: "v.scale", Block: []int64{1, 8}}}}
+	if err := rows.Check(ck, cat, 10); err != nil {
+		t.Fatal(err)
+	}
+	if names := cat.ScaleNames(); len(names) != 2 || names[1] != "v.scale" {
+		t.Errorf("scale names %v", names)
+	}
+	raw, err := rd.Raw(cat, 10, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]float32, 20)
+	if err := rd.Decode(cat, 10, 1, 2, raw, got); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range got {
+		r, c := 1+i/10, i%10
+		w := want[r*5+min(c, 4)]
+		if c >= 5 {
+			w = vals[r*5+c-5] * quant.E8M0ToF32(byte(125+r))
+		}
+		if math.Float32bits(v) != math.Float32bits(w) {
+			t.Errorf("concatenated row %d col %d = %g, want %g", r, c, v, w)
+		}
+	}
+	unscaled := rows.Segment{Source: "w.weight", Rows: 3, Scale: "w.scale", Block: []int64{2, 4}, Then: []rows.Columns{{Source: "v.weight", Cols: 5}}}
+	if err := rows.Check(ck, unscaled, 10); err == nil || !strings.Contains(err.Error(), "each read with their block scales") {
+		t.Errorf("an FP8 part without scales: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		seg  rows.Segment
+		want string
+	}{
+		{"scale dtype", rows.Segment{Source: "w.weight", Rows: 3, Scale: "bad.scale", Block: []int64{2, 4}}, "want F32, BF16 or F8_E8M0"},
+		{"scale shape", rows.Segment{Source: "w.weight", Rows: 3, Scale: "w.scale", Block: []int64{1, 4}}, "must be [3 2]"},
+	} {
+		if err := rows.Check(ck, c.seg, 5); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+}

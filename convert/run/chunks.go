@@ -231,19 +231,25 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 	if err != nil {
 		return err
 	}
-	var scaleRaw []byte
-	var negScales int64
-	if seg.Scale != "" && c.first {
-		var scales []float32
-		if scales, scaleRaw, err = sc.rd.Scales(seg.Scale); err != nil {
-			return err
+	var scaleRaws [][]byte // each of seg.ScaleNames(), whole
+	var negScales, scaleBytes int64
+	if c.first {
+		for k, name := range seg.ScaleNames() {
+			scales, sraw, err := sc.rd.Scales(name)
+			if err != nil {
+				return err
+			}
+			if k == 0 {
+				negScales = rows.NegativeScales(scales, seg, t.RowLen)
+			}
+			scaleRaws = append(scaleRaws, slices.Clone(sraw))
+			scaleBytes += int64(len(sraw))
 		}
-		negScales = rows.NegativeScales(scales, seg, t.RowLen)
 	}
 	if progress != nil {
-		progress(int64(len(raw) + len(scaleRaw)))
+		progress(int64(len(raw)) + scaleBytes)
 	}
-	if err := sg.enter(&s.srcNext, i, func() error { s.hashSource(c, raw, scaleRaw); return nil }); err != nil {
+	if err := sg.enter(&s.srcNext, i, func() error { s.hashSource(c, raw, scaleRaws); return nil }); err != nil {
 		return err
 	}
 	var pieces []codec.Piece
@@ -403,16 +409,16 @@ func (s *tensorState) advanceEntries(pieces []codec.Piece, outRow int64, last bo
 // hashSource feeds a chunk's source bytes, in order, to the tensor's source
 // hash and to its segment's own hash; a segment's block scales, read whole
 // with its first chunk, are recorded as a source tensor of their own.
-func (s *tensorState) hashSource(c chunk, raw, scaleRaw []byte) {
+func (s *tensorState) hashSource(c chunk, raw []byte, scaleRaws [][]byte) {
 	seg := s.t.Segments[c.seg]
-	if scaleRaw != nil {
+	for k, name := range seg.ScaleNames()[:len(scaleRaws)] {
 		// The scales are part of what the tensor is made from: its source
 		// checksum covers them, before the segment's rows.
 		h := manifests.NewTensorHash()
-		h.Write(scaleRaw)
-		s.res.read += int64(len(scaleRaw))
-		s.res.sources = append(s.res.sources, manifests.SourceTensor{Name: seg.Scale, CRC32C: manifests.TensorSum(h)})
-		s.srcHash.Write(scaleRaw)
+		h.Write(scaleRaws[k])
+		s.res.read += int64(len(scaleRaws[k]))
+		s.res.sources = append(s.res.sources, manifests.SourceTensor{Name: name, CRC32C: manifests.TensorSum(h)})
+		s.srcHash.Write(scaleRaws[k])
 	}
 	s.res.read += int64(len(raw))
 	s.srcHash.Write(raw)

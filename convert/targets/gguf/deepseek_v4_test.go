@@ -32,6 +32,18 @@ func deepSeekV4Sidecar(t *testing.T, _ string, f *gg.File) {
 	}
 }
 
+// deepSeekV4FP8Sidecar: the release's block-FP8 matrices are Q8_0 (the
+// converter dequantizes them and forces Q8_0), the rest as deepSeekV4Sidecar.
+func deepSeekV4FP8Sidecar(t *testing.T, _ string, f *gg.File) {
+	tensorTypes(t, f, "bf16", map[string]gg.GGMLType{
+		"blk.4.ffn_gate_exps.weight": gg.MXFP4, "blk.4.nextn.eh_proj.weight": gg.Q8_0, "blk.4.attn_q_a.weight": gg.Q8_0,
+		"blk.4.ffn_down_shexp.weight": gg.Q8_0, "blk.4.ffn_gate_inp.weight": gg.BF16, "blk.4.hc_attn_fn.weight": gg.F32,
+	})
+	if ft, _ := f.Uint("general.file_type"); gg.FileType(ft) != gg.FileMXFP4MOE {
+		t.Errorf("general.file_type %d, want %d (MXFP4_MOE)", ft, gg.FileMXFP4MOE)
+	}
+}
+
 // The precisions llama-quantize would make and a graft are refused by
 // name: they would requantize the release's MXFP4 experts, and the
 // converter's bundled file has no head to equal.
@@ -58,18 +70,21 @@ func TestDeepSeekV4RefusesRequantAndGraft(t *testing.T) {
 
 // verify --src recomputes every tensor of the sidecar (the MXFP4 experts
 // byte for byte from the release's codes and scales, eh_proj from both
-// halves) and its stored-type check holds.
+// halves; of the FP8 release, the Q8_0 matrices from codes and ue8m0
+// scales, eh_proj each half with its own) and its stored-type check holds.
 func TestDeepSeekV4SidecarVerifies(t *testing.T) {
 	t.Parallel()
-	src := fixtures.Ensure(t, fixtures.DeepSeekV4)
-	path := exportTo(t, src, "")
-	m, err := model.Load(source.Dir(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Checkpoint.Close()
-	rep, err := manifests.Verify(context.Background(), filepath.Dir(path), m.Checkpoint)
-	if err != nil || !rep.OK || rep.Recomputed != rep.Tensors || rep.Tensors != 34 {
-		t.Fatalf("verify --src: %v %+v", err, rep)
+	for _, fx := range []string{fixtures.DeepSeekV4, fixtures.DeepSeekV4FP8} {
+		src := fixtures.Ensure(t, fx)
+		path := exportTo(t, src, "")
+		m, err := model.Load(source.Dir(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Checkpoint.Close()
+		rep, err := manifests.Verify(context.Background(), filepath.Dir(path), m.Checkpoint)
+		if err != nil || !rep.OK || rep.Recomputed != rep.Tensors || rep.Tensors != 34 {
+			t.Fatalf("%s: verify --src: %v %+v", fx, err, rep)
+		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/mtpconv/mtpconv/convert/plan"
 	"github.com/mtpconv/mtpconv/convert/rows"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
-	"github.com/mtpconv/mtpconv/quant/codec"
 )
 
 // expertKinds are the stacked gate, up and down experts.
@@ -61,6 +60,7 @@ func joinTensor(m *model.Model, src string, join model.GGUFJoin, nLayer int) pla
 	prefix := m.HeadLayerPrefix(j)
 	first := m.Checkpoint.Tensors[src]
 	seg := plan.Segment{Source: src, Rows: first.Shape[0]}
+	seg.Scale, seg.Block, _ = m.BlockScale(src) // FP8 parts: each dequantized with its own scales
 	rowLen := first.Shape[len(first.Shape)-1]
 	for _, p := range join.Parts[1:] {
 		t := m.Checkpoint.Tensors[prefix+p]
@@ -68,7 +68,9 @@ func joinTensor(m *model.Model, src string, join model.GGUFJoin, nLayer int) pla
 		if t != nil && len(t.Shape) == 2 {
 			cols = t.Shape[1]
 		}
-		seg.Then = append(seg.Then, rows.Columns{Source: prefix + p, Cols: cols})
+		part := rows.Columns{Source: prefix + p, Cols: cols}
+		part.Scale, part.Block, _ = m.BlockScale(prefix + p)
+		seg.Then = append(seg.Then, part)
 		rowLen += cols
 	}
 	t := plan.OutTensor{Name: m.Family.GGUF.Layer[join.Parts[0]].In(nLayer + j), Segments: []plan.Segment{seg}, RowLen: rowLen, Shape: []int64{seg.Rows, rowLen}}
@@ -77,7 +79,7 @@ func joinTensor(m *model.Model, src string, join model.GGUFJoin, nLayer int) pla
 		t.Parts = []health.Part{{Name: health.PartEmbedding, From: 0, To: own}, {Name: health.PartHidden, From: own, To: rowLen}}
 	}
 	if join.Type != "" {
-		t.Quant = &plan.Quant{Mode: codec.ModeGGML, Bits: quantBits[join.Type], GroupSize: int(blockSize[join.Type]), GGMLType: join.Type}
+		t.Quant = ggmlQuant(join.Type)
 	}
 	return t
 }

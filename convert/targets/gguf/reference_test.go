@@ -42,6 +42,11 @@ var referenceFamilies = []struct {
 	// converter's bundled file drops the head).
 	{fixture: fixtures.DeepSeekV4, heads: 1, sidecar: deepSeekV4Sidecar},
 	{fixture: fixtures.DeepSeekV4Rigged, heads: 1, sidecar: deepSeekV4Sidecar},
+	// The release's block FP8 (e4m3, ue8m0 X.scale): dequantized exactly
+	// and Q8_0 as the converter forces, e_proj ∥ h_proj each part with its
+	// own scales.
+	{fixture: fixtures.DeepSeekV4FP8, heads: 1, sidecar: deepSeekV4FP8Sidecar},
+	{fixture: fixtures.DeepSeekV4FP8Rigged, heads: 1, sidecar: deepSeekV4FP8Sidecar},
 	{fixture: fixtures.GLM52, heads: 1, graft: true, sidecar: glm52Sidecar},
 	// GLM-5.3's block-FP8 release (float32 scales, the NextN layer's indexer
 	// FP8 too): the converter dequantizes it as we do.

@@ -223,15 +223,24 @@ func storedExperts(m *model.Model) error {
 }
 
 // storedType is the type the converter of a StoredTypes family writes a
-// tensor of the source dtype in: vectors F32, float32 F32, bf16 matrices BF16.
-func storedType(src st.DType, dims int, float st.DType) st.DType {
+// tensor of the source dtype in: vectors F32, float32 F32, bf16 matrices
+// BF16, block-FP8 matrices dequantized and forced to Q8_0 (DeepSeek-V4's
+// tensor_force_quant for the weights its dequant_model dequantized).
+func storedType(src st.DType, dims int, float st.DType) (st.DType, *plan.Quant) {
 	switch {
 	case dims <= 1, src == st.F32:
-		return st.F32
+		return st.F32, nil
 	case src == st.BF16:
-		return st.BF16
+		return st.BF16, nil
+	case src == st.F8E4M3:
+		return st.BF16, ggmlQuant("Q8_0")
 	}
-	return float
+	return float, nil
+}
+
+// ggmlQuant is the quantization to the ggml type typ.
+func ggmlQuant(typ string) *plan.Quant {
+	return &plan.Quant{Mode: codec.ModeGGML, Bits: quantBits[typ], GroupSize: int(blockSize[typ]), GGMLType: typ}
 }
 
 // squeeze drops leading unit dimensions of a PyTorch shape (trailing in
@@ -304,7 +313,7 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 		case "F32", "F16", "BF16":
 			return st.DType(typ), nil
 		default:
-			return st.BF16, &plan.Quant{Mode: codec.ModeGGML, Bits: quantBits[typ], GroupSize: int(blockSize[typ]), GGMLType: typ}
+			return st.BF16, ggmlQuant(typ)
 		}
 	}
 	add := func(src, name string) {
@@ -314,7 +323,7 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 		}
 		dt, q := typeOf(name, shape)
 		if gs.StoredTypes {
-			dt = storedType(m.Checkpoint.Tensors[src].DType, len(shape), prec.float)
+			dt, q = storedType(m.Checkpoint.Tensors[src].DType, len(shape), prec.float)
 		}
 		pl.Plain(src, name, dt, func(string, string, int64) *plan.Quant { return q })
 		if t := &pl.Out[len(pl.Out)-1]; prec.requant {
@@ -365,8 +374,11 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 		t.DType, q = typeOf(t.Name, t.Shape)
 		if t.Quant != nil { // the family forces its type
 			t.DType, q, t.Quant = m.Checkpoint.Tensors[t.Segments[0].Source].DType, t.Quant, nil
+			if t.DType == st.F8E4M3 { // dequantized first
+				t.DType = st.BF16
+			}
 		} else if gs.StoredTypes {
-			t.DType = storedType(m.Checkpoint.Tensors[t.Segments[0].Source].DType, len(t.Shape), prec.float)
+			t.DType, q = storedType(m.Checkpoint.Tensors[t.Segments[0].Source].DType, len(t.Shape), prec.float)
 		}
 		pl.Add(t, q)
 	}

@@ -133,7 +133,7 @@ func fileTypeProblems(file string, f *gg.File, prec precision, written map[strin
 
 // storedTypeProblems is the type check of a StoredTypes family's sidecar
 // (DeepSeek-V4's): the routed experts MXFP4, each join its type, vectors
-// and biases F32, every other tensor the type the manifest says it was
+// and biases F32, block-FP8 matrices Q8_0, every other tensor the type the manifest says it was
 // stored in, with no cast recorded (the converter writes the checkpoint's
 // own type), and the file type MXFP4_MOE.
 func storedTypeProblems(file string, f *gg.File, g model.GGUFSpec, man *manifests.Manifest) []manifests.Problem {
@@ -172,6 +172,8 @@ func storedTypeProblems(file string, f *gg.File, g model.GGUFSpec, man *manifest
 			want = joined[tn.Kind]
 		case len(squeeze(ggmlShape(ti.Dims))) <= 1 || tn.Bias:
 			want = string(st.F32)
+		case hasTransform(rec, plan.TDequantFP8):
+			want = "Q8_0" // a block-FP8 matrix: dequantized, then forced Q8_0 (storedType)
 		default:
 			want = rec.DType
 			if _, cast := rec.Has(plan.TCast); cast {
@@ -183,4 +185,10 @@ func storedTypeProblems(file string, f *gg.File, g model.GGUFSpec, man *manifest
 		}
 	}
 	return problems
+}
+
+// hasTransform reports whether a tensor's record lists transform name.
+func hasTransform(rec *manifests.Tensor, name manifests.TransformName) bool {
+	_, ok := rec.Has(name)
+	return ok
 }

@@ -71,6 +71,9 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 		if o.Head.Name != defaultPrecision || uo.Set[targets.OptGroupSize] {
 			return nil, targets.UsageError{Err: fmt.Errorf("mlx-vlm's %s splitter keeps %s's release storage (its FP4 experts mxfp4, the rest as stored) and ignores any quantization asked: --head-precision %s (the default) and no --group-size", ms.DrafterModelType, m.Family.Title, defaultPrecision)}
 		}
+		if w := slices.IndexFunc(m.HeadTensors(), func(n string) bool { _, _, fp8 := m.BlockScale(n); return fp8 }); w >= 0 {
+			return nil, fmt.Errorf("mlx-vlm's %s splitter carries a block-FP8 head's weights as mxfp8 (the e4m3 codes moved, each block's scale repeated per 32), which mtpconv does not write yet (%s is FP8); --target gguf writes this head", ms.DrafterModelType, m.HeadTensors()[w])
+		}
 		rule = keptStorage(m)
 	}
 	rename := ms.DrafterName
