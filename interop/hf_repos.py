@@ -170,12 +170,15 @@ def head_prefix(cfg, names):
     """Where the fixture's MTP head lives: under mtp.* (Qwen, Nemotron-H),
     model.mtp.* (MiMo-V2), or the DeepSeek-style NextN layers from
     model.layers.{num_hidden_layers} (GLM-4.x, DeepSeek-V3, Hy3, Step-3.5,
-    Ling-3.0)."""
+    Ling-3.0; model.language_model.layers under a nested text config)."""
     for p in ("mtp.", "model.mtp."):
         if any(n.startswith(p) for n in names):
             return p
-    n = cfg["num_hidden_layers"]
-    return tuple(f"model.layers.{n + j}." for j in range(cfg.get("num_nextn_predict_layers", 1)))
+    text = cfg.get("text_config", cfg)  # a nested text config (GLM-5.3-Flash) keeps its layers under model.language_model.
+    n, base = text["num_hidden_layers"], "model.layers."
+    if any(k.startswith("model.language_model.layers.") for k in names):
+        base = "model.language_model.layers."
+    return tuple(f"{base}{n + j}." for j in range(text.get("num_nextn_predict_layers", 1)))
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")

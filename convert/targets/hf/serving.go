@@ -265,6 +265,7 @@ var completenessChecks = map[string]string{
 	"step3p5_mtp":        "step3p5_mtp.py:302-320, every parameter of the draft",
 	"bailing_moe_mtp":    "bailing_moe_mtp.py:381",
 	"bailing_moe_v3_mtp": "bailing_moe_v3_mtp.py:433-442",
+	"glm5_next_mtp":      "models/glm5next/common/mtp.py:429-442",
 }
 
 // depthVerdict is what runtime rt does with a repo of m declaring declared
