@@ -293,7 +293,7 @@ var componentOrder = map[string]int{"trunk": 0, "head": 1, "lm_head": 2}
 
 // precisionWords says how a tensor is stored, in the words of its format.
 func precisionWords(t *Tensor) string {
-	q, ok := t.Has(TQuantize)
+	q, moved, ok := t.StoredQuant()
 	if !ok {
 		return t.DType
 	}
@@ -301,13 +301,16 @@ func precisionWords(t *Tensor) string {
 	if err != nil {
 		return string(q.Mode)
 	}
+	if moved {
+		return c.Words(q.Params(), t.DType) + ", the release's own codes and scales"
+	}
 	return c.Words(q.Params(), t.DType)
 }
 
 // quantized reports whether any tensor of the output is quantized.
 func quantized(m *Manifest) bool {
 	for i := range m.Tensors {
-		if _, ok := m.Tensors[i].Has(TQuantize); ok {
+		if _, _, ok := m.Tensors[i].StoredQuant(); ok {
 			return true
 		}
 	}

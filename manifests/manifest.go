@@ -170,12 +170,14 @@ const (
 	TCast           TransformName = "cast"            // to the output float dtype, round to nearest even
 	TNarrowInt      TransformName = "narrow_int"      // a signed integer buffer to a narrower signed integer dtype, every value checked in range
 	TQuantize       TransformName = "quantize"
-	TDequantFP8     TransformName = "dequantize_fp8" // F8_E4M3 code × its block's scale (a second source), in float32
-	TTranspose      TransformName = "transpose"      // each segment's [rows, row_len] block stored transposed, [row_len, rows]
-	TDequantFP4     TransformName = "dequantize_fp4" // E2M1 code × its block's E8M0 scale (a second source), in float32
-	TRepackMXFP4    TransformName = "repack_mxfp4"   // E2M1 codes and E8M0 scales moved unchanged into ggml MXFP4 blocks (no value changes)
-	TConcatColumns  TransformName = "concat_columns" // each row the same row of several sources side by side (segment then)
-	TMoveMXFP4      TransformName = "move_mxfp4"     // E2M1 codes and E8M0 scales stored unchanged as MLX mxfp4's words and scales
+	TDequantFP8     TransformName = "dequantize_fp8"   // F8_E4M3 code × its block's scale (a second source), in float32
+	TTranspose      TransformName = "transpose"        // each segment's [rows, row_len] block stored transposed, [row_len, rows]
+	TDequantFP4     TransformName = "dequantize_fp4"   // E2M1 code × its block's E8M0 scale (a second source), in float32
+	TRepackMXFP4    TransformName = "repack_mxfp4"     // E2M1 codes and E8M0 scales moved unchanged into ggml MXFP4 blocks (no value changes)
+	TConcatColumns  TransformName = "concat_columns"   // each row the same row of several sources side by side (segment then)
+	TMoveMXFP4      TransformName = "move_mxfp4"       // E2M1 codes and E8M0 scales stored unchanged as MLX mxfp4's words and scales
+	TDequantMXFP8   TransformName = "dequantize_mxfp8" // E4M3 code × its block's E8M0 scale (a second source), in float32
+	TMoveMXFP8      TransformName = "move_mxfp8"       // E4M3 codes and E8M0 scales stored unchanged as MLX mxfp8's words and scales
 )
 
 // QuantMode names a quantization scheme; its codec (quant/codec) is
@@ -274,6 +276,21 @@ func (t *Tensor) Has(name TransformName) (Transform, bool) {
 		}
 	}
 	return Transform{}, false
+}
+
+// StoredQuant is how the tensor is stored quantized: by mtpconv's
+// quantizer (TQuantize), or moved as the release stores it in that format
+// (TMoveMXFP4, TMoveMXFP8: moved true); ok false for a float tensor.
+func (t *Tensor) StoredQuant() (q Transform, moved, ok bool) {
+	if q, ok := t.Has(TQuantize); ok {
+		return q, false, true
+	}
+	for _, m := range []TransformName{TMoveMXFP4, TMoveMXFP8} {
+		if q, ok := t.Has(m); ok {
+			return q, true, true
+		}
+	}
+	return Transform{}, false, false
 }
 
 // File is one output file.

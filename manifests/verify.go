@@ -514,7 +514,8 @@ func recompute(ctx context.Context, r *Report, src *st.Checkpoint, o *outFile, t
 	}
 	_, plusOne := t.Has(TNormPlusOne)
 	_, repack := t.Has(TRepackMXFP4)
-	if _, move := t.Has(TMoveMXFP4); repack || move {
+	_, move8 := t.Has(TMoveMXFP8)
+	if _, move := t.Has(TMoveMXFP4); repack || move || move8 {
 		return recomputeMoved(ctx, r, src, o, t, repack)
 	}
 	if q, quantized := t.Has(TQuantize); quantized {
@@ -738,7 +739,7 @@ func recomputeMoved(ctx context.Context, r *Report, src *st.Checkpoint, o *outFi
 			return false, err
 		}
 		if err := rows.Check(src, seg, t.RowLen); err != nil || seg.Packed == "" {
-			return false, fmt.Errorf("%s: %s is not FP4 codes the move can have read: %v", t.Name, seg.Source, err)
+			return false, fmt.Errorf("%s: %s is not FP4 or MX fp8 codes the move can have read: %v", t.Name, seg.Source, err)
 		}
 		_, sraw, err := rd.Scales(seg.Scale)
 		if err != nil {
@@ -760,7 +761,7 @@ func recomputeMoved(ctx context.Context, r *Report, src *st.Checkpoint, o *outFi
 			}
 			same, err = compare(main, outRow*per*quant.MXFP4BlockBytes, want)
 		} else {
-			same, err = compare(main, outRow*t.RowLen/2, raw)
+			same, err = compare(main, outRow*seg.RowBytesOf(t.RowLen), raw)
 			if err == nil && same {
 				same, err = compare(scalesEntry, outRow*per, scales)
 			}
@@ -775,7 +776,7 @@ func recomputeMoved(ctx context.Context, r *Report, src *st.Checkpoint, o *outFi
 	}
 	sameSource := TensorSum(h) == t.SourceCRC32C
 	if sameSource && differs > 0 {
-		r.add("values_differ", t.File, t.Name, "%s: %d of %d segments are not the source's FP4 codes and scales as moved", t.Name, differs, len(t.Segments))
+		r.add("values_differ", t.File, t.Name, "%s: %d of %d segments are not the source's FP4 or MX fp8 codes and scales as moved", t.Name, differs, len(t.Segments))
 	}
 	return sameSource, nil
 }

@@ -38,7 +38,12 @@ func TestConcatHalvesEveryFamily(t *testing.T) {
 				t.Fatal("no concat projection in the family's tables")
 			}
 			args := []string{"--target", "mlx", "--head-precision", "int8"}
+			// The one head file written keeps the release's storage (Hy4's
+			// drafter): the projection as stored, no quantization error to split.
+			asStored := sm.Family.MLX.DrafterKeepsStorage && sm.Family.GGUF.Refusal != ""
 			switch {
+			case asStored:
+				args = []string{"--target", "mlx"}
 			case sm.Family.GGUF.StoredTypes: // the sidecar's one form: its joined halves Q8_0 (DeepSeek-V4)
 				args = []string{"--target", "gguf"}
 			case sm.Family.MLX.DrafterModelType == "":
@@ -62,6 +67,24 @@ func TestConcatHalvesEveryFamily(t *testing.T) {
 					}
 					halves++
 				}
+			}
+			if asStored {
+				name, found := rel, false
+				if f := sm.Family.MLX.DrafterName; f != nil {
+					name = f(rel)
+				}
+				for _, tr := range m.Tensors {
+					if tr.Name == name {
+						found = true
+						if tr.QuantError != nil || len(tr.Transforms) != 0 {
+							t.Errorf("%s: %+v %+v: the projection is written as the release stores it", tr.Name, tr.Transforms, tr.QuantError)
+						}
+					}
+				}
+				if !found {
+					t.Errorf("the projection %s is not in the drafter", name)
+				}
+				return
 			}
 			if !ok && !joined { // the halves are tensors of their own (fc_embedding, fc_hidden): each records its error whole
 				for _, tr := range m.Tensors {

@@ -72,6 +72,7 @@ func outputMatrix() []outputCase {
 	// moved raw into the sidecar's MXFP4 and the drafter's mxfp4.
 	add([]string{fixtures.DeepSeekV4}, "gguf-bf16", "--target", "gguf")
 	add([]string{fixtures.DeepSeekV4}, "mlx-bf16", "--target", "mlx")
+	add([]string{fixtures.Hy4}, "mlx-bf16", "--target", "mlx")
 	// Its block-FP8 release: the ue8m0-scaled matrices dequantized into Q8_0.
 	add([]string{fixtures.DeepSeekV4FP8}, "gguf-bf16", "--target", "gguf")
 	return cs

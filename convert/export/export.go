@@ -371,7 +371,7 @@ func describeModel(r Request) described {
 	// family stores as expert blocks: none where it stores none (Inkling's
 	// dense MTP depths, its trunk's interleaved experts read by no target).
 	experts, perTok := m.Config.NumExperts, m.Config.NumExpertsPerTok
-	if len(m.MTPExperts) == 0 && len(m.TrunkExperts) == 0 {
+	if len(m.MTPExperts) == 0 && len(m.TrunkExperts) == 0 && !m.Spec.ExpertsAsTensors {
 		experts, perTok = 0, 0
 	}
 	return described{origin: prov.Origin, notes: notes, model: manifests.Model{Name: prov.Origin.Name(), Family: m.Family.Name,

@@ -38,6 +38,7 @@ func FuzzConfigQwen4Exp(f *testing.F)        { fuzzFamily(f, "qwen4_exp") }
 func FuzzConfigGemma4Assistant(f *testing.F) { fuzzFamily(f, "gemma4_assistant") }
 func FuzzConfigDeepseekV41(f *testing.F)     { fuzzFamily(f, "deepseek_v41") }
 func FuzzConfigDeepseekV4(f *testing.F)      { fuzzFamily(f, "deepseek_v4") }
+func FuzzConfigHyV4(f *testing.F)            { fuzzFamily(f, "hy_v4") }
 
 // Every registered family has its fuzz function: above, or in its own
 // test file (a family added later; package families, to call fuzzFamily).

@@ -13,11 +13,6 @@ var unsupportedFamilies = []model.Unsupported{
 	{Architectures: []string{"KimiK25ForConditionalGeneration"}, Name: "Kimi-K2.5", Why: "its head is not written yet (llama.cpp's reference converter drops it)"},
 	{Architectures: []string{"Cohere2MoeForCausalLM"}, Name: "Cohere2-MoE", Why: "no public checkpoint ships its MTP layer"},
 	{Architectures: []string{"Dots3Note"}, Name: "dots3", Why: "llama.cpp keeps its MTP tensors but has no draft graph for them"},
-	// mlx-vlm 0.7.10 drafts with it (hy_v4_mtp); its trunk is new here (MLA
-	// with a DSA indexer and hyper-connection streams, released MXFP8), and
-	// hy_v4_mtp's splitter reads only the MXFP8 layout (a bf16 source fails
-	// in its sanitize).
-	{Architectures: []string{"HYV4ForCausalLM"}, Name: "Hy4", Why: "its head (mlx-vlm's hy_v4_mtp) is not written yet: the splitter takes the MXFP8 release only (e4m3 weights, per-32 e8m0 weight_scale), a storage mtpconv does not read, and llama.cpp 0.3.36's converter drops the head (docs/hy.md)"},
 }
 
 func init() {

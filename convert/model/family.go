@@ -212,8 +212,12 @@ type Spec struct {
 	// its own dimensions; the Gemma-4 assistant: sliding and full attention of
 	// other head sizes); nil: HeadLayer for every depth (HeadLayerWants).
 	HeadLayerAt func(j int) []Want
-	MoE         *MoE                             // nil for a dense MLP
-	Experts     func(layout ExpertLayout) []Want // the routed-expert tensors of one block, under a layer
+	MoE         *MoE // nil for a dense MLP
+	// ExpertsAsTensors: the routed experts are wanted tensors carried
+	// whole (Hy4's fused stacks, kept fused by its only consumer), not
+	// MoE expert blocks; outputs still hold every expert.
+	ExpertsAsTensors bool
+	Experts          func(layout ExpertLayout) []Want // the routed-expert tensors of one block, under a layer
 	// MoELayer reports whether layer i routes experts (the MTP layer j is
 	// i = num_hidden_layers + j); nil: every layer does when MoE is set.
 	// A MoE trunk with leading dense layers (first_k_dense_replace) says
@@ -467,6 +471,11 @@ type MLXSpec struct {
 	// (affine, 8 bits, group 64) and one entry per mxfp4 module. The target
 	// writes that one form and refuses other precisions.
 	DrafterKeepsStorage bool
+	// DrafterStorageQuant, with DrafterKeepsStorage, is config.json's
+	// quantization block as the splitter records a release stored in one
+	// MX format throughout: that block alone, no per-module entries (Hy4's
+	// mxfp8, group 32); nil: the default and per-module entries above.
+	DrafterStorageQuant *StorageQuant
 	// DrafterExpertOrder is the order the drafter's sanitize stacks the
 	// routed experts' projections in (indexes of gate, up, down), which is
 	// the order its quantization block lists them; nil: gate, up, down.
@@ -478,6 +487,12 @@ type MLXSpec struct {
 	// rows mlx-vlm's sanitize deals out in turn (row r to Outs[r mod n]):
 	// Inkling's fused gate/up projection, interleaved row by row.
 	DrafterDeinterleave []DrafterSplit
+}
+
+// StorageQuant is a quantization block of an MLX config.json.
+type StorageQuant struct {
+	GroupSize, Bits int
+	Mode            string
 }
 
 // DrafterSplit is a head tensor of an MTP layer dealt row by row into

@@ -77,6 +77,9 @@ func (m *Model) fp8() (*FP8Info, []fp8Problem) {
 	var weights []*st.Tensor
 	for _, n := range m.Checkpoint.Names {
 		if t := m.Checkpoint.Tensors[n]; t.DType.IsFloat8() {
+			if _, _, mx := m.MXFP8Scale(n); mx {
+				continue // MX fp8 with its own E8M0 scales (mxfp8.go), declared by its scale tensor
+			}
 			weights = append(weights, t)
 		}
 	}
@@ -142,9 +145,10 @@ func (m *Model) fp8() (*FP8Info, []fp8Problem) {
 }
 
 // IsBlockScale reports whether a tensor is the block scale of an FP8 weight
-// (either naming) or the scale of an FP4 one (read with its weight, never planned on its own).
+// (either naming) or the scale of an FP4 or MXFP8 one (read with its weight,
+// never planned on its own).
 func (m *Model) IsBlockScale(name string) bool {
-	if m.isFP4Scale(name) || m.isUE8M0Scale(name) {
+	if m.isFP4Scale(name) || m.isUE8M0Scale(name) || isMXFP8Scale(m.Checkpoint.Tensors, name) {
 		return true
 	}
 	w, ok := strings.CutSuffix(name, ScaleSuffix)

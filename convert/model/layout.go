@@ -89,6 +89,9 @@ func checkTensors(names map[string]*st.Tensor, prefix string, wants []Want, foun
 		case fp4 && len(w.Shape) == 2:
 			// FP4 codes, decoded with their scales (fp4.go; shapes checked by rows.Check).
 			continue
+		case t.DType == st.F8E4M3 && isMXFP8Scale(names, name+MXFP8ScaleSuffix) && w.Role&^RoleOptional == 0:
+			// MX fp8 codes with their E8M0 scales (mxfp8.go), matrices or expert stacks.
+			continue
 		case w.Role&RoleKeepDType != 0 && (t.DType == st.I32 || t.DType == st.I64):
 			continue // an integer table stored as it is (DeepSeek-V4's hash routing)
 		}

@@ -41,8 +41,9 @@ type Model struct {
 
 	Groups  map[string]*GroupStats
 	DTypes  map[string]int
-	FP8     bool
+	FP8     bool     // F8 tensors other than MXFP8 ones
 	FP8Info *FP8Info // the block-scaled FP8 storage, when the source is an FP8 release
+	MXFP8   int      // MXFP8 tensors (mxfp8.go), each read with its scale
 
 	// Problems of the MTP head refuse any export; trunk problems refuse
 	// targets that need the trunk.
@@ -153,7 +154,9 @@ func Describe(cfg *Config, ck *st.Checkpoint) (*Model, error) {
 		g.Tensors++
 		g.Bytes += t.Bytes()
 		m.DTypes[string(t.DType)]++
-		if t.DType.IsFloat8() {
+		if _, _, mx := m.MXFP8Scale(n); mx {
+			m.MXFP8++
+		} else if t.DType.IsFloat8() {
 			m.FP8 = true
 		}
 	}

@@ -60,7 +60,8 @@ func NextNGGUFLayer(own map[string]gg.TensorName) map[string]gg.TensorName {
 func NextNExperts(c *Config, layout ExpertLayout) []Want {
 	h, i, e := int64(c.HiddenSize), int64(c.MoeIntermediateSize), int64(c.NumExperts)
 	if layout == Fused {
-		return []Want{{"mlp.experts.gate_up_proj", []int64{e, 2 * i, h}, 0}, {"mlp.experts.down_proj", []int64{e, h, i}, 0}}
+		moe := SwitchGLUExperts()
+		return []Want{{moe.Experts + moe.FusedGateUp, []int64{e, 2 * i, h}, 0}, {moe.Experts + moe.FusedDown, []int64{e, h, i}, 0}}
 	}
 	out := make([]Want, 0, 3*c.NumExperts)
 	for x := range c.NumExperts {

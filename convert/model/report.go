@@ -30,7 +30,8 @@ type Report struct {
 	DTypes        map[string]int         `json:"dtypes"`
 	Dense         bool                   `json:"dense_mlp"` // a dense MLP (no experts) in trunk and head
 	FP8           bool                   `json:"fp8"`
-	FP8Storage    *FP8Info               `json:"fp8_storage,omitempty"` // an FP8 release: converted through its block scales
+	MXFP8         int                    `json:"mxfp8_tensors,omitempty"` // MX fp8 tensors with their E8M0 scales (an MXFP8 release)
+	FP8Storage    *FP8Info               `json:"fp8_storage,omitempty"`   // an FP8 release: converted through its block scales
 	Shards        []ShardReport          `json:"shards"`
 	Tensors       []TensorReport         `json:"tensors"`
 	Problems      []string               `json:"problems"` // the first MaxListed, then "and K more problems"
@@ -74,7 +75,7 @@ func (m *Model) Inspect() (*Report, error) {
 	r := &Report{
 		Kind: "source_checkpoint", Source: m.Checkpoint.Source.Name(), Family: m.Family.Name,
 		ModelType: c.ModelType, Architectures: c.Architectures, NestedConfig: c.Nested,
-		LayerTypes: m.LayerTypes, TrunkExperts: m.TrunkExperts, Groups: m.Groups, DTypes: m.DTypes, FP8: m.FP8, FP8Storage: m.FP8Info, Dense: c.Dense(),
+		LayerTypes: m.LayerTypes, TrunkExperts: m.TrunkExperts, Groups: m.Groups, DTypes: m.DTypes, FP8: m.FP8, FP8Storage: m.FP8Info, MXFP8: m.MXFP8, Dense: c.Dense(),
 		Attention: m.Spec.Report.Attention, Layers: m.Spec.Report.Layers, Routing: m.Spec.Report.Routing, MLP: m.Spec.Report.MLP,
 		Dims: map[string]any{
 			"hidden_size": c.HiddenSize, "num_hidden_layers": c.NumHiddenLayers, "vocab_size": c.VocabSize,
@@ -171,6 +172,9 @@ func (r *Report) WriteText(w io.Writer) {
 		}
 	} else if r.FP8 {
 		p("fp8:           F8 tensors without a usable FP8 declaration (see problems)")
+	}
+	if r.MXFP8 > 0 {
+		p("mxfp8:         %d F8_E4M3 tensors with an F8_E8M0 scale per 32, decoded exactly where a float is written, moved as stored where MLX mxfp8 is", r.MXFP8)
 	}
 	p("shards:        %d", len(r.Shards))
 	if len(r.Problems) == 0 {

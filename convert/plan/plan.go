@@ -36,6 +36,8 @@ const (
 	TRepackMXFP4    = manifests.TRepackMXFP4
 	TConcatColumns  = manifests.TConcatColumns
 	TMoveMXFP4      = manifests.TMoveMXFP4
+	TDequantMXFP8   = manifests.TDequantMXFP8
+	TMoveMXFP8      = manifests.TMoveMXFP8
 )
 
 // Segment is a run of rows of a source tensor viewed as [rows, RowLen],
@@ -318,9 +320,17 @@ func (p *Plan) Validate(ck *st.Checkpoint) error {
 // checkRepack refuses a raw MXFP4 transfer of anything but whole rows of
 // FP4 codes stored as they are, and FP4 codes read without a decoder.
 func (t *OutTensor) checkRepack(s Segment) error {
-	repack, move := t.Has(TRepackMXFP4), t.Has(TMoveMXFP4)
-	raw := func(x Transform) bool { return x != TRepackMXFP4 && x != TMoveMXFP4 && x != TStackExperts }
+	repack, move, move8 := t.Has(TRepackMXFP4), t.Has(TMoveMXFP4), t.Has(TMoveMXFP8)
+	raw := func(x Transform) bool {
+		return x != TRepackMXFP4 && x != TMoveMXFP4 && x != TMoveMXFP8 && x != TStackExperts
+	}
 	switch {
+	case move8 && (s.Packed != rows.PackedMXE4M3 || len(s.Block) != 2 || t.Quant == nil || t.Quant.Mode != codec.ModeMLXMXFP8 || int64(t.Quant.GroupSize) != s.Block[1]):
+		return fmt.Errorf("an mxfp8 move stores MX fp8 codes with a scale per group as MLX's mxfp8 of that group; %s is not such a tensor, or the tensor is not mxfp8 of its group", s.Source)
+	case move8 && slices.ContainsFunc(t.Transforms, raw):
+		return fmt.Errorf("an mxfp8 move stores the codes as they are, with no transform on values")
+	case s.Packed == rows.PackedMXE4M3 && !move8 && !t.Has(TDequantMXFP8):
+		return fmt.Errorf("%s is MX fp8 codes: read only decoded with its scales or moved as MLX mxfp8", s.Source)
 	case move && (s.Packed != rows.PackedE2M1 || len(s.Block) != 2 || t.Quant == nil || t.Quant.Mode != codec.ModeMLXMXFP4 || int64(t.Quant.GroupSize) != s.Block[1]):
 		return fmt.Errorf("an mxfp4 move stores FP4 codes with a scale per group as MLX's mxfp4 of that group; %s is not such a tensor, or the tensor is not mxfp4 of its group", s.Source)
 	case move && slices.ContainsFunc(t.Transforms, raw):

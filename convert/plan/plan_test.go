@@ -452,3 +452,39 @@ func TestValidateFP4Moves(t *testing.T) {
 		t.Errorf("a bf16 matrix planned MXFP4: %v", err)
 	}
 }
+
+// MX fp8 moves only whole and untouched as MLX mxfp8 of its own group, and
+// MX fp8 codes are never read without their decoder: a value transform, a
+// group other than the scales', or a tensor neither moved nor decoded is
+// refused; Hy4's mlx plan validates.
+func TestValidateMXFP8Moves(t *testing.T) {
+	m := testmodel.Load(t, fixtures.Hy4)
+	p, err := testmodel.Plan(t, m, "mlx", targets.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := slices.IndexFunc(p.Tensors, func(o plan.OutTensor) bool { return o.Name == "decoder.self_attn.q_a_proj.weight" })
+	if at < 0 || !p.Tensors[at].Has(plan.TMoveMXFP8) {
+		t.Fatalf("q_a_proj not planned as an mxfp8 move")
+	}
+	ex := &p.Tensors[at]
+	for _, c := range []struct {
+		what   string
+		change func()
+		want   string
+	}{
+		{"a value transform", func() { ex.Transforms = append(ex.Transforms, plan.TNormPlusOne) }, "no transform on values"},
+		{"another group", func() { q := *ex.Quant; q.GroupSize = 64; ex.Quant = &q }, "not mxfp8 of its group"},
+		{"neither moved nor decoded", func() { ex.Transforms = nil; ex.Quant = nil }, "read only decoded with its scales"},
+	} {
+		saved := *ex
+		c.change()
+		if err := p.Validate(m.Checkpoint); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.what, err, c.want)
+		}
+		*ex = saved
+	}
+	if err := p.Validate(m.Checkpoint); err != nil {
+		t.Fatalf("restored plan: %v", err)
+	}
+}

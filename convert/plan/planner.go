@@ -6,6 +6,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/health"
 	"github.com/mtpconv/mtpconv/convert/model"
+	"github.com/mtpconv/mtpconv/convert/rows"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/quant/codec"
 )
@@ -103,6 +104,9 @@ func (pl *Planner) Segment(src string, row, rows int64) Segment {
 	if seg, ok := pl.M.FP4Segment(src, row, rows); ok {
 		return seg
 	}
+	if seg, ok := pl.M.MXFP8Segment(src, row, rows); ok {
+		return seg
+	}
 	seg := Segment{Source: src, Row: row, Rows: rows}
 	if scale, block, ok := pl.M.BlockScale(src); ok {
 		seg.Scale, seg.Block, seg.ShardRows = scale, block, pl.M.ShardRows(src)
@@ -115,6 +119,19 @@ func (pl *Planner) Add(t OutTensor, q *Quant) {
 	t.File = pl.File
 	t.Component = pl.Component
 	for _, s := range t.Segments {
+		if s.Packed == rows.PackedMXE4M3 && q != nil && q.Mode == codec.ModeMLXMXFP8 && int64(q.GroupSize) == s.Block[1] && pl.whole(t) {
+			// A whole MX fp8 tensor asked as MLX mxfp8 of its own group:
+			// the codes and scales already are that, exactly
+			// (plan.TMoveMXFP8). Parts of one (kv_b_proj's halves) are
+			// decoded and quantized again, as mlx-vlm's sanitize does.
+			t.Transforms = append(t.Transforms, TMoveMXFP8)
+			t.Quant, q = q, nil
+			break
+		}
+		if s.Packed == rows.PackedMXE4M3 { // MX fp8 codes decoded with their scales first
+			t.Transforms = append([]Transform{TDequantMXFP8}, t.Transforms...)
+			break
+		}
 		if s.Packed != "" && t.DType == DTypeMXFP4 { // FP4 codes stored as ggml MXFP4: moved, not decoded
 			t.Transforms = append(t.Transforms, TRepackMXFP4)
 			break
@@ -142,7 +159,7 @@ func (pl *Planner) Add(t OutTensor, q *Quant) {
 			break
 		}
 	}
-	if in := pl.M.Checkpoint.Tensors[t.Segments[0].Source].DType; t.DType != in && !t.Has(TRepackMXFP4) && !t.Has(TMoveMXFP4) {
+	if in := pl.M.Checkpoint.Tensors[t.Segments[0].Source].DType; t.DType != in && !t.Has(TRepackMXFP4) && !t.Has(TMoveMXFP4) && !t.Has(TMoveMXFP8) {
 		cast := TCast
 		if in.IsSignedInt() && t.DType.IsSignedInt() {
 			cast = TNarrowInt
@@ -157,6 +174,17 @@ func (pl *Planner) Add(t OutTensor, q *Quant) {
 		t.Parts = health.ConcatParts(t.RowLen, emb)
 	}
 	pl.Out = append(pl.Out, t)
+}
+
+// whole reports whether t is one source tensor's rows, all of them, in
+// order and untransformed.
+func (pl *Planner) whole(t OutTensor) bool {
+	if len(t.Segments) != 1 || len(t.Transforms) > 0 {
+		return false
+	}
+	s := t.Segments[0]
+	src := pl.M.Checkpoint.Tensors[s.Source]
+	return s.Row == 0 && len(s.Then) == 0 && s.Rows*t.RowLen == src.Elements()
 }
 
 // Experts plans the routed experts of blk as the family's stacked

@@ -33,7 +33,11 @@ type Segment struct {
 	// values of a row scaled by one F8_E8M0 power of two in Scale ([rows,
 	// RowLen/Block[1]], Block[0] 1). Its rows decode exactly as code ×
 	// 2^(e − 127); a raw transfer (plan.TRepackMXFP4) moves the bytes as
-	// they are.
+	// they are. PackedMXE4M3 is MX fp8 (Hy4's weights): one F8_E4M3 code
+	// per value, each Block[1] values of a row scaled by one F8_E8M0 power
+	// of two in Scale ([rows, RowLen/Block[1]] as rows of its last
+	// dimension, Block[0] 1); its rows decode exactly as code × 2^(e − 127),
+	// and a raw transfer (plan.TMoveMXFP8) moves the bytes as they are.
 	Packed string `json:"packed,omitempty"`
 	// Then, when set, continues every row of Source with the same rows of
 	// further source tensors, in order: the segment's rows are the column
@@ -45,6 +49,9 @@ type Segment struct {
 
 // PackedE2M1 is Segment.Packed for FP4 codes with E8M0 scales.
 const PackedE2M1 = "e2m1"
+
+// PackedMXE4M3 is Segment.Packed for MX fp8: E4M3 codes with E8M0 scales.
+const PackedMXE4M3 = "mx_e4m3"
 
 // Columns is a source tensor whose rows continue a segment's rows. An
 // FP8 part (its segment's Source FP8 too) names its own block scales.
@@ -89,6 +96,15 @@ func (seg Segment) RowBytes(t *st.Tensor, rowLen int64) (int64, error) {
 		return 0, fmt.Errorf("source tensor %s: %w", seg.Source, err)
 	}
 	return seg.ownCols(rowLen) * size, nil
+}
+
+// RowBytesOf is the stored size of one row of rowLen values of a packed
+// or one-byte source: two FP4 codes a byte, one MX fp8 code a byte.
+func (seg Segment) RowBytesOf(rowLen int64) int64 {
+	if seg.Packed == PackedE2M1 {
+		return rowLen / 2
+	}
+	return seg.ownCols(rowLen)
 }
 
 // Values is the number of values Source holds as the segment reads it
@@ -331,6 +347,9 @@ func Check(ck *st.Checkpoint, seg Segment, rowLen int64) error {
 	if !ok {
 		return fmt.Errorf("source %s is not in the checkpoint", seg.Source)
 	}
+	if seg.Packed == PackedMXE4M3 {
+		return checkMXE4M3(ck, t, seg, rowLen)
+	}
 	if seg.Packed != "" {
 		return checkPacked(ck, t, seg, rowLen)
 	}
@@ -379,7 +398,7 @@ func Check(ck *st.Checkpoint, seg Segment, rowLen int64) error {
 func checkPacked(ck *st.Checkpoint, t *st.Tensor, seg Segment, rowLen int64) error {
 	switch {
 	case seg.Packed != PackedE2M1:
-		return fmt.Errorf("%s: tensor %s: packed storage %q is not known (%s is)", t.Shard.Name, seg.Source, seg.Packed, PackedE2M1)
+		return fmt.Errorf("%s: tensor %s: packed storage %q is not known (%s and %s are)", t.Shard.Name, seg.Source, seg.Packed, PackedE2M1, PackedMXE4M3)
 	case t.DType != st.I8 && t.DType != st.U8:
 		return fmt.Errorf("%s: tensor %s is %s; FP4 codes are stored I8 or U8, two to a byte", t.Shard.Name, seg.Source, t.DType)
 	case len(seg.Block) != 2 || seg.Block[0] != 1 || seg.Block[1] <= 0 || seg.Block[1]%2 != 0 || seg.Block[1] > MaxBlock:
@@ -389,15 +408,21 @@ func checkPacked(ck *st.Checkpoint, t *st.Tensor, seg Segment, rowLen int64) err
 	case len(seg.Then) > 0:
 		return fmt.Errorf("%s: tensor %s: FP4 codes are not read as part of a column concatenation", t.Shard.Name, seg.Source)
 	}
+	return checkE8M0Scale(ck, t, seg, []int64{t.Shape[0], rowLen / seg.Block[1]}, "FP4")
+}
+
+// checkE8M0Scale refuses the F8_E8M0 scale of an MX-format segment (kind
+// "FP4" or "MX fp8") that is missing, of another dtype or not of shape want.
+func checkE8M0Scale(ck *st.Checkpoint, t *st.Tensor, seg Segment, want []int64, kind string) error {
 	s, ok := ck.Tensors[seg.Scale]
 	if !ok {
-		return fmt.Errorf("%s: tensor %s: its FP4 scale %s is missing", t.Shard.Name, seg.Source, seg.Scale)
+		return fmt.Errorf("%s: tensor %s: its %s scale %s is missing", t.Shard.Name, seg.Source, kind, seg.Scale)
 	}
 	if s.DType != st.F8E8M0 {
-		return fmt.Errorf("%s: tensor %s: FP4 scale dtype %s, want %s", s.Shard.Name, seg.Scale, s.DType, st.F8E8M0)
+		return fmt.Errorf("%s: tensor %s: %s scale dtype %s, want %s", s.Shard.Name, seg.Scale, kind, s.DType, st.F8E8M0)
 	}
-	if want := []int64{t.Shape[0], rowLen / seg.Block[1]}; !slices.Equal(s.Shape, want) {
-		return fmt.Errorf("%s: tensor %s has shape %v; for %s %v (FP4, blocks of %d) it must be %v", s.Shard.Name, seg.Scale, s.Shape, seg.Source, t.Shape, seg.Block[1], want)
+	if !slices.Equal(s.Shape, want) {
+		return fmt.Errorf("%s: tensor %s has shape %v; for %s %v (%s, blocks of %d) it must be %v", s.Shard.Name, seg.Scale, s.Shape, seg.Source, t.Shape, kind, seg.Block[1], want)
 	}
 	return nil
 }
@@ -429,4 +454,22 @@ func checkColumns(ck *st.Checkpoint, t *st.Tensor, seg Segment, rowLen int64) er
 		}
 	}
 	return nil
+}
+
+// checkMXE4M3 refuses an MX fp8 segment whose codes or scales are not the
+// layout PackedMXE4M3 describes: F8_E4M3 codes read as whole rows of their
+// last dimension, an F8_E8M0 scale per Block[1] of them.
+func checkMXE4M3(ck *st.Checkpoint, t *st.Tensor, seg Segment, rowLen int64) error {
+	last := len(t.Shape) - 1
+	switch {
+	case t.DType != st.F8E4M3:
+		return fmt.Errorf("%s: tensor %s is %s; MX fp8 codes are stored F8_E4M3", t.Shard.Name, seg.Source, t.DType)
+	case len(seg.Block) != 2 || seg.Block[0] != 1 || seg.Block[1] <= 0 || seg.Block[1] > MaxBlock:
+		return fmt.Errorf("%s: tensor %s: MX fp8 scale block %v is not [1, a size]", t.Shard.Name, seg.Source, seg.Block)
+	case last < 1 || t.Shape[last] != rowLen || rowLen%seg.Block[1] != 0:
+		return fmt.Errorf("%s: tensor %s: MX fp8 codes are read as whole rows of their last dimension (shape %v, rows of %d in blocks of %d)", t.Shard.Name, seg.Source, t.Shape, rowLen, seg.Block[1])
+	case len(seg.Then) > 0:
+		return fmt.Errorf("%s: tensor %s: MX fp8 codes are not read as part of a column concatenation", t.Shard.Name, seg.Source)
+	}
+	return checkE8M0Scale(ck, t, seg, append(slices.Clone(t.Shape[:last]), rowLen/seg.Block[1]), "MX fp8")
 }

@@ -121,22 +121,7 @@ func TestPackedE2M1(t *testing.T) {
 	}
 	want := []float32{0, 0.5, 1, 1.5, 4, 6, 8, 12,
 		float32(math.Copysign(0, -1)), -0.25, -0.5, -0.75, -2 * 0x1p-127, -3 * 0x1p-127, -4 * 0x1p-127, -6 * 0x1p-127}
-	rd := rows.NewReader(ck)
-	for _, from := range []int64{0, 1} {
-		raw, err := rd.Raw(seg, 8, from, 2-from)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := make([]float32, (2-from)*8)
-		if err := rd.Decode(seg, 8, from, 2-from, raw, got); err != nil {
-			t.Fatal(err)
-		}
-		for i, v := range got {
-			if w := want[from*8+int64(i)]; math.Float32bits(v) != math.Float32bits(w) {
-				t.Errorf("from row %d: value %d = %g, want %g", from, i, v, w)
-			}
-		}
-	}
+	checkDecoded(t, ck, seg, 8, []int64{0, 1}, want)
 	for _, c := range []struct {
 		name   string
 		seg    rows.Segment
@@ -208,6 +193,72 @@ func slicesEqual(a, b []float32) bool {
 		}
 	}
 	return true
+}
+
+// MX fp8 codes (one E4M3 a byte) with an E8M0 scale per 2 values, in a
+// 3-D expert stack read as rows of its last dimension, decode exactly to
+// e4m3 × 2^(e − 127) from any row; codes of another dtype, scales of
+// another dtype or shape, and rows not the last dimension are refused.
+func TestPackedMXE4M3(t *testing.T) {
+	t.Parallel()
+	// [2 experts, 2 rows, 4 values]: 1, 2, -1, 1.5 | 0, 2^-9, 448, -448 ...
+	codes := []byte{0x38, 0x40, 0xB8, 0x3C, 0x00, 0x01, 0x7E, 0xFE, 0x38, 0x38, 0x38, 0x38, 0x40, 0x40, 0xC0, 0xC0}
+	scales := []byte{127, 128, 126, 127, 0, 254, 130, 120} // per 2 values
+	ck := writeCheckpoint(t, []st.Entry{
+		{Name: "e.gate_up_proj", DType: st.F8E4M3, Shape: []int64{2, 2, 4}},
+		{Name: "e.gate_up_proj_scale", DType: st.F8E8M0, Shape: []int64{2, 2, 2}},
+		{Name: "bad_scale", DType: st.U8, Shape: []int64{2, 2, 2}},
+		{Name: "i8", DType: st.I8, Shape: []int64{2, 2, 4}},
+	}, [][]byte{codes, scales, scales, codes})
+	seg := rows.Segment{Source: "e.gate_up_proj", Rows: 4, Scale: "e.gate_up_proj_scale", Block: []int64{1, 2}, Packed: rows.PackedMXE4M3}
+	if err := rows.Check(ck, seg, 4); err != nil {
+		t.Fatal(err)
+	}
+	p := math.Ldexp
+	want := []float32{1, 2, -1 * 2, 1.5 * 2, 0, float32(p(1, -9-1)), 448, -448,
+		0x1p-127, 0x1p-127, 0x1p127, 0x1p127, 2 * 8, 2 * 8, -2 * 0x1p-7, -2 * 0x1p-7}
+	checkDecoded(t, ck, seg, 4, []int64{0, 1, 3}, want)
+	for _, c := range []struct {
+		name   string
+		seg    rows.Segment
+		rowLen int64
+		want   string
+	}{
+		{"scale dtype", rows.Segment{Source: "e.gate_up_proj", Rows: 4, Scale: "bad_scale", Block: []int64{1, 2}, Packed: rows.PackedMXE4M3}, 4, "want F8_E8M0"},
+		{"codes dtype", rows.Segment{Source: "i8", Rows: 4, Scale: "e.gate_up_proj_scale", Block: []int64{1, 2}, Packed: rows.PackedMXE4M3}, 4, "stored F8_E4M3"},
+		{"rows not the last dimension", rows.Segment{Source: "e.gate_up_proj", Rows: 2, Scale: "e.gate_up_proj_scale", Block: []int64{1, 2}, Packed: rows.PackedMXE4M3}, 8, "whole rows of their last dimension"},
+		{"scale shape", rows.Segment{Source: "e.gate_up_proj", Rows: 4, Scale: "e.gate_up_proj_scale", Block: []int64{1, 4}, Packed: rows.PackedMXE4M3}, 4, "must be [2 2 1]"},
+	} {
+		if err := rows.Check(ck, c.seg, c.rowLen); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+}
+
+// checkDecoded reads seg's rows (rowLen values each) from each row of
+// froms to its end, as stored (RowBytesOf a row) and decoded: want bit for bit.
+func checkDecoded(t *testing.T, ck *st.Checkpoint, seg rows.Segment, rowLen int64, froms []int64, want []float32) {
+	t.Helper()
+	rd := rows.NewReader(ck)
+	for _, from := range froms {
+		n := seg.Rows - from
+		raw, err := rd.Raw(seg, rowLen, from, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(raw)) != n*seg.RowBytesOf(rowLen) {
+			t.Fatalf("from row %d: %d bytes, want %d a row", from, len(raw), seg.RowBytesOf(rowLen))
+		}
+		got := make([]float32, n*rowLen)
+		if err := rd.Decode(seg, rowLen, from, n, raw, got); err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range got {
+			if w := want[from*rowLen+int64(i)]; math.Float32bits(v) != math.Float32bits(w) {
+				t.Errorf("from row %d: value %d = %g, want %g", from, i, v, w)
+			}
+		}
+	}
 }
 
 // Block FP8 with E8M0 scales (DeepSeek-V4's X.weight + X.scale, ue8m0): a

@@ -39,7 +39,7 @@ type tensorState struct {
 	plusOne     bool
 	transposed  bool // each segment stored transposed, whole (TTranspose)
 	repack      bool // FP4 codes and scales moved into MXFP4 blocks (TRepackMXFP4)
-	move        bool // FP4 codes and scales stored as they are, MLX mxfp4 (TMoveMXFP4)
+	move        bool // FP4 or MX fp8 codes and scales stored as they are, MLX mxfp4 / mxfp8 (TMoveMXFP4, TMoveMXFP8)
 	raw         bool // the file has no header: the manifest places each entry
 	outSize     int64
 	qz          codec.Encoder
@@ -85,7 +85,7 @@ func newTensorState(ck *st.Checkpoint, t *plan.OutTensor, lay *plan.FileLayout, 
 	s.plusOne = t.Has(plan.TNormPlusOne)
 	s.transposed = t.Has(plan.TTranspose)
 	s.narrow = t.Has(plan.TNarrowInt)
-	s.repack, s.move = t.Has(plan.TRepackMXFP4), t.Has(plan.TMoveMXFP4)
+	s.repack, s.move = t.Has(plan.TRepackMXFP4), t.Has(plan.TMoveMXFP4) || t.Has(plan.TMoveMXFP8)
 	s.copyThrough = t.Quant == nil && !s.plusOne && !s.transposed && !s.repack
 	for _, seg := range t.Segments {
 		s.copyThrough = s.copyThrough && ck.Tensors[seg.Source].DType == t.DType
@@ -279,13 +279,13 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 			return fmt.Errorf("%s: no scale for row %d", seg.Scale, abs+c.rows-1)
 		}
 		scales := sraw[abs*per : (abs+c.rows)*per]
-		if s.move { // MLX mxfp4: the codes as its words, the scales as they are
+		if s.move { // MLX mxfp4 / mxfp8: the codes as its words, the scales as they are
 			es := s.res.record.Entries
 			w := slices.IndexFunc(es, func(e manifests.Entry) bool { return e.Name == t.Name })
 			if len(es) != 2 || w < 0 {
-				return fmt.Errorf("%d entries for an mxfp4 move: %s", len(es), disagree)
+				return fmt.Errorf("%d entries for an mx move: %s", len(es), disagree)
 			}
-			pieces = []codec.Piece{{Name: t.Name, Data: raw, Num: t.RowLen / 2, Den: 1}, {Name: es[1-w].Name, Data: scales, Num: per, Den: 1}}
+			pieces = []codec.Piece{{Name: t.Name, Data: raw, Num: seg.RowBytesOf(t.RowLen), Den: 1}, {Name: es[1-w].Name, Data: scales, Num: per, Den: 1}}
 		} else {
 			sc.enc = growBytes(sc.enc, int64(len(scales))*quant.MXFP4BlockBytes)
 			if err := quant.RepackMXFP4(raw, scales, sc.enc); err != nil {
@@ -294,6 +294,14 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 			pieces = []codec.Piece{{Name: t.Name, Data: sc.enc, Num: per * quant.MXFP4BlockBytes, Den: 1}}
 		}
 		nonzero = slices.ContainsFunc(raw, func(b byte) bool { return b&0x77 != 0 })
+		if seg.Packed == rows.PackedMXE4M3 { // one E4M3 code a byte; S.1111.111 is its NaN
+			nonzero = slices.ContainsFunc(raw, func(b byte) bool { return b&0x7F != 0 })
+			for _, b := range raw {
+				if b&0x7F == 0x7F {
+					nonfinite++
+				}
+			}
+		}
 		for _, e := range scales {
 			if e == 0xFF { // OCP MX's NaN scale: its whole block is NaN
 				nonfinite += seg.Block[1]

@@ -461,7 +461,7 @@ func record(t *plan.OutTensor) manifests.Tensor {
 		switch x {
 		case plan.TCast, plan.TNarrowInt:
 			tr.DType = string(t.DType)
-		case plan.TQuantize, plan.TMoveMXFP4:
+		case plan.TQuantize, plan.TMoveMXFP4, plan.TMoveMXFP8:
 			tr.Mode, tr.Bits, tr.Group, tr.Rounding, tr.Sym, tr.GGMLType = t.Quant.Mode, t.Quant.Bits, t.Quant.GroupSize, t.Quant.Rounding, t.Quant.Sym, t.Quant.GGMLType
 		}
 		r.Transforms = append(r.Transforms, tr)

@@ -47,7 +47,7 @@ func precisionLines(man *manifests.Manifest) []string {
 			}
 			a.bits += float64(k * size * 8)
 		}
-		if q, ok := t.Has(manifests.TQuantize); ok {
+		if q, _, ok := t.StoredQuant(); ok {
 			quantized = true
 			a.modes[fmt.Sprintf("%s %d-bit group %d", q.Mode.MLXModeName(), q.Bits, q.Group)]++
 		}

@@ -69,7 +69,7 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 	rule := o.rule(m, o.Head, o.GroupSize)
 	if ms.DrafterKeepsStorage {
 		if o.Head.Name != defaultPrecision || uo.Set[targets.OptGroupSize] {
-			return nil, targets.UsageError{Err: fmt.Errorf("mlx-vlm's %s splitter keeps %s's release storage (its FP4 experts mxfp4, the rest as stored) and ignores any quantization asked: --head-precision %s (the default) and no --group-size", ms.DrafterModelType, m.Family.Title, defaultPrecision)}
+			return nil, targets.UsageError{Err: fmt.Errorf("mlx-vlm's %s splitter keeps %s's release storage (its FP4 experts mxfp4, MXFP8 tensors mxfp8, the rest as stored) and ignores any quantization asked: --head-precision %s (the default) and no --group-size", ms.DrafterModelType, m.Family.Title, defaultPrecision)}
 		}
 		if w := slices.IndexFunc(m.HeadTensors(), func(n string) bool { _, _, fp8 := m.BlockScale(n); return fp8 }); w >= 0 {
 			return nil, fmt.Errorf("mlx-vlm's %s splitter carries a block-FP8 head's weights as mxfp8 (the e4m3 codes moved, each block's scale repeated per 32), which mtpconv does not write yet (%s is FP8); --target gguf writes this head", ms.DrafterModelType, m.HeadTensors()[w])
@@ -247,6 +247,12 @@ func drafterConfig(m *model.Model, p *plan.Plan, o Options) ([]byte, error) {
 		q := quantizationConfig(p.Tensors, plan.Quant{Mode: o.Head.Mode, Bits: o.Head.Bits, GroupSize: o.GroupSize}, false)
 		cfg["quantization"] = q
 		cfg["quantization_config"] = q
+	case m.Family.MLX.DrafterStorageQuant != nil && slices.ContainsFunc(p.Tensors, func(t plan.OutTensor) bool { return t.Quant != nil }):
+		// The splitter's quantization_from_source: one fixed block.
+		sq := m.Family.MLX.DrafterStorageQuant
+		q := jsonobj.Object{{Key: "group_size", Value: sq.GroupSize}, {Key: "bits", Value: sq.Bits}, {Key: "mode", Value: sq.Mode}}
+		cfg["quantization"] = q
+		cfg["quantization_config"] = q
 	case m.Family.MLX.DrafterKeepsStorage && slices.ContainsFunc(p.Tensors, func(t plan.OutTensor) bool { return t.Quant != nil }):
 		// The splitter's _quantization_from_weights: its default, then the
 		// modules the release stores quantized.
@@ -331,9 +337,14 @@ func mlxVLMSnippet(note, trunk string) []string {
 
 // keptStorage is the rule of a drafter that keeps the release's storage:
 // FP4 routed experts mxfp4 of their own group (moved as they are,
-// plan.TMoveMXFP4), everything else unquantized.
+// plan.TMoveMXFP4), MXFP8 tensors mxfp8 of theirs (moved where whole,
+// plan.TMoveMXFP8; kv_b_proj's halves re-quantized, as the splitter's
+// sanitize does), everything else unquantized.
 func keptStorage(m *model.Model) plan.QuantRule {
 	return func(src, _ string, _ int64) *plan.Quant {
+		if _, block, ok := m.MXFP8Scale(src); ok {
+			return &plan.Quant{Mode: codec.ModeMLXMXFP8, Bits: 8, GroupSize: int(block[1])}
+		}
 		for _, blk := range m.MTPExperts {
 			if src != blk.Prefix {
 				continue
