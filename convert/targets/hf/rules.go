@@ -153,7 +153,7 @@ func Decide(rt Runtime, q *Quant, m *model.Model, mod Module, repo Repo) Build {
 		plain = hf.PlainSGLang
 	}
 	if slices.Contains(plain, mod.Rel) {
-		return unquantized(fmt.Sprintf("built without the quantization config, a torch nn.Linear or a linear layer given none (%s %s.py)", rt, hf.MTPClass))
+		return unquantized(fmt.Sprintf("built without the quantization config, a torch nn.Linear or a linear layer given none (%s's %s class)", rt, hf.MTPClass))
 	}
 	if q.Method == RepoQuantNone {
 		return unquantized("the repo declares no quantization")
