@@ -126,11 +126,10 @@ func parseLing(raw []byte) (*model.Config, error) {
 	if q := c.QuantizationConfig; q != nil && q.QuantMethod != "fp8" {
 		return nil, fmt.Errorf("quantization_config.quant_method is %q: %s is read in bf16 or block FP8 (weight_scale_inv, weight_block_size) only", q.QuantMethod, lingName)
 	}
-	var k lingConfig
-	if err := c.DecodeText(&k); err != nil {
+	k, err := model.DecodeKeys[lingConfig](c)
+	if err != nil {
 		return nil, err
 	}
-	model.SetKeys(c, &k)
 	c.NumKeyValueHeads = c.NumAttentionHeads // MLA and KDA: every head its own (the GQA check holds)
 	c.SharedExpertIntermed = k.SharedIntermediate * k.sharedExperts()
 	keys := append(c.CommonKeys(), model.PositiveKey{Name: "intermediate_size", Value: c.IntermediateSize}, model.PositiveKey{Name: "num_experts", Value: c.NumExperts},

@@ -64,12 +64,8 @@ type DeepSeekConfig struct {
 // DecodeDeepSeekConfig decodes the lineage's keys of a config DecodeConfig
 // read into KeysOf[DeepSeekConfig](c) (for test families of the lineage too).
 func DecodeDeepSeekConfig(c *model.Config) error {
-	var ds DeepSeekConfig
-	if err := c.DecodeText(&ds); err != nil {
-		return err
-	}
-	model.SetKeys(c, &ds)
-	return nil
+	_, err := model.DecodeKeys[DeepSeekConfig](c)
+	return err
 }
 
 // deepseekFamily is one family of the lineage: what its users call it (in

@@ -138,11 +138,10 @@ func parseDeepSeekV4(raw []byte) (*model.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	var ds DeepSeekV4Config
-	if err := c.DecodeText(&ds); err != nil {
+	ds, err := model.DecodeKeys[DeepSeekV4Config](c)
+	if err != nil {
 		return nil, err
 	}
-	model.SetKeys(c, &ds)
 	// The release's block FP8 (e4m3 with ue8m0 .scale tensors) is read by
 	// the core (model/fp8_ue8m0.go), which checks the declaration.
 	if q := c.QuantizationConfig; q != nil && q.QuantMethod != "fp8" {

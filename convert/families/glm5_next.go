@@ -138,11 +138,10 @@ func parseGLM5Next(raw []byte) (*model.Config, error) {
 	if err := DecodeDeepSeekConfig(c); err != nil {
 		return nil, err
 	}
-	var g Glm5NextConfig
-	if err := c.DecodeText(&g); err != nil {
+	g, err := model.DecodeKeys[Glm5NextConfig](c)
+	if err != nil {
 		return nil, err
 	}
-	model.SetKeys(c, &g)
 	ds, name := model.KeysOf[DeepSeekConfig](c), glm53Flash.name
 	if q := c.QuantizationConfig; q != nil && q.QuantMethod != "fp8" {
 		return nil, fmt.Errorf("quantization_config.quant_method is %q: %s", q.QuantMethod, glmQuantRefusal(q.QuantMethod))

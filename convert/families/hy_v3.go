@@ -116,11 +116,10 @@ func parseHyV3(raw []byte) (*model.Config, error) {
 	if !model.HasKey(raw, "head_dim") {
 		c.HeadDim = 128 // HYV3Config's default, not hidden_size / heads
 	}
-	var k hyV3Config
-	if err := c.DecodeText(&k); err != nil {
+	k, err := model.DecodeKeys[hyV3Config](c)
+	if err != nil {
 		return nil, err
 	}
-	model.SetKeys(c, &k)
 	c.SharedExpertIntermed = k.sharedExperts() * c.MoeIntermediateSize
 	keys := append(c.CommonKeys(), model.PositiveKey{Name: "intermediate_size", Value: c.IntermediateSize}, model.PositiveKey{Name: "num_experts", Value: c.NumExperts},
 		model.PositiveKey{Name: "num_experts_per_tok", Value: c.NumExpertsPerTok}, model.PositiveKey{Name: "moe_intermediate_size", Value: c.MoeIntermediateSize},

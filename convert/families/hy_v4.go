@@ -87,11 +87,10 @@ func parseHyV4(raw []byte) (*model.Config, error) {
 	if err := checkDSAIndexer(ds); err != nil {
 		return nil, err
 	}
-	var hy HyV4Config
-	if err := c.DecodeText(&hy); err != nil {
+	hy, err := model.DecodeKeys[HyV4Config](c)
+	if err != nil {
 		return nil, err
 	}
-	model.SetKeys(c, &hy)
 	if err := model.CheckPositive(model.PositiveKey{Name: "hc_mult", Value: hy.HCMult}); err != nil {
 		return nil, err
 	}

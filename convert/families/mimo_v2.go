@@ -124,11 +124,10 @@ func parseMiMoV2(raw []byte) (*model.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	var mc MiMoV2Config
-	if err := c.DecodeText(&mc); err != nil {
+	mc, err := model.DecodeKeys[MiMoV2Config](c)
+	if err != nil {
 		return nil, err
 	}
-	model.SetKeys(c, &mc)
 	if q := c.QuantizationConfig; q != nil && q.QuantMethod != "fp8" {
 		return nil, fmt.Errorf("quantization_config.quant_method is %q: MiMo-V2's releases store block FP8 (weight_scale_inv, 128 × 128 blocks), the only quantized layout this tool reads", q.QuantMethod)
 	}

@@ -253,6 +253,17 @@ func SetKeys[T any](c *Config, k *T) {
 	c.keys = append(c.keys, k)
 }
 
+// DecodeKeys decodes the text configuration into the family's typed keys
+// T and records them for KeysOf: what a family parser does once per type.
+func DecodeKeys[T any](c *Config) (*T, error) {
+	k := new(T)
+	if err := c.DecodeText(k); err != nil {
+		return nil, err
+	}
+	SetKeys(c, k)
+	return k, nil
+}
+
 // KeysOf is the config keys of type T the family's parser decoded once
 // (SetKeys); a zero T for a config built in code, which has none.
 func KeysOf[T any](c *Config) *T {
