@@ -19,11 +19,12 @@ import (
 // indexer (mlx-vlm's GlmMoeDsaMTP forces it full). llama.cpp runs it as its
 // glm-dsa architecture, whose MTP graph runs dense MLA and leaves the
 // indexer unused (src/models/glm-dsa.cpp); mlx-vlm as its glm_moe_dsa_mtp
-// drafter. See docs/glm.md.
+// drafter. GLM-5.3 (non-Flash) is the same architecture in a block-FP8
+// release and goes through this family. See docs/glm5.2.md.
 
 // glmMoeDsaFamily is the family's descriptor.
 var glmMoeDsaFamily = &model.Family{
-	Name: "glm_moe_dsa", Title: glm52.name,
+	Name: "glm_moe_dsa", Title: "GLM-5.2/5.3",
 	Docs:       "docs/glm5.2.md",
 	Layout:     "MLA with the DSA indexer per `indexer_types`",
 	ModelTypes: []string{"glm_moe_dsa"}, Arch: "GlmMoeDsaForCausalLM",
