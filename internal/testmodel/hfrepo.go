@@ -111,7 +111,10 @@ func (rs HFRepo) Write(t testing.TB) string {
 			if scales {
 				ts = append(ts, tensor{st.Entry{Name: strings.TrimSuffix(n, "weight") + "weight_scale", DType: st.F32, Shape: []int64{src.Shape[0], 1}}, make([]byte, 4*src.Shape[0])})
 			}
-		case linear && storage == TrunkPacked:
+		case linear && storage == TrunkPacked && src.Shape[1]%32 == 0 && src.Shape[0]%8 == 0:
+			// Packed 8 to an int32 along the input, in groups of 32 (a
+			// projection of other dimensions is left float, as GPTQ/AWQ
+			// tools leave what their kernels cannot take).
 			mod := strings.TrimSuffix(n, ".weight")
 			out, in := src.Shape[0], src.Shape[1]
 			ts = append(ts, tensor{st.Entry{Name: mod + ".qweight", DType: "I32", Shape: []int64{in / 8, out}}, make([]byte, in/8*out*4)})
