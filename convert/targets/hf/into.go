@@ -312,8 +312,8 @@ func (r *repo) updatedConfig(m *model.Model, head []plan.OutTensor, q *Quant, ke
 	if notes, err = mendLayerLists(&root, r.config, m); err != nil {
 		return fail(err)
 	}
-	mods := HeadModules(r.m, m.MTPDepth)
 	planned := plannedRepo(r.m, head)
+	mods := headModules(r.m, m.MTPDepth, planned.Tensors)
 	var float []Module
 	for _, mod := range mods {
 		if isFloatName(stored(planned, mod, map[string]bool{})) {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/mtpconv/mtpconv/convert/model"
+	st "github.com/mtpconv/mtpconv/formats/safetensors"
 )
 
 // Kind is what a runtime builds a head module as, before its quantization
@@ -54,7 +55,16 @@ var packed = []struct {
 // layers, from the family's Spec (so a repo that lacks the head is described
 // too): every 2-D linear weight that is not a router or an embedding, the
 // shards of a fused module folded into it, and each MoE layer's experts.
+// A module a family stores either fused or in shards is listed as the
+// checkpoint holds it.
 func HeadModules(m *model.Model, depth int) []Module {
+	return headModules(m, depth, m.Checkpoint.Tensors)
+}
+
+// headModules is HeadModules with a fused module's form read from tensors:
+// --into describes the repo as it will be, its head added (a headless
+// MiMo-V2.5 repo holds no qkv_proj, the head it gains does).
+func headModules(m *model.Model, depth int, tensors map[string]*st.Tensor) []Module {
 	s := m.Spec
 	var out []Module
 	add := func(prefix string, layer int, wants []model.Want) {
@@ -66,7 +76,7 @@ func HeadModules(m *model.Model, depth int) []Module {
 			}
 			rels = append(rels, rel)
 		}
-		for _, rel := range fold(rels, func(rel string) bool { _, ok := m.Checkpoint.Tensors[prefix+rel+".weight"]; return ok }) {
+		for _, rel := range fold(rels, func(rel string) bool { _, ok := tensors[prefix+rel+".weight"]; return ok }) {
 			mod := Module{Name: prefix + rel.name, Rel: rel.name, Kind: KindLinear, Layer: layer}
 			for _, sh := range rel.shards {
 				mod.Shards = append(mod.Shards, prefix+sh)
