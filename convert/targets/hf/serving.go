@@ -169,7 +169,12 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 		}
 		r.Modules = append(r.Modules, mr)
 	}
-	r.Problems = append(r.Problems, shapeProblems(m, q, repo)...)
+	if len(lists) == 0 {
+		// The shapes an MTP layer implies are read from those lists (Step's
+		// layer_types: its head counts): with them cut they are not known,
+		// and the lists are the problem to name.
+		r.Problems = append(r.Problems, shapeProblems(m, q, repo)...)
+	}
 	r.Missing = missingOthers(m, depth, covered)
 	if len(r.Missing) > 0 {
 		r.Problems = append(r.Problems, Problem{r.Missing[0], fmt.Sprintf("the head lacks %s", strings.Join(model.CapList(r.Missing, "tensors"), ", "))})
