@@ -14,6 +14,13 @@ added to is bf16 (the loader's and the class's names are what is proven),
 and the quantized head rules are checked against vLLM's own functions in
 test_vllm_rules.py.
 
+Step-3.7-Flash-NVFP4's trap, the per-layer lists cut to the trunk (issue 38),
+on the bf16 repo: the mended repo with its lists cut is named by inspect
+--strict (each list, and the entries to give) and vLLM indeed fails on it (it
+indexes the cut lists at every MTP layer); the headless repo with its lists
+cut, mended by --into (the lists restored from the source, the head added,
+every trunk byte kept), drafts at >= 0.99.
+
 Two things this CPU backend cannot do are worked around, neither touching
 the MTP class, the loader or the quantization rules:
 - vLLM 0.32.0's Step3p5Config cuts layer_types to num_hidden_layers and the
@@ -45,6 +52,20 @@ FIXTURE = "step3.5-flash-tiny-rigged"
 STEP_KEEP = [r".*\.g_proj$", r".*share_expert.*", r".*\.moe\..*"]
 # What inspect rightly flags in the rigged head's stored values (and nothing else may be).
 RIG = ("every value is zero", "rows are all zeros in its hidden half")
+# The per-layer lists Step's MTP layers read past the trunk (step35.go HeadLayerLists).
+HEAD_LISTS = ("layer_types", "partial_rotary_factors", "use_rope_layers", "rope_theta", "swiglu_limits_shared")
+
+
+def cut_lists(repo, layers):
+    """The repo's per-layer lists cut to the trunk's layers, as a quantizer that
+    re-saves the config through a class that drops the MTP layers' entries writes
+    them (stepfun-ai/Step-3.7-Flash-NVFP4): the lists cut, by name."""
+    cfg = json.loads((repo / "config.json").read_text())
+    cut = [k for k in HEAD_LISTS if isinstance(cfg.get(k), list) and len(cfg[k]) > layers]
+    for k in cut:
+        cfg[k] = cfg[k][:layers]
+    (repo / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    return cut
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +82,16 @@ def step(mtpconv, tmp_path_factory):
     bare = hf_repos.write_repo(src, base / "bare", "bf16", tok)
     mended = hf_repos.mend(mtpconv, src, bare, base / "mended")
     ct = hf_repos.mend(mtpconv, src, hf_repos.write_repo(src, base / "ct-bare", "w8a8", tok, keep_extra=STEP_KEEP), base / "ct")
-    return {"src": src, "bare": bare, "mended": mended, "ct": ct, "layers": cfg["num_hidden_layers"]}
+    layers = cfg["num_hidden_layers"]
+    cut_held = base / "cut-held"  # the mended repo, its lists cut
+    shutil.copytree(mended, cut_held)
+    cut = cut_lists(cut_held, layers)
+    cut_bare = base / "cut-bare"  # the headless repo, its lists cut (the Step-3.7-NVFP4 case in bf16)
+    shutil.copytree(bare, cut_bare)
+    assert cut_lists(cut_bare, layers) == cut
+    cut_mended = hf_repos.mend(mtpconv, src, cut_bare, base / "cut-mended")
+    return {"src": src, "bare": bare, "mended": mended, "ct": ct, "layers": layers, "cut": cut,
+            "cut-held": cut_held, "cut-bare": cut_bare, "cut-mended": cut_mended}
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +99,9 @@ def runs(step, tmp_path_factory):
     jobs = [{"id": "mended/plain", "model": str(step["mended"]), "mtp": False},
             {"id": "mended/mtp", "model": str(step["mended"]), "mtp": True},
             {"id": "bare/mtp", "model": str(step["bare"]), "mtp": True},
-            {"id": "ct/mtp", "model": str(step["ct"]), "mtp": True}]
+            {"id": "ct/mtp", "model": str(step["ct"]), "mtp": True},
+            {"id": "cut-held/mtp", "model": str(step["cut-held"]), "mtp": True},
+            {"id": "cut-mended/mtp", "model": str(step["cut-mended"]), "mtp": True}]
     return run_jobs(jobs, tmp_path_factory.mktemp("vllm-step3p5-run"), PROMPTS, MAX_TOKENS, runner="vllm_run_step3p5.py")
 
 
@@ -141,3 +173,36 @@ def test_compressed_tensors_refused_as_inspect_says(step, runs, mtpconv):
     sglang = subprocess.run([str(mtpconv), "inspect", str(step["ct"]), "--strict", "--runtime", "sglang"], capture_output=True, text=True)
     assert "completeness check" not in sglang.stderr and not any(
         "model.layers." in ln and not any(r in ln for r in RIG) for ln in sglang.stderr.splitlines()), sglang.stderr
+
+
+def test_cut_lists_caught_and_mended(step, runs, mtpconv):
+    """Per-layer lists cut to the trunk (the Step-3.7-Flash-NVFP4 case): with
+    the head held, inspect --strict exits 1 naming each list and the entries
+    to give, and vLLM fails to start (it reads the MTP layers' entries); the
+    headless repo with its lists cut is named the same and mended by --into:
+    the lists restored to the source's, the trunk's files unchanged, the head
+    added, and vLLM drafts at >= 0.99 with the no-draft text."""
+    assert {"layer_types", "partial_rotary_factors"} <= set(step["cut"]), step["cut"]
+    held = subprocess.run([str(mtpconv), "inspect", str(step["cut-held"]), "--strict"], capture_output=True, text=True)
+    assert held.returncode == 1, held.stderr
+    for k in step["cut"]:
+        assert f"config.json {k}: has {step['layers']} entries for num_hidden_layers {step['layers']} + 3 MTP layers" in held.stderr, held.stderr
+    assert "mend it: give config.json layer_types one entry per layer" in held.stderr, held.stderr
+    run = runs["cut-held/mtp"]
+    print(f"vllm step3.5 bf16, head held, lists cut to the trunk: {run.get('error', 'started')[:160]}")
+    assert "IndexError" in run.get("error", ""), run  # step3p5.py indexes the cut lists at the MTP layers
+    bare = subprocess.run([str(mtpconv), "inspect", str(step["cut-bare"]), "--strict"], capture_output=True, text=True)
+    assert bare.returncode == 1 and "holds no MTP head" in bare.stderr and "--target hf --into" in bare.stderr, bare.stderr
+    assert all(f"config.json {k}: has {step['layers']} entries" in bare.stderr for k in step["cut"]), bare.stderr
+    src = json.loads((step["src"] / "config.json").read_text())
+    got = json.loads((step["cut-mended"] / "config.json").read_text())
+    assert all(got[k] == src[k] for k in step["cut"]), {k: (got[k], src[k]) for k in step["cut"]}
+    for f in step["cut-bare"].glob("*.safetensors"):
+        assert (step["cut-mended"] / f.name).read_bytes() == f.read_bytes(), f.name
+    rep = serving(mtpconv, step["cut-mended"])
+    assert not rep["problems"], rep["problems"]
+    run, plain = runs["cut-mended/mtp"], runs["mended/plain"]
+    rate = acceptance(run)
+    print(f"vllm step3.5 bf16, headless with lists cut, mended by --into: drafted {run['drafted']}, accepted {run['accepted']} ({rate:.3f})")
+    assert rate >= 0.99
+    assert run["tokens"] == plain["tokens"]
