@@ -15,6 +15,11 @@ unquantized) and without it (the head's linear layers int8, as inspect says).
 Declared against present: the mended repo declaring 2 NextN layers (1 held)
 fails to start in deepseek_mtp (0.32.0 checks every declared layer) and
 drafts in glm4_moe_mtp (layer 0 for every draft), as inspect --runtime vllm says.
+The head-less repo as the quantizer wrote it (a head declared, none held):
+inspect --strict exits 1 naming it and the --into that mends it, and vLLM
+indeed fails on it (deepseek_mtp 0.32.0 refuses to start; glm4_moe_mtp, whose
+quantized model skips the loader's weight check, drafts at ~0 %); the
+mended repo drafts at >= 0.99 (test_mended_repo_drafts).
 
 DeepSeek-V3's fixture uses MLA dimensions (kv_lora_rank 64, qk_rope_head_dim
 16) that vLLM's CPU MLA backends do not take (512 and 64 only): its rigged
@@ -73,7 +78,8 @@ def runs(nextn, tmp_path_factory):
     jobs = [{"id": "mended/plain", "model": str(nextn["mended"]), "mtp": False},
             {"id": "mended/mtp", "model": str(nextn["mended"]), "mtp": True},
             {"id": "unexcluded/mtp", "model": str(nextn["unexcluded"]), "mtp": True},
-            {"id": "depth2/mtp", "model": str(nextn["depth2"]), "mtp": True}]
+            {"id": "depth2/mtp", "model": str(nextn["depth2"]), "mtp": True},
+            {"id": "bare/mtp", "model": str(nextn["bare"]), "mtp": True}]
     return run_jobs(jobs, tmp_path_factory.mktemp(f"vllm-{nextn['family']}-run"), PROMPTS, MAX_TOKENS)
 
 
@@ -167,3 +173,17 @@ def test_declared_against_present(nextn, runs, mtpconv):
     print(f"vllm {nextn['family']} declaring 2 NextN layers, holding 1: drafted {run['drafted']}, accepted {run['accepted']} ({rate:.3f}); "
           f"inspect --runtime vllm problems {judged['problems']}")
     assert not judged["problems"] and rate >= 0.99
+
+
+def test_headless_repo_is_caught(nextn, runs, mtpconv):
+    strict = subprocess.run([str(mtpconv), "inspect", str(nextn["bare"]), "--strict"], capture_output=True, text=True)
+    assert strict.returncode == 1 and "holds no MTP head" in strict.stderr, strict.stderr
+    assert f"--target hf --into {nextn['bare']}" in strict.stderr, strict.stderr
+    run = runs["bare/mtp"]
+    if "error" in run:
+        print(f"vllm {nextn['family']} w8a8 (bf16 experts) headless: {run['error'][:160]}")
+        assert nextn["family"] == "deepseek-v3" and "weights missing from checkpoint" in run["error"], run
+        return
+    rate = acceptance(run)
+    print(f"vllm {nextn['family']} w8a8 (bf16 experts) headless: drafted {run['drafted']}, accepted {run['accepted']} ({rate:.3f})")
+    assert rate < 0.05
