@@ -1,11 +1,17 @@
 """The rules mtpconv ported for each DeepSeek-style family whose head vLLM's
 CPU backend cannot run (issue 38), against the installed vLLM's own
-decision function: for every head module inspect lists, whether vLLM
-builds it quantized under a compressed-tensors config (one group targeting
-"Linear") is what vLLM 0.32.0's should_ignore_layer says (with the MTP
-classes' packed modules), both for the repo mended by --into (every head
-module unquantized) and for the same repo without the exclusion entries
-(the head's linear layers quantized). Modules the MTP class builds as a
+decision functions: for every head module inspect lists, whether vLLM
+builds it quantized is what vLLM 0.32.0 says, under two methods: a
+compressed-tensors config (one group targeting "Linear": should_ignore_layer,
+with the MTP classes' packed modules) and a block-FP8 one
+(Fp8Config.from_config of the repo's modules_to_not_convert and
+is_layer_skipped in the config's match mode; for Ling-3.0 the mode its own
+_configure_ling_fp8_quant_config sets, bailing_moe_v3.py:230-237, "suffix"),
+both for the repo mended by --into (every head module unquantized) and for
+the same repo without the exclusion entries (the head's linear layers
+quantized); for Ling under FP8 also a list of dotted suffixes
+("self_attn.dense", "mlp.experts"), which its suffix matching honours and an
+exact match would not. Modules the MTP class builds as a
 torch nn.Linear (eh_proj: glm4_moe_mtp.py:92, deepseek_mtp.py:87,
 hy_v3_mtp.py:106, step3p5_mtp.py:68, glm5next/common/mtp.py:53; GLM-5.3-Flash's
 latent attention and indexer, given none, common/model.py:397; MiMo-V2's ReplicatedLinear given no
@@ -54,17 +60,25 @@ CT = {"quant_method": "compressed-tensors", "format": "int-quantized", "ignore":
                                     "input_activations": {"num_bits": 8, "type": "int", "symmetric": True,
                                                           "dynamic": True, "strategy": "token"}}},
       "quantization_status": "compressed"}
+FP8 = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128],
+       "modules_to_not_convert": ["lm_head"]}
+# method -> (its quantization_config, the key of its exclusion list)
+METHODS = {"compressed-tensors": (CT, "ignore"), "fp8": (FP8, "modules_to_not_convert")}
+# Lists judged beside the mended one and the method's own, per (family, method):
+# Ling's block FP8 matches entries by dotted suffix.
+EXTRA = {("ling3", "fp8"): [["lm_head", "self_attn.dense", "mlp.experts"]]}
 
 
-def set_ignore(repo, ignore):
+def set_ignore(repo, key, ignore):
     cfg = json.loads((repo / "config.json").read_text())
-    cfg["quantization_config"]["ignore"] = ignore
+    cfg["quantization_config"][key] = ignore
     (repo / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
 
 
 @pytest.fixture(scope="module")
 def judged(mtpconv, tmp_path_factory):
-    """family -> [(module as inspect reports it, the ignore list, mended?)] and vLLM's answers."""
+    """[(family, method, module as inspect reports it, whether vLLM must quantize it: False for the mended
+    list, True for the method's own, None for an extra list)] and vLLM's answers."""
     res = subprocess.run(["go", "run", "./cmd/mkfixtures", *FAMILIES.values()], cwd=ROOT, check=True,
                          capture_output=True, text=True)
     srcs = dict(zip(FAMILIES, map(Path, res.stdout.split())))
@@ -76,25 +90,28 @@ def judged(mtpconv, tmp_path_factory):
         for f in TOKENIZER_FILES:
             if (src / f).exists():
                 shutil.copyfile(src / f, tok / f)
-        repo = hf_repos.write_repo(src, base / fam, "bf16", tok)
-        cfg = json.loads((repo / "config.json").read_text())
-        cfg["quantization_config"] = CT
-        (repo / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-        subprocess.run([str(mtpconv), "export", "--src", str(src), "--target", "hf", "--into", str(repo), "--quiet"], check=True)
-        mended = json.loads((repo / "config.json").read_text())["quantization_config"]["ignore"]
-        assert len(mended) > 1, (fam, mended)
-        for ignore in (mended, CT["ignore"]):
-            set_ignore(repo, ignore)
-            out = subprocess.run([str(mtpconv), "inspect", str(repo), "--json"], capture_output=True, text=True)
-            modules = json.loads(out.stdout)["serving"]["modules"]
-            assert modules, (fam, out.stderr)
-            for m in modules:
-                if m["kind"] == "lm_head" or m["vllm"]["rule"].startswith("built without the quantization config"):
-                    continue
-                rows.append((fam, m, ignore is mended))
-                # vLLM asks the config by its own name for the module (Step's
-                # mtp_block, Ling's self_attn, Qwen3.8's mtp.layers.{L+j}).
-                cases.append({"name": m.get("vllm_name") or m["module"], "kind": m["kind"], "ignore": ignore})
+        for method, (qc, key) in METHODS.items():
+            repo = hf_repos.write_repo(src, base / f"{fam}-{method}", "bf16", tok)
+            cfg = json.loads((repo / "config.json").read_text())
+            cfg["quantization_config"] = qc
+            (repo / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+            subprocess.run([str(mtpconv), "export", "--src", str(src), "--target", "hf", "--into", str(repo), "--quiet"], check=True)
+            mended = json.loads((repo / "config.json").read_text())["quantization_config"][key]
+            assert len(mended) > 1, (fam, method, mended)
+            for ignore in (mended, qc[key], *EXTRA.get((fam, method), [])):
+                set_ignore(repo, key, ignore)
+                out = subprocess.run([str(mtpconv), "inspect", str(repo), "--json"], capture_output=True, text=True)
+                modules = json.loads(out.stdout)["serving"]["modules"]
+                assert modules, (fam, out.stderr)
+                for m in modules:
+                    if m["kind"] == "lm_head" or m["vllm"]["rule"].startswith("built without the quantization config"):
+                        continue
+                    expect = {id(mended): False, id(qc[key]): True}.get(id(ignore))  # None: no expectation
+                    rows.append((fam, method, m, expect))
+                    # vLLM asks the config by its own name for the module (Step's
+                    # mtp_block, Ling's self_attn, Qwen3.8's mtp.layers.{L+j}).
+                    cases.append({"name": m.get("vllm_name") or m["module"], "kind": m["kind"], "ignore": ignore,
+                                  "method": method, "family": fam})
     (base / "cases.json").write_text(json.dumps(cases))
     res = subprocess.run([str(vllm_python()), str(ROOT / "interop" / "vllm_rules.py"), str(base / "cases.json"),
                           str(base / "out.json")], capture_output=True, text=True, timeout=600)
@@ -105,10 +122,13 @@ def judged(mtpconv, tmp_path_factory):
 @pytest.mark.parametrize("family", FAMILIES)
 def test_ported_rules_agree_with_vllm(family, judged):
     rows, answers = judged
-    mine = [(m, mended, a) for (fam, m, mended), a in zip(rows, answers) if fam == family]
-    assert any(mended for _, mended, _ in mine) and any(not mended for _, mended, _ in mine), family
-    for m, mended, vllm in mine:
-        print(f"{family} {'mended' if mended else 'unexcluded'} {m['module']}: inspect {m['vllm']['quantized']}, vLLM {vllm}")
+    mine = [(method, m, expect, a) for (fam, method, m, expect), a in zip(rows, answers) if fam == family]
+    for method in METHODS:
+        assert any(e is False for me, _, e, _ in mine if me == method) and any(e for me, _, e, _ in mine if me == method), (family, method)
+    for method, m, expect, vllm in mine:
+        label = {False: "mended", True: "unexcluded", None: "suffixes"}[expect]
+        print(f"{family} {method} {label} {m['module']}: inspect {m['vllm']['quantized']}, vLLM {vllm}")
         assert vllm != "error", m
-        assert m["vllm"]["quantized"] == vllm, (m, vllm)
-        assert vllm == (not mended), (m, vllm)  # the exclusion works; without it vLLM quantizes the head
+        assert m["vllm"]["quantized"] == vllm, (method, m, vllm)
+        if expect is not None:
+            assert vllm == expect, (method, m, vllm)  # the exclusion works; without it vLLM quantizes the head

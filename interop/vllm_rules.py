@@ -1,21 +1,44 @@
-"""Asks the installed vLLM's own compressed-tensors functions how it builds
-head modules (the vLLM venv's python): python vllm_rules.py CASES.json OUT.json.
+"""Asks the installed vLLM's own functions how it builds head modules (the
+vLLM venv's python): python vllm_rules.py CASES.json OUT.json.
 
-CASES.json: [{"name": module, "kind": "linear"|"experts", "ignore": [...]}].
-OUT.json: for each case, whether vLLM builds it quantized under a config
-whose one group targets "Linear": not should_ignore_layer (with the
-packed_modules_mapping of the MTP classes), and for experts, expert 0's
-three projections all ignored or none (compressed_tensors_moe.py)."""
+CASES.json: [{"name": module, "kind": "linear"|"experts", "ignore": [...],
+"method": "compressed-tensors"|"fp8", "family": ...}].
+OUT.json: for each case, whether vLLM builds it quantized.
+- compressed-tensors, a config whose one group targets "Linear": not
+  should_ignore_layer (with the packed_modules_mapping of the MTP classes),
+  and for experts, expert 0's three projections all ignored or none
+  (compressed_tensors_moe.py);
+- fp8 (block): Fp8Config.from_config of the list as modules_to_not_convert,
+  then what its get_quant_method asks (fp8.py:177-200): is_layer_skipped of
+  the module's prefix (a FusedMoE's: the experts module) with the packed
+  modules, in the config's match mode; Ling-3.0's class sets that mode
+  itself (bailing_moe_v3.py:230-237), so for "ling3" its own function
+  configures the config first."""
 import json
 import sys
+import types
 
 from vllm.model_executor.layers.quantization.compressed_tensors.utils import should_ignore_layer
+from vllm.model_executor.layers.quantization.fp8 import Fp8Config
+from vllm.model_executor.layers.quantization.utils.quant_utils import is_layer_skipped
 
 FUSED = {"qkv_proj": ["q_proj", "k_proj", "v_proj"], "gate_up_proj": ["gate_proj", "up_proj"],
          "fused_qkv_a_proj": ["q_a_proj", "kv_a_proj_with_mqa"]}
 
 
+def fp8_quantized(case):
+    cfg = Fp8Config.from_config({"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128],
+                                 "modules_to_not_convert": case["ignore"]})
+    if case["family"] == "ling3":
+        from vllm.model_executor.models.bailing_moe_v3 import _configure_ling_fp8_quant_config
+        _configure_ling_fp8_quant_config(cfg, types.SimpleNamespace(quantization_config={}))
+    return not is_layer_skipped(case["name"], ignored_layers=cfg.ignored_layers, fused_mapping=FUSED,
+                                match_mode=cfg.ignored_layers_match_mode)
+
+
 def quantized(case):
+    if case.get("method") == "fp8":
+        return fp8_quantized(case)
     if case["kind"] == "experts":
         ignored = [should_ignore_layer(f"{case['name']}.0.{p}", ignore=case["ignore"], fused_mapping=FUSED)
                    for p in ("gate_proj", "up_proj", "down_proj")]
