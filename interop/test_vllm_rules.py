@@ -1,9 +1,12 @@
 """The rules mtpconv ported for each DeepSeek-style family whose head vLLM's
 CPU backend cannot run (issue 38), against the installed vLLM's own
 decision functions: for every head module inspect lists, whether vLLM
-builds it quantized is what vLLM 0.32.0 says, under two methods: a
+builds it quantized is what vLLM 0.32.0 says, under three methods: a
 compressed-tensors config (one group targeting "Linear": should_ignore_layer,
-with the MTP classes' packed modules) and a block-FP8 one
+with the MTP classes' packed modules), a ModelOpt FP8 one (its
+ModelOptFp8Config's is_layer_excluded after apply_vllm_mapper; the repos are
+mended and judged for vLLM, --runtime vllm: SGLang's Step shared head has no
+prefix a ModelOpt entry could name) and a block-FP8 one
 (Fp8Config.from_config of the repo's modules_to_not_convert and
 is_layer_skipped in the config's match mode; for Ling-3.0 the mode its own
 _configure_ling_fp8_quant_config sets, bailing_moe_v3.py:230-237, "suffix"),
@@ -62,8 +65,9 @@ CT = {"quant_method": "compressed-tensors", "format": "int-quantized", "ignore":
       "quantization_status": "compressed"}
 FP8 = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [128, 128],
        "modules_to_not_convert": ["lm_head"]}
+MODELOPT = {"quant_method": "modelopt", "quant_algo": "FP8", "ignore": ["lm_head"]}
 # method -> (its quantization_config, the key of its exclusion list)
-METHODS = {"compressed-tensors": (CT, "ignore"), "fp8": (FP8, "modules_to_not_convert")}
+METHODS = {"compressed-tensors": (CT, "ignore"), "fp8": (FP8, "modules_to_not_convert"), "modelopt": (MODELOPT, "ignore")}
 # Lists judged beside the mended one and the method's own, per (family, method):
 # Ling's block FP8 matches entries by dotted suffix.
 EXTRA = {("ling3", "fp8"): [["lm_head", "self_attn.dense", "mlp.experts"]]}
@@ -95,12 +99,13 @@ def judged(mtpconv, tmp_path_factory):
             cfg = json.loads((repo / "config.json").read_text())
             cfg["quantization_config"] = qc
             (repo / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-            subprocess.run([str(mtpconv), "export", "--src", str(src), "--target", "hf", "--into", str(repo), "--quiet"], check=True)
+            rt = ["--runtime", "vllm"] if method == "modelopt" else []
+            subprocess.run([str(mtpconv), "export", "--src", str(src), "--target", "hf", "--into", str(repo), "--quiet", *rt], check=True)
             mended = json.loads((repo / "config.json").read_text())["quantization_config"][key]
             assert len(mended) > 1, (fam, method, mended)
             for ignore in (mended, qc[key], *EXTRA.get((fam, method), [])):
                 set_ignore(repo, key, ignore)
-                out = subprocess.run([str(mtpconv), "inspect", str(repo), "--json"], capture_output=True, text=True)
+                out = subprocess.run([str(mtpconv), "inspect", str(repo), "--json", *rt], capture_output=True, text=True)
                 modules = json.loads(out.stdout)["serving"]["modules"]
                 assert modules, (fam, out.stderr)
                 for m in modules:

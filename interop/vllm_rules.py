@@ -2,7 +2,7 @@
 vLLM venv's python): python vllm_rules.py CASES.json OUT.json.
 
 CASES.json: [{"name": module, "kind": "linear"|"experts", "ignore": [...],
-"method": "compressed-tensors"|"fp8", "family": ...}].
+"method": "compressed-tensors"|"fp8"|"modelopt", "family": ...}].
 OUT.json: for each case, whether vLLM builds it quantized.
 - compressed-tensors, a config whose one group targets "Linear": not
   should_ignore_layer (with the packed_modules_mapping of the MTP classes),
@@ -13,13 +13,19 @@ OUT.json: for each case, whether vLLM builds it quantized.
   the module's prefix (a FusedMoE's: the experts module) with the packed
   modules, in the config's match mode; Ling-3.0's class sets that mode
   itself (bailing_moe_v3.py:230-237), so for "ling3" its own function
-  configures the config first."""
+  configures the config first;
+- modelopt (FP8): ModelOptFp8Config.from_config of the list as ignore, its
+  entries as apply_vllm_mapper rewrites them (a "x*" entry also as "x" and
+  "x.*"), then not is_layer_excluded of the module's prefix: what its
+  get_quant_method asks of a linear layer and of a FusedMoE
+  (modelopt.py:224-245)."""
 import json
 import sys
 import types
 
 from vllm.model_executor.layers.quantization.compressed_tensors.utils import should_ignore_layer
 from vllm.model_executor.layers.quantization.fp8 import Fp8Config
+from vllm.model_executor.layers.quantization.modelopt import ModelOptFp8Config
 from vllm.model_executor.layers.quantization.utils.quant_utils import is_layer_skipped
 
 FUSED = {"qkv_proj": ["q_proj", "k_proj", "v_proj"], "gate_up_proj": ["gate_proj", "up_proj"],
@@ -36,9 +42,19 @@ def fp8_quantized(case):
                                 match_mode=cfg.ignored_layers_match_mode)
 
 
+def modelopt_quantized(case):
+    from vllm.model_executor.models.utils import WeightsMapper
+    cfg = ModelOptFp8Config.from_config({"quant_method": "modelopt", "quant_algo": "FP8", "ignore": case["ignore"]})
+    cfg.packed_modules_mapping = FUSED
+    cfg.apply_vllm_mapper(WeightsMapper())
+    return not cfg.is_layer_excluded(case["name"])
+
+
 def quantized(case):
     if case.get("method") == "fp8":
         return fp8_quantized(case)
+    if case.get("method") == "modelopt":
+        return modelopt_quantized(case)
     if case["kind"] == "experts":
         ignored = [should_ignore_layer(f"{case['name']}.0.{p}", ignore=case["ignore"], fused_mapping=FUSED)
                    for p in ("gate_proj", "up_proj", "down_proj")]
