@@ -119,7 +119,8 @@ def drafted(mtpconv, llama_bin, src, trunk, out, how, precision, extra=()):
 def llama_tests(names, quantized, drafts, rigged, depth=1, draft_flags=(), flags=lambda key: ()):
     """The shared checks of a family (module docstring), for the module's `family`
     fixture: quantized (key, args) cases (every_type), the keys drafted for text
-    equality (with llama-speculative-simple flags draft_flags), the rigged keys;
+    equality (with llama-speculative-simple flags draft_flags; plain heads, whose
+    drafts must be rejected), the rigged keys;
     names (key -> fixture name) for the printed lines; flags(key): the
     llama-speculative-simple flags of every run on fixture key."""
 
