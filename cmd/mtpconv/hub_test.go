@@ -15,6 +15,7 @@ import (
 	"github.com/mtpconv/mtpconv/internal/fakehub"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/internal/testfs"
+	"github.com/mtpconv/mtpconv/internal/testmodel"
 )
 
 const hubRepo = "Qwen/Qwen3.6-35B-A3B"
@@ -411,4 +412,47 @@ func fetchedTensors(t *testing.T, reqs []fakehub.Request, ts []*st.Tensor) []str
 		}
 	}
 	return out
+}
+
+// inspect --strict of a quantized repo on the Hub judges declared against
+// present from config.json and the safetensors headers alone (issue 38): a
+// W8A8 repo declaring a head it does not hold, and Step-3.7-Flash-NVFP4's
+// kind (no head, per-layer lists cut), are named after the server sent the
+// shards' headers, the config and the index, not one tensor's data.
+func TestInspectOfHubRepoReadsHeaders(t *testing.T) {
+	const ct = `{"quant_method": "compressed-tensors", "config_groups": {"group_0": {"targets": ["Linear"],
+		"weights": {"num_bits": 8, "type": "int", "symmetric": true, "strategy": "channel"}}}, "ignore": ["lm_head"]}`
+	for _, c := range []struct {
+		name string
+		rs   testmodel.HFRepo
+		want string
+	}{
+		{"W8A8, headless", testmodel.HFRepo{Fixture: fixtures.Qwen36, Quant: ct, Storage: testmodel.TrunkInt8}, "holds no MTP head"},
+		{"Step-3.7 NVFP4, headless, lists cut", testmodel.HFRepo{Fixture: fixtures.Step37, Quant: `{"quant_method": "modelopt", "quant_algo": "NVFP4", "ignore": ["lm_head"]}`, CutLayerLists: true},
+			"text_config.layer_types: has 4 entries"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := c.rs.Write(t)
+			ck, err := st.Open(source.Dir(dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var headers int64
+			for _, s := range ck.Shards {
+				headers += s.Header.DataStart
+			}
+			ck.Close()
+			hub := fakehub.New(hubRepo, dir)
+			defer hub.Close()
+			hubEnv(t, hub.URL)
+			code, _, stderr := runCLI(t, "inspect", "hf://"+hubRepo, "--strict")
+			if code != 1 || !strings.Contains(stderr, c.want) {
+				t.Fatalf("exit %d, want 1 naming %q: %s", code, c.want, stderr)
+			}
+			const slack = 32 << 10 // config.json, the index, range coalescing
+			if got := hub.Sent(); got > headers+slack {
+				t.Errorf("the server sent %d bytes; the headers are %d (+%d slack)", got, headers, slack)
+			}
+		})
+	}
 }
