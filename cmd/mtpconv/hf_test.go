@@ -240,3 +240,79 @@ func transposeTensor(t *testing.T, path, name string) {
 		t.Fatal(err)
 	}
 }
+
+// A head mtpconv added, then changed by another tool (mtp.fc re-quantized
+// int8 without its weight_scale, imp#1428's kind): inspect --strict names it
+// and prints the export with --force and how to undo the earlier --into,
+// because --force refuses a file changed since mtpconv wrote it (and the
+// index lists the head file, so it cannot just be moved away); done as
+// printed, the export mends the repo and inspect --strict passes.
+func TestStrictMendOfAnEditedHead(t *testing.T) {
+	t.Parallel()
+	const ct = `{"quant_method": "compressed-tensors", "config_groups": {"group_0": {"targets": ["Linear"],
+		"weights": {"num_bits": 8, "type": "int", "symmetric": true, "strategy": "channel"}}}, "ignore": ["lm_head"]}`
+	dir := testmodel.HFRepo{Fixture: fixtures.Qwen36Dense, Quant: ct, Storage: testmodel.TrunkInt8}.Write(t)
+	src := fixtures.Ensure(t, fixtures.Qwen36Dense)
+	into := []string{"export", "--src", src, "--target", "hf", "--into", dir, "--quiet"}
+	if code, _, stderr := runCLI(t, into...); code != 0 {
+		t.Fatalf("export --into: exit %d, %s", code, stderr)
+	}
+	head := filepath.Join(dir, "model-mtp.safetensors")
+	raw, h := readSafetensors(t, head)
+	var entries []st.Entry
+	var data bytes.Buffer
+	for _, ti := range h.Tensors {
+		dtype, b := ti.DType, raw[ti.Begin:ti.End]
+		if ti.Name == "mtp.fc.weight" {
+			dtype, b = st.I8, make([]byte, len(b)/2)
+		}
+		entries = append(entries, st.Entry{Name: ti.Name, DType: dtype, Shape: ti.Shape})
+		data.Write(b)
+	}
+	var out bytes.Buffer
+	w, err := st.NewWriter(&out, entries, h.Metadata)
+	if err == nil {
+		_, err = w.Write(data.Bytes())
+	}
+	if err == nil {
+		err = w.Close()
+	}
+	if err == nil {
+		err = os.WriteFile(head, out.Bytes(), 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI(t, "inspect", dir, "--strict")
+	for _, want := range []string{"mtp.fc: stored int8 without its weight_scale", "mend it with: mtpconv export --src SRC --target hf --into " + dir + " --force",
+		"undo the earlier --into first, moving mtpconv-original/* back over the repo's files and removing model-mtp.safetensors and mtpconv-manifest.json"} {
+		if code != 1 || !strings.Contains(stderr, want) {
+			t.Fatalf("inspect --strict: exit %d, lacks %q: %s", code, want, stderr)
+		}
+	}
+	if code, _, stderr := runCLI(t, append(into, "--force")...); code != 1 || !strings.Contains(stderr, "changed since mtpconv wrote it") {
+		t.Fatalf("--force over the changed head: exit %d, %s", code, stderr)
+	}
+	// The undo, as printed.
+	originals := filepath.Join(dir, "mtpconv-original")
+	es, err := os.ReadDir(originals)
+	if err != nil || len(es) == 0 {
+		t.Fatalf("%s: %v", originals, err)
+	}
+	for _, e := range es {
+		if err := os.Rename(filepath.Join(originals, e.Name()), filepath.Join(dir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{originals, head, filepath.Join(dir, "mtpconv-manifest.json")} {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, _, stderr := runCLI(t, into...); code != 0 {
+		t.Fatalf("export after the undo: exit %d, %s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "inspect", dir, "--strict"); code != 0 {
+		t.Fatalf("inspect --strict of the mended repo: exit %d, %s", code, stderr)
+	}
+}

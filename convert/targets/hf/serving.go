@@ -14,6 +14,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/targets"
 	"github.com/mtpconv/mtpconv/formats/jsonobj"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/manifests"
 )
 
 // Report is what inspect says about serving a repo's MTP head with vLLM and
@@ -253,6 +254,13 @@ func (r *Report) mend(m *model.Model, q *Quant, mods []Module, repo Repo) {
 	}
 	r.Problems = append(r.Problems, Problem{foreign, fmt.Sprintf("the repo's own file %s holds this head; mtpconv never rewrites another tool's file: take the repo without its head (or remove its mtp tensors from the files and the index yourself), then add one with mtpconv export --target hf --into", foreign)})
 }
+
+// undoInto is how a repo whose head mtpconv added, then someone changed
+// (re-quantized it, dropped its scales), is mended: --force replaces only
+// the bytes mtpconv wrote, and the index lists the head file, so it cannot
+// simply be moved away; the earlier --into is undone first.
+var undoInto = fmt.Sprintf("(if %s changed after mtpconv wrote it, --force refuses it: undo the earlier --into first, moving %s/* back over the repo's files and removing %s and %s, then run the export)",
+	HeadFile, manifests.IntoOriginals, HeadFile, manifests.FileName)
 
 func cmpKey(k string) string {
 	if k == "" {
@@ -497,6 +505,9 @@ func (r *Report) Err() error {
 		if strings.Contains(r.Mend, "--src SRC") {
 			b.WriteString("\n  (SRC: the official checkpoint the repo was quantized from, e.g. hf://ORG/NAME or a local folder)")
 		}
+		if strings.HasSuffix(r.Mend, " --force") {
+			b.WriteString("\n  " + undoInto)
+		}
 	}
 	return errors.New(b.String())
 }
@@ -563,6 +574,9 @@ func (r *Report) writeProblems(w io.Writer) {
 	}
 	if r.Mend != "" {
 		fmt.Fprintf(w, "  mend it with:   %s\n", r.Mend)
+		if strings.HasSuffix(r.Mend, " --force") {
+			fmt.Fprintf(w, "                  %s\n", undoInto)
+		}
 	}
 }
 
