@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -105,7 +102,7 @@ func TestStrictJudgesTheRepoAsServed(t *testing.T) {
 	const ownHead = "mtpconv never rewrites another tool's file: take the repo without its head (or remove its mtp tensors from the files and the index yourself), then add one with mtpconv export --target hf --into"
 	longcat := func(extra string) func(t *testing.T) string {
 		return func(t *testing.T) string {
-			return writeWholeHeadRepo(t, `{"architectures": ["LongcatFlashForCausalLM"], "model_type": "longcat_flash",
+			return testmodel.WholeHeadRepo(t, `{"architectures": ["LongcatFlashForCausalLM"], "model_type": "longcat_flash",
 				"quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}`+extra+`}`,
 				map[string]st.DType{"model.layers.0.mlp.down_proj.weight": st.F8E4M3, "model.layers.0.mlp.down_proj.weight_scale_inv": st.F32,
 					"model.mtp.layers.0.eh_proj.weight": st.BF16, "model.mtp.layers.0.enorm.m.weight": st.BF16})
@@ -113,7 +110,7 @@ func TestStrictJudgesTheRepoAsServed(t *testing.T) {
 	}
 	nemotron35 := func(algo string, head map[string]st.DType) func(t *testing.T) string {
 		return func(t *testing.T) string {
-			return writeWholeHeadRepo(t, `{"architectures": ["Nemotron3_5TranscribeForConditionalGeneration"], "model_type": "nemotron3_5_transcribe",
+			return testmodel.WholeHeadRepo(t, `{"architectures": ["Nemotron3_5TranscribeForConditionalGeneration"], "model_type": "nemotron3_5_transcribe",
 				"quantization_config": {"quant_method": "modelopt", "quant_algo": "`+algo+`"}}`, head)
 		}
 	}
@@ -171,74 +168,16 @@ func TestStrictJudgesTheRepoAsServed(t *testing.T) {
 	}
 }
 
-// writeWholeHeadRepo writes a repo of a family mtpconv does not read, judged
-// by its MTP class's rule for the whole head: config.json and a
-// model.safetensors of the named tensors (2 × 2, zeros).
-func writeWholeHeadRepo(t *testing.T, cfg string, tensors map[string]st.DType) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var entries []st.Entry
-	var body []byte
-	for _, n := range slices.Sorted(maps.Keys(tensors)) {
-		entries = append(entries, st.Entry{Name: n, DType: tensors[n], Shape: []int64{2, 2}})
-		body = append(body, make([]byte, 4*map[st.DType]int{st.F32: 4, st.BF16: 2, st.F8E4M3: 1, st.U8: 1}[tensors[n]])...)
-	}
-	var out bytes.Buffer
-	w, err := st.NewWriter(&out, entries, map[string]string{"format": "pt"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(body); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), out.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
 // transposeTensor rewrites a safetensors file with one 2-D tensor's shape
 // swapped (its bytes kept), as a tool that saved it transposed would.
 func transposeTensor(t *testing.T, path, name string) {
 	t.Helper()
-	raw, h := readSafetensors(t, path)
-	var entries []st.Entry
-	var data bytes.Buffer
-	found := false
-	for _, ti := range h.Tensors {
-		shape := ti.Shape
-		if ti.Name == name {
-			if len(shape) != 2 || shape[0] == shape[1] {
-				t.Fatalf("%s: shape %v does not change transposed", name, shape)
-			}
-			shape, found = []int64{shape[1], shape[0]}, true
+	editSafetensors(t, path, func(e *st.Entry, data []byte) []byte {
+		if e.Name == name && len(e.Shape) == 2 {
+			e.Shape = []int64{e.Shape[1], e.Shape[0]}
 		}
-		entries = append(entries, st.Entry{Name: ti.Name, DType: ti.DType, Shape: shape})
-		data.Write(raw[ti.Begin:ti.End])
-	}
-	if !found {
-		t.Fatalf("%s has no %s", path, name)
-	}
-	var out bytes.Buffer
-	w, err := st.NewWriter(&out, entries, h.Metadata)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(data.Bytes()); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+		return data
+	})
 }
 
 // A head mtpconv added, then changed by another tool (mtp.fc re-quantized
@@ -258,31 +197,13 @@ func TestStrictMendOfAnEditedHead(t *testing.T) {
 		t.Fatalf("export --into: exit %d, %s", code, stderr)
 	}
 	head := filepath.Join(dir, "model-mtp.safetensors")
-	raw, h := readSafetensors(t, head)
-	var entries []st.Entry
-	var data bytes.Buffer
-	for _, ti := range h.Tensors {
-		dtype, b := ti.DType, raw[ti.Begin:ti.End]
-		if ti.Name == "mtp.fc.weight" {
-			dtype, b = st.I8, make([]byte, len(b)/2)
+	editSafetensors(t, head, func(e *st.Entry, data []byte) []byte {
+		if e.Name == "mtp.fc.weight" {
+			e.DType = st.I8
+			return make([]byte, len(data)/2)
 		}
-		entries = append(entries, st.Entry{Name: ti.Name, DType: dtype, Shape: ti.Shape})
-		data.Write(b)
-	}
-	var out bytes.Buffer
-	w, err := st.NewWriter(&out, entries, h.Metadata)
-	if err == nil {
-		_, err = w.Write(data.Bytes())
-	}
-	if err == nil {
-		err = w.Close()
-	}
-	if err == nil {
-		err = os.WriteFile(head, out.Bytes(), 0o644)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+		return data
+	})
 	code, _, stderr := runCLI(t, "inspect", dir, "--strict")
 	for _, want := range []string{"mtp.fc: stored int8 without its weight_scale", "mend it with: mtpconv export --src SRC --target hf --into " + dir + " --force",
 		"undo the earlier --into first, moving mtpconv-original/* back over the repo's files and removing model-mtp.safetensors and mtpconv-manifest.json"} {

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -61,30 +59,10 @@ func TestInspectVerdictsAgree(t *testing.T) {
 // dropTensor rewrites a safetensors file without one of its tensors.
 func dropTensor(t *testing.T, path, name string) {
 	t.Helper()
-	raw, h := readSafetensors(t, path)
-	var entries []st.Entry
-	var data bytes.Buffer
-	for _, ti := range h.Tensors {
-		if ti.Name != name {
-			entries = append(entries, st.Entry{Name: ti.Name, DType: ti.DType, Shape: ti.Shape})
-			data.Write(raw[ti.Begin:ti.End])
+	editSafetensors(t, path, func(e *st.Entry, data []byte) []byte {
+		if e.Name == name {
+			return nil
 		}
-	}
-	if len(entries) == len(h.Tensors) {
-		t.Fatalf("%s has no %s", path, name)
-	}
-	var out bytes.Buffer
-	w, err := st.NewWriter(&out, entries, h.Metadata)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(data.Bytes()); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+		return data
+	})
 }

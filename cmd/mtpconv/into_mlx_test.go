@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -115,6 +116,44 @@ func readSafetensors(t *testing.T, path string) ([]byte, *st.Header) {
 		t.Fatal(err)
 	}
 	return raw, h
+}
+
+// editSafetensors rewrites a safetensors file tensor by tensor, in order:
+// edit gets each tensor's entry (to change) and bytes, and returns the bytes
+// to write, or nil to drop the tensor. It fails unless some tensor was
+// changed or dropped.
+func editSafetensors(t *testing.T, path string, edit func(e *st.Entry, data []byte) []byte) {
+	t.Helper()
+	raw, h := readSafetensors(t, path)
+	var entries []st.Entry
+	var data bytes.Buffer
+	changed := false
+	for _, ti := range h.Tensors {
+		e := st.Entry{Name: ti.Name, DType: ti.DType, Shape: ti.Shape}
+		b := edit(&e, raw[ti.Begin:ti.End])
+		changed = changed || b == nil || e.DType != ti.DType || !slices.Equal(e.Shape, ti.Shape) || len(b) != len(raw[ti.Begin:ti.End])
+		if b != nil {
+			entries = append(entries, e)
+			data.Write(b)
+		}
+	}
+	if !changed {
+		t.Fatalf("%s: no tensor changed", path)
+	}
+	var out bytes.Buffer
+	w, err := st.NewWriter(&out, entries, h.Metadata)
+	if err == nil {
+		_, err = w.Write(data.Bytes())
+	}
+	if err == nil {
+		err = w.Close()
+	}
+	if err == nil {
+		err = os.WriteFile(path, out.Bytes(), 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func isHead(n string) bool { return strings.HasPrefix(n, "mtp.") }

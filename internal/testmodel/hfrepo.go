@@ -3,6 +3,7 @@ package testmodel
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -219,4 +220,40 @@ func (rs HFRepo) Write(t testing.TB) string {
 func asObject(v any) map[string]any {
 	o, _ := v.(map[string]any)
 	return o
+}
+
+// WholeHeadRepo writes a repo of a family mtpconv does not read (judged by
+// its MTP class's rule for the whole head): config.json cfg and a
+// model.safetensors of the named tensors, 2 × 2 zeros of their dtypes.
+func WholeHeadRepo(t testing.TB, cfg string, tensors map[string]st.DType) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, model.ConfigFile), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var entries []st.Entry
+	var body []byte
+	for _, n := range slices.Sorted(maps.Keys(tensors)) {
+		entries = append(entries, st.Entry{Name: n, DType: tensors[n], Shape: []int64{2, 2}})
+		size := map[st.DType]int{st.F32: 4, st.BF16: 2, st.F8E4M3: 1, st.I8: 1, st.U8: 1}[tensors[n]]
+		if size == 0 {
+			t.Fatalf("WholeHeadRepo: no size for %s's dtype %s", n, tensors[n])
+		}
+		body = append(body, make([]byte, 4*size)...)
+	}
+	var out bytes.Buffer
+	w, err := st.NewWriter(&out, entries, map[string]string{"format": "pt"})
+	if err == nil {
+		_, err = w.Write(body)
+	}
+	if err == nil {
+		err = w.Close()
+	}
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, st.SingleFile), out.Bytes(), 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

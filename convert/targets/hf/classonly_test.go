@@ -1,47 +1,13 @@
 package hf
 
 import (
-	"bytes"
-	"maps"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/mtpconv/mtpconv/convert/source"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
+	"github.com/mtpconv/mtpconv/internal/testmodel"
 )
-
-// writeClassOnlyRepo writes config.json and a model.safetensors holding the
-// named tensors (a 2 × 2 weight each, of the given dtype).
-func writeClassOnlyRepo(t *testing.T, cfg string, tensors map[string]st.DType) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var entries []st.Entry
-	var body []byte
-	for _, n := range slices.Sorted(maps.Keys(tensors)) {
-		e := st.Entry{Name: n, DType: tensors[n], Shape: []int64{2, 2}}
-		entries = append(entries, e)
-		size := 4 * map[st.DType]int{st.F32: 4, st.BF16: 2, st.F8E4M3: 1, st.I8: 1}[tensors[n]]
-		body = append(body, make([]byte, size)...)
-	}
-	var buf bytes.Buffer
-	w, err := st.NewWriter(&buf, entries, map[string]string{"format": "pt"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Write(body); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "model.safetensors"), buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
 
 // TestClassOnly: a repo of a family mtpconv does not read is judged by its
 // MTP class's rule for the whole head. LongCat-Flash's head is built
@@ -87,7 +53,7 @@ func TestClassOnly(t *testing.T) {
 		{"unknown architecture", `{"architectures": ["SomethingElse"], "model_type": "x"}`, bf16Head, false, "", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			dir := writeClassOnlyRepo(t, c.cfg, c.tensors)
+			dir := testmodel.WholeHeadRepo(t, c.cfg, c.tensors)
 			r, ok, err := ClassOnly(source.Dir(dir), Runtimes)
 			if err != nil || ok != c.judged {
 				t.Fatalf("judged %v, %v", ok, err)
