@@ -14,7 +14,9 @@ both for the repo mended by --into (every head module unquantized) and for
 the same repo without the exclusion entries (the head's linear layers
 quantized); for Ling under FP8 also a list of dotted suffixes
 ("self_attn.dense", "mlp.experts"), which its suffix matching honours and an
-exact match would not. Modules the MTP class builds as a
+exact match would not; for Qwen3.8-Flash-Next under FP8 and ModelOpt a list
+in the checkpoint's layer numbering, which its class renumbers past the trunk
+(_remap_ignored_layers) so that it names vLLM's mtp.layers.{L+j}. Modules the MTP class builds as a
 torch nn.Linear (eh_proj: glm4_moe_mtp.py:92, deepseek_mtp.py:87,
 hy_v3_mtp.py:106, step3p5_mtp.py:68, glm5next/common/mtp.py:53; GLM-5.3-Flash's
 latent attention and indexer, given none, common/model.py:397; MiMo-V2's ReplicatedLinear given no
@@ -70,7 +72,11 @@ MODELOPT = {"quant_method": "modelopt", "quant_algo": "FP8", "ignore": ["lm_head
 METHODS = {"compressed-tensors": (CT, "ignore"), "fp8": (FP8, "modules_to_not_convert"), "modelopt": (MODELOPT, "ignore")}
 # Lists judged beside the mended one and the method's own, per (family, method):
 # Ling's block FP8 matches entries by dotted suffix.
-EXTRA = {("ling3", "fp8"): [["lm_head", "self_attn.dense", "mlp.experts"]]}
+# Qwen3.8-Flash-Next's class renumbers FP8's and ModelOpt's mtp.* entries past the trunk, so entries in the
+# checkpoint's numbering exclude the head.
+QWEN38_CKPT = ["lm_head", "mtp.layers.0.self_attn.o_proj", "mtp.layers.0.mlp.experts"]
+EXTRA = {("ling3", "fp8"): [["lm_head", "self_attn.dense", "mlp.experts"]],
+         ("qwen3.8-flash-next", "fp8"): [QWEN38_CKPT], ("qwen3.8-flash-next", "modelopt"): [QWEN38_CKPT]}
 
 
 def set_ignore(repo, key, ignore):
@@ -102,6 +108,7 @@ def judged(mtpconv, tmp_path_factory):
             rt = ["--runtime", "vllm"] if method == "modelopt" else []
             subprocess.run([str(mtpconv), "export", "--src", str(src), "--target", "hf", "--into", str(repo), "--quiet", *rt], check=True)
             mended = json.loads((repo / "config.json").read_text())["quantization_config"][key]
+            trunk_layers = cfg.get("text_config", cfg)["num_hidden_layers"]
             assert len(mended) > 1, (fam, method, mended)
             for ignore in (mended, qc[key], *EXTRA.get((fam, method), [])):
                 set_ignore(repo, key, ignore)
@@ -116,7 +123,7 @@ def judged(mtpconv, tmp_path_factory):
                     # vLLM asks the config by its own name for the module (Step's
                     # mtp_block, Ling's self_attn, Qwen3.8's mtp.layers.{L+j}).
                     cases.append({"name": m.get("vllm_name") or m["module"], "kind": m["kind"], "ignore": ignore,
-                                  "method": method, "family": fam})
+                                  "method": method, "family": fam, "trunk_layers": trunk_layers})
     (base / "cases.json").write_text(json.dumps(cases))
     res = subprocess.run([str(vllm_python()), str(ROOT / "interop" / "vllm_rules.py"), str(base / "cases.json"),
                           str(base / "out.json")], capture_output=True, text=True, timeout=600)
@@ -131,7 +138,7 @@ def test_ported_rules_agree_with_vllm(family, judged):
     for method in METHODS:
         assert any(e is False for me, _, e, _ in mine if me == method) and any(e for me, _, e, _ in mine if me == method), (family, method)
     for method, m, expect, vllm in mine:
-        label = {False: "mended", True: "unexcluded", None: "suffixes"}[expect]
+        label = {False: "mended", True: "unexcluded", None: "extra list"}[expect]
         print(f"{family} {method} {label} {m['module']}: inspect {m['vllm']['quantized']}, vLLM {vllm}")
         assert vllm != "error", m
         assert m["vllm"]["quantized"] == vllm, (method, m, vllm)

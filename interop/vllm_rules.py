@@ -13,12 +13,15 @@ OUT.json: for each case, whether vLLM builds it quantized.
   the module's prefix (a FusedMoE's: the experts module) with the packed
   modules, in the config's match mode; Ling-3.0's class sets that mode
   itself (bailing_moe_v3.py:230-237), so for "ling3" its own function
-  configures the config first;
+  configures the config first, and for Qwen3.8-Flash-Next its draft config's
+  ignored_layers are renumbered past the trunk by its own _remap_ignored_layers
+  (models/qwen4_exp/nvidia/mtp.py:68-82, applied :135-163);
 - modelopt (FP8): ModelOptFp8Config.from_config of the list as ignore, its
   entries as apply_vllm_mapper rewrites them (a "x*" entry also as "x" and
   "x.*"), then not is_layer_excluded of the module's prefix: what its
   get_quant_method asks of a linear layer and of a FusedMoE
-  (modelopt.py:224-245)."""
+  (modelopt.py:224-245); Qwen3.8-Flash-Next's exclude_modules renumbered as
+  its ignored_layers."""
 import json
 import sys
 import types
@@ -38,6 +41,9 @@ def fp8_quantized(case):
     if case["family"] == "ling3":
         from vllm.model_executor.models.bailing_moe_v3 import _configure_ling_fp8_quant_config
         _configure_ling_fp8_quant_config(cfg, types.SimpleNamespace(quantization_config={}))
+    if case["family"] == "qwen3.8-flash-next":
+        from vllm.models.qwen4_exp.nvidia.mtp import _remap_ignored_layers
+        cfg.ignored_layers = _remap_ignored_layers(cfg.ignored_layers, case["trunk_layers"])
     return not is_layer_skipped(case["name"], ignored_layers=cfg.ignored_layers, fused_mapping=FUSED,
                                 match_mode=cfg.ignored_layers_match_mode)
 
@@ -46,6 +52,9 @@ def modelopt_quantized(case):
     from vllm.model_executor.models.utils import WeightsMapper
     cfg = ModelOptFp8Config.from_config({"quant_method": "modelopt", "quant_algo": "FP8", "ignore": case["ignore"]})
     cfg.packed_modules_mapping = FUSED
+    if case["family"] == "qwen3.8-flash-next":
+        from vllm.models.qwen4_exp.nvidia.mtp import _remap_ignored_layers
+        cfg.exclude_modules = _remap_ignored_layers(cfg.exclude_modules, case["trunk_layers"])
     cfg.apply_vllm_mapper(WeightsMapper())
     return not cfg.is_layer_excluded(case["name"])
 
