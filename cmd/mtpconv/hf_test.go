@@ -211,7 +211,8 @@ func TestStrictMendOfAnEditedHead(t *testing.T) {
 			t.Fatalf("inspect --strict: exit %d, lacks %q: %s", code, want, stderr)
 		}
 	}
-	if code, _, stderr := runCLI(t, append(into, "--force")...); code != 1 || !strings.Contains(stderr, "changed since mtpconv wrote it") {
+	if code, _, stderr := runCLI(t, append(into, "--force")...); code != 1 || !strings.Contains(stderr, "changed since mtpconv wrote it") ||
+		!strings.Contains(stderr, "undo the earlier --into (move what mtpconv-original/ holds back over the folder's files") {
 		t.Fatalf("--force over the changed head: exit %d, %s", code, stderr)
 	}
 	// The undo, as printed.

@@ -431,7 +431,10 @@ func ownedAsWritten(ctx context.Context, dir string, present []string) ([]manife
 		wrote, _ := manifests.FindFile(prior.Files, f)
 		old, _ := manifests.FindFile(prior.Into.Superseded, f)
 		if sum != wrote.SHA256 && sum != old.SHA256 {
-			return nil, fmt.Errorf("--into %s: %s changed since mtpconv wrote it (sha256 %s, recorded %s); mtpconv never replaces an edited file, --force or not: put back the version mtpconv wrote, or move %s out of the folder", dir, f, sum, wrote.SHA256, f)
+			// Moving the file away is no undo where the folder's index lists it
+			// (an HF or MLX repo's model.safetensors.index.json).
+			return nil, fmt.Errorf("--into %s: %s changed since mtpconv wrote it (sha256 %s, recorded %s); mtpconv never replaces an edited file, --force or not: put back the version mtpconv wrote, or undo the earlier --into (move what %s/ holds back over the folder's files, remove the other files %s lists in into.owned_files and the manifest itself) and run it again",
+				dir, f, sum, wrote.SHA256, manifests.IntoOriginals, manifests.FileName)
 		}
 		out = append(out, manifests.File{Name: f, Size: size, SHA256: sum})
 	}
