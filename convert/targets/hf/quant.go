@@ -72,6 +72,11 @@ type Quant struct {
 	NVFP4Serialized bool
 	// BlockSize is FP8's weight_block_size.
 	BlockSize []int64
+	// UE8M0: FP8's scale_fmt is "ue8m0", the DeepSeek-V4 releases' storage:
+	// F8_E8M0 block scales named X.scale (and FP4 routed experts, I8 codes
+	// with an X.scale per 32 inputs), which vLLM's DeepSeek-V4 loader renames
+	// weight_scale_inv (nvidia/mtp.py:432-438).
+	UE8M0 bool
 	// StaticActivations: the method quantizes activations with a scale
 	// stored per module (input_scale): compressed-tensors input_activations
 	// not dynamic, FP8's activation_scheme static, ModelOpt FP8 and NVFP4.
@@ -128,6 +133,7 @@ func ParseQuant(raw json.RawMessage) (*Quant, error) {
 			QuantizedLayers map[string]any `json:"quantized_layers"`
 		} `json:"quantization"`
 		WeightBlockSize []int64 `json:"weight_block_size"`
+		ScaleFmt        string  `json:"scale_fmt"`
 	}
 	if err := json.Unmarshal(raw, &c); err != nil {
 		var te *json.UnmarshalTypeError
@@ -170,7 +176,7 @@ func ParseQuant(raw json.RawMessage) (*Quant, error) {
 	case "awq":
 		q.Method, q.Ignore, q.IgnoreKey, q.LMHeadQuantized, q.Bits = RepoQuantAWQ, c.NotConvert, "modules_to_not_convert", c.LMHead, c.Bits
 	case "fp8":
-		q.Method, q.BlockSize, q.StaticActivations = RepoQuantFP8, c.WeightBlockSize, c.ActivationScheme == "static"
+		q.Method, q.BlockSize, q.StaticActivations, q.UE8M0 = RepoQuantFP8, c.WeightBlockSize, c.ActivationScheme == "static", c.ScaleFmt == "ue8m0"
 		// fp8.py:162-168: ignored_layers, or modules_to_not_convert when that is empty.
 		q.Ignore, q.IgnoreKey = c.IgnoredLayers, "ignored_layers"
 		if len(q.Ignore) == 0 {

@@ -266,6 +266,7 @@ var completenessChecks = map[string]string{
 	"bailing_moe_mtp":    "bailing_moe_mtp.py:381",
 	"bailing_moe_v3_mtp": "bailing_moe_v3_mtp.py:433-442",
 	"glm5_next_mtp":      "models/glm5next/common/mtp.py:429-442",
+	"deepseek_v4_mtp":    "models/deepseek_v4/nvidia/mtp.py:515-532",
 }
 
 // depthVerdict is what runtime rt does with a repo of m declaring declared
@@ -356,7 +357,7 @@ func stored(repo Repo, mod Module, covered map[string]bool) string {
 			odd = append(odd, leaf)
 		}
 	}
-	if len(odd) == 1 && odd[0] == "weight_scale_inv" && dtypes[st.F8E4M3] {
+	if len(odd) == 1 && (odd[0] == "weight_scale_inv" || odd[0] == "scale") && dtypes[st.F8E4M3] {
 		return storedFP8Block
 	}
 	if len(odd) == 0 && len(dtypes) == 1 {
