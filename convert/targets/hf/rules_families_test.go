@@ -118,6 +118,7 @@ func TestDepthVerdictPerClass(t *testing.T) {
 		{fixtures.MiMoV25, 3, 1, ""},
 		{fixtures.Qwen38FlashNext, 2, 1, ""},
 		{fixtures.GLM53Flash, 2, 1, "mtp.py:429-442"},
+		{fixtures.DeepSeekV4, 2, 1, "nvidia/mtp.py:515-532"},
 	} {
 		m := testmodel.Load(t, c.fixture)
 		if got := depthVerdict(VLLM, m, q, c.declared, c.held); c.want == "" && got != "" || !strings.Contains(got, c.want) {
