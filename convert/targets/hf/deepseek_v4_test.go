@@ -69,7 +69,7 @@ func TestDeepSeekV4Repos(t *testing.T) {
 			t.Fatalf("%v %v %d modules", err, r.Err(), len(r.Modules))
 		}
 		for _, mod := range r.Modules {
-			if !mod.VLLM.Quantized || !mod.SGLang.Quantized || !strings.Contains(mod.Form, "ue8m0") {
+			if !mod.VLLM.Quantized || !mod.SGLang.Quantized || !strings.Contains(mod.Form, ".scale") {
 				t.Errorf("%s stored %s (%s) built %+v %+v", mod.Name, mod.Stored, mod.Form, mod.VLLM, mod.SGLang)
 			}
 		}
@@ -87,11 +87,25 @@ func TestDeepSeekV4Repos(t *testing.T) {
 		if err != nil || r.Err() == nil {
 			t.Fatalf("%v %v", err, r.Err())
 		}
-		for _, s := range []string{"mtp.0.e_proj: stored block FP8 (ue8m0) without its scale (first missing: mtp.0.e_proj.scale)",
-			"mtp.0.ffn.experts: stored FP4 (ue8m0) without its scale (first missing: mtp.0.ffn.experts.0.w1.scale)"} {
+		for _, s := range []string{"mtp.0.e_proj: stored block FP8 (.scale) without its scale (first missing: mtp.0.e_proj.scale)",
+			"mtp.0.ffn.experts: stored FP4 (.scale) without its scale (first missing: mtp.0.ffn.experts.0.w1.scale)"} {
 			if !strings.Contains(r.Err().Error(), s) {
 				t.Errorf("no %q in %v", s, r.Err())
 			}
+		}
+	})
+	t.Run("X.scale found in the repo without scale_fmt", func(t *testing.T) {
+		// Flash-Base's config (expert_dtype fp8) may not say ue8m0: the
+		// trunk's X.scale tensors say how the head's are named.
+		plain := `{"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}`
+		r, err := Serving(loadRepo(t, makeRepo(t, repoSpec{Fixture: fixtures.DeepSeekV4FP8, Quant: plain, Keep: all})))
+		if err != nil || r.Err() != nil {
+			t.Fatalf("%v %v", err, r.Err())
+		}
+		r, err = Serving(loadRepo(t, makeRepo(t, repoSpec{Fixture: fixtures.DeepSeekV4FP8, Quant: plain,
+			Keep: func(n string) bool { return n != "mtp.0.wq_b.scale" && n != "mtp.0.attn.wq_b.scale" }})))
+		if err != nil || r.Err() == nil || !strings.Contains(r.Err().Error(), "first missing: mtp.0.attn.wq_b.scale") {
+			t.Fatalf("%v %v", err, r.Err())
 		}
 	})
 	t.Run("into the headless release, as stored", func(t *testing.T) {

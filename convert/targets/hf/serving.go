@@ -126,6 +126,9 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 	case q.Method != RepoQuantNone:
 		r.Quantization = string(q.Method)
 	}
+	if q != nil && q.Method == RepoQuantFP8 && !q.DotScale {
+		q.DotScale = dotScaled(m.Checkpoint.Tensors)
+	}
 	r.DepthKey = depthKey(m.Config.Raw)
 	// The tensors' depth (bounded by the tensors): a declared depth that
 	// differs is reported below, never trusted to size the work.
@@ -254,6 +257,19 @@ func cmpKey(k string) string {
 		return model.ConfigFile
 	}
 	return model.ConfigFile + " " + k
+}
+
+// dotScaled reports whether an F8_E4M3 weight of the repo has its block
+// scales in X.scale (the DeepSeek-V4 releases' naming, Quant.DotScale).
+func dotScaled(tensors map[string]*st.Tensor) bool {
+	for n, t := range tensors {
+		if base, ok := strings.CutSuffix(n, ".weight"); ok && t.DType == st.F8E4M3 {
+			if _, ok := tensors[base+".scale"]; ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // completenessChecks are the vLLM 0.32.0 MTP classes that refuse to start
