@@ -19,13 +19,13 @@ import (
 // that the method's loader creates as parameters and fills from the
 // checkpoint.
 type storageForm struct {
-	Name   string     // in reports: "int8", "GPTQ", ...
-	Marker string     // the leaf that marks the form
-	DTypes []st.DType // the marker's dtypes (nil: any)
-	Method RepoQuant  // the method that stores it so ("": any)
-	DotScale bool     // only where the repo names its scales X.scale (Quant.DotScale)
-	Beside string     // a companion that marks the form where another shares its marker
-	Needs  []string   // always
+	Name     string     // in reports: "int8", "GPTQ", ...
+	Marker   string     // the leaf that marks the form
+	DTypes   []st.DType // the marker's dtypes (nil: any)
+	Method   RepoQuant  // the method that stores it so ("": any)
+	DotScale bool       // only where the repo names its scales X.scale (Quant.DotScale)
+	Beside   string     // a companion that marks the form where another shares its marker
+	Needs    []string   // always
 	// Static is needed when the method quantizes activations with a stored
 	// scale, ActOrder with GPTQ's desc_act, Asym with asymmetric weights.
 	Static, ActOrder, Asym []string
