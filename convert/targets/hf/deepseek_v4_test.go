@@ -108,6 +108,15 @@ func TestDeepSeekV4Repos(t *testing.T) {
 			t.Fatalf("%v %v", err, r.Err())
 		}
 	})
+	t.Run("SGLang takes one layer only", func(t *testing.T) {
+		m := testmodel.Load(t, fixtures.DeepSeekV4)
+		if got := depthVerdict(SGLang, m, nil, 2, 1); !strings.Contains(got, "num_nextn_predict_layers == 1") {
+			t.Errorf("2 declared: %q", got)
+		}
+		if got := depthVerdict(SGLang, testmodel.Load(t, fixtures.DeepSeekV3), nil, 2, 1); got != "" {
+			t.Errorf("DeepSeek-V3's NextN in SGLang builds one layer whatever is declared: %q", got)
+		}
+	})
 	t.Run("into the headless release, as stored", func(t *testing.T) {
 		dir := makeRepo(t, repoSpec{Fixture: fixtures.DeepSeekV4FP8})
 		oc, err := exportInto(t, src, dir, targets.Options{})

@@ -297,6 +297,8 @@ var completenessChecks = map[string]string{
 func depthVerdict(rt Runtime, m *model.Model, q *Quant, declared, held int) string {
 	check, checked := completenessChecks[m.Family.HF.MTPClass]
 	switch {
+	case rt == SGLang && m.Family.HF.MTPClass == "deepseek_v4_mtp" && declared != 1:
+		return fmt.Sprintf("%s refuses to load it: DeepseekV4ForCausalLMNextN asserts num_nextn_predict_layers == 1 (deepseek_v4.py load_weights, \"Only 1 nextn layer is supported\")", Versions[rt])
 	case rt == SGLang:
 		return ""
 	case m.Family.HF.FixedDepth > 0 && held >= m.Family.HF.FixedDepth:
