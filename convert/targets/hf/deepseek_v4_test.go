@@ -177,3 +177,56 @@ func TestDeepSeekV4Repos(t *testing.T) {
 		}
 	})
 }
+
+// TestDeepSeekV4IntoEachMethod: the bf16 head --into a headless DeepSeek-V4
+// repo of each method a community quantization comes in, each exclusion
+// naming every module as vLLM (model.layers.4.*, its fused names) and
+// SGLang (model.decoder.*, model.e_proj) ask for it; inspect clean after. GPTQ is refused without
+// --runtime (SGLang builds every MoE experts block GPTQ) and mended with
+// --runtime vllm.
+func TestDeepSeekV4IntoEachMethod(t *testing.T) {
+	t.Parallel()
+	src := testmodel.Load(t, fixtures.DeepSeekV4)
+	nvfp4 := `{"quant_method": "modelopt", "quant_algo": "NVFP4", "ignore": ["lm_head"]}`
+	for _, tc := range []struct {
+		name, quant string
+		entries     []string
+		runtime     string // the --runtime --into needs, "" none
+	}{
+		{"compressed-tensors", ctW8A8, []string{`re:^mtp\..*`, `re:^model\.layers\.4\.attn\.fused_wqa_wkv.*`, `re:^model\.layers\.4\.ffn\.experts.*`, `re:^model\.decoder\.self_attn\.wq_a.*`, `re:^model\.decoder\.mlp\.experts.*`, `re:^model\.e_proj.*`}, ""},
+		{"AWQ", awq4, []string{"mtp.", "model.layers.4.e_proj", "model.layers.4.ffn.shared_experts.gate_up_proj", "model.decoder.self_attn.wkv", "model.decoder.mlp.shared_experts.up_proj", "model.e_proj", "model.h_proj"}, ""},
+		{"ModelOpt FP8", modelOpt, []string{"mtp.*", "model.layers.4.attn.fused_wqa_wkv*", "model.decoder.self_attn.wq_a*", "model.e_proj*"}, ""},
+		{"ModelOpt NVFP4", nvfp4, []string{"mtp.*", "model.layers.4.ffn.experts*", "model.decoder.mlp.experts*"}, ""},
+		{"Quark", quark, []string{`re:^model\.layers\.4\.h_proj.*`, "mtp.0.ffn.experts", "model.decoder.mlp.experts"}, ""},
+		{"GPTQ", gptq4, []string{`-:^mtp\..*`, `-:^model\.layers\.4\.attn\.fused_wqa_wkv.*`, `-:^model\.layers\.4\.ffn\.experts.*`}, "vllm"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := makeRepo(t, repoSpec{Fixture: fixtures.DeepSeekV4, Quant: tc.quant})
+			o := targets.Options{}
+			if tc.runtime != "" {
+				if _, err := exportInto(t, src, dir, o); err == nil || !strings.Contains(err.Error(), "--runtime "+tc.runtime) {
+					t.Fatalf("without --runtime: %v", err)
+				}
+				o = targets.Options{Runtime: tc.runtime, Set: map[string]bool{targets.OptRuntime: true}}
+			}
+			if _, err := exportInto(t, src, dir, o); err != nil {
+				t.Fatal(err)
+			}
+			q := quantOf(t, dir)
+			list := append(slices.Clone(q.Ignore), q.Dynamic...)
+			for _, e := range tc.entries {
+				if !slices.Contains(list, e) {
+					t.Errorf("the exclusion lacks %s: %v", e, list)
+				}
+			}
+			rts := Runtimes
+			if tc.runtime != "" {
+				rts = []Runtime{Runtime(tc.runtime)}
+			}
+			r, err := ServingFor(loadRepo(t, dir), rts)
+			if err != nil || r.Err() != nil || len(r.Modules) != 11 {
+				t.Fatalf("%v %v", err, r.Err())
+			}
+		})
+	}
+}
