@@ -2,6 +2,7 @@ package hf
 
 import (
 	"bytes"
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/mtpconv/mtpconv/convert/targets"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/internal/testmodel"
+	"github.com/mtpconv/mtpconv/manifests"
 )
 
 // dsv4Release is the DeepSeek-V4 release's quantization_config: block FP8
@@ -143,6 +145,9 @@ func TestDeepSeekV4Repos(t *testing.T) {
 		if r, err := Serving(got); err != nil || r.Err() != nil {
 			t.Fatalf("%v %v", err, r.Err())
 		}
+		if rep, err := manifests.Verify(context.Background(), dir, src.Checkpoint); err != nil || !rep.OK || rep.Recomputed == 0 {
+			t.Fatalf("verify --src: %v %+v", err, rep)
+		}
 	})
 	t.Run("into the headless release at bf16", func(t *testing.T) {
 		dir := makeRepo(t, repoSpec{Fixture: fixtures.DeepSeekV4FP8})
@@ -164,6 +169,10 @@ func TestDeepSeekV4Repos(t *testing.T) {
 			if mod.VLLM.Quantized || mod.SGLang.Quantized || mod.Stored != "bf16" {
 				t.Errorf("%s stored %s built %+v %+v", mod.Name, mod.Stored, mod.VLLM, mod.SGLang)
 			}
+		}
+		// The FP4 experts decoded and the FP8 weights dequantized, recomputed.
+		if rep, err := manifests.Verify(context.Background(), dir, src.Checkpoint); err != nil || !rep.OK || rep.Recomputed == 0 {
+			t.Fatalf("verify --src: %v %+v", err, rep)
 		}
 	})
 	t.Run("into a compressed-tensors repo", func(t *testing.T) {
