@@ -1,7 +1,6 @@
 package hf
 
 import (
-	"bytes"
 	"context"
 	"slices"
 	"strings"
@@ -120,28 +119,7 @@ func TestDeepSeekV4Repos(t *testing.T) {
 		}
 	})
 	t.Run("into the headless release, as stored", func(t *testing.T) {
-		dir := makeRepo(t, repoSpec{Fixture: fixtures.DeepSeekV4FP8})
-		oc, err := exportInto(t, src, dir, targets.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if oc.Plan.Options["head_precision"] != "fp8" {
-			t.Errorf("head precision %s, want fp8", oc.Plan.Options["head_precision"])
-		}
-		got := loadRepo(t, dir)
-		for _, n := range src.Checkpoint.Names {
-			if !src.IsHead(n) {
-				continue
-			}
-			a, _ := src.Checkpoint.ReadTensor(src.Checkpoint.Tensors[n], nil)
-			gt, ok := got.Checkpoint.Tensors[n]
-			if !ok {
-				t.Fatalf("%s missing", n)
-			}
-			if b, _ := got.Checkpoint.ReadTensor(gt, nil); !bytes.Equal(a, b) {
-				t.Fatalf("%s differs from the source's bytes", n)
-			}
-		}
+		dir, got := intoAsStored(t, src, fixtures.DeepSeekV4FP8)
 		if r, err := Serving(got); err != nil || r.Err() != nil {
 			t.Fatalf("%v %v", err, r.Err())
 		}
