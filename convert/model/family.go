@@ -271,6 +271,12 @@ type HFSpec struct {
 	// (Step-3.5's per-layer shared_head), not the trunk's: the repo must
 	// hold it.
 	OwnLMHeads bool
+	// ExpertProjections are the names, under expert 0, by which the
+	// runtimes' MoE layers ask a compressed-tensors config about the
+	// routed experts (their ckpt_names: DeepSeek-V4's w1, w3, w2), each
+	// under the runtime's name for the checkpoint's expert 0; nil:
+	// gate_proj, up_proj, down_proj.
+	ExpertProjections []string
 	// FixedDepth, when set, is the number of MTP layers both runtimes'
 	// classes build whatever the config says (MiMo-V2: one): no depth key is
 	// written, and layers past it are held but not run.

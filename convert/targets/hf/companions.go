@@ -19,12 +19,13 @@ import (
 // that the method's loader creates as parameters and fills from the
 // checkpoint.
 type storageForm struct {
-	Name   string     // in reports: "int8", "GPTQ", ...
-	Marker string     // the leaf that marks the form
-	DTypes []st.DType // the marker's dtypes (nil: any)
-	Method RepoQuant  // the method that stores it so ("": any)
-	Beside string     // a companion that marks the form where another shares its marker
-	Needs  []string   // always
+	Name     string     // in reports: "int8", "GPTQ", ...
+	Marker   string     // the leaf that marks the form
+	DTypes   []st.DType // the marker's dtypes (nil: any)
+	Method   RepoQuant  // the method that stores it so ("": any)
+	DotScale bool       // only where the repo names its scales X.scale (Quant.DotScale)
+	Beside   string     // a companion that marks the form where another shares its marker
+	Needs    []string   // always
 	// Static is needed when the method quantizes activations with a stored
 	// scale, ActOrder with GPTQ's desc_act, Asym with asymmetric weights.
 	Static, ActOrder, Asym []string
@@ -63,6 +64,16 @@ var (
 // modelopt.py (FP8: weight_scale, input_scale; NVFP4: weight_scale,
 // weight_scale_2, input_scale; MXFP8: weight_scale).
 var storageForms = []storageForm{
+	// DeepSeek-V4's releases (fp8, scale_fmt ue8m0): every FP8 weight's
+	// block scales and every FP4 expert's per-32 scales are X.scale (vllm
+	// models/deepseek_v4/nvidia/mtp.py:432-438 renames them to the
+	// parameters weight_scale_inv / weight_scale; sglang deepseek_v4.py
+	// remap_weight_name_to_dpsk_hf_format). FP4 codes are I8 there (an
+	// NVFP4 expert, U8 with weight_scale and weight_scale_2, is ModelOpt's
+	// below: vLLM's moe_quant_algo NVFP4, quant_config.py:117-131).
+	{Name: "block FP8 (.scale)", Marker: "weight", DTypes: []st.DType{st.F8E4M3}, Method: RepoQuantFP8, DotScale: true, Needs: []string{"scale"}, Packs: unpacked},
+	{Name: "FP4 (.scale)", Marker: "weight", DTypes: []st.DType{st.I8}, Method: RepoQuantFP8, DotScale: true, Needs: []string{"scale"}, Packs: fp4},
+	{Name: "FP4 (.scale)", Marker: "weight", DTypes: []st.DType{st.I8, st.U8}, Beside: "scale", Needs: []string{"scale"}, Packs: fp4},
 	{Name: "GPTQ", Marker: "qweight", Method: RepoQuantGPTQ, Needs: []string{"qzeros", "scales"}, ActOrder: []string{"g_idx"}, Packs: packedRows},
 	{Name: "AWQ", Marker: "qweight", Needs: []string{"qzeros", "scales"}, Packs: packedOutCols},
 	{Name: "packed int (compressed-tensors)", Marker: "weight_packed", DTypes: []st.DType{st.I32}, Needs: []string{"weight_scale", "weight_shape"}, Asym: []string{"weight_zero_point"}, Packs: packedInCols},
@@ -100,7 +111,7 @@ func formOf(repo Repo, q *Quant, p string) (storageForm, bool) {
 	}
 	for _, f := range storageForms {
 		t, ok := repo.Tensors[p+"."+f.Marker]
-		if !ok || (f.DTypes != nil && !slices.Contains(f.DTypes, t.DType)) || (f.Method != "" && f.Method != method) {
+		if !ok || (f.DTypes != nil && !slices.Contains(f.DTypes, t.DType)) || (f.Method != "" && f.Method != method) || f.DotScale && !q.DotScale {
 			continue
 		}
 		if _, ok := repo.Tensors[p+"."+f.Beside]; f.Beside != "" && !ok {

@@ -37,6 +37,9 @@ func TestCompanionsTable(t *testing.T) {
 		{"ModelOpt FP8", &Quant{Method: RepoQuantModelOpt, StaticActivations: true}, "weight", st.F8E4M3, "FP8", []string{"weight_scale", "input_scale"}},
 		{"W8A8 int8, dynamic", &Quant{Method: RepoQuantCompressedTensors}, "weight", st.I8, "int8", []string{"weight_scale"}},
 		{"W8A8 int8, static", static, "weight", st.I8, "int8", []string{"weight_scale", "input_scale"}},
+		{"DeepSeek-V4 block FP8 (ue8m0 .scale)", &Quant{Method: RepoQuantFP8, DotScale: true}, "weight", st.F8E4M3, "block FP8 (.scale)", []string{"scale"}},
+		{"DeepSeek-V4 FP4 experts", &Quant{Method: RepoQuantFP8, DotScale: true}, "weight", st.I8, "FP4 (.scale)", []string{"scale"}},
+		{"NVFP4 experts beside .scale FP8 (moe_quant_algo NVFP4)", &Quant{Method: RepoQuantFP8, DotScale: true}, "weight", st.U8, "NVFP4", []string{"weight_scale", "weight_scale_2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

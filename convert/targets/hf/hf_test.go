@@ -387,6 +387,36 @@ func TestTextOnlySource(t *testing.T) {
 	}
 }
 
+// intoAsStored adds src's head to a headless copy of fixture at the default
+// precision, which into a block-FP8 repo is fp8: every head tensor the
+// source's bytes. It returns the repo and the repo described.
+func intoAsStored(t *testing.T, src *model.Model, fixture string) (string, *model.Model) {
+	t.Helper()
+	dir := makeRepo(t, repoSpec{Fixture: fixture})
+	oc, err := exportInto(t, src, dir, targets.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if oc.Plan.Options["head_precision"] != "fp8" {
+		t.Errorf("head precision %s, want fp8 (the default into a block-FP8 repo)", oc.Plan.Options["head_precision"])
+	}
+	got := loadRepo(t, dir)
+	for _, n := range src.Checkpoint.Names {
+		if !src.IsHead(n) {
+			continue
+		}
+		a, _ := src.Checkpoint.ReadTensor(src.Checkpoint.Tensors[n], nil)
+		gt, ok := got.Checkpoint.Tensors[n]
+		if !ok {
+			t.Fatalf("%s missing", n)
+		}
+		if b, _ := got.Checkpoint.ReadTensor(gt, nil); !bytes.Equal(a, b) {
+			t.Fatalf("%s differs from the source's bytes", n)
+		}
+	}
+	return dir, got
+}
+
 // TestIntoFP8: an FP8 release's head into a block-FP8 repo goes in as
 // stored (codes and scales byte for byte; verify --src recomputes it), both
 // runtimes building its FP8 modules fp8 and mtp.fc unquantized; at bf16 the
@@ -394,29 +424,7 @@ func TestTextOnlySource(t *testing.T) {
 func TestIntoFP8(t *testing.T) {
 	src := testmodel.Load(t, fixtures.Qwen36FP8)
 	t.Run("fp8 as stored", func(t *testing.T) {
-		dir := makeRepo(t, repoSpec{Fixture: fixtures.Qwen36FP8})
-		oc, err := exportInto(t, src, dir, targets.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if oc.Plan.Options["head_precision"] != "fp8" {
-			t.Errorf("head precision %s, want fp8 (the default into a block-FP8 repo)", oc.Plan.Options["head_precision"])
-		}
-		got := loadRepo(t, dir)
-		for _, n := range src.Checkpoint.Names {
-			if !src.IsHead(n) {
-				continue
-			}
-			a, _ := src.Checkpoint.ReadTensor(src.Checkpoint.Tensors[n], nil)
-			gt, ok := got.Checkpoint.Tensors[n]
-			if !ok {
-				t.Fatalf("%s missing", n)
-			}
-			b, _ := got.Checkpoint.ReadTensor(gt, nil)
-			if !bytes.Equal(a, b) {
-				t.Fatalf("%s differs from the source's bytes", n)
-			}
-		}
+		dir, got := intoAsStored(t, src, fixtures.Qwen36FP8)
 		r, err := Serving(got)
 		if err != nil || r.Err() != nil {
 			t.Fatalf("%v %v", err, r.Err())

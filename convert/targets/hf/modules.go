@@ -36,6 +36,10 @@ type Module struct {
 	// Shards are the checkpoint modules a fused module is loaded from (the
 	// runtimes' packed_modules_mapping): q_proj, k_proj, v_proj for qkv_proj.
 	Shards []string `json:"shards,omitempty"`
+	// expertParts are, for experts, the names by which a runtime's MoE
+	// layer asks a compressed-tensors config about expert 0's projections
+	// (set by Decide per runtime; nil: NAME.0.{gate,up,down}_proj).
+	expertParts []string
 }
 
 // packed is the runtimes' packed_modules_mapping for the head classes: vLLM

@@ -72,6 +72,13 @@ type Quant struct {
 	NVFP4Serialized bool
 	// BlockSize is FP8's weight_block_size.
 	BlockSize []int64
+	// DotScale: the repo names its FP8 block scales X.scale, the DeepSeek-V4
+	// releases' storage (FP8's scale_fmt "ue8m0", F8_E8M0 scales; or an FP8
+	// weight of the repo found with an X.scale beside it, Flash-Base's float
+	// ones), its FP4 routed experts too (I8 codes, an X.scale per 32
+	// inputs); vLLM's DeepSeek-V4 loader renames them weight_scale_inv and
+	// weight_scale (nvidia/mtp.py:432-438).
+	DotScale bool
 	// StaticActivations: the method quantizes activations with a scale
 	// stored per module (input_scale): compressed-tensors input_activations
 	// not dynamic, FP8's activation_scheme static, ModelOpt FP8 and NVFP4.
@@ -128,6 +135,7 @@ func ParseQuant(raw json.RawMessage) (*Quant, error) {
 			QuantizedLayers map[string]any `json:"quantized_layers"`
 		} `json:"quantization"`
 		WeightBlockSize []int64 `json:"weight_block_size"`
+		ScaleFmt        string  `json:"scale_fmt"`
 	}
 	if err := json.Unmarshal(raw, &c); err != nil {
 		var te *json.UnmarshalTypeError
@@ -170,7 +178,7 @@ func ParseQuant(raw json.RawMessage) (*Quant, error) {
 	case "awq":
 		q.Method, q.Ignore, q.IgnoreKey, q.LMHeadQuantized, q.Bits = RepoQuantAWQ, c.NotConvert, "modules_to_not_convert", c.LMHead, c.Bits
 	case "fp8":
-		q.Method, q.BlockSize, q.StaticActivations = RepoQuantFP8, c.WeightBlockSize, c.ActivationScheme == "static"
+		q.Method, q.BlockSize, q.StaticActivations, q.DotScale = RepoQuantFP8, c.WeightBlockSize, c.ActivationScheme == "static", c.ScaleFmt == "ue8m0"
 		// fp8.py:162-168: ignored_layers, or modules_to_not_convert when that is empty.
 		q.Ignore, q.IgnoreKey = c.IgnoredLayers, "ignored_layers"
 		if len(q.Ignore) == 0 {

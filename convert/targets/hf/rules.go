@@ -165,6 +165,12 @@ func Decide(rt Runtime, q *Quant, m *model.Model, mod Module, repo Repo) Build {
 	if rt == SGLang && hf.MTPClass == "glm5_next_mtp" && q.IgnoreKey == "ignore" && slices.Contains(q.Ignore, fmt.Sprintf("model.layers.%d.*", m.Config.NumHiddenLayers)) {
 		return unquantized(fmt.Sprintf("ignore lists model.layers.%d.* exactly: the NextN layer is built unquantized (sglang glm5_next_nextn.py:51-70)", m.Config.NumHiddenLayers))
 	}
+	if mod.Kind == KindExperts && len(hf.ExpertProjections) > 0 {
+		mod.expertParts = nil
+		for _, p := range hf.ExpertProjections {
+			mod.expertParts = append(mod.expertParts, hfNames{m}.name(rt, mod.Name+".0."+p))
+		}
+	}
 	if b, ok := classOverride(rt, q, hf.MTPClass, mod, name); ok {
 		return b
 	}
@@ -206,6 +212,16 @@ func classOverride(rt Runtime, q *Quant, class string, mod Module, name string) 
 		// (vllm bailing_moe_v3.py:221-237, from bailing_moe_v3_mtp.py:248).
 		b := decideFP8VLLM(q, mod, name, matchSuffix)
 		b.Rule += "; suffix matching set by bailing_moe_v3.py:230-237"
+		return b, true
+	case rt == VLLM && class == "deepseek_v4_mtp" && q.Method == RepoQuantFP8:
+		// vLLM reads a deepseek_v4 fp8 config as DeepseekV4FP8Config
+		// (models/deepseek_v4/quant_config.py:140-156; the draft's too, its
+		// quantization taken from the target's, config/speculative.py:1160-1163):
+		// Fp8Config's exact ignored_layers for the linears, and for the routed
+		// experts the same test before MXFP4 (:178-196); the draft class has
+		// no packed_modules_mapping, so the fused names are matched as they are.
+		b := decideFP8VLLM(q, mod, name, matchExact)
+		b.Rule += "; DeepseekV4FP8Config, models/deepseek_v4/quant_config.py:178-196"
 		return b, true
 	case rt == SGLang && (class == "qwen3_5_mtp" || class == "qwen4_exp_mtp"):
 		switch q.Method {
@@ -439,7 +455,10 @@ func ctDecide(q *Quant, mod Module, name string, c ctMatcher) Build {
 	}
 	names := []string{name}
 	if mod.Kind == KindExperts {
-		names = []string{name + ".0.gate_proj", name + ".0.up_proj", name + ".0.down_proj"}
+		names = mod.expertParts
+		if names == nil {
+			names = []string{name + ".0.gate_proj", name + ".0.up_proj", name + ".0.down_proj"}
+		}
 	}
 	var ignored, matched int
 	for _, n := range names {

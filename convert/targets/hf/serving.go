@@ -127,6 +127,9 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 	case q.Method != RepoQuantNone:
 		r.Quantization = string(q.Method)
 	}
+	if q != nil && q.Method == RepoQuantFP8 && !q.DotScale {
+		q.DotScale = dotScaled(m.Checkpoint.Tensors)
+	}
 	r.DepthKey = depthKey(m.Config.Raw)
 	// The tensors' depth (bounded by the tensors): a declared depth that
 	// differs is reported below, never trusted to size the work.
@@ -269,6 +272,19 @@ func cmpKey(k string) string {
 	return model.ConfigFile + " " + k
 }
 
+// dotScaled reports whether an F8_E4M3 weight of the repo has its block
+// scales in X.scale (the DeepSeek-V4 releases' naming, Quant.DotScale).
+func dotScaled(tensors map[string]*st.Tensor) bool {
+	for n, t := range tensors {
+		if base, ok := strings.CutSuffix(n, ".weight"); ok && t.DType == st.F8E4M3 {
+			if _, ok := tensors[base+".scale"]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // completenessChecks are the vLLM 0.32.0 MTP classes that refuse to start
 // when a declared layer's weights are missing (model_loader/mtp_validation.py),
 // by the line that checks: the other classes build the declared layers and
@@ -279,6 +295,7 @@ var completenessChecks = map[string]string{
 	"bailing_moe_mtp":    "bailing_moe_mtp.py:381",
 	"bailing_moe_v3_mtp": "bailing_moe_v3_mtp.py:433-442",
 	"glm5_next_mtp":      "models/glm5next/common/mtp.py:429-442",
+	"deepseek_v4_mtp":    "models/deepseek_v4/nvidia/mtp.py:515-532",
 }
 
 // depthVerdict is what runtime rt does with a repo of m declaring declared
@@ -293,6 +310,8 @@ var completenessChecks = map[string]string{
 func depthVerdict(rt Runtime, m *model.Model, q *Quant, declared, held int) string {
 	check, checked := completenessChecks[m.Family.HF.MTPClass]
 	switch {
+	case rt == SGLang && m.Family.HF.MTPClass == "deepseek_v4_mtp" && declared != 1:
+		return fmt.Sprintf("%s refuses to load it: DeepseekV4ForCausalLMNextN asserts num_nextn_predict_layers == 1 (deepseek_v4.py load_weights, \"Only 1 nextn layer is supported\")", Versions[rt])
 	case rt == SGLang:
 		return ""
 	case m.Family.HF.FixedDepth > 0 && held >= m.Family.HF.FixedDepth:
@@ -369,7 +388,7 @@ func stored(repo Repo, mod Module, covered map[string]bool) string {
 			odd = append(odd, leaf)
 		}
 	}
-	if len(odd) == 1 && odd[0] == "weight_scale_inv" && dtypes[st.F8E4M3] {
+	if len(odd) == 1 && (odd[0] == "weight_scale_inv" || odd[0] == "scale") && dtypes[st.F8E4M3] {
 		return storedFP8Block
 	}
 	if len(odd) == 0 && len(dtypes) == 1 {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
+	"github.com/mtpconv/mtpconv/convert/rows"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	"github.com/mtpconv/mtpconv/formats/jsonobj"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
@@ -92,20 +93,28 @@ func planHead(m *model.Model, file, prec string) ([]plan.OutTensor, error) {
 			rowLen = t.Shape[len(t.Shape)-1]
 		}
 		seg := plan.Segment{Source: n, Rows: t.Elements() / rowLen}
+		shape := slices.Clone(t.Shape)
 		if scaled {
 			seg = pl.Segment(n, 0, seg.Rows)
+			if seg.Packed == rows.PackedE2M1 { // FP4 codes two to a byte, decoded
+				rowLen, shape[len(shape)-1] = 2*rowLen, 2*rowLen
+			}
 		}
-		pl.Add(plan.OutTensor{Name: n, Segments: []plan.Segment{seg}, RowLen: rowLen, Shape: slices.Clone(t.Shape), DType: dtype}, nil)
+		pl.Add(plan.OutTensor{Name: n, Segments: []plan.Segment{seg}, RowLen: rowLen, Shape: shape, DType: dtype}, nil)
 	}
 	for _, n := range m.Checkpoint.Names {
 		if !m.IsHead(n) || m.IsBlockScale(n) {
 			continue
 		}
 		t := m.Checkpoint.Tensors[n]
+		fp4Scale, _, fp4 := m.FP4Scale(n)
 		switch scale, _, fp8 := m.BlockScale(n); {
 		case fp8 && prec == precFP8 && !builtPlain(m, n):
 			whole(n, t.DType, false)
 			whole(scale, m.Checkpoint.Tensors[scale].DType, false)
+		case fp4 && prec == precFP8: // an FP8 release's FP4 experts (DeepSeek-V4) as stored beside its FP8
+			whole(n, t.DType, false)
+			whole(fp4Scale, m.Checkpoint.Tensors[fp4Scale].DType, false)
 		case m.Is(n, model.RoleKeepDType):
 			whole(n, t.DType, true)
 		default:
