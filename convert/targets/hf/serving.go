@@ -390,7 +390,7 @@ func missingOthers(m *model.Model, depth int, covered map[string]bool) []string 
 		check(m.Spec.HeadPrefix, m.Spec.HeadTop)
 	}
 	for j := range depth {
-		check(m.HeadLayerPrefix(j), m.Spec.HeadLayer)
+		check(m.HeadLayerPrefix(j), m.Spec.HeadLayerWants(j))
 	}
 	return out
 }
@@ -425,7 +425,9 @@ func quantizationConfig(cfg []byte) (json.RawMessage, string, error) {
 // them (vllm config/speculative.py's hf_config_override).
 var depthKeys = []string{"mtp_num_hidden_layers", "num_nextn_predict_layers"}
 
-// depthKey is where config.json declares the depth: KEY or text_config.KEY.
+// depthKey is where config.json declares the depth: KEY, text_config.KEY,
+// or mtp_config.num_nextn_predict_layers (Inkling's, which vLLM 0.34.0
+// reads there, config/speculative.py:1204-1220).
 func depthKey(cfg []byte) string {
 	root, err := jsonobj.Decode(cfg)
 	if err != nil {
@@ -434,6 +436,11 @@ func depthKey(cfg []byte) string {
 	for _, k := range depthKeys {
 		if root.Has(k) {
 			return k
+		}
+	}
+	if mc, ok := root.Get("mtp_config"); ok {
+		if mtp, err := jsonobj.Decode(mc); err == nil && mtp.Has("num_nextn_predict_layers") {
+			return "mtp_config.num_nextn_predict_layers"
 		}
 	}
 	if tc, ok := root.Get("text_config"); ok {
