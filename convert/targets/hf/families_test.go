@@ -30,7 +30,8 @@ func TestFamiliesWithoutRules(t *testing.T) {
 		depth        int
 		lists        string // the per-layer list named, "" none
 	}{
-		{fixtures.Inkling, "no Inkling model", true, 2, ""},
+		{fixtures.Hy4, "mtpconv opens no quantized Hy4 repo", true, 1, ""},
+		{fixtures.Gemma4Assistant, "a draft model of its own, from its own repo", true, 4, ""},
 	} {
 		t.Run(c.fixture, func(t *testing.T) {
 			m := testmodel.Load(t, c.fixture)
@@ -76,7 +77,8 @@ func TestEveryPortedFamilyServes(t *testing.T) {
 	storedFP8BuiltFloat := map[string][]string{fixtures.MiMoV25FP8: {".eh_proj"},
 		fixtures.Qwen38FlashNextFP8: {"mtp.fc_embedding", "mtp.fc_hidden", ".input_mix_weight_down", ".input_mix_weight_up", ".block_inject_weight"}}
 	fixturesOf := map[string][]string{}
-	for _, fx := range []string{fixtures.Qwen36, fixtures.Qwen35, fixtures.Qwen36Dense, fixtures.Qwen36FP8, fixtures.Next,
+	for _, fx := range []string{fixtures.Inkling,
+		fixtures.Qwen36, fixtures.Qwen35, fixtures.Qwen36Dense, fixtures.Qwen36FP8, fixtures.Next,
 		fixtures.GLM45, fixtures.GLM47Flash, fixtures.GLM52, fixtures.GLM53, fixtures.DeepSeekV3, fixtures.DeepSeekV3FP8, fixtures.DeepSeekV32, fixtures.Hy3, fixtures.NemotronHMoE, fixtures.NemotronHMoEFP8,
 		fixtures.Step35, fixtures.Step37, fixtures.Ling3, fixtures.MiMoV25, fixtures.MiMoV2Flash, fixtures.MiMoV25FP8, fixtures.Qwen38FlashNext, fixtures.Qwen38FlashNextFP8, fixtures.GLM53Flash} {
 		t.Run(fx, func(t *testing.T) {
@@ -121,7 +123,7 @@ func TestEveryPortedFamilyServes(t *testing.T) {
 		})
 	}
 	for _, fam := range model.FamiliesWhere(func(f *model.Family) bool {
-		return f.HF.MTPClass != "" && f.HF.Unported == "" && f.HF.Refusal == ""
+		return f.HF.MTPClass != "" && f.HF.Unported == "" && f.HF.Refusal == "" && f.HF.OwnRepo == ""
 	}) {
 		if len(fixturesOf[fam]) == 0 {
 			t.Errorf("family %s has ported rules and no row", fam)

@@ -48,6 +48,8 @@ var packed = []struct {
 	{"qkv_proj", []string{"q_proj", "k_proj", "v_proj"}},
 	{"gate_up_proj", []string{"gate_proj", "up_proj"}},
 	{"fused_qkv_a_proj", []string{"q_a_proj", "kv_a_proj_with_mqa"}},
+	// Inkling's attention: vLLM 0.34.0's qkvr (models/inkling/nvidia/model.py:410-413).
+	{"qkvr", []string{"wq_du", "wk_dv", "wv_dv", "wr_du"}},
 }
 
 // HeadModules lists the head's quantizable modules for a head of depth

