@@ -354,14 +354,14 @@ func decideSGLang(q *Quant, mod Module, name string) Build {
 		if mod.Kind == KindLMHead {
 			return unquantized("Fp8Config quantizes no LM head")
 		}
-		skip, err := isLayerSkipped(name, mod, q.Ignore, true, matchExact)
+		skip, err := sglangLayerSkipped(name, mod, sglangFP8Ignored(q.Ignore))
 		if err != "" {
-			return Build{Error: err, Rule: "sglang quantization/utils.py:70-110"}
+			return Build{Error: err, Rule: "sglang quantization/utils.py:70-125"}
 		}
 		if skip {
-			return unquantized("matched by " + q.IgnoreKey + " (sglang fp8.py:354-356, quantization/utils.py:70-110)")
+			return unquantized("matched by " + q.IgnoreKey + " on dotted module-path boundaries (sglang fp8.py:354-364, quantization/utils.py:48-125)")
 		}
-		return quantized(q, "not matched by "+q.IgnoreKey+" (sglang fp8.py:354-356, quantization/utils.py:70-110)")
+		return quantized(q, "not matched by "+q.IgnoreKey+" on dotted module-path boundaries (sglang fp8.py:354-364, quantization/utils.py:48-125)")
 	case RepoQuantModelOpt, RepoQuantModelOptFP4, RepoQuantModelOptMXFP8:
 		if modelOptExcludedSGLang(q.Ignore, name) {
 			return unquantized("matched by " + q.IgnoreKey + " (sglang modelopt_quant.py:379-424)")
@@ -800,4 +800,55 @@ func inklingVLLMEntry(e string) string {
 		}
 	}
 	return e
+}
+
+// sglangFP8Ignored is SGLang 0.5.23's Fp8Config list: every entry with and
+// without a leading "model." (fp8.py:357-364).
+func sglangFP8Ignored(list []string) []string {
+	var out []string
+	for _, e := range list {
+		base := strings.TrimPrefix(e, "model.")
+		out = append(out, base, "model."+base)
+	}
+	return out
+}
+
+// sglangPathMatch ports SGLang 0.5.23's _module_path_match
+// (quantization/utils.py:48-59): equal, a dotted prefix, or a run of whole
+// dotted parts of the name (trailing dots ignored).
+func sglangPathMatch(ignored, name string) bool {
+	ignored, name = strings.TrimRight(ignored, "."), strings.TrimRight(name, ".")
+	return ignored == name || strings.HasPrefix(name, ignored+".") || strings.Contains("."+name+".", "."+ignored+".")
+}
+
+// sglangLayerSkipped ports SGLang 0.5.23's is_layer_skipped
+// (quantization/utils.py:70-125): a fused module by its shards (which must
+// agree), else the name by path match, a gate_up_proj whose gate_proj and
+// up_proj are both listed, or experts named inside an entry naming experts.
+func sglangLayerSkipped(name string, mod Module, list []string) (bool, string) {
+	match := func(p string) bool {
+		return slices.ContainsFunc(list, func(e string) bool { return sglangPathMatch(e, p) })
+	}
+	if len(mod.Shards) > 0 {
+		parent, _ := splitLeaf(name)
+		n := 0
+		for _, sh := range mod.Shards {
+			_, leaf := splitLeaf(sh)
+			if match(parent + leaf) {
+				n++
+			}
+		}
+		if n > 0 && n < len(mod.Shards) {
+			return false, fmt.Sprintf("some but not all shards of %s are skipped: the runtime refuses to build it", name)
+		}
+		return n == len(mod.Shards), ""
+	}
+	skip := match(name)
+	switch {
+	case strings.Contains(name, "gate_up_proj"):
+		skip = skip || slices.Contains(list, strings.Replace(name, "gate_up_proj", "gate_proj", 1)) && slices.Contains(list, strings.Replace(name, "gate_up_proj", "up_proj", 1))
+	case strings.Contains(name, "experts"):
+		skip = skip || slices.ContainsFunc(list, func(e string) bool { return strings.Contains(e, "experts") && strings.Contains(e, name) })
+	}
+	return skip, ""
 }
