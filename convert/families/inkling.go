@@ -63,7 +63,7 @@ var inklingFamily = &model.Family{
 	},
 	GGUF:     model.GGUFSpec{Refusal: "llama.cpp 0.3.36 has no Inkling architecture (neither its converter nor its graphs know it), so a GGUF of the head would never load; use --target mlx (mlx-vlm's inkling_mtp drafter)."},
 	OpenVINO: model.OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
-	HF: inklingHF,
+	HF:       inklingHF,
 }
 
 func init() { model.RegisterFamily(inklingFamily) }

@@ -90,6 +90,18 @@ func HeadModules(m *model.Model, depth int) []Module {
 			rel := strings.TrimSuffix(s.MoE.Experts, ".")
 			out = append(out, Module{Name: lp + rel, Rel: rel, Kind: KindExperts, Layer: j})
 		}
+		if s.MoE == nil && s.ExpertsAsTensors {
+			// Fused stacked experts the Spec wants as tensors (Hy4's
+			// mlp.experts.gate_up_proj [E, 2I, H]): the runtimes' one experts module.
+			for _, w := range s.HeadLayerWants(j) {
+				if k := strings.Index(w.Suffix, "experts."); k >= 0 && len(w.Shape) == 3 {
+					rel := w.Suffix[:k+len("experts")]
+					if !slices.ContainsFunc(out, func(o Module) bool { return o.Name == lp+rel }) {
+						out = append(out, Module{Name: lp + rel, Rel: rel, Kind: KindExperts, Layer: j})
+					}
+				}
+			}
+		}
 	}
 	return out
 }

@@ -9,6 +9,7 @@ package hf
 // evaluated only in the syntax both engines read alike (pyre.go), or fnmatch.
 
 import (
+	"encoding/json"
 	"fmt"
 	"path"
 	"regexp"
@@ -155,6 +156,13 @@ func Decide(rt Runtime, q *Quant, m *model.Model, mod Module, repo Repo) Build {
 	if slices.Contains(plain, mod.Rel) {
 		return unquantized(fmt.Sprintf("built without the quantization config, a torch nn.Linear or a linear layer given none (%s's %s class)", rt, hf.MTPClass))
 	}
+	if rt == VLLM && hf.MTPClass == "hy_v4_mtp" {
+		var b Build
+		var done bool
+		if q, b, done = hyV4MTPQuant(q, m); done {
+			return b
+		}
+	}
 	if q.Method == RepoQuantNone {
 		return unquantized("the repo declares no quantization")
 	}
@@ -226,6 +234,22 @@ func classOverride(rt Runtime, q *Quant, class string, mod Module, name string) 
 				return unquantized("exclude names mtp.* experts: the head is built unquantized (sglang qwen3_5_mtp.py:83-90)"), true
 			}
 		}
+	case rt == SGLang && class == "hy_v4_mtp" && q.Method == RepoQuantFP8:
+		// _mtp_quant_config renames Fp8Config's ignored_layers (already
+		// with and without model.) from model.mtp_layers.0 to model.decoder
+		// (sglang hunyuan_v4_nextn.py:36-48).
+		var list []string
+		for _, e := range sglangFP8Ignored(q.Ignore) {
+			list = append(list, strings.ReplaceAll(strings.ReplaceAll(e, "model.mtp_layers.0", "model.decoder"), "mtp_layers.0", "model.decoder"))
+		}
+		skip, err := sglangLayerSkipped(name, mod, list)
+		switch {
+		case err != "":
+			return Build{Error: err, Rule: "sglang quantization/utils.py:70-125"}, true
+		case skip:
+			return unquantized("matched by " + q.IgnoreKey + " renamed model.mtp_layers.0 → model.decoder (sglang hunyuan_v4_nextn.py:36-48, quantization/utils.py:48-125)"), true
+		}
+		return quantized(q, "not matched by "+q.IgnoreKey+" renamed model.mtp_layers.0 → model.decoder (sglang hunyuan_v4_nextn.py:36-48, quantization/utils.py:48-125)"), true
 	case rt == SGLang && class == "inkling_mtp":
 		return unquantized("the draft is built with quant_config = None, whatever the repo says (sglang inkling.py:1806-1808)"), true
 	case rt == SGLang && (class == "glm4_moe_mtp" || class == "glm4_moe_lite_mtp") && q.Method == RepoQuantModelOptFP4:
@@ -851,4 +875,71 @@ func sglangLayerSkipped(name string, mod Module, list []string) (bool, string) {
 		skip = skip || slices.ContainsFunc(list, func(e string) bool { return strings.Contains(e, "experts") && strings.Contains(e, name) })
 	}
 	return skip, ""
+}
+
+// hyV4MTPQuant is the quantization vLLM 0.34.0's HYV4MTP builds the head
+// with (models/hy_v4/nvidia/mtp.py): config.json's mtp_quant_algo "BF16" or
+// "FP16" builds it unquantized (done), "FP8" a block-FP8 Fp8Config of its
+// own from quantization_config's weight_block_size and ignored_layers (or
+// modules_to_not_convert), anything else the repo's (:142-210); then the
+// entries of ignored_layers (FP8) or exclude_modules (ModelOpt, its "x*"
+// entries split by apply_vllm_mapper first, modelopt.py:270-289) naming
+// model.mtp_layers.{o}. are copied under model.layers.{L+o}. (:213-291).
+func hyV4MTPQuant(q *Quant, m *model.Model) (*Quant, Build, bool) {
+	var cfg struct {
+		Algo *string `json:"mtp_quant_algo"`
+	}
+	_ = json.Unmarshal(m.Config.Raw, &cfg)
+	algo := ""
+	if cfg.Algo != nil {
+		algo = strings.ToUpper(*cfg.Algo)
+	}
+	switch algo {
+	case "BF16", "FP16":
+		return q, unquantized("mtp_quant_algo " + *cfg.Algo + ": the head is built unquantized (vllm models/hy_v4/nvidia/mtp.py:178-183)"), true
+	case "FP8":
+		fp8 := &Quant{Method: RepoQuantFP8, QuantMethod: "fp8", IgnoreKey: "ignored_layers", BlockSize: q.BlockSize}
+		if q.Method == RepoQuantFP8 || q.Method != RepoQuantNone && len(q.root) > 0 {
+			var keys struct {
+				Ignored []string `json:"ignored_layers"`
+				NotConv []string `json:"modules_to_not_convert"`
+				Block   []int64  `json:"weight_block_size"`
+			}
+			_ = json.Unmarshal(mustRaw(q.root), &keys)
+			fp8.Ignore, fp8.BlockSize = keys.Ignored, keys.Block
+			if len(fp8.Ignore) == 0 {
+				fp8.Ignore, fp8.IgnoreKey = keys.NotConv, "modules_to_not_convert"
+			}
+		}
+		q = fp8
+	}
+	depth := 1
+	if d, ok := m.Config.ConfigMTPDepth(); ok && d > 1 {
+		depth = d
+	}
+	var list []string
+	switch q.Method {
+	case RepoQuantFP8:
+		list = q.Ignore
+	case RepoQuantModelOpt, RepoQuantModelOptFP4, RepoQuantModelOptMXFP8, RepoQuantModelOptMixed:
+		list = q.vllmMapped(func(e string) string { return e }).Ignore
+	default:
+		return q, Build{}, false
+	}
+	extra := []string{}
+	for o := range depth {
+		src, dst := fmt.Sprintf("model.mtp_layers.%d.", o), fmt.Sprintf("model.layers.%d.", m.Config.NumHiddenLayers+o)
+		for _, e := range list {
+			stripped := strings.TrimRight(e, "*")
+			switch {
+			case strings.HasPrefix(e, src):
+				extra = append(extra, dst+e[len(src):])
+			case strings.HasPrefix(stripped, src):
+				extra = append(extra, dst+stripped[len(src):]+e[len(stripped):])
+			}
+		}
+	}
+	c := *q
+	c.Ignore = append(slices.Clone(list), extra...)
+	return &c, Build{}, false
 }
