@@ -72,3 +72,22 @@ func TestIntoInkling(t *testing.T) {
 		}
 	}
 }
+
+// TestDepthVerdictInkling: vLLM 0.34.0's InklingMTP runs depth i at draft
+// step i, so a repo declaring more depths than it holds is named; one
+// holding more than it declares drafts (the extra depths are skipped).
+// SGLang is not judged on depth (one instance per depth it is given).
+func TestDepthVerdictInkling(t *testing.T) {
+	t.Parallel()
+	m := testmodel.Load(t, fixtures.Inkling)
+	q, err := ParseQuant([]byte(ctW8A8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := depthVerdict(VLLM, m, q, 2, 1); !strings.Contains(got, "depth 1 has no weights") {
+		t.Errorf("2 declared, 1 held: %q", got)
+	}
+	if got := depthVerdict(VLLM, m, q, 1, 2); got != "" {
+		t.Errorf("1 declared, 2 held: %q", got)
+	}
+}

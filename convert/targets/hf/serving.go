@@ -284,6 +284,11 @@ func depthVerdict(rt Runtime, m *model.Model, q *Quant, declared, held int) stri
 		return ""
 	case m.Family.HF.FixedDepth > 0 && held >= m.Family.HF.FixedDepth:
 		return "" // the class builds its own depth whatever is declared (MiMo-V2: the first layer)
+	case m.Family.HF.MTPClass == "inkling_mtp" && declared < held:
+		return "" // vLLM 0.34.0's InklingMTP skips the depths past those it builds (models/inkling/nvidia/mtp.py:409-411)
+	case m.Family.HF.MTPClass == "inkling_mtp":
+		// vLLM 0.34.0's InklingMTP runs depth i at draft step i (mtp.py:247-248): with 2 or more speculative tokens a missing depth drafts uninitialised.
+		return fmt.Sprintf("vLLM 0.34.0's InklingMTP builds min(%d, num_speculative_tokens) depths and drafts step i with depth i (models/inkling/nvidia/mtp.py:127-129, :247-248): depth %d has no weights (uninitialised in a quantized repo, a refusal to start in a bf16 one)", declared, held)
 	case declared < held:
 		return fmt.Sprintf("%s builds %d layers and has no parameter for the others' weights: it fails to load", Versions[rt], declared)
 	case checked:
