@@ -550,23 +550,36 @@ func isLayerSkipped(name string, mod Module, list []string, fused bool, mode mat
 		if match(name) {
 			return true, ""
 		}
-		parent, _ := splitLeaf(name)
-		n := 0
-		for _, sh := range mod.Shards {
-			_, leaf := splitLeaf(sh)
-			if match(parent + leaf) {
-				n++
-			}
-		}
-		if n > 0 && n < len(mod.Shards) {
-			return false, fmt.Sprintf("some but not all shards of %s are skipped: the runtime refuses to build it", name)
-		}
-		return n == len(mod.Shards), ""
+		return shardsSkipped(name, mod, match)
 	}
 	if strings.Contains(name, "experts") && mode == matchExact {
 		return slices.ContainsFunc(list, func(e string) bool { return strings.Contains(e, "experts") && strings.Contains(e, name) }), ""
 	}
 	return match(name), ""
+}
+
+// shardsSkipped is a fused module's skip by its shards, named under the
+// module's own parent: all skipped, none, or some (the runtimes refuse it).
+func shardsSkipped(name string, mod Module, match func(string) bool) (bool, string) {
+	return shardsAlike(name, mod, match, "skipped")
+}
+
+// shardsAlike is whether every shard of a fused module, named under the
+// module's own parent, is what match says: all, none, or some (an error
+// naming what, which the runtimes refuse).
+func shardsAlike(name string, mod Module, match func(string) bool, what string) (bool, string) {
+	parent, _ := splitLeaf(name)
+	n := 0
+	for _, sh := range mod.Shards {
+		_, leaf := splitLeaf(sh)
+		if match(parent + leaf) {
+			n++
+		}
+	}
+	if n > 0 && n < len(mod.Shards) {
+		return false, fmt.Sprintf("some but not all shards of %s are %s: the runtime refuses to build it", name, what)
+	}
+	return n == len(mod.Shards), ""
 }
 
 // gptqNegative ports get_dynamic_override's first answer: a "-:" pattern
@@ -597,18 +610,7 @@ func gptqQuantized(name string, mod Module, layers []string) (bool, string) {
 	if len(mod.Shards) == 0 {
 		return in(name), ""
 	}
-	parent, _ := splitLeaf(name)
-	n := 0
-	for _, sh := range mod.Shards {
-		_, leaf := splitLeaf(sh)
-		if in(parent + leaf) {
-			n++
-		}
-	}
-	if n > 0 && n < len(mod.Shards) {
-		return false, fmt.Sprintf("some but not all shards of %s are quantized: vLLM refuses to build it", name)
-	}
-	return n == len(mod.Shards), ""
+	return shardsAlike(name, mod, in, "quantized")
 }
 
 // modelOptExcludedVLLM ports ModelOptQuantConfigBase.is_layer_excluded
@@ -877,18 +879,7 @@ func sglangLayerSkipped(name string, mod Module, list []string) (bool, string) {
 		return slices.ContainsFunc(list, func(e string) bool { return sglangPathMatch(e, p) })
 	}
 	if len(mod.Shards) > 0 {
-		parent, _ := splitLeaf(name)
-		n := 0
-		for _, sh := range mod.Shards {
-			_, leaf := splitLeaf(sh)
-			if match(parent + leaf) {
-				n++
-			}
-		}
-		if n > 0 && n < len(mod.Shards) {
-			return false, fmt.Sprintf("some but not all shards of %s are skipped: the runtime refuses to build it", name)
-		}
-		return n == len(mod.Shards), ""
+		return shardsSkipped(name, mod, match)
 	}
 	skip := match(name)
 	switch {
