@@ -559,7 +559,11 @@ func (r *Report) WriteText(w io.Writer) {
 		if len(mod.Lacks) > 0 {
 			st += " without " + strings.Join(mod.Lacks, ", ")
 		}
-		fmt.Fprintf(w, "  %-48s stored %-10s vllm %-12s sglang %s\n", mod.Name, st, buildWord(mod.VLLM), buildWord(mod.SGLang))
+		v034 := ""
+		if mod.VLLM034 != nil && buildWord(*mod.VLLM034) != buildWord(mod.VLLM) {
+			v034 = "  vllm 0.34.0 " + buildWord(*mod.VLLM034)
+		}
+		fmt.Fprintf(w, "  %-48s stored %-10s vllm %-12s sglang %s%s\n", mod.Name, st, buildWord(mod.VLLM), buildWord(mod.SGLang), v034)
 	}
 	r.writeVerdict(w)
 }
