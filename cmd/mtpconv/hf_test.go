@@ -81,39 +81,6 @@ func TestHFIntoAndStrict(t *testing.T) {
 	}
 }
 
-// inspect --strict of an HF repo judges the head as the runtimes load it:
-// a complete int8 head with its scales, and 2 MTP layers declared with 1
-// held, pass for vLLM (exit 0); the int8 head without its weight_scale fails
-// naming it, as does a headless Step-3.7 repo whose per-layer lists stop at
-// the trunk, naming each list (issue 38). HeadError's float dtypes and exact
-// depth, an export source's needs, are not the verdict on a repo.
-func TestStrictJudgesTheRepoAsServed(t *testing.T) {
-	t.Parallel()
-	const ct = `{"quant_method": "compressed-tensors", "config_groups": {"group_0": {"targets": ["Linear"],
-		"weights": {"num_bits": 8, "type": "int", "symmetric": true, "strategy": "channel"}}}, "ignore": ["lm_head"]}`
-	all := func(string) bool { return true }
-	for _, c := range []struct {
-		name string
-		rs   testmodel.HFRepo
-		code int
-		want string
-	}{
-		{"int8 head with its scales", testmodel.HFRepo{Fixture: fixtures.Qwen36Dense, Quant: ct, Storage: testmodel.TrunkInt8, HeadStorage: testmodel.TrunkInt8, Keep: all}, 0, ""},
-		{"2 declared, 1 held", testmodel.HFRepo{Fixture: fixtures.Qwen36Dense, Quant: ct, Storage: testmodel.TrunkInt8, HeadStorage: testmodel.TrunkInt8, Keep: all, Depth: 2}, 0, ""},
-		{"int8 head without its scales", testmodel.HFRepo{Fixture: fixtures.Qwen36Dense, Quant: ct, Storage: testmodel.TrunkInt8, HeadStorage: testmodel.TrunkInt8, NoHeadScales: true, Keep: all}, 1, "mtp.fc: stored int8 without its weight_scale"},
-		// stepfun-ai/Step-3.7-Flash-NVFP4's kind: 3 NextN layers declared, none shipped, the lists cut to the trunk.
-		{"Step-3.7 NVFP4, headless, lists cut", testmodel.HFRepo{Fixture: fixtures.Step37, Quant: `{"quant_method": "modelopt", "quant_algo": "NVFP4", "ignore": ["lm_head"]}`, CutLayerLists: true}, 1,
-			"config.json text_config.partial_rotary_factors: has 4 entries for num_hidden_layers 4 + 3 MTP layers"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			code, _, stderr := runCLI(t, "inspect", c.rs.Write(t), "--strict", "--runtime", "vllm")
-			if code != c.code || !strings.Contains(stderr, c.want) {
-				t.Errorf("exit %d, want %d: %s", code, c.code, stderr)
-			}
-		})
-	}
-}
-
 // TestHFStrictInklingHy4: inspect --strict on headless and healthy
 // compressed-tensors repos of the families whose MTP classes are vLLM
 // 0.34.0's (Inkling's InklingMTP, Hy4's HYV4MTP): exit 1 naming the missing
@@ -159,6 +126,39 @@ func TestHFStrictInklingHy4(t *testing.T) {
 			}
 			if code, _, stderr := runCLI(t, "inspect", repo, "--strict"); code != 1 || !strings.Contains(stderr, c.named) {
 				t.Fatalf("without the exclusion: exit %d, %s", code, stderr)
+			}
+		})
+	}
+}
+
+// inspect --strict of an HF repo judges the head as the runtimes load it:
+// a complete int8 head with its scales, and 2 MTP layers declared with 1
+// held, pass for vLLM (exit 0); the int8 head without its weight_scale fails
+// naming it, as does a headless Step-3.7 repo whose per-layer lists stop at
+// the trunk, naming each list (issue 38). HeadError's float dtypes and exact
+// depth, an export source's needs, are not the verdict on a repo.
+func TestStrictJudgesTheRepoAsServed(t *testing.T) {
+	t.Parallel()
+	const ct = `{"quant_method": "compressed-tensors", "config_groups": {"group_0": {"targets": ["Linear"],
+		"weights": {"num_bits": 8, "type": "int", "symmetric": true, "strategy": "channel"}}}, "ignore": ["lm_head"]}`
+	all := func(string) bool { return true }
+	for _, c := range []struct {
+		name string
+		rs   testmodel.HFRepo
+		code int
+		want string
+	}{
+		{"int8 head with its scales", testmodel.HFRepo{Fixture: fixtures.Qwen36Dense, Quant: ct, Storage: testmodel.TrunkInt8, HeadStorage: testmodel.TrunkInt8, Keep: all}, 0, ""},
+		{"2 declared, 1 held", testmodel.HFRepo{Fixture: fixtures.Qwen36Dense, Quant: ct, Storage: testmodel.TrunkInt8, HeadStorage: testmodel.TrunkInt8, Keep: all, Depth: 2}, 0, ""},
+		{"int8 head without its scales", testmodel.HFRepo{Fixture: fixtures.Qwen36Dense, Quant: ct, Storage: testmodel.TrunkInt8, HeadStorage: testmodel.TrunkInt8, NoHeadScales: true, Keep: all}, 1, "mtp.fc: stored int8 without its weight_scale"},
+		// stepfun-ai/Step-3.7-Flash-NVFP4's kind: 3 NextN layers declared, none shipped, the lists cut to the trunk.
+		{"Step-3.7 NVFP4, headless, lists cut", testmodel.HFRepo{Fixture: fixtures.Step37, Quant: `{"quant_method": "modelopt", "quant_algo": "NVFP4", "ignore": ["lm_head"]}`, CutLayerLists: true}, 1,
+			"config.json text_config.partial_rotary_factors: has 4 entries for num_hidden_layers 4 + 3 MTP layers"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, stderr := runCLI(t, "inspect", c.rs.Write(t), "--strict", "--runtime", "vllm")
+			if code != c.code || !strings.Contains(stderr, c.want) {
+				t.Errorf("exit %d, want %d: %s", code, c.code, stderr)
 			}
 		})
 	}
