@@ -168,10 +168,10 @@ def quant_config(form):
 
 def head_prefix(cfg, names):
     """Where the fixture's MTP head lives: under mtp.* (Qwen, Nemotron-H),
-    model.mtp.* (MiMo-V2), or the DeepSeek-style NextN layers from
+    model.mtp.* (MiMo-V2, Inkling), model.mtp_layers.* (Hy4), or the DeepSeek-style NextN layers from
     model.layers.{num_hidden_layers} (GLM-4.x, DeepSeek-V3, Hy3, Step-3.5,
     Ling-3.0; model.language_model.layers under a nested text config)."""
-    for p in ("mtp.", "model.mtp."):
+    for p in ("mtp.", "model.mtp.", "model.mtp_layers."):
         if any(n.startswith(p) for n in names):
             return p
     text = cfg.get("text_config", cfg)  # a nested text config (GLM-5.3-Flash) keeps its layers under model.language_model.

@@ -84,6 +84,9 @@ func familyMatrix() string {
 		if f.HF.Refusal == "" && f.HF.Unported != "" {
 			hf = "not ported"
 		}
+		if f.HF.OwnRepo != "" {
+			hf = "its own repo, served as released"
+		}
 		fmt.Fprintf(&b, "| [%s](%s) `%s` | %s | %s | %s | %s | %s |\n",
 			f.Title, f.Docs, f.Name,
 			mark(f.GGUF.Refusal == "" && f.GGUF.Arch != "", "`"+f.GGUF.Arch+"`"), mlx,

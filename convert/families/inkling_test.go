@@ -107,11 +107,14 @@ func TestInklingFamily(t *testing.T) {
 		{"gguf", "llama.cpp 0.3.36 has no Inkling architecture"},
 		{"openvino", "runs Qwen3.5 heads only"},
 		{"combined", "mlx-lm 0.32.2 has no Inkling model"},
-		{"hf", "vLLM 0.34.0 builds this head (InklingMTP"},
 	} {
 		if _, err := testmodel.Plan(t, m, c.target, targets.Options{}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("--target %s: %v", c.target, err)
 		}
+	}
+	// --target hf is ported (vLLM 0.34.0's InklingMTP, SGLang 0.5.23's; convert/targets/hf).
+	if _, err := testmodel.Plan(t, m, "hf", targets.Options{}); err != nil {
+		t.Errorf("--target hf: %v", err)
 	}
 	text := `"model_type":"inkling_model","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":2,"num_key_value_heads":1,
 "head_dim":32,"vocab_size":32,"dense_intermediate_size":64,"intermediate_size":16,"n_routed_experts":4,"num_experts_per_tok":2,

@@ -248,6 +248,11 @@ type HFSpec struct {
 	// build its modules is not ported (the target refuses; inspect's
 	// serving report does not judge the head).
 	Unported string
+	// OwnRepo, when set, is the one sentence saying that the runtimes serve
+	// the family's drafter as a model of its own, from its own repo, and
+	// how: the source already is what they load, so the target writes
+	// nothing and inspect does not judge it as a head of a trunk repo.
+	OwnRepo string
 	// MTPClass names the runtimes' MTP model class (vLLM's
 	// model_executor/models/<MTPClass>.py and SGLang's models/ sibling),
 	// whose own overrides of the repo's quantization the rules port.
@@ -281,6 +286,10 @@ type HFSpec struct {
 	// classes build whatever the config says (MiMo-V2: one): no depth key is
 	// written, and layers past it are held but not run.
 	FixedDepth int
+	// OutTrunk are trunk tensors a repo of the head alone (--out) carries
+	// because the runtime's draft class loads them from the draft's own
+	// weights, not from the target model (Inkling's backbone embed_norm).
+	OutTrunk []string
 	// Refuse, when set, says why the target refuses this config although
 	// the family is ported ("" when it does not): a layout of the family
 	// whose modules the port does not name.

