@@ -348,9 +348,13 @@ type GGUFSpec struct {
 	// head, masked_embedding.*).
 	Drop []string
 	// Drafter: the file is a separate drafter model (the Gemma-4
-	// assistant), all of it the head: its blocks are one draft step's
-	// layers (blocks 0..), nothing of a trunk is copied, no graft.
+	// assistant, DSpark's dflash draft), all of it the head: its blocks are
+	// the head's layers (blocks 0.., Model.GGUFHeadBlock), nothing of a
+	// trunk is copied (neither Top nor the LM head is read), no graft.
 	Drafter bool
+	// TokenizerKeys, when set, are the keys the family's set_vocab adds
+	// after the vocabulary (DSpark's tokenizer.ggml.mask_token_id).
+	TokenizerKeys func(m *Model) []gg.KV
 	// SpecialTokens are the special-token ids the reference converter sets
 	// for the family over tokenizer_config.json's, by token text, in its order.
 	SpecialTokens []SpecialToken

@@ -144,6 +144,9 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if tk := m.Family.GGUF.TokenizerKeys; tk != nil {
+		vocab = append(vocab, tk(m)...)
+	}
 	name := m.Origin().ShortName()
 	file := "mtp-" + name + "-" + prec.suffix + ".gguf"
 	pl := &plan.Planner{M: m, File: file}
@@ -278,7 +281,7 @@ func planTensors(pl *plan.Planner, m *model.Model, prec precision, trunk []plann
 			}
 		}
 	}
-	types := llamaQuantizeTypes(all, prec.ftype, m.Config.NumHiddenLayers+m.MTPDepth, m.Config.NumExperts)
+	types := llamaQuantizeTypes(all, prec.ftype, m.GGUFHeadBlock()+m.MTPDepth, m.Config.NumExperts)
 	for _, t := range listed {
 		if _, ok := types[t.name]; !ok {
 			types[t.name] = t.in // a graft's copy of the trunk tensors, not planned
@@ -354,7 +357,7 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 			add(m.TextPrefix+w.Suffix, g.In(-1))
 		}
 	}
-	if s := m.Spec.LMHead; s != nil {
+	if s := m.Spec.LMHead; s != nil && !gs.Drafter {
 		g, ok := gs.Top[s.Suffix]
 		if !ok {
 			return fmt.Errorf("no GGUF name for the lm_head %s", s.Suffix)
@@ -363,6 +366,7 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 		add(s.Suffix, g.In(-1))
 	}
 	pl.Component = plan.ComponentHead
+	head0 := m.GGUFHeadBlock() // MTP layer j is block head0 + j
 	// Multi-head latent attention: kv_b_proj is stored as llama.cpp's
 	// DeepSeek-V2 path wants it, attn_k_b and attn_v_b.
 	mla := m.MLAKVB()
@@ -392,17 +396,17 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 			if err != nil {
 				return fmt.Errorf("%s: not in an MTP layer", n)
 			}
-			b := c.NumHiddenLayers + jn
+			b := head0 + jn
 			pl.SplitKVB(n, at, gg.Weight(gg.KindAttnKB).In(b), gg.Weight(gg.KindAttnVB).In(b), addRows)
 			continue
 		}
 		if join, part, ok := joinOf(gs, m.HeadRelative(n)); ok {
 			if part == 0 {
-				addRows(joinTensor(m, n, join, c.NumHiddenLayers))
+				addRows(joinTensor(m, n, join, head0))
 			}
 			continue
 		}
-		g, err := headName(gs, m.HeadRelative(n), c.NumHiddenLayers)
+		g, err := headName(gs, m.HeadRelative(n), head0)
 		if err != nil {
 			return err
 		}
@@ -412,7 +416,7 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 		}
 	}
 	for j, blk := range m.MTPExperts {
-		b := c.NumHiddenLayers + j
+		b := head0 + j
 		moe := m.Spec.MoE
 		e, hs, is := int64(c.NumExperts), moe.ExpertWidth(c), int64(c.MoeIntermediateSize)
 		shapes := [3][]int64{{e, is, hs}, {e, is, hs}, {e, hs, is}}
