@@ -300,6 +300,11 @@ type GGUFSpec struct {
 	// the family's head (the pinned llama.cpp has no draft graph for it):
 	// the target writes nothing nobody can draft with.
 	Refusal string
+	// Refuse, when set, says why the target refuses this config although
+	// llama.cpp runs the family ("" when it does not): a release of the
+	// family no pinned llama.cpp has an architecture for (DeepSeek-V4.1's
+	// DSpark stages beside V4-Flash-0731's).
+	Refuse func(c *Config) string
 	// Arch is llama.cpp's architecture (general.architecture, the prefix of its keys).
 	Arch string
 	// PreTokenizer is tokenizer.ggml.pre for the family's official tokenizers.

@@ -108,6 +108,11 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if r := m.Family.GGUF.Refusal; r != "" {
 		return nil, fmt.Errorf("--target gguf: %s", r)
 	}
+	if f := m.Family.GGUF.Refuse; f != nil {
+		if r := f(m.Config); r != "" {
+			return nil, fmt.Errorf("--target gguf: %s", r)
+		}
+	}
 	if m.Family.GGUF.Arch == "" {
 		return nil, fmt.Errorf("--target gguf does not know llama.cpp's architecture for family %s", m.Family)
 	}
