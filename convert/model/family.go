@@ -357,6 +357,12 @@ type GGUFSpec struct {
 	// the head's layers (blocks 0.., Model.GGUFHeadBlock), nothing of a
 	// trunk is copied (neither Top nor the LM head is read), no graft.
 	Drafter bool
+	// DrafterCard is what a Drafter's model card says of the file: what
+	// it is (after the family's title), its MLP, what it pairs with; and
+	// SpecType, llama.cpp's --spec-type that drafts with it ("" for
+	// draft-mtp).
+	DrafterCard GGUFDrafterCard
+	SpecType    string
 	// TokenizerKeys, when set, are the keys the family's set_vocab adds
 	// after the vocabulary (DSpark's tokenizer.ggml.mask_token_id).
 	TokenizerKeys func(m *Model) []gg.KV
@@ -384,6 +390,10 @@ type GGUFSpec struct {
 	// file's second key.
 	ChatTemplateFirst bool
 }
+
+// GGUFDrafterCard is what a drafter file's model card says of it: what it
+// is (after the family's title), its MLP and what it pairs with.
+type GGUFDrafterCard struct{ What, MLP, Pairing string }
 
 // GGUFJoin is one GGUF tensor the reference converter makes of several
 // tensors of an MTP layer concatenated by columns, in Parts' order (names

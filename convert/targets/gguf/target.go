@@ -126,6 +126,9 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if m.MTPDepth != 1 && !m.Family.GGUF.ChainedHeads && !m.Family.GGUF.Drafter {
 		return nil, fmt.Errorf("the head has %d MTP layers; llama.cpp's %s MTP graph supports exactly one", m.MTPDepth, m.Family.GGUF.Arch)
 	}
+	if o.Graft != "" && m.Family.GGUF.Drafter {
+		return nil, targets.UsageError{Err: fmt.Errorf("--graft: %s is a separate drafter model, loaded with -md next to its target's GGUF; there is no head to graft into a trunk", m.Family.Title)}
+	}
 	if m.Family.GGUF.StoredTypes {
 		if prec.requant || o.Graft != "" {
 			return nil, targets.UsageError{Err: fmt.Errorf("--target gguf writes %s's head as llama.cpp's converter does, each tensor in its stored type and the routed experts MXFP4 as the release stores them: only the sidecar at --head-precision bf16 or f16 (the same file); llama-quantize's types would requantize the MXFP4 experts, and the converter's bundled file drops the head", m.Family.Title)}
@@ -136,9 +139,6 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 		prec.ftype, prec.suffix = gg.FileMXFP4MOE, gg.FileMXFP4MOE.String()
 	}
 	if o.Graft != "" {
-		if m.Family.GGUF.Drafter {
-			return nil, targets.UsageError{Err: fmt.Errorf("--graft: %s is a separate drafter model, loaded with -md next to its target's GGUF; there is no head to graft into a trunk", m.Family.Title)}
-		}
 		return t.planGraft(m, o)
 	}
 	h, err := m.Config.Hparams()
@@ -495,12 +495,13 @@ func (target) Card(man *manifests.Manifest) manifests.TargetCard {
 		}
 	}
 	if f, ok := model.LookupFamily(man.Model.Family); ok && f.GGUF.Drafter {
+		c := f.GGUF.DrafterCard
 		return manifests.TargetCard{
 			Library: "gguf", Consumer: "llama.cpp", TitlePrecision: precision, Tags: []string{"llama-cpp"},
-			What:     "the " + f.Title + ", a separate drafter model that shares its target's KV cache, as the GGUF llama.cpp drafts with (architecture " + f.GGUF.Arch + ")",
-			MLP:      "dense, in every block of the drafter",
-			Pairing:  "It pairs with a GGUF of its target model (`{base}`'s target): it reads the target's token embedding and the keys and values of the target's last sliding-window and full-attention layers, and has an embedding, final norm and LM head of its own.",
-			HowToRun: nextTo(man, "the target model", "TARGET.gguf"),
+			What:     "the " + f.Title + ", " + c.What + " (architecture " + f.GGUF.Arch + ")",
+			MLP:      c.MLP,
+			Pairing:  c.Pairing,
+			HowToRun: nextTo(man, "the target model", "TARGET.gguf", f.GGUF.SpecType),
 		}
 	}
 	return manifests.TargetCard{
@@ -509,20 +510,22 @@ func (target) Card(man *manifests.Manifest) manifests.TargetCard {
 		Pairing:  "It pairs with a GGUF of the same trunk (`{base}`), converted without its MTP head: the sidecar carries its own copy of the embedding, final norm and lm_head.",
 		Experts:  "stacked as llama.cpp's `ffn_{gate,up,down}_exps` `{in, out, E}`",
 		Copies:   "embedding, output norm (copies)",
-		HowToRun: nextTo(man, "the trunk", "TRUNK.gguf"),
+		HowToRun: nextTo(man, "the trunk", "TRUNK.gguf", ""),
 	}
 }
 
 // nextTo is the card's snippet running the file as the draft (-md) of a
-// GGUF of what (its placeholder name file).
-func nextTo(man *manifests.Manifest, what, file string) []string {
+// GGUF of what (its placeholder name file), with --spec-type spec ("":
+// draft-mtp).
+func nextTo(man *manifests.Manifest, what, file, spec string) []string {
+	spec = cmp.Or(spec, "draft-mtp")
 	return []string{
 		"With llama.cpp (the sources vendored by llama-cpp-python 0.3.36 tested), next to a GGUF of " + what + " (" + file + "):",
 		// Not --hf-repo-draft: llama-server 0.3.36 fetches a draft from the
 		// Hub only when the model itself comes from --hf-repo, so with a
 		// local -m it starts without one ("failed to load draft model").
-		"", "```sh", "llama-server -m " + file + " -md \"$(hf download {repo} " + fileOf(man) + " --quiet)\" --spec-type draft-mtp",
-		"# or, with the file downloaded:", "llama-server -m " + file + " -md " + fileOf(man) + " --spec-type draft-mtp", "```",
+		"", "```sh", "llama-server -m " + file + " -md \"$(hf download {repo} " + fileOf(man) + " --quiet)\" --spec-type " + spec,
+		"# or, with the file downloaded:", "llama-server -m " + file + " -md " + fileOf(man) + " --spec-type " + spec, "```",
 	}
 }
 
