@@ -114,7 +114,7 @@ func headFiles(t *testing.T, fixture string) []headFile {
 		if len(paths) != 1 {
 			t.Fatalf("sidecar files %v", paths)
 		}
-		files = append(files, headFile{"gguf sidecar", out, paths[0], ggufNames(m.Config.NumHiddenLayers)})
+		files = append(files, headFile{"gguf sidecar", out, paths[0], ggufNames(m.GGUFHeadBlock())})
 		trunk := filepath.Join(fixtures.Root(), "testdata", "gguf_reference", fixture+"-nomtp-bf16.gguf")
 		if _, err := os.Stat(trunk); err == nil && !m.Family.GGUF.StoredTypes { // a stored-type sidecar is never grafted
 			out := export("--target", "gguf", "--graft", trunk)
