@@ -20,7 +20,7 @@ var completenessFixtures = []string{
 	fixtures.Qwen35, fixtures.Qwen35DenseText, fixtures.Next, fixtures.GLM45, fixtures.GLM47Flash, fixtures.GLM52,
 	fixtures.GLM53Flash, fixtures.DeepSeekV3, fixtures.DeepSeekV32, fixtures.Hy3, fixtures.Ling3,
 	fixtures.MiMoV25, fixtures.NemotronHMoE, fixtures.Step35, fixtures.Qwen38FlashNext, fixtures.Inkling, fixtures.Gemma4AssistantCentroid, fixtures.DeepSeekV4,
-	fixtures.Hy4,
+	fixtures.Hy4, fixtures.DSparkV4Flash,
 }
 
 // familyFixtures maps every registered family to its fixture among

@@ -192,8 +192,10 @@ func parseDSpark(raw []byte) (*model.Config, error) {
 // mtp.{s}. (HeadLayersNumbered), each a DeepSeek-V4 block with routed
 // experts, stage 0 with the projection of the target's hidden states, the
 // last with the final norm, the streams' collapse and the Markov and
-// confidence heads. V4.1's stages (other expert counts, other head names)
-// are not described: every target refuses it first.
+// confidence heads (a config built in code, which counts no stages, has
+// stage 0's: Family.HeadOwn reads them). Of V4.1's stages (other expert
+// counts, other head names) stage 0's projection alone is described:
+// every target refuses it first.
 func specDSpark(c *model.Config) *model.Spec {
 	var d DSparkConfig // a config built in code has no keys: the defaults
 	if k := model.KeysOf[DSparkConfig](c); k != nil {
@@ -220,16 +222,24 @@ func specDSpark(c *model.Config) *model.Spec {
 			Routing: fmt.Sprintf("sqrtsoftplus scores, top-%d of %d routed experts (+%d shared), scaled by %v", c.NumExpertsPerTok, d.NRoutedExperts, d.NSharedExperts, d.RoutedScalingFactor),
 		},
 	}
-	if d.V41 || d.Stages < 1 {
+	s.HeadLayersNumbered = true
+	stage0 := []model.Want{w("main_proj.weight", 0, h, int64(len(d.TargetLayerIDs))*h), w("main_norm.weight", 0, h)}
+	if d.V41 {
+		s.HeadLayerAt = func(j int) []model.Want { // stage 0's projection only
+			if j == 0 {
+				return stage0
+			}
+			return nil
+		}
+		s.HeadLayer = stage0
 		return s
 	}
-	s.HeadLayersNumbered = true
 	s.MoE, s.Experts = dsv4Experts(c)
 	s.MoELayer = func(i int) bool { return i >= c.NumHiddenLayers } // the trunk's layers are not described
 	s.HeadLayerAt = func(j int) []model.Want {
 		ws := dsv4BlockWants(c, &d.DeepSeekV4Config, 0, false)
 		if j == 0 {
-			ws = append(ws, w("main_proj.weight", 0, h, int64(len(d.TargetLayerIDs))*h), w("main_norm.weight", 0, h))
+			ws = append(ws, stage0...)
 		}
 		if j == d.Stages-1 {
 			ws = append(append(ws, w("norm.weight", 0, h)), dsv4HCHead(h, hc)...)
