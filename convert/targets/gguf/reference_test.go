@@ -75,6 +75,11 @@ var referenceFamilies = []struct {
 	{fixture: fixtures.Gemma4Assistant, heads: 4, sidecar: gemma4AssistantFile},
 	{fixture: fixtures.Gemma4AssistantCentroid, heads: 4, sidecar: gemma4AssistantFile},
 	{fixture: fixtures.Gemma4AssistantRigged, heads: 4},
+	// DeepSeek-V4-Flash-0731's DSpark stages: the converter's --dspark
+	// draft (dflash, no nextn layers), stage s as block s, DeepSeek-V4's
+	// stored types: the same file at bf16 and f16.
+	{fixture: fixtures.DSparkV4Flash, sidecar: dsparkDraft},
+	{fixture: fixtures.DSparkV4FlashRigged, sidecar: dsparkDraft},
 }
 
 // Each family's sidecar is the reference converter's --mtp file tensor for
