@@ -1,19 +1,12 @@
 package gguf_test
 
 import (
-	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/mtpconv/mtpconv/convert/export"
-	"github.com/mtpconv/mtpconv/convert/model"
-	"github.com/mtpconv/mtpconv/convert/source"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
-	"github.com/mtpconv/mtpconv/manifests"
 )
 
 // dsparkDraft: whatever the precision asked, the experts MXFP4, the FP8
@@ -46,15 +39,8 @@ func dsparkDraft(t *testing.T, _ string, f *gg.File) {
 func TestDSparkDraftVerifies(t *testing.T) {
 	t.Parallel()
 	src := fixtures.Ensure(t, fixtures.DSparkV4Flash)
-	path := exportTo(t, src, "")
-	m, err := model.Load(source.Dir(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Checkpoint.Close()
-	rep, err := manifests.Verify(context.Background(), filepath.Dir(path), m.Checkpoint)
-	if err != nil || !rep.OK || rep.Recomputed != rep.Tensors || rep.Tensors != 81 {
-		t.Fatalf("verify --src: %v %+v", err, rep)
+	if n := verifiedTensors(t, src, exportTo(t, src, "")); n != 81 {
+		t.Errorf("%d tensors verified, want 81", n)
 	}
 }
 
@@ -62,26 +48,14 @@ func TestDSparkDraftVerifies(t *testing.T) {
 // next to the target's GGUF.
 func TestDSparkCard(t *testing.T) {
 	t.Parallel()
-	m, err := model.Load(source.Dir(fixtures.Ensure(t, fixtures.DSparkV4Flash)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Checkpoint.Close()
-	out := filepath.Join(t.TempDir(), "out")
-	if _, err := export.Export(context.Background(), export.Request{Model: m, Target: "gguf", Dest: export.Out(out), Version: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	card, err := os.ReadFile(filepath.Join(out, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	card := cardOf(t, fixtures.DSparkV4Flash)
 	for _, want := range []string{"as the `dflash` draft llama.cpp drafts blocks with", "llama-server -m TARGET.gguf -md ", "--spec-type draft-dspark",
 		"converted without its stages", "| head | MXFP4 | 9 |"} {
-		if !strings.Contains(string(card), want) {
+		if !strings.Contains(card, want) {
 			t.Errorf("the card lacks %q:\n%s", want, card)
 		}
 	}
-	if strings.Contains(string(card), "draft-mtp") || strings.Contains(string(card), "| trunk |") {
+	if strings.Contains(card, "draft-mtp") || strings.Contains(card, "| trunk |") {
 		t.Errorf("the card runs draft-mtp or names a trunk component:\n%s", card)
 	}
 }
