@@ -10,11 +10,13 @@ torch, which lives only in a separate, pinned environment:
         qwen3.6-moe-genai qwen3.6-dense-genai glm4.5-moe-tiny glm4.7-flash-tiny deepseek-v3-tiny deepseek-v3.2-tiny \
         glm5.2-tiny glm5.3-tiny step3.5-flash-tiny step3.7-flash-tiny hy3-tiny ling3-tiny ling3-tiny-rigged nemotron-h-moe-tiny nemotron-h-moe-tiny-rigged \
         mimo-v2.5-tiny mimo-v2.5-fp8-tiny deepseek-v4-tiny deepseek-v4-tiny-rigged deepseek-v4-fp8-tiny deepseek-v4-fp8-tiny-rigged \
-        gemma4-assistant-tiny gemma4-assistant-centroid-tiny gemma4-assistant-tiny-rigged gemma4-trunk-tiny gemma4-trunk-tiny-rigged
+        gemma4-assistant-tiny gemma4-assistant-centroid-tiny gemma4-assistant-tiny-rigged gemma4-trunk-tiny gemma4-trunk-tiny-rigged \
+        deepseek-v4-flash-0731-dspark-tiny deepseek-v4-flash-0731-dspark-tiny-rigged
     "$VENV/bin/python" interop/reference_gguf.py LLAMA_CPP_DIR [FIXTURE...]
 
 (deepseek-v3-tiny's, deepseek-v3.2-tiny's, glm5.2-tiny's, glm5-tiny's (a VARIANTS entry: glm5.2-tiny's config edited; 2026-12-03), glm5.3-tiny's (2026-12-03, its block-FP8 weights dequantized by the converter), step3.5-flash-tiny's, step3.7-flash-tiny's, hy3-tiny's, ling3-tiny's and nemotron-h-moe-tiny's
-(+ -rigged) records, the mimo-v2.5 ones, deepseek-v4-tiny's (+ -rigged, with their --no-mtp trunks; 2026-12-03), deepseek-v4-fp8-tiny's (+ -rigged with its --no-mtp trunk; 2026-12-03: their block-FP8 weights, ue8m0 .scale, dequantized by the converter) and the gemma4-* ones (2026-12-03) were made with torch 2.13.0 and transformers 5.19.0, the vLLM CPU venv of scripts/setup-vllm.sh: the
+(+ -rigged) records, the mimo-v2.5 ones, deepseek-v4-tiny's (+ -rigged, with their --no-mtp trunks; 2026-12-03), deepseek-v4-fp8-tiny's (+ -rigged with its --no-mtp trunk; 2026-12-03: their block-FP8 weights, ue8m0 .scale, dequantized by the converter) the gemma4-* ones (2026-12-03) and the DSpark drafts of deepseek-v4-flash-0731-dspark-tiny (+ -rigged; 2026-12-03:
+`--dspark --target-model-dir` the fixture itself, the dflash draft) were made with torch 2.13.0 and transformers 5.19.0, the vLLM CPU venv of scripts/setup-vllm.sh: the
 converter reads the same config keys either way. The Nemotron-H fixtures carry the test tokenizer themselves; their
 pre-tokenizer is answered as pixtral, and their --no-mtp trunks, committed, are the Mamba-2 trunks
 interop/test_nemotron_gguf.py runs llama.cpp on.)
@@ -110,6 +112,9 @@ SPLIT_MAX_TENSORS = 25
 GEMMA4_DRAFTERS = {"gemma4-assistant-tiny", "gemma4-assistant-centroid-tiny", "gemma4-assistant-tiny-rigged"}
 GEMMA4_TRUNKS = {"gemma4-trunk-tiny", "gemma4-trunk-tiny-rigged"}
 GEMMA4_KEEP = GEMMA4_TRUNKS
+# DeepSeek-V4-Flash-0731's DSpark stages: the converter's --dspark draft (dflash), the fixture folder its own
+# --target-model-dir (the stages live in the target's checkpoint, which carries the tokenizer), at both outtypes.
+DSPARK = {"deepseek-v4-flash-0731-dspark-tiny": "deepseek-v3", "deepseek-v4-flash-0731-dspark-tiny-rigged": "deepseek-v3"}
 
 RUNNER = r'''
 import sys, runpy
@@ -215,10 +220,17 @@ def main():
     import gguf
     out_dir = ROOT / "testdata" / "gguf_reference"
     out_dir.mkdir(parents=True, exist_ok=True)
-    chosen = sys.argv[2:] or list(FIXTURES) + list(TRUNKS) + list(TRUNK_ONLY) + sorted(GEMMA4_DRAFTERS | GEMMA4_TRUNKS)
+    chosen = sys.argv[2:] or list(FIXTURES) + list(TRUNKS) + list(TRUNK_ONLY) + sorted(GEMMA4_DRAFTERS | GEMMA4_TRUNKS) + list(DSPARK)
     for fx in chosen:
         if fx in GEMMA4_DRAFTERS | GEMMA4_TRUNKS:
             gemma4(llama, gguf, fx, out_dir)
+            continue
+        if fx in DSPARK:
+            src = ROOT / "testdata" / "fixtures" / fx
+            with tempfile.TemporaryDirectory() as tmp:
+                for ot in OUTTYPES:
+                    f = convert(llama, DSPARK[fx], src, tmp, ot, "--dspark", "--target-model-dir", str(src), "--outtype", ot)
+                    record(f, gguf, out_dir / f"{fx}-{ot}.json")
             continue
         pre = FIXTURES.get(fx) or TRUNKS.get(fx) or TRUNK_ONLY[fx]
         base, edit = VARIANTS.get(fx, (fx, None))

@@ -1,8 +1,18 @@
-"""DeepSeek-V4-Flash-0731's DSpark stages (family deepseek_v41): the fixture against the pinned consumers, and the
-numpy reference (interop/reference_dspark.py) against mlx-vlm 0.7.10's own drafter.
+"""DeepSeek-V4-Flash-0731's DSpark stages (family deepseek_v41): the fixture against the pinned consumers, the numpy
+reference (interop/reference_dspark.py) against mlx-vlm 0.7.10's own drafter, and mtpconv's --target gguf draft.
 
-mtpconv writes no DSpark file yet (every target refuses, naming the tool that does: docs/deepseek-v4-dspark.md).
-What is checked here is the ground the writers will stand on:
+mtpconv writes the llama.cpp `dflash` draft (every other target refuses, naming the tool that writes what the runtime
+drafts with: docs/deepseek-v4-dspark.md):
+
+- mtpconv's draft of each fixture (plain at bf16 and f16, rigged, random head) is the converter's `--dspark` file key
+  for key, in its order, and tensor for tensor (names, types, dims, sha256), provenance keys aside;
+- llama-quantize refuses the converter's draft (its MXFP4 experts: "requantizing from type mxfp4 is disabled"), and
+  mtpconv refuses llama-quantize's types by name;
+- llama-speculative-simple --spec-type draft-dspark drafts with mtpconv's draft next to the converter's trunk exactly
+  as with the converter's: rigged >= 95 % with llama-simple's text, the random head at the converter's rate;
+- DeepSeek-V4.1 is refused (llama.cpp has no deepseek_v41 architecture).
+
+What else is checked here is the ground the other writers will stand on:
 
 - mlx-vlm's splitter registry hands the fixture (a deepseek_v4 config with dspark_* keys) to its DSpark splitter,
   which writes one shard per stage, the FP4 experts and FP8 weights as mxfp4/mxfp8, block_size dspark_block_size + 1;
@@ -24,6 +34,7 @@ What is checked here is the ground the writers will stand on:
   every `mtp.*` tensor; vLLM's own configuration class reads the fixture's config (the dspark keys included).
 """
 import json
+import os
 import re
 import subprocess
 import sys
@@ -237,6 +248,96 @@ def test_llama_cpp_drafts_with_dspark(llama_bin, llama_files, head):
         assert stats["n_accept"] / stats["n_drafted"] >= 0.95
     else:
         assert stats["n_accept"] < 0.5 * stats["n_drafted"]
+
+
+# mtpconv's --target gguf of 0731's stages: the dflash draft the converter writes (keys and tensors read with the
+# vendored gguf-py, reference_gguf.describe: every key with its type and value, every tensor's type, dims and sha256).
+DESCRIBE_ALL = r'''
+import json, sys
+sys.path.insert(0, sys.argv[1] + "/gguf-py"); sys.path.insert(0, sys.argv[2])
+import gguf
+from reference_gguf import describe
+print(json.dumps(describe(sys.argv[3], gguf)))
+'''
+# Keys that name the file rather than describe the model (the converter's general.name from the folder, size_label
+# from its parameter count), as interop/test_deepseek_v4.py.
+PROVENANCE = {"general.name", "general.size_label"}
+
+
+def describe_all(path):
+    res = subprocess.run([sys.executable, "-c", DESCRIBE_ALL, str(LLAMA), str(ROOT / "interop"), str(path)],
+                         check=True, capture_output=True, text=True)
+    return json.loads(res.stdout)
+
+
+@pytest.fixture(scope="module")
+def ours(fixtures, mtpconv, tmp_path_factory):
+    """mtpconv's --target gguf draft of a fixture at a precision (made once each)."""
+    made = {}
+
+    def of(name, prec="bf16"):
+        if (name, prec) not in made:
+            out = tmp_path_factory.mktemp("ours") / "out"
+            subprocess.run([str(mtpconv), "export", "--src", str(fixtures[name]), "--out", str(out), "--target", "gguf",
+                            "--head-precision", prec, "--quiet"], check=True, capture_output=True)
+            (made[name, prec],) = out.glob("*.gguf")
+        return made[name, prec]
+    return of
+
+
+@pytest.mark.parametrize("name,prec", [(FIXTURE, "bf16"), (FIXTURE, "f16"), (RIGGED, "bf16"), (RANDOM_HEAD, "bf16")])
+def test_mtpconv_draft_equals_converter(fixtures, ours, tmp_path, name, prec):
+    """mtpconv's draft is the converter's --dspark file key for key (in its order, with types and values) and tensor
+    for tensor (names, types, dims, bytes), provenance aside; one file at bf16 and f16, as the converter writes the
+    stored types whatever --outtype says."""
+    got = describe_all(ours(name, prec))
+    want = describe_all(dspark(fixtures[name], tmp_path / "conv.gguf"))
+    strip = lambda md: {k: v for k, v in md.items() if k not in PROVENANCE}  # noqa: E731
+    assert list(strip(got["metadata"])) == list(strip(want["metadata"]))
+    assert strip(got["metadata"]) == strip(want["metadata"])
+    by_name = lambda ts: sorted(ts, key=lambda t: t["name"])  # noqa: E731  (the target's order, not the converter's)
+    assert by_name(got["tensors"]) == by_name(want["tensors"])
+    assert len(got["tensors"]) == 81 and got["metadata"]["general.architecture"]["value"] == "dflash"
+    assert got["metadata"]["tokenizer.ggml.mask_token_id"]["value"] == 500
+
+
+def test_llama_quantize_refuses_the_draft(llama_bin, llama_files, mtpconv, fixtures, tmp_path):
+    """llama-quantize does not take the converter's draft (its MXFP4 experts), so mtpconv writes no quantized draft
+    and refuses llama-quantize's types by name."""
+    _, rigged, _ = llama_files
+    env = dict(os.environ, LD_LIBRARY_PATH=str(llama_bin))
+    res = subprocess.run([str(llama_bin / "llama-quantize"), str(rigged), str(tmp_path / "q.gguf"), "Q8_0"], capture_output=True, text=True, env=env)
+    assert res.returncode != 0 and "requantizing from type mxfp4 is disabled" in res.stdout + res.stderr, res.stderr[-2000:]
+    res = subprocess.run([str(mtpconv), "export", "--src", str(fixtures[RIGGED]), "--out", str(tmp_path / "out"), "--target", "gguf",
+                          "--gguf-type", "Q8_0"], capture_output=True, text=True)
+    assert res.returncode != 0 and "would requantize the MXFP4 experts" in res.stderr and "V4-Flash-0731" in res.stderr, res.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("head", ["rigged", "random"])
+def test_llama_cpp_drafts_with_mtpconv_dspark(llama_bin, llama_files, ours, head):
+    """llama.cpp drafts with mtpconv's draft next to the converter's trunk as with the converter's own: the rigged head
+    >= 95 % accepted with llama-simple's text, the random head rejected at the converter's draft's rate."""
+    trunk, rigged, random = llama_files
+    want, _ = run_llama(llama_bin, "llama-simple", "-m", trunk, "-n", 64, PROMPT)
+    got, stats = speculative_dspark(llama_bin, trunk, ours(RIGGED if head == "rigged" else RANDOM_HEAD))
+    _, theirs = speculative_dspark(llama_bin, trunk, rigged if head == "rigged" else random)
+    print(f"llama.cpp draft-dspark, mtpconv's {head} head: drafted {stats['n_drafted']:.0f}, accepted {stats['n_accept']:.0f} "
+          f"(the converter's: {theirs['n_drafted']:.0f}, {theirs['n_accept']:.0f})")
+    assert len(got) > len(PROMPT) + 16 and want.strip().startswith(got)
+    assert stats["n_drafted"] >= 30
+    assert (stats["n_drafted"], stats["n_accept"]) == (theirs["n_drafted"], theirs["n_accept"])
+    if head == "rigged":
+        assert stats["n_accept"] / stats["n_drafted"] >= 0.95
+    else:
+        assert stats["n_accept"] < 0.5 * stats["n_drafted"]
+
+
+def test_mtpconv_refuses_v41_gguf(fixtures, mtpconv, tmp_path):
+    res = subprocess.run([str(mtpconv), "export", "--src", str(fixtures[V41]), "--out", str(tmp_path / "out"), "--target", "gguf"],
+                         capture_output=True, text=True)
+    assert res.returncode != 0 and "no DeepSeek-V4.1 (deepseek_v41) architecture" in res.stderr, res.stderr
+    assert not (tmp_path / "out").exists()
 
 
 MLX_PROMPT = [3, 17, 200, 33, 4, 99, 250, 11]

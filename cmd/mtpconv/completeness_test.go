@@ -20,7 +20,7 @@ var completenessFixtures = []string{
 	fixtures.Qwen35, fixtures.Qwen35DenseText, fixtures.Next, fixtures.GLM45, fixtures.GLM47Flash, fixtures.GLM52,
 	fixtures.GLM53Flash, fixtures.DeepSeekV3, fixtures.DeepSeekV32, fixtures.Hy3, fixtures.Ling3,
 	fixtures.MiMoV25, fixtures.NemotronHMoE, fixtures.Step35, fixtures.Qwen38FlashNext, fixtures.Inkling, fixtures.Gemma4AssistantCentroid, fixtures.DeepSeekV4,
-	fixtures.Hy4,
+	fixtures.Hy4, fixtures.DSparkV4Flash,
 }
 
 // familyFixtures maps every registered family to its fixture among
@@ -114,7 +114,7 @@ func headFiles(t *testing.T, fixture string) []headFile {
 		if len(paths) != 1 {
 			t.Fatalf("sidecar files %v", paths)
 		}
-		files = append(files, headFile{"gguf sidecar", out, paths[0], ggufNames(m.Config.NumHiddenLayers)})
+		files = append(files, headFile{"gguf sidecar", out, paths[0], ggufNames(m.GGUFHeadBlock())})
 		trunk := filepath.Join(fixtures.Root(), "testdata", "gguf_reference", fixture+"-nomtp-bf16.gguf")
 		if _, err := os.Stat(trunk); err == nil && !m.Family.GGUF.StoredTypes { // a stored-type sidecar is never grafted
 			out := export("--target", "gguf", "--graft", trunk)

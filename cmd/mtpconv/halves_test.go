@@ -35,6 +35,9 @@ func TestConcatHalvesEveryFamily(t *testing.T) {
 				order = health.PartHidden + "," + health.PartEmbedding
 			}
 			if !ok && !sm.ConcatSplit() {
+				if sm.Family.GGUF.Arch == "dflash" {
+					return // a block draft projects the target's hidden states alone (DSpark's main_proj): no embedding half
+				}
 				t.Fatal("no concat projection in the family's tables")
 			}
 			args := []string{"--target", "mlx", "--head-precision", "int8"}

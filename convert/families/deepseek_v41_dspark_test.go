@@ -64,6 +64,8 @@ func TestDSparkConfigErrors(t *testing.T) {
 		{[]any{"o_groups", 3}, "o_groups 3 does not divide"},
 		{[]any{"qk_rope_head_dim", 256}, "qk_rope_head_dim is 256"},
 		{[]any{"q_lora_rank", 0}, "q_lora_rank"},
+		{[]any{"compress_ratios", []int{0, 128, 4, 0}}, "compress_ratios has 4 entries for num_hidden_layers 4"},
+		{[]any{"compress_ratios", []int{0, 128, 4, 0, 0, 4, 0}}, "compress_ratios[5] is 4: the DSpark stages do not compress"},
 	} {
 		if _, err := model.ParseConfig(fixtureConfig(t, fixtures.DSparkV4Flash, c.kv...)); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.kv, err, c.want)

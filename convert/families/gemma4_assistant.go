@@ -63,6 +63,11 @@ var gemma4AssistantFamily = &model.Family{
 		Drop:     []string{"masked_embedding."},
 		Metadata: gemma4AssistantGGUFMetadata, Computed: gemma4AssistantComputed,
 		HFVocab: "gemma4",
+		DrafterCard: model.GGUFDrafterCard{
+			What:    "a separate drafter model that shares its target's KV cache, as the GGUF llama.cpp drafts with",
+			MLP:     "dense, in every block of the drafter",
+			Pairing: "It pairs with a GGUF of its target model (`{base}`'s target): it reads the target's token embedding and the keys and values of the target's last sliding-window and full-attention layers, and has an embedding, final norm and LM head of its own.",
+		},
 		// Gemma4Model.set_vocab renders these (USER_DEFINED) for its chat parser.
 		UserDefinedTokens: []string{"<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", "<|tool_response>", "<tool_response|>", "<|\"|>"},
 	},

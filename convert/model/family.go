@@ -315,6 +315,11 @@ type GGUFSpec struct {
 	// the family's head (the pinned llama.cpp has no draft graph for it):
 	// the target writes nothing nobody can draft with.
 	Refusal string
+	// Refuse, when set, says why the target refuses this config although
+	// llama.cpp runs the family ("" when it does not): a release of the
+	// family no pinned llama.cpp has an architecture for (DeepSeek-V4.1's
+	// DSpark stages beside V4-Flash-0731's).
+	Refuse func(c *Config) string
 	// Arch is llama.cpp's architecture (general.architecture, the prefix of its keys).
 	Arch string
 	// PreTokenizer is tokenizer.ggml.pre for the family's official tokenizers.
@@ -363,9 +368,19 @@ type GGUFSpec struct {
 	// head, masked_embedding.*).
 	Drop []string
 	// Drafter: the file is a separate drafter model (the Gemma-4
-	// assistant), all of it the head: its blocks are one draft step's
-	// layers (blocks 0..), nothing of a trunk is copied, no graft.
+	// assistant, DSpark's dflash draft), all of it the head: its blocks are
+	// the head's layers (blocks 0.., Model.GGUFHeadBlock), nothing of a
+	// trunk is copied (neither Top nor the LM head is read), no graft.
 	Drafter bool
+	// DrafterCard is what a Drafter's model card says of the file: what
+	// it is (after the family's title), its MLP, what it pairs with; and
+	// SpecType, llama.cpp's --spec-type that drafts with it ("" for
+	// draft-mtp).
+	DrafterCard GGUFDrafterCard
+	SpecType    string
+	// TokenizerKeys, when set, are the keys the family's set_vocab adds
+	// after the vocabulary (DSpark's tokenizer.ggml.mask_token_id).
+	TokenizerKeys func(m *Model) []gg.KV
 	// SpecialTokens are the special-token ids the reference converter sets
 	// for the family over tokenizer_config.json's, by token text, in its order.
 	SpecialTokens []SpecialToken
@@ -390,6 +405,10 @@ type GGUFSpec struct {
 	// file's second key.
 	ChatTemplateFirst bool
 }
+
+// GGUFDrafterCard is what a drafter file's model card says of it: what it
+// is (after the family's title), its MLP and what it pairs with.
+type GGUFDrafterCard struct{ What, MLP, Pairing string }
 
 // GGUFJoin is one GGUF tensor the reference converter makes of several
 // tensors of an MTP layer concatenated by columns, in Parts' order (names

@@ -71,6 +71,17 @@ func (m *Model) GGUFMetadata(h Hparams) (base, own []gg.KV, err error) {
 	return g.kvs[:n:n], g.kvs[n:], nil
 }
 
+// GGUFHeadBlock is the GGUF block of MTP layer 0: n_layer, after the
+// trunk's blocks, or 0 in a separate drafter's file (GGUFSpec.Drafter: the
+// Gemma-4 assistant, whose checkpoint has no trunk, and DSpark's dflash
+// draft, whose stages are blocks 0.. although the checkpoint holds a trunk).
+func (m *Model) GGUFHeadBlock() int {
+	if m.Family.GGUF.Drafter {
+		return 0
+	}
+	return m.Config.NumHiddenLayers
+}
+
 // GGUFExpertGating is llama.cpp's expert_gating_func by name (gguf-py's ExpertGatingFuncType).
 var GGUFExpertGating = map[string]int{"softmax": 1, "sigmoid": 2, "sqrtsoftplus": 4}
 
@@ -82,7 +93,7 @@ var GGUFExpertGating = map[string]int{"softmax": 1, "sigmoid": 2, "sqrtsoftplus"
 // expert counts and groups, the expert gating function from the router's
 // scoring function, head_dim.
 func ggufBase(m *Model, h Hparams, g *GGUFKeys) error {
-	g.U32("block_count", m.Config.NumHiddenLayers+m.MTPDepth)
+	g.U32("block_count", m.GGUFHeadBlock()+m.MTPDepth)
 	ints := []struct {
 		key   string
 		names []string

@@ -189,7 +189,12 @@ func (f *Family) HeadOwnIn(s *Spec, j int) []string {
 		}
 	}
 	for _, w := range s.HeadLayerWants(j) {
-		if w.Role&RoleOptional == 0 && (named[m.HeadLayerPrefix(0)+w.Suffix] || f.GGUF.Layer[w.Suffix].Kind.NextN()) {
+		// A drafter's layer tensors llama.cpp keeps outside the blocks are
+		// the draft's own too (DSpark's fc, enc.output_norm, Markov and
+		// confidence heads, which its stages store).
+		n, ok := f.GGUF.Layer[w.Suffix]
+		root := ok && f.GGUF.Drafter && !n.Kind.Info().Block
+		if w.Role&RoleOptional == 0 && (named[m.HeadLayerPrefix(0)+w.Suffix] || n.Kind.NextN() || root) {
 			out = append(out, "layers."+strconv.Itoa(j)+"."+w.Suffix)
 		}
 	}

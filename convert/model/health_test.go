@@ -48,6 +48,21 @@ func TestHeadOwn(t *testing.T) {
 			}
 			continue
 		}
+		if f.GGUF.Arch == "dflash" { // a block draft: its own tensors those llama.cpp keeps outside the blocks, fc among them
+			fc := false
+			for _, rel := range own {
+				_, suffix, _ := strings.Cut(strings.TrimPrefix(rel, "layers."), ".")
+				n, ok := f.GGUF.Layer[suffix]
+				if !ok || n.Kind.Info().Block {
+					t.Errorf("%s: own tensor %s is written in a block", name, rel)
+				}
+				fc = fc || n.Kind == gg.KindFC
+			}
+			if !fc {
+				t.Errorf("%s: the draft's own tensors %v lack fc", name, own)
+			}
+			continue
+		}
 		concat, norms := 0, 0
 		for _, rel := range own {
 			_, suffix, _ := strings.Cut(strings.TrimPrefix(rel, "layers."), ".")

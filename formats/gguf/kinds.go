@@ -103,6 +103,15 @@ const (
 	KindLayerOutScale
 	KindMaskedEmbdCentroids
 	KindMaskedEmbdOrdering
+	// A dflash draft's own tensors outside the blocks (DeepSeek-V4-Flash-0731's
+	// DSpark stages, conversion/deepseek.py _DSPARK_ROOT_MAP): the projection of
+	// the target's hidden states (fc) and its norm (enc.output_norm), the
+	// Markov head's two factors and the confidence head.
+	KindFC
+	KindEncOutputNorm
+	KindMarkovW1
+	KindMarkovW2
+	KindConfProj
 )
 
 // KindInfo is what llama.cpp's tools know of a kind.
@@ -202,6 +211,11 @@ var kinds = map[Kind]KindInfo{
 	KindLayerOutScale:       {Name: "layer_output_scale", Block: true},
 	KindMaskedEmbdCentroids: {Name: "masked_embd_centroids"},
 	KindMaskedEmbdOrdering:  {Name: "masked_embd_ordering"},
+	KindFC:                  {Name: "fc"},
+	KindEncOutputNorm:       {Name: "enc.output_norm"},
+	KindMarkovW1:            {Name: "markov_w1"},
+	KindMarkovW2:            {Name: "markov_w2"},
+	KindConfProj:            {Name: "conf_proj"},
 }
 
 // Info is the kind's entry in the table.

@@ -29,6 +29,7 @@ type Summary struct {
 	MTPBlocks      []int64        `json:"mtp_blocks"`            // blocks holding nextn.* tensors
 	MTPHead        bool           `json:"mtp_head"`              // an MTP head is present (nextn layers declared and their tensors found)
 	MTPOnly        bool           `json:"mtp_only"`              // no trunk block: an MTP sidecar, loaded with -md next to a trunk
+	BlockDraft     bool           `json:"block_draft,omitempty"` // llama.cpp's dflash architecture: a block drafter (DFlash, DSpark), every block the draft's
 	SplitFiles     int            `json:"split_files,omitempty"` // a split set (File its first file): every file's tensors and bytes counted
 	Tensors        int            `json:"tensors"`
 	TensorTypes    map[string]int `json:"tensor_types"`
@@ -111,7 +112,14 @@ func Summarize(name string, size int64, f *File) *Summary {
 			}
 		}
 	}
-	if drafter && s.NextnLayers == s.BlockCount {
+	// A dflash file is a block drafter: every block is the draft's, and it
+	// declares no nextn layers (llama.cpp's DFlash / DSpark drafts).
+	s.BlockDraft = a == "dflash"
+	heads := s.NextnLayers // the blocks after the trunk's
+	if s.BlockDraft {
+		heads = s.BlockCount
+	}
+	if drafter && s.NextnLayers == s.BlockCount || s.BlockDraft {
 		for b := range blocks { // every block is the drafter's
 			mtp[b] = true
 		}
@@ -120,10 +128,10 @@ func Summarize(name string, size int64, f *File) *Summary {
 		s.MTPBlocks = append(s.MTPBlocks, b)
 	}
 	sort.Slice(s.MTPBlocks, func(i, j int) bool { return s.MTPBlocks[i] < s.MTPBlocks[j] })
-	s.MTPHead = s.NextnLayers > 0 && len(s.MTPBlocks) > 0
+	s.MTPHead = heads > 0 && len(s.MTPBlocks) > 0
 	trunk := false
 	for b := range blocks {
-		if b < s.BlockCount-s.NextnLayers {
+		if b < s.BlockCount-heads {
 			trunk = true
 		}
 	}
@@ -136,12 +144,12 @@ func Summarize(name string, size int64, f *File) *Summary {
 	if s.NextnLayers > 0 && len(s.MTPBlocks) == 0 {
 		s.Problems = append(s.Problems, fmt.Sprintf("%s.nextn_predict_layers is %d but no blk.*.nextn.* tensor is present", a, s.NextnLayers))
 	}
-	if len(s.MTPBlocks) > 0 && s.NextnLayers == 0 {
+	if len(s.MTPBlocks) > 0 && heads == 0 {
 		s.Problems = append(s.Problems, fmt.Sprintf("nextn tensors in blocks %v but %s.nextn_predict_layers is not set", s.MTPBlocks, a))
 	}
 	for _, b := range s.MTPBlocks {
-		if b < s.BlockCount-s.NextnLayers || b >= s.BlockCount {
-			s.Problems = append(s.Problems, fmt.Sprintf("nextn tensors in block %d, outside the last %d of %d blocks", b, s.NextnLayers, s.BlockCount))
+		if b < s.BlockCount-heads || b >= s.BlockCount {
+			s.Problems = append(s.Problems, fmt.Sprintf("nextn tensors in block %d, outside the last %d of %d blocks", b, heads, s.BlockCount))
 		}
 	}
 	if s.Architecture == "" {
@@ -164,6 +172,8 @@ func (s *Summary) WriteText(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "blocks:        %d, of which MTP (nextn) %d\n", s.BlockCount, s.NextnLayers)
 	switch {
+	case s.BlockDraft && s.MTPOnly:
+		fmt.Fprintf(w, "mtp head:      yes, a block draft (blocks %v; load with -md next to its target's GGUF, --spec-type draft-dspark with a Markov head, else draft-dflash)\n", s.MTPBlocks)
 	case s.MTPOnly:
 		fmt.Fprintf(w, "mtp head:      yes, MTP-only sidecar (blocks %v; load with -md next to a trunk GGUF, --spec-type draft-mtp)\n", s.MTPBlocks)
 	case s.MTPHead:

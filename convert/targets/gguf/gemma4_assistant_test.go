@@ -1,20 +1,13 @@
 package gguf_test
 
 import (
-	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/mtpconv/mtpconv/convert/export"
-	"github.com/mtpconv/mtpconv/convert/model"
-	"github.com/mtpconv/mtpconv/convert/source"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	gg "github.com/mtpconv/mtpconv/formats/gguf"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 	"github.com/mtpconv/mtpconv/internal/testmodel"
-	"github.com/mtpconv/mtpconv/manifests"
 )
 
 // The Gemma-4 assistant's file (its reference equality is in
@@ -44,15 +37,9 @@ func TestGemma4AssistantGraftRefusedAndVerify(t *testing.T) {
 		t.Errorf("--graft: %v", err)
 	}
 	for _, prec := range []string{"bf16", "int4"} {
-		path := exportTo(t, fixtures.Ensure(t, fixtures.Gemma4AssistantCentroid), prec)
-		src, err := model.Load(source.Dir(fixtures.Ensure(t, fixtures.Gemma4AssistantCentroid)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep, err := manifests.Verify(context.Background(), filepath.Dir(path), src.Checkpoint)
-		src.Checkpoint.Close()
-		if err != nil || !rep.OK || rep.Recomputed != rep.Tensors || rep.Tensors != 49 {
-			t.Errorf("%s: verify --src: %v %+v", prec, err, rep)
+		src := fixtures.Ensure(t, fixtures.Gemma4AssistantCentroid)
+		if n := verifiedTensors(t, src, exportTo(t, src, prec)); n != 49 {
+			t.Errorf("%s: %d tensors verified, want 49", prec, n)
 		}
 	}
 }
@@ -61,26 +48,14 @@ func TestGemma4AssistantGraftRefusedAndVerify(t *testing.T) {
 // GGUF, no trunk component (rope_freqs is the drafter's), its dense MLP.
 func TestGemma4AssistantCard(t *testing.T) {
 	t.Parallel()
-	m, err := model.Load(source.Dir(fixtures.Ensure(t, fixtures.Gemma4Assistant)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Checkpoint.Close()
-	out := filepath.Join(t.TempDir(), "out")
-	if _, err := export.Export(context.Background(), export.Request{Model: m, Target: "gguf", Dest: export.Out(out), Version: "test"}); err != nil {
-		t.Fatal(err)
-	}
-	card, err := os.ReadFile(filepath.Join(out, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	card := cardOf(t, fixtures.Gemma4Assistant)
 	for _, want := range []string{"a separate drafter model that shares its target's KV cache", "llama-server -m TARGET.gguf -md ",
 		"- MLP: dense, in every block of the drafter", "| head | F32 | 26 |"} {
-		if !strings.Contains(string(card), want) {
+		if !strings.Contains(card, want) {
 			t.Errorf("the card lacks %q:\n%s", want, card)
 		}
 	}
-	if strings.Contains(string(card), "| trunk |") || strings.Contains(string(card), "SwiGLU") {
+	if strings.Contains(card, "| trunk |") || strings.Contains(card, "SwiGLU") {
 		t.Errorf("the card names a trunk or SwiGLU:\n%s", card)
 	}
 }

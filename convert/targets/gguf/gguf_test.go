@@ -46,6 +46,42 @@ func exportTo(t *testing.T, src, precision string) string {
 	return files[0]
 }
 
+// verifiedTensors runs verify --src on the export at path of the fixture
+// folder src, fails unless every tensor is recomputed and holds, and
+// returns how many there are.
+func verifiedTensors(t *testing.T, src, path string) int {
+	t.Helper()
+	m, err := model.Load(source.Dir(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Checkpoint.Close()
+	rep, err := manifests.Verify(context.Background(), filepath.Dir(path), m.Checkpoint)
+	if err != nil || !rep.OK || rep.Recomputed != rep.Tensors {
+		t.Fatalf("%s: verify --src: %v %+v", src, err, rep)
+	}
+	return rep.Tensors
+}
+
+// cardOf exports a fixture with its card and returns the card.
+func cardOf(t *testing.T, fixture string) string {
+	t.Helper()
+	m, err := model.Load(source.Dir(fixtures.Ensure(t, fixture)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Checkpoint.Close()
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := export.Export(context.Background(), export.Request{Model: m, Target: "gguf", Dest: export.Out(out), Version: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	card, err := os.ReadFile(filepath.Join(out, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(card)
+}
+
 type refValue struct {
 	Type   string          `json:"type"`
 	Elem   string          `json:"elem"`

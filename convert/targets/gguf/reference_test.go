@@ -27,7 +27,8 @@ import (
 // reference converter (testdata/gguf_reference/FIXTURE-*.json).
 var referenceFamilies = []struct {
 	fixture string
-	// heads is the sidecar's nextn_predict_layers.
+	// heads is the sidecar's nextn_predict_layers (0: the key is absent,
+	// as in a dflash draft).
 	heads int64
 	// graft: FIXTURE-nomtp-bf16.gguf, the converter's --no-mtp trunk, is
 	// committed, with the record of its bundled --mtp file.
@@ -74,6 +75,11 @@ var referenceFamilies = []struct {
 	{fixture: fixtures.Gemma4Assistant, heads: 4, sidecar: gemma4AssistantFile},
 	{fixture: fixtures.Gemma4AssistantCentroid, heads: 4, sidecar: gemma4AssistantFile},
 	{fixture: fixtures.Gemma4AssistantRigged, heads: 4},
+	// DeepSeek-V4-Flash-0731's DSpark stages: the converter's --dspark
+	// draft (dflash, no nextn layers), stage s as block s, DeepSeek-V4's
+	// stored types: the same file at bf16 and f16.
+	{fixture: fixtures.DSparkV4Flash, sidecar: dsparkDraft},
+	{fixture: fixtures.DSparkV4FlashRigged, sidecar: dsparkDraft},
 }
 
 // Each family's sidecar is the reference converter's --mtp file tensor for
@@ -87,8 +93,8 @@ func TestFamilySidecarEqualsReference(t *testing.T) {
 			t.Run(fam.fixture+"/"+prec, func(t *testing.T) {
 				f := sameAsRecord(t, exportTo(t, fixtures.Ensure(t, fam.fixture), prec), referenceRecord(t, fam.fixture, prec), false)
 				key := f.String("general.architecture") + ".nextn_predict_layers"
-				if n, ok := f.Uint(key); !ok || n != fam.heads {
-					t.Errorf("%s %d, want %d", key, n, fam.heads)
+				if n, ok := f.Uint(key); ok != (fam.heads > 0) || n != fam.heads {
+					t.Errorf("%s %d (set %v), want %d", key, n, ok, fam.heads)
 				}
 				if fam.sidecar != nil {
 					fam.sidecar(t, prec, f)

@@ -108,6 +108,11 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if r := m.Family.GGUF.Refusal; r != "" {
 		return nil, fmt.Errorf("--target gguf: %s", r)
 	}
+	if f := m.Family.GGUF.Refuse; f != nil {
+		if r := f(m.Config); r != "" {
+			return nil, fmt.Errorf("--target gguf: %s", r)
+		}
+	}
 	if m.Family.GGUF.Arch == "" {
 		return nil, fmt.Errorf("--target gguf does not know llama.cpp's architecture for family %s", m.Family)
 	}
@@ -121,6 +126,9 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	if m.MTPDepth != 1 && !m.Family.GGUF.ChainedHeads && !m.Family.GGUF.Drafter {
 		return nil, fmt.Errorf("the head has %d MTP layers; llama.cpp's %s MTP graph supports exactly one", m.MTPDepth, m.Family.GGUF.Arch)
 	}
+	if o.Graft != "" && m.Family.GGUF.Drafter {
+		return nil, targets.UsageError{Err: fmt.Errorf("--graft: %s is a separate drafter model, loaded with -md next to its target's GGUF; there is no head to graft into a trunk", m.Family.Title)}
+	}
 	if m.Family.GGUF.StoredTypes {
 		if prec.requant || o.Graft != "" {
 			return nil, targets.UsageError{Err: fmt.Errorf("--target gguf writes %s's head as llama.cpp's converter does, each tensor in its stored type and the routed experts MXFP4 as the release stores them: only the sidecar at --head-precision bf16 or f16 (the same file); llama-quantize's types would requantize the MXFP4 experts, and the converter's bundled file drops the head", m.Family.Title)}
@@ -131,9 +139,6 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 		prec.ftype, prec.suffix = gg.FileMXFP4MOE, gg.FileMXFP4MOE.String()
 	}
 	if o.Graft != "" {
-		if m.Family.GGUF.Drafter {
-			return nil, targets.UsageError{Err: fmt.Errorf("--graft: %s is a separate drafter model, loaded with -md next to its target's GGUF; there is no head to graft into a trunk", m.Family.Title)}
-		}
 		return t.planGraft(m, o)
 	}
 	h, err := m.Config.Hparams()
@@ -143,6 +148,9 @@ func (t target) Plan(m *model.Model, o targets.Options) (*plan.Plan, error) {
 	vocab, err := VocabMetadata(m, h)
 	if err != nil {
 		return nil, err
+	}
+	if tk := m.Family.GGUF.TokenizerKeys; tk != nil {
+		vocab = append(vocab, tk(m)...)
 	}
 	name := m.Origin().ShortName()
 	file := "mtp-" + name + "-" + prec.suffix + ".gguf"
@@ -278,7 +286,7 @@ func planTensors(pl *plan.Planner, m *model.Model, prec precision, trunk []plann
 			}
 		}
 	}
-	types := llamaQuantizeTypes(all, prec.ftype, m.Config.NumHiddenLayers+m.MTPDepth, m.Config.NumExperts)
+	types := llamaQuantizeTypes(all, prec.ftype, m.GGUFHeadBlock()+m.MTPDepth, m.Config.NumExperts)
 	for _, t := range listed {
 		if _, ok := types[t.name]; !ok {
 			types[t.name] = t.in // a graft's copy of the trunk tensors, not planned
@@ -354,7 +362,7 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 			add(m.TextPrefix+w.Suffix, g.In(-1))
 		}
 	}
-	if s := m.Spec.LMHead; s != nil {
+	if s := m.Spec.LMHead; s != nil && !gs.Drafter {
 		g, ok := gs.Top[s.Suffix]
 		if !ok {
 			return fmt.Errorf("no GGUF name for the lm_head %s", s.Suffix)
@@ -363,6 +371,7 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 		add(s.Suffix, g.In(-1))
 	}
 	pl.Component = plan.ComponentHead
+	head0 := m.GGUFHeadBlock() // MTP layer j is block head0 + j
 	// Multi-head latent attention: kv_b_proj is stored as llama.cpp's
 	// DeepSeek-V2 path wants it, attn_k_b and attn_v_b.
 	mla := m.MLAKVB()
@@ -392,17 +401,17 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 			if err != nil {
 				return fmt.Errorf("%s: not in an MTP layer", n)
 			}
-			b := c.NumHiddenLayers + jn
+			b := head0 + jn
 			pl.SplitKVB(n, at, gg.Weight(gg.KindAttnKB).In(b), gg.Weight(gg.KindAttnVB).In(b), addRows)
 			continue
 		}
 		if join, part, ok := joinOf(gs, m.HeadRelative(n)); ok {
 			if part == 0 {
-				addRows(joinTensor(m, n, join, c.NumHiddenLayers))
+				addRows(joinTensor(m, n, join, head0))
 			}
 			continue
 		}
-		g, err := headName(gs, m.HeadRelative(n), c.NumHiddenLayers)
+		g, err := headName(gs, m.HeadRelative(n), head0)
 		if err != nil {
 			return err
 		}
@@ -412,7 +421,7 @@ func planTensorsTyped(pl *plan.Planner, m *model.Model, prec precision, list fun
 		}
 	}
 	for j, blk := range m.MTPExperts {
-		b := c.NumHiddenLayers + j
+		b := head0 + j
 		moe := m.Spec.MoE
 		e, hs, is := int64(c.NumExperts), moe.ExpertWidth(c), int64(c.MoeIntermediateSize)
 		shapes := [3][]int64{{e, is, hs}, {e, is, hs}, {e, hs, is}}
@@ -486,12 +495,13 @@ func (target) Card(man *manifests.Manifest) manifests.TargetCard {
 		}
 	}
 	if f, ok := model.LookupFamily(man.Model.Family); ok && f.GGUF.Drafter {
+		c := f.GGUF.DrafterCard
 		return manifests.TargetCard{
 			Library: "gguf", Consumer: "llama.cpp", TitlePrecision: precision, Tags: []string{"llama-cpp"},
-			What:     "the " + f.Title + ", a separate drafter model that shares its target's KV cache, as the GGUF llama.cpp drafts with (architecture " + f.GGUF.Arch + ")",
-			MLP:      "dense, in every block of the drafter",
-			Pairing:  "It pairs with a GGUF of its target model (`{base}`'s target): it reads the target's token embedding and the keys and values of the target's last sliding-window and full-attention layers, and has an embedding, final norm and LM head of its own.",
-			HowToRun: nextTo(man, "the target model", "TARGET.gguf"),
+			What:     "the " + f.Title + ", " + c.What + " (architecture " + f.GGUF.Arch + ")",
+			MLP:      c.MLP,
+			Pairing:  c.Pairing,
+			HowToRun: nextTo(man, "the target model", "TARGET.gguf", f.GGUF.SpecType),
 		}
 	}
 	return manifests.TargetCard{
@@ -500,20 +510,22 @@ func (target) Card(man *manifests.Manifest) manifests.TargetCard {
 		Pairing:  "It pairs with a GGUF of the same trunk (`{base}`), converted without its MTP head: the sidecar carries its own copy of the embedding, final norm and lm_head.",
 		Experts:  "stacked as llama.cpp's `ffn_{gate,up,down}_exps` `{in, out, E}`",
 		Copies:   "embedding, output norm (copies)",
-		HowToRun: nextTo(man, "the trunk", "TRUNK.gguf"),
+		HowToRun: nextTo(man, "the trunk", "TRUNK.gguf", ""),
 	}
 }
 
 // nextTo is the card's snippet running the file as the draft (-md) of a
-// GGUF of what (its placeholder name file).
-func nextTo(man *manifests.Manifest, what, file string) []string {
+// GGUF of what (its placeholder name file), with --spec-type spec ("":
+// draft-mtp).
+func nextTo(man *manifests.Manifest, what, file, spec string) []string {
+	spec = cmp.Or(spec, "draft-mtp")
 	return []string{
 		"With llama.cpp (the sources vendored by llama-cpp-python 0.3.36 tested), next to a GGUF of " + what + " (" + file + "):",
 		// Not --hf-repo-draft: llama-server 0.3.36 fetches a draft from the
 		// Hub only when the model itself comes from --hf-repo, so with a
 		// local -m it starts without one ("failed to load draft model").
-		"", "```sh", "llama-server -m " + file + " -md \"$(hf download {repo} " + fileOf(man) + " --quiet)\" --spec-type draft-mtp",
-		"# or, with the file downloaded:", "llama-server -m " + file + " -md " + fileOf(man) + " --spec-type draft-mtp", "```",
+		"", "```sh", "llama-server -m " + file + " -md \"$(hf download {repo} " + fileOf(man) + " --quiet)\" --spec-type " + spec,
+		"# or, with the file downloaded:", "llama-server -m " + file + " -md " + fileOf(man) + " --spec-type " + spec, "```",
 	}
 }
 

@@ -170,7 +170,7 @@ func storedTypeProblems(file string, f *gg.File, g model.GGUFSpec, man *manifest
 			want = gg.MXFP4.String()
 		case joined[tn.Kind] != "":
 			want = joined[tn.Kind]
-		case len(squeeze(ggmlShape(ti.Dims))) <= 1 || tn.Bias:
+		case len(ggmlShape(ti.Dims)) <= 1 || tn.Bias: // a [1, n] matrix stays one (DSpark's conf_proj, BF16)
 			want = string(st.F32)
 		case hasTransform(rec, plan.TDequantFP8):
 			want = "Q8_0" // a block-FP8 matrix: dequantized, then forced Q8_0 (storedType)
