@@ -79,7 +79,7 @@ func TestHyV4MovedMXFP8Verified(t *testing.T) {
 		if !strings.HasSuffix(planned, ".weight") {
 			planned += ".weight"
 		}
-		if code == 0 || !strings.Contains(stdout, "values_differ") || !strings.Contains(stdout, planned+": 1 of 1 segments are not the source's FP4 or MX fp8 codes") {
+		if code == 0 || !strings.Contains(stdout, "values_differ") || !strings.Contains(stdout, planned+": 1 of 1 segments are not the source's FP4 or FP8 codes") {
 			t.Errorf("%s with a byte changed: verify exit %d: %s", name, code, stdout)
 		}
 	}
