@@ -466,11 +466,17 @@ type MLXSpec struct {
 	// DrafterKeepsStorage: mlx-vlm's splitter keeps the release's own
 	// quantized storage and ignores any quantization asked
 	// (quantization_from_source): FP4 routed experts stay mxfp4 (moved,
-	// plan.TMoveMXFP4), every other tensor as stored (bf16 and float32
+	// plan.TMoveMXFP4), block-FP8 weights with ue8m0 scales mxfp8 (the
+	// codes moved, each block's scale repeated per 32: plan.TMoveMXFP8;
+	// whole blocks only), every other tensor as stored (bf16 and float32
 	// uncast); config.json's quantization block is the splitter's default
-	// (affine, 8 bits, group 64) and one entry per mxfp4 module. The target
-	// writes that one form and refuses other precisions.
+	// (affine, 8 bits, group 64) and one entry per mxfp4 or mxfp8 module.
+	// The target writes that one form and refuses other precisions.
 	DrafterKeepsStorage bool
+	// DrafterSourceQuantConfig: the splitter copies a flat config whole
+	// into text_config, its quantization_config too (read_text_config's
+	// dict(source_config)); otherwise the drafter's text_config drops it.
+	DrafterSourceQuantConfig bool
 	// DrafterStorageQuant, with DrafterKeepsStorage, is config.json's
 	// quantization block as the splitter records a release stored in one
 	// MX format throughout: that block alone, no per-module entries (Hy4's

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
+	"github.com/mtpconv/mtpconv/convert/rows"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	"github.com/mtpconv/mtpconv/formats/jsonobj"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
@@ -71,8 +72,8 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 		if o.Head.Name != defaultPrecision || uo.Set[targets.OptGroupSize] {
 			return nil, targets.UsageError{Err: fmt.Errorf("mlx-vlm's %s splitter keeps %s's release storage (its FP4 experts mxfp4, MXFP8 tensors mxfp8, the rest as stored) and ignores any quantization asked: --head-precision %s (the default) and no --group-size", ms.DrafterModelType, m.Family.Title, defaultPrecision)}
 		}
-		if w := slices.IndexFunc(m.HeadTensors(), func(n string) bool { _, _, fp8 := m.BlockScale(n); return fp8 }); w >= 0 {
-			return nil, fmt.Errorf("mlx-vlm's %s splitter carries a block-FP8 head's weights as mxfp8 (the e4m3 codes moved, each block's scale repeated per 32), which mtpconv does not write yet (%s is FP8); --target gguf writes this head", ms.DrafterModelType, m.HeadTensors()[w])
+		if err := blockFP8Movable(m, ms.DrafterModelType); err != nil {
+			return nil, err
 		}
 		rule = keptStorage(m)
 	}
@@ -279,8 +280,11 @@ func textConfigObject(m *model.Model) (jsonobj.Object, error) {
 			return nil, fmt.Errorf("%s: text_config: %w", model.ConfigFile, err)
 		}
 	}
-	// A flat config's own storage (an FP8 release's) is not the drafter's.
-	text = slices.DeleteFunc(text, func(kv jsonobj.KV) bool { return kv.Key == "quantization_config" })
+	// A flat config's own storage (an FP8 release's) is not the drafter's,
+	// unless the family's splitter copies it along.
+	if !m.Family.MLX.DrafterSourceQuantConfig {
+		text = slices.DeleteFunc(text, func(kv jsonobj.KV) bool { return kv.Key == "quantization_config" })
+	}
 	if f := m.Family.MLX.DrafterTextConfig; f != nil {
 		f(m, &text)
 	}
@@ -339,11 +343,18 @@ func mlxVLMSnippet(note, trunk string) []string {
 // FP4 routed experts mxfp4 of their own group (moved as they are,
 // plan.TMoveMXFP4), MXFP8 tensors mxfp8 of theirs (moved where whole,
 // plan.TMoveMXFP8; kv_b_proj's halves re-quantized, as the splitter's
-// sanitize does), everything else unquantized.
+// sanitize does), block-FP8 tensors with ue8m0 scales mxfp8 of 32 (the
+// codes moved, each block's scale repeated per group: plan.TMoveMXFP8),
+// everything else unquantized.
 func keptStorage(m *model.Model) plan.QuantRule {
 	return func(src, _ string, _ int64) *plan.Quant {
 		if _, block, ok := m.MXFP8Scale(src); ok {
 			return &plan.Quant{Mode: codec.ModeMLXMXFP8, Bits: 8, GroupSize: int(block[1])}
+		}
+		if scale, _, ok := m.BlockScale(src); ok && m.Checkpoint.Tensors[scale].DType == st.F8E8M0 {
+			// Block FP8 with ue8m0 scales: mxfp8 of MX's group, each
+			// block's scale repeated (blockFP8Movable checked the blocks).
+			return &plan.Quant{Mode: codec.ModeMLXMXFP8, Bits: 8, GroupSize: model.MXFP8Block}
 		}
 		for _, blk := range m.MTPExperts {
 			if src != blk.Prefix {
@@ -384,4 +395,31 @@ func orderExperts(ts []plan.OutTensor, m *model.Model, rename func(string) strin
 			}
 		}
 	}
+}
+
+// blockFP8Movable refuses a head whose block-FP8 weights the splitter's
+// sanitize cannot carry as mxfp8: scales other than ue8m0 (F8_E8M0), or
+// weights that are not whole blocks. mlx-vlm repeats each scale over a
+// whole 128 × 128 block (mx.repeat by 4, then by 128), so a partial block
+// leaves scales of another shape than the weight's and the folder does
+// not load ("Expected shape (64, 4) but received shape (128, 4)").
+func blockFP8Movable(m *model.Model, drafter string) error {
+	for _, n := range m.HeadTensors() {
+		scale, block, ok := m.BlockScale(n)
+		if !ok {
+			continue
+		}
+		t := m.Checkpoint.Tensors[n]
+		if m.Checkpoint.Tensors[scale].DType != st.F8E8M0 {
+			return fmt.Errorf("mlx-vlm's %s splitter carries block-FP8 weights as mxfp8 with their ue8m0 (F8_E8M0) scales; %s's scale %s is %s", drafter, n, scale, m.Checkpoint.Tensors[scale].DType)
+		}
+		if len(t.Shape) != 2 {
+			continue
+		}
+		seg := rows.Segment{Source: n, Rows: t.Shape[0], Scale: scale, Block: block}
+		if err := rows.BlockMovable(m.Checkpoint, seg, t.Shape[1], model.MXFP8Block); err != nil {
+			return fmt.Errorf("mlx-vlm's %s splitter repeats each FP8 block scale over a whole %d × %d block into mxfp8's, which for %v leaves scales of another shape than the weight's (its folder does not load): %w", drafter, block[0], block[1], t.Shape, err)
+		}
+	}
+	return nil
 }
