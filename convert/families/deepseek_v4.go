@@ -191,55 +191,17 @@ func parseDeepSeekV4(raw []byte) (*model.Config, error) {
 func specDeepSeekV4(c *model.Config) *model.Spec {
 	ds := model.KeysOf[DeepSeekV4Config](c)
 	h, v, hc := int64(c.HiddenSize), int64(c.VocabSize), int64(ds.HCMult)
-	e, si, heads, hd := int64(c.NumExperts), int64(c.SharedExpertIntermed), int64(c.NumAttentionHeads), int64(c.HeadDim)
-	ql, og, ol := int64(ds.QLoraRank), int64(ds.OGroups), int64(ds.OLoraRank)
 	w := func(s string, role model.Role, shape ...int64) model.Want {
 		return model.Want{Suffix: s, Shape: shape, Role: role}
 	}
-	mix := (2 + hc) * hc
-	hyper := []model.Want{}
-	for _, sub := range []string{"attn", "ffn"} {
-		hyper = append(hyper, w("hc_"+sub+"_fn", model.RoleKeepDType, mix, hc*h), w("hc_"+sub+"_base", model.RoleKeepDType, mix),
-			w("hc_"+sub+"_scale", model.RoleKeepDType, 3))
-	}
-	hcHead := []model.Want{w("hc_head_fn", model.RoleKeepDType, hc, hc*h), w("hc_head_base", model.RoleKeepDType, hc), w("hc_head_scale", model.RoleKeepDType, 1)}
-	compressor := func(p string, ratio, head int64) []model.Want {
-		out := head
-		if ratio == 4 {
-			out *= 2
-		}
-		return []model.Want{w(p+"compressor.ape", model.RoleKeepDType, ratio, out), w(p+"compressor.wkv.weight", 0, out, h),
-			w(p+"compressor.wgate.weight", 0, out, h), w(p+"compressor.norm.weight", 0, head)}
-	}
+	hcHead := dsv4HCHead(h, hc)
+	moe, experts := dsv4Experts(c)
 	layer := func(i int) []model.Want {
-		ws := []model.Want{
-			w("attn_norm.weight", 0, h), w("ffn_norm.weight", 0, h),
-			w("attn.wq_a.weight", 0, ql, h), w("attn.q_norm.weight", 0, ql), w("attn.wq_b.weight", 0, heads*hd, ql),
-			w("attn.wkv.weight", 0, hd, h), w("attn.kv_norm.weight", 0, hd),
-			w("attn.wo_a.weight", 0, og*ol, heads*hd/max(og, 1)), w("attn.wo_b.weight", 0, h, og*ol),
-			w("attn.attn_sink", model.RoleKeepDType, heads),
-			w("ffn.gate.weight", model.RoleRouter, e, h),
-			w("ffn.shared_experts.w1.weight", 0, si, h), w("ffn.shared_experts.w2.weight", 0, h, si), w("ffn.shared_experts.w3.weight", 0, si, h),
-		}
-		if i < ds.NumHashLayers {
-			ws = append(ws, w("ffn.gate.tid2eid", model.RoleKeepDType, v, int64(c.NumExpertsPerTok)))
-		} else {
-			ws = append(ws, w("ffn.gate.bias", model.RoleKeepDType, e))
-		}
 		ratio := 0 // a config built in code lists none
 		if i < len(ds.CompressRatios) {
 			ratio = ds.CompressRatios[i]
 		}
-		switch r := int64(ratio); r {
-		case 128:
-			ws = append(ws, compressor("attn.", r, hd)...)
-		case 4:
-			ix, id := int64(ds.IndexNHeads), int64(ds.IndexHeadDim)
-			ws = append(ws, compressor("attn.", r, hd)...)
-			ws = append(ws, w("attn.indexer.wq_b.weight", 0, ix*id, ql), w("attn.indexer.weights_proj.weight", 0, ix, h))
-			ws = append(ws, compressor("attn.indexer.", r, id)...)
-		}
-		return append(ws, hyper...)
+		return dsv4BlockWants(c, ds, ratio, i < ds.NumHashLayers)
 	}
 	head := append(layer(c.NumHiddenLayers), w("e_proj.weight", 0, h, h), w("h_proj.weight", 0, h, h),
 		w("enorm.weight", 0, h), w("hnorm.weight", 0, h), w("norm.weight", 0, h))
@@ -250,20 +212,7 @@ func specDeepSeekV4(c *model.Config) *model.Spec {
 		LMHead:     &model.Want{Suffix: "head.weight", Shape: []int64{v, h}},
 		TrunkLayer: layer,
 		HeadLayer:  head,
-		MoE: &model.MoE{
-			Experts:   "ffn.experts.",
-			PerExpert: [3]string{"w1.weight", "w3.weight", "w2.weight"},
-			Stacked:   [3]string{"decoder.ffn.switch_mlp.gate_proj.weight", "decoder.ffn.switch_mlp.up_proj.weight", "decoder.ffn.switch_mlp.down_proj.weight"},
-		},
-		Experts: func(model.ExpertLayout) []model.Want {
-			var ws []model.Want
-			for x := range e {
-				p := "ffn.experts." + strconv.FormatInt(x, 10) + "."
-				ws = append(ws, w(p+"w1.weight", 0, int64(c.MoeIntermediateSize), h), w(p+"w3.weight", 0, int64(c.MoeIntermediateSize), h),
-					w(p+"w2.weight", 0, h, int64(c.MoeIntermediateSize)))
-			}
-			return ws
-		},
+		MoE:        moe, Experts: experts,
 		Report: model.ReportSpec{
 			Dims: map[string]any{"hc_mult": ds.HCMult, "o_groups": ds.OGroups, "o_lora_rank": ds.OLoraRank, "q_lora_rank": ds.QLoraRank,
 				"num_hash_layers": ds.NumHashLayers, "compress_ratios": slices.Clone(ds.CompressRatios), "sliding_window": ds.SlidingWindow},
@@ -274,6 +223,83 @@ func specDeepSeekV4(c *model.Config) *model.Spec {
 	}
 }
 
+// dsv4HCHead is the hyper-connection streams' collapse before a norm and
+// the head (hc_head_*), for hc streams of width h.
+func dsv4HCHead(h, hc int64) []model.Want {
+	return []model.Want{{Suffix: "hc_head_fn", Shape: []int64{hc, hc * h}, Role: model.RoleKeepDType},
+		{Suffix: "hc_head_base", Shape: []int64{hc}, Role: model.RoleKeepDType}, {Suffix: "hc_head_scale", Shape: []int64{1}, Role: model.RoleKeepDType}}
+}
+
+// dsv4BlockWants is what a DeepSeek-V4 block holds under its prefix (a
+// trunk layer, the MTP layer, a DSpark stage), its routed experts apart:
+// the hyper-connections around both sub-layers, the attention with the
+// compressors its compress ratio brings (128: a key compressor; 4: one and
+// the lightning indexer), the router with its hash table (hashed) or its
+// bias, the shared expert.
+func dsv4BlockWants(c *model.Config, ds *DeepSeekV4Config, ratio int, hashed bool) []model.Want {
+	h, v, hc := int64(c.HiddenSize), int64(c.VocabSize), int64(ds.HCMult)
+	e, si, heads, hd := int64(c.NumExperts), int64(c.SharedExpertIntermed), int64(c.NumAttentionHeads), int64(c.HeadDim)
+	ql, og, ol := int64(ds.QLoraRank), int64(ds.OGroups), int64(ds.OLoraRank)
+	w := func(s string, role model.Role, shape ...int64) model.Want {
+		return model.Want{Suffix: s, Shape: shape, Role: role}
+	}
+	mix := (2 + hc) * hc
+	compressor := func(p string, ratio, head int64) []model.Want {
+		out := head
+		if ratio == 4 {
+			out *= 2
+		}
+		return []model.Want{w(p+"compressor.ape", model.RoleKeepDType, ratio, out), w(p+"compressor.wkv.weight", 0, out, h),
+			w(p+"compressor.wgate.weight", 0, out, h), w(p+"compressor.norm.weight", 0, head)}
+	}
+	ws := []model.Want{
+		w("attn_norm.weight", 0, h), w("ffn_norm.weight", 0, h),
+		w("attn.wq_a.weight", 0, ql, h), w("attn.q_norm.weight", 0, ql), w("attn.wq_b.weight", 0, heads*hd, ql),
+		w("attn.wkv.weight", 0, hd, h), w("attn.kv_norm.weight", 0, hd),
+		w("attn.wo_a.weight", 0, og*ol, heads*hd/max(og, 1)), w("attn.wo_b.weight", 0, h, og*ol),
+		w("attn.attn_sink", model.RoleKeepDType, heads),
+		w("ffn.gate.weight", model.RoleRouter, e, h),
+		w("ffn.shared_experts.w1.weight", 0, si, h), w("ffn.shared_experts.w2.weight", 0, h, si), w("ffn.shared_experts.w3.weight", 0, si, h),
+	}
+	if hashed {
+		ws = append(ws, w("ffn.gate.tid2eid", model.RoleKeepDType, v, int64(c.NumExpertsPerTok)))
+	} else {
+		ws = append(ws, w("ffn.gate.bias", model.RoleKeepDType, e))
+	}
+	switch r := int64(ratio); r {
+	case 128:
+		ws = append(ws, compressor("attn.", r, hd)...)
+	case 4:
+		ix, id := int64(ds.IndexNHeads), int64(ds.IndexHeadDim)
+		ws = append(ws, compressor("attn.", r, hd)...)
+		ws = append(ws, w("attn.indexer.wq_b.weight", 0, ix*id, ql), w("attn.indexer.weights_proj.weight", 0, ix, h))
+		ws = append(ws, compressor("attn.indexer.", r, id)...)
+	}
+	for _, sub := range []string{"attn", "ffn"} {
+		ws = append(ws, w("hc_"+sub+"_fn", model.RoleKeepDType, mix, hc*h), w("hc_"+sub+"_base", model.RoleKeepDType, mix),
+			w("hc_"+sub+"_scale", model.RoleKeepDType, 3))
+	}
+	return ws
+}
+
+// dsv4Experts is the routed experts of a block: w1, w3, w2 per expert.
+func dsv4Experts(c *model.Config) (*model.MoE, func(model.ExpertLayout) []model.Want) {
+	h, e, inter := int64(c.HiddenSize), int64(c.NumExperts), int64(c.MoeIntermediateSize)
+	return &model.MoE{
+			Experts:   "ffn.experts.",
+			PerExpert: [3]string{"w1.weight", "w3.weight", "w2.weight"},
+			Stacked:   [3]string{"decoder.ffn.switch_mlp.gate_proj.weight", "decoder.ffn.switch_mlp.up_proj.weight", "decoder.ffn.switch_mlp.down_proj.weight"},
+		}, func(model.ExpertLayout) []model.Want {
+			var ws []model.Want
+			for x := range e {
+				p := "ffn.experts." + strconv.FormatInt(x, 10) + "."
+				ws = append(ws, model.Want{Suffix: p + "w1.weight", Shape: []int64{inter, h}}, model.Want{Suffix: p + "w3.weight", Shape: []int64{inter, h}},
+					model.Want{Suffix: p + "w2.weight", Shape: []int64{h, inter}})
+			}
+			return ws
+		}
+}
+
 // dsv4GGUFHparams is what DeepseekV4Model's base set_gguf_parameters reads
 // beyond config.json's own keys: none; head_dim is the key and value length.
 func dsv4GGUFHparams(*model.Model, model.Hparams) {}
@@ -282,7 +308,16 @@ func dsv4GGUFHparams(*model.Model, model.Hparams) {}
 // its order (conversion/deepseek.py).
 func dsv4GGUFMetadata(m *model.Model, h model.Hparams, g *model.GGUFKeys) error {
 	c, ds := m.Config, model.KeysOf[DeepSeekV4Config](m.Config)
-	blocks := c.NumHiddenLayers + m.MTPDepth
+	dsv4ArchKeys(c, ds, c.NumHiddenLayers+m.MTPDepth, g)
+	g.U32("embedding_length_out", c.HiddenSize*ds.HCMult)
+	g.U32("nextn_predict_layers", m.MTPDepth)
+	return nil
+}
+
+// dsv4ArchKeys are DeepseekV4Model.set_gguf_parameters's keys for a file
+// of blocks blocks, in its order, up to hash_layer_count (the DSpark draft
+// has its own compress_ratios and hash layers: deepseek_v41_dspark.go).
+func dsv4ArchKeys(c *model.Config, ds *DeepSeekV4Config, blocks int, g *model.GGUFKeys) {
 	g.U32("rope.dimension_count", ds.QKRopeHeadDim)
 	g.U32("attention.q_lora_rank", ds.QLoraRank)
 	g.U32("attention.sliding_window", ds.SlidingWindow)
@@ -311,9 +346,6 @@ func dsv4GGUFMetadata(m *model.Model, h model.Hparams, g *model.GGUFKeys) error 
 	g.U32("hyper_connection.sinkhorn_iterations", ds.HCSinkhornIters)
 	g.F32("hyper_connection.epsilon", ds.HCEps)
 	g.U32("hash_layer_count", ds.NumHashLayers)
-	g.U32("embedding_length_out", c.HiddenSize*ds.HCMult)
-	g.U32("nextn_predict_layers", m.MTPDepth)
-	return nil
 }
 
 // dsv4DrafterName is deepseek_v4_mtp's sanitize renaming of an MTP layer
