@@ -23,19 +23,22 @@ import (
 // (markov_head.markov_w1/w2: a low-rank bias on each position's logits keyed
 // on the previous token) and the confidence head (confidence_head.proj).
 // There are no e_proj/h_proj/enorm/hnorm: nothing of the NextN machinery
-// applies. The pinned runtimes that draft with it (llama.cpp's
-// --spec-type draft-dspark, mlx-vlm's deepseek_v4_dspark, vLLM's
-// method=dspark) each read it through their own tool or straight from the
-// release; mtpconv describes it and refuses every target, saying which tool
-// writes what (see docs/deepseek-v4-dspark.md).
+// applies. --target gguf writes 0731's stages as llama.cpp's converter
+// (convert_hf_to_gguf.py --dspark, DeepseekV4DSparkModel) writes them: a
+// dflash draft, stage s as block s, stage 0's main_proj/main_norm and the
+// last stage's norm, hc_head, Markov and confidence heads at the root, each
+// tensor in its stored type (FP8 dequantized to Q8_0, FP4 experts repacked
+// MXFP4: DeepSeek-V4's rules), the vocabulary the source folder's own (the
+// stages live in the target's checkpoint, so it is --target-model-dir).
+// Every other target, and V4.1 everywhere, is refused naming the tool that
+// writes what the runtime drafts with (see docs/deepseek-v4-dspark.md).
 
 // deepseekV41Family is the family's descriptor.
 var deepseekV41Family = &model.Family{
 	Name: "deepseek_v41", Title: dsparkName,
-	Docs:   "docs/deepseek-v4-dspark.md",
-	Layout: "DSpark stages under `mtp.{s}.*` (V4-Flash-0731: `deepseek_v4` with `dspark_*` keys, told apart by `Identity.HasKey`; V4.1: `deepseek_v41`), their config keys as the typed `DSparkConfig`; every target refused by name",
-	Match:  matchDSpark,
-	// no classic head: targets refuse before reading one
+	Docs:        "docs/deepseek-v4-dspark.md",
+	Layout:      "DSpark stages under `mtp.{s}.*` (V4-Flash-0731: `deepseek_v4` with `dspark_*` keys, told apart by `Identity.HasKey`; V4.1: `deepseek_v41`), their config keys as the typed `DSparkConfig` over `DeepSeekV4Config`; 0731's stages as DeepSeek-V4 blocks (`Spec.HeadLayersNumbered`, per-stage wants by `HeadLayerAt`), its GGUF a `dflash` drafter file (`GGUFSpec.Drafter`, `StoredTypes`, `TokenizerKeys`), V4.1 refused (`GGUFSpec.Refuse`)",
+	Match:       matchDSpark,
 	ParseConfig: parseDSpark, Spec: specDSpark,
 	MLX: model.MLXSpec{
 		Refusal: "mtpconv does not write DSpark drafters yet: for DeepSeek-V4-Flash-0731 mlx-vlm 0.7.10's own splitter writes the `deepseek_v4_dspark` drafter " +
@@ -66,29 +69,21 @@ func matchDSpark(id model.Identity) bool {
 	return model.MatchesIdentity(id, []string{"deepseek_v4"}, "DeepseekV4ForCausalLM") && id.HasKey(dsparkKey)
 }
 
-// DSparkConfig is the family's own config keys (KeysOf[DSparkConfig]): the
-// DeepSeek-V4 block the stages are made of and the DSpark contract.
+// DSparkConfig is the family's own config keys (KeysOf[DSparkConfig]):
+// the DeepSeek-V4 block the stages are made of and the DSpark contract.
 type DSparkConfig struct {
-	QLoraRank           int     `json:"q_lora_rank"`
-	OLoraRank           int     `json:"o_lora_rank"`
-	OGroups             int     `json:"o_groups"`
-	QKRopeHeadDim       int     `json:"qk_rope_head_dim"`
-	NRoutedExperts      int     `json:"n_routed_experts"`
-	NSharedExperts      int     `json:"n_shared_experts"`
-	RoutedScalingFactor float64 `json:"routed_scaling_factor"`
-	ScoringFunc         string  `json:"scoring_func"`
-	SwigluLimit         float64 `json:"swiglu_limit"`
-	SlidingWindow       int     `json:"sliding_window"`
-	CompressRatios      []int   `json:"compress_ratios"`
-	HCMult              int     `json:"hc_mult"`
-	HCSinkhornIters     int     `json:"hc_sinkhorn_iters"`
-	HCEps               float64 `json:"hc_eps"`
-	NumHashLayers       int     `json:"num_hash_layers"`
+	DeepSeekV4Config
 
 	TargetLayerIDs []int `json:"dspark_target_layer_ids"`
 	BlockSize      int   `json:"dspark_block_size"`
 	NoiseTokenID   *int  `json:"dspark_noise_token_id"`
 	MarkovRank     *int  `json:"dspark_markov_rank"`
+
+	// Stages is 0731's stage count: its compress_ratios lists the stages
+	// (0, uncompressed) after the trunk's layers, and the last stage holds
+	// the heads. V41: model_type deepseek_v41 (no llama.cpp architecture).
+	Stages int  `json:"-"`
+	V41    bool `json:"-"`
 }
 
 // applyDefaults fills the keys config.json may leave out with
@@ -118,6 +113,7 @@ func parseDSpark(raw []byte) (*model.Config, error) {
 		return nil, err
 	}
 	d.applyDefaults()
+	d.V41 = c.ModelType == "deepseek_v41" || c.TextModelType == "deepseek_v41"
 	model.SetKeys(c, &d)
 	c.NumExperts = d.NRoutedExperts // the shared keys under V4's names, for inspect
 	c.SharedExpertIntermed = d.NSharedExperts * c.MoeIntermediateSize
@@ -152,14 +148,33 @@ func parseDSpark(raw []byte) (*model.Config, error) {
 	case d.QKRopeHeadDim <= 0 || d.QKRopeHeadDim > c.HeadDim:
 		return nil, fmt.Errorf("qk_rope_head_dim is %d: the rotary part of the %d-wide heads", d.QKRopeHeadDim, c.HeadDim)
 	}
+	if d.V41 {
+		return c, nil
+	}
+	// 0731: the stages are counted by compress_ratios (the release lists
+	// theirs after the trunk's); num_nextn_predict_layers is V4's classic
+	// head's key, which the converter's --dspark never reads (the release
+	// says 1 beside its three stages).
+	d.Stages = len(d.CompressRatios) - c.NumHiddenLayers
+	if d.Stages < 1 {
+		return nil, fmt.Errorf("compress_ratios has %d entries for num_hidden_layers %d: %s lists the DSpark stages' after the trunk layers'", len(d.CompressRatios), c.NumHiddenLayers, dsparkName)
+	}
+	for i, r := range d.CompressRatios[c.NumHiddenLayers:] {
+		if r != 0 {
+			return nil, fmt.Errorf("compress_ratios[%d] is %d: the DSpark stages do not compress (0)", c.NumHiddenLayers+i, r)
+		}
+	}
+	c.NumNextnPredictLayers, c.MTPNumHiddenLayers = nil, nil
 	return c, nil
 }
 
-// specDSpark is what the checkpoints hold, as far as describing them goes:
-// the trunk's root tensors under their release names (no "model." prefix)
-// and the head's prefix. The stages are not NextN layers (mtp.{s}., no
-// "layers."), so the core's head checks list them as unexplained; every
-// target refuses the family before reading them.
+// specDSpark is what the checkpoints hold: the trunk's root tensors under
+// their release names (no "model." prefix) and, for 0731, the stages at
+// mtp.{s}. (HeadLayersNumbered), each a DeepSeek-V4 block with routed
+// experts, stage 0 with the projection of the target's hidden states, the
+// last with the final norm, the streams' collapse and the Markov and
+// confidence heads. V4.1's stages (other expert counts, other head names)
+// are not described: every target refuses it first.
 func specDSpark(c *model.Config) *model.Spec {
 	var d DSparkConfig // a config built in code has no keys: the defaults
 	if k := model.KeysOf[DSparkConfig](c); k != nil {
@@ -167,15 +182,14 @@ func specDSpark(c *model.Config) *model.Spec {
 	}
 	d.applyDefaults()
 	h, v := int64(c.HiddenSize), int64(c.VocabSize)
-	hc := int64(d.HCMult)
+	hc, r := int64(d.HCMult), int64(*d.MarkovRank)
 	w := func(suffix string, role model.Role, shape ...int64) model.Want {
 		return model.Want{Suffix: suffix, Shape: shape, Role: role}
 	}
-	return &model.Spec{
+	s := &model.Spec{
 		TextPrefixes: []string{""}, VisionPrefixes: []string{"vision.", "aligner.", "image_"},
 		HeadPrefix: "mtp.",
-		TrunkTop: []model.Want{w("embed.weight", 0, v, h), w("norm.weight", 0, h),
-			w("hc_head_fn", model.RoleKeepDType, hc, hc*h), w("hc_head_base", model.RoleKeepDType, hc), w("hc_head_scale", model.RoleKeepDType, 1)},
+		TrunkTop:   append([]model.Want{w("embed.weight", 0, v, h), w("norm.weight", 0, h)}, dsv4HCHead(h, hc)...),
 		LMHead:     &model.Want{Suffix: "head.weight", Shape: []int64{v, h}},
 		TrunkLayer: func(int) []model.Want { return nil },
 		Report: model.ReportSpec{
@@ -187,4 +201,24 @@ func specDSpark(c *model.Config) *model.Spec {
 			Routing: fmt.Sprintf("sqrtsoftplus scores, top-%d of %d routed experts (+%d shared), scaled by %v", c.NumExpertsPerTok, d.NRoutedExperts, d.NSharedExperts, d.RoutedScalingFactor),
 		},
 	}
+	if d.V41 || d.Stages < 1 {
+		return s
+	}
+	s.HeadLayersNumbered = true
+	s.MoE, s.Experts = dsv4Experts(c)
+	s.MoELayer = func(i int) bool { return i >= c.NumHiddenLayers } // the trunk's layers are not described
+	s.HeadLayerAt = func(j int) []model.Want {
+		ws := dsv4BlockWants(c, &d.DeepSeekV4Config, 0, false)
+		if j == 0 {
+			ws = append(ws, w("main_proj.weight", 0, h, int64(len(d.TargetLayerIDs))*h), w("main_norm.weight", 0, h))
+		}
+		if j == d.Stages-1 {
+			ws = append(append(ws, w("norm.weight", 0, h)), dsv4HCHead(h, hc)...)
+			ws = append(ws, w("markov_head.markov_w1.weight", 0, v, r), w("markov_head.markov_w2.weight", 0, v, r),
+				w("confidence_head.proj.weight", 0, 1, h+r))
+		}
+		return ws
+	}
+	s.HeadLayer = s.HeadLayerAt(0)
+	return s
 }
