@@ -40,11 +40,7 @@ var deepseekV41Family = &model.Family{
 	Layout:      "DSpark stages under `mtp.{s}.*` (V4-Flash-0731: `deepseek_v4` with `dspark_*` keys, told apart by `Identity.HasKey`; V4.1: `deepseek_v41`), their config keys as the typed `DSparkConfig` over `DeepSeekV4Config`; 0731's stages as DeepSeek-V4 blocks (`Spec.HeadLayersNumbered`, per-stage wants by `HeadLayerAt`), its GGUF a `dflash` drafter file (`GGUFSpec.Drafter`, `StoredTypes`, `TokenizerKeys`), V4.1 refused (`GGUFSpec.Refuse`)",
 	Match:       matchDSpark,
 	ParseConfig: parseDSpark, Spec: specDSpark,
-	MLX: model.MLXSpec{
-		Refusal: "mtpconv does not write DSpark drafters yet: for DeepSeek-V4-Flash-0731 mlx-vlm 0.7.10's own splitter writes the `deepseek_v4_dspark` drafter " +
-			"(`python -m mlx_vlm.speculative.drafters.deepseek_v4_dspark.split`), and mlx-vlm's deepseek_v41 model drops every `mtp.*` tensor (models/deepseek_v41/deepseek_v41.py:196), so nothing of it drafts DeepSeek-V4.1.",
-		CombinedRefusal: "stock mlx-lm 0.32.2 has no deepseek_v4 model and its deepseek_v41 drops every `mtp.*` tensor (models/deepseek_v41.py:1014), so a combined file would carry stages nothing runs.",
-	},
+	MLX: dsparkMLX, // deepseek_v41_dspark_mlx.go
 	GGUF: model.GGUFSpec{
 		Refusal: "mtpconv does not write DSpark drafts yet: for DeepSeek-V4-Flash-0731 llama.cpp 0.3.36's own `convert_hf_to_gguf.py --dspark --target-model-dir` writes the `dflash` draft `--spec-type draft-dspark` runs, " +
 			"and llama.cpp 0.3.36 has no DeepSeek-V4.1 (deepseek_v41) architecture at all.",

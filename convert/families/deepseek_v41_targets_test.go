@@ -10,7 +10,8 @@ import (
 )
 
 // Every target refuses DSpark stages in one sentence naming the tool that
-// writes what the runtime drafts with, or that no runtime runs them.
+// writes what the runtime drafts with, or that no runtime runs them; mlx
+// writes 0731's splitter folder in its one form only (deepseek_v41_mlx_test.go).
 func TestDSparkTargetsRefuse(t *testing.T) {
 	t.Parallel()
 	m := testmodel.Load(t, fixtures.DSparkV4Flash)
@@ -24,7 +25,7 @@ func TestDSparkTargetsRefuse(t *testing.T) {
 	}{
 		{"gguf", targets.Options{}, "`convert_hf_to_gguf.py --dspark --target-model-dir` writes the `dflash` draft"},
 		{"gguf", targets.Options{Graft: "trunk.gguf"}, "no DeepSeek-V4.1 (deepseek_v41) architecture"},
-		{"mlx", targets.Options{}, "mlx-vlm 0.7.10's own splitter writes the `deepseek_v4_dspark` drafter"},
+		{"mlx", targets.Options{HeadPrecision: "int4", Set: map[string]bool{targets.OptHeadPrecision: true}}, "ignores any quantization asked"},
 		{"combined", targets.Options{}, "mlx-lm 0.32.2 has no deepseek_v4 model"},
 		{"openvino", targets.Options{}, "OpenVINO GenAI has no DSpark"},
 		{"hf", targets.Options{}, "vLLM drafts DSpark stages straight from the release checkpoint"},

@@ -24,3 +24,14 @@ func TestDeepSeekV4DrafterVerifies(t *testing.T) {
 		}
 	}
 }
+
+// DeepSeek-V4-Flash-0731's DSpark drafter (a shard per stage; FP8 moved as
+// mxfp8, FP4 as mxfp4) verifies from the source, every tensor recomputed.
+func TestDSparkDrafterVerifies(t *testing.T) {
+	t.Parallel()
+	m, out := exportMLX(t, fixtures.Ensure(t, fixtures.DSparkV4Flash), targets.Options{})
+	rep, err := manifests.Verify(context.Background(), out, m.Checkpoint)
+	if err != nil || !rep.OK || rep.Recomputed != rep.Tensors || rep.Tensors != 80 {
+		t.Fatalf("verify --src: %v %+v", err, rep)
+	}
+}
