@@ -279,20 +279,26 @@ def mlx_greedy(model, drafter=None):
 
 @pytest.mark.parametrize("head", ["rigged", "random"])
 def test_mlx_vlm_drafts_with_dspark(fixtures, tmp_path, head):
-    import mlx.core as mx
-    from mlx_vlm.speculative.drafters import load_drafter
     from mlx_vlm.speculative.drafters.mtp_split import get_mtp_splitter
     src = fixtures[RIGGED if head == "rigged" else RANDOM_HEAD]
     model = load_v4_trunk(fixtures[RIGGED], tmp_path / "trunk")
     folder = get_mtp_splitter(source_config=json.loads((src / "config.json").read_text())).split(str(src), str(tmp_path / "drafter"))
+    assert_dflash_drafts(model, folder, f"{head} head", head == "rigged")
+
+
+def assert_dflash_drafts(model, folder, what, rigged):
+    """mlx-vlm's dflash loop (draft_block_size 5) drafts with the folder next to the trunk: the greedy tokens equal
+    the undrafted ones; a rigged head's drafts >= 95 % accepted, a random head's fewer than half."""
+    import mlx.core as mx
+    from mlx_vlm.speculative.drafters import load_drafter
     drafter, kind = load_drafter(str(folder))
     drafter.set_dtype(mx.float32)
     assert kind == "dflash"
     assert mlx_greedy(model, drafter) == mlx_greedy(model)
     drafted, accepted = sum(drafter.draft_lens), sum(drafter.accept_lens)
-    print(f"mlx-vlm dflash loop, {head} head: drafted {drafted}, accepted {accepted}")
+    print(f"mlx-vlm dflash loop, {what}: drafted {drafted}, accepted {accepted}")
     assert drafted >= 30
-    if head == "rigged":
+    if rigged:
         assert accepted / drafted >= 0.95
     else:
         assert accepted < 0.5 * drafted
@@ -356,22 +362,10 @@ def test_mlx_vlm_drafts_with_mtpconv_dspark(mtpconv, fixtures, tmp_path, head):
     """mlx-vlm's dflash loop (draft_block_size 5) drafts with mtpconv's folder next to its trunk of the rigged
     fixture: the greedy tokens equal the undrafted ones; the rigged head's drafts >= 95 % accepted, a random
     head's (the -trunk fixture: the same trunk) fewer than half, as with the splitter's own folder."""
-    import mlx.core as mx
     from conftest import export
-    from mlx_vlm.speculative.drafters import load_drafter
     src = fixtures[RIGGED if head == "rigged" else RANDOM_HEAD]
     model = load_v4_trunk(fixtures[RIGGED], tmp_path / "trunk")
-    drafter, kind = load_drafter(str(export(mtpconv, src, tmp_path / "ours", "--target", "mlx")))
-    drafter.set_dtype(mx.float32)
-    assert kind == "dflash"
-    assert mlx_greedy(model, drafter) == mlx_greedy(model)
-    drafted, accepted = sum(drafter.draft_lens), sum(drafter.accept_lens)
-    print(f"mlx-vlm dflash loop, mtpconv's {head} head: drafted {drafted}, accepted {accepted}")
-    assert drafted >= 30
-    if head == "rigged":
-        assert accepted / drafted >= 0.95
-    else:
-        assert accepted < 0.5 * drafted
+    assert_dflash_drafts(model, export(mtpconv, src, tmp_path / "ours", "--target", "mlx"), f"mtpconv's {head} head", head == "rigged")
 
 
 def test_mtpconv_refuses_v41_mlx(mtpconv, fixtures, tmp_path):

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
 )
 
@@ -23,13 +22,7 @@ func TestDSparkMovedFP8Verified(t *testing.T) {
 		{"model-00001-of-00003.safetensors", "stages.0.main_proj.scales"},
 		{"model-00003-of-00003.safetensors", "stages.2.attn.wq_b.weight"},
 	} {
-		out := filepath.Join(t.TempDir(), "o")
-		if code, _, stderr := runCLI(t, "export", "--src", src, "--out", out, "--quiet", "--target", "mlx"); code != 0 {
-			t.Fatalf("export: exit %d: %s", code, stderr)
-		}
-		if code, stdout, stderr := runCLI(t, "verify", "--src", src, out); code != 0 || !strings.Contains(stdout, "80 recomputed from the source: OK") {
-			t.Fatalf("verify --src: exit %d: %s %s", code, stdout, stderr)
-		}
+		out := exportVerified(t, src, 80)
 		card, err := os.ReadFile(filepath.Join(out, "README.md"))
 		if err != nil {
 			t.Fatal(err)
@@ -43,30 +36,6 @@ func TestDSparkMovedFP8Verified(t *testing.T) {
 				t.Errorf("card lacks %q:\n%s", want, card)
 			}
 		}
-		file := filepath.Join(out, c.file)
-		f, err := os.OpenFile(file, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fi, _ := f.Stat()
-		h, err := st.ReadHeader(f, fi.Size(), file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, ok := h.Lookup(c.name)
-		if !ok {
-			t.Fatalf("%s not written in %s", c.name, c.file)
-		}
-		b := make([]byte, 1)
-		at := e.Begin + (e.End-e.Begin)/2
-		f.ReadAt(b, at)
-		b[0] ^= 0x01
-		f.WriteAt(b, at)
-		f.Close()
-		code, stdout, _ := runCLI(t, "verify", "--src", src, out)
-		planned := strings.TrimSuffix(strings.TrimSuffix(c.name, ".scales"), ".weight") + ".weight"
-		if code == 0 || !strings.Contains(stdout, "values_differ") || !strings.Contains(stdout, planned+": 1 of 1 segments are not the source's FP4 or FP8 codes") {
-			t.Errorf("%s with a byte changed: verify exit %d: %s", c.name, code, stdout)
-		}
+		movedByteFound(t, src, out, c.file, c.name)
 	}
 }
