@@ -266,8 +266,14 @@ def test_fp8_drafter_equals_mlx_vlm_splitter(mtpconv, dirs, tmp_path):
     from mlx_vlm.speculative.drafters.deepseek_v4_mtp.split import split_deepseek_v4_mtp
     from mlx_vlm_loop import bf16_drafters
     from test_glm import assert_same_drafter
+    from mlx_vlm.speculative.drafters.deepseek_v4_mtp.split import DeepseekV4MTPSplitter
     ours, ref = bf16_drafters(mtpconv, dirs["fp8-blocks"], tmp_path, split_deepseek_v4_mtp)
     got = assert_same_drafter(ours, Path(ref))
+    # The one form the splitter writes from the FP8 release too: a quantization asked is ignored (its
+    # transform_fp8_weights finds no weight_scale_inv to requantize; quantization_from_source wins).
+    asked = DeepseekV4MTPSplitter().split(str(tmp_path / "src"), str(tmp_path / "q4"), q_bits=4, q_group_size=64)
+    assert_same_drafter(asked, Path(ref))
+    assert (asked / "config.json").read_bytes() == (Path(ref) / "config.json").read_bytes()
     assert (ours / "config.json").read_bytes() == (Path(ref) / "config.json").read_bytes()
     q = json.loads((ours / "config.json").read_text())["quantization"]
     for m in ("e_proj", "h_proj", "decoder.attn.wkv", "decoder.attn.wo_a", "decoder.ffn.shared_experts.down_proj"):
