@@ -55,7 +55,8 @@ from test_gguf import greedy, speculative
 from test_gguf import llama_bin  # noqa: F401  (session fixture)
 
 FIXTURES = {"plain": "deepseek-v4-tiny", "rigged": "deepseek-v4-tiny-rigged", "fp8": "deepseek-v4-fp8-tiny",
-            "fp8-rigged": "deepseek-v4-fp8-tiny-rigged"}
+            "fp8-rigged": "deepseek-v4-fp8-tiny-rigged", "fp8-blocks": "deepseek-v4-fp8-blocks-tiny",
+            "fp8-blocks-rigged": "deepseek-v4-fp8-blocks-tiny-rigged"}
 REFERENCE = ROOT / "testdata" / "gguf_reference"
 
 
@@ -273,8 +274,14 @@ def test_mlx_vlm_drafts_with_splitter_drafter(dirs, tmp_path, key):
 
 def mlx_drafts(dirs, tmp_path, key, folder, what):
     """mlx-vlm's own MTP loop drafts with the drafter folder next to its
-    trunk: the no-draft tokens; rigged >= 95 % accepted, plain few."""
-    model = load_trunk(dirs[key], tmp_path)
+    trunk: the no-draft tokens; rigged >= 95 % accepted, plain few. A block-FP8
+    trunk is loaded with deepseek_v4's own quantization config (its FP8
+    weights mxfp8, as mlx-vlm's sanitize keeps them)."""
+    if key.startswith("fp8"):
+        from test_dspark import load_v4_trunk
+        model = load_v4_trunk(dirs[key], tmp_path / "trunk")
+    else:
+        model = load_trunk(dirs[key], tmp_path)
     want = mlx_greedy(model)
     drafter = load_drafter(folder)
     got = mlx_greedy(model, drafter)
@@ -312,7 +319,48 @@ def test_drafter_equals_mlx_vlm_splitter(mtpconv, dirs, tmp_path):
     assert not (tmp_path / "int4").exists()
 
 
-@pytest.mark.parametrize("key", ["plain", "rigged"])
+def test_fp8_drafter_equals_mlx_vlm_splitter(mtpconv, dirs, tmp_path):
+    """From the block-FP8 release (whole 128 x 128 blocks) our --target mlx drafter is what mlx-vlm's
+    deepseek_v4_mtp splitter writes, tensor for tensor and config.json byte for byte: every FP8 weight
+    mxfp8 (the e4m3 codes as uint32 words, each block's ue8m0 scale repeated per 32 inputs), the FP4
+    experts mxfp4; verify --src recomputes every tensor from the release's bytes. In partial blocks (the
+    release's widths are whole blocks; deepseek-v4-fp8-tiny's are not) the splitter's repeated scales do
+    not fit the weights and its folder does not load: mtpconv refuses, naming the tensor."""
+    from mlx_vlm.speculative.drafters import load_drafter as load
+    from mlx_vlm.speculative.drafters.deepseek_v4_mtp.split import split_deepseek_v4_mtp
+    from mlx_vlm_loop import bf16_drafters
+    from test_glm import assert_same_drafter
+    from mlx_vlm.speculative.drafters.deepseek_v4_mtp.split import DeepseekV4MTPSplitter
+    ours, ref = bf16_drafters(mtpconv, dirs["fp8-blocks"], tmp_path, split_deepseek_v4_mtp)
+    got = assert_same_drafter(ours, Path(ref))
+    # The one form the splitter writes from the FP8 release too: a quantization asked is ignored (its
+    # transform_fp8_weights finds no weight_scale_inv to requantize; quantization_from_source wins).
+    asked = DeepseekV4MTPSplitter().split(str(tmp_path / "src"), str(tmp_path / "q4"), q_bits=4, q_group_size=64)
+    assert_same_drafter(asked, Path(ref))
+    assert (asked / "config.json").read_bytes() == (Path(ref) / "config.json").read_bytes()
+    assert (ours / "config.json").read_bytes() == (Path(ref) / "config.json").read_bytes()
+    q = json.loads((ours / "config.json").read_text())["quantization"]
+    for m in ("e_proj", "h_proj", "decoder.attn.wkv", "decoder.attn.wo_a", "decoder.ffn.shared_experts.down_proj"):
+        assert q[m] == {"group_size": 32, "bits": 8, "mode": "mxfp8"}, m
+    assert got["decoder.attn.wq_b.weight"].dtype == mx.uint32 and got["decoder.attn.wq_b.scales"].shape == (512, 4)
+    assert got["decoder.attn.wo_a.weight"].shape == (2, 128, 64) and got["decoder.attn.wo_a.scales"].shape == (2, 128, 8)
+    man = json.loads((ours / "mtpconv-manifest.json").read_text())
+    moved = {t["name"]: [x["name"] for x in t["transforms"] or []] for t in man["tensors"]}
+    assert moved["e_proj.weight"] == ["move_mxfp8"] and moved["decoder.attn.wkv.weight"] == ["move_mxfp8"]
+    res = subprocess.run([str(mtpconv), "verify", "--src", str(tmp_path / "src"), str(ours)], capture_output=True, text=True)
+    assert res.returncode == 0 and "32 recomputed from the source: OK" in res.stdout, res.stdout + res.stderr
+    load(str(ours))
+    partial = tmp_path / "partial-ref"
+    split_deepseek_v4_mtp(str(dirs["fp8"]), str(partial))
+    with pytest.raises(ValueError, match="Expected shape"):
+        load(str(partial))
+    res = subprocess.run([str(mtpconv), "export", "--src", str(dirs["fp8"]), "--out", str(tmp_path / "partial"), "--target", "mlx"],
+                         capture_output=True, text=True)
+    assert res.returncode != 0 and "is not whole 128 × 128 blocks" in res.stderr, res.stderr
+    assert not (tmp_path / "partial").exists()
+
+
+@pytest.mark.parametrize("key", ["plain", "rigged", "fp8-blocks", "fp8-blocks-rigged"])
 def test_mlx_vlm_drafts_with_mtpconv_drafter(mtpconv, dirs, tmp_path, key):
     """mlx-vlm's own MTP loop drafts with our drafter next to its trunk: the
     greedy tokens equal the no-draft ones; rigged >= 95 % accepted, plain few."""

@@ -1,8 +1,8 @@
 """DeepSeek-V4-Flash-0731's DSpark stages (family deepseek_v41): the fixture against the pinned consumers, the numpy
 reference (interop/reference_dspark.py) against mlx-vlm 0.7.10's own drafter, and mtpconv's --target gguf draft.
 
-mtpconv writes the llama.cpp `dflash` draft (every other target refuses, naming the tool that writes what the runtime
-drafts with: docs/deepseek-v4-dspark.md):
+mtpconv writes the llama.cpp `dflash` draft and 0731's mlx-vlm deepseek_v4_dspark folder (every other target
+refuses, naming the tool that writes what the runtime drafts with: docs/deepseek-v4-dspark.md):
 
 - mtpconv's draft of each fixture (plain at bf16 and f16, rigged, random head) is the converter's `--dspark` file key
   for key, in its order, and tensor for tensor (names, types, dims, sha256), provenance keys aside;
@@ -10,7 +10,10 @@ drafts with: docs/deepseek-v4-dspark.md):
   mtpconv refuses llama-quantize's types by name;
 - llama-speculative-simple --spec-type draft-dspark drafts with mtpconv's draft next to the converter's trunk exactly
   as with the converter's: rigged >= 95 % with llama-simple's text, the random head at the converter's rate;
-- DeepSeek-V4.1 is refused (llama.cpp has no deepseek_v41 architecture).
+- mtpconv's folder equals the splitter's (every shard's tensors byte for byte, config.json and the index byte for
+  byte), verify --src recomputes it, and mlx-vlm's dflash loop drafts with it as with the splitter's (rigged >= 95 %,
+  random head rejected);
+- DeepSeek-V4.1 is refused (llama.cpp has no deepseek_v41 architecture, mlx-vlm no splitter).
 
 What else is checked here is the ground the other writers will stand on:
 
@@ -375,23 +378,100 @@ def mlx_greedy(model, drafter=None):
 
 @pytest.mark.parametrize("head", ["rigged", "random"])
 def test_mlx_vlm_drafts_with_dspark(fixtures, tmp_path, head):
-    import mlx.core as mx
-    from mlx_vlm.speculative.drafters import load_drafter
     from mlx_vlm.speculative.drafters.mtp_split import get_mtp_splitter
     src = fixtures[RIGGED if head == "rigged" else RANDOM_HEAD]
     model = load_v4_trunk(fixtures[RIGGED], tmp_path / "trunk")
     folder = get_mtp_splitter(source_config=json.loads((src / "config.json").read_text())).split(str(src), str(tmp_path / "drafter"))
+    assert_dflash_drafts(model, folder, f"{head} head", head == "rigged")
+
+
+def assert_dflash_drafts(model, folder, what, rigged):
+    """mlx-vlm's dflash loop (draft_block_size 5) drafts with the folder next to the trunk: the greedy tokens equal
+    the undrafted ones; a rigged head's drafts >= 95 % accepted, a random head's fewer than half."""
+    import mlx.core as mx
+    from mlx_vlm.speculative.drafters import load_drafter
     drafter, kind = load_drafter(str(folder))
     drafter.set_dtype(mx.float32)
     assert kind == "dflash"
     assert mlx_greedy(model, drafter) == mlx_greedy(model)
     drafted, accepted = sum(drafter.draft_lens), sum(drafter.accept_lens)
-    print(f"mlx-vlm dflash loop, {head} head: drafted {drafted}, accepted {accepted}")
+    print(f"mlx-vlm dflash loop, {what}: drafted {drafted}, accepted {accepted}")
     assert drafted >= 30
-    if head == "rigged":
+    if rigged:
         assert accepted / drafted >= 0.95
     else:
         assert accepted < 0.5 * drafted
+
+
+def python_config_copy(src, dst):
+    """src with its config.json as transformers writes it (Python's float literals, 1e-06), so that a drafter's
+    text_config compares byte for byte with the splitter's (json.load and json.dump re-spell floats)."""
+    import shutil
+    shutil.copytree(src, dst)
+    cfg = json.loads((dst / "config.json").read_text())
+    (dst / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    return dst
+
+
+def assert_same_folder(ours, ref):
+    """Two DSpark drafter folders hold the same files: every shard's tensors byte for byte and dtype for dtype,
+    in the same shard, with the same metadata; config.json, the index and the tokenizer files byte for byte."""
+    import mlx.core as mx
+    shards = sorted(p.name for p in ref.glob("*.safetensors"))
+    assert sorted(p.name for p in ours.glob("*.safetensors")) == shards
+    n = 0
+    for name in shards:
+        (a, ma), (b, mb) = mx.load(str(ours / name), return_metadata=True), mx.load(str(ref / name), return_metadata=True)
+        assert ma == mb and set(a) == set(b), (name, ma, mb, set(a) ^ set(b))
+        for k in b:
+            assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, (k, a[k].dtype, b[k].dtype, a[k].shape, b[k].shape)
+            view = (lambda x: x if x.dtype == mx.float32 else x.view(mx.uint8))
+            assert bytes(memoryview(view(a[k]))) == bytes(memoryview(view(b[k]))), k
+        n += len(b)
+    for f in ("config.json", "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json"):
+        assert (ours / f).read_bytes() == (ref / f).read_bytes(), f
+    return n
+
+
+@pytest.mark.parametrize("name", [FIXTURE, RIGGED])
+def test_mtpconv_drafter_equals_splitter(mtpconv, fixtures, tmp_path, name):
+    """mtpconv's --target mlx of 0731 is the folder mlx-vlm's DSpark splitter writes, file for file: a shard per
+    stage (the FP8 weights mxfp8, each 128 x 128 ue8m0 scale repeated per 32 inputs; the FP4 experts stacked,
+    mxfp4), the Markov head at the root, no confidence head, config.json and the index byte for byte. The splitter
+    writes that one form whatever quantization is asked (its quantization_from_source wins), and mtpconv refuses
+    any other; verify --src recomputes every tensor from the release's bytes."""
+    from conftest import export
+    from mlx_vlm.speculative.drafters.deepseek_v4_dspark.split import DeepseekV4DsparkSplitter
+    src = python_config_copy(fixtures[name], tmp_path / "src")
+    ref = DeepseekV4DsparkSplitter().split(str(src), str(tmp_path / "ref"))
+    asked = DeepseekV4DsparkSplitter().split(str(src), str(tmp_path / "q4"), q_bits=4, q_group_size=64)
+    assert assert_same_folder(asked, ref) > 0
+    ours = export(mtpconv, src, tmp_path / "ours", "--target", "mlx")
+    n = assert_same_folder(ours, ref)
+    print(f"{name}: mtpconv's deepseek_v4_dspark folder equals the splitter's ({n} stored tensors in 3 shards)")
+    res = subprocess.run([str(mtpconv), "verify", "--src", str(src), str(ours)], capture_output=True, text=True)
+    assert res.returncode == 0 and f"80 tensors ({n} stored entries) checked, 80 recomputed from the source: OK" in res.stdout, res.stdout + res.stderr
+    res = subprocess.run([str(mtpconv), "export", "--src", str(src), "--out", str(tmp_path / "int4"), "--target", "mlx",
+                          "--head-precision", "int4"], capture_output=True, text=True)
+    assert res.returncode != 0 and "ignores any quantization asked" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("head", ["rigged", "random"])
+def test_mlx_vlm_drafts_with_mtpconv_dspark(mtpconv, fixtures, tmp_path, head):
+    """mlx-vlm's dflash loop (draft_block_size 5) drafts with mtpconv's folder next to its trunk of the rigged
+    fixture: the greedy tokens equal the undrafted ones; the rigged head's drafts >= 95 % accepted, a random
+    head's (the -trunk fixture: the same trunk) fewer than half, as with the splitter's own folder."""
+    from conftest import export
+    src = fixtures[RIGGED if head == "rigged" else RANDOM_HEAD]
+    model = load_v4_trunk(fixtures[RIGGED], tmp_path / "trunk")
+    assert_dflash_drafts(model, export(mtpconv, src, tmp_path / "ours", "--target", "mlx"), f"mtpconv's {head} head", head == "rigged")
+
+
+def test_mtpconv_refuses_v41_mlx(mtpconv, fixtures, tmp_path):
+    res = subprocess.run([str(mtpconv), "export", "--src", str(fixtures[V41]), "--out", str(tmp_path / "out"), "--target", "mlx"],
+                         capture_output=True, text=True)
+    assert res.returncode != 0 and "no DSpark splitter for DeepSeek-V4.1" in res.stderr, res.stderr
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("flags", [(), ("--dspark",)])

@@ -302,6 +302,11 @@ func precisionWords(t *Tensor) string {
 		return string(q.Mode)
 	}
 	if moved {
+		if len(t.Segments) > 0 && len(t.Segments[0].Block) == 2 && (t.Segments[0].Block[0] != 1 || int(t.Segments[0].Block[1]) != q.Group) {
+			// Block FP8: its codes moved, each block's scale repeated (rows.Segment.MXScales).
+			b := t.Segments[0].Block
+			return c.Words(q.Params(), t.DType) + fmt.Sprintf(", the release's own codes, each %d × %d block's scale repeated per group", b[0], b[1])
+		}
 		return c.Words(q.Params(), t.DType) + ", the release's own codes and scales"
 	}
 	return c.Words(q.Params(), t.DType)

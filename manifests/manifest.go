@@ -177,7 +177,7 @@ const (
 	TConcatColumns  TransformName = "concat_columns"   // each row the same row of several sources side by side (segment then)
 	TMoveMXFP4      TransformName = "move_mxfp4"       // E2M1 codes and E8M0 scales stored unchanged as MLX mxfp4's words and scales
 	TDequantMXFP8   TransformName = "dequantize_mxfp8" // E4M3 code × its block's E8M0 scale (a second source), in float32
-	TMoveMXFP8      TransformName = "move_mxfp8"       // E4M3 codes and E8M0 scales stored unchanged as MLX mxfp8's words and scales
+	TMoveMXFP8      TransformName = "move_mxfp8"       // E4M3 codes stored unchanged as MLX mxfp8's words, their E8M0 scales as its scales (a block scale repeated over each group it covers)
 )
 
 // QuantMode names a quantization scheme; its codec (quant/codec) is

@@ -710,6 +710,12 @@ func recomputeMoved(ctx context.Context, r *Report, src *st.Checkpoint, o *outFi
 		return false, err
 	}
 	var scalesEntry st.TensorInfo
+	var group int64 // an mx move's: a scale per group values
+	for _, x := range t.Transforms {
+		if x.Name == TMoveMXFP4 || x.Name == TMoveMXFP8 {
+			group = int64(x.Group)
+		}
+	}
 	if !repack {
 		if len(t.Entries) != 2 {
 			return false, fmt.Errorf("%s: %d entries for an mxfp4 move", t.Name, len(t.Entries))
@@ -738,8 +744,12 @@ func recomputeMoved(ctx context.Context, r *Report, src *st.Checkpoint, o *outFi
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
-		if err := rows.Check(src, seg, t.RowLen); err != nil || seg.Packed == "" {
-			return false, fmt.Errorf("%s: %s is not FP4 or MX fp8 codes the move can have read: %v", t.Name, seg.Source, err)
+		err := rows.Check(src, seg, t.RowLen)
+		if err == nil && seg.Packed == "" {
+			err = rows.BlockMovable(src, seg, t.RowLen, group)
+		}
+		if err != nil {
+			return false, fmt.Errorf("%s: %s is not FP4, MX fp8 or block FP8 codes the move can have read: %v", t.Name, seg.Source, err)
 		}
 		_, sraw, err := rd.Scales(seg.Scale)
 		if err != nil {
@@ -752,18 +762,25 @@ func recomputeMoved(ctx context.Context, r *Report, src *st.Checkpoint, o *outFi
 		}
 		h.Write(raw)
 		per := t.RowLen / seg.Block[1]
-		scales := sraw[seg.Row*per : (seg.Row+seg.Rows)*per]
 		var same bool
 		if repack {
+			if (seg.Row+seg.Rows)*per > int64(len(sraw)) {
+				return false, fmt.Errorf("%s: no scale for row %d", seg.Scale, seg.Row+seg.Rows-1)
+			}
+			scales := sraw[seg.Row*per : (seg.Row+seg.Rows)*per]
 			want := make([]byte, int64(len(scales))*quant.MXFP4BlockBytes)
 			if err := quant.RepackMXFP4(raw, scales, want); err != nil {
 				return false, err
 			}
 			same, err = compare(main, outRow*per*quant.MXFP4BlockBytes, want)
 		} else {
+			var scales []byte
+			if scales, err = seg.MXScales(sraw, t.RowLen, group, 0, seg.Rows, nil); err != nil {
+				return false, err
+			}
 			same, err = compare(main, outRow*seg.RowBytesOf(t.RowLen), raw)
 			if err == nil && same {
-				same, err = compare(scalesEntry, outRow*per, scales)
+				same, err = compare(scalesEntry, outRow*(t.RowLen/group), scales)
 			}
 		}
 		if err != nil {
@@ -776,7 +793,7 @@ func recomputeMoved(ctx context.Context, r *Report, src *st.Checkpoint, o *outFi
 	}
 	sameSource := TensorSum(h) == t.SourceCRC32C
 	if sameSource && differs > 0 {
-		r.add("values_differ", t.File, t.Name, "%s: %d of %d segments are not the source's FP4 or MX fp8 codes and scales as moved", t.Name, differs, len(t.Segments))
+		r.add("values_differ", t.File, t.Name, "%s: %d of %d segments are not the source's FP4 or FP8 codes and scales as moved", t.Name, differs, len(t.Segments))
 	}
 	return sameSource, nil
 }

@@ -75,6 +75,9 @@ func outputMatrix() []outputCase {
 	add([]string{fixtures.Hy4}, "mlx-bf16", "--target", "mlx")
 	// Its block-FP8 release: the ue8m0-scaled matrices dequantized into Q8_0.
 	add([]string{fixtures.DeepSeekV4FP8}, "gguf-bf16", "--target", "gguf")
+	// Block FP8 moved into the drafters' mxfp8 (each block's scale
+	// repeated): DeepSeek-V4's, and 0731's DSpark stages, a shard a stage.
+	add([]string{fixtures.DeepSeekV4FP8Blocks, fixtures.DSparkV4Flash}, "mlx-bf16", "--target", "mlx")
 	return cs
 }
 

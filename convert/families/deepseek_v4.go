@@ -44,16 +44,19 @@ var deepseekV4Family = &model.Family{
 	MLX: model.MLXSpec{
 		// mlx-vlm's deepseek_v4_mtp splitter: mtp.0. stripped, the decoder
 		// layer under decoder., the FP4 experts stacked as switch_mlp and
-		// kept mxfp4 (codes viewed uint32, E8M0 scales as .scales), wo_a
+		// kept mxfp4 (codes viewed uint32, E8M0 scales as .scales), the
+		// block-FP8 weights mxfp8 (codes viewed uint32, each 128 × 128
+		// scale repeated per 32 inputs), wo_a
 		// reshaped per output group, block_size depth + 1, the release's
 		// storage recorded rather than any quantization asked.
-		DrafterModelType:    "deepseek_v4_mtp",
-		DrafterBlockExtra:   1,
-		DrafterName:         dsv4DrafterName,
-		DrafterKeepsStorage: true,
-		DrafterExpertOrder:  []int{0, 2, 1}, // sanitize stacks w1, w2, w3: gate, down, up
-		DrafterShape:        dsv4DrafterShape,
-		CombinedRefusal:     "mlx-lm 0.32.2 has no DeepSeek-V4 model (deepseek_v4): a combined file would have no consumer; use --target mlx (mlx-vlm's deepseek_v4_mtp drafter).",
+		DrafterModelType:         "deepseek_v4_mtp",
+		DrafterBlockExtra:        1,
+		DrafterName:              dsv4DrafterName,
+		DrafterKeepsStorage:      true,
+		DrafterSourceQuantConfig: true,           // read_text_config copies the flat config whole
+		DrafterExpertOrder:       []int{0, 2, 1}, // sanitize stacks w1, w2, w3: gate, down, up
+		DrafterShape:             dsv4DrafterShape,
+		CombinedRefusal:          "mlx-lm 0.32.2 has no DeepSeek-V4 model (deepseek_v4): a combined file would have no consumer; use --target mlx (mlx-vlm's deepseek_v4_mtp drafter).",
 	},
 	GGUF: model.GGUFSpec{
 		Arch: "deepseek4", PreTokenizer: "deepseek-v3",

@@ -31,21 +31,19 @@ import (
 // tensor in its stored type (FP8 dequantized to Q8_0, FP4 experts repacked
 // MXFP4: DeepSeek-V4's rules), the vocabulary the source folder's own (the
 // stages live in the target's checkpoint, so it is --target-model-dir).
-// Every other target, and V4.1 everywhere, is refused naming the tool that
-// writes what the runtime drafts with (see docs/deepseek-v4-dspark.md).
+// --target mlx writes 0731's deepseek_v4_dspark folder as mlx-vlm's splitter
+// does (deepseek_v41_dspark_mlx.go). Every other target, and V4.1
+// everywhere, is refused naming the tool that writes what the runtime
+// drafts with (see docs/deepseek-v4-dspark.md).
 
 // deepseekV41Family is the family's descriptor.
 var deepseekV41Family = &model.Family{
 	Name: "deepseek_v41", Title: dsparkName,
 	Docs:        "docs/deepseek-v4-dspark.md",
-	Layout:      "DSpark stages under `mtp.{s}.*` (V4-Flash-0731: `deepseek_v4` with `dspark_*` keys, told apart by `Identity.HasKey`; V4.1: `deepseek_v41`), their config keys as the typed `DSparkConfig` over `DeepSeekV4Config`; 0731's stages as DeepSeek-V4 blocks (`Spec.HeadLayersNumbered`, per-stage wants by `HeadLayerAt`), its GGUF a `dflash` drafter file (`GGUFSpec.Drafter`, `StoredTypes`, `TokenizerKeys`), V4.1 refused (`GGUFSpec.Refuse`)",
+	Layout:      "DSpark stages under `mtp.{s}.*` (V4-Flash-0731: `deepseek_v4` with `dspark_*` keys, told apart by `Identity.HasKey`; V4.1: `deepseek_v41`), their config keys as the typed `DSparkConfig` over `DeepSeekV4Config`; 0731's stages as DeepSeek-V4 blocks (`Spec.HeadLayersNumbered`, per-stage wants by `HeadLayerAt`), its GGUF a `dflash` drafter file (`GGUFSpec.Drafter`, `StoredTypes`, `TokenizerKeys`), its MLX drafter the splitter's `deepseek_v4_dspark` folder (`MLXSpec.DrafterStageFiles`, block-FP8 moved mxfp8), V4.1 refused (`GGUFSpec.Refuse`, `MLXSpec.Refuse`)",
 	Match:       matchDSpark,
 	ParseConfig: parseDSpark, Spec: specDSpark,
-	MLX: model.MLXSpec{
-		Refusal: "mtpconv does not write DSpark drafters yet: for DeepSeek-V4-Flash-0731 mlx-vlm 0.7.10's own splitter writes the `deepseek_v4_dspark` drafter " +
-			"(`python -m mlx_vlm.speculative.drafters.deepseek_v4_dspark.split`), and mlx-vlm's deepseek_v41 model drops every `mtp.*` tensor (models/deepseek_v41/deepseek_v41.py:196), so nothing of it drafts DeepSeek-V4.1.",
-		CombinedRefusal: "stock mlx-lm 0.32.2 has no deepseek_v4 model and its deepseek_v41 drops every `mtp.*` tensor (models/deepseek_v41.py:1014), so a combined file would carry stages nothing runs.",
-	},
+	MLX: dsparkMLX, // deepseek_v41_dspark_mlx.go
 	// DeepseekV4DSparkModel (conversion/deepseek.py:929 of the llama.cpp
 	// vendored by llama-cpp-python 0.3.36): architecture dflash, the mtp.*
 	// tensors only, stage s as block s, DeepseekV4Model's types (stored,

@@ -10,10 +10,11 @@ import (
 	"github.com/mtpconv/mtpconv/internal/testmodel"
 )
 
-// Every target but gguf refuses 0731's DSpark stages in one sentence naming
-// the tool that writes what the runtime drafts with, or that no runtime runs
-// them; gguf refuses what it does not write of them (a graft, llama-quantize's
-// types) and all of V4.1.
+// Every target but gguf and mlx refuses 0731's DSpark stages in one sentence
+// naming the tool that writes what the runtime drafts with, or that no
+// runtime runs them; gguf refuses what it does not write of them (a graft,
+// llama-quantize's types), mlx writes the splitter's folder in its one form
+// only (deepseek_v41_mlx_test.go), and both refuse all of V4.1.
 func TestDSparkTargetsRefuse(t *testing.T) {
 	t.Parallel()
 	m := testmodel.Load(t, fixtures.DSparkV4Flash)
@@ -27,7 +28,7 @@ func TestDSparkTargetsRefuse(t *testing.T) {
 	}{
 		{"gguf", targets.Options{Graft: "trunk.gguf"}, "is a separate drafter model, loaded with -md next to its target's GGUF"},
 		{"gguf", targets.Options{GGUFType: "BF16", Set: map[string]bool{targets.OptGGUFType: true}}, "would requantize the MXFP4 experts"},
-		{"mlx", targets.Options{}, "mlx-vlm 0.7.10's own splitter writes the `deepseek_v4_dspark` drafter"},
+		{"mlx", targets.Options{HeadPrecision: "int4", Set: map[string]bool{targets.OptHeadPrecision: true}}, "ignores any quantization asked"},
 		{"combined", targets.Options{}, "mlx-lm 0.32.2 has no deepseek_v4 model"},
 		{"openvino", targets.Options{}, "OpenVINO GenAI has no DSpark"},
 		{"hf", targets.Options{}, "vLLM drafts DSpark stages straight from the release checkpoint"},

@@ -17,8 +17,8 @@ import (
 // unexplained tensors), the FP4 experts' scales still theirs; the 0731
 // DSpark fixture (the same storage) is described without an FP8 problem.
 // The GGUF plan dequantizes the FP8 matrices into Q8_0 (e_proj ∥ h_proj each
-// part with its own scales); the MLX drafter refuses (the splitter's mxfp8
-// move is not written).
+// part with its own scales); the MLX drafter moves them as mxfp8 where
+// they are whole 128 × 128 blocks and refuses partial blocks.
 func TestDeepSeekV4BlockFP8(t *testing.T) {
 	t.Parallel()
 	m := testmodel.Load(t, fixtures.DeepSeekV4FP8)
@@ -54,8 +54,31 @@ func TestDeepSeekV4BlockFP8(t *testing.T) {
 			}
 		}
 	}
-	if _, err := testmodel.Plan(t, m, "mlx", targets.Options{}); err == nil || !strings.Contains(err.Error(), "as mxfp8") {
-		t.Errorf("--target mlx of an FP8 head: %v, want a refusal naming the splitter's mxfp8", err)
+	// Partial blocks: the splitter's repeated scales would not fit the weight.
+	if _, err := testmodel.Plan(t, m, "mlx", targets.Options{}); err == nil || !strings.Contains(err.Error(), "mtp.0.attn.wkv.weight (shape [64 128]) is not whole 128 × 128 blocks") {
+		t.Errorf("--target mlx of an FP8 head in partial blocks: %v, want a refusal naming the tensor", err)
+	}
+	// Whole blocks: every FP8 weight moved as mxfp8 of 32 (codes as they
+	// are, each block's scale repeated), nothing dequantized.
+	b := testmodel.Load(t, fixtures.DeepSeekV4FP8Blocks)
+	p, err = testmodel.Plan(t, b, "mlx", targets.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := 0
+	for _, o := range p.Tensors {
+		if o.Has(plan.TDequantFP8) {
+			t.Errorf("%s: %v: the splitter keeps the FP8 codes", o.Name, o.Transforms)
+		}
+		if o.Has(plan.TMoveMXFP8) {
+			if o.Quant == nil || o.Quant.GroupSize != 32 || o.Segments[0].Block[0] != 128 {
+				t.Errorf("%s: %+v from %+v: want mxfp8 of 32 from 128 × 128 blocks", o.Name, o.Quant, o.Segments[0])
+			}
+			moved++
+		}
+	}
+	if moved != 10 { // wq_a, wq_b, wkv, wo_a, wo_b, the 3 shared experts, e_proj, h_proj
+		t.Errorf("%d FP8 tensors moved as mxfp8, want 10", moved)
 	}
 	d := testmodel.Load(t, fixtures.DSparkV4Flash)
 	if i := d.FP8Info; i == nil || i.ScaleDType != "F8_E8M0" || i.Weights == 0 {

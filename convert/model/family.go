@@ -445,6 +445,10 @@ type MLXSpec struct {
 	// writes no drafter for the family and which tool does (or that none
 	// runs it): the target writes nothing.
 	Refusal string
+	// Refuse, when set, says why the mlx target writes no drafter for this
+	// config although it does for the family ("" when it does): a release
+	// of the family no mlx-vlm drafts.
+	Refuse func(c *Config) string
 	// DrafterModelType is mlx-vlm's model_type for the head alone.
 	DrafterModelType string
 	// DrafterUnrunnable, when set, says why no released mlx-vlm runs the
@@ -477,8 +481,20 @@ type MLXSpec struct {
 	// stored).
 	DrafterIndexDType st.DType
 	// DrafterName maps a head tensor's HeadRelative name (or a layer prefix
-	// "layers.{j}.") to its drafter name; nil keeps it.
+	// "layers.{j}.", or a layer's stacked experts "layers.{j}." +
+	// MoE.Stacked[k]) to its drafter name, "" for a tensor the splitter's
+	// sanitize drops; nil keeps it.
 	DrafterName func(rel string) string
+	// DrafterKind is the kind load_drafter gives the folder, the
+	// draft_kind mlx-vlm's generate drafts it with ("mtp" when empty;
+	// "dflash" for a block drafter).
+	DrafterKind string
+	// DrafterStageFiles: the splitter writes each MTP layer's tensors to a
+	// shard of its own, model-0000{j+1}-of-0000{n}.safetensors (its
+	// metadata naming the drafter's model_type), with an index written
+	// by json.dumps(indent=2, sort_keys=True) and config.json with a final
+	// newline (mlx-vlm's DSpark splitter's split).
+	DrafterStageFiles bool
 	// DrafterBlockExtra: the drafter's block_size is the MTP depth plus it
 	// (mlx-vlm's splitter for the family); 0 means 2.
 	DrafterBlockExtra int
@@ -500,11 +516,17 @@ type MLXSpec struct {
 	// DrafterKeepsStorage: mlx-vlm's splitter keeps the release's own
 	// quantized storage and ignores any quantization asked
 	// (quantization_from_source): FP4 routed experts stay mxfp4 (moved,
-	// plan.TMoveMXFP4), every other tensor as stored (bf16 and float32
+	// plan.TMoveMXFP4), block-FP8 weights with ue8m0 scales mxfp8 (the
+	// codes moved, each block's scale repeated per 32: plan.TMoveMXFP8;
+	// whole blocks only), every other tensor as stored (bf16 and float32
 	// uncast); config.json's quantization block is the splitter's default
-	// (affine, 8 bits, group 64) and one entry per mxfp4 module. The target
-	// writes that one form and refuses other precisions.
+	// (affine, 8 bits, group 64) and one entry per mxfp4 or mxfp8 module.
+	// The target writes that one form and refuses other precisions.
 	DrafterKeepsStorage bool
+	// DrafterSourceQuantConfig: the splitter copies a flat config whole
+	// into text_config, its quantization_config too (read_text_config's
+	// dict(source_config)); otherwise the drafter's text_config drops it.
+	DrafterSourceQuantConfig bool
 	// DrafterStorageQuant, with DrafterKeepsStorage, is config.json's
 	// quantization block as the splitter records a release stored in one
 	// MX format throughout: that block alone, no per-module entries (Hy4's

@@ -290,6 +290,11 @@ func (p *Plan) Validate(ck *st.Checkpoint) error {
 			if err := t.checkRepack(s); err != nil {
 				return fmt.Errorf("plan: %s: %w", t.Name, err)
 			}
+			if t.Has(TMoveMXFP8) && s.Packed == "" {
+				if err := rows.BlockMovable(ck, s, t.RowLen, int64(t.Quant.GroupSize)); err != nil {
+					return fmt.Errorf("plan: %s: an mxfp8 move of block FP8: %w", t.Name, err)
+				}
+			}
 			if n := s.SourceRows(src, t.RowLen); len(s.Then) == 0 && s.Values(src)%t.RowLen != 0 || s.Row < 0 || s.Rows < 0 || s.Row+s.Rows > n {
 				return fmt.Errorf("plan: %s: rows [%d, %d) of %s (shape %v) out of range", t.Name, s.Row, s.Row+s.Rows, s.Source, src.Shape)
 			}
@@ -325,8 +330,10 @@ func (t *OutTensor) checkRepack(s Segment) error {
 		return x != TRepackMXFP4 && x != TMoveMXFP4 && x != TMoveMXFP8 && x != TStackExperts
 	}
 	switch {
-	case move8 && (s.Packed != rows.PackedMXE4M3 || len(s.Block) != 2 || t.Quant == nil || t.Quant.Mode != codec.ModeMLXMXFP8 || int64(t.Quant.GroupSize) != s.Block[1]):
-		return fmt.Errorf("an mxfp8 move stores MX fp8 codes with a scale per group as MLX's mxfp8 of that group; %s is not such a tensor, or the tensor is not mxfp8 of its group", s.Source)
+	case move8 && (t.Quant == nil || t.Quant.Mode != codec.ModeMLXMXFP8 || len(s.Block) != 2 ||
+		s.Packed == rows.PackedMXE4M3 && int64(t.Quant.GroupSize) != s.Block[1] || s.Packed == "" && (s.Scale == "" || s.Block[1]%int64(t.Quant.GroupSize) != 0) ||
+		s.Packed != "" && s.Packed != rows.PackedMXE4M3):
+		return fmt.Errorf("an mxfp8 move stores MX fp8 codes with a scale per group, or block FP8 codes with a scale per whole groups, as MLX's mxfp8 of that group; %s is not such a tensor, or the tensor is not mxfp8 of its group", s.Source)
 	case move8 && slices.ContainsFunc(t.Transforms, raw):
 		return fmt.Errorf("an mxfp8 move stores the codes as they are, with no transform on values")
 	case s.Packed == rows.PackedMXE4M3 && !move8 && !t.Has(TDequantMXFP8):

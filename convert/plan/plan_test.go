@@ -488,3 +488,39 @@ func TestValidateMXFP8Moves(t *testing.T) {
 		t.Fatalf("restored plan: %v", err)
 	}
 }
+
+// A block-FP8 tensor moved as mxfp8 (each ue8m0 block scale repeated per
+// group) is refused once it is not whole blocks of E4M3 codes with F8_E8M0
+// scales, each block whole groups wide: the repeated scales would not fit.
+func TestValidateBlockFP8Moves(t *testing.T) {
+	m := testmodel.Load(t, fixtures.DeepSeekV4FP8Blocks)
+	p, err := testmodel.Plan(t, m, "mlx", targets.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := slices.IndexFunc(p.Tensors, func(o plan.OutTensor) bool { return o.Name == "decoder.attn.wq_b.weight" })
+	if at < 0 || !p.Tensors[at].Has(plan.TMoveMXFP8) || p.Tensors[at].Segments[0].Block[0] != 128 {
+		t.Fatalf("wq_b not planned as an mxfp8 move of its 128 × 128 blocks")
+	}
+	ex := &p.Tensors[at]
+	for _, c := range []struct {
+		what   string
+		change func()
+		want   string
+	}{
+		{"part of a block's rows", func() { ex.Segments[0].Rows = 64; ex.Shape = []int64{64, 128} }, "is not whole 128 × 128 blocks"},
+		{"groups wider than a block", func() { q := *ex.Quant; q.GroupSize = 256; ex.Quant = &q }, "not mxfp8 of its group"},
+		{"a value transform", func() { ex.Transforms = append(ex.Transforms, plan.TTranspose) }, "no transform on values"},
+	} {
+		saved := *ex
+		saved.Segments = slices.Clone(ex.Segments)
+		c.change()
+		if err := p.Validate(m.Checkpoint); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.what, err, c.want)
+		}
+		*ex = saved
+	}
+	if err := p.Validate(m.Checkpoint); err != nil {
+		t.Fatalf("restored plan: %v", err)
+	}
+}

@@ -148,6 +148,16 @@ func (pl *Planner) Add(t OutTensor, q *Quant) {
 			t.Transforms = append([]Transform{TDequantFP4}, t.Transforms...)
 			break
 		}
+		if s.Scale != "" && s.Packed == "" && q != nil && q.Mode == codec.ModeMLXMXFP8 && pl.whole(t) &&
+			rows.BlockMovable(pl.M.Checkpoint, s, t.RowLen, int64(q.GroupSize)) == nil {
+			// A whole block-FP8 tensor (ue8m0 scales, whole blocks) asked as
+			// MLX mxfp8: its codes are mxfp8's, each block's scale repeated
+			// over its groups (rows.Segment.MXScales), exactly as mlx-vlm's
+			// DeepSeek-V4 sanitize keeps them.
+			t.Transforms = append(t.Transforms, TMoveMXFP8)
+			t.Quant, q = q, nil
+			break
+		}
 		if s.Scale != "" && s.Packed == "" { // read with its block scales: dequantized first
 			t.Transforms = append([]Transform{TDequantFP8}, t.Transforms...)
 			break

@@ -473,3 +473,64 @@ func checkMXE4M3(ck *st.Checkpoint, t *st.Tensor, seg Segment, rowLen int64) err
 	}
 	return checkE8M0Scale(ck, t, seg, append(slices.Clone(t.Shape[:last]), rowLen/seg.Block[1]), "MX fp8")
 }
+
+// MXScales is the E8M0 scale bytes, one per group values of a row, that an
+// mx move (plan.TMoveMXFP8, TMoveMXFP4) stores for n rows of the segment
+// from row (relative to it), given the scale tensor's bytes as stored. An
+// MX segment's scales are one per group already (Block [1, group]): they
+// are those bytes. A block-FP8 segment's ue8m0 scale covers Block[0] rows
+// and Block[1] inputs (a multiple of group): its byte is repeated over
+// every group of the block, row by row, as mlx-vlm's DeepSeek-V4 sanitize
+// repeats a 128 × 128 scale into mxfp8's (mx.repeat by 4 along the inputs,
+// by 128 along the rows). dst is reused when large enough.
+func (seg Segment) MXScales(sraw []byte, rowLen, group, row, n int64, dst []byte) ([]byte, error) {
+	if group <= 0 || len(seg.Block) != 2 || seg.Block[0] <= 0 || seg.Block[1]%group != 0 || rowLen%seg.Block[1] != 0 {
+		return nil, fmt.Errorf("%s: scale blocks %v do not cover whole groups of %d in rows of %d", seg.Scale, seg.Block, group, rowLen)
+	}
+	per, cols := rowLen/group, rowLen/seg.Block[1]
+	abs := seg.Row + row
+	if seg.Block[0] == 1 && seg.Block[1] == group {
+		if (abs+n)*per > int64(len(sraw)) {
+			return nil, fmt.Errorf("%s: no scale for row %d", seg.Scale, abs+n-1)
+		}
+		return sraw[abs*per : (abs+n)*per], nil
+	}
+	if (abs+n-1)/seg.Block[0]*cols+cols > int64(len(sraw)) {
+		return nil, fmt.Errorf("%s: no scale for row %d", seg.Scale, abs+n-1)
+	}
+	if int64(cap(dst)) < n*per {
+		dst = make([]byte, n*per)
+	}
+	dst = dst[:n*per]
+	rep := seg.Block[1] / group
+	for i := range n {
+		from := (abs + i) / seg.Block[0] * cols
+		for g := range per {
+			dst[i*per+g] = sraw[from+g/rep]
+		}
+	}
+	return dst, nil
+}
+
+// BlockMovable reports why rows of a block-FP8 segment cannot be moved as
+// MLX mx of group values a scale (nil when they can): E4M3 codes with one
+// F8_E8M0 (ue8m0) scale per block, the block whole groups wide, and the
+// rows and inputs whole blocks. mlx-vlm repeats each block's scale over the
+// block's full height and width, so a partial block would leave its
+// scales a shape the weight does not have.
+func BlockMovable(ck *st.Checkpoint, seg Segment, rowLen, group int64) error {
+	t, ok := ck.Tensors[seg.Source]
+	if !ok {
+		return fmt.Errorf("source %s is not in the checkpoint", seg.Source)
+	}
+	s, ok := ck.Tensors[seg.Scale]
+	switch {
+	case t.DType != st.F8E4M3 || !ok || s.DType != st.F8E8M0 || seg.Packed != "" || len(seg.Then) > 0 || seg.ShardRows > 0:
+		return fmt.Errorf("%s is not E4M3 codes with an F8_E8M0 scale per block", seg.Source)
+	case len(seg.Block) != 2 || seg.Block[0] <= 0 || seg.Block[1] <= 0 || seg.Block[1]%group != 0:
+		return fmt.Errorf("%s: its scale blocks %v are not whole groups of %d", seg.Source, seg.Block, group)
+	case rowLen%seg.Block[1] != 0 || seg.Row%seg.Block[0] != 0 || seg.Rows%seg.Block[0] != 0:
+		return fmt.Errorf("%s (shape %v) is not whole %d × %d blocks", seg.Source, t.Shape, seg.Block[0], seg.Block[1])
+	}
+	return nil
+}

@@ -355,3 +355,29 @@ func TestBlockFP8E8M0Scales(t *testing.T) {
 		}
 	}
 }
+
+// TestMXScales: an MX segment's scales are its stored bytes; a block-FP8
+// segment's each block's byte repeated over the block's rows and groups,
+// as mlx-vlm's mx.repeat(mx.repeat(s, 4, -1), 128, 0) lays them out.
+func TestMXScales(t *testing.T) {
+	mx := rows.Segment{Scale: "x_scale", Block: []int64{1, 32}, Row: 1}
+	got, err := mx.MXScales([]byte{1, 2, 3, 4, 5, 6}, 64, 32, 0, 2, nil)
+	if err != nil || string(got) != string([]byte{3, 4, 5, 6}) {
+		t.Fatalf("MX scales %v, %v", got, err)
+	}
+	blk := rows.Segment{Scale: "x.scale", Block: []int64{2, 64}}
+	// 4 rows of 128 inputs: scales [2, 2] = [[1 2] [3 4]]; groups of 32.
+	got, err = blk.MXScales([]byte{1, 2, 3, 4}, 128, 32, 1, 3, nil)
+	want := []byte{1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}
+	if err != nil || string(got) != string(want) {
+		t.Fatalf("block scales %v, %v; want %v", got, err, want)
+	}
+	for _, bad := range []rows.Segment{{Scale: "s", Block: []int64{2, 48}}, {Scale: "s", Block: []int64{2}}} {
+		if _, err := bad.MXScales([]byte{1, 2, 3, 4}, 96, 32, 0, 1, nil); err == nil {
+			t.Errorf("blocks %v of inputs not whole groups: no error", bad.Block)
+		}
+	}
+	if _, err := blk.MXScales([]byte{1, 2, 3, 4}, 128, 32, 4, 1, nil); err == nil {
+		t.Error("a row past the scales: no error")
+	}
+}

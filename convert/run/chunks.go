@@ -121,7 +121,9 @@ type scratch struct {
 	enc  []byte
 	vals []float32
 	tmp  []float32 // a transposed block
-	q    codec.Bufs
+	// moved is an mx move's scales, a block's repeated per group (rows.Segment.MXScales)
+	moved []byte
+	q     codec.Bufs
 	// The current chunk's error sums (encode), merged in order.
 	refSq    float64
 	parts    *health.Stats
@@ -273,13 +275,19 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 		if err != nil {
 			return err
 		}
-		per := t.RowLen / seg.Block[1]
+		per, group := t.RowLen/seg.Block[1], seg.Block[1]
 		abs := seg.Row + c.row
-		if (abs+c.rows)*per > int64(len(sraw)) {
+		if (abs+c.rows)*per > int64(len(sraw)) && !s.move {
 			return fmt.Errorf("%s: no scale for row %d", seg.Scale, abs+c.rows-1)
 		}
-		scales := sraw[abs*per : (abs+c.rows)*per]
-		if s.move { // MLX mxfp4 / mxfp8: the codes as its words, the scales as they are
+		var scales []byte
+		if s.move { // MLX mxfp4 / mxfp8: the codes as its words, a scale per group (a block's repeated)
+			group = int64(t.Quant.GroupSize)
+			per = t.RowLen / group
+			if sc.moved, err = seg.MXScales(sraw, t.RowLen, group, c.row, c.rows, sc.moved); err != nil {
+				return err
+			}
+			scales = sc.moved
 			es := s.res.record.Entries
 			w := slices.IndexFunc(es, func(e manifests.Entry) bool { return e.Name == t.Name })
 			if len(es) != 2 || w < 0 {
@@ -287,6 +295,7 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 			}
 			pieces = []codec.Piece{{Name: t.Name, Data: raw, Num: seg.RowBytesOf(t.RowLen), Den: 1}, {Name: es[1-w].Name, Data: scales, Num: per, Den: 1}}
 		} else {
+			scales = sraw[abs*per : (abs+c.rows)*per]
 			sc.enc = growBytes(sc.enc, int64(len(scales))*quant.MXFP4BlockBytes)
 			if err := quant.RepackMXFP4(raw, scales, sc.enc); err != nil {
 				return fmt.Errorf("%s with %s: %w", seg.Source, seg.Scale, err)
@@ -294,7 +303,7 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 			pieces = []codec.Piece{{Name: t.Name, Data: sc.enc, Num: per * quant.MXFP4BlockBytes, Den: 1}}
 		}
 		nonzero = slices.ContainsFunc(raw, func(b byte) bool { return b&0x77 != 0 })
-		if seg.Packed == rows.PackedMXE4M3 { // one E4M3 code a byte; S.1111.111 is its NaN
+		if src.DType == st.F8E4M3 { // one E4M3 code a byte; S.1111.111 is its NaN
 			nonzero = slices.ContainsFunc(raw, func(b byte) bool { return b&0x7F != 0 })
 			for _, b := range raw {
 				if b&0x7F == 0x7F {
@@ -304,7 +313,7 @@ func (s *tensorState) runChunk(ctx context.Context, ck *st.Checkpoint, i int, sc
 		}
 		for _, e := range scales {
 			if e == 0xFF { // OCP MX's NaN scale: its whole block is NaN
-				nonfinite += seg.Block[1]
+				nonfinite += group
 			}
 		}
 	case seg.Scale != "":

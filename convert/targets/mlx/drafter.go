@@ -3,6 +3,7 @@ package mlx
 import (
 	"bytes"
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/mtpconv/mtpconv/convert/model"
 	"github.com/mtpconv/mtpconv/convert/plan"
+	"github.com/mtpconv/mtpconv/convert/rows"
 	"github.com/mtpconv/mtpconv/convert/targets"
 	"github.com/mtpconv/mtpconv/formats/jsonobj"
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
@@ -52,6 +54,11 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 	if r := m.Family.MLX.Refusal; r != "" {
 		return nil, fmt.Errorf("--target mlx: %s", r)
 	}
+	if f := m.Family.MLX.Refuse; f != nil {
+		if r := f(m.Config); r != "" {
+			return nil, fmt.Errorf("--target mlx: %s", r)
+		}
+	}
 	if m.Family.MLX.DrafterModelType == "" {
 		return nil, fmt.Errorf("--target mlx: mlx-vlm has no drafter model for %s heads", m.Family)
 	}
@@ -71,8 +78,8 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 		if o.Head.Name != defaultPrecision || uo.Set[targets.OptGroupSize] {
 			return nil, targets.UsageError{Err: fmt.Errorf("mlx-vlm's %s splitter keeps %s's release storage (its FP4 experts mxfp4, MXFP8 tensors mxfp8, the rest as stored) and ignores any quantization asked: --head-precision %s (the default) and no --group-size", ms.DrafterModelType, m.Family.Title, defaultPrecision)}
 		}
-		if w := slices.IndexFunc(m.HeadTensors(), func(n string) bool { _, _, fp8 := m.BlockScale(n); return fp8 }); w >= 0 {
-			return nil, fmt.Errorf("mlx-vlm's %s splitter carries a block-FP8 head's weights as mxfp8 (the e4m3 codes moved, each block's scale repeated per 32), which mtpconv does not write yet (%s is FP8); --target gguf writes this head", ms.DrafterModelType, m.HeadTensors()[w])
+		if err := blockFP8Movable(m, ms.DrafterModelType); err != nil {
+			return nil, err
 		}
 		rule = keptStorage(m)
 	}
@@ -83,6 +90,7 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 	case rename == nil:
 		rename = func(s string) string { return s }
 	}
+	dropped := func(n string) bool { return rename(m.HeadRelative(n)) == "" }
 	pl := &plan.Planner{M: m, File: "model.safetensors", NormsStored: ms.DrafterNormsStored, IndexDType: ms.DrafterIndexDType}
 	concat, err := planConcat(pl, m, rename, o.Head.Float, rule)
 	if err != nil {
@@ -112,10 +120,11 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 				pl.Add(t, q)
 			})
 		}
-		pl.Head(rename, o.Head.Float, rule, func(n string) bool { _, ok := mla[n]; return !ok && !concat[n] })
+		pl.Head(rename, o.Head.Float, rule, func(n string) bool { _, ok := mla[n]; return !ok && !concat[n] && !dropped(n) })
 	} else {
-		pl.Head(rename, o.Head.Float, rule, func(n string) bool { return !concat[n] })
+		pl.Head(rename, o.Head.Float, rule, func(n string) bool { return !concat[n] && !dropped(n) })
 	}
+	nameExperts(pl.Out, m, rename)
 	if ms.DrafterKeepsStorage {
 		orderExperts(pl.Out, m, rename)
 	}
@@ -143,6 +152,11 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 	}
 	if ms.DrafterWhole {
 		return wholeDrafter(m, p, o)
+	}
+	if ms.DrafterStageFiles {
+		if err := stageFiles(m, p); err != nil {
+			return nil, err
+		}
 	}
 	cfg, err := drafterConfig(m, p, o)
 	if err != nil {
@@ -261,6 +275,9 @@ func drafterConfig(m *model.Model, p *plan.Plan, o Options) ([]byte, error) {
 		cfg["quantization_config"] = q
 	}
 	out, err := jsonobj.Indent(cfg, "  ")
+	if m.Family.MLX.DrafterStageFiles { // written with a final newline
+		return out, err
+	}
 	return bytes.TrimSuffix(out, []byte("\n")), err
 }
 
@@ -279,8 +296,11 @@ func textConfigObject(m *model.Model) (jsonobj.Object, error) {
 			return nil, fmt.Errorf("%s: text_config: %w", model.ConfigFile, err)
 		}
 	}
-	// A flat config's own storage (an FP8 release's) is not the drafter's.
-	text = slices.DeleteFunc(text, func(kv jsonobj.KV) bool { return kv.Key == "quantization_config" })
+	// A flat config's own storage (an FP8 release's) is not the drafter's,
+	// unless the family's splitter copies it along.
+	if !m.Family.MLX.DrafterSourceQuantConfig {
+		text = slices.DeleteFunc(text, func(kv jsonobj.KV) bool { return kv.Key == "quantization_config" })
+	}
 	if f := m.Family.MLX.DrafterTextConfig; f != nil {
 		f(m, &text)
 	}
@@ -292,7 +312,7 @@ func textConfigObject(m *model.Model) (jsonobj.Object, error) {
 // released mlx-vlm can yet.
 func (drafter) Card(man *manifests.Manifest) manifests.TargetCard {
 	ms := familyMLX(man)
-	how := mlxVLMSnippet("(`{base}` is the trunk, or any MLX conversion of it)", "{base}")
+	how := mlxVLMSnippet("(`{base}` is the trunk, or any MLX conversion of it)", "{base}", ms.DrafterKind)
 	if ms.DrafterWhole {
 		return wholeCard(man)
 	}
@@ -320,7 +340,7 @@ func familyMLX(man *manifests.Manifest) model.MLXSpec {
 
 // mlxVLMSnippet is the card's mlx-vlm example: trunk generates (a note on
 // what it is), the folder drafts.
-func mlxVLMSnippet(note, trunk string) []string {
+func mlxVLMSnippet(note, trunk, kind string) []string {
 	return []string{
 		"With mlx-vlm (0.7.10 tested): the trunk generates, this head drafts the next tokens " + note + ":",
 		"", "```python",
@@ -328,7 +348,7 @@ func mlxVLMSnippet(note, trunk string) []string {
 		"from mlx_vlm.speculative.drafters import load_drafter",
 		"",
 		"model, processor = load(\"" + trunk + "\")",
-		"drafter, kind = load_drafter(\"{repo}\")  # kind == \"mtp\"",
+		"drafter, kind = load_drafter(\"{repo}\")  # kind == \"" + cmp.Or(kind, "mtp") + "\"",
 		"result = generate(model, processor, \"The capital of France is\", max_tokens=40, draft_model=drafter, draft_kind=kind)",
 		"print(result.text)",
 		"```",
@@ -339,11 +359,18 @@ func mlxVLMSnippet(note, trunk string) []string {
 // FP4 routed experts mxfp4 of their own group (moved as they are,
 // plan.TMoveMXFP4), MXFP8 tensors mxfp8 of theirs (moved where whole,
 // plan.TMoveMXFP8; kv_b_proj's halves re-quantized, as the splitter's
-// sanitize does), everything else unquantized.
+// sanitize does), block-FP8 tensors with ue8m0 scales mxfp8 of 32 (the
+// codes moved, each block's scale repeated per group: plan.TMoveMXFP8),
+// everything else unquantized.
 func keptStorage(m *model.Model) plan.QuantRule {
 	return func(src, _ string, _ int64) *plan.Quant {
 		if _, block, ok := m.MXFP8Scale(src); ok {
 			return &plan.Quant{Mode: codec.ModeMLXMXFP8, Bits: 8, GroupSize: int(block[1])}
+		}
+		if scale, _, ok := m.BlockScale(src); ok && m.Checkpoint.Tensors[scale].DType == st.F8E8M0 {
+			// Block FP8 with ue8m0 scales: mxfp8 of MX's group, each
+			// block's scale repeated (blockFP8Movable checked the blocks).
+			return &plan.Quant{Mode: codec.ModeMLXMXFP8, Bits: 8, GroupSize: model.MXFP8Block}
 		}
 		for _, blk := range m.MTPExperts {
 			if src != blk.Prefix {
@@ -384,4 +411,96 @@ func orderExperts(ts []plan.OutTensor, m *model.Model, rename func(string) strin
 			}
 		}
 	}
+}
+
+// blockFP8Movable refuses a head whose block-FP8 weights the splitter's
+// sanitize cannot carry as mxfp8: scales other than ue8m0 (F8_E8M0), or
+// weights that are not whole blocks. mlx-vlm repeats each scale over a
+// whole 128 × 128 block (mx.repeat by 4, then by 128), so a partial block
+// leaves scales of another shape than the weight's and the folder does
+// not load ("Expected shape (64, 4) but received shape (128, 4)").
+func blockFP8Movable(m *model.Model, drafter string) error {
+	for _, n := range m.HeadTensors() {
+		scale, block, ok := m.BlockScale(n)
+		if !ok {
+			continue
+		}
+		t := m.Checkpoint.Tensors[n]
+		if m.Checkpoint.Tensors[scale].DType != st.F8E8M0 {
+			return fmt.Errorf("mlx-vlm's %s splitter carries block-FP8 weights as mxfp8 with their ue8m0 (F8_E8M0) scales; %s's scale %s is %s", drafter, n, scale, m.Checkpoint.Tensors[scale].DType)
+		}
+		if len(t.Shape) != 2 {
+			continue
+		}
+		seg := rows.Segment{Source: n, Rows: t.Shape[0], Scale: scale, Block: block}
+		if err := rows.BlockMovable(m.Checkpoint, seg, t.Shape[1], model.MXFP8Block); err != nil {
+			return fmt.Errorf("mlx-vlm's %s splitter repeats each FP8 block scale over a whole %d × %d block into mxfp8's, which for %v leaves scales of another shape than the weight's (its folder does not load): %w", drafter, block[0], block[1], t.Shape, err)
+		}
+	}
+	return nil
+}
+
+// nameExperts names each MTP layer's stacked expert tensors as the
+// family's DrafterName names them whole ("layers.{j}." + MoE.Stacked[k]),
+// where that differs from the layer's drafter prefix followed by the
+// stacked name (the planner's naming): a drafter that drops a level of
+// the layer's names (DSpark's stages.{s}. without decoder.).
+func nameExperts(ts []plan.OutTensor, m *model.Model, rename func(string) string) {
+	if m.Spec.MoE == nil {
+		return
+	}
+	for j := range m.MTPExperts {
+		layer := "layers." + strconv.Itoa(j) + "."
+		for _, stacked := range m.Spec.MoE.Stacked {
+			planned, want := rename(layer)+stacked, rename(layer+stacked)
+			if i := slices.IndexFunc(ts, func(t plan.OutTensor) bool { return t.Name == planned }); i >= 0 && want != planned {
+				ts[i].Name = want
+			}
+		}
+	}
+}
+
+// stageFiles lays the drafter out as mlx-vlm's DSpark splitter writes it
+// (MLXSpec.DrafterStageFiles): each MTP layer's tensors, in the order the
+// splitter converts them (layer by layer), in a shard of their own,
+// model-0000{j+1}-of-0000{n}.safetensors, whose metadata names the
+// drafter's model_type; model.safetensors.index.json as json.dumps(index,
+// indent=2, sort_keys=True) + "\n", total_size every stored entry's bytes.
+func stageFiles(m *model.Model, p *plan.Plan) error {
+	n := m.MTPDepth
+	name := func(j int) string { return fmt.Sprintf("model-%05d-of-%05d.safetensors", j+1, n) }
+	stage := func(t plan.OutTensor) int {
+		rel := strings.TrimPrefix(m.HeadRelative(t.Segments[0].Source), "layers.")
+		j, err := strconv.Atoi(rel[:max(strings.IndexByte(rel, '.'), 0)])
+		if err != nil {
+			return -1
+		}
+		return j
+	}
+	var total int64
+	files := map[string]json.RawMessage{}
+	for i := range p.Tensors {
+		t := &p.Tensors[i]
+		j := stage(*t)
+		if j < 0 || j >= n {
+			return fmt.Errorf("--target mlx: %s's drafter writes a shard per MTP layer; %s is of none", m.Family, t.Segments[0].Source)
+		}
+		t.File = name(j)
+		for _, e := range t.Entries() {
+			total += plan.EntryBytes(e)
+			files[e.Name] = json.RawMessage(strconv.Quote(t.File))
+		}
+	}
+	slices.SortStableFunc(p.Tensors, func(a, b plan.OutTensor) int { return cmp.Compare(stage(a), stage(b)) })
+	p.TensorFiles = p.TensorFiles[:0]
+	for j := range n {
+		p.TensorFiles = append(p.TensorFiles, name(j))
+	}
+	p.Metadata["model_type"] = m.Family.MLX.DrafterModelType
+	index, err := jsonobj.Indent(jsonobj.Object{{Key: "metadata", Value: jsonobj.Object{{Key: "total_size", Value: total}}}, {Key: "weight_map", Value: jsonobj.Sorted(files)}}, "  ")
+	if err != nil {
+		return err
+	}
+	p.Files = append(p.Files, plan.OutFile{Name: st.IndexFile, Contents: index})
+	return nil
 }

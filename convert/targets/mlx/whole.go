@@ -100,6 +100,6 @@ func wholeCard(man *manifests.Manifest) manifests.TargetCard {
 		MLP:       "dense, in every block of the drafter",
 		Pairing:   "It pairs with an MLX conversion of its target model: it reads the target's token embedding, last hidden state and KV cache, and has an embedding, final norm and LM head of its own.",
 		Precision: precisionLines(man),
-		HowToRun:  mlxVLMSnippet("(`TARGET` is an MLX conversion of the target model)", "TARGET"),
+		HowToRun:  mlxVLMSnippet("(`TARGET` is an MLX conversion of the target model)", "TARGET", ""),
 	}
 }
