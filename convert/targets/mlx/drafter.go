@@ -37,6 +37,19 @@ func (drafter) Name() string { return "mlx" }
 func (drafter) Instead() string {
 	return "to add the head into an mlx_lm.convert / mlx-community folder, use --target combined --into DIR; the drafter is a folder of its own (--out DIR)"
 }
+// WhyNot: mlx-vlm's quantization options are spelled here as the head's
+// precision, and no mlx-vlm drafter is quantized by a mixed recipe.
+func (drafter) WhyNot(option string) string {
+	switch option {
+	case targets.OptQBits, targets.OptQMode, targets.OptQGroupSize:
+		return "mlx-vlm's --q-bits/--q-mode/--q-group-size are --head-precision (int2 to int8, mxfp4, nvfp4, mxfp8) and --group-size here"
+	case targets.OptQuantPredicate, targets.OptTrunkRecipe:
+		return "no mlx-vlm drafter is quantized by a mixed recipe: mlx_vlm.split_mtp takes bits, group size and mode only, and mlx_vlm.convert 0.7.10's recipes fail on the one drafter it converts whole, the Gemma-4 assistant " +
+			"(mixed_quant_predicate_builder reads model.layers, which Gemma4AssistantDraftModel keeps under model.model.layers)"
+	}
+	return ""
+}
+
 func (drafter) Usage() string {
 	return "the MTP head as an mlx-vlm drafter folder (model.safetensors + config.json)"
 }
