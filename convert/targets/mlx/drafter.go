@@ -79,6 +79,14 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 		}
 		o.RoutersFloat, routerBits = true, "float"
 	}
+	if ms.DrafterWhole && o.Head.Quantized() {
+		// mlx_vlm.convert casts the floats to the config's dtype before it
+		// quantizes: the scales, biases and unquantized tensors take it.
+		if dt, key := convertDType(m); dt != "" && dt != o.Head.Float {
+			o.Head.Float = dt
+			o.Notes = append(o.Notes, fmt.Sprintf("scales and unquantized tensors %s, the %s mlx_vlm.convert casts to before it quantizes", dt, key))
+		}
+	}
 	rule := o.rule(m, o.Head, o.GroupSize)
 	if ms.DrafterKeepsStorage {
 		if o.Head.Name != defaultPrecision || uo.Set[targets.OptGroupSize] {
