@@ -339,3 +339,38 @@ func TestHeadHealthHFRepo(t *testing.T) {
 		})
 	}
 }
+
+// A 1-bit drafter (MLX's CPU kernel) is written only when asked with
+// --allow-lossy-head (its concat projection's halves are lost); verify
+// --src recomputes every tensor and inspect decodes every 1-bit matrix (it
+// judged none: the decoder refused 1 bit for the Metal kernel's rounding,
+// which decoding does not depend on).
+func TestInt1DrafterVerifiedAndDecoded(t *testing.T) {
+	t.Parallel()
+	src := fixtures.Ensure(t, fixtures.Gemma4Assistant)
+	out := filepath.Join(t.TempDir(), "o")
+	args := []string{"export", "--src", src, "--out", out, "--quiet", "--target", "mlx", "--head-precision", "int1"}
+	if code, _, stderr := runCLI(t, args...); code != 2 || !strings.Contains(stderr, "add --mlx-rounding cpu") {
+		t.Fatalf("int1 at the Metal kernel's rounding: exit %d: %s", code, stderr)
+	}
+	args = append(args, "--mlx-rounding", "cpu")
+	if code, _, stderr := runCLI(t, args...); code != 1 || !strings.Contains(stderr, "draft at about 0 %") {
+		t.Fatalf("int1 without --allow-lossy-head: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, append(args, "--allow-lossy-head")...); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, stderr)
+	}
+	if _, stdout, _ := runCLI(t, "verify", "--src", src, out); !strings.Contains(stdout, "48 tensors (94 stored entries) checked, 48 recomputed from the source") {
+		t.Errorf("verify --src:\n%s", stdout)
+	}
+	_, stdout, _ := runCLI(t, "inspect", out, "--json")
+	var r struct {
+		HeadHealth *struct {
+			Checked   int      `json:"tensors_checked"`
+			Unchecked []string `json:"unchecked"`
+		} `json:"head_health"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil || r.HeadHealth == nil || r.HeadHealth.Checked != 48 || len(r.HeadHealth.Unchecked) != 0 {
+		t.Errorf("inspect --json: %v: %+v", err, r.HeadHealth)
+	}
+}
