@@ -19,7 +19,24 @@ import (
 // tensor name's values changed by edit (row r, column c of rows of rowLen).
 func withTensorValues(t *testing.T, fixture, name string, edit func(r, c int64, v float32) float32) string {
 	t.Helper()
-	src := fixtures.Ensure(t, fixture)
+	return withEditedTensors(t, fixtures.Ensure(t, fixture), name, func(ti st.TensorInfo, b []byte) {
+		if ti.DType != st.BF16 {
+			t.Fatalf("%s is %s, not BF16", name, ti.DType)
+		}
+		rowLen := ti.Shape[len(ti.Shape)-1]
+		for i := int64(0); i < ti.Elements(); i++ {
+			at := ti.Begin + 2*i
+			v := quant.BF16ToF32(binary.LittleEndian.Uint16(b[at:]))
+			binary.LittleEndian.PutUint16(b[at:], quant.F32ToBF16(edit(i/rowLen, i%rowLen, v)))
+		}
+	})
+}
+
+// withEditedTensors copies the folder src into a temporary folder, edit
+// changing the stored bytes of tensor name in its safetensors file (b the
+// file's bytes, ti.Begin where the tensor's start).
+func withEditedTensors(t *testing.T, src, name string, edit func(ti st.TensorInfo, b []byte)) string {
+	t.Helper()
 	dir := t.TempDir()
 	ents, err := os.ReadDir(src)
 	if err != nil {
@@ -45,18 +62,9 @@ func withTensorValues(t *testing.T, fixture, name string, edit func(r, c int64, 
 				t.Fatal(err)
 			}
 			for _, ti := range h.Tensors {
-				if ti.Name != name {
-					continue
-				}
-				if ti.DType != st.BF16 {
-					t.Fatalf("%s is %s, not BF16", name, ti.DType)
-				}
-				found = true
-				rowLen := ti.Shape[len(ti.Shape)-1]
-				for i := int64(0); i < ti.Elements(); i++ {
-					at := ti.Begin + 2*i
-					v := quant.BF16ToF32(binary.LittleEndian.Uint16(b[at:]))
-					binary.LittleEndian.PutUint16(b[at:], quant.F32ToBF16(edit(i/rowLen, i%rowLen, v)))
+				if ti.Name == name {
+					edit(ti, b)
+					found = true
 				}
 			}
 		}
@@ -65,7 +73,7 @@ func withTensorValues(t *testing.T, fixture, name string, edit func(r, c int64, 
 		}
 	}
 	if !found {
-		t.Fatalf("%s holds no %s", fixture, name)
+		t.Fatalf("%s holds no %s", src, name)
 	}
 	return dir
 }

@@ -111,43 +111,8 @@ func TestHyV4InspectDecodesMXFP8(t *testing.T) {
 	if checked, unchecked, problems := health(src); checked != 27 || len(unchecked) != 0 || len(problems) != 0 {
 		t.Fatalf("head health: %d checked (want 27: the 13 MXFP8 tensors too), unchecked %q, problems %q", checked, unchecked, problems)
 	}
-	const scale = "model.mtp_layers.0.self_attn.o_proj.weight_scale"
-	dir, found := t.TempDir(), false
-	ents, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		if e.IsDir() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.HasSuffix(e.Name(), ".safetensors") {
-			f, fi, err := st.OpenRegular(filepath.Join(src, e.Name()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, err := st.ReadHeader(f, fi.Size(), e.Name())
-			f.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, ti := range h.Tensors {
-				if ti.Name == scale {
-					b[ti.Begin], found = 0xff, true
-				}
-			}
-		}
-		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if !found {
-		t.Fatalf("no %s", scale)
-	}
+	// The first block's scale byte 0xFF: NaN.
+	dir := withEditedTensors(t, src, "model.mtp_layers.0.self_attn.o_proj.weight_scale", func(ti st.TensorInfo, b []byte) { b[ti.Begin] = 0xff })
 	if _, _, problems := health(dir); !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, "self_attn.o_proj.weight") }) {
 		t.Fatalf("an MXFP8 block scaled by NaN passed: problems %q", problems)
 	}
