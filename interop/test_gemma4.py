@@ -11,7 +11,9 @@ writes from it:
   writes: every tensor byte for byte (token_ordering int32), config.json and
   model.safetensors.index.json byte for byte, the tokenizer encoding alike,
   at bf16, f16 and every quantization mlx_vlm.convert offers (-q with q_bits
-  2..8 and group sizes 32/64/128, q_mode mxfp4/nvfp4/mxfp8);
+  1..8 and group sizes 32/64/128, q_mode mxfp4/nvfp4/mxfp8), quantized
+  also from a config that declares float16 or float32 (the scales and
+  float tensors in that dtype, as mlx_vlm.convert casts before quantizing);
 - mlx-vlm's own MTP loop (generate_step, draft_kind "mtp") drafts with our
   folder next to mlx-vlm's Gemma-4 trunk (its `gemma4` model, which returns
   the hidden state and shared KV the assistant reads): on the rigged
@@ -110,6 +112,8 @@ CONVERT = [
           ("int4", None, ["--q-bits", "4"]), ("int4", 32, ["--q-bits", "4", "--q-group-size", "32"]),
           ("int8", None, ["--q-bits", "8"]), ("int3", 128, ["--q-bits", "3", "--q-group-size", "128"]),
           ("int2", None, ["--q-bits", "2"]), ("int5", None, ["--q-bits", "5"]), ("int6", None, ["--q-bits", "6"]),
+          ("int1", None, ["--q-bits", "1"]), ("int1", 32, ["--q-bits", "1", "--q-group-size", "32"]),
+          ("int1", 128, ["--q-bits", "1", "--q-group-size", "128"]),
           ("mxfp4", None, ["--q-mode", "mxfp4"]), ("nvfp4", None, ["--q-mode", "nvfp4"]), ("mxfp8", None, ["--q-mode", "mxfp8"])]],
 ]
 
@@ -125,7 +129,8 @@ def test_folder_equals_mlx_vlm_convert(srcs, mtpconv, tmp_path, key, label, thei
     from transformers import AutoTokenizer
     src = python_config_copy(srcs[key], tmp_path / "src")
     ref = mlx_vlm_convert(src, tmp_path / "ref", *theirs)
-    got = export(mtpconv, src, tmp_path / "ours", "--target", "mlx", "--mlx-rounding", "cpu", *ours)
+    lossy = ["--allow-lossy-head"] if label.startswith("int1") else []  # 1 bit loses pre_projection's halves
+    got = export(mtpconv, src, tmp_path / "ours", "--target", "mlx", "--mlx-rounding", "cpu", *ours, *lossy)
     weights = assert_same_tensors(got, ref)
     for f in ("config.json", "model.safetensors.index.json"):
         assert (got / f).read_bytes() == (ref / f).read_bytes(), f
@@ -139,8 +144,39 @@ def test_folder_equals_mlx_vlm_convert(srcs, mtpconv, tmp_path, key, label, thei
     assert AutoTokenizer.from_pretrained(str(got))(text)["input_ids"] == AutoTokenizer.from_pretrained(str(ref))(text)["input_ids"]
     model, kind = load_drafter(str(got))
     assert kind == "mtp" and type(model).__name__ == "Gemma4AssistantDraftModel"
-    if "-q" in theirs:
-        assert type(model.pre_projection).__name__ == "QuantizedLinear"
+    if "-q" in theirs:  # (mlx-vlm loads a 1-bit matrix as its OneBitLinear)
+        assert type(model.pre_projection).__name__ == ("OneBitLinear" if label.startswith("int1") else "QuantizedLinear")
+
+
+# An assistant whose config declares another dtype: mlx_vlm.convert casts
+# the floats to it (torch_dtype, else text_config.dtype) before it
+# quantizes, so the scales and unquantized tensors are in it; ours too.
+CONFIG_DTYPES = [("text-float16", {}, {"dtype": "float16"}, "int4", ["--q-bits", "4"]),
+                 ("torch_dtype-float32", {"torch_dtype": "float32"}, {}, "int8", ["--q-bits", "8"]),
+                 ("text-float32", {}, {"dtype": "float32"}, "mxfp8", ["--q-mode", "mxfp8"]),
+                 ("text-float16-nvfp4", {}, {"dtype": "float16"}, "nvfp4", ["--q-mode", "nvfp4"])]
+
+
+@pytest.mark.parametrize("key", ["plain", "centroid"])
+@pytest.mark.parametrize("label,top,text,ours,theirs", CONFIG_DTYPES, ids=[c[0] for c in CONFIG_DTYPES])
+def test_quantized_folder_in_config_dtype_equals_mlx_vlm_convert(srcs, mtpconv, tmp_path, key, label, top, text, ours, theirs):
+    """mlx_vlm.convert -q of an assistant whose config declares float16 or
+    float32 writes its scales and float tensors in that dtype; our folder is
+    the same, byte for byte."""
+    src = python_config_copy(srcs[key], tmp_path / "src")
+    cfg = json.loads((src / "config.json").read_text())
+    cfg.update(top)
+    cfg["text_config"].update(text)
+    (src / "config.json").write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
+    ref = mlx_vlm_convert(src, tmp_path / "ref", "-q", *theirs)
+    got = export(mtpconv, src, tmp_path / "ours", "--target", "mlx", "--mlx-rounding", "cpu", "--head-precision", ours)
+    weights = assert_same_tensors(got, ref)
+    for f in ("config.json", "model.safetensors.index.json"):
+        assert (got / f).read_bytes() == (ref / f).read_bytes(), f
+    want = mx.float32 if "float32" in label else mx.float16
+    assert weights["model.norm.weight"].dtype == want
+    model, kind = load_drafter(str(got))
+    assert kind == "mtp" and type(model.pre_projection).__name__ == "QuantizedLinear"
 
 
 def gemma4_trunk(src, dst):
@@ -169,14 +205,28 @@ def loop_srcs():
                           "plain": "gemma4-assistant-tiny", "trunk": "gemma4-trunk-tiny"})
 
 
-@pytest.mark.parametrize("prec", ["bf16", "int8", "int4"])
+@pytest.mark.parametrize("prec", ["bf16", "int8", "int4", "int1"])
 def test_mlx_vlm_drafts_with_rigged_assistant(loop_srcs, mtpconv, tmp_path, prec):
     """mlx-vlm's own MTP loop drafts with our folder next to its Gemma-4 trunk:
     the greedy tokens equal the no-draft ones and nearly every draft is
-    accepted."""
+    accepted (1 bit too, mlx-vlm's OneBitLinear: the rig's matrices survive it)."""
     model = gemma4_trunk(loop_srcs["trunk-rigged"], tmp_path / "trunk")
-    drafter = load_ours(export(mtpconv, loop_srcs["rigged"], tmp_path / "ours", "--target", "mlx", "--head-precision", prec))
+    one_bit = ["--mlx-rounding", "cpu", "--allow-lossy-head"] if prec == "int1" else []
+    drafter = load_ours(export(mtpconv, loop_srcs["rigged"], tmp_path / "ours", "--target", "mlx", "--head-precision", prec, *one_bit))
     assert_rigged_accepted(model, greedy(model), drafter, f"gemma4 assistant rigged {prec}")
+
+
+def test_mlx_vlm_drafts_with_rigged_assistant_in_float16(loop_srcs, mtpconv, tmp_path):
+    """The rigged assistant declared float16 and quantized int4 (f16 scales,
+    as mlx_vlm.convert writes it from that config) drafts as the bf16 one."""
+    model = gemma4_trunk(loop_srcs["trunk-rigged"], tmp_path / "trunk")
+    src = shutil.copytree(loop_srcs["rigged"], tmp_path / "src")
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["text_config"]["dtype"] = "float16"
+    (src / "config.json").write_text(json.dumps(cfg, indent=2))
+    got = export(mtpconv, src, tmp_path / "ours", "--target", "mlx", "--head-precision", "int4")
+    assert mx.load(str(got / "model.safetensors"))["pre_projection.scales"].dtype == mx.float16
+    assert_rigged_accepted(model, greedy(model), load_ours(got), "gemma4 assistant rigged int4, float16 config")
 
 
 def test_unrigged_assistant_is_rejected(loop_srcs, mtpconv, tmp_path):

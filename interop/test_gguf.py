@@ -372,6 +372,27 @@ def test_kernels_equal_ggml(kernels, tmp_path, typ):
         assert len(c) == len(g) and c == g, f"{typ} on {name}: {sum(a != b for a, b in zip(c, g))} bytes differ"
 
 
+def test_mxfp4_dequantizer_equals_ggml(kernels, tmp_path):
+    """ggml's MXFP4 blocks (DeepSeek-V4's experts in a sidecar: inspect judges
+    them) decode as libggml's to_float does, bit for bit: the blocks libggml
+    quantizes and random blocks with every scale byte (0xFF included)."""
+    rng = np.random.default_rng(11)
+    blocks = rng.integers(0, 256, (256, 17), dtype=np.uint8)
+    blocks[:, 0] = np.arange(256, dtype=np.uint8)
+    inputs = {"random blocks": blocks}
+    for name, x in kernel_inputs().items():
+        x.tofile(tmp_path / "in.f32")
+        subprocess.run([str(kernels / "ggml_quant"), "MXFP4", "256", str(tmp_path / "in.f32"), str(tmp_path / "q.bin")], check=True)
+        inputs[name] = np.fromfile(tmp_path / "q.bin", dtype=np.uint8)
+    for name, q in inputs.items():
+        q.tofile(tmp_path / "q.bin")
+        for tool, out in (("ggml_quant", "c.f32"), ("ggquant", "go.f32")):
+            subprocess.run([str(kernels / tool), "-d", "MXFP4", "256", str(tmp_path / "q.bin"), str(tmp_path / out)], check=True)
+        c, g = (tmp_path / "c.f32").read_bytes(), (tmp_path / "go.f32").read_bytes()
+        assert len(c) == len(g) == 4 * 32 * q.size // 17, f"{name}: {len(c)} and {len(g)} bytes"
+        assert c == g, f"{name}: {int((np.frombuffer(c, np.uint32) != np.frombuffer(g, np.uint32)).sum())} values differ"
+
+
 @pytest.mark.parametrize("typ", KERNEL_TYPES)
 def test_dequantizers_equal_ggml(kernels, tmp_path, typ):
     """Our dequantizers (quant.DequantizeGGML, behind the head-health checks) give libggml's float32 bits

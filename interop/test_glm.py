@@ -192,6 +192,21 @@ QUANTIZED = [
     ("nvfp4", None, dict(q_mode="nvfp4")),
     ("mxfp8", None, dict(q_mode="mxfp8")),
 ]
+# 1 bit, for a drafter mlx-vlm loads at 1 bit (Linear and Embedding modules
+# only: no stacked experts or heads; test_mlx_one_bit.py has the others).
+QUANTIZED_1BIT = [("int1", None, dict(q_bits=1, q_group_size=64))]
+
+
+def one_bit(prec):
+    """What a 1-bit export needs besides the precision: MLX's CPU kernel (the
+    one whose 1-bit rule is reproduced) and --allow-lossy-head."""
+    return ["--mlx-rounding", "cpu", "--allow-lossy-head"] if prec == "int1" else []
+
+
+def lossy(prec):
+    """The flag a 1-bit head needs: mtpconv refuses a head whose concat
+    projection's halves are lost (int1 loses them), unless told to write it."""
+    return ["--allow-lossy-head"] if prec == "int1" else []
 
 
 @pytest.mark.parametrize("prec,group,opts", QUANTIZED, ids=[f"{p}-g{g or 'default'}" for p, g, _ in QUANTIZED])

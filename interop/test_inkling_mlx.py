@@ -25,7 +25,7 @@ import pytest
 
 from conftest import export
 from mlx_vlm_loop import assert_rejected, assert_rigged_accepted, bf16_drafters, greedy, load_drafter as load_ours, load_trunk, make_fixtures
-from test_glm import QUANTIZED, assert_same_drafter
+from test_glm import QUANTIZED, QUANTIZED_1BIT, assert_same_drafter, lossy, one_bit
 
 FIXTURES = {"plain": "inkling-tiny", "rigged": "inkling-tiny-rigged"}
 
@@ -59,7 +59,7 @@ def test_drafter_equals_mlx_vlm_splitter(mtpconv, dirs, tmp_path):
         assert kind == "mtp" and type(drafter).__name__ == "InklingMTPDraftModel"
 
 
-@pytest.mark.parametrize("prec,group,opts", QUANTIZED, ids=[f"{p}-g{g or 'default'}" for p, g, _ in QUANTIZED])
+@pytest.mark.parametrize("prec,group,opts", QUANTIZED + QUANTIZED_1BIT, ids=[f"{p}-g{g or 'default'}" for p, g, _ in QUANTIZED + QUANTIZED_1BIT])
 def test_quantized_drafter_equals_mlx_vlm_splitter(mtpconv, dirs, tmp_path, prec, group, opts):
     """Quantized, our drafter is what the splitter writes when asked to
     quantize (mx.quantize on the CPU stream: --mlx-rounding cpu), its
@@ -69,7 +69,7 @@ def test_quantized_drafter_equals_mlx_vlm_splitter(mtpconv, dirs, tmp_path, prec
     src = dirs["plain"]
     with mx.stream(mx.cpu):
         ref = InklingMTPSplitter().split(str(src), str(tmp_path / "ref"), **opts)
-    args = ["--target", "mlx", "--head-precision", prec, "--mlx-rounding", "cpu"]
+    args = ["--target", "mlx", "--head-precision", prec, "--mlx-rounding", "cpu", *lossy(prec)]
     if group:
         args += ["--group-size", group]
     ours = export(mtpconv, src, tmp_path / "ours", *args)
@@ -86,12 +86,12 @@ def rigged_trunk(dirs):
     return model, greedy(model)
 
 
-@pytest.mark.parametrize("prec", ["bf16", "int8", "int4"])
+@pytest.mark.parametrize("prec", ["bf16", "int8", "int4", "int1"])
 def test_mlx_vlm_drafts_with_rigged_head(mtpconv, dirs, rigged_trunk, tmp_path, prec):
     """mlx-vlm's own MTP loop drafts with our drafter next to its trunk: the
     greedy tokens equal the no-draft ones and nearly every draft is accepted."""
     model, want = rigged_trunk
-    drafter = load_ours(export(mtpconv, dirs["rigged"], tmp_path / "ours", "--target", "mlx", "--head-precision", prec))
+    drafter = load_ours(export(mtpconv, dirs["rigged"], tmp_path / "ours", "--target", "mlx", "--head-precision", prec, *one_bit(prec)))
     assert_rigged_accepted(model, want, drafter, f"inkling rigged {prec}")
 
 

@@ -37,6 +37,9 @@ func DecodeE2M1(codes []byte, block int64, scales, dst []float32) error {
 // E8M0 scale byte, then 16 bytes of codes.
 const MXFP4BlockBytes = 17
 
+// GGMLMXFP4 is ggml's name of those blocks.
+const GGMLMXFP4 = "MXFP4"
+
 // RepackMXFP4 moves rows of packed E2M1 codes (two a byte, value 2i low)
 // with one E8M0 scale byte per 32 values into ggml's MXFP4 blocks, byte for
 // byte (no value changes: ggml's MXFP4 is e2m1 × 2^(e − 127) too, its

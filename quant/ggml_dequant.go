@@ -3,6 +3,7 @@ package quant
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 )
 
 // DequantizeGGML decodes ggml blocks of typ into dst (one slot per value),
@@ -10,13 +11,13 @@ import (
 // float32 and in their order (no fused multiply-adds: every product is
 // rounded by an explicit conversion). It is the decoder behind head-health
 // checks of GGUF files: a block type this package quantizes, or F32, F16 or
-// BF16.
+// BF16, or MXFP4 (the blocks RepackMXFP4 fills).
 func DequantizeGGML(typ string, src []byte, dst []float32) error {
 	switch typ {
 	case "F32", "F16", "BF16":
 		return DecodeF32(typ, src, dst)
 	}
-	qk, bs, err := GGMLBlock(typ)
+	qk, bs, err := GGMLDecodeBlock(typ)
 	if err != nil {
 		return err
 	}
@@ -58,6 +59,14 @@ func DequantizeGGML(typ string, src []byte, dst []float32) error {
 			dequantizeQK(typ == GGMLQ5_K, x, y)
 		case GGMLQ6_K:
 			dequantizeQ6K(x, y)
+		case GGMLMXFP4:
+			// dequantize_row_mxfp4: kvalues_mxfp4 are twice the E2M1
+			// values, so the scale is half of 2^(e − 127).
+			d := e8m0Half(x[0])
+			for j := 0; j < 16; j++ {
+				y[j] = float32(mxfp4KValues[x[1+j]&0x0f]) * d
+				y[j+16] = float32(mxfp4KValues[x[1+j]>>4]) * d
+			}
 		}
 	}
 	return nil
@@ -119,4 +128,31 @@ func dequantizeQ6K(x []byte, y []float32) {
 		}
 		ql, qh, sc = ql[64:], qh[32:], sc[8:]
 	}
+}
+
+// GGMLDecodeBlock is the block (values, bytes) of a ggml type
+// DequantizeGGML decodes: those GGMLBlock knows and MXFP4, which mtpconv
+// moves from a release's FP4 codes (RepackMXFP4) and never quantizes.
+func GGMLDecodeBlock(typ string) (values, bytes int, err error) {
+	if typ == GGMLMXFP4 {
+		return 32, MXFP4BlockBytes, nil
+	}
+	qk, bs, err := GGMLBlock(typ)
+	if err != nil {
+		return 0, 0, fmt.Errorf("ggml type %q is not one mtpconv decodes", typ)
+	}
+	return qk, bs, nil
+}
+
+// mxfp4KValues is ggml's kvalues_mxfp4 (ggml-common.h): twice the E2M1
+// value of each code.
+var mxfp4KValues = [16]int8{0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+
+// e8m0Half is ggml_e8m0_to_fp32_half (ggml-impl.h): 2^(e − 128), the two
+// smallest bytes as the subnormals 2^-128 and 2^-127, 0xFF not NaN.
+func e8m0Half(e uint8) float32 {
+	if e < 2 {
+		return math.Float32frombits(0x00200000 << e)
+	}
+	return math.Float32frombits(uint32(e-1) << 23)
 }

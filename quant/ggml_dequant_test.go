@@ -64,3 +64,69 @@ func TestDequantizeGGMLRefusesBadInput(t *testing.T) {
 		t.Errorf("F16: %v %v", vals, err)
 	}
 }
+
+// TestDequantizeMXFP4 decodes ggml MXFP4 blocks as dequantize_row_mxfp4
+// does: the values gguf-py's quants.dequantize prints for the same blocks
+// (a normal scale, the subnormal 2^-127 scale, and 0xFF, which ggml takes
+// as 2^127, not NaN: its products overflow), and, for every scale byte but
+// 0xFF, the values of the FP4 codes RepackMXFP4 moved there.
+func TestDequantizeMXFP4(t *testing.T) {
+	blk := []byte{130}
+	for j := range 16 {
+		blk = append(blk, byte(16*j))
+	}
+	blk = append(blk, 1)
+	for range 16 {
+		blk = append(blk, 0x9f)
+	}
+	blk = append(blk, 0xff)
+	for range 16 {
+		blk = append(blk, 0x7f)
+	}
+	got := make([]float32, 96)
+	if err := DequantizeGGML(GGMLMXFP4, blk, got); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float32, 96)
+	copy(want[16:32], []float32{0, 4, 8, 12, 16, 24, 32, 48, 0, -4, -8, -12, -16, -24, -32, -48})
+	inf := float32(math.Inf(1))
+	for j := range 16 {
+		want[32+j], want[48+j] = -7.052966104933725e-38, -5.877471754111438e-39
+		want[64+j], want[80+j] = -inf, inf
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("value %d: %g, want %g (gguf-py)", i, got[i], want[i])
+		}
+	}
+
+	r := rand.New(rand.NewPCG(3, 9))
+	codes, scales := make([]byte, 16*255), make([]byte, 255)
+	for i := range codes {
+		codes[i] = byte(r.UintN(256))
+	}
+	fs := make([]float32, len(scales))
+	for i := range scales {
+		scales[i] = byte(i) // every byte but 0xFF
+		fs[i] = E8M0ToF32(scales[i])
+	}
+	blocks := make([]byte, MXFP4BlockBytes*len(scales))
+	if err := RepackMXFP4(codes, scales, blocks); err != nil {
+		t.Fatal(err)
+	}
+	ref, out := make([]float32, 32*len(scales)), make([]float32, 32*len(scales))
+	if err := DecodeE2M1(codes, 32, fs, ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := DequantizeGGML(GGMLMXFP4, blocks, out); err != nil {
+		t.Fatal(err)
+	}
+	for i := range ref {
+		if out[i] != ref[i] { // ggml's code 8 is +0 where E2M1's is -0: equal values
+			t.Fatalf("value %d (scale byte %d): %g from the MXFP4 block, %g from the FP4 codes", i, scales[i/32], out[i], ref[i])
+		}
+	}
+	if err := DequantizeGGML(GGMLMXFP4, blocks[:16], make([]float32, 32)); err == nil {
+		t.Fatal("a short MXFP4 block decoded")
+	}
+}

@@ -46,9 +46,13 @@ type MLXAffineParams struct {
 // Validate checks the combination against what MLX accepts for a row of cols values.
 func (p MLXAffineParams) Validate(cols int) error {
 	switch p.Bits {
+	case 1:
+		if p.Rounding != MLXCPU {
+			return fmt.Errorf("MLX affine 1-bit: only MLX's CPU kernel is reproduced (its Metal kernel's is not known here)")
+		}
 	case 2, 3, 4, 5, 6, 8:
 	default:
-		return fmt.Errorf("MLX affine bits %d: must be 2, 3, 4, 5, 6 or 8", p.Bits)
+		return fmt.Errorf("MLX affine bits %d: must be 1, 2, 3, 4, 5, 6 or 8", p.Bits)
 	}
 	switch p.GroupSize {
 	case 32, 64, 128:
@@ -154,6 +158,20 @@ func quantizeMLX(w []float32, cols int, p MLXAffineParams, packed []byte, scales
 // mlxScaleBias computes one group's scale and bias. The codes are then
 // clamp(round((v-b)/s), 0, nBins), rounding as the kernel does (mlxCode).
 func mlxScaleBias(group []float32, nBins float32, rounding MLXRounding) (float32, float32) {
+	if nBins == 1 {
+		// 1 bit (MLX 0.32.4's CPU kernel, measured against mx.quantize):
+		// the two codes are the group's minimum and maximum, no edge
+		// rounded to a code. The minimum is taken in order, as
+		// std::min does: of +0 and -0 the first one seen is the bias.
+		wMin, wMax := float32(math.Inf(1)), float32(math.Inf(-1))
+		for _, v := range group {
+			if v < wMin {
+				wMin = v
+			}
+			wMax = max(wMax, v)
+		}
+		return max(wMax-wMin, mlxEps), wMin
+	}
 	wMax := float32(math.Inf(-1))
 	if rounding == MLXGPU {
 		wMax = 0

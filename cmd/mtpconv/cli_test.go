@@ -39,6 +39,9 @@ func TestCLIHygiene(t *testing.T) {
 		{[]string{"export", "--src", src, "--target", "mlx", "--out", out, "--sym"}, 2, "", "does not take --sym", 1},
 		{[]string{"export", "--src", src, "--target", "mlx", "--out", out, "--lm-head-precision", "int8"}, 2, "", "does not take --lm-head-precision", 1},
 		{[]string{"export", "--src", src, "--target", "mlx", "--out", out, "--max-shard-size", "5GB"}, 2, "", "does not take --max-shard-size", 1},
+		// ... and an option the reference tool has says why: mlx-vlm's spelling, or no drafter is made so.
+		{[]string{"export", "--src", src, "--target", "mlx", "--out", out, "--q-bits", "4"}, 2, "", "--q-bits: mlx-vlm's --q-bits/--q-mode/--q-group-size are --head-precision", 1},
+		{[]string{"export", "--src", src, "--target", "mlx", "--out", out, "--quant-predicate", "mixed_3_6"}, 2, "", "--quant-predicate: no mlx-vlm drafter is quantized by a mixed recipe", 1},
 		{[]string{"export", "--src", src, "--target", "openvino", "--out", out, "--mlx-rounding", "cpu"}, 2, "", "--target openvino does not take --mlx-rounding", 1},
 		{[]string{"export", "--src", src, "--target", "openvino", "--out", out, "--router-bits", "0"}, 2, "", "does not take --router-bits", 1},
 		{[]string{"export", "--src", src, "--target", "nope", "--out", out}, 2, "", "must be combined, gguf, hf, mlx, openvino", 1},

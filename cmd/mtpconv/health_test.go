@@ -19,7 +19,24 @@ import (
 // tensor name's values changed by edit (row r, column c of rows of rowLen).
 func withTensorValues(t *testing.T, fixture, name string, edit func(r, c int64, v float32) float32) string {
 	t.Helper()
-	src := fixtures.Ensure(t, fixture)
+	return withEditedTensors(t, fixtures.Ensure(t, fixture), name, func(ti st.TensorInfo, b []byte) {
+		if ti.DType != st.BF16 {
+			t.Fatalf("%s is %s, not BF16", name, ti.DType)
+		}
+		rowLen := ti.Shape[len(ti.Shape)-1]
+		for i := int64(0); i < ti.Elements(); i++ {
+			at := ti.Begin + 2*i
+			v := quant.BF16ToF32(binary.LittleEndian.Uint16(b[at:]))
+			binary.LittleEndian.PutUint16(b[at:], quant.F32ToBF16(edit(i/rowLen, i%rowLen, v)))
+		}
+	})
+}
+
+// withEditedTensors copies the folder src into a temporary folder, edit
+// changing the stored bytes of tensor name in its safetensors file (b the
+// file's bytes, ti.Begin where the tensor's start).
+func withEditedTensors(t *testing.T, src, name string, edit func(ti st.TensorInfo, b []byte)) string {
+	t.Helper()
 	dir := t.TempDir()
 	ents, err := os.ReadDir(src)
 	if err != nil {
@@ -45,18 +62,9 @@ func withTensorValues(t *testing.T, fixture, name string, edit func(r, c int64, 
 				t.Fatal(err)
 			}
 			for _, ti := range h.Tensors {
-				if ti.Name != name {
-					continue
-				}
-				if ti.DType != st.BF16 {
-					t.Fatalf("%s is %s, not BF16", name, ti.DType)
-				}
-				found = true
-				rowLen := ti.Shape[len(ti.Shape)-1]
-				for i := int64(0); i < ti.Elements(); i++ {
-					at := ti.Begin + 2*i
-					v := quant.BF16ToF32(binary.LittleEndian.Uint16(b[at:]))
-					binary.LittleEndian.PutUint16(b[at:], quant.F32ToBF16(edit(i/rowLen, i%rowLen, v)))
+				if ti.Name == name {
+					edit(ti, b)
+					found = true
 				}
 			}
 		}
@@ -65,7 +73,7 @@ func withTensorValues(t *testing.T, fixture, name string, edit func(r, c int64, 
 		}
 	}
 	if !found {
-		t.Fatalf("%s holds no %s", fixture, name)
+		t.Fatalf("%s holds no %s", src, name)
 	}
 	return dir
 }
@@ -337,5 +345,40 @@ func TestHeadHealthHFRepo(t *testing.T) {
 				t.Errorf("exit %d, want 1 and %q\n%s%s", code, c.want, stdout, stderr)
 			}
 		})
+	}
+}
+
+// A 1-bit drafter (MLX's CPU kernel) is written only when asked with
+// --allow-lossy-head (its concat projection's halves are lost); verify
+// --src recomputes every tensor and inspect decodes every 1-bit matrix (it
+// judged none: the decoder refused 1 bit for the Metal kernel's rounding,
+// which decoding does not depend on).
+func TestInt1DrafterVerifiedAndDecoded(t *testing.T) {
+	t.Parallel()
+	src := fixtures.Ensure(t, fixtures.Gemma4Assistant)
+	out := filepath.Join(t.TempDir(), "o")
+	args := []string{"export", "--src", src, "--out", out, "--quiet", "--target", "mlx", "--head-precision", "int1"}
+	if code, _, stderr := runCLI(t, args...); code != 2 || !strings.Contains(stderr, "add --mlx-rounding cpu") {
+		t.Fatalf("int1 at the Metal kernel's rounding: exit %d: %s", code, stderr)
+	}
+	args = append(args, "--mlx-rounding", "cpu")
+	if code, _, stderr := runCLI(t, args...); code != 1 || !strings.Contains(stderr, "draft at about 0 %") {
+		t.Fatalf("int1 without --allow-lossy-head: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := runCLI(t, append(args, "--allow-lossy-head")...); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, stderr)
+	}
+	if _, stdout, _ := runCLI(t, "verify", "--src", src, out); !strings.Contains(stdout, "48 tensors (94 stored entries) checked, 48 recomputed from the source") {
+		t.Errorf("verify --src:\n%s", stdout)
+	}
+	_, stdout, _ := runCLI(t, "inspect", out, "--json")
+	var r struct {
+		HeadHealth *struct {
+			Checked   int      `json:"tensors_checked"`
+			Unchecked []string `json:"unchecked"`
+		} `json:"head_health"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil || r.HeadHealth == nil || r.HeadHealth.Checked != 48 || len(r.HeadHealth.Unchecked) != 0 {
+		t.Errorf("inspect --json: %v: %+v", err, r.HeadHealth)
 	}
 }

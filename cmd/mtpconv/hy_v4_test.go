@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,5 +96,36 @@ func movedByteFound(t *testing.T, src, out, file, name string) {
 	planned := strings.TrimSuffix(strings.TrimSuffix(name, ".scales"), ".weight") + ".weight"
 	if code == 0 || !strings.Contains(stdout, "values_differ") || !strings.Contains(stdout, planned+": 1 of 1 segments are not the source's FP4 or FP8 codes") {
 		t.Errorf("%s with a byte changed: verify exit %d: %s", name, code, stdout)
+	}
+}
+
+// inspect judges Hy4's MXFP8 head tensors from their values, decoded with
+// their E8M0 scales (they were "not checked (stored F8_E4M3)"), and finds
+// one whose scale byte is 0xFF (NaN).
+func TestHyV4InspectDecodesMXFP8(t *testing.T) {
+	t.Parallel()
+	src := fixtures.Ensure(t, fixtures.Hy4)
+	health := func(dir string) (checked int, unchecked, problems []string) {
+		t.Helper()
+		_, stdout, stderr := runCLI(t, "inspect", dir, "--json")
+		var r struct {
+			HeadHealth *struct {
+				Checked   int      `json:"tensors_checked"`
+				Unchecked []string `json:"unchecked"`
+				Problems  []string `json:"problems"`
+			} `json:"head_health"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil || r.HeadHealth == nil {
+			t.Fatalf("inspect --json: %v\n%s%s", err, stdout, stderr)
+		}
+		return r.HeadHealth.Checked, r.HeadHealth.Unchecked, r.HeadHealth.Problems
+	}
+	if checked, unchecked, problems := health(src); checked != 27 || len(unchecked) != 0 || len(problems) != 0 {
+		t.Fatalf("head health: %d checked (want 27: the 13 MXFP8 tensors too), unchecked %q, problems %q", checked, unchecked, problems)
+	}
+	// The first block's scale byte 0xFF: NaN.
+	dir := withEditedTensors(t, src, "model.mtp_layers.0.self_attn.o_proj.weight_scale", func(ti st.TensorInfo, b []byte) { b[ti.Begin] = 0xff })
+	if _, _, problems := health(dir); !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, "self_attn.o_proj.weight") }) {
+		t.Fatalf("an MXFP8 block scaled by NaN passed: problems %q", problems)
 	}
 }

@@ -66,3 +66,28 @@ func dropTensor(t *testing.T, path, name string) {
 		return data
 	})
 }
+
+// inspect describes a release's microscaling storage: DeepSeek-V4's FP4
+// routed experts (e2m1 codes with an E8M0 scale per 32) are counted and
+// named as such (they were only "120 I8" among the dtypes), as Hy4's MXFP8
+// tensors are.
+func TestInspectDescribesMXStorage(t *testing.T) {
+	t.Parallel()
+	for fx, want := range map[string]string{
+		fixtures.DeepSeekV4: "mxfp4:         120 FP4 (e2m1, two codes a byte) tensors with an F8_E8M0 scale per 32",
+		fixtures.Hy4:        "mxfp8:         48 F8_E4M3 tensors with an F8_E8M0 scale per 32",
+	} {
+		src := fixtures.Ensure(t, fx)
+		if code, stdout, stderr := runCLI(t, "inspect", src); code != 0 || !strings.Contains(stdout, want) {
+			t.Errorf("%s: exit %d, want %q\n%s%s", fx, code, want, stdout, stderr)
+		}
+	}
+	_, stdout, _ := runCLI(t, "inspect", fixtures.Ensure(t, fixtures.DeepSeekV4), "--json")
+	var r struct {
+		FP4 int   `json:"fp4_tensors"`
+		Per int64 `json:"fp4_values_per_scale"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil || r.FP4 != 120 || r.Per != 32 {
+		t.Errorf("inspect --json: %v: %d FP4 tensors, %d values a scale; want 120, 32", err, r.FP4, r.Per)
+	}
+}

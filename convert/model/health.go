@@ -15,7 +15,7 @@ import (
 // HeadHealth judges the checkpoint's head from its stored values
 // (health.Report): every head tensor but the routed experts (the bulk of
 // the bytes, listed as not checked), FP8 weights dequantized with their
-// block scales; a zero-centred norm is expected to centre on 0 (the
+// block scales, MXFP8 and FP4 (e2m1) ones with their E8M0 scales; a zero-centred norm is expected to centre on 0 (the
 // checkpoint stores w, applied as 1+w), a plain one on 1.
 func (m *Model) HeadHealth(ctx context.Context) (*health.Report, error) {
 	r := &health.Report{Problems: []string{}}
@@ -30,9 +30,17 @@ func (m *Model) HeadHealth(ctx context.Context) (*health.Report, error) {
 		if scale, block, ok := m.BlockScale(name); ok {
 			seg.Scale, seg.Block, seg.ShardRows = scale, block, m.ShardRows(name)
 		}
+		// MX storage, as the exports read it: FP4 codes two a byte, MX fp8
+		// codes one, each with an E8M0 scale per block of its row.
+		if fp4, ok := m.FP4Segment(name, 0, seg.Rows); ok {
+			seg, rowLen = fp4, 2*rowLen
+		} else if mx8, ok := m.MXFP8Segment(name, 0, seg.Rows); ok {
+			seg = mx8
+		}
 		switch {
 		case t.DType == st.BF16 || t.DType == st.F16 || t.DType == st.F32:
 		case t.DType == st.F8E4M3 && seg.Scale != "":
+		case seg.Packed != "":
 		default: // a packed or integer storage (a quantized repo's head): not decoded here
 			r.Unchecked = append(r.Unchecked, fmt.Sprintf("%s (stored %s)", name, t.DType))
 			continue

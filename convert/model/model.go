@@ -44,6 +44,8 @@ type Model struct {
 	FP8     bool     // F8 tensors other than MXFP8 ones
 	FP8Info *FP8Info // the block-scaled FP8 storage, when the source is an FP8 release
 	MXFP8   int      // MXFP8 tensors (mxfp8.go), each read with its scale
+	FP4     int      // FP4 (e2m1) tensors (fp4.go), each read with its E8M0 scale
+	FP4Per  int64    // values per scale of every FP4 tensor (0: they differ)
 
 	// Problems of the MTP head refuse any export; trunk problems refuse
 	// targets that need the trunk.
@@ -154,6 +156,13 @@ func Describe(cfg *Config, ck *st.Checkpoint) (*Model, error) {
 		g.Tensors++
 		g.Bytes += t.Bytes()
 		m.DTypes[string(t.DType)]++
+		if _, block, fp4 := m.FP4Scale(n); fp4 {
+			if m.FP4++; m.FP4 == 1 {
+				m.FP4Per = block[1]
+			} else if m.FP4Per != block[1] {
+				m.FP4Per = 0
+			}
+		}
 		if _, _, mx := m.MXFP8Scale(n); mx {
 			m.MXFP8++
 		} else if t.DType.IsFloat8() {

@@ -31,7 +31,9 @@ type Report struct {
 	Dense         bool                   `json:"dense_mlp"` // a dense MLP (no experts) in trunk and head
 	FP8           bool                   `json:"fp8"`
 	MXFP8         int                    `json:"mxfp8_tensors,omitempty"` // MX fp8 tensors with their E8M0 scales (an MXFP8 release)
-	FP8Storage    *FP8Info               `json:"fp8_storage,omitempty"`   // an FP8 release: converted through its block scales
+	FP4           int                    `json:"fp4_tensors,omitempty"`   // FP4 (e2m1) tensors with their E8M0 scales (DeepSeek-V4's routed experts)
+	FP4Per        int64                  `json:"fp4_values_per_scale,omitempty"`
+	FP8Storage    *FP8Info               `json:"fp8_storage,omitempty"` // an FP8 release: converted through its block scales
 	Shards        []ShardReport          `json:"shards"`
 	Tensors       []TensorReport         `json:"tensors"`
 	Problems      []string               `json:"problems"` // the first MaxListed, then "and K more problems"
@@ -75,7 +77,7 @@ func (m *Model) Inspect() (*Report, error) {
 	r := &Report{
 		Kind: "source_checkpoint", Source: m.Checkpoint.Source.Name(), Family: m.Family.Name,
 		ModelType: c.ModelType, Architectures: c.Architectures, NestedConfig: c.Nested,
-		LayerTypes: m.LayerTypes, TrunkExperts: m.TrunkExperts, Groups: m.Groups, DTypes: m.DTypes, FP8: m.FP8, FP8Storage: m.FP8Info, MXFP8: m.MXFP8, Dense: c.Dense(),
+		LayerTypes: m.LayerTypes, TrunkExperts: m.TrunkExperts, Groups: m.Groups, DTypes: m.DTypes, FP8: m.FP8, FP8Storage: m.FP8Info, MXFP8: m.MXFP8, FP4: m.FP4, FP4Per: m.FP4Per, Dense: c.Dense(),
 		Attention: m.Spec.Report.Attention, Layers: m.Spec.Report.Layers, Routing: m.Spec.Report.Routing, MLP: m.Spec.Report.MLP,
 		Dims: map[string]any{
 			"hidden_size": c.HiddenSize, "num_hidden_layers": c.NumHiddenLayers, "vocab_size": c.VocabSize,
@@ -175,6 +177,13 @@ func (r *Report) WriteText(w io.Writer) {
 	}
 	if r.MXFP8 > 0 {
 		p("mxfp8:         %d F8_E4M3 tensors with an F8_E8M0 scale per 32, decoded exactly where a float is written, moved as stored where MLX mxfp8 is", r.MXFP8)
+	}
+	if r.FP4 > 0 {
+		per := "per block (of sizes that differ)"
+		if r.FP4Per > 0 {
+			per = fmt.Sprintf("per %d", r.FP4Per)
+		}
+		p("mxfp4:         %d FP4 (e2m1, two codes a byte) tensors with an F8_E8M0 scale %s, decoded exactly where a float is written, moved as stored where MLX mxfp4 or ggml MXFP4 is", r.FP4, per)
 	}
 	p("shards:        %d", len(r.Shards))
 	if len(r.Problems) == 0 {

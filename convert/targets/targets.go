@@ -181,10 +181,27 @@ func CheckOptions(t Target, o Options) error {
 		}
 	}
 	sort.Strings(bad)
-	if len(bad) > 0 {
-		return fmt.Errorf("--target %s does not take %s (it takes %s)", t.Name(), strings.Join(bad, ", "), flagList(t.Accepts()))
+	if len(bad) == 0 {
+		return nil
 	}
-	return nil
+	why := ""
+	if fr, ok := t.(FlagReasons); ok {
+		for _, b := range bad {
+			if r := fr.WhyNot(strings.TrimPrefix(b, "--")); r != "" {
+				why += "; " + b + ": " + r
+			}
+		}
+	}
+	return fmt.Errorf("--target %s does not take %s (it takes %s)%s", t.Name(), strings.Join(bad, ", "), flagList(t.Accepts()), why)
+}
+
+// FlagReasons is a target that says why it does not take an option its
+// reference tool has (the tool's spelling of a choice the target names
+// otherwise, or a choice no consumer of its output offers): CheckOptions
+// adds the reason to the refusal.
+type FlagReasons interface {
+	// WhyNot is the reason for the option named (without "--"), "" for none.
+	WhyNot(option string) string
 }
 
 func flagList(names []string) string {

@@ -54,7 +54,7 @@ func main() {
 
 // dequantize decodes rows of blocks into little-endian float32.
 func dequantize(typ string, rowLen int, blocks []byte) ([]byte, error) {
-	qk, bs, err := quant.GGMLBlock(typ)
+	qk, bs, err := quant.GGMLDecodeBlock(typ)
 	if err != nil {
 		return nil, err
 	}

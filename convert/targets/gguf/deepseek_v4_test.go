@@ -2,8 +2,11 @@ package gguf_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -78,5 +81,61 @@ func TestDeepSeekV4SidecarVerifies(t *testing.T) {
 		if n := verifiedTensors(t, src, exportTo(t, src, "")); n != 34 {
 			t.Errorf("%s: %d tensors verified, want 34", fx, n)
 		}
+	}
+}
+
+// inspect judges the sidecar's MXFP4 experts from their values, decoded
+// as ggml's dequantize_row_mxfp4 does (they were "not checked: mtpconv has
+// no decoder for it"), and finds a block whose scale byte is 0xFF (2^127:
+// its values overflow).
+func TestDeepSeekV4SidecarHealthDecodesMXFP4(t *testing.T) {
+	t.Parallel()
+	path := exportTo(t, fixtures.Ensure(t, fixtures.DeepSeekV4), "")
+	health := func() (checked int, unchecked, problems []string) {
+		t.Helper()
+		fi := targets.FileInspectorFor(path)
+		if fi == nil {
+			t.Fatal("no inspector for a .gguf file")
+		}
+		in, err := fi.InspectFile(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r struct {
+			HeadHealth struct {
+				Checked   int      `json:"tensors_checked"`
+				Unchecked []string `json:"unchecked"`
+				Problems  []string `json:"problems"`
+			} `json:"head_health"`
+		}
+		b, _ := json.Marshal(in)
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.HeadHealth.Checked, r.HeadHealth.Unchecked, r.HeadHealth.Problems
+	}
+	checked, unchecked, problems := health()
+	if checked != 28 || len(unchecked) != 0 || len(problems) != 0 {
+		t.Fatalf("head health: %d checked (want 28: the three MXFP4 expert stacks too), unchecked %q, problems %q", checked, unchecked, problems)
+	}
+	f, _, err := gg.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ti := slices.IndexFunc(f.Tensors, func(x gg.TensorInfo) bool { return x.Name == "blk.4.ffn_down_exps.weight" })
+	if ti < 0 || f.Tensors[ti].Type != gg.MXFP4 {
+		t.Fatal("no MXFP4 blk.4.ffn_down_exps.weight")
+	}
+	at := f.DataOffset + f.Tensors[ti].Offset
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[at] = 0xff // the first block's scale byte
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, problems := health(); !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, "blk.4.ffn_down_exps.weight") }) {
+		t.Fatalf("a block scaled by 2^127 passed: problems %q", problems)
 	}
 }

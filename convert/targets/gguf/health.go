@@ -122,7 +122,7 @@ func checkTensor(r *health.Report, file *os.File, f *gg.File, t gg.TensorInfo, e
 	case "F16", "BF16":
 		rowBytes = 2 * rowLen
 	default:
-		qk, bs, err := quant.GGMLBlock(typ)
+		qk, bs, err := quant.GGMLDecodeBlock(typ)
 		if err != nil || rowLen%int64(qk) != 0 {
 			r.Unchecked = append(r.Unchecked, fmt.Sprintf("%s (%s: mtpconv has no decoder for it)", t.Name, typ))
 			return nil

@@ -25,7 +25,9 @@ type storageForm struct {
 	Method   RepoQuant  // the method that stores it so ("": any)
 	DotScale bool       // only where the repo names its scales X.scale (Quant.DotScale)
 	Beside   string     // a companion that marks the form where another shares its marker
-	Needs    []string   // always
+	// BesideDTypes are Beside's dtypes where they tell the form (nil: any).
+	BesideDTypes []st.DType
+	Needs        []string // always
 	// Static is needed when the method quantizes activations with a stored
 	// scale, ActOrder with GPTQ's desc_act, Asym with asymmetric weights.
 	Static, ActOrder, Asym []string
@@ -63,7 +65,16 @@ var (
 // (block: weight_scale_inv; input_scale when activation_scheme is static);
 // modelopt.py (FP8: weight_scale, input_scale; NVFP4: weight_scale,
 // weight_scale_2, input_scale; MXFP8: weight_scale).
+//
+// Microscaling forms come first, told by their E8M0 scale: DeepSeek-V4's
+// release (inference/model.py) stores its routed experts as FP4 e2m1 codes
+// two a byte in int8 with a ue8m0 `scale` per 32 values (MXFP4), its other
+// matrices block FP8 with a ue8m0 `scale` per 128 × 128; an MXFP8 release
+// (Hy4's, ModelOpt's MXFP8) e4m3 codes with an F8_E8M0 `weight_scale` per 32.
 var storageForms = []storageForm{
+	{Name: "MXFP4", Marker: "weight", DTypes: []st.DType{st.I8, st.U8}, Beside: "scale", BesideDTypes: []st.DType{st.F8E8M0}, Needs: []string{"scale"}, Packs: fp4},
+	{Name: "block FP8", Marker: "weight", DTypes: []st.DType{st.F8E4M3}, Beside: "scale", BesideDTypes: []st.DType{st.F8E8M0}, Needs: []string{"scale"}, Packs: unpacked},
+	{Name: "MXFP8", Marker: "weight", DTypes: []st.DType{st.F8E4M3}, Beside: "weight_scale", BesideDTypes: []st.DType{st.F8E8M0}, Needs: []string{"weight_scale"}, Packs: unpacked},
 	// DeepSeek-V4's releases (fp8, scale_fmt ue8m0): every FP8 weight's
 	// block scales and every FP4 expert's per-32 scales are X.scale (vllm
 	// models/deepseek_v4/nvidia/mtp.py:432-438 renames them to the
@@ -114,7 +125,7 @@ func formOf(repo Repo, q *Quant, p string) (storageForm, bool) {
 		if !ok || (f.DTypes != nil && !slices.Contains(f.DTypes, t.DType)) || (f.Method != "" && f.Method != method) || f.DotScale && !q.DotScale {
 			continue
 		}
-		if _, ok := repo.Tensors[p+"."+f.Beside]; f.Beside != "" && !ok {
+		if b, ok := repo.Tensors[p+"."+f.Beside]; f.Beside != "" && (!ok || f.BesideDTypes != nil && !slices.Contains(f.BesideDTypes, b.DType)) {
 			continue
 		}
 		return f, true

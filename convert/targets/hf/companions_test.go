@@ -7,6 +7,7 @@ import (
 
 	st "github.com/mtpconv/mtpconv/formats/safetensors"
 	"github.com/mtpconv/mtpconv/internal/fixtures"
+	"github.com/mtpconv/mtpconv/internal/testmodel"
 )
 
 // Every storage form of the table, complete, lacks nothing; without any one
@@ -99,7 +100,7 @@ func TestCompanionsInRepos(t *testing.T) {
 			}
 			var got []string
 			for _, p := range r.Problems {
-				if strings.Contains(p.Message, "without its") {
+				if strings.Contains(p.Message, "first missing") {
 					got = append(got, p.Subject+": "+p.Message)
 				}
 			}
@@ -159,7 +160,7 @@ func TestShapesAgainstConfig(t *testing.T) {
 			}
 			var got []string
 			for _, p := range r.Problems {
-				if strings.Contains(p.Message, "the config implies") || strings.Contains(p.Message, "without its") || strings.Contains(p.Message, "no quantized form") {
+				if strings.Contains(p.Message, "the config implies") || strings.Contains(p.Message, "first missing") || strings.Contains(p.Message, "no quantized form") {
 					got = append(got, p.Subject+": "+p.Message)
 				}
 			}
@@ -167,5 +168,74 @@ func TestShapesAgainstConfig(t *testing.T) {
 				t.Fatalf("problems %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// The microscaling forms are told by their E8M0 scale: FP4 e2m1 codes in
+// int8 with a ue8m0 `scale` (DeepSeek-V4's routed experts) are MXFP4 packed
+// two a byte, not int8 lacking its weight_scale; e4m3 codes with a ue8m0
+// `scale` (DeepSeek-V4's other matrices) block FP8 lacking nothing; e4m3
+// codes with an F8_E8M0 `weight_scale` per 32 MXFP8, not per-tensor FP8,
+// which an F32 weight_scale still is.
+func TestMicroscalingForms(t *testing.T) {
+	tensor := func(d st.DType, shape ...int64) *st.Tensor {
+		return &st.Tensor{TensorInfo: st.TensorInfo{DType: d, Shape: shape}}
+	}
+	mod := Module{Name: "mtp.fc", Kind: KindLinear}
+	for _, tc := range []struct {
+		name     string
+		q        *Quant
+		tensors  map[string]*st.Tensor
+		form     string
+		stored   string
+		packedAs []int64 // the weight's shape for a [8, 64] matrix
+	}{
+		{"MXFP4", nil, map[string]*st.Tensor{"weight": tensor(st.I8, 8, 32), "scale": tensor(st.F8E8M0, 8, 2)}, "MXFP4", storedMXFP4, []int64{8, 32}},
+		{"block FP8, ue8m0 scale", &Quant{Method: RepoQuantFP8}, map[string]*st.Tensor{"weight": tensor(st.F8E4M3, 8, 64), "scale": tensor(st.F8E8M0, 1, 1)}, "block FP8", storedFP8Block, []int64{8, 64}},
+		{"MXFP8", nil, map[string]*st.Tensor{"weight": tensor(st.F8E4M3, 8, 64), "weight_scale": tensor(st.F8E8M0, 8, 2)}, "MXFP8", storedMXFP8, []int64{8, 64}},
+		{"per-tensor FP8", &Quant{Method: RepoQuantModelOpt}, map[string]*st.Tensor{"weight": tensor(st.F8E4M3, 8, 64), "weight_scale": tensor(st.F32)}, "FP8", "quantized (F32, F8_E4M3; weight, weight_scale)", []int64{8, 64}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			repo := Repo{Tensors: map[string]*st.Tensor{}}
+			for leaf, x := range tc.tensors {
+				repo.Tensors["mtp.fc."+leaf] = x
+			}
+			if form, lack, _ := companionsOf(repo, tc.q, mod); form != tc.form || lack != nil {
+				t.Errorf("form %q lacking %v, want %q lacking nothing", form, lack, tc.form)
+			}
+			if s := stored(repo, mod, map[string]bool{}); s != tc.stored {
+				t.Errorf("stored %q, want %q", s, tc.stored)
+			}
+			f, ok := formOf(repo, tc.q, "mtp.fc")
+			if got, known := f.Packs(8, 64, 0); !ok || !known || !slices.Equal(got, tc.packedAs) {
+				t.Errorf("a [8 64] weight packs as %v (known %v), want %v", got, known, tc.packedAs)
+			}
+		})
+	}
+}
+
+// inspect of DeepSeek-V4's release layout says its routed experts are
+// MXFP4, lacking nothing, at the shape FP4 packs (it said "int8 without
+// weight_scale" and a shape problem per expert projection), and its
+// block-FP8 matrices' ue8m0 scales are their scales.
+func TestServingDeepSeekV4Storage(t *testing.T) {
+	for fx, want := range map[string]map[string]string{
+		fixtures.DeepSeekV4:    {"mtp.0.ffn.experts": storedMXFP4, "mtp.0.e_proj": "bf16"},
+		fixtures.DeepSeekV4FP8: {"mtp.0.ffn.experts": storedMXFP4, "mtp.0.e_proj": storedFP8Block, "mtp.0.attn.wq_a": storedFP8Block},
+	} {
+		r, err := Serving(testmodel.Load(t, fx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mod := range r.Modules {
+			if w, ok := want[mod.Name]; ok && (mod.Stored != w || len(mod.Lacks) > 0) {
+				t.Errorf("%s: %s stored %q lacking %v, want %q", fx, mod.Name, mod.Stored, mod.Lacks, w)
+			}
+		}
+		for _, p := range r.Problems {
+			if strings.Contains(p.Message, "has shape") || strings.Contains(p.Message, "int8") || strings.Contains(p.Message, "first missing") {
+				t.Errorf("%s: %s: %s", fx, p.Subject, p.Message)
+			}
+		}
 	}
 }

@@ -70,7 +70,7 @@ func TestDeepSeekV4Repos(t *testing.T) {
 			t.Fatalf("%v %v %d modules", err, r.Err(), len(r.Modules))
 		}
 		for _, mod := range r.Modules {
-			if !mod.VLLM.Quantized || !mod.SGLang.Quantized || !strings.Contains(mod.Form, ".scale") {
+			if !mod.VLLM.Quantized || !mod.SGLang.Quantized || mod.Form != "block FP8" && mod.Form != "MXFP4" {
 				t.Errorf("%s stored %s (%s) built %+v %+v", mod.Name, mod.Stored, mod.Form, mod.VLLM, mod.SGLang)
 			}
 		}

@@ -63,7 +63,7 @@ type ModuleReport struct {
 	// differ from the checkpoint's; SGLangName "-" when SGLang gives it none.
 	VLLMName   string `json:"vllm_name,omitempty"`
 	SGLangName string `json:"sglang_name,omitempty"`
-	Stored     string `json:"stored"` // bf16, f32, fp8_block, quantized (qweight, ...), missing
+	Stored     string `json:"stored"` // bf16, f32, fp8_block, mxfp4, mxfp8, quantized (qweight, ...), missing
 	// Form is the quantized storage (storageForms: int8, GPTQ, NVFP4, ...),
 	// Lacks the companions of it the repo does not hold.
 	Form   string   `json:"form,omitempty"`
@@ -86,6 +86,8 @@ type Problem struct {
 const (
 	storedMissing  = "missing"
 	storedFP8Block = "fp8_block"
+	storedMXFP4    = "mxfp4" // FP4 e2m1 codes with a ue8m0 scale per 32
+	storedMXFP8    = "mxfp8" // e4m3 codes with a ue8m0 scale per 32
 )
 
 // Serving describes how vLLM and SGLang build the head of m, a repo read by
@@ -411,6 +413,17 @@ func stored(repo Repo, mod Module, covered map[string]bool) string {
 	}
 	if len(odd) == 1 && (odd[0] == "weight_scale_inv" || odd[0] == "scale") && dtypes[st.F8E4M3] {
 		return storedFP8Block
+	}
+	// The microscaling forms (storageForms): an E8M0 scale beside the codes.
+	if len(odd) == 1 && len(dtypes) == 2 && dtypes[st.F8E8M0] {
+		switch {
+		case odd[0] == "scale" && dtypes[st.F8E4M3]:
+			return storedFP8Block
+		case odd[0] == "scale" && (dtypes[st.I8] || dtypes[st.U8]):
+			return storedMXFP4
+		case odd[0] == "weight_scale" && dtypes[st.F8E4M3]:
+			return storedMXFP8
+		}
 	}
 	if len(odd) == 0 && len(dtypes) == 1 {
 		for d := range dtypes {

@@ -39,6 +39,9 @@ func (cb combined) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) 
 	if err != nil {
 		return nil, targets.UsageError{Err: err}
 	}
+	if err := no1Bit(o); err != nil {
+		return nil, err
+	}
 	if err := combinedRefusal(m); err != nil { // the family's, before anything of the checkpoint
 		return nil, err
 	}

@@ -39,6 +39,20 @@ func (drafter) Name() string { return "mlx" }
 func (drafter) Instead() string {
 	return "to add the head into an mlx_lm.convert / mlx-community folder, use --target combined --into DIR; the drafter is a folder of its own (--out DIR)"
 }
+
+// WhyNot: mlx-vlm's quantization options are spelled here as the head's
+// precision, and no mlx-vlm drafter is quantized by a mixed recipe.
+func (drafter) WhyNot(option string) string {
+	switch option {
+	case targets.OptQBits, targets.OptQMode, targets.OptQGroupSize:
+		return "mlx-vlm's --q-bits/--q-mode/--q-group-size are --head-precision (int1 to int8, mxfp4, nvfp4, mxfp8) and --group-size here"
+	case targets.OptQuantPredicate, targets.OptTrunkRecipe:
+		return "no mlx-vlm drafter is quantized by a mixed recipe: mlx_vlm.split_mtp takes bits, group size and mode only, and mlx_vlm.convert 0.7.10's recipes fail on the one drafter it converts whole, the Gemma-4 assistant " +
+			"(mixed_quant_predicate_builder reads model.layers, which Gemma4AssistantDraftModel keeps under model.model.layers)"
+	}
+	return ""
+}
+
 func (drafter) Usage() string {
 	return "the MTP head as an mlx-vlm drafter folder (model.safetensors + config.json)"
 }
@@ -72,6 +86,14 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 			return nil, targets.UsageError{Err: fmt.Errorf("--router-bits: mlx-vlm's %s drafter keeps the routers float (its splitter does not quantize mlp.gate)", ms.DrafterModelType)}
 		}
 		o.RoutersFloat, routerBits = true, "float"
+	}
+	if ms.DrafterWhole && o.Head.Quantized() {
+		// mlx_vlm.convert casts the floats to the config's dtype before it
+		// quantizes: the scales, biases and unquantized tensors take it.
+		if dt, key := convertDType(m); dt != "" && dt != o.Head.Float {
+			o.Head.Float = dt
+			o.Notes = append(o.Notes, fmt.Sprintf("scales and unquantized tensors %s, the %s mlx_vlm.convert casts to before it quantizes", dt, key))
+		}
 	}
 	rule := o.rule(m, o.Head, o.GroupSize)
 	if ms.DrafterKeepsStorage {
@@ -132,6 +154,9 @@ func (d drafter) Plan(m *model.Model, uo targets.Options) (*plan.Plan, error) {
 		for i := range pl.Out {
 			pl.Out[i].Shape = ms.DrafterShape(m.Config, pl.Out[i].Name, pl.Out[i].Shape)
 		}
+	}
+	if err := oneBitLoads(pl.Out, ms.DrafterModelType); err != nil {
+		return nil, err
 	}
 	pl.Component = plan.ComponentTrunk
 	for _, n := range slices.Sorted(maps.Keys(ms.DrafterTrunk)) {
@@ -435,6 +460,20 @@ func blockFP8Movable(m *model.Model, drafter string) error {
 		seg := rows.Segment{Source: n, Rows: t.Shape[0], Scale: scale, Block: block}
 		if err := rows.BlockMovable(m.Checkpoint, seg, t.Shape[1], model.MXFP8Block); err != nil {
 			return fmt.Errorf("mlx-vlm's %s splitter repeats each FP8 block scale over a whole %d × %d block into mxfp8's, which for %v leaves scales of another shape than the weight's (its folder does not load): %w", drafter, block[0], block[1], t.Shape, err)
+		}
+	}
+	return nil
+}
+
+// oneBitLoads refuses a 1-bit drafter mlx-vlm could not load: its loader
+// makes 1-bit Linear and Embedding modules only (mlx-vlm 0.7.10
+// quantization/one_bit.py, replace_one_bit_modules) and raises for any
+// other quantized module, a stack of experts (SwitchLinear) or of heads
+// (MLA's MultiLinear): a quantized tensor of more than two dimensions.
+func oneBitLoads(ts []plan.OutTensor, modelType string) error {
+	for _, t := range ts {
+		if t.Quant != nil && t.Quant.Bits == 1 && len(t.Shape) > 2 {
+			return fmt.Errorf("--head-precision int1: mlx-vlm 0.7.10 loads 1-bit Linear and Embedding modules only (\"1-bit inference does not yet support\" any other), and this %s drafter's %s is a stack of %d (experts or heads), so its load_drafter would refuse the folder mlx-vlm's own splitter writes at 1 bit; take int2 or more", modelType, t.Name, t.Shape[0])
 		}
 	}
 	return nil

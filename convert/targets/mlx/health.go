@@ -256,5 +256,7 @@ func quantOf(q map[string]json.RawMessage, module string) (codec.Params, codec.M
 	if !ok || fq.Bits <= 0 || fq.GroupSize <= 0 {
 		return codec.Params{}, "", fmt.Errorf("quantization %d-bit, group %d, mode %q is not one mtpconv decodes", fq.Bits, fq.GroupSize, fq.Mode)
 	}
-	return codec.Params{Bits: fq.Bits, Group: fq.GroupSize, Rounding: "gpu"}, mode, nil
+	// Decoding does not depend on the kernel that rounded; the CPU one is
+	// the one every width validates for (1 bit included).
+	return codec.Params{Bits: fq.Bits, Group: fq.GroupSize, Rounding: "cpu"}, mode, nil
 }

@@ -267,6 +267,9 @@ func (cb combined) PlanInto(dir string, m *model.Model, uo targets.Options) (*pl
 	if err != nil {
 		return nil, targets.UsageError{Err: err}
 	}
+	if err := no1Bit(o); err != nil {
+		return nil, err
+	}
 	pl := &plan.Planner{M: m, File: HeadFile}
 	planHead(pl, m, o)
 	p := &plan.Plan{

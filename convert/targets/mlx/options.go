@@ -36,7 +36,7 @@ func (p Precision) Quantized() bool { return p.Bits > 0 }
 // Precisions accepted by --head-precision and --trunk-precision: the float
 // dtypes, MLX affine at every bit width MLX packs (intN), and MLX's
 // microscaling modes.
-var Precisions = []string{"f16", "bf16", "int2", "int3", "int4", "int5", "int6", "int8", "mxfp4", "mxfp8", "nvfp4", "fp8"}
+var Precisions = []string{"f16", "bf16", "int1", "int2", "int3", "int4", "int5", "int6", "int8", "mxfp4", "mxfp8", "nvfp4", "fp8"}
 
 // fpModes are MLX's microscaling modes: their bits and their one group size.
 var fpModes = map[string]Precision{
@@ -52,7 +52,7 @@ func ParsePrecision(s string) (Precision, error) {
 		return Precision{Name: s, Float: st.F16}, nil
 	case "bf16":
 		return Precision{Name: s, Float: st.BF16}, nil
-	case "int2", "int3", "int4", "int5", "int6", "int8":
+	case "int1", "int2", "int3", "int4", "int5", "int6", "int8":
 		return Precision{Name: s, Float: st.BF16, Bits: int(s[3] - '0'), Mode: codec.ModeMLXAffine}, nil
 	}
 	if p, ok := fpModes[s]; ok {
@@ -232,6 +232,9 @@ func options(o targets.Options) (Options, error) {
 	if out.Rounding != "gpu" && out.Rounding != "cpu" {
 		return out, fmt.Errorf("--mlx-rounding %q: must be gpu or cpu", out.Rounding)
 	}
+	if out.Head.Bits == 1 && out.Rounding != "cpu" {
+		return out, fmt.Errorf("--head-precision int1: MLX's 1-bit affine has a rule of its own, reproduced for MLX's CPU kernel only (its Metal kernel's is not known here): add --mlx-rounding cpu")
+	}
 	if out.RouterBits != 0 && out.RouterBits != 8 {
 		return out, fmt.Errorf("--router-bits %d: must be 8 or 0", out.RouterBits)
 	}
@@ -354,4 +357,15 @@ func quantizationConfig(tensors []plan.OutTensor, def plan.Quant, everyTrunk boo
 		q = append(q, jsonobj.KV{Key: strings.TrimSuffix(t.Name, ".weight"), Value: jsonobj.Object{{Key: "group_size", Value: t.Quant.GroupSize}, {Key: "bits", Value: t.Quant.Bits}, {Key: "mode", Value: t.Quant.Mode.MLXModeName()}}})
 	}
 	return q
+}
+
+// no1Bit refuses a 1-bit component of an mlx-lm model (--target combined):
+// 1 bit is offered for the mlx-vlm drafter, checked against its splitter
+// and mlx_vlm.convert; no 1-bit head or trunk was checked against
+// mlx_lm.convert.
+func no1Bit(o Options) error {
+	if o.Head.Bits == 1 || o.Trunk.Bits == 1 {
+		return targets.UsageError{Err: fmt.Errorf("int1 is --target mlx's (the 1-bit drafter mlx-vlm's splitter writes): mtpconv has not checked a 1-bit head or trunk of an mlx-lm model against mlx_lm.convert")}
+	}
+	return nil
 }

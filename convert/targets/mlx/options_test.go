@@ -28,14 +28,14 @@ func TestPrecisionsParse(t *testing.T) {
 			t.Fatalf("%s: %+v %v", n, p, err)
 		}
 	}
-	for n, want := range map[string][3]any{"int3": {3, codec.ModeMLXAffine, 0}, "int6": {6, codec.ModeMLXAffine, 0},
+	for n, want := range map[string][3]any{"int1": {1, codec.ModeMLXAffine, 0}, "int3": {3, codec.ModeMLXAffine, 0}, "int6": {6, codec.ModeMLXAffine, 0},
 		"mxfp4": {4, codec.ModeMLXMXFP4, 32}, "mxfp8": {8, codec.ModeMLXMXFP8, 32}, "nvfp4": {4, codec.ModeMLXNVFP4, 16}} {
 		p, _ := ParsePrecision(n)
 		if p.Bits != want[0] || p.Mode != want[1] || p.Group != want[2] {
 			t.Errorf("%s: %+v", n, p)
 		}
 	}
-	for _, bad := range []string{"int7", "int1", "fp4", "int16"} {
+	for _, bad := range []string{"int7", "int0", "fp4", "int16"} {
 		if _, err := ParsePrecision(bad); err == nil {
 			t.Errorf("%s accepted", bad)
 		}
@@ -73,6 +73,10 @@ func TestOptionsAliasesAndGroups(t *testing.T) {
 		{o: set(targets.Options{QuantPredicate: "mixed_3_6", TrunkPrecision: "int4"}, targets.OptQuantPredicate, targets.OptTrunkPrecision), err: "--quant-predicate mixed_3_6 sets the trunk's bits"},
 		{o: set(targets.Options{TrunkRecipe: "mixed_3_6", TrunkPrecision: "int4"}, targets.OptTrunkRecipe, targets.OptTrunkPrecision), err: "leave out --trunk-precision"},
 		{o: set(targets.Options{QuantPredicate: "mixed_3_6", QMode: "mxfp4"}, targets.OptQuantPredicate, targets.OptQMode), err: "leave out --q-bits/--q-mode"},
+		// 1 bit: MLX's CPU kernel only (its Metal kernel's rule is not known here).
+		{o: set(targets.Options{HeadPrecision: "int1"}, targets.OptHeadPrecision), err: "--head-precision int1: MLX's 1-bit affine has a rule of its own, reproduced for MLX's CPU kernel only"},
+		{o: set(targets.Options{HeadPrecision: "int1", MLXRounding: "cpu", GroupSize: 32}, targets.OptHeadPrecision, targets.OptMLXRounding, targets.OptGroupSize), trunk: "bf16", head: 32, trunkGroup: 32},
+		{o: set(targets.Options{QBits: 1}, targets.OptQBits), err: "--q-bits 1: affine takes 2"},
 	}
 	for i, tc := range cases {
 		got, err := options(tc.o)
@@ -131,5 +135,26 @@ func TestRecipeLayers(t *testing.T) {
 	}
 	if _, err := layerLocation([]string{"a.b"}); err == nil {
 		t.Fatal("no down_proj accepted")
+	}
+}
+
+// A 1-bit component is --target mlx's: an mlx-lm model with one (--target
+// combined, --into) is refused, naming why.
+func TestNo1BitInMLXLM(t *testing.T) {
+	for _, o := range []targets.Options{
+		set(targets.Options{HeadPrecision: "int1", MLXRounding: "cpu"}, targets.OptHeadPrecision, targets.OptMLXRounding),
+		set(targets.Options{TrunkPrecision: "int1", MLXRounding: "cpu"}, targets.OptTrunkPrecision, targets.OptMLXRounding),
+	} {
+		got, err := options(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := no1Bit(got); err == nil || !strings.Contains(err.Error(), "not checked a 1-bit head or trunk of an mlx-lm model against mlx_lm.convert") {
+			t.Errorf("%+v: %v", o, err)
+		}
+	}
+	got, _ := options(set(targets.Options{HeadPrecision: "int2"}, targets.OptHeadPrecision))
+	if err := no1Bit(got); err != nil {
+		t.Error(err)
 	}
 }

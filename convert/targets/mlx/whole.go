@@ -33,6 +33,31 @@ func wholeDrafter(m *model.Model, p *plan.Plan, o Options) (*plan.Plan, error) {
 	return p, nil
 }
 
+// convertDType is the float dtype mlx_vlm.convert casts a whole drafter's
+// floats to when it is given none (convert.py: config.json's top-level
+// torch_dtype, else text_config's dtype, if one of MLX's conversion dtypes)
+// and the key it came from; "" when it casts nothing (the stored dtypes stay).
+func convertDType(m *model.Model) (st.DType, string) {
+	var cfg struct {
+		TorchDType string `json:"torch_dtype"`
+		Text       struct {
+			DType string `json:"dtype"`
+		} `json:"text_config"`
+	}
+	if json.Unmarshal(m.Config.Raw, &cfg) != nil {
+		return "", ""
+	}
+	name, key := cfg.TorchDType, "torch_dtype"
+	if name == "" {
+		name, key = cfg.Text.DType, "text_config.dtype"
+	}
+	dt, ok := map[string]st.DType{"float16": st.F16, "bfloat16": st.BF16, "float32": st.F32}[name]
+	if !ok {
+		return "", ""
+	}
+	return dt, key + " " + name
+}
+
 // wholeConfig is config.json as mlx_vlm.convert writes it (utils.save_config):
 // the source's whole configuration, _name_or_path and torch_dtype dropped,
 // the top level sorted (nested objects keep the source's order, values their

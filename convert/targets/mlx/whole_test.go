@@ -246,3 +246,61 @@ func verifyWhole(t *testing.T, m *model.Model, out string, sh, oh *st.Header) {
 		t.Errorf("verify --src of a changed index: %v %+v", err, rep.Problems)
 	}
 }
+
+// A quantized assistant's scales and float tensors take the dtype
+// mlx_vlm.convert casts to before it quantizes (config.json's torch_dtype,
+// else text_config.dtype), as interop/test_gemma4.py checks byte for byte:
+// float16 or float32 where the config says so (they were bf16 whatever it
+// said), bf16 where it says bfloat16; a float precision stays the flag's.
+func TestWholeDrafterQuantizedInConfigDType(t *testing.T) {
+	t.Parallel()
+	src := fixtures.Ensure(t, fixtures.Gemma4Assistant)
+	withDType := func(top, text string) string {
+		dir := t.TempDir()
+		ents, err := os.ReadDir(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			b, err := os.ReadFile(filepath.Join(src, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.Name() == model.ConfigFile {
+				var cfg map[string]any
+				if err := json.Unmarshal(b, &cfg); err != nil {
+					t.Fatal(err)
+				}
+				if top != "" {
+					cfg["torch_dtype"] = top
+				}
+				cfg["text_config"].(map[string]any)["dtype"] = text
+				b, _ = json.MarshalIndent(cfg, "", "  ")
+			}
+			if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	for _, c := range []struct {
+		top, text, prec string
+		scales, norm    st.DType
+	}{
+		{"", "float16", "int4", st.F16, st.F16},
+		{"float32", "bfloat16", "int8", st.F32, st.F32}, // torch_dtype first
+		{"", "float32", "mxfp4", st.U8, st.F32},
+		{"", "bfloat16", "int4", st.BF16, st.BF16},
+		{"", "float16", "bf16", "", st.BF16},
+	} {
+		_, out := exportMLX(t, withDType(c.top, c.text), targets.Options{HeadPrecision: c.prec, Set: map[string]bool{targets.OptHeadPrecision: true}})
+		_, h := header(t, filepath.Join(out, "model.safetensors"))
+		got := map[string]st.DType{}
+		for _, e := range h.Tensors {
+			got[e.Name] = e.DType
+		}
+		if got["pre_projection.scales"] != c.scales || got["model.norm.weight"] != c.norm {
+			t.Errorf("torch_dtype %q text_config.dtype %q at %s: scales %s, norm %s; want %s, %s", c.top, c.text, c.prec, got["pre_projection.scales"], got["model.norm.weight"], c.scales, c.norm)
+		}
+	}
+}
