@@ -64,7 +64,7 @@ def judged(mtpconv, tmp_path_factory):
         mended = json.loads((repo / "config.json").read_text())["quantization_config"]["ignore"]
         exact = [n for m in inspect_modules(mtpconv, repo) for n in (m.get("shards") or [m["module"]])]
         for ignore, excluded in ((mended, True), (CT["ignore"], False), (CT["ignore"] + exact, fam in MAPPERS)):
-            set_ignore(repo, ignore)
+            set_ignore(repo, "ignore", ignore)
             for m in inspect_modules(mtpconv, repo):
                 v = m.get("vllm_0_34") or m["vllm"]  # Inkling: 0.34.0's build (0.32.0 gives the head no config)
                 if v["rule"].startswith(("built without the quantization config", "a bare parameter")):

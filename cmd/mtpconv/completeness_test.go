@@ -38,7 +38,7 @@ func familyFixtures(t *testing.T) map[string]string {
 		m.Checkpoint.Close()
 	}
 	for _, f := range model.Registered() {
-		if of[f.Name] == "" && !writesNoHead(f) && !blockDrafter(f) {
+		if of[f.Name] == "" && !writesNoHead(f) {
 			t.Errorf("no fixture of family %s in completenessFixtures", f)
 		}
 	}
@@ -50,16 +50,6 @@ func familyFixtures(t *testing.T) map[string]string {
 // family (DeepSeek's DSpark stages): there is no such file to check.
 func writesNoHead(f *model.Family) bool {
 	return f.GGUF.Refusal != "" && f.MLX.Refusal != "" && f.MLX.CombinedRefusal != ""
-}
-
-// blockDrafter says whether the family's only head file is a block
-// drafter with nothing of a NextN head (DSpark stages: no concat projection,
-// and no tensor HeadOwn names without a config, the stage count being the
-// checkpoint's): inspect has no own tensor of it to find missing; verify
-// checks the folder's every entry, and interop/test_dspark.py its equality
-// with mlx-vlm's splitter.
-func blockDrafter(f *model.Family) bool {
-	return f.MLX.DrafterKind == "dflash" && f.GGUF.Refusal != "" && f.MLX.CombinedRefusal != "" && len(f.HeadOwn(0)) == 0
 }
 
 // headFile is an output of one kind: the path inspect reads and the names
@@ -174,10 +164,11 @@ func TestInspectHeadCompleteness(t *testing.T) {
 					t.Fatalf("%s: inspect --strict of the whole head: %d %s %s", f.kind, code, stdout, stderr)
 				}
 				// The concat projection (Inkling's input_proj), or its halves apart (Qwen3.8-Flash-Next's fc_embedding and fc_hidden),
-				// or a separate drafter's (the Gemma-4 assistant's pre_projection), or DeepSeek-V4's h_proj.
+				// or a separate drafter's (the Gemma-4 assistant's pre_projection), or DeepSeek-V4's h_proj, or DSpark's main_proj.
 				if !slices.ContainsFunc(f.own, func(n string) bool {
 					return strings.Contains(n, "eh_proj") || strings.HasSuffix(n, "fc.weight") || strings.HasSuffix(n, "fc_hidden.weight") ||
-						strings.HasSuffix(n, "input_proj.weight") || strings.Contains(n, "pre_projection") || n == "h_proj.weight"
+						strings.HasSuffix(n, "input_proj.weight") || strings.Contains(n, "pre_projection") || n == "h_proj.weight" ||
+						strings.HasSuffix(n, "main_proj.weight") // DSpark's stage 0 (the mlx folder's name; the dflash draft's is fc)
 				}) {
 					t.Errorf("%s: the head's own tensors %v lack the concat projection", f.kind, f.own)
 				}
