@@ -23,8 +23,7 @@ import pytest
 
 import hf_repos
 from conftest import ROOT
-from test_vllm_rules import CT, TOKENIZER_FILES, set_ignore
-from vllm_server import python as vllm_python
+from test_vllm_rules import CT, TOKENIZER_FILES, ask_vllm, set_ignore
 
 FAMILIES = {"inkling": "inkling-tiny", "hy4": "hy4-tiny"}
 # vLLM 0.34.0's InklingMTP.hf_to_vllm_mapper as get_rename_mapper keeps it
@@ -74,11 +73,7 @@ def judged(mtpconv, tmp_path_factory):
                 if fam in MAPPERS:
                     case["mapper"] = MAPPERS[fam]
                 cases.append(case)
-    (base / "cases.json").write_text(json.dumps(cases))
-    res = subprocess.run([str(vllm_python()), str(ROOT / "interop" / "vllm_inkling_rules.py"), str(base / "cases.json"),
-                          str(base / "out.json")], capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-4000:]
-    return rows, json.loads((base / "out.json").read_text())
+    return rows, ask_vllm(cases, base, "vllm_inkling_rules.py")
 
 
 @pytest.mark.parametrize("family", FAMILIES)

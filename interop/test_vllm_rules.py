@@ -147,11 +147,7 @@ def judged(mtpconv, tmp_path_factory):
                         cases[-1]["fused"] = FUSED_OF[fam]
                     if fam in PROJS_OF and m["kind"] == "experts":
                         cases[-1]["projs"] = PROJS_OF[fam]
-    (base / "cases.json").write_text(json.dumps(cases))
-    res = subprocess.run([str(vllm_python()), str(ROOT / "interop" / "vllm_rules.py"), str(base / "cases.json"),
-                          str(base / "out.json")], capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-4000:]
-    return rows, json.loads((base / "out.json").read_text())
+    return rows, ask_vllm(cases, base)
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -169,9 +165,11 @@ def test_ported_rules_agree_with_vllm(family, judged):
             assert vllm == expect, (method, m, vllm)  # the exclusion works; without it vLLM quantizes the head
 
 
-def ask_vllm(cases, d):
+def ask_vllm(cases, d, script="vllm_rules.py"):
+    """The installed vLLM's own answers to cases (a script of interop/ run in
+    the vLLM venv: CASES.json in, OUT.json out)."""
     (d / "cases.json").write_text(json.dumps(cases))
-    res = subprocess.run([str(vllm_python()), str(ROOT / "interop" / "vllm_rules.py"), str(d / "cases.json"),
+    res = subprocess.run([str(vllm_python()), str(ROOT / "interop" / script), str(d / "cases.json"),
                           str(d / "out.json")], capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-4000:]
     return json.loads((d / "out.json").read_text())
